@@ -1,0 +1,5 @@
+"""``python -m shedlab`` runs the command line."""
+
+from shedlab.cli import main
+
+main()

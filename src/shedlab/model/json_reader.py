@@ -1,0 +1,136 @@
+"""Validated access to parsed JSON, with the path of every value for error messages.
+
+Pulsar itself ignores unknown fields and fills missing ones with defaults. shedlab does the same
+for fields that Pulsar treats as optional, but refuses values that cannot be right (negative or
+NaN rates, wrong types) and names the file and the JSON path of the offending value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from shedlab.errors import InputError
+
+_MISSING: Any = object()
+
+
+def load_json_file(path: str | Path) -> Any:
+    """Parse a JSON file, turning I/O and syntax problems into :class:`InputError`."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file not found", source=str(p)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror}", source=str(p)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(p)
+        ) from None
+
+
+class JsonReader:
+    """A JSON object plus where it came from (file and path), with typed, checked getters."""
+
+    def __init__(self, obj: Any, source: str | None, path: str = "") -> None:
+        if not isinstance(obj, Mapping):
+            raise InputError(
+                f"expected a JSON object, found {type(obj).__name__}",
+                source=source,
+                field=path or "(top level)",
+            )
+        self.obj: Mapping[str, Any] = obj
+        self.source = source
+        self.path = path
+
+    def field_path(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def has(self, key: str) -> bool:
+        return key in self.obj and self.obj[key] is not None
+
+    def _raw(self, key: str, default: Any) -> Any:
+        if key in self.obj and self.obj[key] is not None:
+            return self.obj[key]
+        if default is _MISSING:
+            raise InputError("required field is missing", source=self.source, field=self.field_path(key))
+        return default
+
+    def number(self, key: str, default: Any = _MISSING, *, non_negative: bool = True) -> float:
+        """A finite float; negative values are refused where Pulsar can never produce them."""
+        value = self._raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InputError("expected a number", source=self.source, field=self.field_path(key), value=value)
+        result = float(value)
+        if math.isnan(result) or math.isinf(result):
+            raise InputError(
+                "expected a finite number", source=self.source, field=self.field_path(key), value=value
+            )
+        if non_negative and result < 0:
+            raise InputError(
+                "must not be negative", source=self.source, field=self.field_path(key), value=value
+            )
+        return result
+
+    def integer(self, key: str, default: Any = _MISSING, *, non_negative: bool = True) -> int:
+        value = self._raw(key, default)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(
+                "expected an integer", source=self.source, field=self.field_path(key), value=value
+            )
+        if non_negative and value < 0:
+            raise InputError(
+                "must not be negative", source=self.source, field=self.field_path(key), value=value
+            )
+        return value
+
+    def boolean(self, key: str, default: Any = _MISSING) -> bool:
+        value = self._raw(key, default)
+        if not isinstance(value, bool):
+            raise InputError(
+                "expected true or false", source=self.source, field=self.field_path(key), value=value
+            )
+        return value
+
+    def string(self, key: str, default: Any = _MISSING) -> str | None:
+        value = self._raw(key, default)
+        if value is not None and not isinstance(value, str):
+            raise InputError("expected a string", source=self.source, field=self.field_path(key), value=value)
+        return value  # type: ignore[no-any-return]
+
+    def child(self, key: str, default: Any = _MISSING) -> JsonReader | None:
+        value = self._raw(key, default)
+        if value is None:
+            return None
+        return JsonReader(value, self.source, self.field_path(key))
+
+    def string_list(self, key: str, default: Any = _MISSING) -> list[str]:
+        value = self._raw(key, default)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InputError(
+                "expected a list of strings",
+                source=self.source,
+                field=self.field_path(key),
+                value=value,
+            )
+        return list(value)
+
+    def items(self, key: str, default: Any = _MISSING) -> Iterator[tuple[str, JsonReader]]:
+        """The entries of a JSON object whose values are themselves objects."""
+        sub = self.child(key, default)
+        if sub is None:
+            return
+        for name, value in sub.obj.items():
+            yield name, JsonReader(value, self.source, sub.field_path(name))
+
+    def raw_mapping(self, key: str, default: Any = _MISSING) -> Mapping[str, Any]:
+        sub = self.child(key, default)
+        return {} if sub is None else sub.obj

@@ -1,0 +1,472 @@
+"""Pulsar's load-balancer data classes and their JSON form (spec §1).
+
+These mirror ``org.apache.pulsar.policies.data.loadbalancer`` field for field, and read and write
+the JSON that Pulsar's admin API and metadata store hold (Jackson, NON_NULL inclusion, unknown
+fields ignored). They are used at the edges (files, recordings, the ``decide`` command); the
+strategies read the columnar :class:`~shedlab.model.snapshot.ClusterSnapshot` instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shedlab.model.json_reader import JsonReader
+
+RESOURCE_NAMES: tuple[str, ...] = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+"""The five resources of a load report, in Pulsar's field order."""
+
+NUM_SHORT_SAMPLES = 10
+NUM_LONG_SAMPLES = 1000
+DEFAULT_MESSAGE_RATE = 50.0
+DEFAULT_MESSAGE_THROUGHPUT = 50000.0
+MODULAR_LOAD_MANAGER = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
+
+_F32_100 = np.float32(100.0)
+
+
+def percent_usage(usage: float, limit: float) -> float:
+    """ResourceUsage.percentUsage(): computed in float32 exactly as Java does (spec §1.1)."""
+    if limit > 0:
+        return float((np.float32(usage) / np.float32(limit)) * _F32_100)
+    return 0.0
+
+
+@dataclass
+class ResourceUsage:
+    """One resource: ``usage`` out of ``limit`` (cpu in %-of-a-core, NIC in Kbit/s, memory in MiB)."""
+
+    usage: float = 0.0
+    limit: float = 0.0
+
+    def percent_usage(self) -> float:
+        return percent_usage(self.usage, self.limit)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"usage": float(self.usage), "limit": float(self.limit)}
+
+    @classmethod
+    def from_json(cls, r: JsonReader) -> ResourceUsage:
+        return cls(usage=r.number("usage"), limit=r.number("limit"))
+
+
+@dataclass
+class NamespaceBundleStats:
+    """A bundle's instantaneous traffic sample, as a broker reports it in ``lastStats``."""
+
+    msgRateIn: float = 0.0  # noqa: N815 - Pulsar's field names are the interface
+    msgThroughputIn: float = 0.0  # noqa: N815
+    msgRateOut: float = 0.0  # noqa: N815
+    msgThroughputOut: float = 0.0  # noqa: N815
+    consumerCount: int = 0  # noqa: N815
+    producerCount: int = 0  # noqa: N815
+    topics: int = 0
+    cacheSize: int = 0  # noqa: N815
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "msgRateIn": float(self.msgRateIn),
+            "msgThroughputIn": float(self.msgThroughputIn),
+            "msgRateOut": float(self.msgRateOut),
+            "msgThroughputOut": float(self.msgThroughputOut),
+            "consumerCount": int(self.consumerCount),
+            "producerCount": int(self.producerCount),
+            "topics": int(self.topics),
+            "cacheSize": int(self.cacheSize),
+        }
+
+    @classmethod
+    def from_json(cls, r: JsonReader) -> NamespaceBundleStats:
+        return cls(
+            msgRateIn=r.number("msgRateIn", 0.0),
+            msgThroughputIn=r.number("msgThroughputIn", 0.0),
+            msgRateOut=r.number("msgRateOut", 0.0),
+            msgThroughputOut=r.number("msgThroughputOut", 0.0),
+            consumerCount=r.integer("consumerCount", 0),
+            producerCount=r.integer("producerCount", 0),
+            topics=r.integer("topics", 0),
+            cacheSize=r.integer("cacheSize", 0),
+        )
+
+
+@dataclass
+class TimeAverageMessageData:
+    """A running average of a bundle's traffic: arithmetic mean, then an EMA with α = 1/maxSamples."""
+
+    maxSamples: int = NUM_SHORT_SAMPLES  # noqa: N815
+    numSamples: int = 0  # noqa: N815
+    msgThroughputIn: float = 0.0  # noqa: N815
+    msgThroughputOut: float = 0.0  # noqa: N815
+    msgRateIn: float = 0.0  # noqa: N815
+    msgRateOut: float = 0.0  # noqa: N815
+
+    @classmethod
+    def with_defaults(cls, max_samples: int) -> TimeAverageMessageData:
+        """Pulsar's defaults for a bundle never seen before (50 msg/s, 50000 B/s each way)."""
+        return cls(
+            maxSamples=max_samples,
+            numSamples=0,
+            msgThroughputIn=DEFAULT_MESSAGE_THROUGHPUT,
+            msgThroughputOut=DEFAULT_MESSAGE_THROUGHPUT,
+            msgRateIn=DEFAULT_MESSAGE_RATE,
+            msgRateOut=DEFAULT_MESSAGE_RATE,
+        )
+
+    def update(self, sample: NamespaceBundleStats) -> None:
+        """Add one sample: the first overwrites the defaults, then mean, then EMA (spec §1.3)."""
+        self.numSamples = min(self.numSamples + 1, self.maxSamples)
+        n = self.numSamples
+        self.msgThroughputIn = ((n - 1) * self.msgThroughputIn + sample.msgThroughputIn) / n
+        self.msgThroughputOut = ((n - 1) * self.msgThroughputOut + sample.msgThroughputOut) / n
+        self.msgRateIn = ((n - 1) * self.msgRateIn + sample.msgRateIn) / n
+        self.msgRateOut = ((n - 1) * self.msgRateOut + sample.msgRateOut) / n
+
+    def total_msg_rate(self) -> float:
+        return self.msgRateIn + self.msgRateOut
+
+    def total_msg_throughput(self) -> float:
+        return self.msgThroughputIn + self.msgThroughputOut
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "maxSamples": int(self.maxSamples),
+            "numSamples": int(self.numSamples),
+            "msgThroughputIn": float(self.msgThroughputIn),
+            "msgThroughputOut": float(self.msgThroughputOut),
+            "msgRateIn": float(self.msgRateIn),
+            "msgRateOut": float(self.msgRateOut),
+        }
+
+    @classmethod
+    def from_json(cls, r: JsonReader, max_samples: int) -> TimeAverageMessageData:
+        return cls(
+            maxSamples=r.integer("maxSamples", max_samples),
+            numSamples=r.integer("numSamples", 0),
+            msgThroughputIn=r.number("msgThroughputIn"),
+            msgThroughputOut=r.number("msgThroughputOut"),
+            msgRateIn=r.number("msgRateIn"),
+            msgRateOut=r.number("msgRateOut"),
+        )
+
+
+@dataclass
+class BundleData:
+    """The leader's history of one bundle: short-term (10 samples) and long-term (1000) averages."""
+
+    shortTermData: TimeAverageMessageData = field(  # noqa: N815
+        default_factory=lambda: TimeAverageMessageData.with_defaults(NUM_SHORT_SAMPLES)
+    )
+    longTermData: TimeAverageMessageData = field(  # noqa: N815
+        default_factory=lambda: TimeAverageMessageData.with_defaults(NUM_LONG_SAMPLES)
+    )
+    topics: int = 0
+
+    def update(self, stats: NamespaceBundleStats) -> None:
+        self.shortTermData.update(stats)
+        self.longTermData.update(stats)
+        self.topics = int(stats.topics)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "shortTermData": self.shortTermData.to_json(),
+            "longTermData": self.longTermData.to_json(),
+            "topics": int(self.topics),
+        }
+
+    @classmethod
+    def from_json(cls, r: JsonReader) -> BundleData:
+        short = r.child("shortTermData")
+        long = r.child("longTermData")
+        assert short is not None and long is not None
+        return cls(
+            shortTermData=TimeAverageMessageData.from_json(short, NUM_SHORT_SAMPLES),
+            longTermData=TimeAverageMessageData.from_json(long, NUM_LONG_SAMPLES),
+            topics=r.integer("topics", 0),
+        )
+
+
+@dataclass
+class LocalBrokerData:
+    """A broker's load report (``/loadbalance/brokers/<id>``, admin ``broker-stats/load-report``)."""
+
+    webServiceUrl: str | None = None  # noqa: N815
+    webServiceUrlTls: str | None = None  # noqa: N815
+    pulsarServiceUrl: str | None = None  # noqa: N815
+    pulsarServiceUrlTls: str | None = None  # noqa: N815
+    persistentTopicsEnabled: bool = True  # noqa: N815
+    nonPersistentTopicsEnabled: bool = True  # noqa: N815
+    cpu: ResourceUsage = field(default_factory=ResourceUsage)
+    memory: ResourceUsage = field(default_factory=ResourceUsage)
+    directMemory: ResourceUsage = field(default_factory=ResourceUsage)  # noqa: N815
+    bandwidthIn: ResourceUsage = field(default_factory=ResourceUsage)  # noqa: N815
+    bandwidthOut: ResourceUsage = field(default_factory=ResourceUsage)  # noqa: N815
+    msgThroughputIn: float = 0.0  # noqa: N815
+    msgThroughputOut: float = 0.0  # noqa: N815
+    msgRateIn: float = 0.0  # noqa: N815
+    msgRateOut: float = 0.0  # noqa: N815
+    lastUpdate: int = 0  # noqa: N815
+    lastStats: dict[str, NamespaceBundleStats] = field(default_factory=dict)  # noqa: N815
+    numTopics: int = 0  # noqa: N815
+    numBundles: int = 0  # noqa: N815
+    numConsumers: int = 0  # noqa: N815
+    numProducers: int = 0  # noqa: N815
+    bundles: list[str] = field(default_factory=list)
+    lastBundleGains: list[str] = field(default_factory=list)  # noqa: N815
+    lastBundleLosses: list[str] = field(default_factory=list)  # noqa: N815
+    brokerVersionString: str | None = None  # noqa: N815
+    protocols: dict[str, str] = field(default_factory=dict)
+    advertisedListeners: dict[str, Any] = field(default_factory=dict)  # noqa: N815
+    loadManagerClassName: str | None = None  # noqa: N815
+    startTimestamp: int = 0  # noqa: N815
+
+    def resource(self, name: str) -> ResourceUsage:
+        value: ResourceUsage = getattr(self, name)
+        return value
+
+    def max_resource_usage(self) -> float:
+        """getMaxResourceUsage(): max of cpu, directMemory, NIC in/out (memory excluded), float32."""
+        pcts = [np.float32(self.resource(n).percent_usage()) for n in RESOURCE_NAMES if n != "memory"]
+        return float(max(pcts) / _F32_100)
+
+    def max_resource_usage_with_weight(
+        self, cpu_w: float, direct_memory_w: float, bw_in_w: float, bw_out_w: float
+    ) -> float:
+        """getMaxResourceUsageWithWeight(): widened float32 percentages × weights, / 100 in double."""
+        return (
+            max(
+                self.cpu.percent_usage() * cpu_w,
+                self.directMemory.percent_usage() * direct_memory_w,
+                self.bandwidthIn.percent_usage() * bw_in_w,
+                self.bandwidthOut.percent_usage() * bw_out_w,
+            )
+            / 100
+        )
+
+    def update(self, resources: dict[str, ResourceUsage], stats: dict[str, NamespaceBundleStats]) -> None:
+        """Recompute the report from fresh resources and bundle stats (LocalBrokerData.update)."""
+        for name in RESOURCE_NAMES:
+            setattr(self, name, resources[name])
+        values = list(stats.values())
+        self.msgRateIn = sum(s.msgRateIn for s in values)
+        self.msgRateOut = sum(s.msgRateOut for s in values)
+        self.msgThroughputIn = sum(s.msgThroughputIn for s in values)
+        self.msgThroughputOut = sum(s.msgThroughputOut for s in values)
+        self.numTopics = sum(s.topics for s in values)
+        self.numBundles = len(values)
+        self.numConsumers = sum(s.consumerCount for s in values)
+        self.numProducers = sum(s.producerCount for s in values)
+        owned = set(self.bundles)
+        for name in list(self.bundles):
+            if name not in stats:
+                self.lastBundleLosses.append(name)
+                owned.discard(name)
+        for name in stats:
+            if name not in owned:
+                self.lastBundleGains.append(name)
+                owned.add(name)
+        self.bundles = sorted(owned)
+        self.lastStats = dict(stats)
+
+    def clean_deltas(self) -> None:
+        self.lastBundleGains.clear()
+        self.lastBundleLosses.clear()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in ("webServiceUrl", "webServiceUrlTls", "pulsarServiceUrl", "pulsarServiceUrlTls"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        out["persistentTopicsEnabled"] = self.persistentTopicsEnabled
+        out["nonPersistentTopicsEnabled"] = self.nonPersistentTopicsEnabled
+        for name in RESOURCE_NAMES:
+            out[name] = self.resource(name).to_json()
+        out["msgThroughputIn"] = float(self.msgThroughputIn)
+        out["msgThroughputOut"] = float(self.msgThroughputOut)
+        out["msgRateIn"] = float(self.msgRateIn)
+        out["msgRateOut"] = float(self.msgRateOut)
+        out["lastUpdate"] = int(self.lastUpdate)
+        out["lastStats"] = {k: v.to_json() for k, v in self.lastStats.items()}
+        out["numTopics"] = int(self.numTopics)
+        out["numBundles"] = int(self.numBundles)
+        out["numConsumers"] = int(self.numConsumers)
+        out["numProducers"] = int(self.numProducers)
+        out["bundles"] = list(self.bundles)
+        out["lastBundleGains"] = list(self.lastBundleGains)
+        out["lastBundleLosses"] = list(self.lastBundleLosses)
+        if self.brokerVersionString is not None:
+            out["brokerVersionString"] = self.brokerVersionString
+        out["protocols"] = dict(self.protocols)
+        out["advertisedListeners"] = dict(self.advertisedListeners)
+        if self.loadManagerClassName is not None:
+            out["loadManagerClassName"] = self.loadManagerClassName
+        out["startTimestamp"] = int(self.startTimestamp)
+        out["maxResourceUsage"] = self.max_resource_usage()
+        out["loadReportType"] = "LocalBrokerData"
+        return out
+
+    @classmethod
+    def from_json(cls, r: JsonReader) -> LocalBrokerData:
+        """Read a load report; Pulsar's derived and unknown fields are ignored, as Jackson does."""
+        resources = {}
+        for name in RESOURCE_NAMES:
+            child = r.child(name, None)
+            resources[name] = ResourceUsage() if child is None else ResourceUsage.from_json(child)
+        last_stats = {name: NamespaceBundleStats.from_json(s) for name, s in r.items("lastStats", {})}
+        bundles = r.string_list("bundles", [])
+        return cls(
+            webServiceUrl=r.string("webServiceUrl", None),
+            webServiceUrlTls=r.string("webServiceUrlTls", None),
+            pulsarServiceUrl=r.string("pulsarServiceUrl", None),
+            pulsarServiceUrlTls=r.string("pulsarServiceUrlTls", None),
+            persistentTopicsEnabled=r.boolean("persistentTopicsEnabled", True),
+            nonPersistentTopicsEnabled=r.boolean("nonPersistentTopicsEnabled", True),
+            msgThroughputIn=r.number("msgThroughputIn", 0.0),
+            msgThroughputOut=r.number("msgThroughputOut", 0.0),
+            msgRateIn=r.number("msgRateIn", 0.0),
+            msgRateOut=r.number("msgRateOut", 0.0),
+            lastUpdate=r.integer("lastUpdate", 0),
+            lastStats=last_stats,
+            numTopics=r.integer("numTopics", 0),
+            numBundles=r.integer("numBundles", len(bundles)),
+            numConsumers=r.integer("numConsumers", 0),
+            numProducers=r.integer("numProducers", 0),
+            bundles=bundles,
+            lastBundleGains=r.string_list("lastBundleGains", []),
+            lastBundleLosses=r.string_list("lastBundleLosses", []),
+            brokerVersionString=r.string("brokerVersionString", None),
+            protocols=dict(r.raw_mapping("protocols", {})),
+            advertisedListeners=dict(r.raw_mapping("advertisedListeners", {})),
+            loadManagerClassName=r.string("loadManagerClassName", None),
+            startTimestamp=r.integer("startTimestamp", 0),
+            **resources,  # type: ignore[arg-type]
+        )
+
+
+_TIME_AVERAGE_FIELDS: tuple[str, ...] = (
+    "shortTermMsgThroughputIn",
+    "shortTermMsgThroughputOut",
+    "shortTermMsgRateIn",
+    "shortTermMsgRateOut",
+    "longTermMsgThroughputIn",
+    "longTermMsgThroughputOut",
+    "longTermMsgRateIn",
+    "longTermMsgRateOut",
+)
+
+
+@dataclass
+class TimeAverageBrokerData:
+    """A broker's traffic aggregated from its bundles' short- and long-term averages."""
+
+    shortTermMsgThroughputIn: float = 0.0  # noqa: N815
+    shortTermMsgThroughputOut: float = 0.0  # noqa: N815
+    shortTermMsgRateIn: float = 0.0  # noqa: N815
+    shortTermMsgRateOut: float = 0.0  # noqa: N815
+    longTermMsgThroughputIn: float = 0.0  # noqa: N815
+    longTermMsgThroughputOut: float = 0.0  # noqa: N815
+    longTermMsgRateIn: float = 0.0  # noqa: N815
+    longTermMsgRateOut: float = 0.0  # noqa: N815
+
+    FIELDS = _TIME_AVERAGE_FIELDS
+
+    def reset(self, bundles: list[str], bundle_data: dict[str, BundleData]) -> None:
+        """Re-aggregate from the given bundles; unknown bundles count with Pulsar's defaults."""
+        for name in self.FIELDS:
+            setattr(self, name, 0.0)
+        for bundle in bundles:
+            data = bundle_data.get(bundle)
+            short = data.shortTermData if data else TimeAverageMessageData.with_defaults(NUM_SHORT_SAMPLES)
+            long = data.longTermData if data else TimeAverageMessageData.with_defaults(NUM_LONG_SAMPLES)
+            self.shortTermMsgThroughputIn += short.msgThroughputIn
+            self.shortTermMsgThroughputOut += short.msgThroughputOut
+            self.shortTermMsgRateIn += short.msgRateIn
+            self.shortTermMsgRateOut += short.msgRateOut
+            self.longTermMsgThroughputIn += long.msgThroughputIn
+            self.longTermMsgThroughputOut += long.msgThroughputOut
+            self.longTermMsgRateIn += long.msgRateIn
+            self.longTermMsgRateOut += long.msgRateOut
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: float(getattr(self, name)) for name in self.FIELDS}
+
+    @classmethod
+    def from_json(cls, r: JsonReader) -> TimeAverageBrokerData:
+        return cls(**{name: r.number(name, 0.0) for name in cls.FIELDS})
+
+
+@dataclass
+class BrokerData:
+    """The leader's view of one broker: its report, its time averages, and placements in flight."""
+
+    localData: LocalBrokerData = field(default_factory=LocalBrokerData)  # noqa: N815
+    timeAverageData: TimeAverageBrokerData = field(default_factory=TimeAverageBrokerData)  # noqa: N815
+    preallocatedBundleData: dict[str, BundleData] = field(default_factory=dict)  # noqa: N815
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "localData": self.localData.to_json(),
+            "timeAverageData": self.timeAverageData.to_json(),
+        }
+        if self.preallocatedBundleData:
+            out["preallocatedBundleData"] = {k: v.to_json() for k, v in self.preallocatedBundleData.items()}
+        return out
+
+    @classmethod
+    def from_json(cls, r: JsonReader) -> BrokerData:
+        local = r.child("localData")
+        assert local is not None
+        ta = r.child("timeAverageData", None)
+        return cls(
+            localData=LocalBrokerData.from_json(local),
+            timeAverageData=TimeAverageBrokerData() if ta is None else TimeAverageBrokerData.from_json(ta),
+            preallocatedBundleData={
+                name: BundleData.from_json(b) for name, b in r.items("preallocatedBundleData", {})
+            },
+        )
+
+
+_HEARTBEAT = re.compile(r"^pulsar/[^/]+:\d+$")
+_SLA_MONITOR = re.compile(r"^sla-monitor/[^/]+:\d+$")
+
+
+def namespace_of(bundle: str) -> str:
+    """The namespace of a full bundle name ``tenant/namespace/0xLLLLLLLL_0xUUUUUUUU``."""
+    return bundle.rsplit("/", 1)[0]
+
+
+def is_system_heartbeat_bundle(bundle: str) -> bool:
+    """Heartbeat and SLA-monitor bundles, which getBundleDataForLoadShedding() leaves out."""
+    ns = namespace_of(bundle)
+    return bool(_HEARTBEAT.match(ns) or _SLA_MONITOR.match(ns))
+
+
+@dataclass
+class LoadData:
+    """The leader's in-memory view: brokers, bundle histories and recently unloaded bundles."""
+
+    brokerData: dict[str, BrokerData] = field(default_factory=dict)  # noqa: N815
+    bundleData: dict[str, BundleData] = field(default_factory=dict)  # noqa: N815
+    recentlyUnloadedBundles: dict[str, int] = field(default_factory=dict)  # noqa: N815
+
+    def bundle_data_for_load_shedding(self) -> dict[str, BundleData]:
+        return {k: v for k, v in self.bundleData.items() if not is_system_heartbeat_bundle(k)}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokers": {k: v.to_json() for k, v in self.brokerData.items()},
+            "bundleData": {k: v.to_json() for k, v in self.bundleData.items()},
+            "recentlyUnloadedBundles": {k: int(v) for k, v in self.recentlyUnloadedBundles.items()},
+        }
+
+    @classmethod
+    def from_json(cls, r: JsonReader) -> LoadData:
+        """Read the case format's ``loadData`` (``brokers``; Pulsar's own name ``brokerData`` also works)."""
+        key = "brokers" if r.has("brokers") or not r.has("brokerData") else "brokerData"
+        brokers = {name: BrokerData.from_json(b) for name, b in r.items(key)}
+        bundles = {name: BundleData.from_json(b) for name, b in r.items("bundleData", {})}
+        recent_map = r.child("recentlyUnloadedBundles", None)
+        recent = {} if recent_map is None else {k: recent_map.integer(k) for k in recent_map.obj}
+        return cls(brokerData=brokers, bundleData=bundles, recentlyUnloadedBundles=recent)

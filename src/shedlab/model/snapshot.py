@@ -1,0 +1,307 @@
+"""The columnar cluster snapshot the strategies read.
+
+A :class:`ClusterSnapshot` holds the same information as Pulsar's ``LoadData`` as NumPy arrays:
+one row per broker, one row per bundle with the index of its owner, and the bundles grouped by
+owner (a CSR index), so that "the bundles of broker b" is a slice and a 100,000-bundle cluster
+costs array operations rather than Python objects.
+
+Ordering rule (shedlab's answer to Java's hash-map iteration order, spec "Decisions"): brokers are
+held sorted by broker id and bundles by bundle name, ascending. Every strategy iterates in that
+order and sorts stably, so ties are broken by broker id, then bundle name, and results never
+depend on the order in which the input listed brokers or bundles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shedlab.errors import InputError
+from shedlab.model.pulsar import (
+    RESOURCE_NAMES,
+    BundleData,
+    LoadData,
+    is_system_heartbeat_bundle,
+)
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT = range(5)
+_F32_100 = np.float32(100.0)
+
+
+def percent_usage_array(usage: FloatArray, limit: FloatArray) -> NDArray[np.float32]:
+    """Vectorised ResourceUsage.percentUsage() in float32 (spec §1.1); 0 where limit ≤ 0."""
+    u32 = usage.astype(np.float32)
+    l32 = limit.astype(np.float32)
+    out = np.zeros(u32.shape, dtype=np.float32)
+    np.divide(u32, l32, out=out, where=l32 > 0)
+    out *= _F32_100
+    return out
+
+
+@dataclass
+class ClusterSnapshot:
+    """The leader's view of the cluster at one shedding cycle, as arrays.
+
+    Arrays prefixed ``broker_``/per-broker have one entry per broker (``broker_ids`` order); the
+    ``bundle_`` arrays one entry per bundle (``bundle_names`` order). A bundle appears here if a
+    broker reports owning it or if the leader has BundleData for it (``has_data``). Owner ``-1``
+    means no broker reports it.
+    """
+
+    broker_ids: tuple[str, ...]
+    resource_usage: FloatArray  # (n, 5) usage in RESOURCE_NAMES order
+    resource_limit: FloatArray  # (n, 5)
+    msg_rate_in: FloatArray
+    msg_rate_out: FloatArray
+    msg_throughput_in: FloatArray
+    msg_throughput_out: FloatArray
+    num_owned_bundles: IntArray  # size of localData.bundles
+    num_topics: IntArray
+    long_term_msg_rate_in: FloatArray  # timeAverageData
+    long_term_msg_rate_out: FloatArray
+    preallocated_long_term_msg_rate: FloatArray  # Σ over preallocatedBundleData of longTerm in+out
+    preallocated_topics: IntArray
+    bundle_names: tuple[str, ...]
+    bundle_owner: IntArray
+    bundle_has_data: BoolArray
+    bundle_sheddable: BoolArray  # has data and not a heartbeat/SLA bundle
+    bundle_recently_unloaded: BoolArray
+    short_msg_rate_in: FloatArray
+    short_msg_rate_out: FloatArray
+    short_msg_throughput_in: FloatArray
+    short_msg_throughput_out: FloatArray
+    long_msg_rate_in: FloatArray
+    long_msg_rate_out: FloatArray
+    bundle_topics: IntArray
+    now_ms: int = 0
+    broker_index: dict[str, int] = field(init=False, repr=False)
+    _bundle_index: dict[str, int] | None = field(init=False, repr=False, default=None)
+    _by_owner: IntArray = field(init=False, repr=False)
+    _owner_offsets: IntArray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.broker_index = {b: i for i, b in enumerate(self.broker_ids)}
+        self.reindex_owners()
+
+    # ------------------------------------------------------------------ indexing
+    def reindex_owners(self) -> None:
+        """Rebuild the by-owner index; call after changing ``bundle_owner`` in place."""
+        n = len(self.broker_ids)
+        owners = self.bundle_owner
+        order = np.argsort(owners, kind="stable").astype(np.int64)
+        sorted_owners = owners[order]
+        self._by_owner = order
+        self._owner_offsets = np.searchsorted(sorted_owners, np.arange(-1, n + 1)).astype(np.int64)
+
+    @property
+    def num_brokers(self) -> int:
+        return len(self.broker_ids)
+
+    @property
+    def num_bundles(self) -> int:
+        return len(self.bundle_names)
+
+    def bundles_of(self, broker: int) -> IntArray:
+        """Indices of the bundles owned by broker ``broker``, in bundle-name order."""
+        lo = self._owner_offsets[broker + 1]
+        hi = self._owner_offsets[broker + 2]
+        return self._by_owner[lo:hi]
+
+    def bundle_index(self, name: str) -> int | None:
+        if self._bundle_index is None:
+            self._bundle_index = {b: i for i, b in enumerate(self.bundle_names)}
+        return self._bundle_index.get(name)
+
+    def indices_of(self, brokers: Iterable[str] | IntArray, *, source: str | None = None) -> IntArray:
+        """Broker indices for broker ids (or pass indices through); unknown ids are an input error."""
+        if isinstance(brokers, np.ndarray):
+            return brokers.astype(np.int64, copy=False)
+        out = []
+        for b in brokers:
+            i = self.broker_index.get(b)
+            if i is None:
+                raise InputError(
+                    "unknown broker: not in the snapshot's brokers",
+                    source=source,
+                    field="candidates",
+                    value=b,
+                )
+            out.append(i)
+        return np.asarray(out, dtype=np.int64)
+
+    # ------------------------------------------------------------------ derived signals
+    def percent_usage(self) -> NDArray[np.float32]:
+        """(n, 5) float32 percentages of every resource."""
+        return percent_usage_array(self.resource_usage, self.resource_limit)
+
+    def weighted_max_usage(self, weights: tuple[float, float, float, float]) -> FloatArray:
+        """U(b) = max(cpu%·w, direct%·w, in%·w, out%·w) / 100, memory ignored (Pulsar's weighted max)."""
+        pct = self.percent_usage().astype(np.float64)
+        w_cpu, w_direct, w_in, w_out = weights
+        stacked = np.stack(
+            (
+                pct[:, CPU] * w_cpu,
+                pct[:, DIRECT_MEMORY] * w_direct,
+                pct[:, BANDWIDTH_IN] * w_in,
+                pct[:, BANDWIDTH_OUT] * w_out,
+            )
+        )
+        if stacked.shape[1] == 0:
+            return np.zeros(0)
+        result: FloatArray = stacked.max(axis=0) / 100.0
+        return result
+
+    def total_msg_rate(self) -> FloatArray:
+        result: FloatArray = self.msg_rate_in + self.msg_rate_out
+        return result
+
+    def total_msg_throughput(self) -> FloatArray:
+        result: FloatArray = self.msg_throughput_in + self.msg_throughput_out
+        return result
+
+    def short_term_throughput(self) -> FloatArray:
+        result: FloatArray = self.short_msg_throughput_in + self.short_msg_throughput_out
+        return result
+
+    def short_term_msg_rate(self) -> FloatArray:
+        result: FloatArray = self.short_msg_rate_in + self.short_msg_rate_out
+        return result
+
+    def shedding_candidates(self, broker: int) -> IntArray:
+        """Bundles of ``broker`` visible to shedding: with BundleData, not system, not recently unloaded."""
+        idx = self.bundles_of(broker)
+        mask = self.bundle_sheddable[idx] & ~self.bundle_recently_unloaded[idx]
+        result: IntArray = idx[mask]
+        return result
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_load_data(
+        cls, load_data: LoadData, *, now_ms: int = 0, source: str | None = None
+    ) -> ClusterSnapshot:
+        """Build the arrays from Pulsar objects; refuses a bundle that two brokers claim."""
+        broker_ids = tuple(sorted(load_data.brokerData))
+        n = len(broker_ids)
+        usage = np.zeros((n, 5))
+        limit = np.zeros((n, 5))
+        per_broker = {
+            k: np.zeros(n)
+            for k in (
+                "msg_rate_in",
+                "msg_rate_out",
+                "msg_throughput_in",
+                "msg_throughput_out",
+                "long_term_msg_rate_in",
+                "long_term_msg_rate_out",
+                "preallocated_long_term_msg_rate",
+            )
+        }
+        num_owned = np.zeros(n, dtype=np.int64)
+        num_topics = np.zeros(n, dtype=np.int64)
+        prealloc_topics = np.zeros(n, dtype=np.int64)
+        owner_of: dict[str, int] = {}
+        for i, broker in enumerate(broker_ids):
+            data = load_data.brokerData[broker]
+            local = data.localData
+            for r, name in enumerate(RESOURCE_NAMES):
+                res = local.resource(name)
+                usage[i, r] = res.usage
+                limit[i, r] = res.limit
+            per_broker["msg_rate_in"][i] = local.msgRateIn
+            per_broker["msg_rate_out"][i] = local.msgRateOut
+            per_broker["msg_throughput_in"][i] = local.msgThroughputIn
+            per_broker["msg_throughput_out"][i] = local.msgThroughputOut
+            per_broker["long_term_msg_rate_in"][i] = data.timeAverageData.longTermMsgRateIn
+            per_broker["long_term_msg_rate_out"][i] = data.timeAverageData.longTermMsgRateOut
+            # Java sums the preallocated bundles first, in map order (LeastLongTermMessageRate.getScore).
+            total = 0.0
+            for pre in data.preallocatedBundleData.values():
+                total += pre.longTermData.msgRateIn + pre.longTermData.msgRateOut
+                prealloc_topics[i] += pre.topics
+            per_broker["preallocated_long_term_msg_rate"][i] = total
+            num_owned[i] = len(set(local.bundles))
+            num_topics[i] = local.numTopics
+            for bundle in local.bundles:
+                other = owner_of.setdefault(bundle, i)
+                if other != i:
+                    raise InputError(
+                        f"bundle is owned by two brokers ({broker_ids[other]} and {broker})",
+                        source=source,
+                        field=f"brokers.{broker}.localData.bundles",
+                        value=bundle,
+                    )
+        names = sorted(set(owner_of) | set(load_data.bundleData))
+        return cls.from_bundle_table(
+            broker_ids=broker_ids,
+            resource_usage=usage,
+            resource_limit=limit,
+            num_owned_bundles=num_owned,
+            num_topics=num_topics,
+            preallocated_topics=prealloc_topics,
+            bundle_names=names,
+            bundle_owner=np.array([owner_of.get(b, -1) for b in names], dtype=np.int64),
+            bundle_data=load_data.bundleData,
+            recently_unloaded=load_data.recentlyUnloadedBundles,
+            now_ms=now_ms,
+            **per_broker,
+        )
+
+    @classmethod
+    def from_bundle_table(
+        cls,
+        *,
+        bundle_names: Sequence[str],
+        bundle_owner: IntArray,
+        bundle_data: Mapping[str, BundleData],
+        recently_unloaded: Mapping[str, Any],
+        **broker_arrays: Any,
+    ) -> ClusterSnapshot:
+        m = len(bundle_names)
+        cols: dict[str, Any] = {
+            k: np.zeros(m)
+            for k in (
+                "short_msg_rate_in",
+                "short_msg_rate_out",
+                "short_msg_throughput_in",
+                "short_msg_throughput_out",
+                "long_msg_rate_in",
+                "long_msg_rate_out",
+            )
+        }
+        topics = np.zeros(m, dtype=np.int64)
+        has_data = np.zeros(m, dtype=np.bool_)
+        system = np.zeros(m, dtype=np.bool_)
+        recent = np.zeros(m, dtype=np.bool_)
+        for j, name in enumerate(bundle_names):
+            data = bundle_data.get(name)
+            system[j] = is_system_heartbeat_bundle(name)
+            recent[j] = name in recently_unloaded
+            if data is None:
+                continue
+            has_data[j] = True
+            st, lt = data.shortTermData, data.longTermData
+            cols["short_msg_rate_in"][j] = st.msgRateIn
+            cols["short_msg_rate_out"][j] = st.msgRateOut
+            cols["short_msg_throughput_in"][j] = st.msgThroughputIn
+            cols["short_msg_throughput_out"][j] = st.msgThroughputOut
+            cols["long_msg_rate_in"][j] = lt.msgRateIn
+            cols["long_msg_rate_out"][j] = lt.msgRateOut
+            topics[j] = data.topics
+        return cls(
+            bundle_names=tuple(bundle_names),
+            bundle_owner=bundle_owner,
+            bundle_has_data=has_data,
+            bundle_sheddable=has_data & ~system,
+            bundle_recently_unloaded=recent,
+            bundle_topics=topics,
+            **cols,
+            **broker_arrays,
+        )

@@ -1,0 +1,386 @@
+"""Canonical schemas of every table the Spark layer reads or writes.
+
+Ingested data (``shedlab ingest``; partitioned by ``cluster`` and ``day``):
+
+* :data:`BROKER_SAMPLE` — one row per broker and tick: the five resources as (usage, limit) in
+  Pulsar's units, the broker's message rate/throughput totals and counts.
+* :data:`BUNDLE_SAMPLE` — one row per bundle and tick with its **owner** (``broker``) and the
+  bundle's instantaneous stats (Pulsar's NamespaceBundleStats).
+* :data:`BUNDLE_DATA` — optional BundleData dumps (short/long-term averages) per bundle and time.
+* :data:`QUARANTINE` — every row that failed validation, with a reason code and a detail.
+* :data:`INGEST_STATS` — rows read/kept/merged/quarantined per source.
+
+Sweeps (``shedlab sweep``): :data:`RUN_SPEC` (the cross product of a grid), :data:`RUN_SUMMARY`
+(one row per run, ``status`` ok/error, every summary metric in ``metrics``), per-tick metrics and
+decisions (columns from the simulator plus ``run_id``).
+
+Evaluation and replay outputs: :data:`METRIC_STATS`, :data:`PIP364_TABLE`,
+:data:`REPLAY_DECISION`, :data:`REPLAY_LOAD`, :data:`OWNERSHIP_CHANGE`, :data:`REPLAY_COMPARISON`.
+
+Times are epoch milliseconds (``long``); ``tick_ms`` is the sample time floored to the ingest
+interval; ``day`` is the UTC date of ``tick_ms``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+__all__ = [
+    "BROKER_NUMERIC",
+    "BROKER_SAMPLE",
+    "BUNDLE_DATA",
+    "BUNDLE_NUMERIC",
+    "BUNDLE_SAMPLE",
+    "INGEST_STATS",
+    "METRIC_STATS",
+    "OWNERSHIP_CHANGE",
+    "PIP364_TABLE",
+    "QUARANTINE",
+    "RAW_ROW",
+    "REPLAY_COMPARISON",
+    "REPLAY_DECISION",
+    "REPLAY_LOAD",
+    "RESOURCE_COLUMNS",
+    "RUN_SPEC",
+    "RUN_SUMMARY",
+    "field_names",
+    "struct",
+]
+
+_TYPES: dict[str, DataType] = {
+    "string": StringType(),
+    "long": LongType(),
+    "int": IntegerType(),
+    "double": DoubleType(),
+    "bool": BooleanType(),
+    "date": DateType(),
+}
+
+
+def struct(*fields: tuple[str, str] | tuple[str, str, bool]) -> StructType:
+    """A StructType from ``(name, type)`` / ``(name, type, nullable)`` tuples (nullable by default)."""
+    out = []
+    for f in fields:
+        name, type_name = f[0], f[1]
+        nullable = f[2] if len(f) == 3 else True
+        out.append(StructField(name, _TYPES[type_name], nullable))
+    return StructType(out)
+
+
+def field_names(schema: StructType) -> list[str]:
+    return [f.name for f in schema.fields]
+
+
+RESOURCE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("cpu", "cpu"),
+    ("memory", "memory"),
+    ("directMemory", "direct_memory"),
+    ("bandwidthIn", "bandwidth_in"),
+    ("bandwidthOut", "bandwidth_out"),
+)
+"""Pulsar resource name → column prefix (``<prefix>_usage``, ``<prefix>_limit``)."""
+
+BROKER_NUMERIC: tuple[str, ...] = (
+    *(f"{p}_{k}" for _, p in RESOURCE_COLUMNS for k in ("usage", "limit")),
+    "msg_rate_in",
+    "msg_rate_out",
+    "msg_throughput_in",
+    "msg_throughput_out",
+)
+"""Broker columns that must be finite and non-negative."""
+
+BUNDLE_NUMERIC: tuple[str, ...] = (
+    "msg_rate_in",
+    "msg_rate_out",
+    "msg_throughput_in",
+    "msg_throughput_out",
+)
+"""Bundle columns that must be finite and non-negative."""
+
+_PROVENANCE = (("source", "string"), ("source_kind", "string"), ("report_id", "string"))
+
+BROKER_SAMPLE = struct(
+    ("cluster", "string", False),
+    ("day", "date", False),
+    ("tick_ms", "long", False),
+    ("time_ms", "long", False),
+    ("broker", "string", False),
+    *((c, "double") for c in BROKER_NUMERIC),
+    ("num_topics", "long"),
+    ("num_bundles", "int"),
+    ("num_consumers", "int"),
+    ("num_producers", "int"),
+    ("persistent_topics_enabled", "bool"),
+    ("non_persistent_topics_enabled", "bool"),
+    ("broker_version", "string"),
+    ("load_manager_class", "string"),
+    *_PROVENANCE,
+)
+"""One broker at one tick (a LocalBrokerData without its per-bundle stats)."""
+
+BUNDLE_SAMPLE = struct(
+    ("cluster", "string", False),
+    ("day", "date", False),
+    ("tick_ms", "long", False),
+    ("time_ms", "long", False),
+    ("bundle", "string", False),
+    ("broker", "string", False),
+    *((c, "double") for c in BUNDLE_NUMERIC),
+    ("consumer_count", "long"),
+    ("producer_count", "long"),
+    ("topics", "long"),
+    ("cache_size", "long"),
+    *_PROVENANCE,
+)
+"""One bundle at one tick with its owner (an entry of the owner's ``lastStats``)."""
+
+BUNDLE_DATA = struct(
+    ("cluster", "string", False),
+    ("day", "date", False),
+    ("tick_ms", "long", False),
+    ("time_ms", "long", False),
+    ("bundle", "string", False),
+    ("short_num_samples", "long"),
+    ("short_max_samples", "long"),
+    ("short_msg_rate_in", "double"),
+    ("short_msg_rate_out", "double"),
+    ("short_msg_throughput_in", "double"),
+    ("short_msg_throughput_out", "double"),
+    ("long_num_samples", "long"),
+    ("long_max_samples", "long"),
+    ("long_msg_rate_in", "double"),
+    ("long_msg_rate_out", "double"),
+    ("long_msg_throughput_in", "double"),
+    ("long_msg_throughput_out", "double"),
+    ("topics", "long"),
+    *_PROVENANCE,
+)
+"""A BundleData dump (``/loadbalance/bundle-data/…``) at a point in time."""
+
+QUARANTINE = struct(
+    ("cluster", "string", False),
+    ("day", "string", False),
+    ("source", "string"),
+    ("source_kind", "string"),
+    ("record", "long"),
+    ("table", "string"),
+    ("reason", "string", False),
+    ("detail", "string"),
+    ("broker", "string"),
+    ("bundle", "string"),
+    ("time_ms", "long"),
+    ("raw", "string"),
+)
+"""A row that failed validation. ``cluster``/``day`` are ``unknown`` when they could not be read.
+``table`` is the table the row was meant for (broker_samples, bundle_samples, bundle_data) or
+``record`` for a line that could not be parsed at all."""
+
+INGEST_STATS = struct(
+    ("source", "string", False),
+    ("source_kind", "string"),
+    ("records_read", "long"),
+    ("rows_read", "long"),
+    ("broker_rows_kept", "long"),
+    ("bundle_rows_kept", "long"),
+    ("bundle_data_rows_kept", "long"),
+    ("rows_merged", "long"),
+    ("rows_quarantined", "long"),
+)
+"""Per source: ``rows_read = kept (all tables) + merged + quarantined`` always holds. A row is
+*merged* when a later sample of the same broker (or bundle) in the same tick supersedes it."""
+
+RAW_ROW = struct(
+    ("kind", "string", False),  # broker | bundle | bundle_data | quarantine
+    ("source", "string"),
+    ("source_kind", "string"),
+    ("record", "long"),
+    ("report_id", "string"),
+    ("cluster", "string"),
+    ("time_ms", "long"),
+    ("broker", "string"),
+    ("bundle", "string"),
+    *((c, "double") for c in BROKER_NUMERIC),
+    ("num_topics", "long"),
+    ("num_bundles", "int"),
+    ("num_consumers", "int"),
+    ("num_producers", "int"),
+    ("persistent_topics_enabled", "bool"),
+    ("non_persistent_topics_enabled", "bool"),
+    ("broker_version", "string"),
+    ("load_manager_class", "string"),
+    ("consumer_count", "long"),
+    ("producer_count", "long"),
+    ("topics", "long"),
+    ("cache_size", "long"),
+    ("short_num_samples", "long"),
+    ("short_max_samples", "long"),
+    ("short_msg_rate_in", "double"),
+    ("short_msg_rate_out", "double"),
+    ("short_msg_throughput_in", "double"),
+    ("short_msg_throughput_out", "double"),
+    ("long_num_samples", "long"),
+    ("long_max_samples", "long"),
+    ("long_msg_rate_in", "double"),
+    ("long_msg_rate_out", "double"),
+    ("long_msg_throughput_in", "double"),
+    ("long_msg_throughput_out", "double"),
+    ("metric", "string"),  # Prometheus series name (long format before pivoting)
+    ("value", "double"),
+    ("reason", "string"),
+    ("detail", "string"),
+    ("raw", "string"),
+)
+"""The intermediate union every parser emits (one ``kind`` per target table)."""
+
+RUN_SPEC = struct(
+    ("run_id", "string", False),
+    ("grid", "string"),
+    ("scenario", "string", False),
+    ("scenario_spec", "string"),  # the scenario serialised (JSON) so workers need no file access
+    ("scenario_digest", "string"),
+    ("strategy", "string", False),
+    ("params_json", "string", False),
+    ("params_id", "string", False),
+    ("seed", "long", False),
+    ("cost", "double"),
+    ("brokers_every", "int"),
+)
+"""One simulation to run: scenario × strategy pair × parameter set × seed."""
+
+RUN_SUMMARY = StructType(
+    [
+        *struct(
+            ("run_id", "string", False),
+            ("grid", "string"),
+            ("scenario", "string", False),
+            ("strategy", "string", False),
+            ("params_json", "string"),
+            ("params_id", "string"),
+            ("seed", "long"),
+            ("status", "string", False),
+            ("error", "string"),
+            ("error_type", "string"),
+            ("traceback", "string"),
+            ("elapsed_s", "double"),
+            ("started_ms", "long"),
+            ("finished_ms", "long"),
+            ("host", "string"),
+            ("shedlab_version", "string"),
+            ("scenario_digest", "string"),
+            ("n_ticks", "long"),
+            ("n_decisions", "long"),
+        ).fields,
+        StructField("metrics", MapType(StringType(), DoubleType(), True), True),
+        StructField("summary_json", StringType(), True),
+    ]
+)
+"""One row per run. ``metrics`` holds every numeric summary metric of the simulator (NaN where a
+metric is undefined for the run); ``summary_json`` the full summary including non-numeric values."""
+
+METRIC_STATS = struct(
+    ("scenario", "string", False),
+    ("strategy", "string", False),
+    ("params_id", "string"),
+    ("params_json", "string"),
+    ("metric", "string", False),
+    ("n", "long"),
+    ("mean", "double"),
+    ("stddev", "double"),
+    ("t_crit", "double"),
+    ("ci_half_width", "double"),
+    ("ci_low", "double"),
+    ("ci_high", "double"),
+    ("min", "double"),
+    ("max", "double"),
+)
+"""Per scenario × strategy × parameter set × metric: mean and 95 % t-interval over seeds."""
+
+PIP364_TABLE = struct(
+    ("strategy", "string", False),
+    ("params_id", "string"),
+    ("problem", "string", False),
+    ("metric", "string"),
+    ("scenarios", "string"),
+    ("n_runs", "long"),
+    ("value", "double"),
+    ("ci_low", "double"),
+    ("ci_high", "double"),
+    ("good_below", "double"),
+    ("bad_above", "double"),
+    ("rating", "string"),
+)
+"""The PIP-364 comparison as numbers: one figure per problem and strategy pair, with its rating."""
+
+REPLAY_DECISION = struct(
+    ("cluster", "string", False),
+    ("strategy", "string", False),
+    ("config_id", "string"),
+    ("tick_ms", "long", False),
+    ("seq", "int"),
+    ("source", "string"),
+    ("bundle", "string"),
+    ("destination", "string"),
+    ("reason", "string"),
+    ("bundle_throughput", "double"),
+    ("bundle_msg_rate", "double"),
+    ("usage_share", "double"),
+    ("actually_moved", "bool"),
+    ("actual_destination", "string"),
+)
+"""What a strategy would have unloaded at a tick, why, and what really happened to that bundle.
+``usage_share`` is the bundle's share of the source's throughput (its estimated share of usage)."""
+
+REPLAY_LOAD = struct(
+    ("cluster", "string", False),
+    ("strategy", "string", False),
+    ("config_id", "string"),
+    ("tick_ms", "long", False),
+    ("broker", "string", False),
+    ("usage", "double"),
+    ("est_usage", "double"),
+    ("throughput", "double"),
+    ("est_throughput", "double"),
+    ("msg_rate", "double"),
+    ("est_msg_rate", "double"),
+    ("bundles", "long"),
+    ("est_bundles", "long"),
+)
+"""Per broker and tick: the recorded weighted max usage U(b) (0–1), throughput and msg rate, and the
+estimate after that tick's decisions (moved bundles carry their traffic and their share of usage)."""
+
+OWNERSHIP_CHANGE = struct(
+    ("cluster", "string", False),
+    ("tick_ms", "long", False),
+    ("bundle", "string", False),
+    ("from_broker", "string"),
+    ("to_broker", "string"),
+    ("previous_tick_ms", "long"),
+)
+"""A change of a bundle's owner between two samples in the recorded data."""
+
+REPLAY_COMPARISON = struct(
+    ("cluster", "string", False),
+    ("strategy", "string", False),
+    ("config_id", "string"),
+    ("tick_ms", "long", False),
+    ("actual_moves", "long"),
+    ("strategy_unloads", "long"),
+    ("both", "long"),
+    ("max_usage", "double"),
+    ("est_max_usage", "double"),
+    ("usage_spread", "double"),
+    ("est_usage_spread", "double"),
+)
+"""Per tick: ownership changes in the data next to the strategy's unloads (``both`` = the same
+bundle), and the max and max−min of U(b) before/after the strategy's moves."""

@@ -1,0 +1,310 @@
+"""The one place a SparkSession is made.
+
+``get_spark()`` gives a session that works the same on a laptop and on a cluster:
+
+* master: ``local[*]`` unless one is given (``--master spark://…``, ``yarn``, ``k8s://…``), or the
+  one ``spark-submit`` already set (then nothing is overridden);
+* worker Python = the interpreter running shedlab (``spark.pyspark.python`` and ``PYSPARK_PYTHON``),
+  so the workers see the same numpy/pandas/pyarrow and shedlab;
+* shedlab importable on the workers: locally through ``PYTHONPATH``; on a cluster the package is
+  zipped and shipped with ``addPyFile`` unless ``shedlab.shipPackage=false`` (use that when shedlab
+  is installed in the executors' environment);
+* quiet logs (WARN, and ERROR for the noisy Hadoop/Spark loggers), no console progress bar, the
+  web UI off unless asked for;
+* small-machine defaults for local masters (shuffle partitions = 2 × cores, UTC session time zone,
+  Arrow for pandas conversion, one BLAS thread per task); every default can be overridden with
+  ``--conf k=v`` or a config file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shedlab.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "DEFAULT_MASTER",
+    "get_spark",
+    "is_local_master",
+    "local_cores",
+    "parse_conf_pairs",
+    "read_conf_file",
+    "spark_settings",
+    "stop_spark",
+]
+
+DEFAULT_MASTER = "local[*]"
+
+_LOG4J2 = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = ERROR
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = ERROR
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = ERROR
+logger.spark_util.name = org.apache.spark.util.Utils
+logger.spark_util.level = ERROR
+logger.arrow.name = org.apache.arrow
+logger.arrow.level = ERROR
+logger.sparkenv.name = org.apache.spark.SparkEnv
+logger.sparkenv.level = ERROR
+logger.blockmgr.name = org.apache.spark.storage
+logger.blockmgr.level = ERROR
+logger.taskset.name = org.apache.spark.scheduler.TaskSetManager
+logger.taskset.level = ERROR
+logger.py.name = org.apache.spark.api.python
+logger.py.level = ERROR
+"""
+
+_LEVELS = ("ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF", "TRACE")
+
+
+def is_local_master(master: str | None) -> bool:
+    """True for ``local``, ``local[4]``, ``local[*]``, ``local[2,3]`` (and None = the default)."""
+    return master is None or master == "local" or master.startswith("local[")
+
+
+def local_cores(master: str | None) -> int:
+    """How many task slots a local master has (``local[*]`` = CPU count)."""
+    if master is None or master in ("local[*]", "local[*,1]"):
+        return os.cpu_count() or 1
+    if master == "local":
+        return 1
+    m = re.fullmatch(r"local\[(\*|\d+)(?:,\d+)?\]", master)
+    if not m:
+        return os.cpu_count() or 1
+    if m.group(1) == "*":
+        return os.cpu_count() or 1
+    return max(1, int(m.group(1)))
+
+
+def parse_conf_pairs(pairs: Iterable[str], *, source: str = "--conf") -> dict[str, str]:
+    """``["k=v", …]`` → dict; a pair without ``=`` or with an empty key is a :class:`ConfigError`."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError("expected key=value", source=source, value=pair)
+        out[key] = value.strip()
+    return out
+
+
+def read_conf_file(path: str | Path) -> dict[str, str]:
+    """Spark settings from a file: ``spark-defaults.conf`` style (``key value`` or ``key=value``, ``#``
+    comments) or a YAML/JSON mapping (nested mappings are joined with dots)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read Spark config file: {exc.strerror}", source=str(p)) from None
+    if p.suffix.lower() in (".yaml", ".yml", ".json"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"malformed YAML: {exc}", source=str(p)) from None
+        if not isinstance(data, Mapping):
+            raise ConfigError("expected a mapping of Spark settings", source=str(p))
+        return _flatten(data)
+    out: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"^([^\s=]+)\s*[=\s]\s*(.*)$", line)
+        if not m:
+            raise ConfigError("expected 'key value' or 'key=value'", source=f"{p}:{lineno}", value=line)
+        out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, name))
+        elif isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        else:
+            out[name] = str(value)
+    return out
+
+
+def spark_settings(
+    master: str | None,
+    conf: Mapping[str, str] | None = None,
+    *,
+    ui: bool = False,
+    log_level: str = "WARN",
+) -> dict[str, str]:
+    """The settings :func:`get_spark` applies (defaults, then ``conf`` on top)."""
+    python = sys.executable
+    settings: dict[str, str] = {
+        "spark.pyspark.python": python,
+        "spark.pyspark.driver.python": python,
+        "spark.ui.enabled": "true" if ui else "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+        "spark.python.worker.reuse": "true",
+        "spark.executorEnv.OMP_NUM_THREADS": "1",
+        "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
+        "spark.executorEnv.MKL_NUM_THREADS": "1",
+        "spark.sql.adaptive.enabled": "true",
+    }
+    if is_local_master(master):
+        cores = local_cores(master)
+        settings.update(
+            {
+                "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
+                "spark.default.parallelism": str(max(1, cores)),
+                "spark.driver.memory": "2g",
+                "spark.sql.adaptive.coalescePartitions.initialPartitionNum": str(max(2, 2 * cores)),
+                # Local runs read small files; don't spend 4 MB of "open cost" per file.
+                "spark.sql.files.openCostInBytes": str(256 * 1024),
+                "spark.driver.host": "127.0.0.1",
+                "spark.driver.bindAddress": "127.0.0.1",
+            }
+        )
+    level = log_level.upper()
+    if level not in _LEVELS:
+        raise ConfigError("unknown log level", field="log level", value=log_level, hint=", ".join(_LEVELS))
+    if "spark.driver.extraJavaOptions" not in (conf or {}):
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{_log4j_file(level)}"
+    settings.update(conf or {})
+    return settings
+
+
+def _log4j_file(level: str) -> str:
+    path = Path(tempfile.gettempdir()) / f"shedlab-log4j2-{level.lower()}.properties"
+    content = _LOG4J2.format(level=level)
+    if not path.exists() or path.read_text(encoding="utf-8") != content:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(content, encoding="utf-8")
+        tmp.replace(path)
+    return str(path)
+
+
+def _package_root() -> Path:
+    import shedlab
+
+    return Path(next(iter(shedlab.__path__))).resolve().parent
+
+
+def _under_spark_submit() -> bool:
+    """A Python driver started by spark-submit finds its JVM through these variables."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _ship_package(spark: SparkSession) -> None:
+    """Zip the shedlab package and add it to the job (for executors that do not have it installed)."""
+    root = _package_root()
+    target = Path(tempfile.mkdtemp(prefix="shedlab-pyfiles-")) / "shedlab.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted((root / "shedlab").rglob("*")):
+            if "__pycache__" in path.parts or path.is_dir():
+                continue
+            zf.write(path, path.relative_to(root).as_posix())
+    spark.sparkContext.addPyFile(str(target))
+
+
+def get_spark(
+    master: str | None = None,
+    conf: Mapping[str, str] | Sequence[str] | None = None,
+    *,
+    conf_file: str | Path | None = None,
+    app_name: str = "shedlab",
+    ui: bool = False,
+    log_level: str = "WARN",
+) -> SparkSession:
+    """The SparkSession for shedlab (an active one with the same master is reused).
+
+    ``master`` None means: the master spark-submit chose, else ``$SHEDLAB_SPARK_MASTER``, else
+    ``local[*]``. ``conf`` is a mapping or ``k=v`` strings; ``conf_file`` settings come first and
+    ``conf`` overrides them.
+    """
+    from pyspark.sql import SparkSession
+
+    settings_in: dict[str, str] = {}
+    if conf_file is not None:
+        settings_in.update(read_conf_file(conf_file))
+    if conf is not None:
+        settings_in.update(parse_conf_pairs(conf) if not isinstance(conf, Mapping) else dict(conf))
+    if master is None and "spark.master" in settings_in:
+        master = settings_in.pop("spark.master")
+    submitted = master is None and _under_spark_submit()
+    if master is None and not submitted:
+        master = os.environ.get("SHEDLAB_SPARK_MASTER") or DEFAULT_MASTER
+    if master is not None and not re.match(r"^(local(\[.*\])?|spark://.+|yarn|k8s://.+|mesos://.+)$", master):
+        raise ConfigError(
+            "unknown Spark master",
+            field="--master",
+            value=master,
+            hint="use local[N], local[*], spark://host:port, yarn or k8s://https://host:port",
+        )
+    ship = settings_in.pop("shedlab.shipPackage", "auto").lower()
+    settings = spark_settings(master, settings_in, ui=ui, log_level=log_level)
+
+    python = sys.executable
+    os.environ.setdefault("PYSPARK_PYTHON", python)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", python)
+    if is_local_master(master) and not submitted:
+        # Local workers are children of this process: make shedlab importable and keep BLAS to one thread.
+        root = str(_package_root())
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if root not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
+        os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+        if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
+            raise ConfigError("Java was not found: install a JDK 17 or set JAVA_HOME", field="spark")
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None and not submitted:
+        builder = builder.master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level.upper())
+    if submitted:
+        # Respect what spark-submit chose; still apply the runtime SQL settings we rely on.
+        for key in ("spark.sql.session.timeZone", "spark.sql.sources.partitionOverwriteMode"):
+            spark.conf.set(key, settings[key])
+    actual_master = spark.sparkContext.master
+    if ship == "true" or (ship == "auto" and not is_local_master(actual_master)):
+        _ship_package(spark)
+    return spark
+
+
+def stop_spark() -> None:
+    """Stop the active session, if any."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()

@@ -1,0 +1,154 @@
+"""Pulsar's data model: float32 percentages, running averages, and the JSON Pulsar writes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from builders import bundle_data
+
+from shedlab.errors import InputError
+from shedlab.model.json_reader import JsonReader
+from shedlab.model.pulsar import (
+    BundleData,
+    LocalBrokerData,
+    NamespaceBundleStats,
+    ResourceUsage,
+    TimeAverageMessageData,
+    percent_usage,
+)
+from shedlab.model.snapshot import ClusterSnapshot, percent_usage_array
+
+SPEC_REPORT = {
+    "webServiceUrl": "http://b1:8080",
+    "pulsarServiceUrl": "pulsar://b1:6650",
+    "persistentTopicsEnabled": True,
+    "nonPersistentTopicsEnabled": True,
+    "cpu": {"usage": 80.0, "limit": 100.0},
+    "memory": {"usage": 10.0, "limit": 100.0},
+    "directMemory": {"usage": 1.0, "limit": 2.0},
+    "bandwidthIn": {"usage": 3.0, "limit": 4.0},
+    "bandwidthOut": {"usage": 5.0, "limit": 6.0},
+    "msgThroughputIn": 2.0,
+    "msgThroughputOut": 4.0,
+    "msgRateIn": 1.0,
+    "msgRateOut": 3.0,
+    "lastUpdate": 1795318343017,
+    "lastStats": {
+        "t/ns/0x00000000_0xffffffff": {
+            "msgRateIn": 1.0,
+            "msgThroughputIn": 2.0,
+            "msgRateOut": 3.0,
+            "msgThroughputOut": 4.0,
+            "consumerCount": 5,
+            "producerCount": 6,
+            "topics": 7,
+            "cacheSize": 8,
+        }
+    },
+    "numTopics": 7,
+    "numBundles": 1,
+    "numConsumers": 5,
+    "numProducers": 6,
+    "bundles": ["t/ns/0x00000000_0xffffffff"],
+    "lastBundleGains": ["t/ns/0x00000000_0xffffffff"],
+    "lastBundleLosses": [],
+    "brokerVersionString": "4.2.0",
+    "protocols": {},
+    "advertisedListeners": {},
+    "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
+    "startTimestamp": 1795318343017,
+    "maxResourceUsage": 0.8333332538604736,
+    "loadReportType": "LocalBrokerData",
+}
+
+
+@pytest.mark.parametrize(
+    ("usage", "limit", "expected"),
+    [
+        (80, 100, 80.0),
+        (999, 1000, float(np.float32(99.9))),
+        (1, 3, 33.333336),
+        (140, 100, 140.0),
+        (5, 0, 0.0),
+    ],
+)
+def test_percent_usage_is_float32(usage: float, limit: float, expected: float) -> None:
+    assert percent_usage(usage, limit) == pytest.approx(expected, abs=1e-6)
+    assert float(percent_usage_array(np.array([usage], float), np.array([limit], float))[0]) == percent_usage(
+        usage, limit
+    )
+    assert ResourceUsage(usage, limit).percent_usage() == percent_usage(usage, limit)
+
+
+def test_time_average_first_sample_overwrites_then_mean_then_ema() -> None:
+    avg = TimeAverageMessageData.with_defaults(2)
+    avg.update(NamespaceBundleStats(msgRateIn=10))
+    assert (avg.numSamples, avg.msgRateIn, avg.msgThroughputIn) == (1, 10, 0)
+    avg.update(NamespaceBundleStats(msgRateIn=20))
+    assert avg.msgRateIn == 15
+    avg.update(NamespaceBundleStats(msgRateIn=35))
+    assert (avg.numSamples, avg.msgRateIn) == (2, 25)  # EMA with α = 1/2 once saturated
+
+
+def test_load_report_round_trips_pulsar_json() -> None:
+    report = LocalBrokerData.from_json(JsonReader({**SPEC_REPORT, "someFutureField": 1}, "report.json"))
+    assert report.to_json() == SPEC_REPORT
+    assert report.max_resource_usage() == 0.8333332538604736
+
+
+def test_load_report_update_tracks_gains_and_losses() -> None:
+    report = LocalBrokerData(bundles=["a", "b"])
+    resources = {
+        n: ResourceUsage(1, 2) for n in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+    }
+    report.update(
+        resources, {"b": NamespaceBundleStats(msgRateIn=5, topics=2), "c": NamespaceBundleStats(msgRateIn=1)}
+    )
+    assert (report.bundles, report.lastBundleGains, report.lastBundleLosses) == (["b", "c"], ["c"], ["a"])
+    assert (report.msgRateIn, report.numTopics, report.numBundles) == (6, 2, 2)
+
+
+def test_bundle_data_json() -> None:
+    data = bundle_data(tp_in=2, tp_out=4, rate_in=1, rate_out=3, num_samples=1)
+    assert BundleData.from_json(JsonReader(json.loads(json.dumps(data.to_json())), "x")) == data
+
+
+@pytest.mark.parametrize(
+    ("obj", "field"),
+    [
+        ({"cpu": {"usage": -1.0, "limit": 100.0}}, "cpu.usage"),
+        ({"msgRateIn": float("nan")}, "msgRateIn"),
+        ({"cpu": {"limit": 100.0}}, "cpu.usage"),
+        ({"bundles": "a,b"}, "bundles"),
+    ],
+)
+def test_bad_report_values_name_the_field(obj: dict[str, object], field: str) -> None:
+    with pytest.raises(InputError) as err:
+        LocalBrokerData.from_json(JsonReader(obj, "r.json", "brokers.b1.localData"))
+    assert f"brokers.b1.localData.{field}" in str(err.value) and "r.json" in str(err.value)
+
+
+def test_snapshot_groups_bundles_by_owner() -> None:
+    from builders import broker_data, snapshot
+
+    snap = snapshot(
+        {"b": broker_data(bundles=["z", "x"]), "a": broker_data(bundles=["y"])},
+        {"x": bundle_data(), "q": bundle_data()},
+    )
+    assert snap.broker_ids == ("a", "b")
+    names = lambda idx: [snap.bundle_names[i] for i in idx]  # noqa: E731
+    assert names(snap.bundles_of(0)) == ["y"] and names(snap.bundles_of(1)) == ["x", "z"]
+    assert names(snap.shedding_candidates(1)) == ["x"]  # z has no BundleData: invisible to shedding
+    assert snap.bundle_owner[snap.bundle_index("q")] == -1
+
+
+def test_two_owners_is_an_input_error() -> None:
+    from builders import broker_data
+
+    from shedlab.model.pulsar import LoadData
+
+    data = LoadData({"a": broker_data(bundles=["x"]), "b": broker_data(bundles=["x"])})
+    with pytest.raises(InputError, match="owned by two brokers"):
+        ClusterSnapshot.from_load_data(data, source="snap.json")
