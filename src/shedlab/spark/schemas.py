@@ -23,6 +23,9 @@ interval; ``day`` is the UTC date of ``tick_ms``.
 
 from __future__ import annotations
 
+from typing import Any
+
+import pandas as pd
 from pyspark.sql.types import (
     BooleanType,
     DataType,
@@ -54,6 +57,8 @@ __all__ = [
     "RESOURCE_COLUMNS",
     "RUN_SPEC",
     "RUN_SUMMARY",
+    "STAGED_ROW",
+    "conform",
     "field_names",
     "struct",
 ]
@@ -80,6 +85,37 @@ def struct(*fields: tuple[str, str] | tuple[str, str, bool]) -> StructType:
 
 def field_names(schema: StructType) -> list[str]:
     return [f.name for f in schema.fields]
+
+
+def conform(frame: pd.DataFrame, schema: StructType) -> pd.DataFrame:
+    """``frame`` with exactly ``schema``'s columns, in order, in dtypes Arrow converts without surprises.
+
+    Missing columns become nulls; strings are ``object`` with None (an all-null float column
+    declared as string otherwise trips PySpark's converter); integers use pandas' nullable
+    ``Int64``/``Int32``; booleans the nullable ``boolean``. NaN in double columns stays NaN only
+    where the column is read back by Spark from Parquet; through ``mapInPandas`` it becomes null.
+    """
+    out: dict[str, Any] = {}
+    n = len(frame)
+    for f in schema.fields:
+        col = (
+            frame[f.name]
+            if f.name in frame.columns
+            else pd.Series([None] * n, dtype=object, index=frame.index)
+        )
+        dt = f.dataType
+        if isinstance(dt, StringType):
+            col = col.astype(object).where(col.notna(), None)
+        elif isinstance(dt, LongType):
+            col = pd.to_numeric(col, errors="coerce").astype("Int64")
+        elif isinstance(dt, IntegerType):
+            col = pd.to_numeric(col, errors="coerce").astype("Int32")
+        elif isinstance(dt, DoubleType):
+            col = pd.to_numeric(col, errors="coerce").astype("float64")
+        elif isinstance(dt, BooleanType):
+            col = col.astype("boolean")
+        out[f.name] = col
+    return pd.DataFrame(out, index=frame.index)
 
 
 RESOURCE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -125,9 +161,12 @@ BROKER_SAMPLE = struct(
     ("non_persistent_topics_enabled", "bool"),
     ("broker_version", "string"),
     ("load_manager_class", "string"),
+    ("last_update_ms", "long"),
     *_PROVENANCE,
 )
-"""One broker at one tick (a LocalBrokerData without its per-bundle stats)."""
+"""One broker at one tick (a LocalBrokerData without its per-bundle stats). ``time_ms`` is when the
+sample was taken (the wrapper's ``timestamp``, else ``lastUpdate``); ``last_update_ms`` is the
+report's ``lastUpdate`` (its last write to the metadata store), when known."""
 
 BUNDLE_SAMPLE = struct(
     ("cluster", "string", False),
@@ -219,6 +258,7 @@ RAW_ROW = struct(
     ("non_persistent_topics_enabled", "bool"),
     ("broker_version", "string"),
     ("load_manager_class", "string"),
+    ("last_update_ms", "long"),
     ("consumer_count", "long"),
     ("producer_count", "long"),
     ("topics", "long"),
@@ -240,8 +280,13 @@ RAW_ROW = struct(
     ("reason", "string"),
     ("detail", "string"),
     ("raw", "string"),
+    ("nonfinite", "string"),  # comma-separated columns that were NaN/±Inf in the source (now null)
 )
 """The intermediate union every parser emits (one ``kind`` per target table)."""
+
+STAGED_ROW = StructType([*RAW_ROW.fields, *struct(("tick_ms", "long"), ("status", "string")).fields])
+"""RAW_ROW after validation: ``status`` kept / merged / quarantined (or derived for pivoted
+Prometheus rows), with the final ``reason``/``detail``."""
 
 RUN_SPEC = struct(
     ("run_id", "string", False),

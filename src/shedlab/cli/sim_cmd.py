@@ -1,0 +1,309 @@
+"""``shedlab simulate`` and ``shedlab compare``: run scenarios and print their metrics."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from shedlab.config import LoadBalancerConfig
+from shedlab.errors import ConfigError, InputError
+from shedlab.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
+from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name
+
+console = Console()
+err_console = Console(stderr=True)
+
+_STRATEGY_KEYS = ("loadBalancerLoadSheddingStrategy", "loadBalancerLoadPlacementStrategy")
+_PROGRESS_MIN_TICKS = 200  # shorter runs finish before a bar is worth drawing
+
+# (label, summary key, format) rows of the tables
+SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("unloads", "unloads", "int"),
+    ("bundles moved", "bundles_moved", "int"),
+    ("msg rate moved (msg/s)", "msg_rate_moved", "big"),
+    ("throughput moved (MB/s)", "throughput_moved", "mb"),
+    ("topics disconnected", "topics_disconnected", "int"),
+    ("clients disconnected", "clients_disconnected", "int"),
+    ("cycles with unloads", "shedding_cycles_with_unloads", "int"),
+    ("score spread, mean", "score_spread_mean", "f1"),
+    ("score spread, final", "score_spread_final", "f1"),
+    ("score std, mean", "score_std_mean", "f1"),
+    ("score cv, mean", "score_cv_mean", "f2"),
+    ("max/mean score, mean", "score_max_over_mean_mean", "f2"),
+    ("msg-rate max/min, final", "msg_rate_ratio_final", "f2"),
+    ("time to balance (s)", "time_to_balance_s_last_event", "time"),
+    ("events never balanced", "events_never_balanced", "int"),
+    ("over-placement events", "over_placement_events", "int"),
+    ("placements onto hot brokers", "hot_placements", "int"),
+    ("over-unloading flips", "over_unloading_flips", "int"),
+    ("moved again within grace", "moved_again_within_grace", "int"),
+    ("moved again within window", "moved_again_within_window", "int"),
+    ("broker-minutes overloaded", "broker_minutes_overloaded", "f1"),
+)
+
+
+_ABBREVIATIONS = {
+    "ThresholdShedder": "Threshold",
+    "UniformLoadShedder": "Uniform",
+    "OverloadShedder": "Overload",
+    "LeastLongTermMessageRate": "LLTMR",
+    "LeastResourceUsageWithWeight": "LRUWW",
+}
+
+
+def short_pair_name(pair: str) -> str:
+    """``ThresholdShedder+LeastResourceUsageWithWeight`` -> ``Threshold+LRUWW`` for narrow tables."""
+    return "+".join(_ABBREVIATIONS.get(part, part) for part in pair.split("+"))
+
+
+def _fmt(value: Any, kind: str) -> str:
+    if value is None:
+        return "never" if kind == "time" else "-"
+    if isinstance(value, bool):
+        return str(value)
+    if kind == "int":
+        return f"{int(value):,}"
+    if kind == "big":
+        return f"{float(value):,.0f}"
+    if kind == "mb":
+        return f"{float(value) / 1e6:,.1f}"
+    if kind == "f1":
+        return f"{float(value):.1f}"
+    if kind == "f2":
+        return f"{float(value):.2f}"
+    if kind == "time":
+        return f"{float(value):,.0f}"
+    return str(value)
+
+
+def _load(scenario: str) -> Scenario:
+    return load_scenario(scenario)
+
+
+def _overrides_from_file(config: Path | None) -> tuple[dict[str, Any], str | None]:
+    """Non-default keys of a config file, and the strategy pair it names (if it sets one)."""
+    if config is None:
+        return {}, None
+    conf = LoadBalancerConfig.from_file(config)
+    overrides = conf.non_default_values()
+    pair = None
+    if any(k in overrides for k in _STRATEGY_KEYS):
+        shed, place = conf.shedding_strategy_name, conf.placement_strategy_name
+        pair = "AvgShedder" if shed == "AvgShedder" else f"{shed}+{place}"
+    for key in _STRATEGY_KEYS:
+        overrides.pop(key, None)
+    return overrides, pair
+
+
+def _parse_sets(values: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError("expected KEY=VALUE (a Pulsar key)", field="--set", value=item)
+        out[key.strip()] = raw.strip()
+    return out
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[str, int], Callable[[int, int], None]] | None]:
+    """A rich progress bar on stderr; yields a factory of per-run callbacks (None when disabled)."""
+    if not enabled:
+        yield None
+        return
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("ticks"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    with bar:
+
+        def factory(label: str, total: int) -> Callable[[int, int], None]:
+            task = bar.add_task(label, total=total)
+
+            def update(done: int, total_ticks: int) -> None:
+                if done == total_ticks or done % 10 == 0:
+                    bar.update(task, completed=done)
+
+            return update
+
+        yield factory
+
+
+def _run(
+    scenario: Scenario,
+    strategy: str | None,
+    overrides: dict[str, Any],
+    seed: int | None,
+    record: bool,
+    factory: Callable[[str, int], Callable[[int, int], None]] | None,
+) -> SimulationResult:
+    label = f"{scenario.name} · {strategy or scenario.strategy}"
+    progress = factory(label, scenario.num_ticks) if factory is not None else None
+    return run_simulation(
+        scenario,
+        strategy=strategy,
+        config_overrides=overrides or None,
+        seed=seed,
+        progress=progress,
+        record=record,
+    )
+
+
+def _summary_table(title: str, columns: list[tuple[str, dict[str, Any]]]) -> Table:
+    table = Table(title=title, show_lines=False)
+    table.add_column("metric")
+    for name, _ in columns:
+        table.add_column(name, justify="right", overflow="fold")
+    for label, key, kind in SUMMARY_ROWS:
+        table.add_row(label, *(_fmt(summary.get(key), kind) for _, summary in columns))
+    return table
+
+
+def _print_header(scenario: Scenario, seed: int, config: dict[str, Any]) -> None:
+    n = scenario.initial_brokers
+    console.print(
+        f"[bold]{scenario.name}[/]: {n} broker{'s' if n != 1 else ''} at the start, "
+        f"{scenario.num_bundles} bundles, "
+        f"{scenario.duration / 60:g} min in {scenario.simulation.tick:g}-s ticks, seed {seed}"
+    )
+    if scenario.description:
+        console.print(scenario.description.strip(), style="dim", highlight=False)
+    if config:
+        console.print(
+            "config: " + ", ".join(f"{k}={v}" for k, v in config.items()), style="dim", highlight=False
+        )
+
+
+def _safe_dir_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def simulate(
+    scenario: Annotated[
+        str,
+        typer.Argument(
+            help="A scenario YAML file or the name of a built-in scenario (see `shedlab compare --help`)."
+        ),
+    ],
+    strategy: Annotated[
+        str | None,
+        typer.Option(help="Strategy pair, e.g. AvgShedder or ThresholdShedder+LeastResourceUsageWithWeight."),
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="Pulsar configuration (broker.conf, YAML or JSON) applied on top.")
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override one Pulsar key: --set maxUnloadPercentage=0.5."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed (default: the scenario's).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write ticks/brokers/decisions/events Parquet and summary.json into this directory."
+        ),
+    ] = None,
+    record: Annotated[
+        bool,
+        typer.Option(help="Also write the load reports (JSON lines) and Prometheus exports (needs --out)."),
+    ] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
+) -> None:
+    """Simulate a scenario and print its run summary."""
+    if record and out is None:
+        raise InputError("--record writes files: give --out DIR too", field="--record")
+    scen = _load(scenario)
+    overrides, file_pair = _overrides_from_file(config)
+    overrides.update(_parse_sets(set_ or []))
+    pair = resolve_pair_name(strategy) if strategy else file_pair
+    show_bar = not json_output and sys.stderr.isatty() and scen.num_ticks >= _PROGRESS_MIN_TICKS
+    with _progress(show_bar) as factory:
+        result = _run(scen, pair, overrides, seed, record, factory)
+    if out is not None:
+        result.write(out)
+        if record:
+            from shedlab.sim.recording import write_recording
+
+            write_recording(result, out)
+    if json_output:
+        typer.echo(json.dumps({**result.summary, "config": result.config}, indent=2))
+        return
+    _print_header(scen, result.seed, result.config)
+    console.print(_summary_table(f"{result.strategy}", [(result.strategy, result.summary)]))
+    if out is not None:
+        console.print(f"wrote {out}/", style="dim")
+
+
+def compare(
+    scenario: Annotated[str, typer.Argument(help="A scenario YAML file or a built-in scenario name.")],
+    strategies: Annotated[
+        str,
+        typer.Option(help="Comma-separated strategy pairs, or 'all' for the five pairs of PIP-364."),
+    ] = "all",
+    config: Annotated[Path | None, typer.Option(help="Pulsar configuration applied to every run.")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override one Pulsar key for every run.")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for every run (default: the scenario's).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write every run's files into DIR/<strategy>/ and compare.json into DIR."),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON.")] = False,
+) -> None:
+    """Run several strategy pairs on the same scenario and seed and print them side by side."""
+    scen = _load(scenario)
+    names = (
+        list(STRATEGY_PAIRS)
+        if strategies.strip().lower() == "all"
+        else [resolve_pair_name(s.strip()) for s in strategies.split(",") if s.strip()]
+    )
+    if not names:
+        raise ConfigError("no strategy pair given", field="--strategies", value=strategies)
+    names = list(dict.fromkeys(names))
+    overrides, _ = _overrides_from_file(config)
+    overrides.update(_parse_sets(set_ or []))
+    results: list[SimulationResult] = []
+    show_bar = not json_output and sys.stderr.isatty() and scen.num_ticks * len(names) >= _PROGRESS_MIN_TICKS
+    with _progress(show_bar) as factory:
+        for name in names:
+            results.append(_run(scen, name, overrides, seed, False, factory))
+    if out is not None:
+        for result in results:
+            result.write(out / _safe_dir_name(result.strategy))
+        document = [{**r.summary, "config": r.config} for r in results]
+        (out / "compare.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    if json_output:
+        typer.echo(json.dumps([{**r.summary, "config": r.config} for r in results], indent=2))
+        return
+    _print_header(scen, results[0].seed, overrides)
+    columns = [(short_pair_name(r.strategy), r.summary) for r in results]
+    console.print(_summary_table(f"{scen.name}: strategy pairs side by side", columns))
+    console.print(
+        "LLTMR = LeastLongTermMessageRate, LRUWW = LeastResourceUsageWithWeight; metrics: docs/metrics.md",
+        style="dim",
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``simulate`` and ``compare`` to the ``shedlab`` application."""
+    names = ", ".join(builtin_scenarios())
+    app.command(help=f"Simulate a scenario and print its run summary. Built-in scenarios: {names}.")(simulate)
+    app.command(
+        help=f"Run strategy pairs side by side on one scenario and seed. Built-in scenarios: {names}."
+    )(compare)

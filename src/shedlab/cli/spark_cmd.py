@@ -1,0 +1,579 @@
+"""``shedlab sweep``, ``evaluate``, ``ingest`` and ``replay``: the Spark pipeline.
+
+PySpark is imported only when one of these commands runs, so the rest of the CLI starts fast.
+Every command takes ``--master`` (default ``local[*]``; ``spark://host:7077``, ``yarn``,
+``k8s://https://…``), repeated ``--conf key=value`` Spark settings and ``--spark-conf FILE``
+(``spark-defaults.conf`` style or YAML); under ``spark-submit`` the submitted master is used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from shedlab.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+console = Console()
+err_console = Console(stderr=True)
+
+MasterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--master", help="Spark master: local[*] (default), local[N], spark://host:port, yarn, k8s://…"
+    ),
+]
+ConfOpt = Annotated[
+    list[str] | None,
+    typer.Option("--conf", help="Extra Spark setting key=value (repeatable), e.g. spark.executor.memory=4g."),
+]
+ConfFileOpt = Annotated[
+    str | None,
+    typer.Option("--spark-conf", help="File of Spark settings (spark-defaults.conf style, or YAML/JSON)."),
+]
+UiOpt = Annotated[bool, typer.Option("--ui/--no-ui", help="Start the Spark web UI (off by default).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of tables.")]
+
+_PAIR_SHORT = {
+    "ThresholdShedder": "Threshold",
+    "UniformLoadShedder": "Uniform",
+    "OverloadShedder": "Overload",
+    "LeastLongTermMessageRate": "LLTMR",
+    "LeastResourceUsageWithWeight": "LRUWW",
+}
+_RATING_STYLE = {"good": "green", "normal": "yellow", "bad": "red", "n/a": "dim"}
+
+
+def _short(pair: str) -> str:
+    return "+".join(_PAIR_SHORT.get(p, p) for p in pair.split("+"))
+
+
+@contextmanager
+def _spark(
+    master: str | None, conf: list[str] | None, conf_file: str | None, ui: bool, app: str
+) -> Iterator[Any]:
+    from shedlab.spark.session import get_spark
+
+    with err_console.status(f"starting Spark ({master or 'local[*]'})…", spinner="dots"):
+        spark = get_spark(master, conf or [], conf_file=conf_file, ui=ui, app_name=f"shedlab {app}")
+    if ui and spark.sparkContext.uiWebUrl:
+        err_console.print(f"Spark UI: {spark.sparkContext.uiWebUrl}")
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+@contextmanager
+def _status(quiet: bool) -> Iterator[Callable[[str], None]]:
+    if quiet:
+        yield lambda _msg: None
+        return
+    started = time.time()
+    with err_console.status("working…", spinner="dots") as status:
+
+        def update(msg: str) -> None:
+            status.update(f"{msg} ({time.time() - started:.0f} s)")
+
+        yield update
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(v):
+        return "-"
+    if v.is_integer() and abs(v) < 1e12:
+        return f"{int(v):,}"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def _print_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def parse_duration_ms(text: str, *, field: str = "--interval") -> int:
+    """``60s``, ``1m``, ``500ms``, ``1h`` or a number of seconds → milliseconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*", text)
+    if not m:
+        raise ConfigError("expected a duration such as 60s, 1m or 500ms", field=field, value=text)
+    value = float(m.group(1))
+    unit = m.group(2) or "s"
+    factor = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}[unit]
+    ms = round(value * factor)
+    if ms <= 0:
+        raise ConfigError("must be positive", field=field, value=text)
+    return ms
+
+
+# ---------------------------------------------------------------------------------------------
+# sweep
+# ---------------------------------------------------------------------------------------------
+
+
+def sweep(
+    grid: Annotated[str, typer.Argument(help="Grid YAML file (or the name of a shipped grid, e.g. pip364).")],
+    out: Annotated[str, typer.Option("--out", "-o", help="Output directory (local path or URI).")],
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    spark_conf: ConfFileOpt = None,
+    ui: UiOpt = False,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Run again the runs that failed.")
+    ] = False,
+    limit: Annotated[int | None, typer.Option("--limit", help="Run at most N of the pending runs.")] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", help="Give up a run after this many seconds (recorded as error)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a grid of simulations (scenarios × strategy pairs × parameters × seeds) as Spark tasks.
+
+    Outputs partitioned Parquet under OUT: runs/ (one summary row per run, status ok/error),
+    ticks/, decisions/, brokers/, events/. Re-running the same command skips the runs already
+    complete, so an interrupted sweep resumes without duplicates.
+    """
+    from shedlab.spark.sweep import load_grid
+    from shedlab.spark.sweep import sweep as run_sweep
+
+    g = load_grid(grid)
+    if not as_json:
+        err_console.print(
+            f"grid [bold]{g.name}[/]: {len(g.scenarios)} scenario(s) × {len(g.strategies)} strategy pair(s)"
+            f" × {len(g.seeds)} seed(s) = {g.size} runs"
+        )
+    with _spark(master, conf, spark_conf, ui, "sweep") as spark:
+        if as_json:
+            result = run_sweep(spark, g, out, retry_failed=retry_failed, limit=limit, timeout_s=timeout)
+        else:
+            with Progress(
+                TextColumn("[bold]runs"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[note]}"),
+                console=err_console,
+                transient=False,
+            ) as bar:
+                task = bar.add_task("runs", total=None, note="")
+
+                def progress(done: int, total: int, failed_tasks: int) -> None:
+                    note = f"[red]{failed_tasks} task failure(s)" if failed_tasks else ""
+                    bar.update(task, completed=done, total=total, note=note)
+
+                result = run_sweep(
+                    spark,
+                    g,
+                    out,
+                    progress=progress,
+                    retry_failed=retry_failed,
+                    limit=limit,
+                    timeout_s=timeout,
+                )
+    doc = {
+        "out": out,
+        "grid": g.name,
+        "runs": result.total,
+        "skipped": result.skipped,
+        "ran": result.ran,
+        "failed": result.failed,
+        "elapsed_s": round(result.elapsed_s, 2),
+    }
+    if as_json:
+        _print_json(doc)
+        return
+    _print_sweep_table(result.summaries)
+    console.print(
+        f"{result.total} runs: {result.skipped} already complete, {result.ran} ran now"
+        f" ({result.failed} failed) in {result.elapsed_s:.1f} s → {out}"
+    )
+    if result.failed:
+        errors = result.summaries[result.summaries["status"] != "ok"]
+        for row in errors.head(5).itertuples(index=False):
+            err_console.print(
+                f"[red]failed[/] {row.scenario} / {row.strategy} / seed {row.seed}: {row.error}"
+            )
+    if result.ran + result.skipped < result.total:
+        console.print(f"{result.total - result.ran - result.skipped} run(s) still pending (--limit)")
+
+
+def _print_sweep_table(summaries: pd.DataFrame) -> None:
+    if summaries is None or summaries.empty:
+        return
+    table = Table(title="runs of this sweep", show_lines=False)
+    for col in ("scenario", "strategy", "runs", "failed", "unloads", "spread (mean)", "s/run"):
+        table.add_column(col, justify="left" if col in ("scenario", "strategy") else "right")
+    for (scenario, strategy), group in summaries.groupby(["scenario", "strategy"], sort=True):
+        ok = group[group["status"] == "ok"]
+        unloads = [m.get("unloads") for m in ok["metrics"] if isinstance(m, dict)]
+        spread = [m.get("score_spread_mean") for m in ok["metrics"] if isinstance(m, dict)]
+        table.add_row(
+            str(scenario),
+            _short(str(strategy)),
+            str(len(group)),
+            str(int((group["status"] != "ok").sum())),
+            _fmt(_mean(unloads), 1),
+            _fmt(_mean(spread), 1),
+            _fmt(group["elapsed_s"].mean(), 2),
+        )
+    console.print(table)
+
+
+def _mean(values: list[Any]) -> float | None:
+    vals = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return sum(vals) / len(vals) if vals else None
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate
+# ---------------------------------------------------------------------------------------------
+
+
+def evaluate(
+    sweep_dir: Annotated[str, typer.Argument(help="A sweep's output directory.")],
+    out: Annotated[
+        str | None,
+        typer.Option("--out", "-o", help="Where to write the tables (default SWEEP_DIR/evaluation)."),
+    ] = None,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    spark_conf: ConfFileOpt = None,
+    ui: UiOpt = False,
+    metrics: Annotated[
+        str | None,
+        typer.Option("--metrics", help="Comma-separated metrics to print per scenario (default: a few)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Mean and 95 % confidence interval over seeds of every run metric, and the PIP-364 table.
+
+    Writes metric_stats and pip364 as Parquet and CSV (plus runs.csv and pip364_definitions.json).
+    """
+    from shedlab.spark.evaluate import evaluate as run_evaluate
+
+    with _spark(master, conf, spark_conf, ui, "evaluate") as spark, _status(as_json) as say:
+        say("evaluating")
+        result = run_evaluate(spark, sweep_dir, out)
+    if as_json:
+        _print_json(
+            {
+                "out": result.out,
+                "runs_ok": result.runs_ok,
+                "runs_failed": result.runs_failed,
+                "pip364": result.pip364.to_dict("records"),
+                "notes": result.notes,
+            }
+        )
+        return
+    chosen = (
+        [m.strip() for m in metrics.split(",")]
+        if metrics
+        else [
+            "unloads",
+            "score_spread_mean",
+            "over_placement_events",
+            "over_unloading_flips",
+            "time_to_balance_s_max",
+        ]
+    )
+    _print_metric_table(result.metric_stats, chosen)
+    _print_pip_table(result.pip364, result.definitions)
+    for note in result.notes:
+        err_console.print(f"[yellow]note:[/] {note}")
+    console.print(f"{result.runs_ok} runs evaluated ({result.runs_failed} failed) → {result.out}")
+
+
+def _print_metric_table(stats: pd.DataFrame, metrics: list[str]) -> None:
+    if stats.empty:
+        return
+    present = [m for m in metrics if m in set(stats["metric"])]
+    if not present:
+        return
+    multi_params = stats["params_id"].nunique() > 1
+    table = Table(title="mean [95 % CI] over seeds")
+    table.add_column("scenario")
+    table.add_column("strategy")
+    if multi_params:
+        table.add_column("params")
+    for m in present:
+        table.add_column(m, justify="right")
+    sub = stats[stats["metric"].isin(present)]
+    for (scenario, strategy, _pid), group in sub.groupby(["scenario", "strategy", "params_id"], sort=True):
+        by_metric = {r.metric: r for r in group.itertuples(index=False)}
+        cells = []
+        for m in present:
+            r = by_metric.get(m)
+            if r is None:
+                cells.append("-")
+            elif r.ci_low is None or (isinstance(r.ci_low, float) and math.isnan(r.ci_low)):
+                cells.append(_fmt(r.mean))
+            else:
+                cells.append(f"{_fmt(r.mean)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]")
+        row = [str(scenario), _short(str(strategy))]
+        if multi_params:
+            row.append(_params_label(group["params_json"].iloc[0]))
+        table.add_row(*row, *cells)
+    console.print(table)
+
+
+def _params_label(params_json: Any) -> str:
+    try:
+        params = json.loads(str(params_json))
+    except ValueError:
+        return str(params_json)
+    if not params:
+        return "defaults"
+    return ", ".join(f"{re.sub(r'^loadBalancer', '', str(k))}={v}" for k, v in params.items())
+
+
+def _print_pip_table(pip: pd.DataFrame, definitions: dict[str, dict[str, Any]]) -> None:
+    from shedlab.spark.evaluate import PIP364_PROBLEMS
+
+    if pip.empty:
+        err_console.print(
+            "[yellow]no PIP-364 figure: no scenario of the sweep matches a problem definition[/]"
+        )
+        return
+    problems = [p for p in PIP364_PROBLEMS if p in set(pip["problem"])] + sorted(
+        set(pip["problem"]) - set(PIP364_PROBLEMS)
+    )
+    multi_params = pip["params_id"].nunique() > 1
+    table = Table(title="PIP-364, measured (lower is better)")
+    table.add_column("strategy pair")
+    if multi_params:
+        table.add_column("params")
+    for p in problems:
+        unit = definitions.get(p, {}).get("metric", "")
+        table.add_column(f"{p}\n[dim]{unit}[/]", justify="right")
+    for (strategy, pid), group in pip.groupby(["strategy", "params_id"], sort=True):
+        cells = []
+        by_problem = {r.problem: r for r in group.itertuples(index=False)}
+        for p in problems:
+            r = by_problem.get(p)
+            if r is None:
+                cells.append("-")
+                continue
+            style = _RATING_STYLE.get(str(r.rating), "")
+            ci = ""
+            if r.ci_low is not None and not (isinstance(r.ci_low, float) and math.isnan(r.ci_low)):
+                ci = f" [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
+            cells.append(f"{_fmt(r.value)}{ci}\n[{style}]{r.rating}[/]")
+        row = [str(strategy)]
+        if multi_params:
+            row.append(str(pid))
+        table.add_row(*row, *cells)
+    console.print(table)
+    rules = []
+    for p in problems:
+        d = definitions.get(p, {})
+        rules.append(
+            f"{p}: {d.get('metric', d.get('expr'))} on {', '.join(d.get('matched_scenarios', []))}; "
+            f"good < {d.get('good_below')}, bad > {d.get('bad_above')}"
+        )
+    for rule in rules:
+        console.print(f"[dim]{rule}[/]")
+
+
+# ---------------------------------------------------------------------------------------------
+# ingest
+# ---------------------------------------------------------------------------------------------
+
+
+def ingest(
+    sources: Annotated[
+        list[str],
+        typer.Argument(
+            help="Load-report JSON lines, .json documents, Prometheus exports, Parquet; files or dirs."
+        ),
+    ],
+    out: Annotated[str, typer.Option("--out", "-o", help="Output directory (local path or URI).")],
+    cluster: Annotated[
+        str, typer.Option("--cluster", help="Cluster name for records that do not carry one.")
+    ] = "default",
+    interval: Annotated[str, typer.Option("--interval", help="Tick length samples are aligned to.")] = "60s",
+    web_port: Annotated[
+        int, typer.Option("--web-port", help="Port appended to Prometheus broker labels without one.")
+    ] = 8080,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    spark_conf: ConfFileOpt = None,
+    ui: UiOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ingest recorded load data into per-tick cluster snapshots (canonical Parquet, by cluster and day).
+
+    Rows that fail validation go to OUT/quarantine with a reason; the command prints, per source,
+    how many rows were read, kept, merged (superseded within a tick) and quarantined.
+    """
+    from shedlab.spark.ingest import ingest as run_ingest
+
+    interval_ms = parse_duration_ms(interval)
+    with _spark(master, conf, spark_conf, ui, "ingest") as spark, _status(as_json) as say:
+        result = run_ingest(
+            spark,
+            sources,
+            out,
+            interval_ms=interval_ms,
+            default_cluster=cluster,
+            web_port=web_port,
+            progress=say,
+        )
+    if as_json:
+        _print_json(
+            {
+                "out": out,
+                "clusters": result.clusters,
+                "sources": result.stats.to_dict("records"),
+                "reasons": result.reasons.to_dict("records"),
+            }
+        )
+        return
+    table = Table(title="ingest, per source")
+    for col in (
+        "source",
+        "kind",
+        "records",
+        "rows read",
+        "brokers",
+        "bundles",
+        "bundle data",
+        "merged",
+        "quarantined",
+    ):
+        table.add_column(col, justify="left" if col in ("source", "kind") else "right")
+    for r in result.stats.itertuples(index=False):
+        table.add_row(
+            _tail(str(r.source)),
+            str(r.source_kind),
+            _fmt(r.records_read),
+            _fmt(r.rows_read),
+            _fmt(r.broker_rows_kept),
+            _fmt(r.bundle_rows_kept),
+            _fmt(r.bundle_data_rows_kept),
+            _fmt(r.rows_merged),
+            f"[red]{_fmt(r.rows_quarantined)}[/]" if r.rows_quarantined else "0",
+        )
+    console.print(table)
+    if len(result.reasons):
+        reasons = Table(title="quarantined rows by reason")
+        for col in ("source", "reason", "rows"):
+            reasons.add_column(col, justify="right" if col == "rows" else "left")
+        for r in result.reasons.itertuples(index=False):
+            reasons.add_row(_tail(str(r.source)), str(r.reason), _fmt(r.count))
+        console.print(reasons)
+    console.print(
+        f"kept {result.broker_rows:,} broker and {result.bundle_rows:,} bundle rows"
+        f" ({', '.join(result.clusters) or 'no cluster'}); quarantined {result.quarantined_rows:,} → {out}"
+    )
+
+
+def _tail(path: str, width: int = 48) -> str:
+    return path if len(path) <= width else "…" + path[-(width - 1) :]
+
+
+# ---------------------------------------------------------------------------------------------
+# replay
+# ---------------------------------------------------------------------------------------------
+
+
+def replay(
+    snapshots_dir: Annotated[str, typer.Argument(help="An ingest output directory.")],
+    strategies: Annotated[
+        str,
+        typer.Option(
+            "--strategies",
+            "-s",
+            help="Comma-separated strategy pairs, e.g. AvgShedder,OverloadShedder+LeastLongTermMessageRate.",
+        ),
+    ],
+    out: Annotated[str, typer.Option("--out", "-o", help="Output directory (local path or URI).")],
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Pulsar setting key=value applied to every strategy (repeatable)."),
+    ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option("--config", help="broker.conf / YAML / JSON with Pulsar load-balancer settings."),
+    ] = None,
+    cluster: Annotated[
+        list[str] | None, typer.Option("--cluster", help="Replay only this cluster (repeatable).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the strategies' random choices.")] = 1,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    spark_conf: ConfFileOpt = None,
+    ui: UiOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """What each strategy would have decided on recorded snapshots, and why, next to what really happened."""
+    from shedlab.spark.replay import replay as run_replay
+    from shedlab.spark.replay import strategy_configs
+    from shedlab.spark.session import parse_conf_pairs
+
+    overrides: dict[str, Any] = {}
+    if config:
+        from shedlab.config import LoadBalancerConfig
+
+        overrides.update(LoadBalancerConfig.from_file(config).non_default_values())
+        for key in ("loadBalancerLoadSheddingStrategy", "loadBalancerLoadPlacementStrategy"):
+            overrides.pop(key, None)
+    overrides.update(parse_conf_pairs(set_ or [], source="--set"))
+    configs = strategy_configs([s for s in strategies.split(",") if s.strip()], overrides)
+    with _spark(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:
+        result = run_replay(spark, snapshots_dir, out, configs, seed=seed, clusters=cluster, progress=say)
+    if as_json:
+        _print_json({"out": out, "summary": result.summary.to_dict("records")})
+        return
+    table = Table(title="replay: what each strategy would have done")
+    for col in (
+        "cluster",
+        "strategy",
+        "ticks",
+        "would unload",
+        "actual moves",
+        "same bundle",
+        "max U (data → est)",
+        "spread U (data → est)",
+    ):
+        table.add_column(col, justify="left" if col in ("cluster", "strategy") else "right")
+    for r in result.summary.itertuples(index=False):
+        table.add_row(
+            str(r.cluster),
+            _short(str(r.strategy)),
+            _fmt(r.ticks),
+            _fmt(r.strategy_unloads),
+            _fmt(r.actual_moves),
+            _fmt(r.both),
+            f"{_fmt(r.mean_max_usage, 3)} → {_fmt(r.est_mean_max_usage, 3)}",
+            f"{_fmt(r.mean_usage_spread, 3)} → {_fmt(r.est_mean_usage_spread, 3)}",
+        )
+    console.print(table)
+    console.print(f"decisions, load, comparison and ownership_changes → {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``sweep``, ``evaluate``, ``ingest`` and ``replay`` to the ``shedlab`` application."""
+    app.command()(sweep)
+    app.command()(evaluate)
+    app.command()(ingest)
+    app.command()(replay)

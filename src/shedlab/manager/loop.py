@@ -1,0 +1,453 @@
+"""Pulsar's leader loop (``ModularLoadManagerImpl``, spec §4), independent of where snapshots come from.
+
+:class:`LoadManager` holds the state the Pulsar leader keeps in memory between shedding cycles and
+lookups, and nothing else:
+
+* the *recently unloaded* map (bundle → time of its unload) and its grace period (§4.4 step 3);
+* the one-shot *affinity* map (bundle → destination chosen during shedding), popped by the next
+  lookup of the bundle (§4.7, master semantics: keyed by the full bundle name);
+* *preallocations* (broker → bundles assigned to it by lookups but not yet visible in its reports,
+  and bundle → broker), with Pulsar's cleanup rule (§4.5 step 12, from #19420);
+* the counters Pulsar exports as ``pulsar_lb_unload_bundle_total`` and ``pulsar_lb_unload_broker_total``;
+* the shedding and placement strategy instances (their own state: histories, hit counters).
+
+Everything it knows about the cluster comes from the :class:`~shedlab.model.snapshot.ClusterSnapshot`
+passed to each call, which stands for the leader's ``LoadData`` as left by the last ``updateAll``
+(stale by construction: it holds the last *published* reports). The simulator builds snapshots from
+its arrays; the Spark replay builds them from recorded load reports. The manager does not mutate
+the snapshots it is given: it works on a shallow copy whose ``bundle_recently_unloaded`` mask and
+``preallocated_*`` arrays it fills from its own state (the leader is the only authority for both).
+Snapshots are treated as immutable: pass a new object when the data changes.
+
+Candidate filtering (``selectBroker``, §4.5) implemented:
+
+1. the available brokers (every broker of the snapshot; see "left out" below);
+2. the max-topics filter (``loadBalancerBrokerMaxTopics``, counting preallocated topics), undone when
+   it would remove every broker;
+3. the even-distribution filter (``loadBalancerDistributeBundlesEvenlyEnabled``, always for the
+   ``pulsar/system`` namespace): keep the candidates owning the fewest bundle ranges of the bundle's
+   namespace, counting reported and preallocated ranges;
+4. an empty set falls back to step 1; the placement strategy chooses (namespaces listed in
+   ``loadBalancerSheddingExcludedNamespaces`` use Pulsar's round-robin selector instead);
+5. the overload re-check: when the chosen broker's weighted usage is above
+   ``loadBalancerBrokerOverloadedThresholdPercentage``, the strategy is asked again over every available
+   broker and its answer, if any, is used (stateful strategies thus advance twice, as in Pulsar).
+
+Left out, and why:
+
+* **Namespace isolation policies** (§4.5 step 2, §4.4 b): neither the simulator nor Pulsar's load reports
+  carry policies, so every broker is a "shared" broker and step 2 is "all available brokers".
+  The topic-type check of that step (brokers with persistent / non-persistent topics disabled) is
+  left out for the same reason: every simulated broker serves both.
+* **Anti-affinity groups and failure domains** (§4.5 step 4, §4.4 c): namespace policies again; without
+  them Pulsar's filter keeps every candidate.
+* **The broker filter pipeline** (§4.5 step 6: ``BrokerLoadManagerClassFilter``,
+  ``BrokerVersionFilter``): all brokers run the same load manager class and version, so both filters
+  keep every candidate.
+* **Bundle splitting** (§4.8) and the leader's periodic bundle-data writes (§4.9) are not part of the
+  loop here; the simulator accounts for the extra time-average sample of §4.9 itself.
+* **Admin errors** (§4.4 f): an unload always succeeds.
+
+One defensive deviation: Pulsar returns an affinity or a preallocation without checking that the
+broker is still alive (the lookup then fails and is retried). :meth:`LoadManager.lookup` skips an
+affinity or preallocation pointing to a broker that is not in the snapshot and assigns normally.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from shedlab.config import LoadBalancerConfig
+from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, namespace_of
+from shedlab.model.snapshot import ClusterSnapshot, FloatArray, IntArray
+from shedlab.strategies import make_pair
+from shedlab.strategies.base import Placement, PlacementStrategy, SheddingResult, SheddingStrategy
+
+SYSTEM_NAMESPACE = "pulsar/system"
+"""The namespace Pulsar always distributes evenly, whatever the configuration says."""
+
+AssignmentPath = Literal["affinity", "preallocated", "placement", "none"]
+
+
+@dataclass(frozen=True)
+class ManagerDecision:
+    """One unload by the leader: ``bundle`` leaves ``source``; its next lookup lands on ``destination``.
+
+    ``reason`` is the shedding strategy's reason (the numbers that led to the unload) plus, under
+    ``"placement"``, how the destination was chosen: the placement rule, the set it was drawn from
+    (``choices``), the number of candidates after filtering and whether the overload re-check ran.
+    """
+
+    time_ms: int
+    source: str
+    bundle: str
+    destination: str
+    reason: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class PreallocatedBundle:
+    """What the leader keeps of a preallocated bundle: what LeastLongTermMessageRate and the filters read."""
+
+    long_term_msg_rate: float  # longTermData msgRateIn + msgRateOut
+    topics: int
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The answer to a lookup of an unowned bundle, and how it was reached."""
+
+    bundle: str
+    broker: str | None
+    path: AssignmentPath
+    placement: Placement | None = None
+
+
+@dataclass
+class _View:
+    """The manager's working copy of a snapshot plus derived arrays, valid while the snapshot is."""
+
+    source: ClusterSnapshot
+    snap: ClusterSnapshot
+    usage: FloatArray  # U(b), weighted max usage
+    everyone: IntArray
+    pre_rate: FloatArray
+    pre_topics: IntArray
+
+
+class _NameIndex:
+    """Bundle name → index and namespace → member indices, for one tuple of bundle names."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.index = {n: i for i, n in enumerate(names)}
+        groups: dict[str, list[int]] = {}
+        for i, n in enumerate(names):
+            groups.setdefault(namespace_of(n), []).append(i)
+        self.members = {ns: np.asarray(ix, dtype=np.int64) for ns, ix in groups.items()}
+
+
+class _RoundRobin:
+    """Pulsar's RoundRobinBrokerSelector (spec §3.4), for shedding-excluded namespaces."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.cache: list[str] = []
+
+    def select(self, candidates: list[str]) -> str | None:
+        n = len(candidates)
+        if n == 0:
+            return None
+        index = self.count % n
+        self.count = 0 if self.count == 2147483647 else self.count + 1
+        if len(self.cache) <= index or n != len(self.cache):
+            self.cache = list(candidates)
+        selected = self.cache[index]
+        if selected not in candidates:
+            self.cache = list(candidates)
+            selected = self.cache[index]
+        return selected
+
+
+class LoadManager:
+    """Pulsar's leader: shedding cycles (``doLoadShedding``) and lookups of unowned bundles.
+
+    ``seed`` drives the strategies' random choices (ignored for strategies passed in). Both
+    strategies default to the configured pair, built with :func:`shedlab.strategies.make_pair`.
+    """
+
+    def __init__(
+        self,
+        conf: LoadBalancerConfig,
+        *,
+        seed: int | np.random.Generator | None = None,
+        shedding: SheddingStrategy | None = None,
+        placement: PlacementStrategy | None = None,
+    ) -> None:
+        if shedding is None or placement is None:
+            default_shedding, default_placement = make_pair(conf, seed)
+            shedding = shedding if shedding is not None else default_shedding
+            placement = placement if placement is not None else default_placement
+        self.conf = conf
+        self.shedding: SheddingStrategy = shedding
+        self.placement: PlacementStrategy = placement
+        self.recently_unloaded: dict[str, int] = {}
+        self.affinity: dict[str, str] = {}
+        self.preallocated: dict[str, dict[str, PreallocatedBundle]] = {}
+        self.preallocated_bundle_to_broker: dict[str, str] = {}
+        self._preallocated_by_namespace: dict[str, dict[str, str]] = {}
+        self.unload_bundle_total = 0
+        self.unload_broker_total = 0
+        self.last_result: SheddingResult | None = None
+        self.last_skipped: list[dict[str, Any]] = []
+        self._view: _View | None = None
+        self._names: _NameIndex | None = None
+        self._round_robin = _RoundRobin()
+        self._overload = conf.load_balancer_broker_overloaded_threshold_percentage / 100.0
+        self._excluded = frozenset(conf.load_balancer_shedding_excluded_namespaces)
+
+    # ------------------------------------------------------------------ shedding (§4.4)
+    def do_load_shedding(self, snapshot: ClusterSnapshot, now_ms: int) -> list[ManagerDecision]:
+        """One shedding cycle at ``now_ms``; returns the unloads performed, in Pulsar's order."""
+        conf = self.conf
+        self.last_result = None
+        self.last_skipped = []
+        if not (conf.load_balancer_enabled and conf.load_balancer_shedding_enabled):
+            return []
+        if snapshot.num_brokers <= 1:
+            return []
+        cutoff = now_ms - conf.load_balancer_shedding_grace_period_minutes * 60_000
+        self.recently_unloaded = {b: t for b, t in self.recently_unloaded.items() if t >= cutoff}
+        view = self._refresh(snapshot, now_ms, force=True)
+        result = self.shedding.find_bundles_for_unloading(view.snap, conf)
+        self.last_result = result
+        by_source: dict[str, list[int]] = {}
+        for k, unload in enumerate(result.unloads):
+            by_source.setdefault(unload.broker, []).append(k)
+        decisions: list[ManagerDecision] = []
+        for source, positions in by_source.items():
+            unloaded_any = False
+            for k in positions:
+                unload = result.unloads[k]
+                skip = self._skip_reason(unload.bundle)
+                if skip is not None:
+                    self.last_skipped.append({"broker": source, "bundle": unload.bundle, "reason": skip})
+                    continue
+                placement, info = self._select_broker(view, unload.bundle)
+                dest = placement.broker
+                if dest is None or dest == source:
+                    why = "no destination broker" if dest is None else "destination is the current owner"
+                    self.last_skipped.append(
+                        {"broker": source, "bundle": unload.bundle, "reason": why, "placement": info}
+                    )
+                    continue
+                self.affinity[unload.bundle] = dest
+                self.recently_unloaded[unload.bundle] = now_ms
+                self.unload_bundle_total += 1
+                unloaded_any = True
+                reason = {**unload.reason, "placement": info}
+                decisions.append(ManagerDecision(now_ms, source, unload.bundle, dest, reason))
+            if unloaded_any:
+                self.unload_broker_total += 1
+        return decisions
+
+    def _skip_reason(self, bundle: str) -> str | None:
+        """§4.4 step 5 a–c; only the shedding-excluded namespaces apply here (see module docstring)."""
+        if self._excluded and namespace_of(bundle) in self._excluded:
+            return "namespace excluded from shedding"
+        return None
+
+    # ------------------------------------------------------------------ lookups (§4.5, §4.7)
+    def assign(self, bundle: str, snapshot: ClusterSnapshot, now_ms: int) -> str | None:
+        """The broker a lookup of the unowned ``bundle`` lands on (None when no broker is available)."""
+        return self.lookup(bundle, snapshot, now_ms).broker
+
+    def lookup(self, bundle: str, snapshot: ClusterSnapshot, now_ms: int) -> Assignment:
+        """Like :meth:`assign`, also telling which path answered (affinity, preallocation or placement)."""
+        dest = self.affinity.pop(bundle, None)
+        if dest and dest in snapshot.broker_index:
+            return Assignment(bundle, dest, "affinity")
+        pre = self.preallocated_bundle_to_broker.get(bundle)
+        if pre is not None and pre in snapshot.broker_index:
+            return Assignment(bundle, pre, "preallocated")
+        view = self._refresh(snapshot, now_ms)
+        placement, _ = self._select_broker(view, bundle)
+        if placement.broker is None:
+            return Assignment(bundle, None, "none", placement)
+        self._preallocate(view, bundle, placement.broker)
+        return Assignment(bundle, placement.broker, "placement", placement)
+
+    def select_broker(self, bundle: str, snapshot: ClusterSnapshot, now_ms: int) -> Placement:
+        """``selectBroker`` (§4.5 steps 1–11) without preallocation, e.g. to preview a destination."""
+        return self._select_broker(self._refresh(snapshot, now_ms), bundle)[0]
+
+    def _select_broker(self, view: _View, bundle: str) -> tuple[Placement, dict[str, Any]]:
+        snap, conf = view.snap, self.conf
+        namespace = namespace_of(bundle)
+        candidates = view.everyone
+        candidates = self._max_topics_filter(view, candidates)
+        if conf.load_balancer_distribute_bundles_evenly_enabled or namespace == SYSTEM_NAMESPACE:
+            candidates = self._even_distribution_filter(view, candidates, namespace)
+        if candidates.size == 0:
+            candidates = view.everyone
+        info: dict[str, Any] = {"candidates": int(candidates.size)}
+        if self._excluded and namespace in self._excluded:
+            names = [snap.broker_ids[i] for i in candidates.tolist()]
+            chosen = self._round_robin.select(names)
+            placement = Placement(chosen, tuple(sorted(names)), {"strategy": "RoundRobinBrokerSelector"})
+        else:
+            placement = self.placement.select_broker(candidates, bundle, snap, conf)
+        if placement.broker is not None:
+            i = snap.broker_index.get(placement.broker)
+            if i is not None and view.usage[i] > self._overload:
+                info["overload_recheck"] = {"broker": placement.broker, "usage": float(view.usage[i])}
+                again = self.placement.select_broker(view.everyone, bundle, snap, conf)
+                if again.broker is not None:
+                    placement = again
+        info.update(
+            rule=placement.reason.get("rule"),
+            strategy=placement.reason.get("strategy"),
+            choices=list(placement.choices),
+        )
+        return placement, info
+
+    def _max_topics_filter(self, view: _View, candidates: IntArray) -> IntArray:
+        limit = self.conf.load_balancer_broker_max_topics
+        topics = view.snap.num_topics[candidates] + view.pre_topics[candidates]
+        kept = candidates[topics <= limit]
+        return kept if kept.size else candidates
+
+    def _even_distribution_filter(self, view: _View, candidates: IntArray, namespace: str) -> IntArray:
+        """Keep the candidates owning the fewest ranges of ``namespace`` (reported + preallocated)."""
+        snap = view.snap
+        names = self._name_index(snap)
+        counts = np.zeros(snap.num_brokers, dtype=np.int64)
+        members = names.members.get(namespace)
+        if members is not None and members.size:
+            owners = snap.bundle_owner[members]
+            owners = owners[owners >= 0]
+            if owners.size:
+                counts += np.bincount(owners, minlength=snap.num_brokers)
+        for bundle, broker in self._preallocated_by_namespace.get(namespace, {}).items():
+            i = snap.broker_index.get(broker)
+            if i is None:
+                continue
+            j = names.index.get(bundle)
+            if j is None or snap.bundle_owner[j] != i:
+                counts[i] += 1
+        if candidates.size == 0:
+            return candidates
+        candidate_counts = counts[candidates]
+        result: IntArray = candidates[candidate_counts == candidate_counts.min()]
+        return result
+
+    # ------------------------------------------------------------------ preallocation (§4.5 step 12)
+    def _preallocate(self, view: _View, bundle: str, broker: str) -> None:
+        snap = view.snap
+        j = self._name_index(snap).index.get(bundle)
+        if j is not None and snap.bundle_has_data[j]:
+            entry = PreallocatedBundle(
+                float(snap.long_msg_rate_in[j] + snap.long_msg_rate_out[j]), int(snap.bundle_topics[j])
+            )
+        else:  # getBundleDataOrDefault: Pulsar's default BundleData (50 + 50 msg/s, no topics)
+            entry = PreallocatedBundle(2 * DEFAULT_MESSAGE_RATE, 0)
+        per_broker = self.preallocated.setdefault(broker, {})
+        old = per_broker.get(bundle)
+        per_broker[bundle] = entry
+        self.preallocated_bundle_to_broker[bundle] = broker
+        self._preallocated_by_namespace.setdefault(namespace_of(bundle), {})[bundle] = broker
+        i = snap.broker_index[broker]
+        if old is not None:
+            view.pre_rate[i] -= old.long_term_msg_rate
+            view.pre_topics[i] -= old.topics
+        view.pre_rate[i] += entry.long_term_msg_rate
+        view.pre_topics[i] += entry.topics
+
+    def on_bundle_data_update(
+        self,
+        snapshot: ClusterSnapshot,
+        *,
+        leader_owned: Collection[str] = (),
+    ) -> None:
+        """Pulsar's preallocation cleanup, run by every ``updateBundleData`` (a report arrived).
+
+        Every preallocated bundle is dropped from the bundle → broker map. A broker's preallocated
+        data is kept only for bundles owned by the leader broker itself (``leader_owned``, its local
+        ownership cache) that the broker does not yet report with bundle data. In practice a
+        preallocation for another broker lives until the next report arrives anywhere.
+        """
+        self.preallocated_bundle_to_broker.clear()
+        if not self.preallocated:
+            return
+        names = self._name_index(snapshot)
+        owned = leader_owned if isinstance(leader_owned, (set, frozenset, dict)) else set(leader_owned)
+        for broker in list(self.preallocated):
+            entries = self.preallocated[broker]
+            i = snapshot.broker_index.get(broker)
+            kept: dict[str, PreallocatedBundle] = {}
+            for bundle, entry in entries.items():
+                if bundle not in owned:
+                    continue
+                j = names.index.get(bundle)
+                reported = (
+                    i is not None
+                    and j is not None
+                    and snapshot.bundle_owner[j] == i
+                    and bool(snapshot.bundle_has_data[j])
+                )
+                if not reported:
+                    kept[bundle] = entry
+            if kept:
+                self.preallocated[broker] = kept
+            else:
+                del self.preallocated[broker]
+        self._reindex_preallocations()
+        self._view = None
+
+    def on_active_brokers_change(self, active: Collection[str]) -> None:
+        """The broker set changed: tell both strategies and reap preallocations of dead brokers."""
+        alive = active if isinstance(active, (set, frozenset)) else set(active)
+        self.shedding.on_active_brokers_change(alive)
+        if self.placement is not self.shedding:  # type: ignore[comparison-overlap]
+            self.placement.on_active_brokers_change(alive)
+        for broker in [b for b in self.preallocated if b not in alive]:
+            del self.preallocated[broker]
+        self.preallocated_bundle_to_broker = {
+            b: owner for b, owner in self.preallocated_bundle_to_broker.items() if owner in alive
+        }
+        self._reindex_preallocations()
+        self._view = None
+
+    def _reindex_preallocations(self) -> None:
+        """Rebuild namespace → (bundle → broker) of the preallocated data (the leader's range cache)."""
+        by_ns: dict[str, dict[str, str]] = {}
+        for broker, entries in self.preallocated.items():
+            for bundle in entries:
+                by_ns.setdefault(namespace_of(bundle), {})[bundle] = broker
+        self._preallocated_by_namespace = by_ns
+
+    # ------------------------------------------------------------------ views
+    def _name_index(self, snapshot: ClusterSnapshot) -> _NameIndex:
+        names = self._names
+        current = snapshot.bundle_names
+        if names is None or (names.names is not current and names.names != current):
+            names = self._names = _NameIndex(snapshot.bundle_names)
+        return names
+
+    def _refresh(self, snapshot: ClusterSnapshot, now_ms: int, *, force: bool = False) -> _View:
+        """The working copy of ``snapshot`` with the manager's recently-unloaded and preallocation data."""
+        view = self._view
+        if view is not None and view.source is snapshot and not force:
+            return view
+        snap = copy.copy(snapshot)
+        snap.now_ms = now_ms
+        names = self._name_index(snapshot)
+        recent = np.zeros(snapshot.num_bundles, dtype=np.bool_)
+        if self.recently_unloaded:
+            idx = [names.index[b] for b in self.recently_unloaded if b in names.index]
+            recent[idx] = True
+        snap.bundle_recently_unloaded = recent
+        n = snapshot.num_brokers
+        pre_rate = np.zeros(n)
+        pre_topics = np.zeros(n, dtype=np.int64)
+        for broker, entries in self.preallocated.items():
+            i = snapshot.broker_index.get(broker)
+            if i is None:
+                continue
+            # Java sums the preallocated bundles in map order (LeastLongTermMessageRate.getScore).
+            total = 0.0
+            for entry in entries.values():
+                total += entry.long_term_msg_rate
+                pre_topics[i] += entry.topics
+            pre_rate[i] = total
+        snap.preallocated_long_term_msg_rate = pre_rate
+        snap.preallocated_topics = pre_topics
+        usage = snap.weighted_max_usage(self.conf.resource_weights())
+        view = _View(snapshot, snap, usage, np.arange(n, dtype=np.int64), pre_rate, pre_topics)
+        self._view = view
+        return view

@@ -1,0 +1,48 @@
+"""The HTML report: one self-contained file (plotly.js inline) from any shedlab results directory.
+
+>>> from pathlib import Path
+>>> from shedlab.report import build_report
+>>> build_report(Path("out/demo"), Path("out/demo/report.html"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shedlab.errors import InputError
+from shedlab.report.load import load_results
+from shedlab.report.model import ReplayData, ReportData, RunSeries, ScenarioInfo
+from shedlab.report.page import render_page
+
+__all__ = [
+    "ReplayData",
+    "ReportData",
+    "RunSeries",
+    "ScenarioInfo",
+    "build_report",
+    "load_results",
+    "render_page",
+]
+
+
+def build_report(results_dir: Path, out: Path, *, max_points: int = 2000, title: str | None = None) -> Path:
+    """Read ``results_dir`` (sweep + evaluate, simulate, compare or replay output), write the report to
+    ``out`` and return its path. ``max_points`` caps the points of every trace (time series are
+    decimated, keeping each bucket's minimum and maximum)."""
+    if max_points < 10:
+        raise InputError("must be at least 10", field="max points", value=max_points)
+    data = load_results(Path(results_dir))
+    if title:
+        data.title = title
+    document = render_page(data, max_points=max_points)
+    target = Path(out)
+    if target.is_dir():
+        target = target / "report.html"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(document, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        raise InputError(f"cannot write the report: {exc.strerror}", source=str(target)) from None
+    return target

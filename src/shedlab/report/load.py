@@ -1,0 +1,556 @@
+"""Read a results directory into a :class:`~shedlab.report.model.ReportData`.
+
+What is recognised, at the given directory or up to two levels below it (the demo writes ``sweep/``
+with ``evaluation/`` next to it, ``shedlab evaluate`` defaults to ``SWEEP_DIR/evaluation``):
+
+* **simulate** output (``SimulationResult.write``): ``summary.json`` next to ``ticks.parquet``,
+  ``brokers.parquet``, ``decisions.parquet`` and ``events.parquet``;
+* **compare** output: several simulate outputs below one directory (``DIR/<pair>/``);
+* **sweep** output (``shedlab sweep``: ``runs/``, ``ticks/``, ``brokers/``, ``decisions/``, ``events/``
+  partitioned by scenario and strategy, and ``sweep.json``) and its **evaluation** (``pip364``,
+  ``metric_stats``, ``pip364_definitions.json``);
+* **replay** output (``shedlab replay``: ``comparison/``, ``load/``, ``decisions/``,
+  ``ownership_changes/`` and ``replay.json``).
+
+Optional parts may be missing (a sweep without an evaluation, a sweep without broker rows, a replay
+without per-broker load); the report then leaves their sections out. Nothing is invented: what is not
+in the files is not shown. Everything is read with pyarrow; no Spark session is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from shedlab.errors import InputError
+from shedlab.report.model import ReplayData, ReportData, RunSeries, ScenarioInfo
+from shedlab.report.pip364 import pair_order
+
+__all__ = [
+    "EvaluationTables",
+    "find_simulation_dirs",
+    "load_results",
+    "read_simulation_dir",
+    "read_sweep_runs",
+]
+
+SIM_FILES = ("ticks.parquet", "brokers.parquet", "decisions.parquet", "events.parquet")
+HIDDEN_EVENTS = frozenset({"start"})
+"""Event kinds not drawn as scenario events (the start of a run is not a disturbance)."""
+DECISION_COLUMNS = ["time_s", "source", "destination", "bundle"]
+EVENT_COLUMNS = ["time_s", "kind", "detail"]
+IMBALANCE_LABEL = "max − min broker score"
+
+
+# -------------------------------------------------------------------------------------------- files
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON: {exc}", source=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+
+
+def _read_parquet(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
+
+
+def _read_partitioned(path: Path, keys: tuple[str, ...]) -> pd.DataFrame | None:
+    """A Parquet directory partitioned Spark-style (``key=value/``), partition values as strings."""
+    if not path.is_dir():
+        return None
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.dataset as pads  # type: ignore[import-untyped]
+
+    partitioning = pads.partitioning(pa.schema([(k, pa.string()) for k in keys]), flavor="hive")
+    try:
+        dataset = pads.dataset(str(path), format="parquet", partitioning=partitioning)
+        frame: pd.DataFrame = dataset.to_table().to_pandas()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
+    for key in keys:
+        frame[key] = frame[key].astype(str).map(urllib.parse.unquote)  # Spark's %XX escaping
+    return frame
+
+
+def _read_table(base: Path, name: str) -> pd.DataFrame | None:
+    """``name`` as a Parquet file or directory, else as CSV (None if neither exists)."""
+    for candidate in (base / name, base / f"{name}.parquet"):
+        if candidate.exists():
+            return _read_parquet(candidate)
+    csv = base / f"{name}.csv"
+    if csv.is_file():
+        try:
+            return pd.read_csv(csv)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read CSV: {exc}", source=str(csv)) from None
+    return None
+
+
+def _yaml_mapping(text: str) -> dict[str, Any] | None:
+    import yaml
+
+    try:
+        data = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _iter_dirs(root: Path, max_depth: int) -> Iterator[Path]:
+    yield root
+    if max_depth <= 0:
+        return
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and not child.name.startswith((".", "_")):
+            yield from _iter_dirs(child, max_depth - 1)
+
+
+def _first(root: Path, test: Callable[[Path], bool], max_depth: int = 2) -> Path | None:
+    return next((p for p in _iter_dirs(root, max_depth) if test(p)), None)
+
+
+def _params_label(params_json: Any) -> str:
+    try:
+        params = json.loads(str(params_json)) if params_json else {}
+    except json.JSONDecodeError:
+        return str(params_json)
+    if not params:
+        return "default parameters"
+    return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+# ----------------------------------------------------------------------------------- time series
+
+
+def _series(
+    scenario: str,
+    strategy: str,
+    ticks: pd.DataFrame,
+    brokers: pd.DataFrame,
+    decisions: pd.DataFrame,
+    events: pd.DataFrame,
+    label: str = "",
+) -> RunSeries:
+    """A run's time series in the report's columns (simulator output columns in)."""
+    cluster = ticks[["time_s", "score_spread", *(["unloads"] if "unloads" in ticks else [])]]
+    if not events.empty:
+        events = events[~events["kind"].astype(str).isin(HIDDEN_EVENTS)]
+    return RunSeries(
+        scenario=scenario,
+        strategy=strategy,
+        brokers=brokers[["time_s", "broker", "score"]].reset_index(drop=True),
+        cluster=cluster.rename(columns={"score_spread": "imbalance"}).reset_index(drop=True),
+        decisions=decisions[DECISION_COLUMNS]
+        if not decisions.empty
+        else pd.DataFrame(columns=DECISION_COLUMNS),
+        events=events[EVENT_COLUMNS].reset_index(drop=True)
+        if not events.empty
+        else pd.DataFrame(columns=EVENT_COLUMNS),
+        label=label,
+        imbalance_label=IMBALANCE_LABEL,
+    )
+
+
+# ------------------------------------------------------------------------------ simulate / compare
+
+
+def is_simulation_dir(path: Path) -> bool:
+    return (path / "summary.json").is_file() and (path / "ticks.parquet").exists()
+
+
+def find_simulation_dirs(root: Path, max_depth: int = 4) -> list[Path]:
+    """Simulate outputs at or below ``root`` (a simulate output's own subdirectories are not searched)."""
+    found: list[Path] = []
+
+    def walk(p: Path, depth: int) -> None:
+        if is_simulation_dir(p):
+            found.append(p)
+        elif depth < max_depth:
+            for child in sorted(p.iterdir()):
+                if child.is_dir() and not child.name.startswith((".", "_")):
+                    walk(child, depth + 1)
+
+    walk(root, 0)
+    return found
+
+
+def read_simulation_dir(path: Path) -> tuple[dict[str, Any], RunSeries]:
+    """One simulate output: its summary and its time series."""
+    summary = _read_json(path / "summary.json")
+    if not isinstance(summary, dict):
+        raise InputError("expected a JSON object", source=str(path / "summary.json"))
+    missing = [f for f in SIM_FILES if not (path / f).exists()]
+    if missing:
+        raise InputError(f"incomplete simulation output: missing {', '.join(missing)}", source=str(path))
+    seed = summary.get("seed")
+    series = _series(
+        str(summary.get("scenario") or path.name),
+        str(summary.get("strategy") or "unknown"),
+        _read_parquet(path / "ticks.parquet"),
+        _read_parquet(path / "brokers.parquet", ["time_s", "broker", "score"]),
+        _read_parquet(path / "decisions.parquet"),
+        _read_parquet(path / "events.parquet"),
+        label=f"seed {seed}" if seed is not None else "",
+    )
+    return summary, series
+
+
+def _builtin_scenario_info(name: str) -> ScenarioInfo | None:
+    """The built-in scenario of that name, clearly labelled as assumed (simulate/compare outputs record
+    only the scenario's name)."""
+    from shedlab.sim.scenario import builtin_scenarios
+
+    if name not in builtin_scenarios():
+        return None
+    import importlib.resources
+
+    text = (
+        importlib.resources.files("shedlab").joinpath("data", "scenarios", f"{name}.yaml").read_text("utf-8")
+    )
+    spec = _yaml_mapping(text) or {}
+    return ScenarioInfo(
+        name=name,
+        description=str(spec.get("description") or "").strip(),
+        source=f"builtin:{name} (assumed from the name: the results record no scenario file)",
+        spec=spec,
+        text=text,
+    )
+
+
+def _load_simulations(root: Path, dirs: list[Path]) -> ReportData:
+    summaries: list[dict[str, Any]] = []
+    by_scenario: dict[str, list[RunSeries]] = {}
+    configs: dict[str, Any] = {}
+    for d in dirs:
+        summary, series = read_simulation_dir(d)
+        summaries.append(summary)
+        by_scenario.setdefault(series.scenario, []).append(series)
+        configs[f"{series.scenario} / {series.strategy} / seed {summary.get('seed')}"] = summary.get(
+            "config", {}
+        )
+    for runs in by_scenario.values():
+        runs.sort(key=lambda r: (pair_order(r.strategy), r.label))
+        if len({r.strategy for r in runs}) == len(runs) and len({r.label for r in runs}) == 1:
+            for r in runs:  # one run per pair, all with the same seed: the metadata names the seed
+                r.label = ""
+    scenarios = {n: sc for n in by_scenario if (sc := _builtin_scenario_info(n)) is not None}
+    runs_frame = pd.DataFrame(
+        [{k: v for k, v in s.items() if not isinstance(v, dict | list)} for s in summaries]
+    )
+    runs_frame["churn"] = runs_frame.get("unloads")
+    runs_frame["imbalance"] = runs_frame.get("score_spread_mean")
+    names = sorted(by_scenario)
+    seeds = sorted({s["seed"] for s in summaries if s.get("seed") is not None})
+    info: dict[str, Any] = {
+        "scenarios": ", ".join(names),
+        "strategy pairs": ", ".join(sorted({str(s.get("strategy")) for s in summaries}, key=pair_order)),
+        "seeds": ", ".join(str(s) for s in seeds),
+        "runs": str(len(summaries)),
+        "configs": configs,
+    }
+    return ReportData(
+        kind="simulate" if len(dirs) == 1 else "compare",
+        source=root,
+        title=f"shedlab report: {names[0]}" if len(names) == 1 else f"shedlab report: {len(names)} scenarios",
+        runs=runs_frame,
+        churn_label="unloads",
+        imbalance_label=f"mean {IMBALANCE_LABEL}",
+        series=dict(sorted(by_scenario.items())),
+        scenarios=scenarios,
+        run_info=info,
+    )
+
+
+# ------------------------------------------------------------------------------------------ sweeps
+
+
+def is_sweep_dir(path: Path) -> bool:
+    return (path / "runs").is_dir() and ((path / "sweep.json").is_file() or (path / "ticks").is_dir())
+
+
+def read_sweep_runs(root: Path) -> pd.DataFrame:
+    """One row per run of a sweep directory, its ``metrics`` map spread into columns."""
+    frame = _read_partitioned(root / "runs", ("scenario", "strategy"))
+    if frame is None or frame.empty:
+        return pd.DataFrame(
+            columns=["run_id", "scenario", "strategy", "params_id", "params_json", "seed", "status"]
+        )
+    metrics = pd.DataFrame([dict(m) if m is not None else {} for m in frame["metrics"]], index=frame.index)
+    metrics = metrics.drop(columns=[c for c in metrics.columns if c in frame.columns])
+    return pd.concat([frame.drop(columns=["metrics"]), metrics], axis=1)
+
+
+def _run_file(root: Path, table: str, row: pd.Series) -> Path:
+    from shedlab.spark.sweep import escape_partition_value
+
+    return (
+        root
+        / table
+        / f"scenario={escape_partition_value(str(row['scenario']))}"
+        / f"strategy={escape_partition_value(str(row['strategy']))}"
+        / f"run-{row['run_id']}.parquet"
+    )
+
+
+def _run_table(root: Path, table: str, row: pd.Series, columns: list[str] | None = None) -> pd.DataFrame:
+    path = _run_file(root, table, row)
+    return _read_parquet(path, columns) if path.exists() else pd.DataFrame(columns=columns or [])
+
+
+def _drawn_runs(runs: pd.DataFrame, chosen: dict[tuple[str, str], str]) -> list[pd.Series]:
+    """Per scenario × strategy pair, the run whose time series is drawn: the parameter set of the
+    PIP-364 table (else the default one, else the first), and its smallest seed."""
+    picked = []
+    for (scenario, strategy), sub in runs[runs["status"] == "ok"].groupby(
+        ["scenario", "strategy"], sort=True
+    ):
+        ids = set(sub["params_id"].astype(str))
+        want = chosen.get((str(scenario), str(strategy)))
+        pid = want if want in ids else ("default" if "default" in ids else sorted(ids)[0])
+        picked.append(sub[sub["params_id"].astype(str) == pid].sort_values("seed").iloc[0])
+    return picked
+
+
+def _sweep_configs(ok: pd.DataFrame) -> dict[str, Any]:
+    """The non-default Pulsar keys of each strategy pair × parameter set (per scenario where they differ)."""
+    out: dict[str, Any] = {}
+    if ok.empty or "summary_json" not in ok:
+        return out
+    for (strategy, pid), sub in ok.groupby(["strategy", "params_id"], sort=True):
+        by_config: dict[str, list[str]] = {}
+        for scenario, text in zip(sub["scenario"], sub["summary_json"], strict=True):
+            try:
+                config = json.loads(str(text)).get("config", {})
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            key = json.dumps(config, sort_keys=True)
+            if str(scenario) not in by_config.setdefault(key, []):
+                by_config[key].append(str(scenario))
+        for key, scenarios in by_config.items():
+            where = "all scenarios" if len(by_config) == 1 else ", ".join(sorted(scenarios))
+            out[f"{strategy} · parameters {pid} · {where}"] = json.loads(key)
+    return out
+
+
+def _load_sweep(root: Path, evaluation: EvaluationTables | None) -> ReportData:
+    runs = read_sweep_runs(root)
+    manifest = _read_json(root / "sweep.json") if (root / "sweep.json").is_file() else {}
+    grids = manifest.get("grids", []) if isinstance(manifest, dict) else []
+    scenarios: dict[str, ScenarioInfo] = {}
+    files: dict[str, str] = {}
+    for grid in grids:
+        if grid.get("text"):
+            files[f"grid {grid.get('name')} ({grid.get('source', '')})"] = str(grid["text"])
+        for name, sc in (grid.get("scenarios") or {}).items():
+            text = str(sc.get("text") or "")
+            spec = _yaml_mapping(text)
+            scenarios[name] = ScenarioInfo(
+                name=name,
+                description=str((spec or {}).get("description") or "").strip(),
+                source=str(sc.get("source") or ""),
+                spec=spec,
+                text=text,
+                digest=str(sc.get("digest") or ""),
+            )
+    chosen: dict[tuple[str, str], str] = {}
+    pip = evaluation.pip_table if evaluation is not None else None
+    if pip is not None and "params_id" in pip:
+        for strategy, params_id, names in pip[["strategy", "params_id", "scenarios"]].itertuples(index=False):
+            for scenario in str(names or "").split(","):
+                if scenario.strip() and isinstance(params_id, str):
+                    chosen.setdefault((scenario.strip(), str(strategy)), params_id)
+    series: dict[str, list[RunSeries]] = {}
+    for row in _drawn_runs(runs, chosen) if not runs.empty else []:
+        ticks = _run_table(root, "ticks", row)
+        if ticks.empty:
+            continue
+        label = f"seed {int(row['seed'])}"
+        if str(row["params_id"]) != "default":
+            label = f"{_params_label(row['params_json'])}; {label}"
+        s = _series(
+            str(row["scenario"]),
+            str(row["strategy"]),
+            ticks,
+            _run_table(root, "brokers", row, ["time_s", "broker", "score"]),
+            _run_table(root, "decisions", row),
+            _run_table(root, "events", row),
+            label,
+        )
+        s.params_id = str(row["params_id"])
+        series.setdefault(s.scenario, []).append(s)
+    for drawn in series.values():
+        drawn.sort(key=lambda r: pair_order(r.strategy))
+    ok = runs[runs["status"] == "ok"].reset_index(drop=True)
+    failed = runs[runs["status"] != "ok"]
+    if not ok.empty:
+        ok["churn"] = ok.get("unloads")
+        ok["imbalance"] = ok.get("score_spread_mean")
+        ok["params_label"] = ok["params_json"].map(_params_label)
+    notes = []
+    if len(failed):
+        first = failed.iloc[0]
+        notes.append(
+            f"{len(failed)} of {len(runs)} runs failed and are left out (first: {first['scenario']} / "
+            f"{first['strategy']} / seed {first['seed']}: {first.get('error_type')}: {first.get('error')})."
+        )
+    if evaluation is None:
+        notes.append("This sweep has not been evaluated: run shedlab evaluate on it for the PIP-364 table.")
+    if runs.empty:
+        notes.append("This sweep directory holds no run summaries yet.")
+    info: dict[str, Any] = {
+        "grids": ", ".join(str(g.get("name")) for g in grids) or "(no sweep.json)",
+        "sweep": str(root),
+        "scenarios": ", ".join(sorted(runs["scenario"].astype(str).unique())),
+        "strategy pairs": ", ".join(sorted(runs["strategy"].astype(str).unique(), key=pair_order)),
+        "seeds": ", ".join(str(s) for s in sorted(runs["seed"].dropna().unique())),
+        "parameter sets": str(runs["params_id"].nunique()),
+        "runs": f"{len(ok)} ok, {len(failed)} failed",
+        "files": files,
+        "configs": _sweep_configs(ok),
+    }
+    if "shedlab_version" in runs and runs["shedlab_version"].notna().any():
+        info["versions"] = {
+            "shedlab (runs)": ", ".join(sorted(runs["shedlab_version"].dropna().astype(str).unique()))
+        }
+    if evaluation is not None:
+        info.update(evaluation.info)
+    return ReportData(
+        kind="sweep",
+        source=root,
+        title=f"shedlab report: {', '.join(str(g.get('name')) for g in grids) or root.name}",
+        pip_table=pip,
+        pip_definitions=evaluation.definitions if evaluation is not None else {},
+        metric_stats=evaluation.metric_stats if evaluation is not None else None,
+        runs=ok,
+        churn_label="unloads per run",
+        imbalance_label=f"mean {IMBALANCE_LABEL}",
+        series=dict(sorted(series.items())),
+        scenarios=scenarios,
+        run_info=info,
+        notes=notes,
+    )
+
+
+# ------------------------------------------------------------------------------------- evaluations
+
+
+@dataclass
+class EvaluationTables:
+    """What ``shedlab evaluate`` wrote: the PIP-364 table, the metric statistics, the definitions."""
+
+    pip_table: pd.DataFrame | None
+    metric_stats: pd.DataFrame | None
+    definitions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    sweep_dir: Path | None = None
+
+
+def is_evaluation_dir(path: Path) -> bool:
+    return any((path / n).exists() for n in ("pip364", "pip364.parquet", "pip364.csv"))
+
+
+def read_evaluation(path: Path) -> EvaluationTables:
+    """``pip364`` and ``metric_stats`` (Parquet, else CSV) and ``pip364_definitions.json``."""
+    definitions: dict[str, dict[str, Any]] = {}
+    defs_path = path / "pip364_definitions.json"
+    if defs_path.is_file():
+        raw = _read_json(defs_path)
+        if isinstance(raw, dict):
+            definitions = {str(k): dict(v) for k, v in raw.items() if isinstance(v, dict)}
+    return EvaluationTables(
+        pip_table=_read_table(path, "pip364"),
+        metric_stats=_read_table(path, "metric_stats"),
+        definitions=definitions,
+        info={"evaluation": str(path)},
+        sweep_dir=path.parent if is_sweep_dir(path.parent) else None,
+    )
+
+
+# ------------------------------------------------------------------------------------------ replays
+
+
+def is_replay_dir(path: Path) -> bool:
+    return (path / "replay.json").is_file() or (path / "comparison").is_dir()
+
+
+def read_replay(path: Path) -> tuple[ReplayData, dict[str, Any]]:
+    """A replay output and what it was run with (``replay.json``)."""
+    manifest = _read_json(path / "replay.json") if (path / "replay.json").is_file() else {}
+    replay = ReplayData(
+        comparison=_read_partitioned(path / "comparison", ("cluster", "strategy")),
+        load=_read_partitioned(path / "load", ("cluster", "strategy")),
+        decisions=_read_partitioned(path / "decisions", ("cluster", "strategy")),
+        ownership=_read_partitioned(path / "ownership_changes", ("cluster",)),
+        config=manifest if isinstance(manifest, dict) else {},
+    )
+    info: dict[str, Any] = {"replay": str(path)}
+    if isinstance(manifest, dict):
+        info["recorded data"] = str(manifest.get("snapshots", ""))
+        info["replay seed"] = str(manifest.get("seed", ""))
+        info["configs"] = {
+            f"{c.get('strategy')} · {c.get('config_id')}": c.get("overrides", {})
+            for c in manifest.get("configs", [])
+        }
+    return replay, info
+
+
+# ----------------------------------------------------------------------------------------- entry
+
+
+def load_results(results_dir: Path) -> ReportData:
+    """Detect what ``results_dir`` holds and read it."""
+    root = Path(results_dir)
+    if not root.exists():
+        raise InputError("results directory not found", source=str(root))
+    if not root.is_dir():
+        raise InputError("expected a directory of results", source=str(root))
+    sweep_dir = _first(root, is_sweep_dir)
+    eval_dir = _first(root, is_evaluation_dir)
+    replay_dir = _first(root, is_replay_dir)
+    evaluation = read_evaluation(eval_dir) if eval_dir is not None else None
+    if sweep_dir is None and evaluation is not None:
+        sweep_dir = evaluation.sweep_dir
+    data: ReportData | None = None
+    if sweep_dir is not None:
+        data = _load_sweep(sweep_dir, evaluation)
+        data.source = root
+    elif evaluation is not None:
+        data = ReportData(
+            kind="sweep",
+            source=root,
+            title=f"shedlab report: {root.name}",
+            pip_table=evaluation.pip_table,
+            pip_definitions=evaluation.definitions,
+            metric_stats=evaluation.metric_stats,
+            run_info=dict(evaluation.info),
+            notes=["The sweep this evaluation was made from is not here, so there are no time series."],
+        )
+    if replay_dir is not None:
+        replay, info = read_replay(replay_dir)
+        if data is None:
+            data = ReportData(kind="replay", source=root, title=f"shedlab replay report: {root.name}")
+        data.replay = replay
+        data.run_info.update(info)
+    if data is not None:
+        return data
+    sims = find_simulation_dirs(root)
+    if sims:
+        return _load_simulations(root, sims)
+    raise InputError(
+        "no shedlab results found here",
+        source=str(root),
+        hint="expected the output of shedlab simulate, compare, sweep (+ evaluate) or replay",
+    )

@@ -1,0 +1,88 @@
+"""The report page: one self-contained HTML file (CSS and plotly.js inline, no network).
+
+Figures are stored as JSON in ``<script type="application/json">`` blocks and drawn one after another
+by a small loader once plotly.js is parsed (see :mod:`shedlab.report.assets` for the loader and the
+JavaScript error collector a headless browser test reads).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import html
+import re
+
+from shedlab.report.assets import CSS, ERROR_COLLECTOR, LOADER
+from shedlab.report.builder import Page, toc_html
+from shedlab.report.model import ReportData
+from shedlab.report.sections import SECTIONS, intro
+
+__all__ = ["plotly_js", "plotly_js_version", "render_page"]
+
+_KINDS = {
+    "sweep": "sweep and evaluation",
+    "simulate": "simulation",
+    "compare": "comparison",
+    "replay": "replay",
+}
+
+
+@functools.cache
+def plotly_js() -> str:
+    """plotly.js (minified, from the installed plotly package), safe to inline in a ``<script>``."""
+    from plotly.offline import get_plotlyjs
+
+    js: str = get_plotlyjs()
+    return js.replace("</script", "<\\/script")
+
+
+def plotly_js_version() -> str:
+    match = re.search(r"plotly\.js v([0-9][^\s*]*)", plotly_js()[:400])
+    return match.group(1) if match else "(unknown version)"
+
+
+def render_page(data: ReportData, *, max_points: int = 2000) -> str:
+    """The complete HTML document for ``data``."""
+    import shedlab
+
+    page = Page(max_points=max_points)
+    body = [page.heading(1, "How to read this", "how-to-read") + intro(data)]
+    body.extend(f'<div class="note">{html.escape(note)}</div>' for note in data.notes)
+    for section in SECTIONS:
+        chunk = section(page, data)
+        if chunk:
+            body.append(f"<section>{chunk}</section>")
+    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    subtitle = (
+        f"{html.escape(_KINDS.get(data.kind, data.kind))} results from "
+        f"<code>{html.escape(str(data.source))}</code> · generated {generated} · shedlab "
+        f"{shedlab.__version__}"
+    )
+    scripts = []
+    if page.figures:
+        scripts = [f'<script type="text/javascript">{plotly_js()}</script>', f"<script>{LOADER}</script>"]
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            '<meta name="generator" content="shedlab report">',
+            f"<title>{html.escape(data.title)}</title>",
+            f"<style>{CSS}</style>",
+            f"<script>{ERROR_COLLECTOR}</script>",
+            "</head><body>",
+            f'<header class="top"><h1>{html.escape(data.title)}</h1><div '
+            f'class="sub">{subtitle}</div></header>',
+            '<div class="layout">',
+            toc_html(page.toc),
+            "<main>",
+            *body,
+            f"<footer>Made by <code>shedlab report</code>. Self-contained: plotly.js {plotly_js_version()} "
+            "is "
+            "embedded; the file needs no network.</footer>",
+            "</main></div>",
+            '<pre id="js-errors" data-count="0"></pre><pre id="render-status"></pre>',
+            *scripts,
+            "</body></html>",
+        ]
+    )

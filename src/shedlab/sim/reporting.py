@@ -1,0 +1,237 @@
+"""Pulsar's data path: when a broker publishes its load report, and how the leader averages bundles.
+
+Two pieces of spec §4 live here:
+
+* **The report rule** (§4.3, ``needBrokerDataUpdate``): a broker writes its LocalBrokerData to the
+  metadata store only when the largest of the relative changes of message rate, throughput and bundle
+  count, or the absolute change of the weighted usage ×100, exceeds
+  ``loadBalancerReportUpdateThresholdPercentage`` (strict), or when the last write is older than
+  ``loadBalancerReportUpdateMaxIntervalMinutes``. The comparison baseline is the last *written* report.
+  :func:`need_broker_data_update` applies it to model objects; :func:`need_update_mask` to arrays.
+* **The leader's bundle time averages** (§4.2 ``updateBundleData``, §1.3): every report write triggers an
+  update in which *every* bundle listed by a published report gets one more sample, short term (10
+  samples) and long term (1000). :class:`LeaderBundleData` keeps these as arrays and applies the
+  samples of a whole tick in closed form (:func:`apply_samples`), in the order of the writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shedlab.config import LoadBalancerConfig
+from shedlab.model.pulsar import (
+    DEFAULT_MESSAGE_RATE,
+    DEFAULT_MESSAGE_THROUGHPUT,
+    NUM_LONG_SAMPLES,
+    NUM_SHORT_SAMPLES,
+    LocalBrokerData,
+)
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+# Column order of the per-bundle value blocks: (4, m) arrays.
+RATE_IN, RATE_OUT, TP_IN, TP_OUT = range(4)
+DEFAULT_VALUES = np.array(
+    [DEFAULT_MESSAGE_RATE, DEFAULT_MESSAGE_RATE, DEFAULT_MESSAGE_THROUGHPUT, DEFAULT_MESSAGE_THROUGHPUT]
+)
+
+
+# --------------------------------------------------------------------------------------------- report rule
+
+
+def percent_change(old: float, new: float) -> float:
+    """Pulsar's ``percentChange``: 0 if both are 0, +∞ if only ``old`` is 0, else 100·|old−new|/old."""
+    if old == 0:
+        return 0.0 if new == 0 else float("inf")
+    return 100.0 * abs(old - new) / old
+
+
+def percent_change_array(old: FloatArray, new: FloatArray) -> FloatArray:
+    """Vectorised :func:`percent_change`."""
+    out = np.zeros(np.broadcast(old, new).shape)
+    zero = old == 0
+    np.divide(100.0 * np.abs(old - new), old, out=out, where=~zero)
+    out[zero & (new != 0)] = np.inf
+    return out
+
+
+def need_broker_data_update(
+    last: LocalBrokerData, current: LocalBrokerData, conf: LoadBalancerConfig, now_ms: int
+) -> bool:
+    """§4.3: should a broker whose last written report is ``last`` write ``current`` at ``now_ms``?"""
+    max_age_ms = conf.load_balancer_report_update_max_interval_minutes * 60_000
+    if now_ms - current.lastUpdate > max_age_ms:
+        return True
+    weights = conf.resource_weights()
+    change = max(
+        percent_change(last.msgRateIn + last.msgRateOut, current.msgRateIn + current.msgRateOut),
+        percent_change(
+            last.msgThroughputIn + last.msgThroughputOut, current.msgThroughputIn + current.msgThroughputOut
+        ),
+        percent_change(float(last.numBundles), float(current.numBundles)),
+        100.0
+        * abs(
+            last.max_resource_usage_with_weight(*weights) - current.max_resource_usage_with_weight(*weights)
+        ),
+    )
+    return bool(change > conf.load_balancer_report_update_threshold_percentage)
+
+
+def need_update_mask(
+    *,
+    last_rate: FloatArray,
+    last_tp: FloatArray,
+    last_bundles: FloatArray,
+    last_usage: FloatArray,
+    rate: FloatArray,
+    tp: FloatArray,
+    bundles: FloatArray,
+    usage: FloatArray,
+    last_update_ms: IntArray,
+    now_ms: int,
+    conf: LoadBalancerConfig,
+) -> BoolArray:
+    """Vectorised §4.3 over brokers; ``usage`` arrays are U(b) (weighted max usage, 0–1 scale)."""
+    max_age_ms = conf.load_balancer_report_update_max_interval_minutes * 60_000
+    change = np.maximum.reduce(
+        [
+            percent_change_array(last_rate, rate),
+            percent_change_array(last_tp, tp),
+            percent_change_array(last_bundles, bundles),
+            100.0 * np.abs(last_usage - usage),
+        ]
+    )
+    stale = (now_ms - last_update_ms) > max_age_ms
+    result: BoolArray = stale | (change > conf.load_balancer_report_update_threshold_percentage)
+    return result
+
+
+# ------------------------------------------------------------------------------------------- time averages
+
+
+def apply_samples(
+    n: IntArray, values: FloatArray, sample: FloatArray, count: IntArray, max_samples: int
+) -> tuple[IntArray, FloatArray]:
+    """``count`` identical samples added to TimeAverageMessageData arrays, in closed form.
+
+    Pulsar's update is ``n = min(n + 1, max)``, ``v = ((n − 1)·v + x)/n`` per sample: the arithmetic
+    mean while ``n < max``, then an EMA with α = 1/max. ``count`` repetitions of the same ``x`` are
+    the mean over the first ``min(count, max − n)`` samples followed by ``(1 − 1/max)^rest`` decay.
+    ``values`` and ``sample`` are (4, m); ``n`` and ``count`` are (m,). Returns new arrays.
+    """
+    count = np.maximum(count, 0)
+    c1 = np.minimum(count, np.maximum(max_samples - n, 0))
+    n1 = n + c1
+    weight = np.zeros(n.shape)
+    np.divide(c1, n1, out=weight, where=n1 > 0)
+    v1 = values + (sample - values) * weight
+    c2 = count - c1
+    decay = (1.0 - 1.0 / max_samples) ** c2
+    v2 = sample + (v1 - sample) * decay
+    return n1, v2
+
+
+@dataclass
+class LeaderBundleData:
+    """The leader's ``loadData.bundleData`` as arrays over every bundle of the scenario.
+
+    ``has`` marks bundles that currently have BundleData (a bundle no published report lists is
+    dropped, as Pulsar does, and comes back with default data when a report lists it again).
+    ``short``/``long`` are (4, m) blocks in the order msgRateIn, msgRateOut, throughputIn, throughputOut.
+    """
+
+    has: BoolArray
+    short_n: IntArray
+    long_n: IntArray
+    short: FloatArray
+    long: FloatArray
+    topics: IntArray
+    updates: int = 0  # number of updateBundleData runs so far
+
+    @classmethod
+    def empty(cls, m: int) -> LeaderBundleData:
+        return cls(
+            has=np.zeros(m, dtype=np.bool_),
+            short_n=np.zeros(m, dtype=np.int64),
+            long_n=np.zeros(m, dtype=np.int64),
+            short=np.repeat(DEFAULT_VALUES[:, None], m, axis=1),
+            long=np.repeat(DEFAULT_VALUES[:, None], m, axis=1),
+            topics=np.zeros(m, dtype=np.int64),
+        )
+
+    def apply_writes(
+        self,
+        *,
+        listed_by: IntArray,
+        values: FloatArray,
+        topics: IntArray,
+        new_listed_by: IntArray,
+        new_values: FloatArray,
+        new_topics: IntArray,
+        write_position: IntArray,
+        writes: int,
+        extra_updates: int = 0,
+    ) -> IntArray:
+        """One tick of ``updateBundleData`` runs; returns the bundles' listing broker after the tick.
+
+        ``listed_by[j]`` is the broker slot whose published report lists bundle j before the tick (-1:
+        none) and ``values`` (4, m) / ``topics`` what that report says. ``new_listed_by``/``new_values``/
+        ``new_topics`` are the *local* reports of the brokers (what a broker would write). During the
+        tick ``writes`` brokers write, broker slot s at position ``write_position[s]`` (1-based; 0 for
+        brokers that do not write); each write is followed by an update in which every listed bundle
+        gets one sample. ``extra_updates`` updates without a write follow (the leader's periodic
+        bundle-data write, §4.9). A broker's write replaces its listing: bundles it no longer lists
+        lose their BundleData unless another write lists them, and re-listed bundles start again from
+        Pulsar's defaults.
+
+        Simplification: a bundle listed by two published reports at once (the stale report of its
+        previous owner and its new owner's) counts once, under the most recent write; Pulsar would
+        sample it twice per update.
+        """
+        total = writes + extra_updates
+        if total == 0:
+            return listed_by
+        m = listed_by.size
+        inf = np.iinfo(np.int64).max
+        listed_before = listed_by >= 0
+        old_pos = np.where(listed_before, write_position[np.maximum(listed_by, 0)], 0)
+        gains_pos = np.where(new_listed_by >= 0, write_position[np.maximum(new_listed_by, 0)], 0)
+        gain_e = np.where(gains_pos > 0, gains_pos, inf)
+        # the old lister writes a report that no longer lists the bundle
+        loss = listed_before & (old_pos > 0) & (new_listed_by != listed_by)
+        loss_e = np.where(loss, old_pos, inf)
+        loss_effective = loss & (loss_e < gain_e)
+        gained = gain_e != inf
+        first_change = np.minimum(gain_e, loss_e)
+        old_count = np.where(listed_before & self.has, np.minimum(first_change, total + 1) - 1, 0)
+        if old_count.any():
+            sn, sv = apply_samples(self.short_n, self.short, values, old_count, NUM_SHORT_SAMPLES)
+            ln, lv = apply_samples(self.long_n, self.long, values, old_count, NUM_LONG_SAMPLES)
+        else:
+            sn, sv, ln, lv = self.short_n, self.short, self.long_n, self.long
+        reset = gained & (loss_effective | ~listed_before | ~self.has)
+        if reset.any():
+            sn = np.where(reset, 0, sn)
+            ln = np.where(reset, 0, ln)
+            sv = np.where(reset, DEFAULT_VALUES[:, None], sv)
+            lv = np.where(reset, DEFAULT_VALUES[:, None], lv)
+        if gained.any():
+            new_count = np.where(gained, total - gain_e + 1, 0)
+            sn, sv = apply_samples(sn, sv, new_values, new_count, NUM_SHORT_SAMPLES)
+            ln, lv = apply_samples(ln, lv, new_values, new_count, NUM_LONG_SAMPLES)
+        self.short_n, self.short, self.long_n, self.long = sn, sv, ln, lv
+        self.has = (listed_before & self.has & ~loss_effective) | gained
+        self.topics = np.where(gained, new_topics, self.topics)
+        removed = ~self.has
+        if removed.any():
+            self.short_n = np.where(removed, 0, self.short_n)
+            self.long_n = np.where(removed, 0, self.long_n)
+        self.updates += total
+        result: IntArray = np.where(gained, new_listed_by, np.where(loss_effective, -1, listed_by))
+        assert result.size == m
+        return result

@@ -1,0 +1,213 @@
+"""Validated reading of scenario documents: durations, distributions, signals, and unknown-field hints.
+
+Every error names the file and the dotted path of the offending field (``workloads[1].msg_rate_in.dist``)
+and, for an unknown field, suggests the closest known one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from shedlab.errors import InputError, did_you_mean
+
+_MISSING: Any = object()
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h|d)")
+
+
+def parse_duration(value: Any, *, source: str | None, field: str) -> float:
+    """Seconds from a number (seconds) or a string such as ``90s``, ``5m``, ``1h30m``, ``1.5d``."""
+    if isinstance(value, bool):
+        raise InputError(
+            "expected a duration like 90s, 5m, 2h or 1d", source=source, field=field, value=value
+        )
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        pos, seconds = 0, 0.0
+        for match in _DURATION_PART.finditer(text):
+            if match.start() != pos:
+                break
+            seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+            pos = match.end()
+        if pos != len(text) or not text:
+            try:
+                seconds = float(text)
+            except ValueError:
+                raise InputError(
+                    "expected a duration like 90s, 5m, 2h or 1d", source=source, field=field, value=value
+                ) from None
+    else:
+        raise InputError(
+            "expected a duration like 90s, 5m, 2h or 1d", source=source, field=field, value=value
+        )
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InputError(
+            "a duration must be finite and not negative", source=source, field=field, value=value
+        )
+    return seconds
+
+
+class Node:
+    """A mapping from a scenario document plus its location, with typed getters and unknown-field checks."""
+
+    def __init__(self, data: Any, source: str | None, path: str) -> None:
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise InputError(
+                f"expected a mapping, found {type(data).__name__}", source=source, field=path or "(top level)"
+            )
+        for key in data:
+            if not isinstance(key, str):
+                raise InputError("keys must be strings", source=source, field=self._join(path, str(key)))
+        self.data: Mapping[str, Any] = data
+        self.source = source
+        self.path = path
+        self._used: set[str] = set()
+
+    @staticmethod
+    def _join(path: str, key: str) -> str:
+        return f"{path}.{key}" if path else key
+
+    def where(self, key: str) -> str:
+        return self._join(self.path, key)
+
+    def error(self, key: str, message: str, value: Any = None, hint: str | None = None) -> InputError:
+        return InputError(message, source=self.source, field=self.where(key), value=value, hint=hint)
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def raw(self, key: str, default: Any = _MISSING) -> Any:
+        self._used.add(key)
+        if key in self.data:
+            return self.data[key]
+        if default is _MISSING:
+            raise self.error(key, "required field is missing")
+        return default
+
+    def finish(self, known: Sequence[str] | None = None) -> None:
+        """Refuse fields nobody read, suggesting the closest known name."""
+        names = list(known) if known is not None else sorted(self._used)
+        for key in self.data:
+            if key not in self._used and key not in names:
+                hint = did_you_mean(key, names) or (f"known fields: {', '.join(names)}" if names else None)
+                raise self.error(key, "unknown field", hint=hint)
+
+    # --------------------------------------------------------------------------- typed getters
+    def string(self, key: str, default: Any = _MISSING, choices: Sequence[str] | None = None) -> str:
+        value = self.raw(key, default)
+        if not isinstance(value, str):
+            raise self.error(key, "expected a string", value)
+        if choices is not None and value not in choices:
+            hint = did_you_mean(value, choices) or f"one of: {', '.join(choices)}"
+            raise self.error(key, "unknown value", value, hint=hint)
+        return value
+
+    def optional_string(self, key: str) -> str | None:
+        value = self.raw(key, None)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise self.error(key, "expected a string", value)
+        return value
+
+    def number(
+        self,
+        key: str,
+        default: Any = _MISSING,
+        *,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        exclusive_minimum: bool = False,
+    ) -> float:
+        value = self.raw(key, default)
+        return check_number(
+            value,
+            source=self.source,
+            field=self.where(key),
+            minimum=minimum,
+            maximum=maximum,
+            exclusive_minimum=exclusive_minimum,
+        )
+
+    def integer(self, key: str, default: Any = _MISSING, *, minimum: int | None = None) -> int:
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise self.error(key, "expected a whole number", value)
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"must be at least {minimum}", value)
+        return int(value)
+
+    def boolean(self, key: str, default: Any = _MISSING) -> bool:
+        value = self.raw(key, default)
+        if not isinstance(value, bool):
+            raise self.error(key, "expected true or false", value)
+        return value
+
+    def duration(self, key: str, default: Any = _MISSING) -> float:
+        value = self.raw(key, default)
+        return parse_duration(value, source=self.source, field=self.where(key))
+
+    def child(self, key: str, default: Any = _MISSING) -> Node:
+        return Node(self.raw(key, default), self.source, self.where(key))
+
+    def items(self, key: str) -> Iterator[tuple[str, Node]]:
+        node = self.child(key, {})
+        for name, value in node.data.items():
+            yield name, Node(value, self.source, node.where(name))
+
+    def list(self, key: str, default: Any = _MISSING) -> list[Any]:
+        value = self.raw(key, default)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(key, "expected a list", value)
+        return value
+
+    def nodes(self, key: str) -> Iterator[Node]:
+        for i, item in enumerate(self.list(key, [])):
+            yield Node(item, self.source, f"{self.where(key)}[{i}]")
+
+    def string_list(self, key: str, default: Any = _MISSING) -> tuple[str, ...]:
+        value = self.raw(key, default)
+        if isinstance(value, tuple):
+            return value
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.error(key, "expected a string or a list of strings", value)
+        return tuple(value)
+
+
+def check_number(
+    value: Any,
+    *,
+    source: str | None,
+    field: str,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive_minimum: bool = False,
+) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError("expected a number", source=source, field=field, value=value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise InputError("expected a finite number", source=source, field=field, value=value)
+    if minimum is not None:
+        if exclusive_minimum and number <= minimum:
+            raise InputError(f"must be greater than {minimum:g}", source=source, field=field, value=value)
+        if not exclusive_minimum and number < minimum:
+            raise InputError(f"must be at least {minimum:g}", source=source, field=field, value=value)
+    if maximum is not None and number > maximum:
+        raise InputError(f"must be at most {maximum:g}", source=source, field=field, value=value)
+    return number
