@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create (or refresh) the project's virtual environment in .venv with shedlab and its dev tools.
-# Idempotent: re-installs only when pyproject.toml changed since the last successful install.
+# Idempotent: re-installs only when pyproject.toml or constraints.txt (the versions tested together)
+# changed since the last successful install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -14,9 +15,9 @@ if ! command -v java >/dev/null 2>&1; then
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 stamp=.venv/.shedlab-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e ".[dev]"
+    .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[dev]"
     echo "$want" > "$stamp"
 fi

@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
-.venv/bin/shedlab decide examples/snapshot.json --strategy AvgShedder --cycles 2 "$@"
+.venv/bin/shedlab demo "$@"

@@ -4,6 +4,7 @@ a tiny sweep + evaluation on local Spark. Browser rendering is checked in test_r
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -35,6 +36,38 @@ def figures_of(document: str) -> list[dict[str, Any]]:
         re.S,
     )
     return [json.loads(b) for b in blocks]
+
+
+SWEEP_GRID = """\
+name: report-test
+scenarios: [over-unloading-90-10, over-placement-lruww]
+strategies: all
+seeds: [1, 2]
+"""
+
+
+def tiny_sweep(spark: Any, base: Path) -> Path:
+    """A real sweep (2 scenarios × 5 pairs × 2 seeds) and its evaluation under ``base/sweep``, made once
+    per test session (both report test modules use it; a marker file says it is complete)."""
+    from shedlab.spark.evaluate import evaluate
+    from shedlab.spark.sweep import load_grid, sweep
+
+    root = base / "report-sweep"
+    done = root / ".complete"
+    if done.exists():
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "grid.yaml").write_text(SWEEP_GRID, encoding="utf-8")
+    result = sweep(spark, load_grid(root / "grid.yaml"), str(root / "sweep"))
+    assert result.failed == 0 and result.complete == 20
+    evaluate(spark, str(root / "sweep"))  # default: SWEEP_DIR/evaluation
+    done.write_text("ok\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def sweep_root(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_sweep(spark, tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +165,121 @@ def test_decimate_keeps_extremes_and_bounds_points() -> None:
     assert np.all(np.diff(xs) > 0)
     short_x, _ = decimate(x[:100], y[:100], 500)
     assert len(short_x) == 100
+
+
+@pytest.mark.spark
+def test_sweep_and_evaluation_report(sweep_root: Path, tmp_path: Path) -> None:
+    import pandas as pd
+
+    data = load_results(sweep_root)
+    assert data.kind == "sweep"
+    assert data.pip_table is not None and data.metric_stats is not None
+    pip = pd.read_csv(sweep_root / "sweep" / "evaluation" / "pip364.csv")
+    assert len(data.pip_table) == len(pip)
+    assert sorted(data.series) == ["over-placement-lruww", "over-unloading-90-10"]
+    for runs in data.series.values():
+        assert len(runs) == 5 and all(r.label == "seed 1" for r in runs)
+    assert data.runs is not None and len(data.runs) == 20
+    report = build_report(sweep_root, tmp_path / "sweep.html")
+    document = report.read_text(encoding="utf-8")
+    # the PIP-364 table: a row per pair; every measured cell has its figure, interval, rating and link
+    table = document[
+        document.index('id="pip-table"') : document.index("</table>", document.index('id="pip-table"'))
+    ]
+    assert table.count("<tr>") == 1 + 5
+    for row in pip.itertuples(index=False):
+        if row.problem in ("over placement", "over unloading", "slow load balancing"):
+            assert f'href="#def-{row.problem.replace(" ", "-")}"' in table
+    assert table.count("badge") == len(pip)
+    assert table.count("95&nbsp;% CI [") == int(pip["ci_low"].notna().sum())
+    for problem in pip["problem"].unique():
+        assert f'id="def-{problem.replace(" ", "-")}"' in document
+    # two figures per scenario plus the churn/imbalance scatter with one point per run
+    figs = figures_of(document)
+    assert len(figs) == 2 * 2 + 1
+    scatter = figs[-1]
+    assert sum(len(t["x"]["bdata"]) > 0 for t in scatter["data"]) == len(scatter["data"])
+    points = sum(_points(t["x"]) for t in scatter["data"])
+    assert points == 20
+    assert "grid report-test" in document and "builtin:over-unloading-90-10" in document
+
+
+def _points(values: Any) -> int:
+    """How many values a plotly data array holds (plain list or base64 typed array)."""
+    if isinstance(values, list):
+        return len(values)
+    import base64
+
+    width = np.dtype(values["dtype"]).itemsize
+    return len(base64.b64decode(values["bdata"])) // width
+
+
+@pytest.mark.spark
+def test_replay_report(spark: Any, tmp_path: Path) -> None:
+    from shedlab.sim.recording import write_recording
+    from shedlab.spark.ingest import ingest
+    from shedlab.spark.replay import replay, strategy_configs
+
+    recorded = tmp_path / "recorded"
+    result = run_simulation(
+        load_scenario("scale-out"), strategy="ThresholdShedder+LeastLongTermMessageRate", seed=1, record=True
+    )
+    write_recording(result, recorded)
+    ingest(spark, [str(recorded / "load-reports.jsonl")], str(tmp_path / "ingest"))
+    configs = strategy_configs(["AvgShedder", "UniformLoadShedder+LeastLongTermMessageRate"])
+    replay(spark, str(tmp_path / "ingest"), str(tmp_path / "replay"), configs)
+    data = load_results(tmp_path / "replay")
+    assert data.kind == "replay" and data.replay is not None
+    assert data.replay.comparison is not None and set(data.replay.comparison["strategy"]) == {
+        "AvgShedder",
+        "UniformLoadShedder+LeastLongTermMessageRate",
+    }
+    report = build_report(tmp_path / "replay", tmp_path / "replay.html")
+    document = report.read_text(encoding="utf-8")
+    figs = figures_of(document)
+    assert len(figs) == 3  # activity, spread, per-broker small multiples
+    titles = [a["text"] for a in figs[2]["layout"]["annotations"] if not a["text"].startswith("▲")]
+    assert titles == ["recorded", "after UniformLoadShedder+LeastLongTermMessageRate", "after AvgShedder"]
+    assert 'id="replay"' in document and "recorded data" in document
+
+
+@pytest.mark.spark
+def test_terminal_pip_table_fits_80_columns(sweep_root: Path) -> None:
+    import pandas as pd
+    from rich.console import Console
+
+    from shedlab.report.terminal import pip364_table
+
+    pip = pd.read_parquet(sweep_root / "sweep" / "evaluation" / "pip364")
+    console = Console(width=80, record=True, color_system=None)
+    console.print(pip364_table(pip))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for label in ("Threshold", "+ LLTMR", "+ LRUWW", "Uniform +", "Overload +", "AvgShedder"):
+        assert label in text
+    assert text.count("95 %") == 1 and "LeastResourceUsageWithWeight" in text  # the legend
+
+
+@pytest.mark.spark
+def test_demo_command_end_to_end(tmp_path: Path) -> None:
+    """``shedlab demo`` on a small grid: sweep, evaluate and report in one command, table and path printed."""
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(
+        "name: demo-test\nscenarios: [over-unloading-90-10]\nstrategies: all\nseeds: [1]\n", encoding="utf-8"
+    )
+    out = tmp_path / "demo"
+    run = subprocess.run(
+        [sys.executable, "-m", "shedlab", "demo", "--grid", str(grid), "--seeds", "2", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "100", "PYSPARK_PYTHON": sys.executable},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "10 runs" in run.stderr and "demo-test" in run.stderr  # 1 scenario × 5 pairs × 2 seeds
+    assert "PIP-364, measured" in run.stdout and "AvgShedder" in run.stdout and "over" in run.stdout
+    assert f"Report: {out / 'report.html'}" in run.stdout.replace("\n", "")
+    assert (out / "sweep" / "sweep.json").is_file() and (out / "evaluation" / "pip364.csv").is_file()
+    data = load_results(out)
+    assert data.kind == "sweep" and data.pip_table is not None and data.runs is not None
+    assert len(data.runs) == 10 and sorted(data.runs["seed"].unique()) == [1, 2]

@@ -15,8 +15,10 @@ import subprocess
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
+from test_report import tiny_sweep
 
 from shedlab.report import build_report
 from shedlab.sim import load_scenario, run_simulation
@@ -178,3 +180,17 @@ def test_compare_report_renders_in_chromium(tmp_path: Path) -> None:
     dom = check_in_browser(report, tmp_path, None)
     assert_rendered(dom, expected_figures=2)
     assert dom.pip_rows == []  # no evaluation, no PIP table
+
+
+@needs_chromium
+@pytest.mark.spark
+def test_sweep_report_renders_in_chromium(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """The full report (PIP-364 table, every scenario, the trade-off scatter) in Chromium; screenshot."""
+    results = tiny_sweep(spark, tmp_path_factory.getbasetemp())
+    report = build_report(results, tmp_path / "report.html")
+    dom = check_in_browser(report, tmp_path, ARTIFACTS / "report.png")
+    assert_rendered(dom, expected_figures=2 * 2 + 1)  # per scenario: brokers + imbalance; one scatter
+    assert len(dom.pip_rows) == len(STRATEGY_PAIRS)
+    assert sorted(row.replace("\u200b", "") for row in dom.pip_rows) == sorted(STRATEGY_PAIRS)

@@ -1,8 +1,9 @@
 """One shedding cycle on one snapshot: what Pulsar's leader would unload, where to, and why.
 
-This is the ``shedlab decide`` command's engine. It runs the configured shedding strategy, then
-asks the placement strategy for each bundle's destination among all brokers, and skips a bundle
-whose destination is missing or is its current owner, as ``doLoadShedding`` does (spec §4.4).
+This is the ``shedlab decide`` command's engine: the leader's ``doLoadShedding`` (spec §4.4) through
+:class:`~shedlab.manager.LoadManager`, i.e. the shedding strategy, then each bundle's destination
+through the candidate filters and the placement strategy, skipping a bundle whose destination is
+missing or is its current owner.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.errors import ShedlabError
+from shedlab.manager import LoadManager
 from shedlab.model.json_reader import JsonReader, load_json_file
 from shedlab.model.pulsar import LoadData
 from shedlab.model.snapshot import ClusterSnapshot
-from shedlab.strategies import STRATEGY_PAIRS, make_pair, pair_config, resolve_pair_name
+from shedlab.strategies import STRATEGY_PAIRS, pair_config, resolve_pair_name
 
 
 @dataclass(frozen=True)
@@ -96,32 +98,32 @@ def decide_on_snapshot(
     seed: int = 0,
     cycles: int = 1,
 ) -> Outcome:
-    """Run a shedding cycle with destination selection on ``snapshot``.
+    """Run the leader's shedding cycle (:meth:`LoadManager.do_load_shedding`) on ``snapshot``.
 
-    With ``cycles > 1`` the shedding call is repeated on the same snapshot (as if the cluster
-    stayed in this state) until it unloads something, so strategies that need several
-    consecutive hits (AvgShedder) show what they would do once their counters are reached.
+    Bundles the snapshot lists as recently unloaded are taken as still inside the grace period.
+    With ``cycles > 1`` the cycle is repeated on the same snapshot (as if the cluster stayed in
+    this state) until it unloads something, so strategies that need several consecutive hits
+    (AvgShedder) show what they would do once their counters are reached.
     """
     name, conf = _resolve(conf, strategy)
-    shedder, placer = make_pair(conf, np.random.default_rng(seed))
-    result = shedder.find_bundles_for_unloading(snapshot, conf)
+    manager = LoadManager(conf, seed=np.random.default_rng(seed))
+    now_ms = snapshot.now_ms
+    recent = np.flatnonzero(snapshot.bundle_recently_unloaded).tolist()
+    manager.recently_unloaded = {snapshot.bundle_names[j]: now_ms for j in recent}
+    decisions = manager.do_load_shedding(snapshot, now_ms)
     cycle = 1
-    while not result.unloads and cycle < cycles:
-        result = shedder.find_bundles_for_unloading(snapshot, conf)
+    while not decisions and cycle < cycles:
+        decisions = manager.do_load_shedding(snapshot, now_ms)
         cycle += 1
-    outcome = Outcome(name, skipped=result.skipped, cycles=cycle)
+    skipped = list(manager.last_result.skipped) if manager.last_result else []
+    skipped += manager.last_skipped
     if snapshot.num_brokers <= 1:
-        outcome.skipped.append({"reason": "at most one broker: the leader does not shed"})
-        return outcome
-    everyone = np.arange(snapshot.num_brokers, dtype=np.int64)
-    for unload in result.unloads:
-        placement = placer.select_broker(everyone, unload.bundle, snapshot, conf)
-        dest = placement.broker
-        reason = dict(unload.reason)
-        if dest is None or dest == unload.broker:
-            reason["skipped"] = "no destination" if dest is None else "destination is the current owner"
-            outcome.skipped.append({"broker": unload.broker, "bundle": unload.bundle, **reason})
-            continue
-        reason["placement"] = placement.reason.get("rule")
-        outcome.decisions.append(Decision(unload.broker, unload.bundle, dest, reason, placement.choices))
+        skipped.append({"reason": "at most one broker: the leader does not shed"})
+    outcome = Outcome(name, skipped=skipped, cycles=cycle)
+    for d in decisions:
+        reason = dict(d.reason)
+        placement = reason.pop("placement", {}) or {}
+        choices = tuple(placement.get("choices", ()))
+        reason["placement"] = placement.get("rule")
+        outcome.decisions.append(Decision(d.source, d.bundle, d.destination, reason, choices))
     return outcome

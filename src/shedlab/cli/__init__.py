@@ -6,13 +6,13 @@ code 2 and no traceback; anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from shedlab.cli import config_cmd, decide_cmd, report_cmd, sim_cmd, spark_cmd
 from shedlab.errors import ShedlabError
 
 app = typer.Typer(
@@ -23,14 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_COMMAND_MODULES = ("decide_cmd", "config_cmd", "sim_cmd", "spark_cmd", "report_cmd")
-for _name in _COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f"shedlab.cli.{_name}")
-    except ModuleNotFoundError as _exc:  # TEMPORARY while command groups are being written
-        if _exc.name != f"shedlab.cli.{_name}":
-            raise
-        continue
+for _module in (config_cmd, decide_cmd, report_cmd, sim_cmd, spark_cmd):
     _module.register(app)
 
 

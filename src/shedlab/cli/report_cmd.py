@@ -4,26 +4,23 @@
 from __future__ import annotations
 
 import dataclasses
-import math
+import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from shedlab.errors import InputError
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 console = Console()
 err_console = Console(stderr=True)
 
 DEMO_GRID = "pip364"
-_RATING_STYLE = {"good": "green", "normal": "yellow", "bad": "red"}
+DEMO_SEEDS = 10
+"""Seeds per scenario × pair in the demo: 11 × 5 × 10 = 550 runs, under two minutes on 2 cores."""
 
 
 def report(
@@ -48,88 +45,60 @@ def report(
     console.print(f"report: [bold]{path}[/] ({size:.1f} MB)", highlight=False)
 
 
-def _fmt(value: Any) -> str:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return "-"
-    if math.isnan(v):
-        return "-"
-    return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
-
-
-def pip_table(table: pd.DataFrame) -> Table:
-    """The PIP-364 table for the terminal: one row per strategy pair (and parameter set), one column per
-    problem, each cell ``figure [CI]`` and the rating in its colour."""
-    from shedlab.report.pip364 import pair_order, problem_order
-
-    problems = problem_order(table["problem"].astype(str).unique())
-    keys = table[["strategy", "params_id"]].astype(str).drop_duplicates()
-    rows = sorted(keys.itertuples(index=False, name=None), key=lambda sp: (pair_order(sp[0]), sp[1]))
-    show_params = keys["params_id"].nunique() > 1
-    out = Table(title="PIP-364, measured (mean [95 % CI], rating; lower is better)", show_lines=True)
-    out.add_column("strategy pair", overflow="fold")
-    for problem in problems:
-        out.add_column(problem, justify="center", overflow="fold")
-    for strategy, params_id in rows:
-        cells = []
-        for problem in problems:
-            hit = table[
-                (table["strategy"].astype(str) == strategy)
-                & (table["params_id"].astype(str) == params_id)
-                & (table["problem"].astype(str) == problem)
-            ]
-            if hit.empty:
-                cells.append("[dim]not measured[/]")
-                continue
-            r = hit.iloc[0]
-            rating = str(r["rating"])
-            ci = (
-                f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
-                if not math.isnan(float(r["ci_low"] or math.nan))
-                else ""
-            )
-            style = _RATING_STYLE.get(rating, "dim")
-            cells.append(f"{_fmt(r['value'])} {ci}\n[{style}]{rating}[/]")
-        label = strategy.replace("+", "+\n") + (f"\n[dim]{params_id}[/]" if show_params else "")
-        out.add_row(label, *cells)
-    return out
-
-
 class _DemoProgress:
-    """One rich progress display for the demo's stages, on stderr."""
+    """The demo's progress display (stderr): a bar of finished runs, then one line per later stage.
 
-    def __init__(self) -> None:
+    Runs are counted as the run summaries the sweep writes (``runs/**/run-<id>.parquet``, each written
+    when its run has finished), so the bar moves with the simulations themselves, and runs a previous
+    demo already finished count as done.
+    """
+
+    def __init__(self, runs_dir: Path, total_runs: int) -> None:
         self.bar = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=err_console,
-            transient=False,
         )
-        self.runs: TaskID | None = None
+        self.runs_dir = runs_dir
+        self.total_runs = total_runs
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="shedlab-demo-progress", daemon=True)
 
     def __enter__(self) -> _DemoProgress:
         self.bar.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._poller.is_alive():
+            self._poller.join(2)
         self.bar.__exit__(None, None, None)
+
+    def finished_runs(self) -> int:
+        if not self.runs_dir.is_dir():
+            return 0
+        return min(self.total_runs, sum(1 for _ in self.runs_dir.rglob("run-*.parquet")))
+
+    def _poll(self) -> None:
+        task = self.bar.add_task("sweep: simulated runs", total=self.total_runs)
+        while not self._stop.wait(0.5):
+            self.bar.update(task, completed=self.finished_runs())
+        self.bar.update(task, completed=self.finished_runs())
+
+    def start_runs(self) -> None:
+        self._poller.start()
+
+    def stop_runs(self) -> None:
+        self._stop.set()
+        self._poller.join()
 
     def stage(self, description: str) -> TaskID:
         return self.bar.add_task(description, total=1)
 
-    def done(self, task: TaskID, description: str | None = None) -> None:
-        if description:
-            self.bar.update(task, description=description)
+    def done(self, task: TaskID) -> None:
         self.bar.update(task, completed=1)
-
-    def sweep_progress(self, done: int, total: int, failed: int) -> None:
-        if self.runs is None:
-            self.runs = self.bar.add_task("sweep: simulated runs", total=max(total, 1))
-        desc = "sweep: simulated runs" + (f" ({failed} task failures)" if failed else "")
-        self.bar.update(self.runs, completed=done, total=max(total, 1), description=desc)
 
 
 def demo(
@@ -137,8 +106,11 @@ def demo(
         "out/demo"
     ),
     seeds: Annotated[
-        int | None, typer.Option(min=1, help="Seeds per scenario × strategy pair (default: the grid's).")
-    ] = None,
+        int,
+        typer.Option(
+            min=0, help="Seeds per scenario × strategy pair (seeds 1..N); 0 = the grid's own seeds."
+        ),
+    ] = DEMO_SEEDS,
     master: Annotated[
         str | None, typer.Option(help="Spark master (default local[*]; e.g. local[2], spark://host:7077).")
     ] = None,
@@ -146,14 +118,15 @@ def demo(
 ) -> None:
     """The main job: every built-in PIP-364 scenario × the five strategy pairs × a few seeds, swept on
     Spark, evaluated, and turned into an HTML report; prints the PIP-364 table and the report's path."""
+    from shedlab.cli.spark_cmd import spark_session
     from shedlab.report import build_report
+    from shedlab.report.terminal import pip364_table
     from shedlab.spark.evaluate import evaluate
-    from shedlab.spark.session import get_spark
     from shedlab.spark.sweep import load_grid, sweep
 
     started = time.monotonic()
     the_grid = load_grid(grid)
-    if seeds is not None:
+    if seeds > 0:
         first = the_grid.seeds[0] if the_grid.seeds else 1
         the_grid = dataclasses.replace(the_grid, seeds=tuple(range(first, first + seeds)))
     out = out.resolve()
@@ -164,19 +137,22 @@ def demo(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the output directory: {exc.strerror}", source=str(out)) from None
+    product = len(the_grid.scenarios) * len(the_grid.strategies) * len(the_grid.seeds)
+    params = " × parameter sets" if the_grid.size != product else ""
     err_console.print(
-        f"[bold]shedlab demo[/]: grid [bold]{the_grid.name}[/] = {len(the_grid.scenarios)} scenarios × "
-        f"{len(the_grid.strategies)} strategy pairs × {len(the_grid.seeds)} seeds "
-        f"(+ parameter sets) = {the_grid.size} runs → {out}",
+        f"[bold]shedlab demo[/]: grid [bold]{the_grid.name}[/]: {len(the_grid.scenarios)} scenarios × "
+        f"{len(the_grid.strategies)} strategy pairs × {len(the_grid.seeds)} seeds{params} = "
+        f"{the_grid.size} runs\n→ {out}",
         highlight=False,
     )
-    with _DemoProgress() as progress:
-        task = progress.stage("starting Spark")
-        spark = get_spark(master, app_name="shedlab demo")
-        progress.done(task, f"Spark {spark.version} on {spark.sparkContext.master}")
-        result = sweep(spark, the_grid, str(sweep_dir), progress=progress.sweep_progress)
-        if progress.runs is None:
-            progress.sweep_progress(result.complete, result.total, 0)
+    with (
+        spark_session(master, None, None, False, "demo") as spark,
+        _DemoProgress(sweep_dir / "runs", the_grid.size) as progress,
+    ):
+        err_console.print(f"Spark {spark.version} on {spark.sparkContext.master}", style="dim")
+        progress.start_runs()
+        result = sweep(spark, the_grid, str(sweep_dir))
+        progress.stop_runs()
         task = progress.stage("evaluate (Spark SQL)")
         evaluation = evaluate(spark, str(sweep_dir), str(eval_dir))
         progress.done(task)
@@ -191,7 +167,7 @@ def demo(
         )
     for note in evaluation.notes:
         err_console.print(f"note: {note}", style="dim", highlight=False)
-    console.print(pip_table(evaluation.pip364))
+    console.print(pip364_table(evaluation.pip364))
     elapsed = time.monotonic() - started
     console.print(
         f"{evaluation.runs_ok} runs in {elapsed:.0f} s. Report: [bold]{path}[/] "

@@ -23,6 +23,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from shedlab.errors import ConfigError
+from shedlab.report.figures import short_pair
+from shedlab.report.load import params_label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,26 +49,16 @@ ConfFileOpt = Annotated[
 UiOpt = Annotated[bool, typer.Option("--ui/--no-ui", help="Start the Spark web UI (off by default).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of tables.")]
 
-_PAIR_SHORT = {
-    "ThresholdShedder": "Threshold",
-    "UniformLoadShedder": "Uniform",
-    "OverloadShedder": "Overload",
-    "LeastLongTermMessageRate": "LLTMR",
-    "LeastResourceUsageWithWeight": "LRUWW",
-}
-_RATING_STYLE = {"good": "green", "normal": "yellow", "bad": "red", "n/a": "dim"}
-
-
-def _short(pair: str) -> str:
-    return "+".join(_PAIR_SHORT.get(p, p) for p in pair.split("+"))
-
 
 @contextmanager
-def _spark(
+def spark_session(
     master: str | None, conf: list[str] | None, conf_file: str | None, ui: bool, app: str
 ) -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
     from shedlab.spark.session import get_spark
 
+    existing = SparkSession.getActiveSession()
     with err_console.status(f"starting Spark ({master or 'local[*]'})…", spinner="dots"):
         spark = get_spark(master, conf or [], conf_file=conf_file, ui=ui, app_name=f"shedlab {app}")
     if ui and spark.sparkContext.uiWebUrl:
@@ -74,7 +66,8 @@ def _spark(
     try:
         yield spark
     finally:
-        spark.stop()
+        if existing is None:  # leave a session we did not start (tests, notebooks) running
+            spark.stop()
 
 
 @contextmanager
@@ -162,7 +155,7 @@ def sweep(
             f"grid [bold]{g.name}[/]: {len(g.scenarios)} scenario(s) × {len(g.strategies)} strategy pair(s)"
             f" × {len(g.seeds)} seed(s) = {g.size} runs"
         )
-    with _spark(master, conf, spark_conf, ui, "sweep") as spark:
+    with spark_session(master, conf, spark_conf, ui, "sweep") as spark:
         if as_json:
             result = run_sweep(spark, g, out, retry_failed=retry_failed, limit=limit, timeout_s=timeout)
         else:
@@ -229,7 +222,7 @@ def _print_sweep_table(summaries: pd.DataFrame) -> None:
         spread = [m.get("score_spread_mean") for m in ok["metrics"] if isinstance(m, dict)]
         table.add_row(
             str(scenario),
-            _short(str(strategy)),
+            short_pair(str(strategy)),
             str(len(group)),
             str(int((group["status"] != "ok").sum())),
             _fmt(_mean(unloads), 1),
@@ -271,7 +264,7 @@ def evaluate(
     """
     from shedlab.spark.evaluate import evaluate as run_evaluate
 
-    with _spark(master, conf, spark_conf, ui, "evaluate") as spark, _status(as_json) as say:
+    with spark_session(master, conf, spark_conf, ui, "evaluate") as spark, _status(as_json) as say:
         say("evaluating")
         result = run_evaluate(spark, sweep_dir, out)
     if as_json:
@@ -329,69 +322,29 @@ def _print_metric_table(stats: pd.DataFrame, metrics: list[str]) -> None:
                 cells.append(_fmt(r.mean))
             else:
                 cells.append(f"{_fmt(r.mean)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]")
-        row = [str(scenario), _short(str(strategy))]
+        row = [str(scenario), short_pair(str(strategy))]
         if multi_params:
-            row.append(_params_label(group["params_json"].iloc[0]))
+            row.append(params_label(group["params_json"].iloc[0]))
         table.add_row(*row, *cells)
     console.print(table)
 
 
-def _params_label(params_json: Any) -> str:
-    try:
-        params = json.loads(str(params_json))
-    except ValueError:
-        return str(params_json)
-    if not params:
-        return "defaults"
-    return ", ".join(f"{re.sub(r'^loadBalancer', '', str(k))}={v}" for k, v in params.items())
-
-
 def _print_pip_table(pip: pd.DataFrame, definitions: dict[str, dict[str, Any]]) -> None:
-    from shedlab.spark.evaluate import PIP364_PROBLEMS
+    from shedlab.report.terminal import pip364_table
 
     if pip.empty:
         err_console.print(
             "[yellow]no PIP-364 figure: no scenario of the sweep matches a problem definition[/]"
         )
         return
-    problems = [p for p in PIP364_PROBLEMS if p in set(pip["problem"])] + sorted(
-        set(pip["problem"]) - set(PIP364_PROBLEMS)
-    )
-    multi_params = pip["params_id"].nunique() > 1
-    table = Table(title="PIP-364, measured (lower is better)")
-    table.add_column("strategy pair")
-    if multi_params:
-        table.add_column("params")
-    for p in problems:
-        unit = definitions.get(p, {}).get("metric", "")
-        table.add_column(f"{p}\n[dim]{unit}[/]", justify="right")
-    for (strategy, pid), group in pip.groupby(["strategy", "params_id"], sort=True):
-        cells = []
-        by_problem = {r.problem: r for r in group.itertuples(index=False)}
-        for p in problems:
-            r = by_problem.get(p)
-            if r is None:
-                cells.append("-")
-                continue
-            style = _RATING_STYLE.get(str(r.rating), "")
-            ci = ""
-            if r.ci_low is not None and not (isinstance(r.ci_low, float) and math.isnan(r.ci_low)):
-                ci = f" [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
-            cells.append(f"{_fmt(r.value)}{ci}\n[{style}]{r.rating}[/]")
-        row = [str(strategy)]
-        if multi_params:
-            row.append(str(pid))
-        table.add_row(*row, *cells)
-    console.print(table)
-    rules = []
-    for p in problems:
-        d = definitions.get(p, {})
-        rules.append(
-            f"{p}: {d.get('metric', d.get('expr'))} on {', '.join(d.get('matched_scenarios', []))}; "
-            f"good < {d.get('good_below')}, bad > {d.get('bad_above')}"
+    console.print(pip364_table(pip))
+    for problem in sorted(set(pip["problem"].astype(str))):
+        d = definitions.get(problem, {})
+        scenarios = ", ".join(d.get("matched_scenarios", []))
+        console.print(
+            f"[dim]{problem}: {d.get('metric', d.get('expr'))} on {scenarios};"
+            f" good < {d.get('good_below')}, bad > {d.get('bad_above')}[/]"
         )
-    for rule in rules:
-        console.print(f"[dim]{rule}[/]")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,7 +381,7 @@ def ingest(
     from shedlab.spark.ingest import ingest as run_ingest
 
     interval_ms = parse_duration_ms(interval)
-    with _spark(master, conf, spark_conf, ui, "ingest") as spark, _status(as_json) as say:
+    with spark_session(master, conf, spark_conf, ui, "ingest") as spark, _status(as_json) as say:
         result = run_ingest(
             spark,
             sources,
@@ -539,7 +492,7 @@ def replay(
             overrides.pop(key, None)
     overrides.update(parse_conf_pairs(set_ or [], source="--set"))
     configs = strategy_configs([s for s in strategies.split(",") if s.strip()], overrides)
-    with _spark(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:
+    with spark_session(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:
         result = run_replay(spark, snapshots_dir, out, configs, seed=seed, clusters=cluster, progress=say)
     if as_json:
         _print_json({"out": out, "summary": result.summary.to_dict("records")})
@@ -559,7 +512,7 @@ def replay(
     for r in result.summary.itertuples(index=False):
         table.add_row(
             str(r.cluster),
-            _short(str(r.strategy)),
+            short_pair(str(r.strategy)),
             _fmt(r.ticks),
             _fmt(r.strategy_unloads),
             _fmt(r.actual_moves),

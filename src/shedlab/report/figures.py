@@ -280,8 +280,7 @@ def small_multiples(
                     },
                     customdata=custom,
                     hovertemplate="%{customdata[0]} → %{customdata[1]}<br>bundle %{customdata[2]}<br>"
-                    f"{hover_x}"
-                    "<extra>unload</extra>",
+                    f"{hover_x}<extra>unload</extra>",
                 ),
                 row=row,
                 col=col,
@@ -385,7 +384,7 @@ def _sim_events(events: pd.DataFrame, scale: float) -> pd.DataFrame:
     return pd.DataFrame({"x": events["time_s"].to_numpy(dtype=float) / scale, "text": text})
 
 
-def broker_load_figure(scenario: str, runs: Sequence[RunSeries], *, max_points: int = 2000) -> go.Figure:
+def broker_load_figure(runs: Sequence[RunSeries], *, max_points: int = 2000) -> go.Figure:
     """Per-broker score over time, one panel per strategy pair on a shared scale; unloads and events
     marked."""
     t_max = max((float(r.brokers["time_s"].max()) for r in runs if not r.brokers.empty), default=0.0)
@@ -419,7 +418,7 @@ def _value_at(series: tuple[NDArray[Any], NDArray[Any]] | None, t: float) -> flo
     return float(values[max(i, 0)])
 
 
-def imbalance_figure(scenario: str, runs: Sequence[RunSeries], *, max_points: int = 2000) -> go.Figure:
+def imbalance_figure(runs: Sequence[RunSeries], *, max_points: int = 2000) -> go.Figure:
     """Imbalance (left axis, solid) and cumulative unloads (right axis, dashed) per strategy pair."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     t_max = max((float(r.cluster["time_s"].max()) for r in runs if not r.cluster.empty), default=0.0)
@@ -428,7 +427,6 @@ def imbalance_figure(scenario: str, runs: Sequence[RunSeries], *, max_points: in
     label = runs[0].imbalance_label if runs else "imbalance"
     for run in runs:
         colour = pair_colour(run.strategy, known)
-        name = run.strategy
         cl = run.cluster.sort_values("time_s")
         t = cl["time_s"].to_numpy(dtype=float)
         xs, ys = decimate(t / scale, cl["imbalance"].to_numpy(dtype=float), max_points)
@@ -437,7 +435,7 @@ def imbalance_figure(scenario: str, runs: Sequence[RunSeries], *, max_points: in
                 x=_f32(xs),
                 y=_f32(np.round(ys, 2)),
                 mode="lines",
-                name=name,
+                name=run.strategy,
                 legendgroup=run.strategy,
                 line={"color": colour, "width": 1.6},
                 hovertemplate=f"{run.strategy}<br>t = %{{x:.1f}} {unit}<br>imbalance %{{y:.1f}}"

@@ -20,6 +20,7 @@ in the files is not shown. Everything is read with pyarrow; no Spark session is 
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -122,14 +123,16 @@ def _first(root: Path, test: Callable[[Path], bool], max_depth: int = 2) -> Path
     return next((p for p in _iter_dirs(root, max_depth) if test(p)), None)
 
 
-def _params_label(params_json: Any) -> str:
+def params_label(params_json: Any) -> str:
+    """A parameter set's JSON (``{"loadBalancerAvgShedderHitCountLowThreshold": 4}``) as a short label
+    (``AvgShedderHitCountLowThreshold=4``): the ``loadBalancer`` prefix every key shares is dropped."""
     try:
         params = json.loads(str(params_json)) if params_json else {}
     except json.JSONDecodeError:
         return str(params_json)
     if not params:
         return "default parameters"
-    return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
+    return ", ".join(f"{re.sub(r'^loadBalancer', '', str(k))}={v}" for k, v in sorted(params.items()))
 
 
 # ----------------------------------------------------------------------------------- time series
@@ -379,7 +382,7 @@ def _load_sweep(root: Path, evaluation: EvaluationTables | None) -> ReportData:
             continue
         label = f"seed {int(row['seed'])}"
         if str(row["params_id"]) != "default":
-            label = f"{_params_label(row['params_json'])}; {label}"
+            label = f"{params_label(row['params_json'])}; {label}"
         s = _series(
             str(row["scenario"]),
             str(row["strategy"]),
@@ -398,7 +401,7 @@ def _load_sweep(root: Path, evaluation: EvaluationTables | None) -> ReportData:
     if not ok.empty:
         ok["churn"] = ok.get("unloads")
         ok["imbalance"] = ok.get("score_spread_mean")
-        ok["params_label"] = ok["params_json"].map(_params_label)
+        ok["params_label"] = ok["params_json"].map(params_label)
     notes = []
     if len(failed):
         first = failed.iloc[0]
@@ -494,7 +497,6 @@ def read_replay(path: Path) -> tuple[ReplayData, dict[str, Any]]:
         load=_read_partitioned(path / "load", ("cluster", "strategy")),
         decisions=_read_partitioned(path / "decisions", ("cluster", "strategy")),
         ownership=_read_partitioned(path / "ownership_changes", ("cluster",)),
-        config=manifest if isinstance(manifest, dict) else {},
     )
     info: dict[str, Any] = {"replay": str(path)}
     if isinstance(manifest, dict):

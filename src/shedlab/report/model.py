@@ -20,8 +20,9 @@ __all__ = ["ReplayData", "ReportData", "RunSeries", "ScenarioInfo"]
 class RunSeries:
     """The time series of one simulation run (one scenario × strategy pair × parameters × seed).
 
-    * ``brokers``: ``time_s``, ``broker``, ``usage`` (the broker's weighted max resource usage, %).
-    * ``cluster``: ``time_s``, ``imbalance`` (the imbalance figure named by ``imbalance_label``).
+    * ``brokers``: ``time_s``, ``broker``, ``score`` (the broker's weighted max resource usage ×100).
+    * ``cluster``: ``time_s``, ``imbalance`` (the figure named by ``imbalance_label``) and, where
+      recorded, ``unloads`` (unloads of the tick).
     * ``decisions``: ``time_s``, ``source``, ``destination``, ``bundle`` (one row per unload).
     * ``events``: ``time_s``, ``kind``, ``detail`` (scale-out, broker loss, restarts, traffic changes).
     """
@@ -34,8 +35,7 @@ class RunSeries:
     events: pd.DataFrame
     label: str = ""
     params_id: str = ""
-    imbalance_label: str = "max − min broker usage (percentage points)"
-    seeds: int = 1
+    imbalance_label: str = "max − min broker score"
 
 
 @dataclass
@@ -67,7 +67,6 @@ class ReplayData:
     load: pd.DataFrame | None = None
     decisions: pd.DataFrame | None = None
     ownership: pd.DataFrame | None = None
-    config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -78,8 +78,7 @@ def render_page(data: ReportData, *, max_points: int = 2000) -> str:
             "<main>",
             *body,
             f"<footer>Made by <code>shedlab report</code>. Self-contained: plotly.js {plotly_js_version()} "
-            "is "
-            "embedded; the file needs no network.</footer>",
+            "is embedded; the file needs no network.</footer>",
             "</main></div>",
             '<pre id="js-errors" data-count="0"></pre><pre id="render-status"></pre>',
             *scripts,

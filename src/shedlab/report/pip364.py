@@ -37,8 +37,7 @@ PROBLEM_TEXT: dict[str, str] = {
     "heterogeneous environment": (
         "Brokers differ in hardware, or share their machine with other processes. A strategy that ranks "
         "brokers by message rate or throughput instead of resource usage misjudges which broker is loaded "
-        "and "
-        "may move traffic onto a slow or busy machine."
+        "and may move traffic onto a slow or busy machine."
     ),
     "load jitter": (
         "Traffic spikes briefly and returns to normal. A strategy that reacts to a single sample unloads "
@@ -47,8 +46,8 @@ PROBLEM_TEXT: dict[str, str] = {
     ),
     "over placement": (
         "Several bundles unloaded in the same cycle are all placed on the same least-loaded broker, which "
-        "becomes the hottest one. Placement that scores brokers by resource usage cannot predict the load a "
-        "bundle brings, so it keeps choosing the broker that looked coldest before the bundles arrived."
+        "becomes the hottest one. Placement that scores brokers by resource usage cannot predict the load "
+        "a bundle brings, so it keeps choosing the broker that looked coldest before the bundles arrived."
     ),
     "over unloading": (
         "A broker sheds so much that it ends up underloaded, typically because a history-weighted score "

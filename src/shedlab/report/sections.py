@@ -69,35 +69,28 @@ def intro(data: ReportData) -> str:
     if data.pip_table is not None and not data.pip_table.empty:
         items.append(
             'The <a href="#pip364">PIP-364 table</a> gives one measured figure per strategy pair and '
-            "problem: "
-            "the mean over runs with its 95&nbsp;% confidence interval, and a rating (good / normal / bad) "
-            "from "
-            'fixed thresholds. Each column title links to <a href="#definitions">the definition</a> of its '
-            "figure. Lower is better everywhere. Where PIP-364 rated a pair itself, its claim is printed "
-            "under "
-            "the measurement, so you can see where the measurement agrees."
+            "problem: the mean over runs with its 95&nbsp;% confidence interval, and a rating (good / "
+            'normal / bad) from fixed thresholds. Each column title links to <a href="#definitions">the '
+            "definition</a> of its figure. Lower is better everywhere. Where PIP-364 rated a pair itself, "
+            "its claim is printed under the measurement, so you can see where the measurement agrees."
         )
     if data.series:
         items.append(
-            "Each <a href=\"#scenarios\">scenario</a> shows every broker's <em>score</em> (Pulsar's weighted "
-            "maximum resource usage ×100, the number the strategies sort brokers by) over time, one small "
-            "panel "
-            "per strategy pair on the same scale. Black ▼ are unloads, drawn on the source broker's line "
-            "(hover "
-            "for source → destination and the bundle); dotted vertical lines and grey ◆ are scenario events "
-            "(scale-out, broker loss, restarts, traffic changes; hover for details)."
+            "Each <a href=\"#scenarios\">scenario</a> shows every broker's <em>score</em> (Pulsar's "
+            "weighted maximum resource usage ×100, the number the strategies sort brokers by) over time, "
+            "one small panel per strategy pair on the same scale. Black ▼ are unloads, drawn on the source "
+            "broker's line (hover for source → destination and the bundle); dotted vertical lines and grey "
+            "◆ are scenario events (scale-out, broker loss, restarts, traffic changes; hover for details)."
         )
         items.append(
             "Below the panels, the cluster's imbalance (solid, left axis) and the cumulative number of "
-            "unloads "
-            "(dashed, right axis) of every pair share one chart: a good pair brings the solid line down "
-            "quickly "
-            "with few unloads."
+            "unloads (dashed, right axis) of every pair share one chart: a good pair brings the solid line "
+            "down quickly with few unloads."
         )
     if data.kind == "sweep" and data.runs is not None and not data.runs.empty:
         items.append(
-            '<a href="#tradeoff">Churn against imbalance</a> shows one point per run: lower left is best; a '
-            "cloud stretched along one axis is a trade-off that a parameter or the seed controls."
+            '<a href="#tradeoff">Churn against imbalance</a> shows one point per run: lower left is best; '
+            "a cloud stretched along one axis is a trade-off that a parameter or the seed controls."
         )
     if data.replay is not None:
         items.append(
@@ -110,9 +103,9 @@ def intro(data: ReportData) -> str:
             "(<code>shedlab sweep</code>, then <code>shedlab evaluate</code>) gives the PIP-364 table."
         )
     items.append(
-        'The <a href="#metadata">run metadata</a> lists versions, seeds, scenario files and configurations, '
-        "so the report can be reproduced. Plots are interactive: drag to zoom, double-click to reset, "
-        "click a legend entry to hide it."
+        'The <a href="#metadata">run metadata</a> lists versions, seeds, scenario files and '
+        "configurations, so the report can be reproduced. Plots are interactive: drag to zoom, "
+        "double-click to reset, click a legend entry to hide it."
     )
     bullets = "".join(f"<li>{item}</li>" for item in items)
     where = (
@@ -212,15 +205,15 @@ def pip_section(page: Page, data: ReportData) -> str:
     out = [
         page.heading(1, "PIP-364, measured", "pip364"),
         '<p class="lead">One row per strategy pair, one column per problem of PIP-364. Each cell: the '
-        "measured "
-        f"figure (the mean over the runs of the scenarios that exhibit the problem; {runs_text}), its "
-        "95&nbsp;% confidence interval and the rating its thresholds give. Lower is better everywhere.</p>",
+        f"measured figure (the mean over the runs of the scenarios that exhibit the problem; {runs_text}), "
+        "its 95&nbsp;% confidence interval and the rating its thresholds give. Lower is better "
+        "everywhere.</p>",
         f'<div class="scroll"><table class="pip" id="pip-table"><thead><tr>{"".join(head)}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>",
     ]
     if params_col is not None and params_col.nunique() > len({p for _, p in rows_spec}):
         out.append(
-            f'<p class="muted">The table shows each pair\'s default parameters; the sweep has '
+            '<p class="muted">The table shows each pair\'s default parameters; the sweep has '
             f"{params_col.nunique()} parameter sets: see the trade-off plot and all figures below.</p>"
         )
     return "\n".join(out)
@@ -253,8 +246,8 @@ def definitions_section(page: Page, data: ReportData) -> str:
             defined.get("bad_above", first.get("bad_above")),
         )
         out.append(
-            f'<dt id="def-{problem_slug(problem)}">{html.escape(problem)}</dt><dd>'
-            f"<p>{html.escape(description)}</p>"
+            f'<dt id="def-{problem_slug(problem)}">{html.escape(problem)}</dt>'
+            f"<dd><p>{html.escape(description)}</p>"
             f'<p class="rule">{what}. {where}. Rating: {html.escape(rule)}. '
             '<a href="#pip364">Back to the table</a>.</p></dd>'
         )
@@ -325,11 +318,10 @@ def _key_figures(data: ReportData, scenario: str, runs: Sequence[RunSeries]) -> 
         caption = f"mean over {n} runs per pair" if n > 1 else "one run per pair"
     else:
         caption = "not recorded"
+    body = table_html(frame, text_columns=["strategy pair"], html_columns=frame.columns)
     return (
         f'<p class="muted small">Key figures ({caption}; lower is better; <code>docs/metrics.md</code> '
-        "defines each).</p>"
-        f'<div class="scroll">{table_html(frame, text_columns=["strategy pair"], html_columns=frame.columns)}'
-        "</div>"
+        f'defines each).</p><div class="scroll">{body}</div>'
     )
 
 
@@ -339,9 +331,8 @@ def scenario_sections(page: Page, data: ReportData) -> str:
     out = [
         page.heading(1, "Scenarios", "scenarios"),
         '<p class="lead">Per scenario: its key figures, every broker\'s score over time (one panel per '
-        "strategy "
-        "pair, same scale), then the cluster's imbalance and the cumulative unloads of every pair on one "
-        "chart.</p>",
+        "strategy pair, same scale), then the cluster's imbalance and the cumulative unloads of every "
+        "pair on one chart.</p>",
     ]
     for scenario, runs in data.series.items():
         info = data.scenarios.get(scenario)
@@ -355,20 +346,18 @@ def scenario_sections(page: Page, data: ReportData) -> str:
         drawn = f" Runs drawn: {html.escape('; '.join(labels))}." if labels else ""
         out.append(
             page.figure(
-                figures.broker_load_figure(scenario, runs, max_points=page.max_points),
+                figures.broker_load_figure(runs, max_points=page.max_points),
                 "Per-broker score (U·100) over time, one panel per strategy pair, shared scale. ▼ = unload "
-                "on "
-                "the source broker (hover: source → destination, bundle); dotted lines and ◆ = scenario "
+                "on the source broker (hover: source → destination, bundle); dotted lines and ◆ = scenario "
                 f"events.{drawn}",
                 f"brokers:{scenario}",
             )
         )
         out.append(
             page.figure(
-                figures.imbalance_figure(scenario, runs, max_points=page.max_points),
+                figures.imbalance_figure(runs, max_points=page.max_points),
                 f"Imbalance ({html.escape(runs[0].imbalance_label)}; solid, left axis) and cumulative "
-                "unloads "
-                f"(dashed, right axis) per strategy pair.{drawn}",
+                f"unloads (dashed, right axis) per strategy pair.{drawn}",
                 f"imbalance:{scenario}",
             )
         )
@@ -384,8 +373,7 @@ def tradeoff_section(page: Page, data: ReportData) -> str:
         page.heading(1, "Churn against imbalance", "tradeoff"),
         f'<p class="lead">One point per run ({len(ok)} runs), coloured by strategy pair, one panel per '
         f"scenario. x: {html.escape(data.churn_label)}; y: {html.escape(data.imbalance_label)}. Lower left "
-        "is "
-        "better; hover a point for its parameters and seed.</p>",
+        "is better; hover a point for its parameters and seed.</p>",
     ]
     if ok.empty:
         out.append('<p class="muted">No successful run has both figures.</p>')

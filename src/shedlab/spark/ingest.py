@@ -992,28 +992,35 @@ def validate_rows(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     detail[parse_failed] = df.loc[parse_failed, "detail"].where(df.loc[parse_failed, "detail"].notna(), None)
     nonfinite = df["nonfinite"].fillna("").astype(str)
 
-    def flag(mask: pd.Series, code: str, text: pd.Series | str) -> None:
+    def flag(mask: pd.Series, code: str, text: Callable[[pd.Index], pd.Series] | str) -> None:
         hit = mask.fillna(False).astype(bool) & reason.isna()
         if not hit.any():
             return
         reason[hit] = code
-        detail[hit] = text[hit] if isinstance(text, pd.Series) else text
+        detail[hit] = text(hit[hit].index) if callable(text) else text
 
+    def shown(col: str, prefix: str = "") -> Callable[[pd.Index], pd.Series]:
+        def text(index: pd.Index) -> pd.Series:
+            values = pd.to_numeric(df.loc[index, col], errors="coerce")
+            out: pd.Series = prefix + values.map(_fmt)
+            return out
+
+        return text
+
+    any_nonfinite = bool((nonfinite != "").any())
     for kind, (required, floats, ints) in _CHECKS.items():
         of_kind = df["kind"] == kind
         if not of_kind.any():
             continue
         flag(of_kind & df["cluster"].isna(), "missing_field", "cluster is missing")
         flag(of_kind & df["time_ms"].isna(), "missing_field", "timestamp is missing")
-        flag(
-            of_kind & (df["time_ms"] <= 0),
-            "invalid_timestamp",
-            "time = " + df["time_ms"].astype(str),
-        )
+        flag(of_kind & (df["time_ms"] <= 0), "invalid_timestamp", shown("time_ms", "time = "))
         for col in required:
             flag(of_kind & df[col].isna(), "missing_field", f"{_PULSAR_NAMES.get(col, col)} is missing")
+        no = pd.Series(False, index=df.index)
         was_nonfinite = {
-            col: nonfinite.str.contains(rf"(?:^|,){re.escape(col)}=", regex=True) for col in floats
+            col: nonfinite.str.contains(rf"(?:^|,){re.escape(col)}=", regex=True) if any_nonfinite else no
+            for col in floats
         }
         for col in floats:
             flag(
@@ -1029,26 +1036,22 @@ def validate_rows(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
                 "nan_value",
                 f"{name} is not a finite number",
             )
-            flag(of_kind & (values < 0), "negative_value", f"{name} = " + values.map(_fmt))
+            flag(of_kind & (values < 0), "negative_value", shown(col, f"{name} = "))
         if kind == "broker":
             for _, prefix in _RESOURCES:
                 usage = pd.to_numeric(df[f"{prefix}_usage"], errors="coerce")
                 limit = pd.to_numeric(df[f"{prefix}_limit"], errors="coerce")
-                flag(
-                    of_kind & (usage > 0) & (limit <= 0),
-                    "unknown_units",
-                    f"{_PULSAR_NAMES[prefix + '_usage']} = "
-                    + usage.map(_fmt)
-                    + " with limit "
-                    + limit.map(_fmt),
-                )
+                label = f"{_PULSAR_NAMES[prefix + '_usage']} = "
+
+                def units(
+                    index: pd.Index, u: pd.Series = usage, lim: pd.Series = limit, lab: str = label
+                ) -> pd.Series:
+                    return lab + u[index].map(_fmt) + " with limit " + lim[index].map(_fmt)
+
+                flag(of_kind & (usage > 0) & (limit <= 0), "unknown_units", units)
         for col in ints:
             values = pd.to_numeric(df[col], errors="coerce")
-            flag(
-                of_kind & (values < 0),
-                "negative_value",
-                f"{_PULSAR_NAMES.get(col, col)} = " + values.map(_fmt),
-            )
+            flag(of_kind & (values < 0), "negative_value", shown(col, f"{_PULSAR_NAMES.get(col, col)} = "))
     return reason, detail
 
 

@@ -32,7 +32,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,7 +170,11 @@ def _scenario_ref(item: Any, base: Path | None, source: str) -> ScenarioRef:
         text = resource.read_text(encoding="utf-8")
         origin = f"builtin:{item}"
     scenario = parse_scenario_text(text, origin)
-    cost = float(scenario.num_ticks) * float(max(1, scenario.num_bundles) + 10 * scenario.initial_brokers)
+    # Rough cost in µs of simulation: a per-tick constant plus bundles and brokers (calibrated on the
+    # built-in scenarios; only used to order runs and pack short ones into one task).
+    cost = float(scenario.num_ticks) * float(
+        200 + max(1, scenario.num_bundles) + 10 * scenario.initial_brokers
+    )
     return ScenarioRef(
         name=scenario.name,
         text=text,
@@ -471,13 +475,15 @@ def _to_arrow(frame: pd.DataFrame, table: str) -> Any:
 _SCENARIO_CACHE: dict[str, Any] = {}
 
 
-def _scenario_from_spec(text: str, digest: str, name: str) -> Any:
+def _scenario_from_spec(text: str, name: str) -> Any:
+    """Parse a shipped scenario once per worker process (keyed by its text, which workers reuse)."""
     from shedlab.sim.scenario import parse_scenario_text
 
-    scenario = _SCENARIO_CACHE.get(digest)
+    key = hashlib.sha256(text.encode()).hexdigest()
+    scenario = _SCENARIO_CACHE.get(key)
     if scenario is None:
         scenario = parse_scenario_text(text, f"grid scenario {name}")
-        _SCENARIO_CACHE[digest] = scenario
+        _SCENARIO_CACHE[key] = scenario
     return scenario
 
 
@@ -543,9 +549,7 @@ def execute_spec(
             old_handler = signal.signal(signal.SIGALRM, on_alarm)
             signal.setitimer(signal.ITIMER_REAL, float(timeout_s or 0))
         try:
-            scenario = _scenario_from_spec(
-                str(spec["scenario_spec"]), str(spec["scenario_digest"]), scenario_name
-            )
+            scenario = _scenario_from_spec(str(spec["scenario_spec"]), scenario_name)
             result = run_simulation(
                 scenario, strategy=strategy, config_overrides=params or None, seed=int(spec["seed"])
             )
@@ -592,20 +596,25 @@ def execute_spec(
     return row
 
 
-def run_partition(
-    out: str, timeout_s: float | None
+def run_tasks(
+    out: str, timeout_s: float | None, plan: Any
 ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The ``mapInPandas`` function: run every spec of the partition, yield their summary rows."""
+    """The ``mapInPandas`` function over ``spark.range(tasks)``: each row is a task id; run the specs
+    planned for it (``plan`` is a broadcast of ``{"tasks": {id: [spec]}, "scenarios": {digest: text}}``)
+    and yield their summary rows."""
 
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         from shedlab.spark.schemas import RUN_SUMMARY, conform
 
         writer = RunWriter(out)
+        value = plan.value
+        texts: Mapping[str, str] = value["scenarios"]
         for batch in batches:
-            specs: list[dict[str, Any]] = [
-                {str(k): v for k, v in r.items()} for r in batch.to_dict("records")
-            ]
-            rows = [execute_spec(spec, writer, timeout_s=timeout_s) for spec in specs]
+            rows = []
+            for task_id in batch["id"].tolist():
+                for spec in value["tasks"].get(int(task_id), []):
+                    full = {**spec, "scenario_spec": texts[spec["scenario_digest"]]}
+                    rows.append(execute_spec(full, writer, timeout_s=timeout_s))
             frame = conform(pd.DataFrame(rows), RUN_SUMMARY)
             frame["metrics"] = [r["metrics"] for r in rows]
             yield frame
@@ -692,6 +701,37 @@ def read_manifest(out: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+TARGET_TASK_COST = 1.0e6
+"""Pack runs into Spark tasks of about this much estimated work (≈ 1 s of simulation): enough to
+hide a task's fixed overhead, small enough to keep every core busy until the end."""
+
+
+def plan_tasks(costs: Sequence[float], parallelism: int, *, max_tasks: int = 4000) -> list[int]:
+    """The task index of every run (runs given longest first), by longest-processing-time packing.
+
+    The number of tasks is what the total estimated work needs at :data:`TARGET_TASK_COST` per task,
+    but at least two per core (and one per run at most); task 0 holds the most work, so Spark, which
+    schedules partitions in order, starts the longest tasks first.
+    """
+    n = len(costs)
+    if n == 0:
+        return []
+    total = float(sum(max(0.0, c) for c in costs))
+    wanted = math.ceil(total / TARGET_TASK_COST) if total > 0 else n
+    tasks = max(1, min(n, max_tasks, max(wanted, 2 * max(1, parallelism))))
+    loads = [0.0] * tasks
+    assignment = [0] * n
+    order = sorted(range(n), key=lambda i: -float(costs[i]))
+    for i in order:
+        k = min(range(tasks), key=lambda j: (loads[j], j))
+        assignment[i] = k
+        loads[k] += max(0.0, float(costs[i]))
+    rank = {k: r for r, k in enumerate(sorted(range(tasks), key=lambda j: (-loads[j], j)))}
+    used = sorted({rank[a] for a in assignment})
+    compact = {old: new for new, old in enumerate(used)}
+    return [compact[rank[a]] for a in assignment]
+
+
 ProgressFn = Callable[[int, int, int], None]
 """``progress(done, total, failed_tasks)`` — runs finished so far in this sweep."""
 
@@ -755,13 +795,25 @@ def sweep(
             out, grid, total, skipped, 0, 0, time.time() - started, conform(pd.DataFrame(), RUN_SUMMARY)
         )
     n = len(pending)
-    tasks = max(1, min(n, max_tasks))
     sc = spark.sparkContext
-    records = [tuple(r) for r in conform(pending, RUN_SPEC).astype(object).itertuples(index=False)]
-    records = [tuple(None if (isinstance(v, float) and math.isnan(v)) else v for v in r) for r in records]
-    rdd = sc.parallelize(records, numSlices=tasks)
-    spec_df = spark.createDataFrame(rdd, RUN_SPEC)
-    results_df = spec_df.mapInPandas(run_partition(out, timeout_s), RUN_SUMMARY)
+    task_of = plan_tasks(pending["cost"].tolist(), sc.defaultParallelism, max_tasks=max_tasks)
+    tasks = max(task_of) + 1
+    # Exact placement without a Python stage: spark.range gives partition k exactly the row k (the
+    # k-th task, scheduled k-th); the specs travel once per executor as a broadcast, scenario texts
+    # once per distinct scenario.
+    scenarios: dict[str, str] = {}
+    by_task: dict[int, list[dict[str, Any]]] = {}
+    spec_columns = [c for c in field_names(RUN_SPEC) if c != "scenario_spec"]
+    for task, (_, row) in zip(task_of, pending.iterrows(), strict=True):
+        scenarios[str(row["scenario_digest"])] = str(row["scenario_spec"])
+        spec = {
+            c: (None if isinstance(row[c], float) and math.isnan(row[c]) else row[c]) for c in spec_columns
+        }
+        by_task.setdefault(int(task), []).append(spec)
+    plan = sc.broadcast({"tasks": by_task, "scenarios": scenarios})
+    results_df = spark.range(0, tasks, 1, numPartitions=tasks).mapInPandas(
+        run_tasks(out, timeout_s, plan), RUN_SUMMARY
+    )
     group = f"shedlab-sweep-{os.getpid()}-{int(started * 1000)}"
     collected: list[Any] = []
     failure: list[BaseException] = []
@@ -797,6 +849,7 @@ def sweep(
         stop.set()
         if poller is not None:
             poller.join(2)
+        plan.unpersist()
     if failure:
         raise failure[0]
     summaries = pd.DataFrame([r.asDict() for r in collected], columns=field_names(RUN_SUMMARY))

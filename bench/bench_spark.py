@@ -1,0 +1,202 @@
+"""Spark overhead and scaling of sweeps, and the ingest rate.
+
+    .venv/bin/python bench/bench_spark.py [--runs 16] [--minutes 2400] [--ingest-minutes 180]
+
+1. The same simulation runs (``slow-balancing``, 200 brokers, its duration stretched so a run takes a
+   few seconds) are executed three ways, each writing the same Parquet outputs:
+   a plain Python loop over :func:`shedlab.spark.sweep.execute_spec`; ``shedlab.spark.sweep.sweep`` on
+   ``local[1]``; and on ``local[2]``. Each Spark measurement runs in a fresh process (a JVM's master
+   cannot change) and times the sweep with the session already started; session start-up is printed
+   separately.
+   Overhead = time(local[1]) / time(loop) − 1 (goal < 15 %); speed-up = time(local[1]) / time(local[2])
+   (goal ≥ 1.8).
+2. Ingest rate: a simulator recording of ``slow-balancing`` (load-report JSON lines) is ingested on
+   ``local[2]``; rows read per second (broker rows + bundle rows) with the session already started.
+
+Numbers depend on what else runs on the machine: on a shared 2-core box, run it when idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCENARIO = "slow-balancing"
+PAIRS = ["AvgShedder", "UniformLoadShedder+LeastLongTermMessageRate"]
+
+
+def make_grid(workdir: Path, runs: int, minutes: int) -> Path:
+    """A grid of ``runs`` runs of the stretched scenario (two pairs × seeds)."""
+    import importlib.resources
+
+    text = importlib.resources.files("shedlab").joinpath("data", "scenarios", f"{SCENARIO}.yaml").read_text()
+    data = yaml.safe_load(text)
+    data["name"] = f"{SCENARIO}-bench"
+    data["duration"] = f"{minutes}m"
+    (workdir / "scenario.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    seeds = max(1, runs // len(PAIRS))
+    grid = {
+        "name": "bench",
+        "scenarios": ["scenario.yaml"],
+        "strategies": PAIRS,
+        "seeds": list(range(1, seeds + 1)),
+        "brokers_every": 10,
+    }
+    path = workdir / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def direct(grid_path: Path, out: Path) -> dict[str, Any]:
+    from shedlab.spark.sweep import RunWriter, execute_spec, expand_grid, load_grid
+
+    specs = expand_grid(load_grid(grid_path)).to_dict("records")
+    writer = RunWriter(str(out))
+    started = time.perf_counter()
+    rows = [execute_spec({str(k): v for k, v in spec.items()}, writer) for spec in specs]
+    elapsed = time.perf_counter() - started
+    return {"runs": len(rows), "failed": sum(r["status"] != "ok" for r in rows), "seconds": elapsed,
+            "run_seconds": [r["elapsed_s"] for r in rows]}  # fmt: skip
+
+
+def spark_sweep(master: str, grid_path: Path, out: Path) -> dict[str, Any]:
+    from shedlab.spark.session import get_spark
+    from shedlab.spark.sweep import load_grid, sweep
+
+    t0 = time.perf_counter()
+    spark = get_spark(master, log_level="ERROR")
+    spark.range(1).count()  # the JVM is up
+    startup = time.perf_counter() - t0
+    grid = load_grid(grid_path)
+    started = time.perf_counter()
+    result = sweep(spark, grid, str(out))
+    elapsed = time.perf_counter() - started
+    spark.stop()
+    inside = float(result.summaries["elapsed_s"].sum())
+    return {
+        "runs": result.ran,
+        "failed": result.failed,
+        "seconds": elapsed,
+        "startup": startup,
+        "inside": inside,
+    }
+
+
+def spark_ingest(master: str, source: Path, out: Path) -> dict[str, Any]:
+    from shedlab.spark.ingest import ingest
+    from shedlab.spark.session import get_spark
+
+    spark = get_spark(master, log_level="ERROR")
+    spark.range(1).count()
+    started = time.perf_counter()
+    result = ingest(spark, [str(source)], str(out))
+    elapsed = time.perf_counter() - started
+    spark.stop()
+    return {"rows": result.rows_read, "seconds": elapsed, "quarantined": result.quarantined_rows}
+
+
+def in_subprocess(kind: str, *args: str) -> dict[str, Any]:
+    env = dict(os.environ)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", kind, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-4000:])
+        raise SystemExit(f"benchmark child {kind} failed")
+    line = [x for x in proc.stdout.splitlines() if x.startswith("{")][-1]
+    result: dict[str, Any] = json.loads(line)
+    return result
+
+
+def record(workdir: Path, minutes: int) -> Path:
+    import importlib.resources
+
+    from shedlab.sim import run_simulation
+    from shedlab.sim.recording import write_recording
+    from shedlab.sim.scenario import parse_scenario_text
+
+    text = importlib.resources.files("shedlab").joinpath("data", "scenarios", f"{SCENARIO}.yaml").read_text()
+    data = yaml.safe_load(text)
+    data["duration"] = f"{minutes}m"
+    scenario = parse_scenario_text(yaml.safe_dump(data), "bench")
+    result = run_simulation(scenario, strategy="AvgShedder", seed=1, record=True)
+    write_recording(result, workdir / "recording")
+    return workdir / "recording" / "load-reports.jsonl"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=16, help="simulation runs (two pairs × runs/2 seeds)")
+    parser.add_argument("--minutes", type=int, default=2400, help="simulated minutes per run")
+    parser.add_argument(
+        "--ingest-minutes", type=int, default=180, help="simulated minutes of the ingest recording"
+    )
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        kind, *rest = args.child
+        if kind == "sweep":
+            print(json.dumps(spark_sweep(rest[0], Path(rest[1]), Path(rest[2]))))
+        elif kind == "ingest":
+            print(json.dumps(spark_ingest(rest[0], Path(rest[1]), Path(rest[2]))))
+        return
+
+    workdir = Path(tempfile.mkdtemp(prefix="shedlab-bench-"))
+    try:
+        grid = make_grid(workdir, args.runs, args.minutes)
+        print(
+            f"{args.runs} runs of {SCENARIO} ({args.minutes} simulated minutes each),"
+            f" pairs {', '.join(PAIRS)}"
+        )
+        loop = direct(grid, workdir / "direct")
+        per_run = sorted(loop["run_seconds"])
+        print(f"python loop : {loop['seconds']:7.2f} s   (runs {per_run[0]:.1f}–{per_run[-1]:.1f} s each)")
+        one = in_subprocess("sweep", "local[1]", str(grid), str(workdir / "spark1"))
+        print(f"local[1]    : {one['seconds']:7.2f} s   (+ {one['startup']:.1f} s session start-up)")
+        two = in_subprocess("sweep", "local[2]", str(grid), str(workdir / "spark2"))
+        print(f"local[2]    : {two['seconds']:7.2f} s   (+ {two['startup']:.1f} s session start-up)")
+        for name, res in (("local[1]", one), ("local[2]", two)):
+            if res["failed"] or res["runs"] != loop["runs"]:
+                raise SystemExit(f"{name}: {res['runs']} runs, {res['failed']} failed")
+        overhead = one["seconds"] / loop["seconds"] - 1.0
+        speedup = one["seconds"] / two["seconds"]
+        print(f"Spark overhead (local[1] vs loop): {overhead * 100:+.1f} %   goal < 15 %")
+        print(f"speed-up local[1] → local[2]     : {speedup:.2f}×      goal ≥ 1.8×")
+        # Robust to other load on the machine: the runs' own time inside the Spark tasks vs the wall time.
+        own = one["seconds"] - one["inside"]
+        print(
+            f"  inside the tasks: local[1] Σ runs {one['inside']:.1f} s"
+            f" (loop: {sum(loop['run_seconds']):.1f} s),"
+            f" so Spark's own cost is {own:.1f} s = {own / one['inside'] * 100:.1f} % of the work;"
+            f" local[2] Σ runs {two['inside']:.1f} s in {two['seconds']:.1f} s"
+            f" = {two['inside'] / two['seconds']:.2f} cores busy"
+        )
+        source = record(workdir, args.ingest_minutes)
+        ing = in_subprocess("ingest", "local[2]", str(source), str(workdir / "snap"))
+        print(
+            f"ingest (local[2]): {ing['rows']:,} rows in {ing['seconds']:.1f} s"
+            f" = {ing['rows'] / ing['seconds']:,.0f} rows/s"
+            f" ({source.stat().st_size / 1e6:.0f} MB of load-report JSON lines)"
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

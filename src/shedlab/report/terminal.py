@@ -1,0 +1,71 @@
+"""The PIP-364 table for a terminal (rich), compact enough for 80 columns.
+
+Rows are strategy pairs under short names (``Threshold + LRUWW``; the caption spells the
+abbreviations out), so no pair is truncated into another; each cell holds the figure, its 95 %
+interval and the rating in its colour.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+from rich.table import Table
+
+from shedlab.report.figures import short_pair
+from shedlab.report.pip364 import pair_order, problem_order
+
+__all__ = ["pip364_table"]
+
+RATING_STYLE = {"good": "green", "normal": "yellow", "bad": "red"}
+
+
+def _fmt(value: Any) -> str:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "-"
+    if math.isnan(v):
+        return "-"
+    return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def pip364_table(table: pd.DataFrame) -> Table:
+    """One row per strategy pair (and parameter set, where the table has several), one column per
+    problem; each cell ``figure``, ``[95 % CI]`` and the rating."""
+    problems = problem_order(table["problem"].astype(str).unique())
+    keys = table[["strategy", "params_id"]].astype(str).drop_duplicates()
+    rows = sorted(keys.itertuples(index=False, name=None), key=lambda sp: (pair_order(sp[0]), sp[1]))
+    show_params = keys["params_id"].nunique() > 1
+    out = Table(
+        title="PIP-364, measured: mean [95 % CI] and rating (lower is better)",
+        caption="LLTMR = LeastLongTermMessageRate, LRUWW = LeastResourceUsageWithWeight",
+        show_lines=True,
+    )
+    out.add_column("strategy pair")
+    for problem in problems:
+        out.add_column(problem.replace(" ", "\n", 1), justify="center")
+    strategy_col = table["strategy"].astype(str)
+    params_col = table["params_id"].astype(str)
+    for strategy, params_id in rows:
+        cells = []
+        for problem in problems:
+            hit = table[
+                (strategy_col == strategy)
+                & (params_col == params_id)
+                & (table["problem"].astype(str) == problem)
+            ]
+            if hit.empty:
+                cells.append("[dim]not measured[/]")
+                continue
+            r = hit.iloc[0]
+            rating = str(r["rating"])
+            lines = [_fmt(r["value"])]
+            if _fmt(r["ci_low"]) != "-":
+                lines.append(f"[dim]\\[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}][/]")
+            lines.append(f"[{RATING_STYLE.get(rating, 'dim')}]{rating}[/]")
+            cells.append("\n".join(lines))
+        label = short_pair(strategy) + (f"\n[dim]{params_id}[/]" if show_params else "")
+        out.add_row(label, *cells)
+    return out

@@ -1,0 +1,83 @@
+"""The SparkSession factory: settings (no JVM) and the real local session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shedlab.errors import ConfigError
+from shedlab.spark.session import local_cores, parse_conf_pairs, read_conf_file, spark_settings
+
+
+def test_parse_conf_pairs() -> None:
+    assert parse_conf_pairs(["a=1", " b = x=y "]) == {"a": "1", "b": "x=y"}
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_conf_pairs(["novalue"])
+    with pytest.raises(ConfigError):
+        parse_conf_pairs(["=1"])
+
+
+def test_read_conf_file(tmp_path: Path) -> None:
+    props = tmp_path / "spark-defaults.conf"
+    props.write_text(
+        "# comment\nspark.executor.memory 4g\nspark.sql.shuffle.partitions=8\n", encoding="utf-8"
+    )
+    assert read_conf_file(props) == {"spark.executor.memory": "4g", "spark.sql.shuffle.partitions": "8"}
+    yml = tmp_path / "spark.yaml"
+    yml.write_text("spark:\n  executor:\n    cores: 2\n  ui:\n    enabled: true\n", encoding="utf-8")
+    assert read_conf_file(yml) == {"spark.executor.cores": "2", "spark.ui.enabled": "true"}
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_conf_file(tmp_path / "missing.conf")
+
+
+def test_local_cores() -> None:
+    assert local_cores("local") == 1
+    assert local_cores("local[3]") == 3
+    assert local_cores("local[4,2]") == 4
+    assert local_cores("local[*]") >= 1
+
+
+def test_settings_defaults_and_overrides() -> None:
+    s = spark_settings("local[2]", {"spark.sql.shuffle.partitions": "7"})
+    assert s["spark.pyspark.python"] == sys.executable
+    assert s["spark.ui.enabled"] == "false"
+    assert s["spark.sql.execution.arrow.pyspark.enabled"] == "true"
+    assert s["spark.sql.session.timeZone"] == "UTC"
+    assert s["spark.sql.shuffle.partitions"] == "7"
+    assert spark_settings("local[2]", ui=True)["spark.ui.enabled"] == "true"
+    cluster = spark_settings("spark://master:7077")
+    assert "spark.driver.memory" not in cluster  # small-machine defaults only for local masters
+    with pytest.raises(ConfigError, match="log level"):
+        spark_settings(None, log_level="LOUD")
+
+
+def test_unknown_master_is_a_config_error() -> None:
+    from shedlab.spark.session import get_spark
+
+    with pytest.raises(ConfigError, match="unknown Spark master"):
+        get_spark("mesos-ish://nowhere")
+
+
+@pytest.mark.spark
+def test_session_is_configured(spark: Any) -> None:
+    conf = spark.sparkContext.getConf()
+    assert spark.sparkContext.master == "local[2]"
+    assert conf.get("spark.pyspark.python") == sys.executable
+    assert conf.get("spark.ui.enabled") == "false"
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    # Workers run this interpreter and can import shedlab.
+    import shedlab
+
+    def probe(_: Any) -> Any:
+        import sys as worker_sys
+
+        import shedlab as worker_shedlab
+
+        yield (worker_sys.executable, worker_shedlab.__version__)
+
+    assert spark.sparkContext.parallelize([1], 1).mapPartitions(probe).collect() == [
+        (sys.executable, shedlab.__version__)
+    ]
