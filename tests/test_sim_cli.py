@@ -9,7 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from shedlab.cli.sim_cmd import register, short_pair_name
+from shedlab.cli.sim_cmd import register
+from shedlab.strategies import short_pair_name
 
 runner = CliRunner()
 

@@ -18,7 +18,7 @@ from rich.table import Table
 from shedlab.config import LoadBalancerConfig
 from shedlab.errors import ConfigError, InputError
 from shedlab.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
-from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name
+from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name, short_pair_name
 
 console = Console()
 err_console = Console(stderr=True)
@@ -50,20 +50,6 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("moved again within window", "moved_again_within_window", "int"),
     ("broker-minutes overloaded", "broker_minutes_overloaded", "f1"),
 )
-
-
-_ABBREVIATIONS = {
-    "ThresholdShedder": "Threshold",
-    "UniformLoadShedder": "Uniform",
-    "OverloadShedder": "Overload",
-    "LeastLongTermMessageRate": "LLTMR",
-    "LeastResourceUsageWithWeight": "LRUWW",
-}
-
-
-def short_pair_name(pair: str) -> str:
-    """``ThresholdShedder+LeastResourceUsageWithWeight`` -> ``Threshold+LRUWW`` for narrow tables."""
-    return "+".join(_ABBREVIATIONS.get(part, part) for part in pair.split("+"))
 
 
 def _fmt(value: Any, kind: str) -> str:

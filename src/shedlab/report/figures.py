@@ -22,6 +22,7 @@ from plotly.subplots import make_subplots
 
 from shedlab.report.model import ReplayData, RunSeries
 from shedlab.report.pip364 import pair_order
+from shedlab.strategies import short_pair_name
 
 __all__ = [
     "PAIR_COLOURS",
@@ -74,13 +75,6 @@ _BROKER_COLOURS = (
     "#74c476",
     "#9e9ac8",
 )
-_ABBREVIATIONS = {
-    "ThresholdShedder": "Threshold",
-    "UniformLoadShedder": "Uniform",
-    "OverloadShedder": "Overload",
-    "LeastLongTermMessageRate": "LLTMR",
-    "LeastResourceUsageWithWeight": "LRUWW",
-}
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 _GRID = "#e9ecef"
 _EVENT_COLOUR = "#6c757d"
@@ -125,7 +119,7 @@ def pair_colour(strategy: str, known: Sequence[str] = ()) -> str:
 
 def short_pair(strategy: str) -> str:
     """``ThresholdShedder+LeastLongTermMessageRate`` → ``Threshold + LLTMR`` (for crowded titles)."""
-    return " + ".join(_ABBREVIATIONS.get(part, part) for part in strategy.split("+"))
+    return short_pair_name(strategy, " + ")
 
 
 def _broker_colours(brokers: Iterable[str]) -> dict[str, str]:

@@ -45,6 +45,7 @@ __all__ = [
     "make_shedding",
     "pair_config",
     "resolve_pair_name",
+    "short_pair_name",
 ]
 
 _SHEDDERS: dict[str, type[Any]] = {
@@ -67,6 +68,21 @@ STRATEGY_PAIRS: dict[str, tuple[str, str]] = {
     "AvgShedder": ("AvgShedder", "AvgShedder"),
 }
 """The strategy pairs PIP-364 compares, by the names the CLI and scenario files accept."""
+
+
+_ABBREVIATIONS = {
+    "ThresholdShedder": "Threshold",
+    "UniformLoadShedder": "Uniform",
+    "OverloadShedder": "Overload",
+    "LeastLongTermMessageRate": "LLTMR",
+    "LeastResourceUsageWithWeight": "LRUWW",
+}
+
+
+def short_pair_name(pair: str, separator: str = "+") -> str:
+    """``ThresholdShedder+LeastResourceUsageWithWeight`` → ``Threshold+LRUWW``, for narrow tables and
+    crowded plot titles (captions spell LLTMR and LRUWW out)."""
+    return separator.join(_ABBREVIATIONS.get(part, part) for part in pair.split("+"))
 
 
 def _rng(seed: int | np.random.Generator | None) -> np.random.Generator:
