@@ -1,7 +1,7 @@
 """The PIP-364 table for a terminal (rich), compact enough for 80 columns.
 
 Rows are strategy pairs under short names (``Threshold + LRUWW``; the caption spells the
-abbreviations out), so no pair is truncated into another; each cell holds the figure, its 95 %
+abbreviations out), so no pair is truncated into another; each cell holds the figure, ± its 95 %
 interval and the rating in its colour.
 """
 
@@ -19,6 +19,14 @@ from shedlab.report.pip364 import pair_order, problem_order
 __all__ = ["pip364_table"]
 
 RATING_STYLE = {"good": "green", "normal": "yellow", "bad": "red"}
+_HEADINGS = {
+    "heterogeneous environment": "hetero-\ngeneous",
+    "load jitter": "load\njitter",
+    "over placement": "over\nplacement",
+    "over unloading": "over\nunloading",
+    "slow load balancing": "slow\nbalancing",
+}
+"""Column headings that fit 80 columns; the full problem names are the report's and the docs'."""
 
 
 def _fmt(value: Any) -> str:
@@ -33,19 +41,19 @@ def _fmt(value: Any) -> str:
 
 def pip364_table(table: pd.DataFrame) -> Table:
     """One row per strategy pair (and parameter set, where the table has several), one column per
-    problem; each cell ``figure``, ``[95 % CI]`` and the rating."""
+    problem; each cell ``figure``, ``± half-width of its 95 % CI`` and the rating."""
     problems = problem_order(table["problem"].astype(str).unique())
     keys = table[["strategy", "params_id"]].astype(str).drop_duplicates()
     rows = sorted(keys.itertuples(index=False, name=None), key=lambda sp: (pair_order(sp[0]), sp[1]))
     show_params = keys["params_id"].nunique() > 1
     out = Table(
-        title="PIP-364, measured: mean [95 % CI] and rating (lower is better)",
+        title="PIP-364, measured: mean ± 95 % CI and rating (lower is better)",
         caption="LLTMR = LeastLongTermMessageRate, LRUWW = LeastResourceUsageWithWeight",
         show_lines=True,
     )
     out.add_column("strategy pair")
     for problem in problems:
-        out.add_column(problem.replace(" ", "\n", 1), justify="center")
+        out.add_column(_HEADINGS.get(problem, problem.replace(" ", "\n", 1)), justify="center")
     strategy_col = table["strategy"].astype(str)
     params_col = table["params_id"].astype(str)
     for strategy, params_id in rows:
@@ -63,7 +71,7 @@ def pip364_table(table: pd.DataFrame) -> Table:
             rating = str(r["rating"])
             lines = [_fmt(r["value"])]
             if _fmt(r["ci_low"]) != "-":
-                lines.append(f"[dim]\\[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}][/]")
+                lines.append(f"[dim]± {_fmt((float(r['ci_high']) - float(r['ci_low'])) / 2)}[/]")
             lines.append(f"[{RATING_STYLE.get(rating, 'dim')}]{rating}[/]")
             cells.append("\n".join(lines))
         label = short_pair(strategy) + (f"\n[dim]{params_id}[/]" if show_params else "")
