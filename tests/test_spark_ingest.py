@@ -229,3 +229,31 @@ def test_ingest_cli(spark: Any, tmp_path: Path) -> None:
     assert "quarantined" in res.output and "double_claim" in res.output
     bad = CliRunner().invoke(app, ["ingest", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "x")])
     assert bad.exit_code != 0
+
+
+def test_unmeasured_resource_is_kept_but_a_negative_measured_one_is_quarantined() -> None:
+    """Pulsar writes ``{"usage": -1, "limit": -1}`` for a resource it could not measure (spec §1.1)."""
+
+    def report(broker: str, direct: dict[str, float]) -> str:
+        measured = {"usage": 50.0, "limit": 100.0}
+        body = {
+            "cpu": measured,
+            "memory": measured,
+            "bandwidthIn": measured,
+            "bandwidthOut": measured,
+            "directMemory": direct,
+            "msgRateIn": 1.0,
+            "msgRateOut": 1.0,
+            "msgThroughputIn": 1.0,
+            "msgThroughputOut": 1.0,
+        }
+        return json.dumps({"broker": broker, "cluster": "c", "timestamp": 60_000, "report": body})
+
+    rows = _parse(
+        [report("a:1", {"usage": -1.0, "limit": -1.0}), report("b:1", {"usage": -1.0, "limit": 8.0})]
+    )
+    rows["tick_ms"] = (rows["time_ms"] // 60_000) * 60_000
+    out = process_group(rows)
+    brokers = out[out["kind"] == "broker"].set_index("broker")
+    assert brokers.loc["a:1", "status"] != "quarantined"
+    assert brokers.loc["b:1", "reason"] == "negative_value"

@@ -105,8 +105,41 @@ def load_case(path: str | Path) -> Case:
                 field=f"ticks[{t}].assign",
             )
         ticks.append(CaseTick(snapshot, tuple(requests)))
-    expected = root.obj.get("expected")
-    return Case(source, name, strategy, conf, ticks, expected if isinstance(expected, list) else None)
+    return Case(source, name, strategy, conf, ticks, _expected(root.obj.get("expected"), source))
+
+
+def _expected(raw: Any, source: str) -> list[dict[str, Any]] | None:
+    """Validate the ``expected`` answers' shape, so ``--check`` compares like with like."""
+    if raw is None:
+        return None
+
+    def bad(field: str, value: Any, what: str) -> InputError:
+        return InputError(f"expected {what}", source=source, field=field, value=value)
+
+    def names(field: str, value: Any) -> None:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise bad(field, value, "a list of names")
+
+    if not isinstance(raw, list):
+        raise bad("expected", raw, "a list with one object per tick")
+    for t, tick in enumerate(raw):
+        field = f"expected[{t}]"
+        if not isinstance(tick, dict):
+            raise bad(field, tick, "an object with 'unload' and/or 'assign'")
+        unload = tick.get("unload")
+        if unload is not None:
+            if not isinstance(unload, dict):
+                raise bad(f"{field}.unload", unload, "an object of broker → list of bundles")
+            for broker, bundles in unload.items():
+                names(f"{field}.unload.{broker}", bundles)
+        assign = tick.get("assign", [])
+        if not isinstance(assign, list):
+            raise bad(f"{field}.assign", assign, "a list")
+        for a, item in enumerate(assign):
+            if not isinstance(item, dict) or "choices" not in item:
+                raise bad(f"{field}.assign[{a}]", item, "an object with 'choices'")
+            names(f"{field}.assign[{a}].choices", item["choices"])
+    return raw
 
 
 def _instances(case: Case, seed: int) -> tuple[SheddingStrategy | None, PlacementStrategy | None]:
@@ -154,6 +187,8 @@ def check_case(case: Case, output: dict[str, Any]) -> list[str]:
         if len(want_assign) != len(got_assign):
             problems.append(f"tick {t}: {len(got_assign)} assign answers, expected {len(want_assign)}")
         for a, (w, g) in enumerate(zip(want_assign, got_assign, strict=False)):
+            if "bundle" in w and w["bundle"] != g["bundle"]:
+                problems.append(f"tick {t} assign {a}: bundle {g['bundle']} != expected {w['bundle']}")
             if set(w.get("choices", [])) != set(g["choices"]):
                 problems.append(
                     f"tick {t} assign {a}: choices {g['choices']} != expected {sorted(w['choices'])}"

@@ -50,7 +50,12 @@ class ResourceUsage:
 
     @classmethod
     def from_json(cls, r: JsonReader) -> ResourceUsage:
-        return cls(usage=r.number("usage"), limit=r.number("limit"))
+        """Pulsar writes ``{"usage": -1, "limit": -1}`` for a resource it could not measure
+        (``SystemResourceUsage``'s defaults); any value is accepted when ``limit ≤ 0`` (0 %, §1.1),
+        but a negative usage of a measured resource is a malformed report."""
+        limit = r.number("limit", non_negative=False)
+        usage = r.number("usage", non_negative=limit > 0)
+        return cls(usage=usage, limit=limit)
 
 
 @dataclass
@@ -428,8 +433,15 @@ class BrokerData:
         )
 
 
-_HEARTBEAT = re.compile(r"^pulsar/[^/]+:\d+$")
-_SLA_MONITOR = re.compile(r"^sla-monitor/[^/]+:\d+$")
+# NamespaceService's three patterns, matched against the whole namespace (Java ``matches()``):
+# heartbeat ``pulsar/<cluster>/<host>:<port>`` (v1) and ``pulsar/<host>:<port>`` (v2), and SLA monitor
+# ``sla-monitor/<cluster>/<host>:<port>``. The spec's §1.6 abbreviates them; these are Pulsar's own, so
+# ``sla-monitor/<host>:<port>`` (no cluster) is an ordinary namespace and ``pulsar/system`` is too.
+_SYSTEM_NAMESPACES = (
+    re.compile(r"pulsar/[^/]+/([^:]+:\d+)"),
+    re.compile(r"pulsar/([^:]+:\d+)"),
+    re.compile(r"sla-monitor/[^/]+/([^:]+:\d+)"),
+)
 
 
 def namespace_of(bundle: str) -> str:
@@ -440,7 +452,7 @@ def namespace_of(bundle: str) -> str:
 def is_system_heartbeat_bundle(bundle: str) -> bool:
     """Heartbeat and SLA-monitor bundles, which getBundleDataForLoadShedding() leaves out."""
     ns = namespace_of(bundle)
-    return bool(_HEARTBEAT.match(ns) or _SLA_MONITOR.match(ns))
+    return any(pattern.fullmatch(ns) for pattern in _SYSTEM_NAMESPACES)
 
 
 @dataclass

@@ -953,6 +953,8 @@ _BROKER_FLOATS = (
     "msg_throughput_in",
     "msg_throughput_out",
 )
+_RESOURCE_COLUMNS = {f"{p}_{k}": f"{p}_limit" for _, p in _RESOURCES for k in ("usage", "limit")}
+"""Resource columns → their limit column: any value is valid where the limit is ≤ 0 (0 %, spec §1.1)."""
 _BUNDLE_FLOATS = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
 _BD_FLOATS = tuple(
     f"{p}_{c}"
@@ -1036,7 +1038,10 @@ def validate_rows(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
                 "nan_value",
                 f"{name} is not a finite number",
             )
-            flag(of_kind & (values < 0), "negative_value", shown(col, f"{name} = "))
+            negative = values < 0
+            if col in _RESOURCE_COLUMNS:  # {"usage": -1, "limit": -1}: a resource Pulsar could not measure
+                negative &= ~(pd.to_numeric(df[_RESOURCE_COLUMNS[col]], errors="coerce") <= 0)
+            flag(of_kind & negative, "negative_value", shown(col, f"{name} = "))
         if kind == "broker":
             for _, prefix in _RESOURCES:
                 usage = pd.to_numeric(df[f"{prefix}_usage"], errors="coerce")

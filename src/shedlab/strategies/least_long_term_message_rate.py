@@ -8,8 +8,9 @@ by message rate, so it is blind to heterogeneous hardware.
 Quirks reproduced:
 * The overload test is strict (``U > threshold``): a broker at exactly 85 % is not excluded.
 * +∞ == +∞, so when every candidate is overloaded they are all "best" and one is drawn at random.
-* The preallocated rates are summed first, then the time-averaged in and out rates are added,
-  in that order, as Java does (float addition is not associative, and ties are decided by it).
+* The preallocated rates are summed first (each bundle's ``in + out``, in map order), then the
+  broker's time-averaged ``in + out`` is added as one term: ``prealloc + (in + out)``, as Java
+  groups it (float addition is not associative, and ties are decided by it).
 
 Deviation: Pulsar builds the best set in candidate-set iteration order; shedlab sorts it by broker
 id, so the seeded draw is reproducible whatever order the candidates arrive in.
@@ -42,10 +43,9 @@ class LeastLongTermMessageRate:
         """Every candidate's score: +∞ if overloaded, else preallocated + long-term in + out rate."""
         overload = conf.load_balancer_broker_overloaded_threshold_percentage / 100.0
         usage = snapshot.weighted_max_usage(conf.resource_weights())[brokers]
-        score = (
-            snapshot.preallocated_long_term_msg_rate[brokers]
-            + snapshot.long_term_msg_rate_in[brokers]
-            + snapshot.long_term_msg_rate_out[brokers]
+        # Java: totalPreallocated + (longTermMsgRateIn + longTermMsgRateOut), in that grouping.
+        score = snapshot.preallocated_long_term_msg_rate[brokers] + (
+            snapshot.long_term_msg_rate_in[brokers] + snapshot.long_term_msg_rate_out[brokers]
         )
         result: np.ndarray = np.where(usage > overload, np.inf, score)
         return result

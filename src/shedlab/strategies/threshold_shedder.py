@@ -14,6 +14,10 @@ Quirks reproduced:
   proceeds.
 * A broker that owns exactly one bundle is never shed from (Pulsar warns "sole namespace bundle").
 * Usage above 100 % is not clamped.
+
+Deviation: Java adds the brokers' usages for the average in ConcurrentHashMap order, which a
+snapshot does not carry; shedlab adds them sequentially in broker-id order. The two sums can differ
+in the last bit, which matters only for a broker exactly on ``avg + threshold``.
 """
 
 from __future__ import annotations
