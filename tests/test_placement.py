@@ -165,3 +165,34 @@ class TestAvgShedderPlacement:
             for i in range(200)
         }
         assert picks == set("abcd")
+
+
+class TestBrokerChoices:
+    """The set a placement drew from, named lazily from snapshot indices."""
+
+    def test_behaves_as_the_tuple_of_names(self) -> None:
+        from shedlab.strategies.base import BrokerChoices
+
+        ids = ["a:1", "b:1", "c:1", "d:1"]
+        choices = BrokerChoices(ids, np.array([0, 2, 3]))
+        assert len(choices) == 3 and choices[1] == "c:1" and choices[-1] == "d:1"
+        assert choices == ("a:1", "c:1", "d:1") and list(choices) == ["a:1", "c:1", "d:1"]
+        assert sorted(choices) == ["a:1", "c:1", "d:1"] and "c:1" in choices and "b:1" not in choices
+        assert choices.holds_index(2) and not choices.holds_index(1) and not choices.holds_index(9)
+
+    def test_candidate_indices_sorts_and_dedups_only_when_needed(self) -> None:
+        from shedlab.strategies.base import candidate_indices
+
+        snap = snapshot({b: broker_data() for b in ("c:1", "a:1", "b:1")})
+        assert candidate_indices(snap, ["c:1", "a:1", "c:1"]).tolist() == [0, 2]
+        assert candidate_indices(snap, np.array([2, 0, 2, 1])).tolist() == [0, 1, 2]
+
+    def test_index_and_name_candidates_give_the_same_avgshedder_draw(self) -> None:
+        snap = snapshot({f"b{i}:1": broker_data() for i in range(7)})
+        by_name = AvgShedder(np.random.default_rng(5)).select_broker(
+            [f"b{i}:1" for i in (6, 2, 4, 0)], BUNDLE, snap, DEFAULT
+        )
+        by_index = AvgShedder(np.random.default_rng(5)).select_broker(
+            np.array([0, 2, 4, 6]), BUNDLE, snap, DEFAULT
+        )
+        assert by_name.broker == by_index.broker and tuple(by_name.choices) == tuple(by_index.choices)

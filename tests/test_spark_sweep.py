@@ -181,3 +181,17 @@ def test_sweep_cli_json(spark: Any, tmp_path: Path) -> None:
     doc = json.loads(res.stdout[res.stdout.index("{") :])
     assert doc["ran"] == 3 and doc["runs"] == 16
     assert spark.sparkContext._jsc is not None  # the shared session is still alive
+
+
+def test_progress_counts_this_sweeps_finished_run_summaries(tmp_path: Path) -> None:
+    import time
+
+    from shedlab.spark.sweep import _RunCounter
+
+    part = tmp_path / "runs" / "scenario=s" / "strategy=p"
+    part.mkdir(parents=True)
+    for name in ("run-a.parquet", "run-b.parquet", "run-other.parquet", ".run-c.123.tmp"):
+        (part / name).write_bytes(b"x")
+    assert _RunCounter(str(tmp_path), {"a", "b", "c"}, None).finished() == 2  # not 'other', not the tmp
+    assert _RunCounter(str(tmp_path), {"a", "b", "c"}, time.time() + 60).finished() == 0  # old summaries
+    assert _RunCounter(str(tmp_path / "missing"), {"a"}, None).finished() == 0

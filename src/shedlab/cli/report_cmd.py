@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -48,12 +47,11 @@ def report(
 class _DemoProgress:
     """The demo's progress display (stderr): a bar of finished runs, then one line per later stage.
 
-    Runs are counted as the run summaries the sweep writes (``runs/**/run-<id>.parquet``, each written
-    when its run has finished), so the bar moves with the simulations themselves, and runs a previous
-    demo already finished count as done.
+    The bar is fed by the sweep's own progress callback (runs counted by the summaries they have
+    written); runs that a previous demo already finished count as done from the start.
     """
 
-    def __init__(self, runs_dir: Path, total_runs: int) -> None:
+    def __init__(self, total_runs: int) -> None:
         self.bar = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -61,38 +59,21 @@ class _DemoProgress:
             TimeElapsedColumn(),
             console=err_console,
         )
-        self.runs_dir = runs_dir
         self.total_runs = total_runs
-        self._stop = threading.Event()
-        self._poller = threading.Thread(target=self._poll, name="shedlab-demo-progress", daemon=True)
+        self._runs: TaskID | None = None
 
     def __enter__(self) -> _DemoProgress:
         self.bar.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._poller.is_alive():
-            self._poller.join(2)
         self.bar.__exit__(None, None, None)
 
-    def finished_runs(self) -> int:
-        if not self.runs_dir.is_dir():
-            return 0
-        return min(self.total_runs, sum(1 for _ in self.runs_dir.rglob("run-*.parquet")))
-
-    def _poll(self) -> None:
-        task = self.bar.add_task("sweep: simulated runs", total=self.total_runs)
-        while not self._stop.wait(0.5):
-            self.bar.update(task, completed=self.finished_runs())
-        self.bar.update(task, completed=self.finished_runs())
-
-    def start_runs(self) -> None:
-        self._poller.start()
-
-    def stop_runs(self) -> None:
-        self._stop.set()
-        self._poller.join()
+    def runs(self, done: int, pending: int, failed_tasks: int) -> None:
+        """``shedlab.spark.sweep.sweep``'s ``progress(done, total, failed_tasks)`` for this sweep."""
+        if self._runs is None:
+            self._runs = self.bar.add_task("sweep: simulated runs", total=self.total_runs)
+        self.bar.update(self._runs, completed=self.total_runs - pending + done)
 
     def stage(self, description: str) -> TaskID:
         return self.bar.add_task(description, total=1)
@@ -147,12 +128,10 @@ def demo(
     )
     with (
         spark_session(master, None, None, False, "demo") as spark,
-        _DemoProgress(sweep_dir / "runs", the_grid.size) as progress,
+        _DemoProgress(the_grid.size) as progress,
     ):
         err_console.print(f"Spark {spark.version} on {spark.sparkContext.master}", style="dim")
-        progress.start_runs()
-        result = sweep(spark, the_grid, str(sweep_dir))
-        progress.stop_runs()
+        result = sweep(spark, the_grid, str(sweep_dir), progress=progress.runs)
         task = progress.stage("evaluate (Spark SQL)")
         evaluation = evaluate(spark, str(sweep_dir), str(eval_dir))
         progress.done(task)

@@ -219,6 +219,7 @@ class LoadManager:
                     self.last_skipped.append({"broker": source, "bundle": unload.bundle, "reason": skip})
                     continue
                 placement, info = self._select_broker(view, unload.bundle)
+                info["choices"] = list(placement.choices)  # named here only: lookups do not need them
                 dest = placement.broker
                 if dest is None or dest == source:
                     why = "no destination broker" if dest is None else "destination is the current owner"
@@ -289,11 +290,7 @@ class LoadManager:
                 again = self.placement.select_broker(view.everyone, bundle, snap, conf)
                 if again.broker is not None:
                     placement = again
-        info.update(
-            rule=placement.reason.get("rule"),
-            strategy=placement.reason.get("strategy"),
-            choices=list(placement.choices),
-        )
+        info.update(rule=placement.reason.get("rule"), strategy=placement.reason.get("strategy"))
         return placement, info
 
     def _max_topics_filter(self, view: _View, candidates: IntArray) -> IntArray:

@@ -736,27 +736,58 @@ ProgressFn = Callable[[int, int, int], None]
 """``progress(done, total, failed_tasks)`` — runs finished so far in this sweep."""
 
 
-def _poll_progress(
-    spark: Any, group: str, total_runs: int, total_tasks: int, progress: ProgressFn, stop: threading.Event
-) -> None:
-    tracker = spark.sparkContext.statusTracker()
-    last = -1
-    while not stop.wait(0.25):
-        done_tasks = 0
-        failed = 0
-        for job_id in tracker.getJobIdsForGroup(group):
-            job = tracker.getJobInfo(job_id)
-            if job is None:
+class _RunCounter:
+    """Counts the runs of this sweep that have finished, by the summaries they wrote.
+
+    A run writes its summary (``runs/…/run-<id>.parquet``) last, so the count moves with the
+    simulations themselves, one run at a time, however many runs a Spark task holds. With
+    ``--retry-failed`` a pending run may already have an old summary; only files written since the
+    sweep started count then.
+    """
+
+    def __init__(self, out: str, pending_ids: set[str], since: float | None) -> None:
+        import pyarrow.fs as pafs  # type: ignore[import-untyped]
+
+        self.fs, base = _filesystem(out)
+        self.selector = pafs.FileSelector(f"{base}/runs", recursive=True, allow_not_found=True)
+        self.pending = pending_ids
+        self.since = since
+        self.interval = 0.5 if isinstance(self.fs, pafs.LocalFileSystem) else 5.0
+
+    def finished(self) -> int:
+        done = 0
+        for info in self.fs.get_file_info(self.selector):
+            name = info.base_name
+            if not (name.startswith("run-") and name.endswith(".parquet")):
                 continue
-            for stage_id in job.stageIds:
-                stage = tracker.getStageInfo(stage_id)
-                if stage is not None:
-                    done_tasks += stage.numCompletedTasks
-                    failed += stage.numFailedTasks
-        done = min(total_runs, round(done_tasks * total_runs / max(1, total_tasks)))
-        if done != last:
-            progress(done, total_runs, failed)
-            last = done
+            if name[4:-8] not in self.pending:
+                continue
+            if self.since is not None and (info.mtime is None or info.mtime.timestamp() < self.since):
+                continue
+            done += 1
+        return done
+
+
+def _failed_tasks(spark: Any, group: str) -> int:
+    tracker = spark.sparkContext.statusTracker()
+    failed = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else ():
+            stage = tracker.getStageInfo(stage_id)
+            failed += stage.numFailedTasks if stage is not None else 0
+    return failed
+
+
+def _poll_progress(
+    spark: Any, group: str, counter: _RunCounter, total_runs: int, progress: ProgressFn, stop: threading.Event
+) -> None:
+    last = (-1, -1)
+    while not stop.wait(counter.interval):
+        now = (min(total_runs, counter.finished()), _failed_tasks(spark, group))
+        if now != last:
+            progress(now[0], total_runs, now[1])
+            last = now
 
 
 def sweep(
@@ -830,9 +861,10 @@ def sweep(
     poller = None
     if progress is not None:
         progress(0, n, 0)
+        counter = _RunCounter(out, set(pending["run_id"]), started if retry_failed else None)
         poller = threading.Thread(
             target=_poll_progress,
-            args=(spark, group, n, tasks, progress, stop),
+            args=(spark, group, counter, n, progress, stop),
             name="shedlab-progress",
             daemon=True,
         )

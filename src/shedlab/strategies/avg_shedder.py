@@ -42,7 +42,7 @@ import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
-from shedlab.strategies.base import Placement, SheddingResult, Unload
+from shedlab.strategies.base import BrokerChoices, Placement, SheddingResult, Unload, candidate_indices
 from shedlab.strategies.greedy import sort_descending
 
 
@@ -203,17 +203,16 @@ class AvgShedder:
         snapshot: ClusterSnapshot,
         conf: LoadBalancerConfig,
     ) -> Placement:
-        names = (
-            [snapshot.broker_ids[i] for i in candidates.tolist()]
-            if isinstance(candidates, np.ndarray)
-            else list(candidates)
-        )
+        ordered: Sequence[str]
+        if isinstance(candidates, np.ndarray):  # snapshot indices: sorted by id is sorted by name
+            ordered = BrokerChoices(snapshot.broker_ids, candidate_indices(snapshot, candidates))
+        else:
+            ordered = tuple(sorted(set(candidates)))
         planned = self.planned_destinations.get(bundle)
-        if planned is not None and planned in names:
+        if planned is not None and _contains(snapshot, ordered, planned):
             return Placement(planned, (planned,), {"strategy": self.name, "rule": "planned destination"})
-        if not names:
+        if not ordered:
             return Placement(None, (), {"strategy": self.name, "rule": "no candidates"})
-        ordered = tuple(sorted(set(names)))
         draw = int(self.rng.integers(-(2**31), 2**31))
         chosen = ordered[zlib.crc32(str(draw).encode()) % len(ordered)]
         self.planned_destinations[bundle] = chosen
@@ -221,3 +220,11 @@ class AvgShedder:
             "random (planned destination not a candidate)" if planned else "random (no planned destination)"
         )
         return Placement(chosen, ordered, {"strategy": self.name, "rule": rule})
+
+
+def _contains(snapshot: ClusterSnapshot, ordered: Sequence[str], broker: str) -> bool:
+    """``broker in ordered`` without naming every candidate when they are snapshot indices."""
+    if isinstance(ordered, BrokerChoices):
+        i = snapshot.broker_index.get(broker)
+        return i is not None and ordered.holds_index(i)
+    return broker in ordered

@@ -11,7 +11,7 @@ Random choices draw from the injected :class:`numpy.random.Generator`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -49,13 +49,74 @@ class SheddingResult:
         return len(self.unloads)
 
 
+class BrokerChoices(Sequence[str]):
+    """The broker ids of ``indices`` (sorted, distinct snapshot indices), named only when read.
+
+    A placement reports the whole set its random choice was drawn from; on an empty cluster that is
+    every broker, for every one of 100,000 initial lookups. Keeping the index array and naming the
+    brokers on demand makes that report free for callers that do not look at it.
+    """
+
+    __slots__ = ("_ids", "_indices", "_names")
+
+    def __init__(self, broker_ids: Sequence[str], indices: IntArray) -> None:
+        self._ids = broker_ids
+        self._indices = indices
+        self._names: tuple[str, ...] | None = None
+
+    def _materialise(self) -> tuple[str, ...]:
+        if self._names is None:
+            ids = self._ids
+            self._names = tuple(ids[i] for i in self._indices.tolist())
+        return self._names
+
+    def __len__(self) -> int:
+        return int(self._indices.size)
+
+    def holds_index(self, index: int) -> bool:
+        """Whether snapshot index ``index`` is one of the choices (binary search: indices are sorted)."""
+        k = int(np.searchsorted(self._indices, index))
+        return k < self._indices.size and int(self._indices[k]) == index
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, int | np.integer):
+            return self._ids[int(self._indices[k])]
+        return self._materialise()[k]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._materialise())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return self._materialise() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._materialise())
+
+    def __repr__(self) -> str:
+        return repr(self._materialise())
+
+
 @dataclass(frozen=True)
 class Placement:
     """The broker picked for a bundle (or None) and the full set it was drawn from (sorted)."""
 
     broker: str | None
-    choices: tuple[str, ...]
+    choices: Sequence[str]
     reason: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+def candidate_indices(snapshot: ClusterSnapshot, candidates: Sequence[str] | IntArray) -> IntArray:
+    """Candidates as sorted, distinct snapshot indices (so also sorted by broker id).
+
+    The load manager passes arrays that are sorted already; checking that costs a comparison
+    where ``np.unique`` would hash every element again.
+    """
+    indices = snapshot.indices_of(candidates)
+    if indices.size < 2 or bool(np.all(indices[1:] > indices[:-1])):
+        return indices
+    return np.unique(indices)
 
 
 @runtime_checkable
@@ -99,6 +160,14 @@ def pick_uniform(rng: np.random.Generator, choices: Sequence[str]) -> str | None
     if not choices:
         return None
     return choices[int(rng.integers(len(choices)))]
+
+
+def draw_uniform(
+    rng: np.random.Generator, snapshot: ClusterSnapshot, best: IntArray
+) -> tuple[str, BrokerChoices]:
+    """:func:`pick_uniform` over snapshot indices: the same draw, without naming every broker."""
+    chosen = snapshot.broker_ids[int(best[int(rng.integers(best.size))])]
+    return chosen, BrokerChoices(snapshot.broker_ids, best)
 
 
 MB = 1024 * 1024

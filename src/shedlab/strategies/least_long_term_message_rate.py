@@ -25,7 +25,7 @@ import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
-from shedlab.strategies.base import Placement
+from shedlab.strategies.base import Placement, candidate_indices, draw_uniform
 
 
 class LeastLongTermMessageRate:
@@ -57,7 +57,7 @@ class LeastLongTermMessageRate:
         snapshot: ClusterSnapshot,
         conf: LoadBalancerConfig,
     ) -> Placement:
-        brokers = np.unique(snapshot.indices_of(candidates))
+        brokers = candidate_indices(snapshot, candidates)
         if brokers.size == 0:
             return Placement(None, (), {"strategy": self.name, "rule": "no candidates"})
         score = self.scores(snapshot, brokers, conf)
@@ -68,6 +68,5 @@ class LeastLongTermMessageRate:
             rule = "least long-term message rate" if np.isfinite(best_score) else "all candidates overloaded"
         else:
             best, best_score, rule = brokers, float("nan"), "no valid score: all candidates"
-        choices = tuple(snapshot.broker_ids[i] for i in best.tolist())
-        chosen = choices[int(self.rng.integers(len(choices)))]
+        chosen, choices = draw_uniform(self.rng, snapshot, best)
         return Placement(chosen, choices, {"strategy": self.name, "rule": rule, "best_score": best_score})

@@ -24,7 +24,7 @@ import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
-from shedlab.strategies.base import Placement
+from shedlab.strategies.base import Placement, candidate_indices, draw_uniform
 
 
 class LeastResourceUsageWithWeight:
@@ -74,7 +74,7 @@ class LeastResourceUsageWithWeight:
         snapshot: ClusterSnapshot,
         conf: LoadBalancerConfig,
     ) -> Placement:
-        brokers = np.unique(snapshot.indices_of(candidates))
+        brokers = candidate_indices(snapshot, candidates)
         if brokers.size == 0:
             return Placement(None, (), {"strategy": self.name, "rule": "no candidates"})
         h = conf.load_balancer_history_resource_percentage
@@ -93,6 +93,5 @@ class LeastResourceUsageWithWeight:
         rule = "usage + threshold <= average"
         if best.size == 0:
             best, rule = brokers, "no broker clearly below average: all candidates"
-        choices = tuple(snapshot.broker_ids[i] for i in best.tolist())
-        chosen = choices[int(self.rng.integers(len(choices)))]
+        chosen, choices = draw_uniform(self.rng, snapshot, best)
         return Placement(chosen, choices, {"strategy": self.name, "rule": rule, "avg_usage": avg})
