@@ -378,9 +378,11 @@ def ingest(
     Rows that fail validation go to OUT/quarantine with a reason; the command prints, per source,
     how many rows were read, kept, merged (superseded within a tick) and quarantined.
     """
+    from shedlab.spark.ingest import classify_sources
     from shedlab.spark.ingest import ingest as run_ingest
 
     interval_ms = parse_duration_ms(interval)
+    classify_sources(sources)  # a missing or unreadable source is an error before Spark starts
     with spark_session(master, conf, spark_conf, ui, "ingest") as spark, _status(as_json) as say:
         result = run_ingest(
             spark,
