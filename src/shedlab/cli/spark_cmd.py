@@ -210,12 +210,20 @@ def sweep(
         console.print(f"{result.total - result.ran - result.skipped} run(s) still pending (--limit)")
 
 
+def _table(title: str, columns: tuple[str, ...], text_columns: int = 2) -> Table:
+    """A result table: the first ``text_columns`` columns are names (left), the rest numbers (right)."""
+    table = Table(title=title)
+    for k, col in enumerate(columns):
+        table.add_column(col, justify="left" if k < text_columns else "right")
+    return table
+
+
 def _print_sweep_table(summaries: pd.DataFrame) -> None:
     if summaries is None or summaries.empty:
         return
-    table = Table(title="runs of this sweep", show_lines=False)
-    for col in ("scenario", "strategy", "runs", "failed", "unloads", "spread (mean)", "s/run"):
-        table.add_column(col, justify="left" if col in ("scenario", "strategy") else "right")
+    table = _table(
+        "runs of this sweep", ("scenario", "strategy", "runs", "failed", "unloads", "spread (mean)", "s/run")
+    )
     for (scenario, strategy), group in summaries.groupby(["scenario", "strategy"], sort=True):
         ok = group[group["status"] == "ok"]
         unloads = [m.get("unloads") for m in ok["metrics"] if isinstance(m, dict)]
@@ -403,19 +411,20 @@ def ingest(
             }
         )
         return
-    table = Table(title="ingest, per source")
-    for col in (
-        "source",
-        "kind",
-        "records",
-        "rows read",
-        "brokers",
-        "bundles",
-        "bundle data",
-        "merged",
-        "quarantined",
-    ):
-        table.add_column(col, justify="left" if col in ("source", "kind") else "right")
+    table = _table(
+        "ingest, per source",
+        (
+            "source",
+            "kind",
+            "records",
+            "rows read",
+            "brokers",
+            "bundles",
+            "bundle data",
+            "merged",
+            "quarantined",
+        ),
+    )
     for r in result.stats.itertuples(index=False):
         table.add_row(
             _tail(str(r.source)),
@@ -430,9 +439,7 @@ def ingest(
         )
     console.print(table)
     if len(result.reasons):
-        reasons = Table(title="quarantined rows by reason")
-        for col in ("source", "reason", "rows"):
-            reasons.add_column(col, justify="right" if col == "rows" else "left")
+        reasons = _table("quarantined rows by reason", ("source", "reason", "rows"))
         for r in result.reasons.itertuples(index=False):
             reasons.add_row(_tail(str(r.source)), str(r.reason), _fmt(r.count))
         console.print(reasons)
@@ -499,18 +506,19 @@ def replay(
     if as_json:
         _print_json({"out": out, "summary": result.summary.to_dict("records")})
         return
-    table = Table(title="replay: what each strategy would have done")
-    for col in (
-        "cluster",
-        "strategy",
-        "ticks",
-        "would unload",
-        "actual moves",
-        "same bundle",
-        "max U (data → est)",
-        "spread U (data → est)",
-    ):
-        table.add_column(col, justify="left" if col in ("cluster", "strategy") else "right")
+    table = _table(
+        "replay: what each strategy would have done",
+        (
+            "cluster",
+            "strategy",
+            "ticks",
+            "would unload",
+            "actual moves",
+            "same bundle",
+            "max U (data → est)",
+            "spread U (data → est)",
+        ),
+    )
     for r in result.summary.itertuples(index=False):
         table.add_row(
             str(r.cluster),

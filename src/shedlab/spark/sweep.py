@@ -752,9 +752,13 @@ class _RunCounter:
         self.selector = pafs.FileSelector(f"{base}/runs", recursive=True, allow_not_found=True)
         self.pending = pending_ids
         self.since = since
-        self.interval = 0.5 if isinstance(self.fs, pafs.LocalFileSystem) else 5.0
+        self.base_interval = 0.5 if isinstance(self.fs, pafs.LocalFileSystem) else 5.0
+        self.interval = self.base_interval
 
     def finished(self) -> int:
+        """Finished runs; also stretches the polling interval so that listing a large output
+        directory takes at most a tenth of the driver's time (it shares the cores with local tasks)."""
+        started = time.monotonic()
         done = 0
         for info in self.fs.get_file_info(self.selector):
             name = info.base_name
@@ -765,6 +769,7 @@ class _RunCounter:
             if self.since is not None and (info.mtime is None or info.mtime.timestamp() < self.since):
                 continue
             done += 1
+        self.interval = max(self.base_interval, 10 * (time.monotonic() - started))
         return done
 
 
