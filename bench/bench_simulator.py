@@ -15,7 +15,7 @@ import resource
 import sys
 import time
 
-from shedlab.sim import Scenario, run_simulation
+from shedlab.core.sim import Scenario, run_simulation
 
 
 def scenario(brokers: int, bundles: int, ticks: int, assignment: str, strategy: str, seed: int) -> Scenario:

@@ -125,9 +125,9 @@ def in_subprocess(kind: str, *args: str) -> dict[str, Any]:
 def record(workdir: Path, minutes: int) -> Path:
     import importlib.resources
 
-    from shedlab.sim import run_simulation
-    from shedlab.sim.recording import write_recording
-    from shedlab.sim.scenario import parse_scenario_text
+    from shedlab.core.sim import run_simulation
+    from shedlab.core.sim.recording import write_recording
+    from shedlab.core.sim.scenario import parse_scenario_text
 
     text = importlib.resources.files("shedlab").joinpath("data", "scenarios", f"{SCENARIO}.yaml").read_text()
     data = yaml.safe_load(text)

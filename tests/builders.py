@@ -78,3 +78,50 @@ def snapshot(
 def cpu_broker(percent: float, **kwargs: object) -> BrokerData:
     """A broker whose only non-zero resource is cpu at ``percent`` % (the AvgShedder tests' set-up)."""
     return broker_data(cpu=(percent, 100.0), **kwargs)  # type: ignore[arg-type]
+
+
+# A scenario that uses every feature of the format (scenario and kernel tests share it).
+FULL = """
+name: full
+description: every feature
+duration: 1h
+seed: 3
+strategy: ThresholdShedder+LeastResourceUsageWithWeight
+config:
+  loadBalancerBrokerThresholdShedderPercentage: 5
+strategy_config:
+  AvgShedder: {maxUnloadPercentage: 0.5}
+simulation:
+  tick: 30s
+  reconnect_delay: 2s
+  initial_assignment: round_robin
+  stats_phase: random
+  leader_failover: keep
+  start_time: "2025-03-01T12:00:00Z"
+  cluster: c1
+hardware:
+  big: {cores: 64, nic_gbps: 100}
+brokers:
+  - {count: 2}
+  - {count: 1, hardware: big, background: {cpu: {kind: diurnal, mean: 0.2, amplitude: 0.1}}}
+workloads:
+  - name: w
+    tenants: 2
+    namespaces: 2
+    bundles: 4
+    topics: {dist: uniform, low: 1, high: 9}
+    msg_rate_in: {dist: zipf, max: 5000, exponent: 1.2}
+    shapes:
+      - {kind: onoff, period: 2m, on: 1m}
+      - {kind: spikes, rate_per_hour: 2, duration: 1m, amplitude: 2, select: {fraction: 0.5}}
+    brokers: [1, 2]
+events:
+  - {at: 10m, kind: add_brokers, count: 2, hardware: big}
+  - {at: 20m, kind: remove_brokers, count: 1, pick: random}
+  - {at: 30m, kind: rolling_restart, interval: 2m}
+  - {at: 40m, kind: traffic, factor: 2, duration: 5m, select: {tenants: [tenant-001]}}
+  - {at: 45m, kind: background, brokers: [3], background: {cpu: 0.5}}
+metrics:
+  balance_threshold: 12
+  balance_hold: 5m
+"""

@@ -6,7 +6,7 @@ Layers (the core never imports Spark):
 * :mod:`shedlab.config` — every load-balancer key with Pulsar's defaults.
 * :mod:`shedlab.strategies` — the six strategies behind two protocols (shedding, placement).
 * :mod:`shedlab.manager` — the leader's loop (grace period, destinations, preallocation).
-* :mod:`shedlab.sim` — the cluster simulator and its metrics.
+* :mod:`shedlab.core.sim` — the cluster simulator and its metrics.
 * :mod:`shedlab.spark` — sweeps, ingest, replay and evaluation on Spark.
 * :mod:`shedlab.report` — the HTML report.
 * :mod:`shedlab.cli` — the ``shedlab`` command.

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shedlab.config import LoadBalancerConfig
-from shedlab.decide import Decision, decide_on_snapshot, load_snapshot_file
+from shedlab.core.decide import Decision, decide_on_snapshot, load_snapshot_file
 
 console = Console()
 
@@ -83,8 +83,8 @@ def conform(
     timing: Annotated[int, typer.Option(help="Time the first tick N times on fresh instances.")] = 0,
     seed: Annotated[int, typer.Option(help="Seed for random choices.")] = 0,
 ) -> None:
-    """Run conformance cases; one JSON object per case on stdout (shared/spec/conformance.md)."""
-    from shedlab.conformance import conform_one, iter_case_files
+    """Run conformance cases; one JSON object per case on stdout (docs/conformance.md)."""
+    from shedlab.core.conformance import conform_one, iter_case_files
 
     passed = failed = errors = 0
     for path in iter_case_files(cases):

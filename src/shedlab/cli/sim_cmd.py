@@ -16,8 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.core.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
 from shedlab.errors import ConfigError, InputError
-from shedlab.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
 from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name, short_pair_name
 
 console = Console()
@@ -223,7 +223,7 @@ def simulate(
     if out is not None:
         result.write(out)
         if record:
-            from shedlab.sim.recording import write_recording
+            from shedlab.core.sim.recording import write_recording
 
             write_recording(result, out)
     if json_output:

@@ -214,7 +214,7 @@ def read_simulation_dir(path: Path) -> tuple[dict[str, Any], RunSeries]:
 def _builtin_scenario_info(name: str) -> ScenarioInfo | None:
     """The built-in scenario of that name, clearly labelled as assumed (simulate/compare outputs record
     only the scenario's name)."""
-    from shedlab.sim.scenario import builtin_scenarios
+    from shedlab.core.sim.scenario import builtin_scenarios
 
     if name not in builtin_scenarios():
         return None

@@ -131,9 +131,9 @@ def build_snapshots(
     brokers: pd.DataFrame, bundles: pd.DataFrame, dumps: pd.DataFrame | None = None
 ) -> list[TickView]:
     """The leader's view at every tick of one cluster's samples (see the module docstring)."""
+    from shedlab.core.sim.reporting import DEFAULT_VALUES, apply_samples
     from shedlab.model.pulsar import NUM_LONG_SAMPLES, NUM_SHORT_SAMPLES, is_system_heartbeat_bundle
     from shedlab.model.snapshot import ClusterSnapshot
-    from shedlab.sim.reporting import DEFAULT_VALUES, apply_samples
 
     if brokers.empty:
         return []

@@ -2,7 +2,7 @@
 
 A grid (YAML, format in ``docs/spark.md``) names scenarios, strategy pairs, Pulsar parameter
 values and seeds; its cross product is a DataFrame of run specifications. Each run is executed by
-:func:`shedlab.sim.run_simulation` inside a ``mapInPandas`` task (one run per partition while
+:func:`shedlab.core.sim.run_simulation` inside a ``mapInPandas`` task (one run per partition while
 there are fewer than a few thousand, longest runs first) and writes its outputs straight to
 Parquet under ``DIR``::
 
@@ -141,7 +141,7 @@ def run_id_of(scenario: str, strategy: str, params: Mapping[str, Any], seed: int
 def _scenario_ref(item: Any, base: Path | None, source: str) -> ScenarioRef:
     import importlib.resources
 
-    from shedlab.sim.scenario import builtin_scenarios, parse_scenario_text
+    from shedlab.core.sim.scenario import builtin_scenarios, parse_scenario_text
 
     if not isinstance(item, str) or not item:
         raise ConfigError("expected a scenario name or file", source=source, field="scenarios", value=item)
@@ -211,7 +211,7 @@ def _check_params(
 def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, text: str = "") -> Grid:
     """Validate a grid mapping (see ``docs/spark.md``); errors name the field."""
     from shedlab.config import LoadBalancerConfig
-    from shedlab.sim.scenario import builtin_scenarios
+    from shedlab.core.sim.scenario import builtin_scenarios
     from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name
 
     if not isinstance(data, Mapping):
@@ -477,7 +477,7 @@ _SCENARIO_CACHE: dict[str, Any] = {}
 
 def _scenario_from_spec(text: str, name: str) -> Any:
     """Parse a shipped scenario once per worker process (keyed by its text, which workers reuse)."""
-    from shedlab.sim.scenario import parse_scenario_text
+    from shedlab.core.sim.scenario import parse_scenario_text
 
     key = hashlib.sha256(text.encode()).hexdigest()
     scenario = _SCENARIO_CACHE.get(key)
@@ -509,7 +509,7 @@ def execute_spec(
 ) -> dict[str, Any]:
     """Run one spec, write its tables, return its summary row (never raises for a failing run)."""
     import shedlab
-    from shedlab.sim import run_simulation
+    from shedlab.core.sim import run_simulation
 
     run_id = str(spec["run_id"])
     scenario_name = str(spec["scenario"])

@@ -1,0 +1,282 @@
+"""Conformance cases: drive one strategy instance through ticks and compare with Pulsar's answers.
+
+The case format and the output contract are in ``docs/conformance.md``. A case keeps one
+strategy instance across its ticks, exactly as Pulsar's leader keeps one strategy object; for
+AvgShedder the same instance sheds and places.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shedlab.config import LoadBalancerConfig, canonical_strategy_name
+from shedlab.errors import InputError, ShedlabError
+from shedlab.model.json_reader import JsonReader, load_json_file
+from shedlab.model.pulsar import LoadData
+from shedlab.model.snapshot import ClusterSnapshot
+from shedlab.strategies import make_placement, make_shedding
+from shedlab.strategies.base import PlacementStrategy, SheddingStrategy
+
+SHEDDERS = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder")
+PLACERS = ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "AvgShedder")
+
+
+@dataclass(frozen=True)
+class AssignRequest:
+    bundle: str
+    candidates: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CaseTick:
+    snapshot: ClusterSnapshot
+    assign: tuple[AssignRequest, ...]
+
+
+@dataclass
+class Case:
+    """A parsed conformance case."""
+
+    path: str
+    name: str
+    strategy: str
+    conf: LoadBalancerConfig
+    ticks: list[CaseTick]
+    expected: list[dict[str, Any]] | None = field(default=None)
+
+    @property
+    def sheds(self) -> bool:
+        return self.strategy in SHEDDERS
+
+    @property
+    def places(self) -> bool:
+        return self.strategy in PLACERS
+
+
+def load_case(path: str | Path) -> Case:
+    """Parse and validate a case file; every problem is an InputError naming file and field."""
+    source = str(path)
+    root = JsonReader(load_json_file(path), source)
+    name = root.string("name", Path(path).stem) or Path(path).stem
+    raw_strategy = root.string("strategy")
+    assert raw_strategy is not None
+    role = "placement" if raw_strategy.rsplit(".", 1)[-1] in PLACERS[:2] else "shedding"
+    strategy = canonical_strategy_name(raw_strategy, role=role, source=f"{source}: strategy")  # type: ignore[arg-type]
+    conf = LoadBalancerConfig().with_overrides(root.raw_mapping("config", {}), source=f"{source}: config")
+    raw_ticks = root.obj.get("ticks")
+    if not isinstance(raw_ticks, list) or not raw_ticks:
+        raise InputError("expected a non-empty list of ticks", source=source, field="ticks", value=raw_ticks)
+    ticks = []
+    for t, raw in enumerate(raw_ticks):
+        tick = JsonReader(raw, source, f"ticks[{t}]")
+        load_reader = tick.child("loadData")
+        assert load_reader is not None
+        snapshot = ClusterSnapshot.from_load_data(LoadData.from_json(load_reader), source=source)
+        requests = []
+        raw_assign = tick.obj.get("assign") or []
+        if not isinstance(raw_assign, list):
+            raise InputError("expected a list", source=source, field=f"ticks[{t}].assign", value=raw_assign)
+        for a, item in enumerate(raw_assign):
+            req = JsonReader(item, source, f"ticks[{t}].assign[{a}]")
+            bundle = req.string("bundle")
+            assert bundle is not None
+            candidates = tuple(req.string_list("candidates"))
+            for c in candidates:
+                if c not in snapshot.broker_index:
+                    raise InputError(
+                        "unknown broker in an assign request (not in loadData.brokers)",
+                        source=source,
+                        field=f"{req.path}.candidates",
+                        value=c,
+                    )
+            requests.append(AssignRequest(bundle, candidates))
+        if requests and strategy not in PLACERS:
+            raise InputError(
+                f"{strategy} is a shedding strategy and cannot answer assign requests",
+                source=source,
+                field=f"ticks[{t}].assign",
+            )
+        ticks.append(CaseTick(snapshot, tuple(requests)))
+    return Case(source, name, strategy, conf, ticks, _expected(root.obj.get("expected"), source))
+
+
+def _expected(raw: Any, source: str) -> list[dict[str, Any]] | None:
+    """Validate the ``expected`` answers' shape, so ``--check`` compares like with like."""
+    if raw is None:
+        return None
+
+    def bad(field: str, value: Any, what: str) -> InputError:
+        return InputError(f"expected {what}", source=source, field=field, value=value)
+
+    def names(field: str, value: Any) -> None:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise bad(field, value, "a list of names")
+
+    if not isinstance(raw, list):
+        raise bad("expected", raw, "a list with one object per tick")
+    for t, tick in enumerate(raw):
+        field = f"expected[{t}]"
+        if not isinstance(tick, dict):
+            raise bad(field, tick, "an object with 'unload' and/or 'assign'")
+        unload = tick.get("unload")
+        if unload is not None:
+            if not isinstance(unload, dict):
+                raise bad(f"{field}.unload", unload, "an object of broker → list of bundles")
+            for broker, bundles in unload.items():
+                names(f"{field}.unload.{broker}", bundles)
+        assign = tick.get("assign", [])
+        if not isinstance(assign, list):
+            raise bad(f"{field}.assign", assign, "a list")
+        for a, item in enumerate(assign):
+            if not isinstance(item, dict) or "choices" not in item:
+                raise bad(f"{field}.assign[{a}]", item, "an object with 'choices'")
+            names(f"{field}.assign[{a}].choices", item["choices"])
+    return raw
+
+
+def _instances(case: Case, seed: int) -> tuple[SheddingStrategy | None, PlacementStrategy | None]:
+    rng = np.random.default_rng(seed)
+    if case.strategy == "AvgShedder":
+        avg = make_shedding("AvgShedder", rng)
+        return avg, avg  # type: ignore[return-value]
+    if case.sheds:
+        return make_shedding(case.strategy, rng), None
+    return None, make_placement(case.strategy, rng)
+
+
+def run_case(case: Case, seed: int = 0) -> dict[str, Any]:
+    """Run a case and return the output object of the conformance contract."""
+    shedder, placer = _instances(case, seed)
+    ticks_out = []
+    for tick in case.ticks:
+        out: dict[str, Any] = {}
+        if shedder is not None:
+            out["unload"] = shedder.find_bundles_for_unloading(tick.snapshot, case.conf).by_broker()
+        assigns = []
+        for req in tick.assign:
+            assert placer is not None
+            placement = placer.select_broker(list(req.candidates), req.bundle, tick.snapshot, case.conf)
+            assigns.append(
+                {"bundle": req.bundle, "broker": placement.broker, "choices": sorted(placement.choices)}
+            )
+        out["assign"] = assigns
+        ticks_out.append(out)
+    return {"name": case.name, "strategy": case.strategy, "ticks": ticks_out}
+
+
+def check_case(case: Case, output: dict[str, Any]) -> list[str]:
+    """Differences between a run and the case's expected answers (empty = pass)."""
+    if case.expected is None:
+        return ["case has no 'expected' answers"]
+    problems = []
+    if len(case.expected) != len(output["ticks"]):
+        problems.append(f"expected {len(case.expected)} ticks, ran {len(output['ticks'])}")
+    for t, (want, got) in enumerate(zip(case.expected, output["ticks"], strict=False)):
+        if "unload" in want and want["unload"] != got.get("unload"):
+            problems.append(f"tick {t}: unload {got.get('unload')} != expected {want['unload']}")
+        want_assign = want.get("assign") or []
+        got_assign = got.get("assign") or []
+        if len(want_assign) != len(got_assign):
+            problems.append(f"tick {t}: {len(got_assign)} assign answers, expected {len(want_assign)}")
+        for a, (w, g) in enumerate(zip(want_assign, got_assign, strict=False)):
+            if "bundle" in w and w["bundle"] != g["bundle"]:
+                problems.append(f"tick {t} assign {a}: bundle {g['bundle']} != expected {w['bundle']}")
+            if set(w.get("choices", [])) != set(g["choices"]):
+                problems.append(
+                    f"tick {t} assign {a}: choices {g['choices']} != expected {sorted(w['choices'])}"
+                )
+            if g["broker"] not in g["choices"]:
+                problems.append(f"tick {t} assign {a}: picked {g['broker']} outside its choices")
+    return problems
+
+
+def _stats(samples_ns: list[int]) -> dict[str, float]:
+    return {"median": statistics.median(samples_ns) / 1e6, "min": min(samples_ns) / 1e6}
+
+
+def _time(fn: Callable[[], object]) -> int:
+    start = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - start
+
+
+def time_case(case: Case, repeats: int, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Time the first tick's shedding call and first assign request on fresh instances.
+
+    One untimed warm-up call first; then each of the ``repeats`` timed calls runs on a fresh
+    strategy instance (so stateful strategies always make their first-call decision). Parsing
+    and snapshot construction are outside the timed region.
+    """
+    tick = case.ticks[0]
+    timing: dict[str, dict[str, float]] = {}
+    if case.sheds:
+        warm, _ = _instances(case, seed)
+        assert warm is not None
+        warm.find_bundles_for_unloading(tick.snapshot, case.conf)
+        samples = []
+        for _ in range(repeats):
+            shedder, _ = _instances(case, seed)
+            assert shedder is not None
+            samples.append(_time(partial(shedder.find_bundles_for_unloading, tick.snapshot, case.conf)))
+        timing["shed"] = _stats(samples)
+    if tick.assign:
+        req = tick.assign[0]
+        samples = []
+        for r in range(repeats + 1):
+            shedder, placer = _instances(case, seed)
+            assert placer is not None
+            if shedder is not None:
+                shedder.find_bundles_for_unloading(tick.snapshot, case.conf)
+            call = partial(placer.select_broker, list(req.candidates), req.bundle, tick.snapshot, case.conf)
+            elapsed = _time(call)
+            if r:  # the first round is the warm-up
+                samples.append(elapsed)
+        timing["assign"] = _stats(samples)
+    return timing
+
+
+def iter_case_files(paths: list[Path]) -> Iterator[Path]:
+    """Case files named directly, or every ``*.json`` below a directory (sorted)."""
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(path.rglob("*.json"))
+        else:
+            yield path
+
+
+def conform_one(path: Path, *, check: bool, timing: int, seed: int) -> tuple[dict[str, Any], bool]:
+    """Run one case file; returns its output object and whether it passed (or ran, without --check)."""
+    name = path.stem
+    try:
+        case = load_case(path)
+        name = case.name
+        output = run_case(case, seed)
+    except ShedlabError as exc:
+        return {"name": name, "error": str(exc)}, False
+    ok = True
+    if check:
+        problems = check_case(case, output)
+        ok = not problems
+        output["check"] = {"passed": ok, "mismatches": problems}
+    if timing > 0:
+        output["timing_ms"] = time_case(case, timing, seed)
+    return output, ok
+
+
+__all__ = [
+    "Case",
+    "check_case",
+    "conform_one",
+    "iter_case_files",
+    "load_case",
+    "run_case",
+    "time_case",
+]

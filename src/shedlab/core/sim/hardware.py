@@ -1,0 +1,151 @@
+"""Broker hardware classes and the cost model that turns owned traffic into Pulsar's resource usage.
+
+Usage is computed in the units a Pulsar broker reports (spec §1.1, ``LinuxBrokerHostUsageImpl``):
+
+* **cpu**: percent of one core, limit ``100 × cores``.
+  ``usage = 100 × (idle·cores + µs_per_msg·1e-6·(msgRateIn + msgRateOut)
+  + ms_per_MiB·1e-3·(throughputIn + throughputOut)/MiB) + 100 × cores × background_cpu``.
+  Message rate and bytes cost CPU separately, so two brokers with the same message rate but
+  different message sizes, or different core counts, report different CPU usage.
+* **bandwidthIn / bandwidthOut**: Kbit/s (bytes × 8 / 1024), limit = NIC speed in Kbit/s
+  (Mbit/s × 1024, as Pulsar's ``getTotalNicLimit``). NIC out carries the dispatch to consumers
+  *and* the writes to BookKeeper (``bookkeeper_copies`` × bytes in); NIC in carries the producers'
+  bytes and the reads back from BookKeeper (``bookkeeper_read_fraction`` × bytes out, i.e. cache
+  misses). Background NIC usage is a fraction of the NIC speed.
+* **directMemory**: MiB, ``base + mb_per_mibps × (throughputIn + throughputOut)/MiB``, capped at the
+  limit. **memory** (heap): MiB, ``base + mb_per_topic × topics``, capped at the limit.
+
+Heterogeneous clusters are a matter of configuration: give brokers different classes and backgrounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shedlab.core.sim.spec import Node
+
+FloatArray = NDArray[np.float64]
+MIB = 1024.0 * 1024.0
+
+CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT = range(5)
+
+
+@dataclass(frozen=True)
+class HardwareClass:
+    """One kind of broker machine and its costs (see the module docstring for the formulas)."""
+
+    name: str = "standard"
+    cores: float = 16.0
+    nic_gbps: float = 10.0
+    direct_memory_gb: float = 4.0
+    heap_gb: float = 8.0
+    cpu_idle: float = 0.02
+    cpu_us_per_msg: float = 10.0
+    cpu_ms_per_mib: float = 2.0
+    bookkeeper_copies: float = 2.0
+    bookkeeper_read_fraction: float = 0.0
+    direct_memory_base_mb: float = 256.0
+    direct_memory_mb_per_mibps: float = 4.0
+    heap_base_mb: float = 512.0
+    heap_mb_per_topic: float = 0.1
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("name")
+        return out
+
+
+_HARDWARE_FIELDS = tuple(k for k in HardwareClass.__dataclass_fields__ if k != "name")
+_POSITIVE = {"cores", "nic_gbps", "direct_memory_gb", "heap_gb"}
+
+
+def parse_hardware(name: str, node: Node, base: HardwareClass | None = None) -> HardwareClass:
+    """A hardware class from its mapping; missing fields keep the defaults (or ``base``'s values)."""
+    start = base if base is not None else HardwareClass()
+    values: dict[str, Any] = {"name": name}
+    for key in _HARDWARE_FIELDS:
+        default = getattr(start, key)
+        values[key] = node.number(key, default, minimum=0.0, exclusive_minimum=key in _POSITIVE)
+    node.finish(_HARDWARE_FIELDS)
+    return HardwareClass(**values)
+
+
+class CostModel:
+    """Per-broker-slot hardware parameters as arrays, and the vectorised usage computation."""
+
+    def __init__(self, classes: list[HardwareClass]) -> None:
+        self.classes = list(classes)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        def col(attr: str) -> FloatArray:
+            return np.array([float(getattr(c, attr)) for c in self.classes], dtype=np.float64)
+
+        self.cores = col("cores")
+        self.cpu_limit = 100.0 * self.cores
+        self.nic_kbps = col("nic_gbps") * 1000.0 * 1024.0
+        self.direct_limit_mb = col("direct_memory_gb") * 1024.0
+        self.heap_limit_mb = col("heap_gb") * 1024.0
+        self.cpu_idle = col("cpu_idle")
+        self.us_per_msg = col("cpu_us_per_msg")
+        self.ms_per_mib = col("cpu_ms_per_mib")
+        self.bk_copies = col("bookkeeper_copies")
+        self.bk_read = col("bookkeeper_read_fraction")
+        self.direct_base = col("direct_memory_base_mb")
+        self.direct_per = col("direct_memory_mb_per_mibps")
+        self.heap_base = col("heap_base_mb")
+        self.heap_per_topic = col("heap_mb_per_topic")
+
+    def set_class(self, slot: int, hardware: HardwareClass) -> None:
+        self.classes[slot] = hardware
+        self._rebuild()
+
+    def limits(self, slots: NDArray[np.int64]) -> FloatArray:
+        """(n, 5) limits in Pulsar's order: cpu, memory, directMemory, bandwidthIn, bandwidthOut."""
+        out = np.empty((slots.size, 5))
+        out[:, CPU] = self.cpu_limit[slots]
+        out[:, MEMORY] = self.heap_limit_mb[slots]
+        out[:, DIRECT_MEMORY] = self.direct_limit_mb[slots]
+        out[:, BANDWIDTH_IN] = self.nic_kbps[slots]
+        out[:, BANDWIDTH_OUT] = self.nic_kbps[slots]
+        return out
+
+    def usage(
+        self,
+        slots: NDArray[np.int64],
+        rate_in: FloatArray,
+        rate_out: FloatArray,
+        tp_in: FloatArray,
+        tp_out: FloatArray,
+        topics: FloatArray,
+        background: FloatArray,
+    ) -> FloatArray:
+        """(n, 5) usage for brokers ``slots`` carrying the given per-broker totals.
+
+        ``background`` is (n, 3): fractions of cpu, NIC in and NIC out capacity used by other processes.
+        """
+        out = np.empty((slots.size, 5))
+        cores = self.cores[slots]
+        cpu_seconds = (
+            self.cpu_idle[slots] * cores
+            + self.us_per_msg[slots] * 1e-6 * (rate_in + rate_out)
+            + self.ms_per_mib[slots] * 1e-3 * (tp_in + tp_out) / MIB
+        )
+        out[:, CPU] = 100.0 * cpu_seconds + 100.0 * cores * background[:, 0]
+        out[:, MEMORY] = np.minimum(
+            self.heap_base[slots] + self.heap_per_topic[slots] * topics, self.heap_limit_mb[slots]
+        )
+        out[:, DIRECT_MEMORY] = np.minimum(
+            self.direct_base[slots] + self.direct_per[slots] * (tp_in + tp_out) / MIB,
+            self.direct_limit_mb[slots],
+        )
+        nic = self.nic_kbps[slots]
+        out[:, BANDWIDTH_IN] = (tp_in + self.bk_read[slots] * tp_out) * 8.0 / 1024.0 + nic * background[:, 1]
+        out[:, BANDWIDTH_OUT] = (tp_out + self.bk_copies[slots] * tp_in) * 8.0 / 1024.0 + nic * background[
+            :, 2
+        ]
+        return out

@@ -1,0 +1,217 @@
+"""Write a run's load data the way a real cluster's would be captured, so ingest can be tested on known truth.
+
+Two formats, from a run made with ``record=True``:
+
+* **Load reports as JSON lines** (``load-reports.jsonl``): one line per broker per stats time, as polling
+  ``GET /admin/v2/broker-stats/load-report`` on every broker would give::
+
+      {"timestamp": <ms>, "broker": "broker-0001:8080", "cluster": "sim-cluster", "report": {...}}
+
+  ``report`` is Pulsar's LocalBrokerData JSON (spec §1.7) with ``lastStats`` per bundle. It is the
+  broker's *local* report at that time; ``lastUpdate`` is the time of its last write to the metadata
+  store, so ``lastUpdate == timestamp`` marks the reports the leader received at that time (§4.3).
+  ``lastBundleGains``/``lastBundleLosses`` are relative to the last written report.
+* **Prometheus ``query_range`` responses** (``prometheus/<metric>.json``), one file per metric name, as
+  ``GET /api/v1/query_range`` returns them: the ``pulsar_lb_*_usage`` gauges (labels ``cluster``,
+  ``broker`` = advertised address, i.e. the host part of the broker id, ``metric="loadBalancing"``) and
+  the per-bundle ``pulsar_bundle_*`` gauges (labels ``cluster``, ``broker``, ``bundle``, ``metric="bundle"``),
+  spec §6.1, sampled at every stats time. Values are strings, timestamps unix seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shedlab.core.sim.kernel import Recording
+from shedlab.core.sim.result import SimulationResult
+from shedlab.errors import InputError
+from shedlab.model.pulsar import LocalBrokerData, NamespaceBundleStats, ResourceUsage
+
+BROKER_VERSION = "4.0.0"
+
+LB_GAUGES: tuple[tuple[str, int], ...] = (
+    ("pulsar_lb_cpu_usage", 0),
+    ("pulsar_lb_memory_usage", 1),
+    ("pulsar_lb_directMemory_usage", 2),
+    ("pulsar_lb_bandwidth_in_usage", 3),
+    ("pulsar_lb_bandwidth_out_usage", 4),
+)
+BUNDLE_GAUGES: tuple[str, ...] = (
+    "pulsar_bundle_msg_rate_in",
+    "pulsar_bundle_msg_rate_out",
+    "pulsar_bundle_msg_throughput_in",
+    "pulsar_bundle_msg_throughput_out",
+    "pulsar_bundle_topics_count",
+    "pulsar_bundle_consumer_count",
+    "pulsar_bundle_producer_count",
+)
+
+
+def _recording(result: SimulationResult) -> Recording:
+    if result.reports is None:
+        raise InputError("this run was not recorded: run the simulation with record=True (CLI: --record)")
+    return result.reports
+
+
+def host_of(broker_id: str) -> str:
+    """The advertised address of a broker id ``host:port`` (the Prometheus ``broker`` label)."""
+    return broker_id.rsplit(":", 1)[0]
+
+
+def iter_load_reports(result: SimulationResult) -> Iterator[dict[str, Any]]:
+    """The wrapped load reports, in time order, brokers in id order."""
+    rec = _recording(result)
+    names = rec.bundle_names
+    last_written: dict[int, set[str]] = {}
+    for tick in rec.ticks:
+        owners = tick.bundle_owner
+        order = np.argsort(owners, kind="stable")
+        sorted_owners = owners[order]
+        for i, slot in enumerate(tick.slots.tolist()):
+            lo, hi = np.searchsorted(sorted_owners, [slot, slot + 1])
+            members = np.sort(order[lo:hi])
+            stats = {
+                names[j]: NamespaceBundleStats(
+                    msgRateIn=float(tick.bundle_values[0, j]),
+                    msgThroughputIn=float(tick.bundle_values[2, j]),
+                    msgRateOut=float(tick.bundle_values[1, j]),
+                    msgThroughputOut=float(tick.bundle_values[3, j]),
+                    consumerCount=int(rec.bundle_consumers[j]),
+                    producerCount=int(rec.bundle_producers[j]),
+                    topics=int(rec.bundle_topics[j]),
+                    cacheSize=0,
+                )
+                for j in members.tolist()
+            }
+            broker = rec.broker_ids[slot]
+            host = host_of(broker)
+            current = set(stats)
+            previous = last_written.get(slot, set())
+            report = LocalBrokerData(
+                webServiceUrl=f"http://{broker}",
+                pulsarServiceUrl=f"pulsar://{host}:6650",
+                cpu=ResourceUsage(float(tick.usage[i, 0]), float(tick.limit[i, 0])),
+                memory=ResourceUsage(float(tick.usage[i, 1]), float(tick.limit[i, 1])),
+                directMemory=ResourceUsage(float(tick.usage[i, 2]), float(tick.limit[i, 2])),
+                bandwidthIn=ResourceUsage(float(tick.usage[i, 3]), float(tick.limit[i, 3])),
+                bandwidthOut=ResourceUsage(float(tick.usage[i, 4]), float(tick.limit[i, 4])),
+                msgThroughputIn=float(tick.agg[i, 2]),
+                msgThroughputOut=float(tick.agg[i, 3]),
+                msgRateIn=float(tick.agg[i, 0]),
+                msgRateOut=float(tick.agg[i, 1]),
+                lastUpdate=int(tick.last_update_ms[i]),
+                lastStats=stats,
+                numTopics=int(tick.num_topics[i]),
+                numBundles=len(stats),
+                numConsumers=int(tick.num_consumers[i]),
+                numProducers=int(tick.num_producers[i]),
+                bundles=sorted(current),
+                lastBundleGains=sorted(current - previous),
+                lastBundleLosses=sorted(previous - current),
+                brokerVersionString=BROKER_VERSION,
+                loadManagerClassName=rec.load_manager_class,
+                startTimestamp=int(tick.start_ms[i]),
+            )
+            if int(tick.last_update_ms[i]) == tick.time_ms:
+                last_written[slot] = current
+            yield {
+                "timestamp": tick.time_ms,
+                "broker": broker,
+                "cluster": rec.cluster,
+                "report": report.to_json(),
+            }
+
+
+def prometheus_value(value: float) -> str:
+    """A sample value as Prometheus prints it (shortest round-trip decimal, no exponent)."""
+    if np.isnan(value):
+        return "NaN"
+    if np.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return str(np.format_float_positional(float(value), trim="-"))
+
+
+def _seconds(ms: int) -> float | int:
+    return ms // 1000 if ms % 1000 == 0 else ms / 1000.0
+
+
+def prometheus_responses(result: SimulationResult) -> dict[str, dict[str, Any]]:
+    """One ``query_range`` response per metric name (spec §6.1 names and labels)."""
+    rec = _recording(result)
+    series: dict[str, dict[tuple[str, ...], list[list[Any]]]] = {}
+    key: tuple[str, ...]
+    lb_names = {name for name, _ in LB_GAUGES}
+    for tick in rec.ticks:
+        ts = _seconds(tick.time_ms)
+        pct = np.zeros_like(tick.usage, dtype=np.float32)
+        usage32 = tick.usage.astype(np.float32)
+        limit32 = tick.limit.astype(np.float32)
+        np.divide(usage32, limit32, out=pct, where=limit32 > 0)
+        pct *= np.float32(100.0)
+        for i, slot in enumerate(tick.slots.tolist()):
+            host = host_of(rec.broker_ids[slot])
+            for name, r in LB_GAUGES:
+                series.setdefault(name, {}).setdefault((host,), []).append(
+                    [ts, prometheus_value(float(pct[i, r]))]
+                )
+        owned = np.flatnonzero(tick.bundle_owner >= 0)
+        for j in owned.tolist():
+            host = host_of(rec.broker_ids[int(tick.bundle_owner[j])])
+            key = (host, rec.bundle_names[j])
+            bundle_values = (
+                tick.bundle_values[0, j],
+                tick.bundle_values[1, j],
+                tick.bundle_values[2, j],
+                tick.bundle_values[3, j],
+                rec.bundle_topics[j],
+                rec.bundle_consumers[j],
+                rec.bundle_producers[j],
+            )
+            for name, value in zip(BUNDLE_GAUGES, bundle_values, strict=True):
+                series.setdefault(name, {}).setdefault(key, []).append([ts, prometheus_value(float(value))])
+    responses: dict[str, dict[str, Any]] = {}
+    for name in [n for n, _ in LB_GAUGES] + list(BUNDLE_GAUGES):
+        result_list = []
+        for key, values in sorted(series.get(name, {}).items()):
+            metric: dict[str, str] = {"__name__": name, "cluster": rec.cluster, "broker": key[0]}
+            if name in lb_names:
+                metric["metric"] = "loadBalancing"
+            else:
+                metric["bundle"] = key[1]
+                metric["metric"] = "bundle"
+            result_list.append({"metric": metric, "values": values})
+        responses[name] = {"status": "success", "data": {"resultType": "matrix", "result": result_list}}
+    return responses
+
+
+def write_recording(result: SimulationResult, out_dir: str | Path) -> list[Path]:
+    """Write ``load-reports.jsonl`` and ``prometheus/<metric>.json`` into ``out_dir``; returns the paths."""
+    out = Path(out_dir)
+    (out / "prometheus").mkdir(parents=True, exist_ok=True)
+    paths = []
+    reports = out / "load-reports.jsonl"
+    with reports.open("w", encoding="utf-8") as fh:
+        for line in iter_load_reports(result):
+            fh.write(json.dumps(line, separators=(",", ":")) + "\n")
+    paths.append(reports)
+    for name, response in prometheus_responses(result).items():
+        path = out / "prometheus" / f"{name}.json"
+        path.write_text(json.dumps(response, separators=(",", ":")) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+__all__ = [
+    "BUNDLE_GAUGES",
+    "LB_GAUGES",
+    "host_of",
+    "iter_load_reports",
+    "prometheus_responses",
+    "prometheus_value",
+    "write_recording",
+]

@@ -1,0 +1,116 @@
+"""The outcome of one simulation run: per-tick metrics, per-broker rows, decisions, events and a summary."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from shedlab.core.sim.metrics import NOT_DISTURBANCES, event_time_to_balance, summarize
+from shedlab.errors import InputError
+
+if TYPE_CHECKING:
+    from shedlab.core.sim.kernel import Recording, Simulation
+
+
+@dataclass
+class SimulationResult:
+    """Everything a run produced. DataFrames are documented column by column in ``docs/metrics.md``.
+
+    * ``ticks``: one row per tick (cluster metrics);
+    * ``brokers``: one row per tick × alive broker (usage, score, traffic, bundles);
+    * ``decisions``: one row per unload (``reason`` is a JSON string);
+    * ``events``: the start and every scenario event, with the time to balance after it;
+    * ``summary``: flat, JSON-serialisable run metrics;
+    * ``config``: the Pulsar keys that differ from Pulsar's defaults in this run;
+    * ``reports``: the recorded load reports (only with ``record=True``), for
+      :mod:`shedlab.core.sim.recording`.
+    """
+
+    scenario_name: str
+    strategy: str
+    seed: int
+    config: dict[str, Any]
+    ticks: pd.DataFrame
+    brokers: pd.DataFrame
+    decisions: pd.DataFrame
+    events: pd.DataFrame
+    summary: dict[str, Any]
+    reports: Recording | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_simulation(cls, sim: Simulation) -> SimulationResult:
+        scenario = sim.scenario
+        ticks, brokers, decisions, events = sim.collector.frames(sim.ids)
+        rows = sim.collector.event_rows
+        end = float(ticks["time_s"].iloc[-1]) if len(ticks) else 0.0
+        event_time_to_balance(
+            rows, ticks, scenario.metrics.balance_threshold, scenario.metrics.balance_hold, end
+        )
+        events = pd.DataFrame(rows, columns=["time_s", "kind", "detail", "time_to_balance_s"])
+        events["time_to_balance_s"] = events["time_to_balance_s"].astype(float)
+        disturbances = events[~events["kind"].isin(NOT_DISTURBANCES)]
+        conf = sim.conf
+        extra: dict[str, Any] = {
+            "scenario": scenario.name,
+            "strategy": sim.strategy,
+            "seed": sim.seed,
+            "duration_s": float(scenario.duration),
+            "tick_s": float(scenario.simulation.tick),
+            "brokers_initial": len(sim.initial_slots),
+            "brokers_final": int(sim.alive.sum()),
+            "bundles": sim.pop.size,
+            "lookups": sim.lookups_total,
+            "unload_bundle_total": sim._retired_bundle_total + sim.manager.unload_bundle_total,
+            "unload_broker_total": sim._retired_broker_total + sim.manager.unload_broker_total,
+            "moved_again_within_grace": sim._repeat_within_grace,
+            "moved_again_within_window": sim._repeat_within_window,
+            "repeat_move_window_s": sim.window_ms / 1000.0,
+        }
+        summary = summarize(
+            ticks,
+            brokers,
+            decisions,
+            disturbances,
+            tick_s=float(scenario.simulation.tick),
+            overload=float(conf.load_balancer_broker_overloaded_threshold_percentage),
+            extra=extra,
+        )
+        return cls(
+            scenario_name=scenario.name,
+            strategy=sim.strategy,
+            seed=sim.seed,
+            config=conf.non_default_values(),
+            ticks=ticks,
+            brokers=brokers,
+            decisions=decisions,
+            events=events,
+            summary=summary,
+            reports=sim.recording,
+        )
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """Write ticks/brokers/decisions/events Parquet files and summary.json; returns the paths."""
+        out = Path(out_dir)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create output directory: {exc.strerror}", source=str(out)) from None
+        paths = []
+        for name, frame in (
+            ("ticks", self.ticks),
+            ("brokers", self.brokers),
+            ("decisions", self.decisions),
+            ("events", self.events),
+        ):
+            path = out / f"{name}.parquet"
+            frame.to_parquet(path, index=False)
+            paths.append(path)
+        summary_path = out / "summary.json"
+        document = {**self.summary, "config": self.config}
+        summary_path.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        paths.append(summary_path)
+        return paths

@@ -1,0 +1,476 @@
+"""Scenario files: the cluster, its traffic, the events, the strategy pair and its Pulsar configuration.
+
+A scenario is a YAML document (format: ``docs/scenarios.md``). :func:`load_scenario` reads a file or
+a built-in scenario by name (``src/shedlab/data/scenarios/*.yaml``) and validates everything up front:
+an error names the file and the dotted field path, and an unknown field suggests the closest known one.
+Scenarios are plain frozen dataclasses, so they can be pickled to Spark executors.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.resources
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shedlab.config import LoadBalancerConfig
+from shedlab.core.sim.hardware import HardwareClass, parse_hardware
+from shedlab.core.sim.spec import Node
+from shedlab.core.sim.traffic import Selector, Signal, Workload, parse_selector, parse_signal, parse_workload
+from shedlab.errors import ConfigError, InputError, ShedlabError, did_you_mean
+from shedlab.strategies import resolve_pair_name
+
+DEFAULT_START_TIME_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+INITIAL_ASSIGNMENTS = ("placement", "round_robin", "random")
+STATS_PHASES = ("aligned", "random")
+LEADER_FAILOVER = ("reset", "keep")
+REMOVE_PICKS = ("newest", "oldest", "random")
+
+
+@dataclass(frozen=True)
+class Background:
+    """Load from other processes on a broker's machine, as fractions of its capacity, over time."""
+
+    cpu: Signal = field(default_factory=lambda: Signal.constant(0.0))
+    nic_in: Signal = field(default_factory=lambda: Signal.constant(0.0))
+    nic_out: Signal = field(default_factory=lambda: Signal.constant(0.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _signal_value(getattr(self, k)) for k in ("cpu", "nic_in", "nic_out")}
+
+
+def _signal_value(s: Signal) -> Any:
+    return dict(s.params)["value"] if s.is_constant else s.to_dict()
+
+
+def parse_background(parent: Node, key: str = "background") -> Background:
+    if not parent.has(key):
+        parent.raw(key, None)
+        return Background()
+    node = parent.child(key)
+    bg = Background(
+        cpu=parse_signal(node, "cpu"),
+        nic_in=parse_signal(node, "nic_in"),
+        nic_out=parse_signal(node, "nic_out"),
+    )
+    node.finish(("cpu", "nic_in", "nic_out"))
+    return bg
+
+
+@dataclass(frozen=True)
+class BrokerGroup:
+    """``count`` brokers of one hardware class with one background."""
+
+    count: int
+    hardware: str = "standard"
+    background: Background = field(default_factory=Background)
+
+
+@dataclass(frozen=True)
+class AddBrokers:
+    """Scale-out: new, empty brokers join at ``at`` (seconds)."""
+
+    at: float
+    count: int
+    hardware: str = "standard"
+    background: Background = field(default_factory=Background)
+    kind: str = "add_brokers"
+
+
+@dataclass(frozen=True)
+class RemoveBrokers:
+    """Broker failure: brokers vanish at ``at``; clients reconnect and their bundles are looked up again."""
+
+    at: float
+    brokers: tuple[int, ...] = ()
+    count: int = 0
+    pick: str = "newest"
+    kind: str = "remove_brokers"
+
+
+@dataclass(frozen=True)
+class RollingRestart:
+    """Brokers restart one after another, ``interval`` apart, each down for ``downtime``."""
+
+    at: float
+    interval: float
+    downtime: float = 30.0
+    brokers: tuple[int, ...] = ()
+    kind: str = "rolling_restart"
+
+
+@dataclass(frozen=True)
+class TrafficChange:
+    """The selected bundles' traffic is multiplied by ``factor`` from ``at`` (for ``duration``, if given)."""
+
+    at: float
+    factor: float
+    duration: float | None = None
+    select: Selector = field(default_factory=Selector)
+    kind: str = "traffic"
+
+
+@dataclass(frozen=True)
+class BackgroundChange:
+    """Brokers' background load is replaced from ``at`` (signals keep the scenario's time axis)."""
+
+    at: float
+    brokers: tuple[int, ...]
+    background: Background
+    kind: str = "background"
+
+
+Event = AddBrokers | RemoveBrokers | RollingRestart | TrafficChange | BackgroundChange
+EVENT_KINDS = ("add_brokers", "remove_brokers", "rolling_restart", "traffic", "background")
+
+
+@dataclass(frozen=True)
+class SimulationSettings:
+    """How the kernel runs: tick, reconnection delay, initial ownership, stats phases, leader failover."""
+
+    tick: float = 60.0
+    reconnect_delay: float = 5.0
+    initial_assignment: str = "placement"
+    stats_phase: str = "aligned"
+    leader_failover: str = "reset"
+    start_time_ms: int = DEFAULT_START_TIME_MS
+    cluster: str = "sim-cluster"
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    """Parameters of the run metrics (docs/metrics.md)."""
+
+    balance_threshold: float = 15.0
+    balance_hold: float = 600.0
+    over_placement_margin: float = 10.0
+    over_unloading_margin: float = 5.0
+    repeat_move_window: float | None = None  # default: twice the grace period
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A complete, validated scenario."""
+
+    name: str
+    description: str = ""
+    duration: float = 3600.0
+    seed: int = 0
+    strategy: str = "ThresholdShedder+LeastLongTermMessageRate"
+    config: dict[str, Any] = field(default_factory=dict)
+    strategy_config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    simulation: SimulationSettings = field(default_factory=SimulationSettings)
+    hardware: dict[str, HardwareClass] = field(default_factory=lambda: {"standard": HardwareClass()})
+    brokers: tuple[BrokerGroup, ...] = (BrokerGroup(3),)
+    workloads: tuple[Workload, ...] = (Workload("workload-0"),)
+    events: tuple[Event, ...] = ()
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    source: str = ""
+
+    @property
+    def initial_brokers(self) -> int:
+        return sum(g.count for g in self.brokers)
+
+    @property
+    def num_bundles(self) -> int:
+        return sum(w.num_bundles for w in self.workloads)
+
+    @property
+    def num_ticks(self) -> int:
+        return int(self.duration // self.simulation.tick) + 1
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> Scenario:
+        return _parse_scenario(Node(data, source, ""), source)
+
+
+_TOP_FIELDS = (
+    "name",
+    "description",
+    "duration",
+    "seed",
+    "strategy",
+    "config",
+    "strategy_config",
+    "simulation",
+    "hardware",
+    "brokers",
+    "workloads",
+    "events",
+    "metrics",
+)
+
+
+def _parse_time(node: Node, key: str) -> int:
+    raw = node.raw(key, None)
+    if raw is None:
+        return DEFAULT_START_TIME_MS
+    if isinstance(raw, dt.datetime):
+        moment = raw
+    elif isinstance(raw, str):
+        try:
+            moment = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            raise node.error(key, "expected an ISO 8601 time such as 2024-01-01T00:00:00Z", raw) from None
+    else:
+        raise node.error(key, "expected an ISO 8601 time such as 2024-01-01T00:00:00Z", raw)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _parse_simulation(parent: Node) -> SimulationSettings:
+    node = parent.child("simulation", {})
+    settings = SimulationSettings(
+        tick=node.duration("tick", 60.0),
+        reconnect_delay=node.duration("reconnect_delay", 5.0),
+        initial_assignment=node.string("initial_assignment", "placement", choices=INITIAL_ASSIGNMENTS),
+        stats_phase=node.string("stats_phase", "aligned", choices=STATS_PHASES),
+        leader_failover=node.string("leader_failover", "reset", choices=LEADER_FAILOVER),
+        start_time_ms=_parse_time(node, "start_time"),
+        cluster=node.string("cluster", "sim-cluster"),
+    )
+    if settings.tick <= 0:
+        raise node.error("tick", "must be greater than 0", node.raw("tick"))
+    node.finish(
+        (
+            "tick",
+            "reconnect_delay",
+            "initial_assignment",
+            "stats_phase",
+            "leader_failover",
+            "start_time",
+            "cluster",
+        )
+    )
+    return settings
+
+
+def _parse_metrics(parent: Node) -> MetricsSettings:
+    node = parent.child("metrics", {})
+    window = node.raw("repeat_move_window", None)
+    settings = MetricsSettings(
+        balance_threshold=node.number("balance_threshold", 15.0, minimum=0.0),
+        balance_hold=node.duration("balance_hold", 600.0),
+        over_placement_margin=node.number("over_placement_margin", 10.0, minimum=0.0),
+        over_unloading_margin=node.number("over_unloading_margin", 5.0, minimum=0.0),
+        repeat_move_window=None if window is None else node.duration("repeat_move_window"),
+    )
+    node.finish(
+        (
+            "balance_threshold",
+            "balance_hold",
+            "over_placement_margin",
+            "over_unloading_margin",
+            "repeat_move_window",
+        )
+    )
+    return settings
+
+
+def _broker_numbers(node: Node, key: str) -> tuple[int, ...]:
+    out = []
+    for i, b in enumerate(node.list(key, [])):
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise InputError(
+                "expected broker numbers (1 = broker-0001)",
+                source=node.source,
+                field=f"{node.where(key)}[{i}]",
+                value=b,
+            )
+        out.append(int(b))
+    return tuple(out)
+
+
+def _parse_event(node: Node, hardware: Mapping[str, HardwareClass]) -> Event:
+    kind = node.string("kind", choices=EVENT_KINDS)
+    at = node.duration("at")
+    event: Event
+    if kind == "add_brokers":
+        hw = node.string("hardware", "standard")
+        _check_hardware(node, "hardware", hw, hardware)
+        event = AddBrokers(at, node.integer("count", 1, minimum=1), hw, parse_background(node))
+        node.finish(("kind", "at", "count", "hardware", "background"))
+    elif kind == "remove_brokers":
+        brokers = _broker_numbers(node, "brokers")
+        count = node.integer("count", 0, minimum=0)
+        if not brokers and count == 0:
+            raise node.error("brokers", "give the broker numbers to remove, or a count")
+        event = RemoveBrokers(at, brokers, count, node.string("pick", "newest", choices=REMOVE_PICKS))
+        node.finish(("kind", "at", "brokers", "count", "pick"))
+    elif kind == "rolling_restart":
+        interval = node.duration("interval")
+        event = RollingRestart(
+            at, interval, node.duration("downtime", 30.0), _broker_numbers(node, "brokers")
+        )
+        if interval <= 0:
+            raise node.error("interval", "must be greater than 0", node.raw("interval"))
+        node.finish(("kind", "at", "interval", "downtime", "brokers"))
+    elif kind == "traffic":
+        duration = node.raw("duration", None)
+        event = TrafficChange(
+            at,
+            node.number("factor", minimum=0.0),
+            None if duration is None else node.duration("duration"),
+            parse_selector(node),
+        )
+        node.finish(("kind", "at", "factor", "duration", "select"))
+    else:
+        brokers = _broker_numbers(node, "brokers")
+        if not brokers:
+            raise node.error("brokers", "give the broker numbers whose background changes")
+        event = BackgroundChange(at, brokers, parse_background(node))
+        node.finish(("kind", "at", "brokers", "background"))
+    return event
+
+
+def _check_hardware(node: Node, key: str, name: str, hardware: Mapping[str, HardwareClass]) -> None:
+    if name not in hardware:
+        hint = did_you_mean(name, hardware) or f"defined classes: {', '.join(hardware)}"
+        raise node.error(key, "unknown hardware class", name, hint=hint)
+
+
+def _parse_scenario(root: Node, source: str) -> Scenario:
+    name = root.string("name")
+    seed = root.integer("seed", 0, minimum=0)
+    duration = root.duration("duration", 3600.0)
+    strategy_raw = root.string("strategy", "ThresholdShedder+LeastLongTermMessageRate")
+    try:
+        strategy = resolve_pair_name(strategy_raw)
+    except ShedlabError as exc:
+        raise ConfigError(
+            exc.message, source=source, field="strategy", value=strategy_raw, hint=exc.hint
+        ) from None
+    config_node = root.child("config", {})
+    config = dict(config_node.data)
+    config_node.finish(tuple(config))
+    LoadBalancerConfig().with_overrides(config, source=f"{source}: config")  # validates keys and values
+    strategy_config: dict[str, dict[str, Any]] = {}
+    for pair_raw, pair_node in root.items("strategy_config"):
+        try:
+            pair = resolve_pair_name(pair_raw)
+        except ShedlabError as exc:
+            raise ConfigError(
+                exc.message, source=source, field=pair_node.path, value=pair_raw, hint=exc.hint
+            ) from None
+        overrides = dict(pair_node.data)
+        pair_node.finish(tuple(overrides))
+        LoadBalancerConfig().with_overrides(overrides, source=f"{source}: {pair_node.path}")
+        strategy_config[pair] = overrides
+    simulation = _parse_simulation(root)
+    if duration < simulation.tick:
+        raise root.error("duration", "must be at least one tick long", root.raw("duration"))
+    hardware: dict[str, HardwareClass] = {"standard": HardwareClass()}
+    for hw_name, hw_node in root.items("hardware"):
+        hardware[hw_name] = parse_hardware(hw_name, hw_node, hardware.get(hw_name))
+    groups = []
+    for node in root.nodes("brokers"):
+        hw = node.string("hardware", "standard")
+        _check_hardware(node, "hardware", hw, hardware)
+        groups.append(BrokerGroup(node.integer("count", 1, minimum=1), hw, parse_background(node)))
+        node.finish(("count", "hardware", "background"))
+    if not root.has("brokers"):
+        groups = [BrokerGroup(3)]
+    workloads = tuple(parse_workload(node, i) for i, node in enumerate(root.nodes("workloads")))
+    if not root.has("workloads"):
+        workloads = (Workload("workload-0"),)
+    if not workloads:
+        raise root.error("workloads", "at least one workload is needed")
+    initial = sum(g.count for g in groups)
+    for w_index, workload in enumerate(workloads):
+        bad = [b for b in workload.brokers if b > initial]
+        if bad:
+            raise InputError(
+                f"workload pinned to broker {bad[0]}, but only {initial} brokers exist at the start",
+                source=source,
+                field=f"workloads[{w_index}].brokers",
+            )
+    events = tuple(_parse_event(node, hardware) for node in root.nodes("events"))
+    metrics = _parse_metrics(root)
+    scenario = Scenario(
+        name=name,
+        description=root.string("description", ""),
+        duration=duration,
+        seed=seed,
+        strategy=strategy,
+        config=config,
+        strategy_config=strategy_config,
+        simulation=simulation,
+        hardware=hardware,
+        brokers=tuple(groups),
+        workloads=workloads,
+        events=events,
+        metrics=metrics,
+        source=source,
+    )
+    root.finish(_TOP_FIELDS)
+    return scenario
+
+
+# ------------------------------------------------------------------------------------------------- loading
+
+
+def _builtin_dir() -> Any:
+    return importlib.resources.files("shedlab").joinpath("data", "scenarios")
+
+
+def builtin_scenarios() -> list[str]:
+    """Names of the built-in scenarios, sorted."""
+    directory = _builtin_dir()
+    return sorted(p.name[: -len(".yaml")] for p in directory.iterdir() if p.name.endswith(".yaml"))
+
+
+class _ScenarioLoader(yaml.SafeLoader):
+    """YAML 1.2 booleans: only true/false. YAML 1.1 would read the key ``on:`` (on/off shapes) as True."""
+
+
+_ScenarioLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_ScenarioLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def parse_scenario_text(text: str, source: str) -> Scenario:
+    """A scenario from YAML text; ``source`` names it in error messages."""
+    try:
+        data = yaml.load(text, Loader=_ScenarioLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise InputError(f"malformed YAML at {where}{exc.problem}", source=source) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"malformed YAML: {exc}", source=source) from None
+    if data is None:
+        raise InputError("the scenario file is empty", source=source)
+    return Scenario.from_mapping(data, source)
+
+
+def load_scenario(path_or_name: str | Path) -> Scenario:
+    """A scenario from a YAML file, or a built-in scenario by name (``over-unloading-90-10``)."""
+    text_name = str(path_or_name)
+    path = Path(path_or_name)
+    looks_like_file = (
+        isinstance(path_or_name, Path) or text_name.endswith((".yaml", ".yml")) or "/" in text_name
+    )
+    if path.is_file() or looks_like_file:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError("scenario file not found", source=text_name) from None
+        except OSError as exc:
+            raise InputError(f"cannot read scenario file: {exc.strerror}", source=text_name) from None
+        return parse_scenario_text(text, text_name)
+    names = builtin_scenarios()
+    if text_name not in names:
+        hint = did_you_mean(text_name, names) or f"built-in scenarios: {', '.join(names)}"
+        raise InputError("no such scenario file or built-in scenario", value=text_name, hint=hint)
+    resource = _builtin_dir().joinpath(f"{text_name}.yaml")
+    return parse_scenario_text(resource.read_text(encoding="utf-8"), f"builtin:{text_name}")

@@ -1,0 +1,130 @@
+"""End to end through the CLI: decide, conform, and clear errors (no traceback) for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED_CASES = ROOT.parent / "shared" / "conformance"
+EXAMPLE = ROOT / "examples" / "snapshot.json"
+
+
+def shedlab(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shedlab", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_decide_json_names_destinations_and_reasons() -> None:
+    run = shedlab("decide", EXAMPLE, "--strategy", "AvgShedder", "--cycles", "2", "--json", "--seed", "3")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["strategy"] == "AvgShedder" and out["cycles"] == 2
+    first = out["unload"][0]
+    assert first["broker"] == "broker-1:8080" and first["destination"] == "broker-4:8080"
+    assert first["reason"]["mode"] == "msgRate" and first["reason"]["gap"] == pytest.approx(70, abs=1e-3)
+
+
+def test_decide_table() -> None:
+    run = shedlab("decide", EXAMPLE, "--strategy", "ThresholdShedder+LeastResourceUsageWithWeight")
+    assert run.returncode == 0, run.stderr
+    assert "unload decision(s)" in run.stdout and "broker-1:8080" in run.stdout
+
+
+@pytest.mark.skipif(not SHARED_CASES.exists(), reason="shared conformance cases not beside the repo")
+def test_conform_check_passes_every_shared_case() -> None:
+    run = shedlab("conform", "--check", SHARED_CASES)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(lines) == len(list(SHARED_CASES.rglob("*.json")))
+    assert all(line["check"]["passed"] for line in lines)
+    assert "0 failed" in run.stderr
+
+
+def test_conform_timing_and_error_case(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": "x", "strategy": "AvgShedderr", "ticks": []}')
+    good = next(iter(sorted((SHARED_CASES / "AvgShedder").glob("*.json")))) if SHARED_CASES.exists() else None
+    args = [bad] + ([good] if good else [])
+    run = shedlab("conform", "--timing", "3", *args)
+    assert run.returncode == 1
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert "error" in lines[0] and "AvgShedder" in lines[0]["error"]  # did-you-mean
+    if good:
+        assert set(lines[1]["timing_ms"]) >= {"shed"} and lines[1]["timing_ms"]["shed"]["min"] > 0
+
+
+def broker(**local: object) -> dict[str, object]:
+    base = {"cpu": {"usage": 10.0, "limit": 100.0}, "msgRateIn": 1.0, "bundles": []}
+    return {"localData": {**base, **local}}
+
+
+BAD_INPUTS = {
+    "malformed": ('{"brokers": {', ["malformed JSON", "line 1"]),
+    "missing": (
+        json.dumps({"brokers": {"b1": {"timeAverageData": {}}}}),
+        ["brokers.b1.localData", "missing"],
+    ),
+    "negative": (
+        json.dumps({"brokers": {"b1": broker(msgRateIn=-5.0)}}),
+        ["brokers.b1.localData.msgRateIn", "-5.0"],
+    ),
+    "nan": ('{"brokers": {"b1": {"localData": {"msgRateOut": NaN}}}}', ["msgRateOut", "finite"]),
+    "two-owners": (
+        json.dumps(
+            {"brokers": {"b1": broker(bundles=["t/n/0x0_0x1"]), "b2": broker(bundles=["t/n/0x0_0x1"])}}
+        ),
+        ["owned by two brokers", "t/n/0x0_0x1"],
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_INPUTS))
+def test_bad_snapshot_gives_one_clear_line(tmp_path: Path, kind: str) -> None:
+    text, needles = BAD_INPUTS[kind]
+    path = tmp_path / f"{kind}.json"
+    path.write_text(text)
+    run = shedlab("decide", path)
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    assert str(path) in run.stderr
+    for needle in needles:
+        assert needle in run.stderr
+
+
+def test_unknown_broker_in_assign_request(tmp_path: Path) -> None:
+    case = {
+        "name": "c",
+        "strategy": "LeastLongTermMessageRate",
+        "ticks": [
+            {
+                "loadData": {"brokers": {"b1": broker()}},
+                "assign": [{"bundle": "t/n/0x0_0x1", "candidates": ["b9"]}],
+            }
+        ],
+    }
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(case))
+    run = shedlab("conform", path)
+    assert run.returncode == 1
+    error = json.loads(run.stdout)["error"]
+    assert "unknown broker" in error and "'b9'" in error and "ticks[0].assign[0].candidates" in error
+
+
+def test_unknown_strategy_and_config_key(tmp_path: Path) -> None:
+    run = shedlab("decide", EXAMPLE, "--strategy", "AvgShedr")
+    assert run.returncode == 2 and "Traceback" not in run.stderr and "AvgShedder" in run.stderr
+    conf = tmp_path / "broker.conf"
+    conf.write_text("# tuned\nloadBalancerAvgShedderLowThreshhold=20\n")
+    run = shedlab("decide", EXAMPLE, "--config", conf)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "loadBalancerAvgShedderLowThreshold" in run.stderr and str(conf) in run.stderr

@@ -1,0 +1,261 @@
+"""The simulation kernel: determinism, the leader's stale view, moves, events, metrics, outputs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from builders import FULL
+
+from shedlab.config import STRATEGY_PACKAGE
+from shedlab.core.sim import Scenario, load_scenario, run_simulation
+from shedlab.core.sim.kernel import Simulation, build_config
+from shedlab.core.sim.metrics import over_placement, over_unloading_flip, ratio, time_to_balance
+from shedlab.core.sim.recording import iter_load_reports, prometheus_responses, write_recording
+from shedlab.core.sim.scenario import parse_scenario_text
+from shedlab.model.json_reader import JsonReader
+from shedlab.model.pulsar import LocalBrokerData
+
+
+def small(**overrides: Any) -> Scenario:
+    doc: dict[str, Any] = {
+        "name": "small",
+        "duration": "20m",
+        "seed": 1,
+        "strategy": "AvgShedder",
+        "hardware": {"standard": {"cores": 16, "nic_gbps": 25}},
+        "brokers": [{"count": 4}],
+        "workloads": [
+            {
+                "tenants": 1,
+                "namespaces": 4,
+                "bundles": 8,
+                "msg_rate_in": {"dist": "lognormal", "median": 8000, "sigma": 0.6},
+                "shapes": [{"kind": "noise", "sigma": 0.05}],
+            }
+        ],
+    }
+    doc.update(overrides)
+    return Scenario.from_mapping(doc, source="test")
+
+
+def frames(result: Any) -> list[pd.DataFrame]:
+    return [result.ticks, result.brokers, result.decisions, result.events]
+
+
+@pytest.mark.parametrize("strategy", ["AvgShedder", "ThresholdShedder+LeastResourceUsageWithWeight"])
+def test_same_seed_gives_identical_results(strategy: str) -> None:
+    scenario = small(events=[{"at": "5m", "kind": "add_brokers", "count": 2}])
+    a = run_simulation(scenario, strategy=strategy, seed=5)
+    b = run_simulation(scenario, strategy=strategy, seed=5)
+    for x, y in zip(frames(a), frames(b), strict=True):
+        pd.testing.assert_frame_equal(x, y)
+    assert a.summary == b.summary
+    c = run_simulation(scenario, strategy=strategy, seed=6)
+    assert not a.brokers["score"].equals(c.brokers["score"])
+
+
+def test_result_shapes_and_config() -> None:
+    result = run_simulation(small(), strategy="ThresholdShedder+LeastResourceUsageWithWeight")
+    assert len(result.ticks) == 21  # 0..20 minutes
+    assert len(result.brokers) == 21 * 4
+    assert result.strategy == "ThresholdShedder+LeastResourceUsageWithWeight"
+    assert result.config == {
+        "loadBalancerLoadPlacementStrategy": f"{STRATEGY_PACKAGE}.LeastResourceUsageWithWeight"
+    }
+    assert json.loads(json.dumps(result.summary)) == result.summary
+    assert set(result.decisions.columns) >= {"tick", "time_s", "source", "bundle", "destination", "reason"}
+    assert result.events["kind"].tolist()[0] == "start"
+
+
+def test_config_layers() -> None:
+    scenario = small(
+        config={"maxUnloadPercentage": 0.3}, strategy_config={"AvgShedder": {"maxUnloadPercentage": 0.5}}
+    )
+    assert build_config(scenario).max_unload_percentage == 0.5
+    assert build_config(scenario, "UniformLoadShedder+LeastLongTermMessageRate").max_unload_percentage == 0.3
+    assert build_config(scenario, None, {"maxUnloadPercentage": 0.7}).max_unload_percentage == 0.7
+
+
+def test_unloaded_traffic_leaves_at_once_and_arrives_after_the_reconnection_delay() -> None:
+    result = run_simulation(load_scenario("over-unloading-90-10"), strategy="AvgShedder")
+    first = result.decisions.iloc[0]
+    tick = int(first["tick"])
+    moved = result.decisions[result.decisions["tick"] == tick]
+    ticks = result.ticks.set_index("tick")
+    assert ticks.loc[tick, "unloads"] == len(moved)
+    # the next tick's lookups land exactly those bundles, through the affinity, on the destination
+    assert ticks.loc[tick + 1, "lookups"] == len(moved)
+    brokers = result.brokers.set_index(["tick", "broker"])
+    dest = first["destination"]
+    assert brokers.loc[(tick + 1, dest), "bundles"] == brokers.loc[(tick, dest), "bundles"] + len(moved)
+    assert int(ticks.loc[tick, "topics_disconnected"]) == int(moved["topics"].sum()) > 0
+    assert int(ticks.loc[tick, "clients_disconnected"]) == int(moved["clients"].sum()) > 0
+
+
+def test_a_long_reconnection_delay_keeps_bundles_unowned() -> None:
+    base = load_scenario("over-unloading-90-10")
+    scenario = dataclasses.replace(
+        base, simulation=dataclasses.replace(base.simulation, reconnect_delay=150.0)
+    )
+    result = run_simulation(scenario, strategy="AvgShedder")
+    assert (result.ticks["bundles_unowned"] > 0).any()
+    tick = int(result.decisions["tick"].iloc[0])
+    unowned = result.ticks.set_index("tick")["bundles_unowned"]
+    assert unowned.loc[tick + 1] > 0 and unowned.loc[tick + 2] > 0
+
+
+def test_leader_decides_on_published_reports_only() -> None:
+    """A report is written only when §4.3 says so; between writes the leader's view does not move."""
+    result = run_simulation(small(), strategy="AvgShedder")
+    b = result.brokers
+    assert b["published"].sum() < len(b)  # most samples are not written (5 % noise < 10 % threshold)
+    quiet = b[~b["published"] & (b["tick"] > 0)]
+    # when a broker did not write, the leader still holds the score of its last written report
+    for broker, rows in quiet.groupby("broker"):
+        history = b[b["broker"] == broker].set_index("tick")
+        for tick in rows["tick"].tolist()[:5]:
+            written = history[(history.index < tick) & history["published"]]
+            if len(written):
+                assert history.loc[tick, "reported_score"] == pytest.approx(written["score"].iloc[-1])
+
+
+def test_every_report_is_rewritten_after_the_max_interval() -> None:
+    scenario = small(workloads=[{"bundles": 8, "msg_rate_in": 1000}], duration="40m")
+    result = run_simulation(scenario, strategy="AvgShedder")
+    per_tick = result.ticks.set_index("tick")["reports_published"]
+    # constant traffic: written at start, then only when older than 15 minutes (checked each minute)
+    assert per_tick.loc[0] == 4
+    assert per_tick.loc[1:15].sum() == 0
+    assert per_tick.loc[16] == 4
+
+
+def test_broker_loss_replaces_bundles_through_lookups() -> None:
+    scenario = small(events=[{"at": "5m", "kind": "remove_brokers", "brokers": [2]}])
+    result = run_simulation(scenario, strategy="ThresholdShedder+LeastLongTermMessageRate")
+    ticks = result.ticks.set_index("tick")
+    assert ticks.loc[4, "brokers"] == 4 and ticks.loc[5, "brokers"] == 3
+    lost = int(result.brokers.set_index(["tick", "broker"]).loc[(4, "broker-0002:8080"), "bundles"])
+    assert ticks.loc[6, "lookups"] == lost and ticks.loc[6, "bundles_unowned"] == 0
+    assert result.summary["moved_again_within_window"] >= 0
+    assert "remove_brokers" in result.events["kind"].tolist()
+
+
+def test_rolling_restart_moves_leadership_and_resets_its_state() -> None:
+    scenario = small(
+        duration="30m", events=[{"at": "5m", "kind": "rolling_restart", "interval": "3m", "downtime": "1m"}]
+    )
+    sim = Simulation(scenario, strategy="AvgShedder")
+    result = sim.run()
+    kinds = result.events["kind"].tolist()
+    assert kinds.count("broker_down") == 4 and kinds.count("broker_up") == 4
+    assert "leader_change" in kinds
+    assert result.summary["brokers_final"] == 4
+    leaders = result.brokers[result.brokers["leader"]].groupby("tick")["broker"].first()
+    assert leaders.nunique() >= 2
+
+
+def test_every_scenario_feature_runs(tmp_path: Path) -> None:
+    scenario = parse_scenario_text(FULL, "full")
+    result = run_simulation(scenario)
+    assert len(result.ticks) == 121
+    kinds = set(result.events["kind"])
+    assert {
+        "add_brokers",
+        "remove_brokers",
+        "rolling_restart",
+        "traffic",
+        "traffic_end",
+        "background",
+    } <= kinds
+    result.write(tmp_path)
+
+
+def test_write_outputs(tmp_path: Path) -> None:
+    result = run_simulation(small(), strategy="AvgShedder")
+    paths = result.write(tmp_path / "out")
+    assert {p.name for p in paths} == {
+        "ticks.parquet",
+        "brokers.parquet",
+        "decisions.parquet",
+        "events.parquet",
+        "summary.json",
+    }
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "ticks.parquet"), result.ticks)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["strategy"] == "AvgShedder" and "config" in summary
+
+
+def test_recording_is_pulsar_json_and_prometheus(tmp_path: Path) -> None:
+    scenario = small(duration="5m", events=[{"at": "2m", "kind": "add_brokers", "count": 1}])
+    result = run_simulation(scenario, strategy="AvgShedder", record=True)
+    lines = list(iter_load_reports(result))
+    assert len(lines) == 4 * 2 + 5 * 4  # 4 brokers at 0-1 min, 5 brokers at 2-5 min
+    first = lines[0]
+    assert set(first) == {"timestamp", "broker", "cluster", "report"}
+    report = LocalBrokerData.from_json(JsonReader(first["report"], "test"))
+    assert report.loadReportType if hasattr(report, "loadReportType") else True
+    assert first["report"]["loadReportType"] == "LocalBrokerData"
+    assert report.numBundles == len(report.lastStats) == len(report.bundles)
+    # lastUpdate == timestamp marks the reports the leader received at that time
+    written = [ln for ln in lines if ln["report"]["lastUpdate"] == ln["timestamp"]]
+    assert sum(result.ticks["reports_published"]) == len(written)
+    # every bundle is reported by exactly one broker at every time
+    by_time: dict[int, list[str]] = {}
+    for ln in lines:
+        by_time.setdefault(ln["timestamp"], []).extend(ln["report"]["lastStats"])
+    assert all(len(v) == len(set(v)) == 32 for v in by_time.values())
+    responses = prometheus_responses(result)
+    cpu = responses["pulsar_lb_cpu_usage"]
+    assert cpu["status"] == "success" and cpu["data"]["resultType"] == "matrix"
+    series = cpu["data"]["result"][0]
+    assert series["metric"] == {
+        "__name__": "pulsar_lb_cpu_usage",
+        "cluster": "sim-cluster",
+        "broker": "broker-0001",
+        "metric": "loadBalancing",
+    }
+    ts, value = series["values"][0]
+    assert ts == result.ticks["time_s"].iloc[0] + 1_704_067_200 and isinstance(value, str)
+    bundle_series = responses["pulsar_bundle_msg_rate_in"]["data"]["result"]
+    assert {s["metric"]["metric"] for s in bundle_series} == {"bundle"}
+    paths = write_recording(result, tmp_path)
+    assert (tmp_path / "load-reports.jsonl").read_text().count("\n") == len(lines)
+    assert len(paths) == 1 + 5 + 7
+
+
+def test_metric_definitions() -> None:
+    assert ratio(np.array([2.0, 4.0])) == 2.0
+    assert ratio(np.array([0.0, 4.0])) == float("inf")
+    assert ratio(np.array([0.0, 0.0])) == 1.0
+    hit = over_placement(np.array([90.0, 70.0, 55.0]), np.array([80.0, 50.0, 50.0]), 50.0, 85.0, 10.0)
+    assert hit.tolist() == [True, True, False]
+    assert over_unloading_flip(20.0, np.array([20.0, 60.0, 70.0]), 5.0)
+    assert not over_unloading_flip(48.0, np.array([48.0, 50.0, 52.0]), 5.0)
+    times = np.arange(0, 600, 60, dtype=float)
+    spread = np.array([30, 20, 8, 12, 8, 7, 6, 5, 5, 5], dtype=float)
+    assert time_to_balance(times, spread, 10.0, 180.0, 0.0, 600.0) == 240.0
+    assert time_to_balance(times, spread, 10.0, 180.0, 0.0, 180.0) == 120.0  # the window ends early
+    assert time_to_balance(times, spread + 20, 10.0, 180.0, 0.0, 600.0) is None
+
+
+def test_a_restart_within_one_tick_brings_the_broker_back() -> None:
+    scenario = small(events=[{"at": "5m", "kind": "rolling_restart", "interval": "2m", "downtime": "0s"}])
+    result = run_simulation(scenario, strategy="AvgShedder")
+    assert result.summary["brokers_final"] == 4
+    assert (result.ticks["brokers"] == 4).all()
+    assert result.events["kind"].tolist().count("broker_up") == 4
+    # the restarted broker comes back empty: its bundles were looked up again elsewhere
+    restarted = result.brokers.set_index(["tick", "broker"]).loc[(5, "broker-0001:8080"), "bundles"]
+    assert restarted == 0
+    # a downtime of 10 s is seen at one tick (events take effect at the first tick at or after them)
+    short = run_simulation(
+        small(events=[{"at": "5m", "kind": "rolling_restart", "interval": "2m", "downtime": "10s"}]),
+        strategy="AvgShedder",
+    )
+    assert short.ticks.set_index("tick")["brokers"].loc[[5, 6, 7, 8]].tolist() == [3, 4, 3, 4]

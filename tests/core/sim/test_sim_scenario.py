@@ -1,0 +1,150 @@
+"""Scenario files: the built-ins load, and mistakes are reported with the file and the field."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+from builders import FULL
+
+from shedlab.core.sim import Scenario, builtin_scenarios, load_scenario, run_simulation
+from shedlab.core.sim.scenario import (
+    AddBrokers,
+    RemoveBrokers,
+    RollingRestart,
+    TrafficChange,
+    parse_scenario_text,
+)
+from shedlab.core.sim.spec import parse_duration
+from shedlab.errors import ConfigError, InputError, ShedlabError
+
+EXPECTED_BUILTINS = {
+    "over-unloading-90-10",
+    "over-placement-lruww",
+    "over-placement-avgshedder",
+    "heterogeneous-cpu-eater",
+    "heterogeneous-strong-machine",
+    "load-jitter",
+    "slow-balancing",
+    "homogeneous-gap",
+    "broker-loss",
+    "scale-out",
+    "rolling-restart",
+}
+
+
+def write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_builtins_are_listed_and_load() -> None:
+    names = builtin_scenarios()
+    assert set(names) >= EXPECTED_BUILTINS
+    for name in names:
+        scenario = load_scenario(name)
+        assert scenario.name == name
+        assert scenario.description
+        assert scenario.source == f"builtin:{name}"
+
+
+def test_every_feature_parses(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, FULL))
+    assert scenario.duration == 3600 and scenario.simulation.tick == 30
+    assert scenario.simulation.start_time_ms == 1_740_830_400_000
+    assert scenario.strategy == "ThresholdShedder+LeastResourceUsageWithWeight"
+    assert scenario.strategy_config == {"AvgShedder": {"maxUnloadPercentage": 0.5}}
+    assert scenario.hardware["big"].cores == 64 and scenario.initial_brokers == 3
+    assert [type(e) for e in scenario.events][:4] == [
+        AddBrokers,
+        RemoveBrokers,
+        RollingRestart,
+        TrafficChange,
+    ]
+    workload = scenario.workloads[0]
+    assert [s.kind for s in workload.shapes] == ["onoff", "spikes"]
+    assert workload.shapes[0].param("on") == 60.0  # YAML 1.1 would have read "on" as true
+    assert scenario.metrics.balance_threshold == 12
+    assert pickle.loads(pickle.dumps(scenario)) == scenario  # Spark ships scenarios to executors
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "hint"),
+    [
+        ("name: x\nduraton: 5m\n", "duraton", "did you mean 'duration'?"),
+        ("name: x\nworkloads:\n  - {bundels: 4}\n", "workloads[0].bundels", "did you mean 'bundles'?"),
+        ("name: x\nworkloads:\n  - {msg_rate_in: {dist: lognormal, median: 5, sigmaa: 1}}\n",
+         "workloads[0].msg_rate_in.sigma", None),
+        ("name: x\nsimulation: {initial_assignment: placment}\n", "simulation.initial_assignment",
+         "did you mean 'placement'?"),
+        ("name: x\nevents:\n  - {at: 5m, kind: add_broker}\n", "events[0].kind",
+         "did you mean 'add_brokers'?"),
+        ("name: x\nduration: soon\n", "duration", None),
+        ("name: x\nbrokers: [{count: 2, hardware: huge}]\n", "brokers[0].hardware", None),
+        ("name: x\nworkloads:\n  - {brokers: [7]}\n", "workloads[0].brokers", None),
+    ],
+)  # fmt: skip
+def test_errors_name_the_file_and_the_field(tmp_path: Path, text: str, field: str, hint: str | None) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(InputError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert field in message
+    if hint:
+        assert hint in message
+
+
+def test_unknown_pulsar_key_in_config_is_a_config_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: x\nconfig: {loadBalancerAvgShedderLowThreshhold: 5}\n")
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path)
+    assert "loadBalancerAvgShedderLowThreshold" in str(info.value)
+
+
+def test_unknown_strategy_pair(tmp_path: Path) -> None:
+    with pytest.raises(ShedlabError) as info:
+        load_scenario(write(tmp_path, "name: x\nstrategy: AvgShedderr\n"))
+    assert "strategy" in str(info.value)
+
+
+def test_malformed_yaml_names_line(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as info:
+        load_scenario(write(tmp_path, "name: x\nworkloads: [\n"))
+    assert "line" in str(info.value)
+
+
+def test_missing_file_and_unknown_builtin() -> None:
+    with pytest.raises(InputError, match="not found"):
+        load_scenario("does/not/exist.yaml")
+    with pytest.raises(InputError) as info:
+        load_scenario("over-unloading-90-11")
+    assert "over-unloading-90-10" in str(info.value)
+
+
+def test_from_mapping_defaults() -> None:
+    scenario = Scenario.from_mapping({"name": "tiny"})
+    assert scenario.initial_brokers == 3 and scenario.num_bundles == 4
+    assert scenario.strategy == "ThresholdShedder+LeastLongTermMessageRate"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [(90, 90.0), ("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("1.5d", 129600.0), ("250ms", 0.25)],
+)
+def test_durations(text: object, seconds: float) -> None:
+    assert parse_duration(text, source=None, field="x") == seconds
+
+
+def test_the_documented_example_loads_and_runs() -> None:
+    """docs/scenarios.md's complete example is a valid scenario (the docs cannot drift from the code)."""
+    doc = Path(__file__).resolve().parents[3] / "docs" / "scenarios.md"
+    text = doc.read_text(encoding="utf-8")
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    scenario = parse_scenario_text(block, str(doc))
+    assert scenario.name == "my-cluster" and len(scenario.events) == 6
+    assert scenario.workloads[1].shapes[0].param("on") == 60.0
+    result = run_simulation(scenario)
+    assert len(result.ticks) == 121

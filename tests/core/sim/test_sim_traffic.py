@@ -1,0 +1,194 @@
+"""Bundles, traffic shapes and the hardware cost model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shedlab.core.sim.hardware import CostModel, HardwareClass
+from shedlab.core.sim.spec import Node
+from shedlab.core.sim.traffic import (
+    Distribution,
+    Selector,
+    Shape,
+    TrafficModel,
+    Workload,
+    build_population,
+    bundle_ranges,
+    parse_distribution,
+)
+from shedlab.model.pulsar import percent_usage
+
+
+def test_bundle_ranges_split_the_hash_space_like_pulsar() -> None:
+    assert bundle_ranges(4) == [
+        (0x00000000, 0x40000000),
+        (0x40000000, 0x80000000),
+        (0x80000000, 0xC0000000),
+        (0xC0000000, 0xFFFFFFFF),
+    ]
+    assert bundle_ranges(1) == [(0, 0xFFFFFFFF)]
+
+
+def test_population_names_are_pulsar_names_sorted_and_unique() -> None:
+    rng = np.random.default_rng(0)
+    pop = build_population(
+        [Workload("a", tenants=2, namespaces=3, bundles=4), Workload("b", tenant_prefix="zeta", bundles=2)],
+        rng,
+    )
+    assert pop.size == 2 * 3 * 4 + 2
+    assert list(pop.names) == sorted(pop.names)
+    assert len(set(pop.names)) == pop.size
+    assert pop.names[0] == "tenant-000/ns-0000/0x00000000_0x40000000"
+    assert pop.names[-1] == "zeta-000/ns-0000/0x80000000_0xffffffff"
+    # arrays follow the sorted names
+    assert pop.workloads[pop.workload_index[-1]] == "b"
+    assert (pop.topics >= 1).all()
+
+
+def test_workloads_with_the_same_prefix_continue_tenant_numbers() -> None:
+    pop = build_population([Workload("a", bundles=1), Workload("b", bundles=1)], np.random.default_rng(0))
+    assert pop.names == (
+        "tenant-000/ns-0000/0x00000000_0xffffffff",
+        "tenant-001/ns-0000/0x00000000_0xffffffff",
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "check"),
+    [
+        ({"dist": "uniform", "low": 10, "high": 20}, lambda v: (v >= 10).all() and (v <= 20).all()),
+        ({"dist": "lognormal", "median": 100, "sigma": 1.0}, lambda v: 80 < np.median(v) < 125),
+        ({"dist": "pareto", "min": 5, "alpha": 1.5}, lambda v: (v >= 5).all() and v.max() > 50),
+        (
+            {"dist": "zipf", "max": 1000, "exponent": 1.0},
+            lambda v: v.max() == 1000 and np.isclose(v.min(), 1000 / v.size),
+        ),
+        ({"dist": "choice", "values": [1, 2], "weights": [0, 1]}, lambda v: (v == 2).all()),
+        ({"dist": "normal", "mean": 5, "std": 10}, lambda v: (v >= 0).all()),
+        (
+            {"dist": "uniform", "low": 0, "high": 100, "clip": [10, 20]},
+            lambda v: v.min() == 10 and v.max() == 20,
+        ),
+    ],
+)
+def test_distributions(spec: dict, check: object) -> None:
+    dist = parse_distribution(Node({"x": spec}, "test", ""), "x", Distribution.constant(1))
+    values = dist.sample(np.random.default_rng(1), 2000)
+    assert check(values)  # type: ignore[operator]
+
+
+def test_number_is_a_constant_distribution() -> None:
+    dist = parse_distribution(Node({"x": 7}, "test", ""), "x", Distribution.constant(1))
+    assert dist == Distribution.constant(7)
+
+
+def _model(shapes: list[Shape], n: int = 50, tick: float = 60.0) -> TrafficModel:
+    pop = build_population(
+        [Workload("w", namespaces=1, bundles=n, msg_rate_in=Distribution.constant(100))],
+        np.random.default_rng(0),
+    )
+    return TrafficModel(pop, [(s, None) for s in shapes], np.random.default_rng(1), tick)
+
+
+def test_constant_traffic_and_throughput_from_message_size() -> None:
+    t = _model([]).at(0.0)
+    assert np.allclose(t.rate_in, 100) and np.allclose(t.rate_out, 100)
+    assert np.allclose(t.tp_in, 100 * 1024)
+
+
+def test_diurnal_ramp_and_step() -> None:
+    diurnal = Shape("diurnal", (("amplitude", 0.5), ("period", 86400.0), ("peak", 0.0)))
+    model = _model([diurnal])
+    assert np.allclose(model.at(0.0).rate_in, 150)
+    assert np.allclose(model.at(43200.0).rate_in, 50)
+    ramp = Shape("ramp", (("start", 0.0), ("end", 100.0), ("from", 1.0), ("to", 3.0)))
+    assert np.allclose(_model([ramp]).at(50.0).rate_in, 200)
+    step = Shape("step", (("at", 60.0), ("factor", 2.0), ("until", 120.0)))
+    m = _model([step])
+    assert [float(m.at(t).rate_in[0]) for t in (0.0, 60.0, 120.0)] == [100.0, 200.0, 100.0]
+
+
+def test_consumers_stopping_build_a_backlog_that_is_caught_up() -> None:
+    """Periodic consumer stop/resume: nothing dispatched while stopped, then up to catchup × normal."""
+    onoff = Shape(
+        "onoff",
+        (("period", 120.0), ("on", 60.0), ("stops", "consumers"), ("phase", "aligned"), ("catchup", 2.0)),
+    )
+    model = _model([onoff], n=3)
+    out = [float(model.at(60.0 * k).rate_out[0]) for k in range(6)]
+    assert out == [100.0, 0.0, 200.0, 0.0, 200.0, 0.0]
+    # every message produced is eventually dispatched: in 6 ticks 600 msg/s·ticks were produced
+    assert sum(out) == 500.0  # the last minute's backlog is still pending
+    assert all(float(model.at(60.0 * k).rate_in[0]) == 100.0 for k in range(6, 8))
+
+
+def test_producers_stopping_stops_both_directions() -> None:
+    onoff = Shape(
+        "onoff",
+        (("period", 120.0), ("on", 60.0), ("stops", "producers"), ("phase", "aligned"), ("catchup", 2.0)),
+    )
+    t = _model([onoff]).at(60.0)
+    assert not t.rate_in.any() and not t.rate_out.any()
+
+
+def test_spikes_multiply_some_bundles_for_their_duration() -> None:
+    spikes = Shape("spikes", (("rate_per_hour", 60.0), ("duration", 120.0), ("amplitude", 3.0)))
+    model = _model([spikes], n=400)
+    first = model.at(0.0).rate_in
+    assert set(np.unique(first)) <= {100.0, 300.0}
+    spiking = np.flatnonzero(first == 300.0)
+    assert 100 < spiking.size < 400  # P(start within a minute) = 1 - e^-1
+    assert (model.at(60.0).rate_in[spiking] == 300.0).all()  # still within the 2 minutes
+
+
+def test_noise_is_mean_preserving() -> None:
+    noise = Shape("noise", (("sigma", 0.2),))
+    values = np.concatenate([_model([noise], n=200).at(60.0 * k).rate_in for k in range(20)])
+    assert abs(values.mean() - 100) < 2
+
+
+def test_selectors() -> None:
+    pop = build_population(
+        [Workload("a", tenants=2, namespaces=2, bundles=2), Workload("b", tenant_prefix="other", bundles=2)],
+        np.random.default_rng(0),
+    )
+    rng = np.random.default_rng(0)
+    assert pop.select(Selector(), rng) is None
+    assert pop.select(Selector(workloads=("b",)), rng).size == 2
+    assert pop.select(Selector(tenants=("tenant-001",)), rng).size == 4
+    assert pop.select(Selector(namespaces=("tenant-*/ns-0001",)), rng).size == 4
+    assert pop.select(Selector(fraction=0.5), rng).size == 5
+
+
+def test_cost_model_units_follow_pulsar() -> None:
+    hw = HardwareClass(
+        cores=8, nic_gbps=10, cpu_idle=0.0, cpu_us_per_msg=10, cpu_ms_per_mib=0, bookkeeper_copies=2
+    )
+    model = CostModel(
+        [hw, HardwareClass(cores=32, nic_gbps=10, cpu_idle=0.0, cpu_us_per_msg=10, cpu_ms_per_mib=0)]
+    )
+    slots = np.array([0, 1])
+    rate = np.array([50_000.0, 50_000.0])
+    tp = np.array([1024.0 * 1024.0, 1024.0 * 1024.0])  # 1 MiB/s in and out
+    usage = model.usage(slots, rate, rate, tp, tp, np.zeros(2), np.zeros((2, 3)))
+    limits = model.limits(slots)
+    # 100k msg/s × 10 µs = 1 core = 100 % of one core, out of 800 % and 3200 %
+    np.testing.assert_allclose(usage[:, 0], [100.0, 100.0])
+    assert limits[:, 0].tolist() == [800.0, 3200.0]
+    assert percent_usage(usage[0, 0], limits[0, 0]) == pytest.approx(12.5)
+    assert percent_usage(usage[1, 0], limits[1, 0]) == pytest.approx(3.125)
+    # NIC in Kbit/s: 1 MiB/s = 8192 Kbit/s in; out = dispatch + 2 copies to bookies
+    assert usage[0, 3] == 8192.0 and usage[0, 4] == 3 * 8192.0
+    assert limits[0, 3] == 10 * 1000 * 1024
+    # background: a fraction of the host
+    bg = model.usage(
+        slots[:1],
+        np.zeros(1),
+        np.zeros(1),
+        np.zeros(1),
+        np.zeros(1),
+        np.zeros(1),
+        np.array([[0.5, 0.1, 0.0]]),
+    )
+    assert bg[0, 0] == 400.0 and bg[0, 3] == pytest.approx(0.1 * 10 * 1000 * 1024)

@@ -1,0 +1,136 @@
+"""Evaluation: Spark SQL numbers equal a direct pandas computation on the same runs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shedlab.spark.evaluate import PIP364_DEFINITIONS, rate, resolve_definitions, t_critical
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+# Student's t, two-sided 95 % (from tables)
+T_TABLE = {1: 12.706204736, 2: 4.302652730, 3: 3.182446305, 5: 2.570581836, 10: 2.228138852, 30: 2.042272456}
+
+
+@pytest.mark.parametrize(("df", "expected"), sorted(T_TABLE.items()))
+def test_t_critical(df: int, expected: float) -> None:
+    assert t_critical(df) == pytest.approx(expected, abs=1e-8)
+
+
+def test_rating_and_definitions() -> None:
+    assert rate(1.0, 2.0, 5.0) == "good"
+    assert rate(3.0, 2.0, 5.0) == "normal"
+    assert rate(6.0, 2.0, 5.0) == "bad"
+    assert rate(None, 2.0, 5.0) == "n/a"
+    defs = resolve_definitions({"load_jitter": {"good_below": 1}})
+    assert defs["load jitter"]["good_below"] == 1
+    assert defs["load jitter"]["expr"] == PIP364_DEFINITIONS["load jitter"]["expr"]
+
+
+@pytest.fixture(scope="module")
+def evaluated(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from shedlab.spark.evaluate import evaluate
+    from shedlab.spark.sweep import load_grid, sweep
+
+    out = tmp_path_factory.mktemp("eval") / "sweep"
+    sweep(spark, load_grid(FIXTURES / "grid_tiny.yaml"), str(out))
+    return out, evaluate(spark, str(out))
+
+
+def _direct_runs(out: Path) -> pd.DataFrame:
+    runs = pd.read_parquet(out / "runs")
+    runs = runs[runs["status"] == "ok"]
+    wide = pd.DataFrame([dict(m) for m in runs["metrics"]], index=runs.index)
+    return pd.concat(
+        [runs[["run_id", "scenario", "strategy", "params_id", "params_json", "seed"]], wide], axis=1
+    )
+
+
+@pytest.mark.spark
+def test_metric_stats_equal_pandas(evaluated: tuple[Path, Any]) -> None:
+    out, result = evaluated
+    direct = _direct_runs(out)
+    stats = result.metric_stats.set_index(["scenario", "strategy", "params_id", "metric"])
+    checked = 0
+    for (scenario, strategy, pid), group in direct.groupby(
+        ["scenario", "strategy", "params_id"], observed=True
+    ):
+        for metric in ("unloads", "score_spread_mean", "over_unloading_flips", "broker_minutes_overloaded"):
+            values = group[metric].dropna().astype(float)
+            row = stats.loc[(scenario, strategy, pid, metric)]
+            n = len(values)
+            assert row["n"] == n == 2
+            assert row["mean"] == pytest.approx(values.mean(), rel=1e-12, abs=1e-12)
+            sd = values.std(ddof=1)
+            assert row["stddev"] == pytest.approx(sd, rel=1e-9, abs=1e-12)
+            half = T_TABLE[n - 1] * sd / math.sqrt(n)
+            assert row["ci_low"] == pytest.approx(values.mean() - half, rel=1e-9, abs=1e-9)
+            assert row["ci_high"] == pytest.approx(values.mean() + half, rel=1e-9, abs=1e-9)
+            assert row["min"] == values.min() and row["max"] == values.max()
+            checked += 1
+    assert checked == 2 * 2 * 2 * 4
+    # the files: Parquet and CSV with the same numbers
+    csv = pd.read_csv(result.out + "/metric_stats.csv")
+    assert len(csv) == len(result.metric_stats)
+    parquet = pd.read_parquet(result.out + "/metric_stats")
+    keys = ["scenario", "strategy", "params_id", "metric"]
+    assert np.allclose(parquet.sort_values(keys)["mean"], result.metric_stats.sort_values(keys)["mean"])
+
+
+@pytest.mark.spark
+def test_pip364_table_equals_pandas(evaluated: tuple[Path, Any]) -> None:
+    out, result = evaluated
+    direct = _direct_runs(out)
+    pip = result.pip364
+    assert set(pip["problem"]) == {"heterogeneous environment", "over unloading", "slow load balancing"} - {
+        "slow load balancing"
+    }
+    cases = (
+        ("over unloading", "over-unloading-90-10"),
+        ("heterogeneous environment", "heterogeneous-cpu-eater"),
+    )
+    for problem, scenario in cases:
+        spec = PIP364_DEFINITIONS[problem]
+        sub = direct[direct["scenario"] == scenario].copy()
+        if problem == "over unloading":
+            sub["value"] = sub["over_unloading_flips"]
+        else:
+            sub["value"] = (
+                sub["score_spread_mean"] + sub["broker_minutes_overloaded"] * 3600 / sub["duration_s"]
+            )
+        for (strategy, pid), group in sub.groupby(["strategy", "params_id"], observed=True):
+            row = pip[(pip["problem"] == problem) & (pip["strategy"] == strategy) & (pip["params_id"] == pid)]
+            assert len(row) == 1
+            row = row.iloc[0]
+            assert row["n_runs"] == len(group) == 2
+            assert row["value"] == pytest.approx(group["value"].mean(), rel=1e-12, abs=1e-12)
+            assert row["scenarios"] == scenario
+            assert row["rating"] == rate(row["value"], spec["good_below"], spec["bad_above"])
+    defs = json.loads(Path(result.out, "pip364_definitions.json").read_text())
+    assert defs["over unloading"]["matched_scenarios"] == ["over-unloading-90-10"]
+    assert any("load jitter" in n for n in result.notes)  # no jitter scenario in the tiny grid: said so
+
+
+@pytest.mark.spark
+def test_evaluate_cli(evaluated: tuple[Path, Any], tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from shedlab.cli.spark_cmd import register
+
+    out, _ = evaluated
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["evaluate", str(out), "--out", str(tmp_path / "ev")])
+    assert res.exit_code == 0, res.output
+    assert "PIP-364" in res.output and "over unloading" in res.output
+    assert (tmp_path / "ev" / "pip364.csv").is_file()
+    missing = CliRunner().invoke(app, ["evaluate", str(tmp_path / "nothing")])
+    assert missing.exit_code != 0

@@ -1,0 +1,259 @@
+"""Ingest of every accepted format, including bad rows (kept / merged / quarantined, with reasons)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from shedlab.errors import InputError
+from shedlab.spark.ingest import broker_id_from_url, classify_sources, parse_text_batch, process_group
+from shedlab.spark.schemas import RAW_ROW, field_names
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
+REPORTS = str(FIXTURES / "load_reports.jsonl")
+PROM = str(FIXTURES / "prometheus_query_range.json")
+BUNDLE_DATA = str(FIXTURES / "bundle_data.jsonl")
+PRETTY = str(FIXTURES / "load_report_b3.json")
+
+
+def _parse(lines: list[str], cluster: str = "c0") -> pd.DataFrame:
+    n = len(lines)
+    batch = pd.DataFrame(
+        {"source": ["f.jsonl"] * n, "source_kind": ["json_lines"] * n, "block": [0] * n, "value": lines}
+    )
+    return parse_text_batch(batch, default_cluster=cluster, web_port=8080, columns=field_names(RAW_ROW))
+
+
+# ------------------------------------------------------------------ parsing (no Spark)
+
+
+def test_broker_id_from_url() -> None:
+    assert broker_id_from_url("http://b1:8080") == "b1:8080"
+    assert broker_id_from_url("https://b1") == "b1:443"
+    assert broker_id_from_url("b2:8081") == "b2:8081"
+    assert broker_id_from_url(None) is None
+
+
+def test_parser_accepts_wrapped_and_bare_reports() -> None:
+    lines = Path(REPORTS).read_text().splitlines()
+    bare_line = next(line for line in lines if line.startswith('{"webServiceUrl": "http://b4:8080"'))
+    rows = _parse([lines[0], bare_line])  # a wrapped report; the bare LocalBrokerData of b4
+    brokers = rows[rows["kind"] == "broker"]
+    assert list(brokers["broker"]) == ["b1:8080", "b4:8080"]
+    assert list(brokers["cluster"]) == ["c1", "c0"]  # bare reports take the default cluster
+    bare = json.loads(bare_line)
+    assert brokers.iloc[1]["time_ms"] == bare["lastUpdate"]
+    assert (rows["kind"] == "bundle").sum() == 3 + 1
+
+
+def test_parser_marks_nonfinite_and_structural_problems() -> None:
+    rows = _parse(
+        ['{"broker": "b:1", "timestamp": 5, "report": {"cpu": {"usage": "NaN", "limit": 1}}}', "{oops"]
+    )
+    assert rows.loc[rows["kind"] == "broker", "nonfinite"].iloc[0] == "cpu_usage=nan"
+    assert rows.loc[rows["kind"] == "quarantine", "reason"].tolist() == ["malformed_json"]
+
+
+def test_process_group_rules() -> None:
+    lines = Path(REPORTS).read_text().splitlines()
+    rows = _parse(lines, cluster="c1")
+    rows["tick_ms"] = (rows["time_ms"] // 60_000) * 60_000
+    out = process_group(rows)
+    q = out[out["status"] == "quarantined"]
+    assert q["reason"].value_counts().to_dict() == {
+        "report_quarantined": 8,
+        "double_claim": 2,
+        "nan_value": 2,
+        "negative_value": 1,
+        "missing_field": 1,
+        "unknown_units": 1,
+        "legacy_load_report": 1,
+        "malformed_json": 1,
+    }
+    assert (out["status"] == "merged").sum() == 4  # b2's earlier report of tick 2 and its 3 bundles
+    assert out["raw"][out["status"] != "quarantined"].isna().all()
+
+
+def test_classify_sources(tmp_path: Path) -> None:
+    src = classify_sources([str(FIXTURES)])
+    assert sorted(Path(p).name for p in src.json_lines) == ["bundle_data.jsonl", "load_reports.jsonl"]
+    assert sorted(Path(p).name for p in src.json_docs) == [
+        "load_report_b3.json",
+        "prometheus_query_range.json",
+    ]
+    with pytest.raises(InputError, match="not found"):
+        classify_sources([str(tmp_path / "missing")])
+
+
+# ------------------------------------------------------------------ Spark
+
+
+@pytest.fixture(scope="module")
+def fixture_ingest(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from shedlab.spark.ingest import ingest
+
+    out = tmp_path_factory.mktemp("ingest") / "snap"
+    return ingest(spark, [str(FIXTURES)], str(out), default_cluster="c1")
+
+
+def _stats(result: Any, name: str) -> dict[str, Any]:
+    row = result.stats[result.stats["source"].str.endswith(name)]
+    assert len(row) == 1
+    return dict(row.iloc[0])
+
+
+@pytest.mark.spark
+def test_ingest_load_reports(fixture_ingest: Any) -> None:
+    s = _stats(fixture_ingest, "load_reports.jsonl")
+    assert s["records_read"] == 18
+    assert s["rows_read"] == 59
+    assert (s["broker_rows_kept"], s["bundle_rows_kept"], s["rows_merged"], s["rows_quarantined"]) == (
+        11,
+        25,
+        6,
+        17,
+    )
+    assert (
+        s["rows_read"]
+        == s["broker_rows_kept"] + s["bundle_rows_kept"] + s["rows_merged"] + s["rows_quarantined"]
+    )
+    reasons = fixture_ingest.reasons
+    mine = (
+        reasons[reasons["source"].str.endswith("load_reports.jsonl")].set_index("reason")["count"].to_dict()
+    )
+    assert mine == {
+        "double_claim": 2,
+        "legacy_load_report": 1,
+        "malformed_json": 1,
+        "missing_field": 1,
+        "nan_value": 2,
+        "negative_value": 1,
+        "report_quarantined": 8,
+        "unknown_units": 1,
+    }
+
+
+@pytest.mark.spark
+def test_ingest_other_formats(fixture_ingest: Any) -> None:
+    prom = _stats(fixture_ingest, "prometheus_query_range.json")
+    assert (prom["rows_read"], prom["broker_rows_kept"], prom["bundle_rows_kept"]) == (103, 20, 25)
+    assert (prom["rows_merged"], prom["rows_quarantined"]) == (48, 10)
+    bd = _stats(fixture_ingest, "bundle_data.jsonl")
+    assert (bd["rows_read"], bd["bundle_data_rows_kept"], bd["rows_quarantined"]) == (5, 3, 2)
+    pretty = _stats(fixture_ingest, "load_report_b3.json")
+    assert (pretty["broker_rows_kept"], pretty["bundle_rows_kept"], pretty["rows_quarantined"]) == (1, 2, 0)
+    reasons = fixture_ingest.reasons
+    prom_reasons = reasons[reasons["source"].str.endswith("prometheus_query_range.json")]
+    assert prom_reasons.set_index("reason")["count"].to_dict() == {
+        "double_claim": 6,
+        "nan_value": 1,
+        "negative_value": 1,
+        "unknown_metric": 2,
+    }
+    assert fixture_ingest.clusters == ["c1", "c2"]
+
+
+@pytest.mark.spark
+def test_ingest_output_tables(spark: Any, fixture_ingest: Any) -> None:
+    from shedlab.spark.ingest import read_snapshots
+
+    out = Path(fixture_ingest.out)
+    assert {p.name for p in (out / "broker_samples").iterdir() if p.is_dir()} == {"cluster=c1", "cluster=c2"}
+    assert (out / "broker_samples" / "cluster=c1" / "day=2025-01-01").is_dir()
+    brokers, bundles, dumps = read_snapshots(spark, str(out))
+    b = brokers.toPandas()
+    assert (
+        len(b) == fixture_ingest.broker_rows - 20 + 4
+    )  # Prometheus: 20 gauge points pivot into 4 broker rows
+    assert (b["tick_ms"] % 60_000 == 0).all()
+    # Prometheus gauges are percentages with limit 100; totals come from the bundle series
+    p1 = b[(b["cluster"] == "c2") & (b["broker"] == "p1:8080")].sort_values("tick_ms")
+    assert list(p1["cpu_usage"]) == [61.0, 63.0] and set(p1["cpu_limit"]) == {100.0}
+    assert list(p1["msg_rate_in"]) == [610.0, 620.0]
+    u = bundles.toPandas()
+    claimed = u[(u["bundle"] == "public/default/0x80000000_0xa0000000") & (u["tick_ms"] == 1735689780000)]
+    assert claimed.empty  # quarantined: claimed by b2 and b4 in the same tick
+    q = pd.read_parquet(out / "quarantine")
+    assert len(q) == fixture_ingest.quarantined_rows
+    assert q["reason"].notna().all() and q["detail"].notna().all()
+    assert set(q.loc[q["reason"] == "malformed_json", "cluster"].astype(str)) == {"unknown"}
+    assert dumps is not None and dumps.count() == 3
+
+
+@pytest.mark.spark
+def test_ingest_canonical_parquet(spark: Any, fixture_ingest: Any, tmp_path: Path) -> None:
+    from shedlab.spark.ingest import ingest
+
+    again = ingest(spark, [fixture_ingest.out], str(tmp_path / "again"))
+    assert len(again.stats) == 1 and again.stats.iloc[0]["source_kind"] == "parquet"
+    s = dict(again.stats.iloc[0])
+    brokers_before = pd.read_parquet(Path(fixture_ingest.out) / "broker_samples")
+    bundles_before = pd.read_parquet(Path(fixture_ingest.out) / "bundle_samples")
+    assert s["broker_rows_kept"] == len(brokers_before)
+    assert s["bundle_rows_kept"] == len(bundles_before)
+    assert s["bundle_data_rows_kept"] == 3
+    assert s["rows_quarantined"] == 0 and s["rows_merged"] == 0
+    # a canonical Parquet file with a NaN and a negative value
+    bad = brokers_before.head(3).copy()
+    bad.loc[bad.index[0], "cpu_usage"] = float("nan")
+    bad.loc[bad.index[1], "msg_rate_in"] = -1.0
+    bad["day"] = bad["day"].astype(str)
+    table = pa.Table.from_pandas(bad, preserve_index=False)
+    # pandas would store NaN as null; write a real NaN, as a Spark job or a Java writer would
+    nan_cpu = pa.array(bad["cpu_usage"].to_numpy(), from_pandas=False)
+    table = table.set_column(table.schema.get_field_index("cpu_usage"), "cpu_usage", nan_cpu)
+    pq.write_table(table, tmp_path / "bad.parquet")
+    res = ingest(spark, [str(tmp_path / "bad.parquet")], str(tmp_path / "bad_out"))
+    r = dict(res.stats.iloc[0])
+    assert (r["rows_read"], r["broker_rows_kept"], r["rows_quarantined"]) == (3, 1, 2)
+    assert res.reasons.set_index("reason")["count"].to_dict() == {"nan_value": 1, "negative_value": 1}
+
+
+@pytest.mark.spark
+def test_ingest_cli(spark: Any, tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from shedlab.cli.spark_cmd import register
+
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["ingest", REPORTS, "--out", str(tmp_path / "o"), "--cluster", "c1"])
+    assert res.exit_code == 0, res.output
+    assert "quarantined" in res.output and "double_claim" in res.output
+    bad = CliRunner().invoke(app, ["ingest", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "x")])
+    assert bad.exit_code != 0
+
+
+def test_unmeasured_resource_is_kept_but_a_negative_measured_one_is_quarantined() -> None:
+    """Pulsar writes ``{"usage": -1, "limit": -1}`` for a resource it could not measure (spec §1.1)."""
+
+    def report(broker: str, direct: dict[str, float]) -> str:
+        measured = {"usage": 50.0, "limit": 100.0}
+        body = {
+            "cpu": measured,
+            "memory": measured,
+            "bandwidthIn": measured,
+            "bandwidthOut": measured,
+            "directMemory": direct,
+            "msgRateIn": 1.0,
+            "msgRateOut": 1.0,
+            "msgThroughputIn": 1.0,
+            "msgThroughputOut": 1.0,
+        }
+        return json.dumps({"broker": broker, "cluster": "c", "timestamp": 60_000, "report": body})
+
+    rows = _parse(
+        [report("a:1", {"usage": -1.0, "limit": -1.0}), report("b:1", {"usage": -1.0, "limit": 8.0})]
+    )
+    rows["tick_ms"] = (rows["time_ms"] // 60_000) * 60_000
+    out = process_group(rows)
+    brokers = out[out["kind"] == "broker"].set_index("broker")
+    assert brokers.loc["a:1", "status"] != "quarantined"
+    assert brokers.loc["b:1", "reason"] == "negative_value"

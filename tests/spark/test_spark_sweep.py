@@ -1,0 +1,197 @@
+"""Sweeps on a real local Spark: a tiny grid, resume without loss or duplicates, failing runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from shedlab.errors import ConfigError
+from shedlab.spark.sweep import (
+    escape_partition_value,
+    expand_grid,
+    load_grid,
+    parse_grid,
+    run_id_of,
+    sweep,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GRID = FIXTURES / "grid_tiny.yaml"
+
+
+def _runs(out: Path) -> pd.DataFrame:
+    return pd.read_parquet(out / "runs")
+
+
+# ------------------------------------------------------------------ grids (no Spark)
+
+
+def test_grid_expands_to_the_cross_product() -> None:
+    grid = load_grid(GRID)
+    specs = expand_grid(grid)
+    assert grid.size == len(specs) == 2 * 2 * 2 * 2
+    assert specs["run_id"].is_unique
+    assert set(specs["params_json"]) == {'{"maxUnloadPercentage":0.2}', '{"maxUnloadPercentage":0.5}'}
+    # Run ids are stable: the same (scenario, pair, params, seed) always hashes the same.
+    assert run_id_of("a", "AvgShedder", {"x": 1}, 3) == run_id_of("a", "AvgShedder", {"x": 1}, 3)
+    assert run_id_of("a", "AvgShedder", {"x": 1}, 3) != run_id_of("a", "AvgShedder", {"x": 1}, 4)
+
+
+def test_shipped_grid_is_valid() -> None:
+    grid = load_grid("pip364")
+    assert len(grid.strategies) == 5 and len(grid.seeds) == 3
+    assert grid.size == len(grid.scenarios) * 15
+
+
+def test_grid_errors_name_the_field() -> None:
+    with pytest.raises(ConfigError, match="unknown grid field"):
+        parse_grid({"scenario": ["x"]})
+    with pytest.raises(ConfigError, match="no such built-in scenario"):
+        parse_grid({"scenarios": ["no-such-scenario"]})
+    with pytest.raises(ConfigError):
+        parse_grid({"scenarios": ["over-unloading-90-10"], "parameters": {"loadBalancerNoSuchKey": [1]}})
+    with pytest.raises(ConfigError):
+        parse_grid({"scenarios": ["over-unloading-90-10"], "strategies": ["NoSuchShedder"]})
+
+
+def test_partition_values_are_escaped_like_spark() -> None:
+    assert escape_partition_value("ThresholdShedder+LeastLongTermMessageRate") == (
+        "ThresholdShedder+LeastLongTermMessageRate"
+    )
+    assert escape_partition_value("a/b:c=d") == "a%2Fb%3Ac%3Dd"
+
+
+# ------------------------------------------------------------------ Spark
+
+
+@pytest.mark.spark
+def test_sweep_tiny_grid(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    grid = load_grid(GRID)
+    seen: list[tuple[int, int]] = []
+    result = sweep(spark, grid, str(out), progress=lambda done, total, _f: seen.append((done, total)))
+    assert (result.total, result.ran, result.skipped, result.failed) == (16, 16, 0, 0)
+    assert seen and seen[-1] == (16, 16)
+    runs = _runs(out)
+    assert len(runs) == 16 and runs["run_id"].is_unique
+    assert set(runs["status"]) == {"ok"}
+    assert set(runs["run_id"]) == set(expand_grid(grid)["run_id"])
+    # Partitioned by scenario and strategy pair; Spark reads the partitions back.
+    assert {p.name for p in (out / "runs").iterdir()} == {
+        "scenario=over-unloading-90-10",
+        "scenario=heterogeneous-cpu-eater",
+    }
+    sdf = spark.read.parquet(str(out / "runs"))
+    assert sdf.select("scenario", "strategy").distinct().count() == 4
+    metrics = dict(runs.iloc[0]["metrics"])
+    assert "unloads" in metrics and "score_spread_mean" in metrics
+    ticks = spark.read.parquet(str(out / "ticks"))
+    assert ticks.select("run_id").distinct().count() == 16
+    decisions = pd.read_parquet(out / "decisions")
+    assert set(decisions["run_id"]) <= set(runs["run_id"])
+    assert decisions["reason"].map(lambda r: isinstance(json.loads(r), dict)).all()
+    # unloads of the summary == decision rows of the run
+    per_run = decisions.groupby("run_id").size()
+    for row in runs.itertuples():
+        assert dict(row.metrics)["unloads"] == per_run.get(row.run_id, 0)
+    brokers = pd.read_parquet(out / "brokers")
+    assert (brokers["tick"] % 5 == 0).all()  # brokers_every: 5
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert manifest["grids"][0]["name"] == "tiny"
+
+
+@pytest.mark.spark
+def test_resume_after_interruption(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    grid = load_grid(GRID)
+    first = sweep(spark, grid, str(out), limit=5)  # "interrupted" after 5 runs
+    assert (first.ran, first.skipped) == (5, 0)
+    second = sweep(spark, grid, str(out))
+    assert (second.ran, second.skipped) == (11, 5)
+    runs = _runs(out)
+    assert len(runs) == 16 and runs["run_id"].is_unique
+
+    # A crash in the middle of a run leaves its data files but no summary: delete two summaries
+    # (and a stray temporary file) and run again: exactly those two run again, nothing is doubled.
+    victims = sorted((out / "runs").rglob("run-*.parquet"))[:2]
+    victim_ids = {v.name[len("run-") : -len(".parquet")] for v in victims}
+    for v in victims:
+        v.unlink()
+    (victims[0].parent / ".run-x.123.tmp").write_bytes(b"partial")
+    third = sweep(spark, grid, str(out))
+    assert (third.ran, third.skipped) == (2, 14)
+    assert set(third.summaries["run_id"]) == victim_ids
+    runs = _runs(out)
+    assert len(runs) == 16 and runs["run_id"].is_unique
+    ticks = spark.read.parquet(str(out / "ticks"))
+    per_run = ticks.groupBy("run_id").count().toPandas()
+    assert len(per_run) == 16
+    # every run has exactly its scenario's number of ticks (no run written twice)
+    n_ticks = runs.set_index("run_id")["n_ticks"]
+    assert all(per_run.set_index("run_id")["count"] == n_ticks[per_run["run_id"]].to_numpy())
+    # Nothing left to do.
+    fourth = sweep(spark, grid, str(out))
+    assert (fourth.ran, fourth.skipped) == (0, 16)
+
+
+@pytest.mark.spark
+def test_a_failing_run_is_recorded_and_the_sweep_goes_on(spark: Any, tmp_path: Path) -> None:
+    grid = load_grid(GRID)
+    broken = dataclasses.replace(
+        grid.scenarios[0], text="name: over-unloading-90-10\nduration: [not, a, time]\n"
+    )
+    grid = dataclasses.replace(grid, scenarios=(broken, grid.scenarios[1]))
+    out = tmp_path / "sweep"
+    result = sweep(spark, grid, str(out))
+    assert result.ran == 16 and result.failed == 8
+    runs = _runs(out)
+    failed = runs[runs["status"] == "error"]
+    assert set(failed["scenario"]) == {"over-unloading-90-10"}
+    assert failed["error"].str.len().gt(0).all() and failed["traceback"].notna().all()
+    assert set(runs.loc[runs["status"] == "ok", "scenario"]) == {"heterogeneous-cpu-eater"}
+    # Failed runs count as complete unless asked to retry.
+    again = sweep(spark, grid, str(out))
+    assert again.ran == 0
+    retried = sweep(spark, grid, str(out), retry_failed=True)
+    assert retried.ran == 8 and retried.failed == 8
+    assert len(_runs(out)) == 16
+
+
+@pytest.mark.spark
+def test_sweep_cli_json(spark: Any, tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from shedlab.cli.spark_cmd import register
+
+    app = typer.Typer()
+    register(app)
+    out = tmp_path / "cli"
+    shutil.copy(GRID, tmp_path / "g.yaml")
+    res = CliRunner().invoke(
+        app, ["sweep", str(tmp_path / "g.yaml"), "--out", str(out), "--limit", "3", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout[res.stdout.index("{") :])
+    assert doc["ran"] == 3 and doc["runs"] == 16
+    assert spark.sparkContext._jsc is not None  # the shared session is still alive
+
+
+def test_progress_counts_this_sweeps_finished_run_summaries(tmp_path: Path) -> None:
+    import time
+
+    from shedlab.spark.sweep import _RunCounter
+
+    part = tmp_path / "runs" / "scenario=s" / "strategy=p"
+    part.mkdir(parents=True)
+    for name in ("run-a.parquet", "run-b.parquet", "run-other.parquet", ".run-c.123.tmp"):
+        (part / name).write_bytes(b"x")
+    assert _RunCounter(str(tmp_path), {"a", "b", "c"}, None).finished() == 2  # not 'other', not the tmp
+    assert _RunCounter(str(tmp_path), {"a", "b", "c"}, time.time() + 60).finished() == 0  # old summaries
+    assert _RunCounter(str(tmp_path / "missing"), {"a"}, None).finished() == 0
