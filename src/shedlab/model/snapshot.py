@@ -46,6 +46,37 @@ def percent_usage_array(usage: FloatArray, limit: FloatArray) -> NDArray[np.floa
     return out
 
 
+def weighted_max_percent(
+    usage: FloatArray, limit: FloatArray, weights: tuple[float, float, float, float]
+) -> FloatArray:
+    """``U(b)·100`` per broker: the largest weighted float32 percentage of cpu, direct memory, bandwidth in
+    and out (``LocalBrokerData.getMaxResourceUsageWithWeight``, spec §1.5). Heap memory is ignored, as in
+    Pulsar. This is shedlab's one implementation of Pulsar's broker score: the strategies, the
+    simulator's metrics and replay all read it from here."""
+    if usage.shape[0] == 0:
+        return np.zeros(0)
+    pct = percent_usage_array(usage, limit).astype(np.float64)
+    w_cpu, w_direct, w_in, w_out = weights
+    stacked = np.stack(
+        (
+            pct[:, CPU] * w_cpu,
+            pct[:, DIRECT_MEMORY] * w_direct,
+            pct[:, BANDWIDTH_IN] * w_in,
+            pct[:, BANDWIDTH_OUT] * w_out,
+        )
+    )
+    result: FloatArray = stacked.max(axis=0)
+    return result
+
+
+def weighted_max_usage(
+    usage: FloatArray, limit: FloatArray, weights: tuple[float, float, float, float]
+) -> FloatArray:
+    """``U(b)`` as a fraction (what the strategies compare): :func:`weighted_max_percent` / 100."""
+    result: FloatArray = weighted_max_percent(usage, limit, weights) / 100.0
+    return result
+
+
 @dataclass
 class ClusterSnapshot:
     """The leader's view of the cluster at one shedding cycle, as arrays.
@@ -144,20 +175,7 @@ class ClusterSnapshot:
 
     def weighted_max_usage(self, weights: tuple[float, float, float, float]) -> FloatArray:
         """U(b) = max(cpu%·w, direct%·w, in%·w, out%·w) / 100, memory ignored (Pulsar's weighted max)."""
-        pct = self.percent_usage().astype(np.float64)
-        w_cpu, w_direct, w_in, w_out = weights
-        stacked = np.stack(
-            (
-                pct[:, CPU] * w_cpu,
-                pct[:, DIRECT_MEMORY] * w_direct,
-                pct[:, BANDWIDTH_IN] * w_in,
-                pct[:, BANDWIDTH_OUT] * w_out,
-            )
-        )
-        if stacked.shape[1] == 0:
-            return np.zeros(0)
-        result: FloatArray = stacked.max(axis=0) / 100.0
-        return result
+        return weighted_max_usage(self.resource_usage, self.resource_limit, weights)
 
     def total_msg_rate(self) -> FloatArray:
         result: FloatArray = self.msg_rate_in + self.msg_rate_out
@@ -252,6 +270,66 @@ class ClusterSnapshot:
             recently_unloaded=load_data.recentlyUnloadedBundles,
             now_ms=now_ms,
             **per_broker,
+        )
+
+    @classmethod
+    def from_columns(
+        cls,
+        *,
+        broker_ids: tuple[str, ...],
+        resource_usage: FloatArray,
+        resource_limit: FloatArray,
+        broker_rates: FloatArray,
+        num_owned_bundles: IntArray,
+        num_topics: IntArray,
+        long_term_msg_rate_in: FloatArray,
+        long_term_msg_rate_out: FloatArray,
+        bundle_names: tuple[str, ...],
+        bundle_owner: IntArray,
+        bundle_has_data: BoolArray,
+        bundle_sheddable: BoolArray,
+        short: FloatArray,
+        long: FloatArray,
+        bundle_topics: IntArray,
+        now_ms: int = 0,
+        bundle_recently_unloaded: BoolArray | None = None,
+    ) -> ClusterSnapshot:
+        """The one builder from arrays (simulator, replay); :meth:`from_load_data` reads Pulsar objects.
+
+        ``broker_rates`` is (n, 4): msgRateIn, msgRateOut, msgThroughputIn, msgThroughputOut of each
+        broker's report; ``short`` is (4, m) in the same order and ``long`` (2, m) the long-term msgRateIn
+        and msgRateOut of each bundle's BundleData. Sources that know no preallocations (recorded data,
+        the simulator's leader between cycles) get none; no recently-unloaded set means an empty one.
+        """
+        n, m = len(broker_ids), len(bundle_names)
+        recent = bundle_recently_unloaded
+        return cls(
+            broker_ids=broker_ids,
+            resource_usage=resource_usage,
+            resource_limit=resource_limit,
+            msg_rate_in=broker_rates[:, 0],
+            msg_rate_out=broker_rates[:, 1],
+            msg_throughput_in=broker_rates[:, 2],
+            msg_throughput_out=broker_rates[:, 3],
+            num_owned_bundles=num_owned_bundles,
+            num_topics=num_topics,
+            long_term_msg_rate_in=long_term_msg_rate_in,
+            long_term_msg_rate_out=long_term_msg_rate_out,
+            preallocated_long_term_msg_rate=np.zeros(n),
+            preallocated_topics=np.zeros(n, dtype=np.int64),
+            bundle_names=bundle_names,
+            bundle_owner=bundle_owner,
+            bundle_has_data=bundle_has_data,
+            bundle_sheddable=bundle_sheddable,
+            bundle_recently_unloaded=np.zeros(m, dtype=np.bool_) if recent is None else recent,
+            short_msg_rate_in=short[0],
+            short_msg_rate_out=short[1],
+            short_msg_throughput_in=short[2],
+            short_msg_throughput_out=short[3],
+            long_msg_rate_in=long[0],
+            long_msg_rate_out=long[1],
+            bundle_topics=bundle_topics,
+            now_ms=now_ms,
         )
 
     @classmethod

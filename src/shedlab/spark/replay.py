@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from shedlab.errors import ConfigError, InputError
+from shedlab.model.snapshot import ClusterSnapshot, weighted_max_usage
 
 __all__ = [
     "ReplayResult",
@@ -133,7 +134,6 @@ def build_snapshots(
     """The leader's view at every tick of one cluster's samples (see the module docstring)."""
     from shedlab.core.sim.reporting import DEFAULT_VALUES, apply_samples
     from shedlab.model.pulsar import NUM_LONG_SAMPLES, NUM_SHORT_SAMPLES, is_system_heartbeat_bundle
-    from shedlab.model.snapshot import ClusterSnapshot
 
     if brokers.empty:
         return []
@@ -221,51 +221,28 @@ def build_snapshots(
         if valid.any():
             np.add.at(lt_in, owner[valid], long[0, order][valid])
             np.add.at(lt_out, owner[valid], long[1, order][valid])
-        snap = ClusterSnapshot(
+        rates = b_rows[["msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out"]]
+        snap = ClusterSnapshot.from_columns(
             broker_ids=ids,
             resource_usage=usage,
             resource_limit=limit,
-            msg_rate_in=b_rows["msg_rate_in"].fillna(0.0).to_numpy(dtype=float),
-            msg_rate_out=b_rows["msg_rate_out"].fillna(0.0).to_numpy(dtype=float),
-            msg_throughput_in=b_rows["msg_throughput_in"].fillna(0.0).to_numpy(dtype=float),
-            msg_throughput_out=b_rows["msg_throughput_out"].fillna(0.0).to_numpy(dtype=float),
+            broker_rates=rates.fillna(0.0).to_numpy(dtype=float),
             num_owned_bundles=owned_count,
             num_topics=b_rows["num_topics"].fillna(0).to_numpy(dtype=np.int64),
             long_term_msg_rate_in=lt_in,
             long_term_msg_rate_out=lt_out,
-            preallocated_long_term_msg_rate=np.zeros(n),
-            preallocated_topics=np.zeros(n, dtype=np.int64),
             bundle_names=tuple(names[order].tolist()),
             bundle_owner=owner.astype(np.int64),
             bundle_has_data=np.ones(order.size, dtype=np.bool_),
             bundle_sheddable=~system[order],
-            bundle_recently_unloaded=np.zeros(order.size, dtype=np.bool_),
-            short_msg_rate_in=short[0, order].copy(),
-            short_msg_rate_out=short[1, order].copy(),
-            short_msg_throughput_in=short[2, order].copy(),
-            short_msg_throughput_out=short[3, order].copy(),
-            long_msg_rate_in=long[0, order].copy(),
-            long_msg_rate_out=long[1, order].copy(),
+            short=short[:, order],
+            long=long[:, order],
             bundle_topics=topics_state[order].copy(),
             now_ms=t,
         )
         inst = values[:, k_idx] if order.size else np.zeros((4, 0))
         views.append(TickView(t, snap, inst[2] + inst[3], inst[0] + inst[1]))
     return views
-
-
-def _weighted(usage: np.ndarray, limit: np.ndarray, weights: tuple[float, float, float, float]) -> np.ndarray:
-    from shedlab.model.snapshot import percent_usage_array
-
-    if usage.shape[0] == 0:
-        return np.zeros(0)
-    pct = percent_usage_array(usage, limit).astype(np.float64)
-    w_cpu, w_direct, w_in, w_out = weights
-    out: np.ndarray = (
-        np.stack((pct[:, 0] * w_cpu, pct[:, 2] * w_direct, pct[:, 3] * w_in, pct[:, 4] * w_out)).max(axis=0)
-        / 100.0
-    )
-    return out
 
 
 def replay_cluster(
@@ -359,8 +336,8 @@ def replay_cluster(
                     "actual_destination": actual,
                 }
             )
-        u_now = _weighted(usage, snap.resource_limit, weights)
-        u_est = _weighted(np.maximum(est_usage, 0.0), snap.resource_limit, weights)
+        u_now = weighted_max_usage(usage, snap.resource_limit, weights)
+        u_est = weighted_max_usage(np.maximum(est_usage, 0.0), snap.resource_limit, weights)
         for i, broker in enumerate(snap.broker_ids):
             load_rows.append(
                 {

@@ -703,31 +703,21 @@ class Simulation:
         listed = (pub_owner >= 0) & ld.has
         long_in = np.bincount(bins, weights=np.where(listed, ld.long[0], 0.0), minlength=n_slots + 1)
         long_out = np.bincount(bins, weights=np.where(listed, ld.long[1], 0.0), minlength=n_slots + 1)
-        snap = ClusterSnapshot(
+        snap = ClusterSnapshot.from_columns(
             broker_ids=self._broker_ids,
             resource_usage=self.pub_usage[slots],
             resource_limit=self.pub_limit[slots],
-            msg_rate_in=self.pub_agg[slots, 0],
-            msg_rate_out=self.pub_agg[slots, 1],
-            msg_throughput_in=self.pub_agg[slots, 2],
-            msg_throughput_out=self.pub_agg[slots, 3],
+            broker_rates=self.pub_agg[slots],
             num_owned_bundles=self.pub_bundles[slots],
             num_topics=self.pub_topics_b[slots],
             long_term_msg_rate_in=long_in[slots].astype(np.float64),
             long_term_msg_rate_out=long_out[slots].astype(np.float64),
-            preallocated_long_term_msg_rate=np.zeros(slots.size),
-            preallocated_topics=np.zeros(slots.size, dtype=np.int64),
             bundle_names=self.pop.names,
             bundle_owner=owner_idx,
             bundle_has_data=ld.has,
             bundle_sheddable=ld.has,
-            bundle_recently_unloaded=np.zeros(self.pop.size, dtype=np.bool_),
-            short_msg_rate_in=ld.short[0],
-            short_msg_rate_out=ld.short[1],
-            short_msg_throughput_in=ld.short[2],
-            short_msg_throughput_out=ld.short[3],
-            long_msg_rate_in=ld.long[0],
-            long_msg_rate_out=ld.long[1],
+            short=ld.short,
+            long=ld.long,
             bundle_topics=ld.topics,
             now_ms=now,
         )

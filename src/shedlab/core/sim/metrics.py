@@ -17,32 +17,15 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from shedlab.model.snapshot import percent_usage_array
+from shedlab.model.snapshot import weighted_max_percent
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
 
-CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT = range(5)
-
 
 def scores(usage: FloatArray, limit: FloatArray, weights: tuple[float, float, float, float]) -> FloatArray:
     """``U(b)·100`` per broker from (n, 5) usage and limits (Pulsar's float32 percentages)."""
-    pct = percent_usage_array(usage, limit).astype(np.float64)
-    if pct.shape[0] == 0:
-        return np.zeros(0)
-    w_cpu, w_direct, w_in, w_out = weights
-    result: FloatArray = np.max(
-        np.stack(
-            (
-                pct[:, CPU] * w_cpu,
-                pct[:, DIRECT_MEMORY] * w_direct,
-                pct[:, BANDWIDTH_IN] * w_in,
-                pct[:, BANDWIDTH_OUT] * w_out,
-            )
-        ),
-        axis=0,
-    )
-    return result
+    return weighted_max_percent(usage, limit, weights)
 
 
 def ratio(values: FloatArray) -> float:
