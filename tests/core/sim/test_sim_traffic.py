@@ -11,11 +11,14 @@ from shedlab.core.sim.traffic import (
     Distribution,
     Selector,
     Shape,
+    Signal,
     TrafficModel,
     Workload,
     build_population,
     bundle_ranges,
     parse_distribution,
+    parse_shape,
+    ramp_fraction,
 )
 from shedlab.model.pulsar import percent_usage
 
@@ -107,6 +110,43 @@ def test_diurnal_ramp_and_step() -> None:
     step = Shape("step", (("at", 60.0), ("factor", 2.0), ("until", 120.0)))
     m = _model([step])
     assert [float(m.at(t).rate_in[0]) for t in (0.0, 60.0, 120.0)] == [100.0, 200.0, 100.0]
+
+
+@pytest.mark.parametrize(
+    ("t", "expected"), [(0.0, 0.0), (59.9, 0.0), (60.0, 1.0), (61.0, 1.0), (3600.0, 1.0)]
+)
+def test_zero_length_ramp_is_a_step_at_its_start(t: float, expected: float) -> None:
+    """Traffic that starts at minute 1: nothing before ``start``, the target from ``start`` on."""
+    assert ramp_fraction(t, 60.0, 60.0) == expected
+    ramp = Shape("ramp", (("start", 60.0), ("end", 60.0), ("from", 0.0), ("to", 1.0)))
+    assert float(_model([ramp]).at(t).rate_in[0]) == 100.0 * expected
+    signal = Signal("ramp", (("from", 0.0), ("to", 0.4), ("start", 60.0), ("end", 60.0)))
+    assert signal.value(t) == pytest.approx(0.4 * expected)
+
+
+def test_ramp_fraction_is_linear_inside_and_clamped_outside() -> None:
+    assert [ramp_fraction(t, 100.0, 200.0) for t in (0.0, 100.0, 150.0, 199.0, 200.0, 1e9)] == [
+        0.0,
+        0.0,
+        0.5,
+        0.99,
+        1.0,
+        1.0,
+    ]
+
+
+def test_step_can_start_from_zero() -> None:
+    """``before`` is the factor before ``at``: a workload that is silent until minute 2, then full."""
+    step = Shape("step", (("at", 120.0), ("factor", 1.0), ("until", None), ("before", 0.0)))
+    m = _model([step])
+    assert [float(m.at(t).rate_in[0]) for t in (0.0, 119.0, 120.0, 600.0)] == [0.0, 0.0, 100.0, 100.0]
+
+
+def test_step_before_is_read_from_the_scenario_and_written_back() -> None:
+    node = Node({"kind": "step", "at": "2m", "factor": 1, "before": 0}, source="s.yaml", path="shapes[0]")
+    shape = parse_shape(node)
+    assert shape.param("before") == 0.0 and shape.param("at") == 120.0
+    assert shape.to_dict() == {"kind": "step", "at": 120.0, "factor": 1.0, "before": 0.0}
 
 
 def test_consumers_stopping_build_a_backlog_that_is_caught_up() -> None:

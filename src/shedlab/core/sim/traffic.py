@@ -172,6 +172,19 @@ def parse_distribution(
 
 # --------------------------------------------------------------------------------------------------- signals
 
+def ramp_fraction(t: float, start: float, end: float) -> float:
+    """How far a ramp from ``start`` to ``end`` has gone at ``t``: 0 before ``start``, 1 from ``end`` on.
+
+    A zero-length ramp (``start == end``) is a step at ``start``: it keeps its ``from`` value before
+    ``start`` (it once jumped to its target at time 0, so "traffic starts at minute T" was impossible).
+    """
+    if t < start:
+        return 0.0
+    if t >= end:
+        return 1.0
+    return (t - start) / (end - start)
+
+
 SIGNAL_KINDS: dict[str, tuple[str, ...]] = {
     "constant": ("value",),
     "diurnal": ("mean", "amplitude", "period", "peak"),
@@ -208,9 +221,7 @@ class Signal:
             phase = (t - p["offset"]) % p["period"]
             v = p["high"] if phase < p["on"] else p["low"]
         elif self.kind == "ramp":
-            span = p["end"] - p["start"]
-            frac = 1.0 if span <= 0 else min(max((t - p["start"]) / span, 0.0), 1.0)
-            v = p["from"] + (p["to"] - p["from"]) * frac
+            v = p["from"] + (p["to"] - p["from"]) * ramp_fraction(t, p["start"], p["end"])
         elif self.kind == "step":
             v = p["after"] if t >= p["at"] else p["before"]
         else:  # pragma: no cover
@@ -311,7 +322,7 @@ def parse_selector(parent: Node, key: str = "select") -> Selector:
 SHAPE_KINDS: dict[str, tuple[str, ...]] = {
     "diurnal": ("amplitude", "period", "peak"),
     "ramp": ("start", "end", "from", "to"),
-    "step": ("at", "factor", "until"),
+    "step": ("at", "factor", "until", "before"),
     "onoff": ("period", "on", "stops", "phase", "catchup"),
     "spikes": ("rate_per_hour", "duration", "amplitude"),
     "noise": ("sigma",),
@@ -361,10 +372,12 @@ def parse_shape(node: Node) -> Shape:
         ]
     elif kind == "step":
         until = node.raw("until", None)
+        before = node.raw("before", None)
         params = [
             ("at", node.duration("at")),
             ("factor", node.number("factor", minimum=0.0)),
             ("until", None if until is None else node.duration("until")),
+            ("before", None if before is None else node.number("before", minimum=0.0)),
         ]
     elif kind == "onoff":
         period = node.duration("period")
@@ -668,11 +681,11 @@ class TrafficModel:
         if kind == "diurnal":
             return float(1.0 + p["amplitude"] * math.cos(2 * math.pi * (t - p["peak"]) / p["period"]))
         if kind == "ramp":
-            span = p["end"] - p["start"]
-            frac = 1.0 if span <= 0 else min(max((t - p["start"]) / span, 0.0), 1.0)
-            return float(p["from"] + (p["to"] - p["from"]) * frac)
+            return float(p["from"] + (p["to"] - p["from"]) * ramp_fraction(t, p["start"], p["end"]))
         if kind == "step":
-            active = t >= p["at"] and (p["until"] is None or t < p["until"])
+            if t < p["at"]:
+                return None if p.get("before") is None else float(p["before"])
+            active = p["until"] is None or t < p["until"]
             return float(p["factor"]) if active else None
         if kind == "noise":
             sigma = p["sigma"]
