@@ -172,6 +172,7 @@ def parse_distribution(
 
 # --------------------------------------------------------------------------------------------------- signals
 
+
 def ramp_fraction(t: float, start: float, end: float) -> float:
     """How far a ramp from ``start`` to ``end`` has gone at ``t``: 0 before ``start``, 1 from ``end`` on.
 
