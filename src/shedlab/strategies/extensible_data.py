@@ -320,7 +320,7 @@ def top_k_bundles(
     Left out: system-service namespaces, ``excluded_namespaces`` (PIP-380), bundles with zero throughput
     (master; a broker would otherwise keep reporting, and the leader keep moving, idle bundles), and —
     unless ``shedding_with_policies`` — bundles ``has_policies`` says carry isolation or anti-affinity
-    policies. Ties in compareTo fall back to the bundle name (Pulsar: quick-select order; deviation).
+    policies. Ties in compareTo are ordered by bundle name (Pulsar: quick-select order; a deviation).
     """
     excluded = frozenset(excluded_namespaces)
     eligible: list[tuple[str, NamespaceBundleStats]] = []
@@ -334,10 +334,11 @@ def top_k_bundles(
         if not shedding_with_policies and has_policies is not None and has_policies(name):
             continue
         eligible.append((name, stats))
-    # Largest first (names ascending among equal keys), keep k, then store ascending as Pulsar does.
-    eligible.sort(key=lambda item: tuple(-v for v in bundle_stats_key(item[1])))
-    top = eligible[: max(0, min(k, len(eligible)))]
-    return TopBundlesLoadData(tuple(BundleLoadData(n, s) for n, s in reversed(top)))
+    # Ascending by (compareTo key, name): the stored order. The k largest are the last k.
+    eligible.sort(key=lambda item: (bundle_stats_key(item[1]), item[0]))
+    keep = max(0, min(k, len(eligible)))
+    top = eligible[len(eligible) - keep :]
+    return TopBundlesLoadData(tuple(BundleLoadData(n, s) for n, s in top))
 
 
 @dataclass(frozen=True)
