@@ -270,7 +270,9 @@ class TopBundlesLoadData:
 
     @classmethod
     def from_json(cls, r: JsonReader) -> TopBundlesLoadData:
-        raw = r.obj.get("topBundlesLoadData") or []
+        raw = r.obj.get("topBundlesLoadData")
+        if raw is None:
+            raw = []
         if not isinstance(raw, list):
             raise InputError(
                 "expected a list", source=r.source, field=r.field_path("topBundlesLoadData"), value=raw
