@@ -34,6 +34,7 @@ from shedlab.strategies.transfer_shedder import (
     TransferShedder,
     TransferShedderSettings,
     TransferSheddingResult,
+    UnloadScheduler,
 )
 
 NOW = 1_800_000_000_000
@@ -751,6 +752,44 @@ def test_underload_compares_with_the_current_max_broker() -> None:
     assert stats.peek_max() == broker(5)
     stats.poll_max()
     assert stats.peek_max() == broker(4)
+
+
+# ------------------------------------------------------------------------------------- UnloadScheduler
+
+
+def test_unload_scheduler_cools_both_brokers_of_a_swap_and_forgets_after_the_grace_period() -> None:
+    scheduler = UnloadScheduler()
+    conf = JAVA
+    result = scheduler.execute(swap_case(), conf, now_ms=NOW)
+    assert result is not None and len(result) == 7
+    for unload in result.unloads:
+        scheduler.record_completed(unload, NOW)
+    assert set(scheduler.recently_unloaded_brokers) == {broker(1), broker(2)}
+    # The brokers' data was sampled before the moves completed: the next cycle cools down.
+    again = scheduler.execute(swap_case(), conf, now_ms=NOW + 60_000)
+    assert again is not None and again.reason == "CoolDown"
+    # After the grace period the bundles are forgotten (the broker entries are dropped by the shedder).
+    scheduler.execute(swap_case(), conf, now_ms=NOW + 30 * 60_000 + 1)
+    assert scheduler.recently_unloaded_bundles == {}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "channel_owner", "available"),
+    [
+        ({"load_balancer_enabled": False}, True, None),
+        ({"load_balancer_shedding_enabled": False}, True, None),
+        ({}, False, None),
+        ({}, True, frozenset({broker(1)})),
+    ],
+)
+def test_unload_scheduler_skips_without_calling_the_strategy(
+    overrides: dict[str, bool], channel_owner: bool, available: frozenset[str] | None
+) -> None:
+    scheduler = UnloadScheduler()
+    data = setup() if available is None else dataclasses.replace(setup(), available_brokers=available)
+    conf = dataclasses.replace(JAVA, **overrides)
+    assert scheduler.execute(data, conf, now_ms=NOW, channel_owner=channel_owner) is None
+    assert scheduler.shedder.unload_condition_hit_count == 0
 
 
 # ------------------------------------------------------------------------------------------- settings

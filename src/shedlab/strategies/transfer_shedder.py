@@ -84,6 +84,7 @@ __all__ = [
     "TransferShedder",
     "TransferShedderSettings",
     "TransferSheddingResult",
+    "UnloadScheduler",
 ]
 
 Label = Literal["Success", "Skip", "Failure"]
@@ -129,6 +130,9 @@ class TransferShedderSettings:
     load_balancer_debug_mode_enabled: bool = False
     load_balancer_max_number_of_bundles_in_bundle_load_report: int = 10
     load_balancer_history_resource_percentage: float = 0.9
+    load_balancer_enabled: bool = True
+    load_balancer_shedding_enabled: bool = True
+    load_balancer_shedding_grace_period_minutes: int = 30
     resource_weights: ResourceWeights = field(default_factory=ResourceWeights)
 
     PULSAR_KEYS: ClassVar[Mapping[str, str]] = {
@@ -146,6 +150,9 @@ class TransferShedderSettings:
             "loadBalancerDebugModeEnabled",
             "loadBalancerMaxNumberOfBundlesInBundleLoadReport",
             "loadBalancerHistoryResourcePercentage",
+            "loadBalancerEnabled",
+            "loadBalancerSheddingEnabled",
+            "loadBalancerSheddingGracePeriodMinutes",
         )
     }
     """Field → Pulsar key; ``resource_weights`` gathers the five ``loadBalancer*ResourceWeight`` keys."""
@@ -716,3 +723,54 @@ class _Pair:
             "max_load": self.max_load,
             "min_load": self.min_load,
         }
+
+
+class UnloadScheduler:
+    """The leader's shedding task around TransferShedder (``UnloadScheduler.execute``, spec §8.2).
+
+    It owns the two maps TransferShedder reads: ``recently_unloaded_bundles`` (bundle → completion time)
+    and ``recently_unloaded_brokers`` (source broker → completion time). Unloads are asynchronous in
+    Pulsar: the caller reports each completed one with :meth:`record_completed`, which is when both
+    maps are written — for swap moves too, so after a swap *both* brokers of the pair cool down.
+    """
+
+    def __init__(self, shedder: TransferShedder | None = None) -> None:
+        self.shedder = shedder if shedder is not None else TransferShedder()
+        self.recently_unloaded_bundles: dict[str, int] = {}
+        self.recently_unloaded_brokers: dict[str, int] = {}
+
+    def execute(
+        self,
+        data: ExtensibleLoadData,
+        settings: TransferShedderSettings | None = None,
+        *,
+        now_ms: int,
+        channel_owner: bool = True,
+        owners: Mapping[str, str] | None = None,
+        policies: TransferPolicies | None = None,
+    ) -> TransferSheddingResult | None:
+        """One scheduled run; None when the strategy is not called (disabled, not the channel owner, a
+        failed registry lookup, or at most one available broker)."""
+        conf = settings if settings is not None else TransferShedderSettings()
+        if not (conf.load_balancer_enabled and conf.load_balancer_shedding_enabled):
+            return None
+        # The grace period is applied before the ownership check, so every broker prunes its map.
+        oldest = now_ms - conf.load_balancer_shedding_grace_period_minutes * 60_000
+        for bundle in [b for b, t in self.recently_unloaded_bundles.items() if t < oldest]:
+            del self.recently_unloaded_bundles[bundle]
+        if not channel_owner or data.available_brokers is None or len(data.available_brokers) <= 1:
+            return None
+        return self.shedder.find_bundles_for_unloading(
+            data,
+            conf,
+            now_ms=now_ms,
+            recently_unloaded_bundles=self.recently_unloaded_bundles,
+            recently_unloaded_brokers=self.recently_unloaded_brokers,
+            owners=owners,
+            policies=policies,
+        )
+
+    def record_completed(self, unload: Unload, now_ms: int) -> None:
+        """An unload or transfer finished at ``now_ms`` (within ``namespaceBundleUnloadingTimeoutMs``)."""
+        self.recently_unloaded_bundles[unload.bundle] = now_ms
+        self.recently_unloaded_brokers[unload.broker] = now_ms
