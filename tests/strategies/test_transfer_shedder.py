@@ -189,7 +189,11 @@ def test_out_dated_load_data() -> None:
     data = setup()
     assert len(run(data, shedder=shedder)) == 2
     stale = {b: dataclasses.replace(d, updated_at=0) for b, d in data.brokers.items()}
-    assert_skip(run(dataclasses.replace(data, brokers=stale), shedder=shedder), "OutDatedData")
+    result = run(dataclasses.replace(data, brokers=stale), shedder=shedder)
+    assert_skip(result, "OutDatedData")
+    assert {e["broker"] for e in result.skipped if e["reason"] == "OutDatedData" and "broker" in e} == set(
+        stale
+    )
 
 
 def test_recently_unloaded_brokers() -> None:
@@ -674,7 +678,9 @@ def test_unavailable_broker_with_data_can_be_the_destination() -> None:
 
 def test_available_broker_without_data_stops_the_cycle() -> None:
     data = dataclasses.replace(setup(), available_brokers=frozenset(broker(i) for i in range(1, 7)))
-    assert_skip(run(data), "NoLoadData")
+    result = run(data)
+    assert_skip(result, "NoLoadData")
+    assert result.skipped[0]["brokers"] == [broker(6)]
 
 
 def test_swap_bundles_skip_the_namespace_and_recency_checks() -> None:

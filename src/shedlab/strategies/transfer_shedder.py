@@ -358,9 +358,10 @@ class TransferShedder:
             conf,
             now_ms,
             recently_unloaded_brokers if recently_unloaded_brokers is not None else {},
+            result.skipped,
         )
         if skip_reason is not None:
-            return result.skip("Skip", skip_reason, **self._stats_detail(stats))
+            return result.skip("Skip", skip_reason)
         result.load_avg, result.load_std = stats.avg, stats.std
 
         if self._condition(stats, data, conf):
@@ -386,18 +387,18 @@ class TransferShedder:
         return result
 
     @staticmethod
-    def _stats_detail(stats: LoadStats) -> dict[str, Any]:
-        return {"brokers_counted": stats.total_brokers}
-
-    @staticmethod
     def _update_stats(
         stats: LoadStats,
         data: ExtensibleLoadData,
         conf: TransferShedderSettings,
         now_ms: int,
         recently_unloaded_brokers: MutableMapping[str, int],
+        skipped: list[dict[str, Any]],
     ) -> str | None:
-        """``LoadStats.update``: the skip reason, or None with avg/std set (spec §8.3 step 2)."""
+        """``LoadStats.update``: the skip reason, or None with avg/std set (spec §8.3 step 2).
+
+        Brokers left out of the statistics, and why, are appended to ``skipped``.
+        """
         ttl_ms = conf.load_balancer_broker_load_data_ttl_in_seconds * 1000
         delay_ms = conf.load_balance_shedding_delay_in_seconds * 1000
         reason: str | None = None
@@ -407,11 +408,16 @@ class TransferShedder:
             load_data = data.brokers[broker]
             if now_ms - load_data.updated_at > ttl_ms:
                 reason = "OutDatedData"
+                skipped.append({"broker": broker, "reason": reason, "age_ms": now_ms - load_data.updated_at})
                 continue
             unloaded_at = recently_unloaded_brokers.get(broker)
             if unloaded_at is not None:
-                if load_data.updated_at - unloaded_at < delay_ms:
+                elapsed = load_data.updated_at - unloaded_at
+                if elapsed < delay_ms:
                     stats.set_sums(0.0, 0.0, 0)
+                    skipped.append(
+                        {"broker": broker, "reason": "CoolDown", "sampled_after_unload_ms": elapsed}
+                    )
                     return "CoolDown"
                 del recently_unloaded_brokers[broker]
             load = load_data.weighted_max_ema
@@ -422,8 +428,12 @@ class TransferShedder:
             stats.set_sums(0.0, 0.0, 0)
             return reason or "NoBrokers"
         assert data.available_brokers is not None
-        if any(b not in data.brokers for b in data.available_brokers):
+        missing = sorted(b for b in data.available_brokers if b not in data.brokers)
+        if missing:
             stats.set_sums(0.0, 0.0, 0)
+            skipped.append(
+                {"brokers": missing, "reason": "NoLoadData", "detail": "available without load data"}
+            )
             return "NoLoadData"
         stats.set_sums(total, sq_sum, count)
         return None
