@@ -888,3 +888,14 @@ def test_transfers_are_consistent(case: tuple[ExtensibleLoadData, TransferShedde
     assert (result.label == "Success") == bool(result.unloads)
     if result.unloads:
         assert shedder.unload_condition_hit_count == 0
+
+
+def test_zero_max_load_gives_a_nan_target_and_moves_anyway() -> None:
+    """Quirk: both brokers at 0 % but broker1's throughput EMA is tiny → Underloaded; the offload target
+    is 0·tp/0 = NaN (Java doubles), no bundle "exceeds" it, so the smaller bundle moves."""
+    data = two_brokers(0, top("t/a", 1e6, 2e6), 0, top("t/b", 10e6, 20e6))
+    brokers = dict(data.brokers)
+    brokers[broker(1)] = dataclasses.replace(brokers[broker(1)], msg_throughput_ema=1.0)
+    result = run(dataclasses.replace(data, brokers=brokers))
+    assert decided(result) == {(broker(2), f"t/b/{TWO[0]}", broker(1), "Underloaded")}
+    assert math.isnan(result.unloads[0].reason["offload_throughput"])

@@ -567,6 +567,14 @@ class TransferShedder:
                 result.skipped.append(
                     {"broker": max_broker, "reason": "NoBundles", "detail": "nothing movable"}
                 )
+        else:
+            result.skipped.append(
+                {
+                    "reason": "pairs exhausted",
+                    "brokers_shed": stats.shed_count,
+                    "limit": conf.load_balancer_max_number_of_broker_shedding_per_cycle,
+                }
+            )
         return no_data, few_bundles
 
     def _walk(
