@@ -321,7 +321,7 @@ def test_bandwidth_weights_follow_pulsars_deprecated_key_getter(
 # ----------------------------------------------------------------------------------------- strategies
 
 
-# Resolving names (Pulsar's, module:Class, entry points), roles and the pair rule: tests/strategies/test_registry.py.
+# Resolving names (module:Class, entry points), roles and the pair rule: tests/strategies/test_registry.py
 
 
 @pytest.mark.parametrize(
@@ -342,7 +342,10 @@ def test_strategy_keys_store_any_name_stripped(name: str) -> None:
 
 def test_strategy_names_drop_only_pulsars_package() -> None:
     conf = LoadBalancerConfig().with_overrides(
-        {"loadBalancerLoadSheddingStrategy": "pkg.mod:Mine", "loadBalancerLoadPlacementStrategy": "AvgShedder"}
+        {
+            "loadBalancerLoadSheddingStrategy": "pkg.mod:Mine",
+            "loadBalancerLoadPlacementStrategy": "AvgShedder",
+        }
     )
     assert conf.shedding_strategy_name == "pkg.mod:Mine"
     assert conf.placement_strategy_name == "AvgShedder"
