@@ -108,7 +108,7 @@ def pair_colour(strategy: str, known: Sequence[str] = ()) -> str:
 
 def short_pair(strategy: str) -> str:
     """``ThresholdShedder+LeastLongTermMessageRate`` → ``Threshold + LLTMR`` (for crowded titles)."""
-    return registry.abbreviate_pair(strategy, " + ")
+    return registry.short_pair_name(strategy, " + ")
 
 
 def _broker_colours(brokers: Iterable[str]) -> dict[str, str]:

@@ -29,11 +29,12 @@ from shedlab.strategies.registry import (
     ENTRY_POINT_GROUP,
     STRATEGY_PAIRS,
     StrategyInfo,
-    abbreviate_pair,
+    pair_config,
     pair_name_of,
     resolve_config,
-    resolve_pair,
+    resolve_pair_name,
     resolve_strategy,
+    short_pair_name,
 )
 from shedlab.strategies.threshold_shedder import ThresholdShedder
 from shedlab.strategies.uniform_load_shedder import UniformLoadShedder
@@ -65,12 +66,6 @@ __all__ = [
 ]
 
 
-def short_pair_name(pair: str, separator: str = "+") -> str:
-    """``ThresholdShedder+LeastResourceUsageWithWeight`` → ``Threshold+LRUWW``, for narrow tables and
-    crowded plot titles (captions spell LLTMR and LRUWW out); a plugin shows its class or entry-point name."""
-    return abbreviate_pair(pair, separator)
-
-
 def _rng(seed: int | np.random.Generator | None) -> np.random.Generator:
     return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
@@ -97,24 +92,3 @@ def make_pair(
         both = shed.shedder(rng)
         return both, typing.cast(PlacementStrategy, both)
     return shed.shedder(rng), place.placer(rng)
-
-
-def resolve_pair_name(name: str) -> str:
-    """The canonical spelling of a pair name (``AvgShedder``, ``ThresholdShedder+LeastLongTermMessageRate``,
-    ``pkg.mod:Mine+LeastLongTermMessageRate``, a two-role plugin alone); unknown names raise ConfigError."""
-    shed, place = resolve_pair(name)
-    return shed.name if shed == place else f"{shed.name}+{place.name}"
-
-
-def pair_config(
-    pair: str, conf: LoadBalancerConfig | None = None, source: str = "strategy pair"
-) -> LoadBalancerConfig:
-    """``conf`` with both strategy keys set to the pair's classes (in the form the keys store)."""
-    shed, place = resolve_pair(pair)
-    return (conf or LoadBalancerConfig()).with_overrides(
-        {
-            "loadBalancerLoadSheddingStrategy": shed.config_value,
-            "loadBalancerLoadPlacementStrategy": place.config_value,
-        },
-        source=source,
-    )

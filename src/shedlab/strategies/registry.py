@@ -48,14 +48,16 @@ __all__ = [
     "STRATEGY_PAIRS",
     "StrategyInfo",
     "abbreviate",
-    "abbreviate_pair",
     "builtin_strategies",
     "installed_plugins",
     "pair_colour",
+    "pair_config",
     "pair_name_of",
     "resolve_config",
     "resolve_pair",
+    "resolve_pair_name",
     "resolve_strategy",
+    "short_pair_name",
     "strategy_modules",
 ]
 
@@ -198,52 +200,42 @@ def _unknown_hint(text: str, role: StrategyRole | None) -> str:
     return f"{suggestion} ({listing})" if suggestion else listing
 
 
-def _load_class(text: str, role: StrategyRole | None, source: str | None) -> type:
+# The loaders below raise ConfigError without source or field; resolve_strategy adds the caller's.
+
+
+def _load_class(text: str) -> type:
     """Import ``module:Class``; any failure is one line naming the reference and the cause."""
     module_name, _, attr = text.partition(":")
     if not module_name or not attr:
-        raise _error("expected package.module:ClassName", text, role=role, source=source)
+        raise ConfigError("expected package.module:ClassName")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # a plugin's import may fail in any way; the user needs the cause, not a trace
-        raise _error(
-            f"cannot import strategy module {module_name!r}: {type(exc).__name__}: {exc}",
-            text,
-            role=role,
-            source=source,
-        ) from None
+        raise ConfigError(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from None
     obj = getattr(module, attr, None)
     if obj is None:
         classes = [n for n, v in vars(module).items() if isinstance(v, type)]
         hint = did_you_mean(attr, classes) or f"module {module_name!r} has no attribute {attr!r}"
-        raise _error("no such strategy class", text, role=role, source=source, hint=hint)
-    return _checked_class(obj, text, role, source)
+        raise ConfigError("no such strategy class", hint=hint)
+    return _checked_class(obj)
 
 
-def _load_entry_point(
-    ep: importlib.metadata.EntryPoint, role: StrategyRole | None, source: str | None
-) -> type:
+def _load_entry_point(ep: importlib.metadata.EntryPoint) -> type:
     try:
         obj = ep.load()
     except Exception as exc:  # as in _load_class: one line with the cause
-        raise _error(
-            f"cannot load the strategy plugin {ep.name!r} ({ep.value}): {type(exc).__name__}: {exc}",
-            ep.name,
-            role=role,
-            source=source,
+        raise ConfigError(
+            f"cannot load the entry point {ep.name} = {ep.value}: {type(exc).__name__}: {exc}"
         ) from None
-    return _checked_class(obj, ep.name, role, source)
+    return _checked_class(obj)
 
 
-def _checked_class(obj: object, text: str, role: StrategyRole | None, source: str | None) -> type:
+def _checked_class(obj: object) -> type:
     if not isinstance(obj, type):
-        raise _error(f"not a class but {type(obj).__name__}", text, role=role, source=source)
+        raise ConfigError(f"not a class but a {type(obj).__name__}")
     if not _roles_of(obj):
-        raise _error(
+        raise ConfigError(
             "the class implements neither strategy protocol",
-            text,
-            role=role,
-            source=source,
             hint="a shedding strategy defines find_bundles_for_unloading and on_active_brokers_change, "
             "a placement strategy select_broker and on_active_brokers_change (docs/strategies.md)",
         )
@@ -252,11 +244,9 @@ def _checked_class(obj: object, text: str, role: StrategyRole | None, source: st
 
 @functools.cache
 def _resolve_plugin(text: str) -> StrategyInfo:
-    """``module:Class`` or an entry-point name (cached: a run resolves its pair many times)."""
-    if ":" in text:
-        cls = _load_class(text, None, None)
-    else:
-        cls = _load_entry_point(_entry_points()[text], None, None)
+    """``module:Class`` or an entry-point name (cached: a run resolves its pair many times; failures,
+    being exceptions, are not cached)."""
+    cls = _load_class(text) if ":" in text else _load_entry_point(_entry_points()[text])
     return StrategyInfo(text, text, cls, _roles_of(cls), False)
 
 
@@ -272,19 +262,19 @@ def resolve_strategy(
         raise _error("expected a strategy name", name, role=role, source=source)
     text = name.strip()
     short = text.removeprefix(_PULSAR_PREFIX)
-    if short in _BUILTINS:
+    if short in _BUILTINS:  # Pulsar's names win over an entry point of the same name
         info = _BUILTINS[short]
-    elif short != text or (":" not in text and "." in text):
+    elif short == text and (":" in text or text in _entry_points()):
+        try:
+            info = _resolve_plugin(text)
+        except ConfigError as exc:
+            raise _error(exc.message, text, role=role, source=source, hint=exc.hint) from None
+    elif "." in text:  # a Java class name, but not one of Pulsar's strategies
         full = [_PULSAR_PREFIX + n for n in _BUILTINS if role is None or role in _BUILTINS[n].roles]
         hint = did_you_mean(text, full) or f"Pulsar's strategy classes live in {STRATEGY_PACKAGE}"
         raise _error(
             f"unknown {role + ' ' if role else ''}strategy class", text, role=role, source=source, hint=hint
         )
-    elif ":" in text or text in _entry_points():
-        try:
-            info = _resolve_plugin(text)
-        except ConfigError as exc:  # raised without a source (cached per name): add the caller's
-            raise _error(exc.message, text, role=role, source=source, hint=exc.hint) from None
     else:
         raise _error(
             f"unknown {role + ' ' if role else ''}strategy",
@@ -306,12 +296,8 @@ def resolve_strategy(
     return info
 
 
-def _pair_of(shed: StrategyInfo, place: StrategyInfo) -> str:
-    return shed.name if shed == place and shed.both_roles else f"{shed.name}+{place.name}"
-
-
 def _check_pair(shed: StrategyInfo, place: StrategyInfo, *, pulsar_exact: bool) -> str | None:
-    """Why the pair cannot run, or None. A two-role class is one instance for both roles (spec §2.5).
+    """Why the pair cannot run, or None. A two-role class is one instance in both roles (spec §2).
 
     Pulsar refuses to start when the *placement* strategy is AvgShedder but shedding is not. shedlab is
     stricter by default and also rejects a two-role shedder with another placement strategy, because the
@@ -382,6 +368,22 @@ def resolve_pair(
     return info, info
 
 
+def resolve_pair_name(name: object, *, source: str | None = None, field: str = "strategy") -> str:
+    """The canonical spelling of a pair name (``AvgShedder``, ``ThresholdShedder+LeastLongTermMessageRate``,
+    ``pkg.mod:Mine+LeastLongTermMessageRate``, a two-role plugin alone); unknown names raise ConfigError."""
+    shed, place = resolve_pair(name, source=source, field=field)
+    return shed.name if shed == place else f"{shed.name}+{place.name}"
+
+
+def pair_config(
+    pair: str, conf: LoadBalancerConfig | None = None, source: str = "strategy pair"
+) -> LoadBalancerConfig:
+    """``conf`` with both strategy keys set to the pair's classes (in the form the keys store)."""
+    shed, place = resolve_pair(pair)
+    values = {STRATEGY_KEYS["shedding"]: shed.config_value, STRATEGY_KEYS["placement"]: place.config_value}
+    return (conf or LoadBalancerConfig()).with_overrides(values, source=source)
+
+
 def pair_name_of(conf: LoadBalancerConfig) -> str:
     """The pair name of a config's two strategy keys (string work only: nothing is imported)."""
     shed, place = conf.shedding_strategy_name, conf.placement_strategy_name
@@ -440,7 +442,7 @@ def abbreviate(name: str) -> str:
     return text.rpartition(":")[2] if ":" in text else text
 
 
-def abbreviate_pair(pair: str, separator: str = "+") -> str:
+def short_pair_name(pair: str, separator: str = "+") -> str:
     """``ThresholdShedder+LeastResourceUsageWithWeight`` → ``Threshold+LRUWW``; ``pkg.mod:Mine`` → ``Mine``
     (string work only, so a report can label runs of a strategy that is not installed)."""
     return separator.join(abbreviate(part) for part in pair.split("+"))
