@@ -259,6 +259,17 @@ def test_abbreviations() -> None:
     assert reg.short_pair_name("HottestBroker+LeastLongTermMessageRate") == "HottestBroker+LLTMR"
 
 
+def test_abbreviation_legend() -> None:
+    assert (
+        reg.abbreviation_legend() == "LLTMR = LeastLongTermMessageRate, LRUWW = LeastResourceUsageWithWeight"
+    )
+    assert (
+        reg.abbreviation_legend(["HottestBroker+LeastLongTermMessageRate"])
+        == "LLTMR = LeastLongTermMessageRate"
+    )
+    assert reg.abbreviation_legend(["AvgShedder"]) == ""
+
+
 def test_colours_fixed_for_pulsars_pairs_and_assigned_for_others() -> None:
     assert reg.pair_colour("AvgShedder") == "#009E73"
     known = ["AvgShedder", "b:X+LeastLongTermMessageRate", "a:Y+LeastLongTermMessageRate"]

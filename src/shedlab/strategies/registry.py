@@ -48,6 +48,7 @@ __all__ = [
     "STRATEGY_PAIRS",
     "StrategyInfo",
     "abbreviate",
+    "abbreviation_legend",
     "builtin_strategies",
     "installed_plugins",
     "pair_colour",
@@ -446,6 +447,19 @@ def short_pair_name(pair: str, separator: str = "+") -> str:
     """``ThresholdShedder+LeastResourceUsageWithWeight`` → ``Threshold+LRUWW``; ``pkg.mod:Mine`` → ``Mine``
     (string work only, so a report can label runs of a strategy that is not installed)."""
     return separator.join(abbreviate(part) for part in pair.split("+"))
+
+
+def abbreviation_legend(pairs: Sequence[str] | None = None) -> str:
+    """The caption spelling out the abbreviations ``pairs`` use (all of Pulsar's that differ from
+    the class name, without ``pairs``): ``LLTMR = LeastLongTermMessageRate, LRUWW = ...``."""
+    used = (
+        {p.strip().removeprefix(_PULSAR_PREFIX) for pair in pairs for p in pair.split("+")} if pairs else None
+    )
+    return ", ".join(
+        f"{short} = {name}"
+        for name, short in _ABBREVIATIONS.items()
+        if not name.startswith(short) and (used is None or name in used)
+    )
 
 
 def pair_colour(pair: str, known: Sequence[str] = ()) -> str:
