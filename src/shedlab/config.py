@@ -162,7 +162,9 @@ class LoadBalancerConfig:
 
     Fields hold Python values: Java ``int``/``long`` -> ``int``, ``double`` -> ``float``, ``List<String>`` ->
     ``tuple[str, ...]``, ``Set<String>`` -> ``frozenset[str]``, ``Optional<Double>`` -> ``float | None``.
-    Strategy class keys are stored in Pulsar's full form (``org.apache.pulsar.broker.loadbalance.impl.X``).
+    Strategy keys hold the name as given, stripped; :func:`shedlab.strategies.registry.resolve_config`
+    resolves and checks them and stores Pulsar's classes in Pulsar's full form
+    (``org.apache.pulsar.broker.loadbalance.impl.X``), which commands call after loading a config.
     """
 
     load_balancer_enabled: bool = _key(
@@ -188,7 +190,8 @@ class LoadBalancerConfig:
         java="String",
         used_by=_MLM_ELM,
         doc="Shedding strategy class (ThresholdShedder by default since 2.10). Dynamic, but a change only "
-        "takes effect after a broker restart. Short names are accepted and stored in full.",
+        "takes effect after a broker restart. Short names are accepted and stored in full; shedlab also "
+        "takes a user's strategy (package.module:ClassName or an entry-point name).",
     )
     load_balancer_load_placement_strategy: str = _key(
         "loadBalancerLoadPlacementStrategy",
