@@ -157,3 +157,13 @@ def test_simulate_compare_and_report_with_plugins(tmp_path: Path, one_bundle: st
     for pair, colour in zip(pairs, colours, strict=True):
         assert pair.split("+")[0] in document
         assert colour in document
+
+
+def test_conformance_case_names_a_plugin(tmp_path: Path) -> None:
+    load_data = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    case = {"name": "hottest", "strategy": "HottestBroker", "ticks": [{"loadData": load_data}] * 3}
+    path = tmp_path / "hottest.json"
+    path.write_text(json.dumps(case), encoding="utf-8")
+    out = json.loads(invoke(app, ["conform", str(path)]))
+    assert out["strategy"] == "HottestBroker"
+    assert [list(t["unload"]) for t in out["ticks"]] == [[], [], ["broker-1:8080"]]  # the third hit sheds
