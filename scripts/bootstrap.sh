@@ -21,3 +21,4 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[dev]"
     echo "$want" > "$stamp"
 fi
+.venv/bin/python -c 'import shedlab_example_strategy' 2>/dev/null || .venv/bin/python -m pip install --quiet --no-deps -e examples/plugins/shedlab-example-strategy

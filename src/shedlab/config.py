@@ -39,36 +39,24 @@ from shedlab.errors import ConfigError, did_you_mean
 
 __all__ = [
     "KEY_SPECS",
-    "PLACEMENT_STRATEGIES",
-    "SHEDDING_STRATEGIES",
     "SPLIT_ALGORITHMS",
+    "STRATEGY_KEYS",
     "STRATEGY_PACKAGE",
     "KeySpec",
     "LoadBalancerConfig",
     "StrategyRole",
     "ValueType",
-    "canonical_strategy_name",
     "key_spec",
+    "normalise_strategy_name",
     "to_snake_case",
 ]
 
 STRATEGY_PACKAGE: Final = "org.apache.pulsar.broker.loadbalance.impl"
-"""Java package of the modular manager's strategy classes; strategy keys are stored as full class names."""
+"""Java package of the modular manager's strategy classes (Pulsar's strategy keys hold full class names).
 
-SHEDDING_STRATEGIES: Final[tuple[str, ...]] = (
-    "ThresholdShedder",
-    "OverloadShedder",
-    "UniformLoadShedder",
-    "AvgShedder",
-)
-"""Short names of the shedding strategies ``loadBalancerLoadSheddingStrategy`` may name."""
-
-PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = (
-    "LeastLongTermMessageRate",
-    "LeastResourceUsageWithWeight",
-    "AvgShedder",
-)
-"""Short names of the placement strategies ``loadBalancerLoadPlacementStrategy`` may name."""
+Which names exist, and what they resolve to, is :mod:`shedlab.strategies.registry`'s business: this layer
+only normalises the strings (a user's strategy is ``package.module:ClassName`` or an entry-point name).
+"""
 
 SPLIT_ALGORITHMS: Final[tuple[str, ...]] = (
     "range_equally_divide",
@@ -83,15 +71,14 @@ StrategyRole = Literal["shedding", "placement"]
 ValueType = Literal["bool", "int", "float", "str", "list[str]", "set[str]", "float | None"]
 """How a key's value is represented in Python (the Java type is kept separately in ``KeySpec.java_type``)."""
 
-_STRATEGY_KEYS: Final[Mapping[StrategyRole, str]] = MappingProxyType(
+STRATEGY_KEYS: Final[Mapping[StrategyRole, str]] = MappingProxyType(
     {"shedding": "loadBalancerLoadSheddingStrategy", "placement": "loadBalancerLoadPlacementStrategy"}
 )
+"""The Pulsar key naming the strategy of each role."""
 _STRATEGY_ROLE_BY_KEY: Final[Mapping[str, StrategyRole]] = MappingProxyType(
-    {key: role for role, key in _STRATEGY_KEYS.items()}
+    {key: role for role, key in STRATEGY_KEYS.items()}
 )
-_KNOWN_STRATEGIES: Final[Mapping[StrategyRole, tuple[str, ...]]] = MappingProxyType(
-    {"shedding": SHEDDING_STRATEGIES, "placement": PLACEMENT_STRATEGIES}
-)
+_PULSAR_CLASS_PREFIX: Final = f"{STRATEGY_PACKAGE}."
 
 # Java integer ranges: Pulsar fails to start on an out-of-range value, so we do too.
 _JAVA_INT_RANGE: Final = (-(2**31), 2**31 - 1)
@@ -175,7 +162,9 @@ class LoadBalancerConfig:
 
     Fields hold Python values: Java ``int``/``long`` -> ``int``, ``double`` -> ``float``, ``List<String>`` ->
     ``tuple[str, ...]``, ``Set<String>`` -> ``frozenset[str]``, ``Optional<Double>`` -> ``float | None``.
-    Strategy class keys are stored in Pulsar's full form (``org.apache.pulsar.broker.loadbalance.impl.X``).
+    Strategy keys hold the name as given, stripped; :func:`shedlab.strategies.registry.resolve_config`
+    resolves and checks them and stores Pulsar's classes in Pulsar's full form
+    (``org.apache.pulsar.broker.loadbalance.impl.X``), which commands call after loading a config.
     """
 
     load_balancer_enabled: bool = _key(
@@ -201,7 +190,8 @@ class LoadBalancerConfig:
         java="String",
         used_by=_MLM_ELM,
         doc="Shedding strategy class (ThresholdShedder by default since 2.10). Dynamic, but a change only "
-        "takes effect after a broker restart. Short names are accepted and stored in full.",
+        "takes effect after a broker restart. Short names are accepted and stored in full; shedlab also "
+        "takes a user's strategy (package.module:ClassName or an entry-point name).",
     )
     load_balancer_load_placement_strategy: str = _key(
         "loadBalancerLoadPlacementStrategy",
@@ -860,32 +850,28 @@ class LoadBalancerConfig:
 
     @property
     def shedding_strategy_name(self) -> str:
-        """Short class name of the shedding strategy, e.g. ``"ThresholdShedder"``."""
-        return self.load_balancer_load_shedding_strategy.rpartition(".")[2]
+        """The shedding strategy without Pulsar's package: ``"ThresholdShedder"``, ``"pkg.mod:Mine"``."""
+        return self.load_balancer_load_shedding_strategy.removeprefix(_PULSAR_CLASS_PREFIX)
 
     @property
     def placement_strategy_name(self) -> str:
-        """Short class name of the placement strategy, e.g. ``"LeastLongTermMessageRate"``."""
-        return self.load_balancer_load_placement_strategy.rpartition(".")[2]
+        """The placement strategy without Pulsar's package: ``"LeastLongTermMessageRate"``, ..."""
+        return self.load_balancer_load_placement_strategy.removeprefix(_PULSAR_CLASS_PREFIX)
 
     def validate_strategy_pair(self, *, pulsar_exact: bool = False) -> None:
-        """Reject AvgShedder configured for only one role.
-
-        AvgShedder is one object serving both roles: its shedding pass records where each shed bundle
-        should go, and its placement pass reads that back. Pulsar refuses to start when the *placement*
-        strategy is AvgShedder but shedding is not. By default shedlab is stricter and also rejects
-        AvgShedder shedding with another placement strategy, because the planned destinations would then
-        be silently ignored; ``pulsar_exact=True`` applies only Pulsar's own check.
+        """Transitional: ``core/sim/kernel.py`` still calls this. The rule's home is
+        :func:`shedlab.strategies.registry.resolve_config`, which also applies it to users' two-role
+        strategies; delete this method once the kernel calls that instead.
         """
         shedding, placement = self.shedding_strategy_name, self.placement_strategy_name
         if (shedding == "AvgShedder") == (placement == "AvgShedder"):
             return
         if placement == "AvgShedder":
-            set_key, other_key, other = _STRATEGY_KEYS["placement"], _STRATEGY_KEYS["shedding"], shedding
+            set_key, other_key, other = STRATEGY_KEYS["placement"], STRATEGY_KEYS["shedding"], shedding
         elif pulsar_exact:
             return
         else:
-            set_key, other_key, other = _STRATEGY_KEYS["shedding"], _STRATEGY_KEYS["placement"], placement
+            set_key, other_key, other = STRATEGY_KEYS["shedding"], STRATEGY_KEYS["placement"], placement
         sources = self.value_sources()
         raise ConfigError(
             f"{set_key} is AvgShedder but {other_key} is {other}; AvgShedder must be configured for both",
@@ -898,8 +884,9 @@ class LoadBalancerConfig:
     def with_overrides(self, mapping: Mapping[str, Any], source: str = "override") -> LoadBalancerConfig:
         """A copy with some keys (Pulsar camelCase names) changed; ``source`` is recorded for each of them.
 
-        Values are coerced to the key's type with the same rules as file input. The AvgShedder pairing is
-        *not* checked here, so a pair can be changed one key at a time; loaders check it once at the end.
+        Values are coerced to the key's type with the same rules as file input. Strategy names are only
+        normalised here: resolving them (and checking the pair) is the registry's
+        (:func:`shedlab.strategies.registry.resolve_config`), which loaders call once at the end.
         """
         return self._apply((key, value, source) for key, value in mapping.items())
 
@@ -907,9 +894,7 @@ class LoadBalancerConfig:
     def from_mapping(cls, mapping: Mapping[str, Any], source: str = "mapping") -> LoadBalancerConfig:
         """Defaults overridden by a parsed YAML/JSON document (Pulsar keys, optionally under ``config:``)."""
         items = _mapping_items(mapping, source, key_lines={})
-        conf = cls()._apply(items)
-        conf.validate_strategy_pair()
-        return conf
+        return cls()._apply(items)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> LoadBalancerConfig:
@@ -932,9 +917,7 @@ class LoadBalancerConfig:
             items = _mapping_items(data, name, key_lines=_json_key_lines(text, data))
         else:
             items = _properties_items(text, name)
-        conf = cls()._apply(items)
-        conf.validate_strategy_pair()
-        return conf
+        return cls()._apply(items)
 
     def _apply(self, items: Iterable[tuple[str, Any, str]]) -> LoadBalancerConfig:
         """Apply (pulsar_key, raw value, source) triples, each with its own source."""
@@ -1046,38 +1029,19 @@ def _looks_like_load_balancer_key(key: str) -> bool:
 # ----------------------------------------------------------------------------------------------- coercion
 
 
-def canonical_strategy_name(value: str, *, role: StrategyRole, source: str | None = None) -> str:
-    """The short class name of a shedding or placement strategy given in full or short form.
+def normalise_strategy_name(value: object, *, role: StrategyRole, source: str | None = None) -> str:
+    """A strategy key's value as stored: the name without surrounding blanks.
 
-    ``"org.apache.pulsar.broker.loadbalance.impl.AvgShedder"`` and ``"AvgShedder"`` both give
-    ``"AvgShedder"``. Pulsar itself needs the full name (it loads the class by reflection); accepting the
-    short one is a convenience, and normalising to one spelling keeps equal configs equal.
+    Only the string is checked here (this layer sits below the strategies): Pulsar's full class names,
+    Pulsar's short names, ``package.module:ClassName`` and entry-point names all pass, and
+    :func:`shedlab.strategies.registry.resolve_config` resolves them (and stores Pulsar's built-ins under
+    their full class names, as Pulsar requires).
     """
-    key = _STRATEGY_KEYS[role]
-    known = _KNOWN_STRATEGIES[role]
-    if not isinstance(value, str):
-        raise ConfigError(f"expected a {role} strategy class name", source=source, field=key, value=value)
-    text = value.strip()
-    package, dot, short = text.rpartition(".")
-    if dot and package != STRATEGY_PACKAGE:
-        full_names = [f"{STRATEGY_PACKAGE}.{name}" for name in known]
+    if not isinstance(value, str) or not value.strip():
         raise ConfigError(
-            f"unknown {role} strategy class",
-            source=source,
-            field=key,
-            value=value,
-            hint=did_you_mean(text, full_names) or f"strategy classes live in {STRATEGY_PACKAGE}",
+            f"expected a {role} strategy name", source=source, field=STRATEGY_KEYS[role], value=value
         )
-    if short in known:
-        return short
-    other: StrategyRole = "placement" if role == "shedding" else "shedding"
-    if short in _KNOWN_STRATEGIES[other]:
-        hint = f"{short} is a {other} strategy; {role} strategies are {', '.join(known)}"
-    else:
-        suggestion = did_you_mean(short, known)
-        listing = f"known {role} strategies: {', '.join(known)}"
-        hint = f"{suggestion} ({listing})" if suggestion else listing
-    raise ConfigError(f"unknown {role} strategy class", source=source, field=key, value=value, hint=hint)
+    return value.strip()
 
 
 _INT_RE: Final = re.compile(r"[+-]?[0-9]+")
@@ -1109,8 +1073,7 @@ def _coerce(spec: KeySpec, raw: Any, *, source: str, label: str) -> Any:
     if role is not None:
         if not isinstance(raw, str):
             raise bad()
-        short = canonical_strategy_name(raw, role=role, source=source)
-        return f"{STRATEGY_PACKAGE}.{short}"
+        return normalise_strategy_name(raw, role=role, source=source)
 
     kind = spec.type
     if kind == "bool":

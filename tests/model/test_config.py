@@ -18,13 +18,12 @@ from typer.testing import CliRunner
 from shedlab.cli.config_cmd import register
 from shedlab.config import (
     KEY_SPECS,
-    PLACEMENT_STRATEGIES,
-    SHEDDING_STRATEGIES,
+    STRATEGY_KEYS,
     STRATEGY_PACKAGE,
     KeySpec,
     LoadBalancerConfig,
-    canonical_strategy_name,
     key_spec,
+    normalise_strategy_name,
     to_snake_case,
 )
 from shedlab.errors import ConfigError
@@ -96,7 +95,6 @@ def test_default_strategies_and_weights() -> None:
     assert conf.shedding_strategy_name == "ThresholdShedder"
     assert conf.placement_strategy_name == "LeastLongTermMessageRate"
     assert conf.resource_weights() == (1.0, 0.0, 1.0, 1.0)
-    conf.validate_strategy_pair()
 
 
 def _spec_table() -> list[list[str]]:
@@ -283,9 +281,9 @@ def test_inline_comment_in_a_value_gets_a_hint() -> None:
 
 
 def test_direct_construction_is_validated_and_normalised() -> None:
-    conf = LoadBalancerConfig(max_unload_percentage=1, load_balancer_load_shedding_strategy="AvgShedder")
+    conf = LoadBalancerConfig(max_unload_percentage=1, load_balancer_load_shedding_strategy=" AvgShedder ")
     assert conf.max_unload_percentage == 1.0 and isinstance(conf.max_unload_percentage, float)
-    assert conf.load_balancer_load_shedding_strategy == f"{STRATEGY_PACKAGE}.AvgShedder"
+    assert conf.load_balancer_load_shedding_strategy == "AvgShedder"
     with pytest.raises(ConfigError, match="min_unload_message: expected an integer"):
         LoadBalancerConfig(min_unload_message=2.5)  # type: ignore[arg-type]
 
@@ -323,99 +321,42 @@ def test_bandwidth_weights_follow_pulsars_deprecated_key_getter(
 # ----------------------------------------------------------------------------------------- strategies
 
 
-@pytest.mark.parametrize("short", SHEDDING_STRATEGIES)
-def test_shedding_strategy_accepts_short_and_full_names(short: str) -> None:
-    for given_name in (short, f"{STRATEGY_PACKAGE}.{short}", f"  {short} "):
-        conf = LoadBalancerConfig().with_overrides({"loadBalancerLoadSheddingStrategy": given_name})
-        assert conf.load_balancer_load_shedding_strategy == f"{STRATEGY_PACKAGE}.{short}"
-        assert conf.shedding_strategy_name == short
-        assert canonical_strategy_name(given_name, role="shedding") == short
+# Resolving names (module:Class, entry points), roles and the pair rule: tests/strategies/test_registry.py
 
 
-@pytest.mark.parametrize("short", PLACEMENT_STRATEGIES)
-def test_placement_strategy_accepts_short_and_full_names(short: str) -> None:
-    for given_name in (short, f"{STRATEGY_PACKAGE}.{short}"):
-        conf = LoadBalancerConfig().with_overrides({"loadBalancerLoadPlacementStrategy": given_name})
-        assert conf.load_balancer_load_placement_strategy == f"{STRATEGY_PACKAGE}.{short}"
-        assert conf.placement_strategy_name == short
-        assert canonical_strategy_name(given_name, role="placement") == short
-
-
-def test_strategy_constants() -> None:
-    assert STRATEGY_PACKAGE == "org.apache.pulsar.broker.loadbalance.impl"
-    assert set(SHEDDING_STRATEGIES) == {
-        "ThresholdShedder",
-        "OverloadShedder",
-        "UniformLoadShedder",
+@pytest.mark.parametrize(
+    "name",
+    [
         "AvgShedder",
-    }
-    assert set(PLACEMENT_STRATEGIES) == {
-        "LeastLongTermMessageRate",
-        "LeastResourceUsageWithWeight",
-        "AvgShedder",
-    }
+        f"{STRATEGY_PACKAGE}.ThresholdShedder",
+        "my_package.strategies:HottestBroker",
+        "hottest-broker",
+    ],
+)
+def test_strategy_keys_store_any_name_stripped(name: str) -> None:
+    for role, key in STRATEGY_KEYS.items():
+        conf = LoadBalancerConfig().with_overrides({key: f"  {name} "})
+        assert conf.get(key) == name
+        assert normalise_strategy_name(name, role=role) == name
 
 
-def test_unknown_strategy_suggests_the_closest_name() -> None:
-    with pytest.raises(ConfigError) as err:
-        canonical_strategy_name("ThreshholdShedder", role="shedding", source="b.conf:3")
-    text = str(err.value)
-    assert text.startswith("b.conf:3: loadBalancerLoadSheddingStrategy: unknown shedding strategy class")
-    assert "did you mean 'ThresholdShedder'?" in text
-
-
-def test_strategy_in_the_wrong_role_is_explained() -> None:
-    with pytest.raises(ConfigError, match="LeastLongTermMessageRate is a placement strategy"):
-        LoadBalancerConfig().with_overrides({"loadBalancerLoadSheddingStrategy": "LeastLongTermMessageRate"})
-
-
-def test_strategy_in_another_package_is_rejected_with_the_full_name_suggested() -> None:
-    with pytest.raises(ConfigError) as err:
-        canonical_strategy_name("org.apache.pulsar.broker.loadbalance.OverloadShedder", role="shedding")
-    assert f"did you mean '{STRATEGY_PACKAGE}.OverloadShedder'?" in str(err.value)
-
-
-def test_avgshedder_as_placement_only_is_rejected_like_pulsar() -> None:
+def test_strategy_names_drop_only_pulsars_package() -> None:
     conf = LoadBalancerConfig().with_overrides(
-        {"loadBalancerLoadPlacementStrategy": "AvgShedder"}, source="cli --set"
+        {
+            "loadBalancerLoadSheddingStrategy": "pkg.mod:Mine",
+            "loadBalancerLoadPlacementStrategy": "AvgShedder",
+        }
     )
-    with pytest.raises(ConfigError) as err:
-        conf.validate_strategy_pair()
-    assert str(err.value).startswith(
-        "cli --set: loadBalancerLoadPlacementStrategy is AvgShedder but loadBalancerLoadSheddingStrategy is "
-        "ThresholdShedder; AvgShedder must be configured for both"
-    )
-    with pytest.raises(ConfigError):
-        conf.validate_strategy_pair(pulsar_exact=True)
+    assert conf.shedding_strategy_name == "pkg.mod:Mine"
+    assert conf.placement_strategy_name == "AvgShedder"
+    assert LoadBalancerConfig().shedding_strategy_name == "ThresholdShedder"
+    assert STRATEGY_PACKAGE == "org.apache.pulsar.broker.loadbalance.impl"
 
 
-def test_avgshedder_as_shedding_only_is_rejected_unless_pulsar_exact() -> None:
-    conf = LoadBalancerConfig().with_overrides({"loadBalancerLoadSheddingStrategy": "AvgShedder"})
-    with pytest.raises(
-        ConfigError,
-        match="loadBalancerLoadSheddingStrategy is AvgShedder but loadBalancerLoadPlacementStrategy is "
-        "LeastLongTermMessageRate; AvgShedder must be configured for both",
-    ):
-        conf.validate_strategy_pair()
-    conf.validate_strategy_pair(pulsar_exact=True)  # Pulsar itself starts with this combination
-
-
-def test_avgshedder_for_both_roles_is_accepted_and_set_one_key_at_a_time() -> None:
-    conf = (
-        LoadBalancerConfig()
-        .with_overrides({"loadBalancerLoadSheddingStrategy": "AvgShedder"})
-        .with_overrides({"loadBalancerLoadPlacementStrategy": f"{STRATEGY_PACKAGE}.AvgShedder"})
-    )
-    conf.validate_strategy_pair()
-    assert conf.shedding_strategy_name == conf.placement_strategy_name == "AvgShedder"
-
-
-def test_loaders_check_the_avgshedder_pair(tmp_path: Path) -> None:
-    path = write(tmp_path, "broker.conf", "\nloadBalancerLoadPlacementStrategy=AvgShedder\n")
-    with pytest.raises(ConfigError, match=r"broker\.conf:2: loadBalancerLoadPlacementStrategy is AvgShedder"):
-        LoadBalancerConfig.from_file(path)
-    with pytest.raises(ConfigError, match="AvgShedder must be configured for both"):
-        LoadBalancerConfig.from_mapping({"loadBalancerLoadSheddingStrategy": "AvgShedder"})
+@pytest.mark.parametrize("value", ["", "   ", 3, None])
+def test_strategy_key_needs_a_name(value: Any) -> None:
+    with pytest.raises(ConfigError, match="loadBalancerLoadSheddingStrategy: expected"):
+        LoadBalancerConfig().with_overrides({"loadBalancerLoadSheddingStrategy": value}, source="b.conf:3")
 
 
 # -------------------------------------------------------------------------------------------- broker.conf
@@ -664,12 +605,9 @@ _WORD = st.text(
 
 
 def _value_strategy(spec: KeySpec) -> st.SearchStrategy[Any]:
-    if spec.pulsar_key == "loadBalancerLoadSheddingStrategy":
-        names = list(SHEDDING_STRATEGIES)
-        return st.sampled_from(names + [f"{STRATEGY_PACKAGE}.{n}" for n in names])
-    if spec.pulsar_key == "loadBalancerLoadPlacementStrategy":
-        names = list(PLACEMENT_STRATEGIES)
-        return st.sampled_from(names + [f"{STRATEGY_PACKAGE}.{n}" for n in names])
+    if spec.pulsar_key in STRATEGY_KEYS.values():
+        names = ["AvgShedder", "LeastLongTermMessageRate", "pkg.mod:Mine", "hottest-broker"]
+        return st.sampled_from(names + [f"{STRATEGY_PACKAGE}.{n}" for n in names[:2]])
     finite = st.floats(allow_nan=False, allow_infinity=False)
     item = st.sampled_from(spec.choices) if spec.choices else _WORD
     by_type: dict[str, st.SearchStrategy[Any]] = {

@@ -13,20 +13,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from shedlab.config import LoadBalancerConfig, canonical_strategy_name
+from shedlab.config import LoadBalancerConfig
 from shedlab.errors import InputError, ShedlabError
 from shedlab.model.json_reader import JsonReader, load_json_file
 from shedlab.model.pulsar import LoadData
 from shedlab.model.snapshot import ClusterSnapshot
-from shedlab.strategies import make_placement, make_shedding
+from shedlab.strategies import StrategyInfo, resolve_strategy
 from shedlab.strategies.base import PlacementStrategy, SheddingStrategy
-
-SHEDDERS = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder")
-PLACERS = ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "AvgShedder")
 
 
 @dataclass(frozen=True)
@@ -47,18 +44,23 @@ class Case:
 
     path: str
     name: str
-    strategy: str
+    info: StrategyInfo
     conf: LoadBalancerConfig
     ticks: list[CaseTick]
     expected: list[dict[str, Any]] | None = field(default=None)
 
     @property
+    def strategy(self) -> str:
+        """The strategy's name (Pulsar's short class name for a built-in)."""
+        return self.info.name
+
+    @property
     def sheds(self) -> bool:
-        return self.strategy in SHEDDERS
+        return self.info.sheds
 
     @property
     def places(self) -> bool:
-        return self.strategy in PLACERS
+        return self.info.places
 
 
 def load_case(path: str | Path) -> Case:
@@ -68,8 +70,7 @@ def load_case(path: str | Path) -> Case:
     name = root.string("name", Path(path).stem) or Path(path).stem
     raw_strategy = root.string("strategy")
     assert raw_strategy is not None
-    role = "placement" if raw_strategy.rsplit(".", 1)[-1] in PLACERS[:2] else "shedding"
-    strategy = canonical_strategy_name(raw_strategy, role=role, source=f"{source}: strategy")  # type: ignore[arg-type]
+    info = resolve_strategy(raw_strategy, source=source)
     conf = LoadBalancerConfig().with_overrides(root.raw_mapping("config", {}), source=f"{source}: config")
     raw_ticks = root.obj.get("ticks")
     if not isinstance(raw_ticks, list) or not raw_ticks:
@@ -98,14 +99,14 @@ def load_case(path: str | Path) -> Case:
                         value=c,
                     )
             requests.append(AssignRequest(bundle, candidates))
-        if requests and strategy not in PLACERS:
+        if requests and not info.places:
             raise InputError(
-                f"{strategy} is a shedding strategy and cannot answer assign requests",
+                f"{info.name} is a shedding strategy and cannot answer assign requests",
                 source=source,
                 field=f"ticks[{t}].assign",
             )
         ticks.append(CaseTick(snapshot, tuple(requests)))
-    return Case(source, name, strategy, conf, ticks, _expected(root.obj.get("expected"), source))
+    return Case(source, name, info, conf, ticks, _expected(root.obj.get("expected"), source))
 
 
 def _expected(raw: Any, source: str) -> list[dict[str, Any]] | None:
@@ -144,12 +145,11 @@ def _expected(raw: Any, source: str) -> list[dict[str, Any]] | None:
 
 def _instances(case: Case, seed: int) -> tuple[SheddingStrategy | None, PlacementStrategy | None]:
     rng = np.random.default_rng(seed)
-    if case.strategy == "AvgShedder":
-        avg = make_shedding("AvgShedder", rng)
-        return avg, avg  # type: ignore[return-value]
-    if case.sheds:
-        return make_shedding(case.strategy, rng), None
-    return None, make_placement(case.strategy, rng)
+    info = case.info
+    if info.both_roles:  # one instance in both roles, as the leader keeps it
+        both = info.shedder(rng)
+        return both, cast(PlacementStrategy, both)
+    return (info.shedder(rng), None) if info.sheds else (None, info.placer(rng))
 
 
 def run_case(case: Case, seed: int = 0) -> dict[str, Any]:

@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from shedlab.config import LoadBalancerConfig
-from shedlab.errors import ShedlabError
+from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig
+from shedlab.errors import ConfigError, ShedlabError
 from shedlab.manager import LoadManager
 from shedlab.model.json_reader import JsonReader, load_json_file
 from shedlab.model.pulsar import LoadData
 from shedlab.model.snapshot import ClusterSnapshot
-from shedlab.strategies import STRATEGY_PAIRS, pair_config, resolve_pair_name
+from shedlab.strategies import pair_config, pair_name_of, resolve_config, resolve_strategy
 
 
 @dataclass(frozen=True)
@@ -77,17 +77,20 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
 
 
 def _resolve(conf: LoadBalancerConfig, strategy: str | None) -> tuple[str, LoadBalancerConfig]:
-    if strategy is None:
-        shed, place = conf.shedding_strategy_name, conf.placement_strategy_name
-        return ("AvgShedder" if shed == "AvgShedder" else f"{shed}+{place}"), conf
-    if "+" in strategy or strategy in STRATEGY_PAIRS:
-        name = resolve_pair_name(strategy)
-        return name, pair_config(name, conf, source="--strategy")
-    # a single shedding strategy: keep the configured placement strategy
-    conf = conf.with_overrides({"loadBalancerLoadSheddingStrategy": strategy}, source="--strategy")
-    if conf.shedding_strategy_name == "AvgShedder":
-        conf = conf.with_overrides({"loadBalancerLoadPlacementStrategy": "AvgShedder"}, source="--strategy")
-    return _resolve(conf, None)[0], conf
+    """The pair to run and its config; every strategy name is resolved (and checked) by the registry.
+
+    ``strategy`` is a pair name, or a shedding strategy alone, which keeps the configured placement.
+    """
+    if strategy is not None:
+        try:
+            conf = pair_config(strategy, conf, source="--strategy")
+        except ConfigError:
+            if "+" in strategy:
+                raise
+            info = resolve_strategy(strategy, role="shedding", source="--strategy")
+            conf = conf.with_overrides({STRATEGY_KEYS["shedding"]: info.config_value}, source="--strategy")
+    conf = resolve_config(conf)
+    return pair_name_of(conf), conf
 
 
 def decide_on_snapshot(

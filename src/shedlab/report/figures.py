@@ -22,7 +22,8 @@ from plotly.subplots import make_subplots
 
 from shedlab.report.model import ReplayData, RunSeries
 from shedlab.report.pip364 import pair_order
-from shedlab.strategies import short_pair_name
+from shedlab.strategies import registry
+from shedlab.strategies.registry import PAIR_COLOURS
 
 __all__ = [
     "PAIR_COLOURS",
@@ -41,14 +42,6 @@ __all__ = [
     "tradeoff_figure",
 ]
 
-PAIR_COLOURS: dict[str, str] = {
-    "AvgShedder": "#009E73",
-    "ThresholdShedder+LeastResourceUsageWithWeight": "#D55E00",
-    "ThresholdShedder+LeastLongTermMessageRate": "#E69F00",
-    "UniformLoadShedder+LeastLongTermMessageRate": "#0072B2",
-    "OverloadShedder+LeastLongTermMessageRate": "#CC79A7",
-}
-_EXTRA_COLOURS = ("#56B4E9", "#8C6D31", "#7F7F7F", "#17BECF", "#BCBD22", "#393B79")
 _BROKER_COLOURS = (
     "#1f77b4",
     "#ff7f0e",
@@ -109,17 +102,13 @@ TEMPLATE = _template()
 
 
 def pair_colour(strategy: str, known: Sequence[str] = ()) -> str:
-    """The fixed colour of a strategy pair (pairs outside PIP-364's five get the next free colour)."""
-    if strategy in PAIR_COLOURS:
-        return PAIR_COLOURS[strategy]
-    others = sorted(s for s in known if s not in PAIR_COLOURS)
-    index = others.index(strategy) if strategy in others else abs(hash(strategy))
-    return _EXTRA_COLOURS[index % len(_EXTRA_COLOURS)]
+    """The fixed colour of a strategy pair among ``known`` (see ``registry.pair_colour``)."""
+    return registry.pair_colour(strategy, known)
 
 
 def short_pair(strategy: str) -> str:
     """``ThresholdShedder+LeastLongTermMessageRate`` → ``Threshold + LLTMR`` (for crowded titles)."""
-    return short_pair_name(strategy, " + ")
+    return registry.short_pair_name(strategy, " + ")
 
 
 def _broker_colours(brokers: Iterable[str]) -> dict[str, str]:

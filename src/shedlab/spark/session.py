@@ -9,6 +9,8 @@
 * shedlab importable on the workers: locally through ``PYTHONPATH``; on a cluster the package is
   zipped and shipped with ``addPyFile`` unless ``shedlab.shipPackage=false`` (use that when shedlab
   is installed in the executors' environment);
+* users' strategies (``package.module:ClassName``) importable on the workers:
+  :func:`ship_strategy_modules` ships their modules with ``addPyFile``;
 * quiet logs (WARN, and ERROR for the noisy Hadoop/Spark loggers), no console progress bar, the
   web UI off unless asked for;
 * small-machine defaults for local masters (shuffle partitions = 2 × cores, UTC session time zone,
@@ -18,6 +20,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import io
 import os
 import re
 import shutil
@@ -29,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shedlab.errors import ConfigError
+from shedlab.strategies.registry import strategy_modules
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,6 +46,7 @@ __all__ = [
     "local_cores",
     "parse_conf_pairs",
     "read_conf_file",
+    "ship_strategy_modules",
     "spark_settings",
     "stop_spark",
 ]
@@ -230,6 +237,76 @@ def _ship_package(spark: SparkSession) -> None:
                 continue
             zf.write(path, path.relative_to(root).as_posix())
     spark.sparkContext.addPyFile(str(target))
+
+
+_SHIPPED: dict[tuple[str, str], str] = {}
+"""(Spark application id, top-level module) → the file shipped, so a module is added once per application."""
+
+
+def _module_files(top: str) -> list[tuple[Path, str]]:
+    """The files of top-level module ``top`` on the driver, with their paths inside a zip."""
+    spec = importlib.util.find_spec(top)
+    if spec is None:
+        raise ConfigError("strategy module not found on the driver", field="strategy", value=top)
+    if spec.submodule_search_locations is None:  # a single-file module
+        if spec.origin is None or not spec.origin.endswith(".py"):
+            raise ConfigError(
+                "only Python source modules and packages can be shipped to executors",
+                field="strategy",
+                value=top,
+                hint=f"install {top} in the executors' environment",
+            )
+        return [(Path(spec.origin), Path(spec.origin).name)]
+    files = []
+    for location in spec.submodule_search_locations:  # several for a namespace package
+        root = Path(location)
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                files.append((path, f"{top}/{path.relative_to(root).as_posix()}"))
+    return files
+
+
+def _zip_module(top: str) -> Path:
+    """A zip of module ``top`` named after its content: a changed module gets a new name (Spark refuses a
+    second, different file under a name it has served), an unchanged one the same file."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, arcname in _module_files(top):
+            info = zipfile.ZipInfo(arcname, date_time=(1980, 1, 1, 0, 0, 0))
+            zf.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+    data = buffer.getvalue()
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    target = Path(tempfile.gettempdir()) / "shedlab-strategies" / f"{top}-{digest}.zip"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+    return target
+
+
+def ship_strategy_modules(spark: SparkSession, strategy_names: Iterable[str]) -> tuple[str, ...]:
+    """Make the users' ``module:Class`` strategies among ``strategy_names`` importable on the executors.
+
+    ``strategy_names`` are strategy or pair names (``pkg.mod:Mine+LeastLongTermMessageRate``). For each
+    such module, its top-level package (zipped) or single-file module is added with ``addPyFile``, so a
+    module the driver imports from a directory on its ``sys.path`` (not installed) runs on executors too,
+    local ones included: local Python workers are separate processes and do not see the driver's
+    ``sys.path``. Pulsar's strategies, entry-point plugins (installed packages) and shedlab's own modules
+    are not shipped. Call it before the first Spark job that resolves the names; each module is shipped
+    once per Spark application. Returns the top-level modules shipped by this call.
+    """
+    tops = dict.fromkeys(module.partition(".")[0] for module in strategy_modules(list(strategy_names)))
+    app = str(spark.sparkContext.applicationId)
+    shipped = []
+    for top in tops:
+        if top == "shedlab" or (app, top) in _SHIPPED:
+            continue
+        target = _zip_module(top)
+        spark.sparkContext.addPyFile(str(target))
+        _SHIPPED[(app, top)] = str(target)
+        shipped.append(top)
+    return tuple(shipped)
 
 
 def get_spark(

@@ -1,18 +1,19 @@
-"""Pulsar's load-shedding and placement strategies, one module each, behind two protocols.
+"""Pulsar's load-shedding and placement strategies, one module each, behind two public protocols.
 
-Use :func:`make_shedding`, :func:`make_placement` or :func:`make_pair` to build instances by
-Pulsar class name (short ``AvgShedder`` or full ``org.apache.pulsar...AvgShedder``).
+The protocols (:class:`SheddingStrategy`, :class:`PlacementStrategy`, ``base.py``) are the whole
+contract: a user's class that implements one or both runs wherever Pulsar's do. Names are resolved by
+:mod:`shedlab.strategies.registry` (Pulsar's short or full class names, ``package.module:ClassName``,
+or an entry point of the group ``shedlab.strategies``); build instances with :func:`make_shedding`,
+:func:`make_placement` or :func:`make_pair`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import typing
 
 import numpy as np
 
-from shedlab.config import LoadBalancerConfig, canonical_strategy_name
-from shedlab.errors import ConfigError, did_you_mean
+from shedlab.config import LoadBalancerConfig
 from shedlab.strategies.avg_shedder import AvgShedder
 from shedlab.strategies.base import (
     Placement,
@@ -24,10 +25,22 @@ from shedlab.strategies.base import (
 from shedlab.strategies.least_long_term_message_rate import LeastLongTermMessageRate
 from shedlab.strategies.least_resource_usage_with_weight import LeastResourceUsageWithWeight
 from shedlab.strategies.overload_shedder import OverloadShedder
+from shedlab.strategies.registry import (
+    ENTRY_POINT_GROUP,
+    STRATEGY_PAIRS,
+    StrategyInfo,
+    pair_config,
+    pair_name_of,
+    resolve_config,
+    resolve_pair_name,
+    resolve_strategy,
+    short_pair_name,
+)
 from shedlab.strategies.threshold_shedder import ThresholdShedder
 from shedlab.strategies.uniform_load_shedder import UniformLoadShedder
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "STRATEGY_PAIRS",
     "AvgShedder",
     "LeastLongTermMessageRate",
@@ -37,6 +50,7 @@ __all__ = [
     "PlacementStrategy",
     "SheddingResult",
     "SheddingStrategy",
+    "StrategyInfo",
     "ThresholdShedder",
     "UniformLoadShedder",
     "Unload",
@@ -44,45 +58,12 @@ __all__ = [
     "make_placement",
     "make_shedding",
     "pair_config",
+    "pair_name_of",
+    "resolve_config",
     "resolve_pair_name",
+    "resolve_strategy",
     "short_pair_name",
 ]
-
-_SHEDDERS: dict[str, type[Any]] = {
-    "ThresholdShedder": ThresholdShedder,
-    "OverloadShedder": OverloadShedder,
-    "UniformLoadShedder": UniformLoadShedder,
-    "AvgShedder": AvgShedder,
-}
-_PLACERS: dict[str, type[Any]] = {
-    "LeastLongTermMessageRate": LeastLongTermMessageRate,
-    "LeastResourceUsageWithWeight": LeastResourceUsageWithWeight,
-    "AvgShedder": AvgShedder,
-}
-
-STRATEGY_PAIRS: dict[str, tuple[str, str]] = {
-    "ThresholdShedder+LeastLongTermMessageRate": ("ThresholdShedder", "LeastLongTermMessageRate"),
-    "ThresholdShedder+LeastResourceUsageWithWeight": ("ThresholdShedder", "LeastResourceUsageWithWeight"),
-    "UniformLoadShedder+LeastLongTermMessageRate": ("UniformLoadShedder", "LeastLongTermMessageRate"),
-    "OverloadShedder+LeastLongTermMessageRate": ("OverloadShedder", "LeastLongTermMessageRate"),
-    "AvgShedder": ("AvgShedder", "AvgShedder"),
-}
-"""The strategy pairs PIP-364 compares, by the names the CLI and scenario files accept."""
-
-
-_ABBREVIATIONS = {
-    "ThresholdShedder": "Threshold",
-    "UniformLoadShedder": "Uniform",
-    "OverloadShedder": "Overload",
-    "LeastLongTermMessageRate": "LLTMR",
-    "LeastResourceUsageWithWeight": "LRUWW",
-}
-
-
-def short_pair_name(pair: str, separator: str = "+") -> str:
-    """``ThresholdShedder+LeastResourceUsageWithWeight`` → ``Threshold+LRUWW``, for narrow tables and
-    crowded plot titles (captions spell LLTMR and LRUWW out)."""
-    return separator.join(_ABBREVIATIONS.get(part, part) for part in pair.split("+"))
 
 
 def _rng(seed: int | np.random.Generator | None) -> np.random.Generator:
@@ -90,65 +71,24 @@ def _rng(seed: int | np.random.Generator | None) -> np.random.Generator:
 
 
 def make_shedding(name: str, seed: int | np.random.Generator | None = None) -> SheddingStrategy:
-    """A shedding strategy by Pulsar class name (short or full)."""
-    short = canonical_strategy_name(name, role="shedding")
-    strategy: SheddingStrategy = _SHEDDERS[short](rng=_rng(seed))
-    return strategy
+    """A shedding strategy by name (Pulsar's short or full class name, ``module:Class``, entry point)."""
+    return resolve_strategy(name, role="shedding").shedder(_rng(seed))
 
 
 def make_placement(name: str, seed: int | np.random.Generator | None = None) -> PlacementStrategy:
-    """A placement strategy by Pulsar class name (short or full)."""
-    short = canonical_strategy_name(name, role="placement")
-    strategy: PlacementStrategy = _PLACERS[short](rng=_rng(seed))
-    return strategy
+    """A placement strategy by name (Pulsar's short or full class name, ``module:Class``, entry point)."""
+    return resolve_strategy(name, role="placement").placer(_rng(seed))
 
 
 def make_pair(
     conf: LoadBalancerConfig, seed: int | np.random.Generator | None = None
 ) -> tuple[SheddingStrategy, PlacementStrategy]:
-    """The configured shedding and placement strategies; AvgShedder is one instance in both roles."""
-    conf.validate_strategy_pair()
+    """The configured shedding and placement strategies; a two-role class is one instance in both roles."""
+    conf = resolve_config(conf)
     rng = _rng(seed)
-    shed_name, place_name = conf.shedding_strategy_name, conf.placement_strategy_name
-    if shed_name == place_name == "AvgShedder":
-        avg = AvgShedder(rng=rng)
-        return avg, avg
-    return _SHEDDERS[shed_name](rng=rng), _PLACERS[place_name](rng=rng)
-
-
-def resolve_pair_name(name: str) -> str:
-    """Accept a pair name ('AvgShedder', 'ThresholdShedder+LeastResourceUsageWithWeight', ...)."""
-    if name in STRATEGY_PAIRS:
-        return name
-    lowered = {k.lower().replace(" ", ""): k for k in STRATEGY_PAIRS}
-    key = name.lower().replace(" ", "")
-    if key in lowered:
-        return lowered[key]
-    if "+" in name:
-        shed, place = (part.strip() for part in name.split("+", 1))
-        shed = canonical_strategy_name(shed, role="shedding")
-        place = canonical_strategy_name(place, role="placement")
-        if (shed == "AvgShedder") != (place == "AvgShedder"):
-            raise ConfigError(
-                "AvgShedder must be used for both shedding and placement", field="strategy", value=name
-            )
-        return "AvgShedder" if shed == "AvgShedder" else f"{shed}+{place}"
-    raise ConfigError(
-        "unknown strategy pair",
-        field="strategy",
-        value=name,
-        hint=did_you_mean(name, STRATEGY_PAIRS) or f"known pairs: {', '.join(STRATEGY_PAIRS)}",
-    )
-
-
-def pair_config(
-    pair: str, conf: LoadBalancerConfig | None = None, source: str = "strategy pair"
-) -> LoadBalancerConfig:
-    """``conf`` with both strategy keys set to the pair's classes."""
-    name = resolve_pair_name(pair)
-    shed, place = STRATEGY_PAIRS.get(name) or tuple(name.split("+", 1))
-    overrides: Mapping[str, Any] = {
-        "loadBalancerLoadSheddingStrategy": shed,
-        "loadBalancerLoadPlacementStrategy": place,
-    }
-    return (conf or LoadBalancerConfig()).with_overrides(overrides, source=source)
+    shed = resolve_strategy(conf.load_balancer_load_shedding_strategy, role="shedding")
+    place = resolve_strategy(conf.load_balancer_load_placement_strategy, role="placement")
+    if shed == place:  # one instance in both roles: its shedding pass plans what its placement reads
+        both = shed.shedder(rng)
+        return both, typing.cast(PlacementStrategy, both)
+    return shed.shedder(rng), place.placer(rng)

@@ -1,12 +1,17 @@
-"""The two small strategy protocols, mirroring Pulsar's interfaces.
+"""The two strategy protocols, mirroring Pulsar's interfaces: the whole contract of a strategy.
 
 * :class:`SheddingStrategy` is ``LoadSheddingStrategy.findBundlesForUnloading``: which bundles
   to unload from which brokers, each with the reason.
 * :class:`PlacementStrategy` is ``ModularLoadManagerStrategy.selectBroker``: which broker a
   bundle should go to, among candidates, together with the set the choice was drawn from.
 
+They are public: a user's class implementing one or both (``docs/strategies.md``, "Writing a strategy")
+runs wherever Pulsar's do, named as ``package.module:ClassName`` or by an entry point
+(:mod:`shedlab.strategies.registry`). Every strategy is built as ``cls(rng=generator)``; a class
+implementing both protocols is one instance serving both roles, as Pulsar's AvgShedder.
+
 State between calls (hit counters, usage history) lives in the strategy instance, as in Pulsar.
-Random choices draw from the injected :class:`numpy.random.Generator`.
+Random choices draw from the injected :class:`numpy.random.Generator`, so a seed reproduces a run.
 """
 
 from __future__ import annotations
@@ -121,14 +126,21 @@ def candidate_indices(snapshot: ClusterSnapshot, candidates: Sequence[str] | Int
 
 @runtime_checkable
 class SheddingStrategy(Protocol):
-    """Pulsar's LoadSheddingStrategy."""
+    """Pulsar's LoadSheddingStrategy (spec §2).
+
+    ``name`` labels the strategy's reasons. The leader calls :meth:`find_bundles_for_unloading` once per
+    shedding cycle with its view of the cluster and the run's configuration (every Pulsar key); the
+    leader, not the strategy, then drops bundles in their grace period and asks placement for each
+    destination (spec §4.4).
+    """
 
     name: ClassVar[str]
 
     def find_bundles_for_unloading(
         self, snapshot: ClusterSnapshot, conf: LoadBalancerConfig
     ) -> SheddingResult:
-        """Decide what to unload this cycle."""
+        """Decide what to unload this cycle: unloads in processing order, with the numbers behind each
+        in ``reason``, and a ``skipped`` entry (with a ``"reason"``) per broker left alone."""
         ...
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
@@ -138,7 +150,8 @@ class SheddingStrategy(Protocol):
 
 @runtime_checkable
 class PlacementStrategy(Protocol):
-    """Pulsar's ModularLoadManagerStrategy."""
+    """Pulsar's ModularLoadManagerStrategy (spec §3), called for each bundle to place with the candidates
+    left after the leader's filters."""
 
     name: ClassVar[str]
 
@@ -149,10 +162,13 @@ class PlacementStrategy(Protocol):
         snapshot: ClusterSnapshot,
         conf: LoadBalancerConfig,
     ) -> Placement:
-        """Pick a broker for ``bundle`` among ``candidates`` (ids or snapshot indices)."""
+        """Pick a broker for ``bundle`` among ``candidates`` (ids or snapshot indices: see
+        :func:`candidate_indices`); report the whole sorted set the choice was drawn from."""
         ...
 
-    def on_active_brokers_change(self, active: Collection[str]) -> None: ...
+    def on_active_brokers_change(self, active: Collection[str]) -> None:
+        """Forget state about brokers that are gone."""
+        ...
 
 
 def pick_uniform(rng: np.random.Generator, choices: Sequence[str]) -> str | None:

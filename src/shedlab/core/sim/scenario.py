@@ -23,7 +23,7 @@ from shedlab.core.sim.hardware import HardwareClass, parse_hardware
 from shedlab.core.sim.spec import Node
 from shedlab.core.sim.traffic import Selector, Signal, Workload, parse_selector, parse_signal, parse_workload
 from shedlab.errors import ConfigError, InputError, ShedlabError, did_you_mean
-from shedlab.strategies import resolve_pair_name
+from shedlab.strategies import resolve_config, resolve_pair_name
 
 DEFAULT_START_TIME_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 INITIAL_ASSIGNMENTS = ("placement", "round_robin", "random")
@@ -349,7 +349,8 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     config_node = root.child("config", {})
     config = dict(config_node.data)
     config_node.finish(tuple(config))
-    LoadBalancerConfig().with_overrides(config, source=f"{source}: config")  # validates keys and values
+    # validates keys and values, and the strategy names a key may set (the pair is set below)
+    resolve_config(LoadBalancerConfig().with_overrides(config, source=f"{source}: config"), pair=False)
     strategy_config: dict[str, dict[str, Any]] = {}
     for pair_raw, pair_node in root.items("strategy_config"):
         try:
@@ -360,7 +361,9 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
             ) from None
         overrides = dict(pair_node.data)
         pair_node.finish(tuple(overrides))
-        LoadBalancerConfig().with_overrides(overrides, source=f"{source}: {pair_node.path}")
+        resolve_config(
+            LoadBalancerConfig().with_overrides(overrides, source=f"{source}: {pair_node.path}"), pair=False
+        )
         strategy_config[pair] = overrides
     simulation = _parse_simulation(root)
     if duration < simulation.tick:

@@ -1,0 +1,472 @@
+"""The one home of strategy names: Pulsar's built-ins, user strategies, pair names, abbreviations, colours.
+
+A strategy is named, wherever shedlab accepts a strategy name, in one of three ways:
+
+* a Pulsar class, short (``ThresholdShedder``) or full
+  (``org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder``);
+* ``package.module:ClassName``, a class importable from the Python path;
+* a name an installed package registers under the entry-point group ``shedlab.strategies``.
+
+A class implements shedding (:class:`~shedlab.strategies.base.SheddingStrategy`), placement
+(:class:`~shedlab.strategies.base.PlacementStrategy`) or both; a class implementing both is one instance
+serving both roles (like Pulsar's AvgShedder, whose shedding pass plans where each bundle goes), so it
+must be configured for both.
+
+Pair names (``shed+place``, or a two-role class alone) are plain strings: runs, tables and plots are
+keyed by them. Abbreviations and colours are computed from the string alone, never by importing the
+class, so a report can be built where a user's strategy is not installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+import numpy as np
+
+from shedlab.config import STRATEGY_KEYS, STRATEGY_PACKAGE, LoadBalancerConfig, StrategyRole
+from shedlab.errors import ConfigError, did_you_mean
+from shedlab.strategies.avg_shedder import AvgShedder
+from shedlab.strategies.base import PlacementStrategy, SheddingStrategy
+from shedlab.strategies.least_long_term_message_rate import LeastLongTermMessageRate
+from shedlab.strategies.least_resource_usage_with_weight import LeastResourceUsageWithWeight
+from shedlab.strategies.overload_shedder import OverloadShedder
+from shedlab.strategies.threshold_shedder import ThresholdShedder
+from shedlab.strategies.uniform_load_shedder import UniformLoadShedder
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "PAIR_COLOURS",
+    "PLACEMENT_STRATEGIES",
+    "SHEDDING_STRATEGIES",
+    "STRATEGY_PAIRS",
+    "StrategyInfo",
+    "abbreviate",
+    "abbreviation_legend",
+    "builtin_strategies",
+    "installed_plugins",
+    "pair_colour",
+    "pair_config",
+    "pair_name_of",
+    "resolve_config",
+    "resolve_pair",
+    "resolve_pair_name",
+    "resolve_strategy",
+    "short_pair_name",
+    "strategy_modules",
+]
+
+ENTRY_POINT_GROUP: Final = "shedlab.strategies"
+"""The entry-point group under which installed packages register strategy classes by name."""
+
+_PULSAR_PREFIX: Final = f"{STRATEGY_PACKAGE}."
+_SHEDDING_METHODS: Final = ("find_bundles_for_unloading", "on_active_brokers_change")
+_PLACEMENT_METHODS: Final = ("select_broker", "on_active_brokers_change")
+
+
+@dataclass(frozen=True)
+class StrategyInfo:
+    """A resolved strategy: its class, the roles it implements and the names it goes by.
+
+    ``name`` is the spelling used in pair names and run tables (Pulsar's short class name, the
+    ``module:Class`` reference or the entry-point name); ``config_value`` is what the Pulsar key stores
+    (Pulsar's full class name for a built-in, ``name`` otherwise).
+    """
+
+    name: str
+    config_value: str
+    cls: type
+    roles: frozenset[StrategyRole]
+    builtin: bool
+
+    @property
+    def sheds(self) -> bool:
+        return "shedding" in self.roles
+
+    @property
+    def places(self) -> bool:
+        return "placement" in self.roles
+
+    @property
+    def both_roles(self) -> bool:
+        """One instance serves both roles, so it must be configured for both."""
+        return len(self.roles) == 2
+
+    def shedder(self, rng: np.random.Generator) -> SheddingStrategy:
+        """A fresh instance in the shedding role; every strategy takes the injected generator as ``rng``."""
+        instance: SheddingStrategy = self.cls(rng=rng)
+        return instance
+
+    def placer(self, rng: np.random.Generator) -> PlacementStrategy:
+        """A fresh instance in the placement role."""
+        instance: PlacementStrategy = self.cls(rng=rng)
+        return instance
+
+
+def _roles_of(cls: type) -> frozenset[StrategyRole]:
+    """The protocols ``cls`` implements, judged by its methods (a Protocol with a ClassVar refuses
+    ``issubclass``)."""
+    roles: set[StrategyRole] = set()
+    if all(callable(getattr(cls, m, None)) for m in _SHEDDING_METHODS):
+        roles.add("shedding")
+    if all(callable(getattr(cls, m, None)) for m in _PLACEMENT_METHODS):
+        roles.add("placement")
+    return frozenset(roles)
+
+
+# Pulsar's strategies with their abbreviations (narrow tables, crowded plot titles; captions spell them out).
+_BUILTIN_TABLE: Final[tuple[tuple[type, str], ...]] = (
+    (ThresholdShedder, "Threshold"),
+    (OverloadShedder, "Overload"),
+    (UniformLoadShedder, "Uniform"),
+    (AvgShedder, "AvgShedder"),
+    (LeastLongTermMessageRate, "LLTMR"),
+    (LeastResourceUsageWithWeight, "LRUWW"),
+)
+_BUILTINS: Final[Mapping[str, StrategyInfo]] = MappingProxyType(
+    {
+        cls.__name__: StrategyInfo(cls.__name__, _PULSAR_PREFIX + cls.__name__, cls, _roles_of(cls), True)
+        for cls, _ in _BUILTIN_TABLE
+    }
+)
+_ABBREVIATIONS: Final[Mapping[str, str]] = MappingProxyType(
+    {cls.__name__: short for cls, short in _BUILTIN_TABLE}
+)
+
+SHEDDING_STRATEGIES: Final[tuple[str, ...]] = tuple(n for n, i in _BUILTINS.items() if i.sheds)
+"""Short names of Pulsar's shedding strategies."""
+PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = tuple(n for n, i in _BUILTINS.items() if i.places)
+"""Short names of Pulsar's placement strategies."""
+
+STRATEGY_PAIRS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
+    {
+        "ThresholdShedder+LeastLongTermMessageRate": ("ThresholdShedder", "LeastLongTermMessageRate"),
+        "ThresholdShedder+LeastResourceUsageWithWeight": ("ThresholdShedder", "LeastResourceUsageWithWeight"),
+        "UniformLoadShedder+LeastLongTermMessageRate": ("UniformLoadShedder", "LeastLongTermMessageRate"),
+        "OverloadShedder+LeastLongTermMessageRate": ("OverloadShedder", "LeastLongTermMessageRate"),
+        "AvgShedder": ("AvgShedder", "AvgShedder"),
+    }
+)
+"""The strategy pairs PIP-364 compares ("all" in a grid or ``compare``), in its order."""
+
+PAIR_COLOURS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "AvgShedder": "#009E73",
+        "ThresholdShedder+LeastResourceUsageWithWeight": "#D55E00",
+        "ThresholdShedder+LeastLongTermMessageRate": "#E69F00",
+        "UniformLoadShedder+LeastLongTermMessageRate": "#0072B2",
+        "OverloadShedder+LeastLongTermMessageRate": "#CC79A7",
+    }
+)
+"""The fixed colours of PIP-364's pairs (Okabe-Ito, distinguishable with colour-blindness)."""
+_EXTRA_COLOURS: Final = ("#56B4E9", "#8C6D31", "#7F7F7F", "#17BECF", "#BCBD22", "#393B79")
+
+
+def builtin_strategies() -> Mapping[str, StrategyInfo]:
+    """Pulsar's strategies by short class name."""
+    return _BUILTINS
+
+
+@functools.cache
+def _entry_points() -> Mapping[str, importlib.metadata.EntryPoint]:
+    # Cached: scanning installed distributions costs milliseconds, and names are resolved per run.
+    return MappingProxyType({ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def installed_plugins() -> tuple[str, ...]:
+    """Names registered under the ``shedlab.strategies`` entry-point group by installed packages."""
+    return tuple(sorted(_entry_points()))
+
+
+def _error(
+    message: str, text: object, *, role: StrategyRole | None, source: str | None, hint: str | None = None
+) -> ConfigError:
+    field = STRATEGY_KEYS[role] if role else "strategy"
+    return ConfigError(message, source=source, field=field, value=text, hint=hint)
+
+
+def _unknown_hint(text: str, role: StrategyRole | None) -> str:
+    known = [n for n, i in _BUILTINS.items() if role is None or role in i.roles]
+    plugins = installed_plugins()
+    suggestion = did_you_mean(text, [*known, *plugins])
+    listing = f"known {role + ' ' if role else ''}strategies: {', '.join(known)}"
+    listing += f"; installed plugins: {', '.join(plugins) if plugins else 'none'}"
+    listing += "; or give package.module:ClassName"
+    return f"{suggestion} ({listing})" if suggestion else listing
+
+
+# The loaders below raise ConfigError without source or field; resolve_strategy adds the caller's.
+
+
+def _load_class(text: str) -> type:
+    """Import ``module:Class``; any failure is one line naming the reference and the cause."""
+    module_name, _, attr = text.partition(":")
+    if not module_name or not attr:
+        raise ConfigError("expected package.module:ClassName")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # a plugin's import may fail in any way; the user needs the cause, not a trace
+        raise ConfigError(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from None
+    obj = getattr(module, attr, None)
+    if obj is None:
+        classes = [n for n, v in vars(module).items() if isinstance(v, type)]
+        hint = did_you_mean(attr, classes) or f"module {module_name!r} has no attribute {attr!r}"
+        raise ConfigError("no such strategy class", hint=hint)
+    return _checked_class(obj)
+
+
+def _load_entry_point(ep: importlib.metadata.EntryPoint) -> type:
+    try:
+        obj = ep.load()
+    except Exception as exc:  # as in _load_class: one line with the cause
+        raise ConfigError(
+            f"cannot load the entry point {ep.name} = {ep.value}: {type(exc).__name__}: {exc}"
+        ) from None
+    return _checked_class(obj)
+
+
+def _checked_class(obj: object) -> type:
+    if not isinstance(obj, type):
+        raise ConfigError(f"not a class but a {type(obj).__name__}")
+    if not _roles_of(obj):
+        raise ConfigError(
+            "the class implements neither strategy protocol",
+            hint="a shedding strategy defines find_bundles_for_unloading and on_active_brokers_change, "
+            "a placement strategy select_broker and on_active_brokers_change (docs/strategies.md)",
+        )
+    return obj
+
+
+@functools.cache
+def _resolve_plugin(text: str) -> StrategyInfo:
+    """``module:Class`` or an entry-point name (cached: a run resolves its pair many times; failures,
+    being exceptions, are not cached)."""
+    cls = _load_class(text) if ":" in text else _load_entry_point(_entry_points()[text])
+    return StrategyInfo(text, text, cls, _roles_of(cls), False)
+
+
+def resolve_strategy(
+    name: object, *, role: StrategyRole | None = None, source: str | None = None
+) -> StrategyInfo:
+    """The strategy a name denotes (short or full Pulsar name, ``module:Class``, entry-point name).
+
+    With ``role``, the strategy must implement that role. Errors name ``source`` and the Pulsar key of the
+    role (``strategy`` without one), suggest the closest known name and list Pulsar's and installed ones.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise _error("expected a strategy name", name, role=role, source=source)
+    text = name.strip()
+    short = text.removeprefix(_PULSAR_PREFIX)
+    if short in _BUILTINS:  # Pulsar's names win over an entry point of the same name
+        info = _BUILTINS[short]
+    elif short == text and (":" in text or text in _entry_points()):
+        try:
+            info = _resolve_plugin(text)
+        except ConfigError as exc:
+            raise _error(exc.message, text, role=role, source=source, hint=exc.hint) from None
+    elif "." in text:  # a Java class name, but not one of Pulsar's strategies
+        full = [_PULSAR_PREFIX + n for n in _BUILTINS if role is None or role in _BUILTINS[n].roles]
+        hint = did_you_mean(text, full) or f"Pulsar's strategy classes live in {STRATEGY_PACKAGE}"
+        raise _error(
+            f"unknown {role + ' ' if role else ''}strategy class", text, role=role, source=source, hint=hint
+        )
+    else:
+        raise _error(
+            f"unknown {role + ' ' if role else ''}strategy",
+            text,
+            role=role,
+            source=source,
+            hint=_unknown_hint(text, role),
+        )
+    if role is not None and role not in info.roles:
+        other = "placement" if role == "shedding" else "shedding"
+        known = ", ".join(n for n, i in _BUILTINS.items() if role in i.roles)
+        raise _error(
+            f"{info.name} is a {other} strategy, not a {role} one",
+            text,
+            role=role,
+            source=source,
+            hint=f"Pulsar's {role} strategies are {known}",
+        )
+    return info
+
+
+def _check_pair(shed: StrategyInfo, place: StrategyInfo, *, pulsar_exact: bool) -> str | None:
+    """Why the pair cannot run, or None. A two-role class is one instance in both roles (spec §2).
+
+    Pulsar refuses to start when the *placement* strategy is AvgShedder but shedding is not. shedlab is
+    stricter by default and also rejects a two-role shedder with another placement strategy, because the
+    destinations it plans would be silently ignored; ``pulsar_exact`` applies only Pulsar's own check.
+    """
+    if shed == place and shed.both_roles:
+        return None
+    if place.both_roles:
+        return (
+            f"placement is {place.name} but shedding is {shed.name}; {place.name} must be configured for both"
+        )
+    if shed.both_roles and not pulsar_exact:
+        return (
+            f"shedding is {shed.name} but placement is {place.name}; {shed.name} must be configured for both"
+        )
+    return None
+
+
+def resolve_pair(
+    name: object, *, source: str | None = None, field: str = "strategy"
+) -> tuple[StrategyInfo, StrategyInfo]:
+    """The (shedding, placement) strategies of a pair name: ``shed+place``, or a two-role strategy alone.
+
+    PIP-364's pair names are also accepted in any letter case and spacing.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError("expected a strategy pair name", source=source, field=field, value=name)
+    compact = name.replace(" ", "")
+    for known, (s, p) in STRATEGY_PAIRS.items():
+        if compact.lower() == known.lower():
+            return _BUILTINS[s], _BUILTINS[p]
+    if "+" in name:
+        shed_text, place_text = (part.strip() for part in name.split("+", 1))
+        try:
+            shed = resolve_strategy(shed_text, role="shedding")
+            place = resolve_strategy(place_text, role="placement")
+        except ConfigError as exc:
+            raise ConfigError(exc.message, source=source, field=field, value=name, hint=exc.hint) from None
+        problem = _check_pair(shed, place, pulsar_exact=False)
+        if problem:
+            raise ConfigError(problem, source=source, field=field, value=name)
+        return shed, place
+    text = name.strip()
+    try:
+        info = resolve_strategy(text)
+    except ConfigError as exc:
+        if ":" in text or text in _entry_points():  # a plugin that failed to load: keep its cause
+            raise ConfigError(exc.message, source=source, field=field, value=name, hint=exc.hint) from None
+        plugins = installed_plugins()
+        hint = did_you_mean(text, [*STRATEGY_PAIRS, *plugins]) or (
+            f"known pairs: {', '.join(STRATEGY_PAIRS)}; installed plugins: {', '.join(plugins) or 'none'}; "
+            "or name shed+place"
+        )
+        raise ConfigError(
+            "unknown strategy pair", source=source, field=field, value=name, hint=hint
+        ) from None
+    if not info.both_roles:
+        role = "shedding" if info.sheds else "placement"
+        raise ConfigError(
+            f"{info.name} is only a {role} strategy; a pair names both roles",
+            source=source,
+            field=field,
+            value=name,
+            hint=f"e.g. {info.name}+LeastLongTermMessageRate"
+            if info.sheds
+            else f"e.g. ThresholdShedder+{info.name}",
+        )
+    return info, info
+
+
+def resolve_pair_name(name: object, *, source: str | None = None, field: str = "strategy") -> str:
+    """The canonical spelling of a pair name (``AvgShedder``, ``ThresholdShedder+LeastLongTermMessageRate``,
+    ``pkg.mod:Mine+LeastLongTermMessageRate``, a two-role plugin alone); unknown names raise ConfigError."""
+    shed, place = resolve_pair(name, source=source, field=field)
+    return shed.name if shed == place else f"{shed.name}+{place.name}"
+
+
+def pair_config(
+    pair: str, conf: LoadBalancerConfig | None = None, source: str = "strategy pair"
+) -> LoadBalancerConfig:
+    """``conf`` with both strategy keys set to the pair's classes (in the form the keys store)."""
+    shed, place = resolve_pair(pair)
+    values = {STRATEGY_KEYS["shedding"]: shed.config_value, STRATEGY_KEYS["placement"]: place.config_value}
+    return (conf or LoadBalancerConfig()).with_overrides(values, source=source)
+
+
+def pair_name_of(conf: LoadBalancerConfig) -> str:
+    """The pair name of a config's two strategy keys (string work only: nothing is imported)."""
+    shed, place = conf.shedding_strategy_name, conf.placement_strategy_name
+    return shed if shed == place else f"{shed}+{place}"
+
+
+def resolve_config(
+    conf: LoadBalancerConfig, *, pair: bool = True, pulsar_exact: bool = False
+) -> LoadBalancerConfig:
+    """``conf`` with both strategy keys resolved, checked and stored in canonical form.
+
+    Each key must name a strategy of its role; errors name the file and line that set the key. With
+    ``pair`` the two must also work together (a two-role class configured for both). Built-ins given by
+    short name are stored under Pulsar's full class name, as Pulsar itself requires, keeping the value's
+    recorded source.
+    """
+    sources = conf.value_sources()
+    infos: dict[StrategyRole, StrategyInfo] = {}
+    changes: dict[str, tuple[str, str]] = {}
+    for role, key in STRATEGY_KEYS.items():
+        source = sources[key] if sources[key] not in ("default", "code") else None
+        value = conf.get(key)
+        infos[role] = resolve_strategy(value, role=role, source=source)
+        if infos[role].config_value != value:
+            changes[key] = (infos[role].config_value, sources[key])
+    if pair:
+        problem = _check_pair(infos["shedding"], infos["placement"], pulsar_exact=pulsar_exact)
+        if problem:
+            key = STRATEGY_KEYS["placement" if infos["placement"].both_roles else "shedding"]
+            where = sources[key] if sources[key] not in ("default", "code") else None
+            raise ConfigError(problem, source=where, field=key)
+    for key, (value, source) in changes.items():
+        conf = conf.with_overrides({key: value}, source=source)
+    return conf
+
+
+def strategy_modules(names: Sequence[str]) -> tuple[str, ...]:
+    """The modules of the ``module:Class`` strategies among strategy or pair names (sorted, distinct).
+
+    What a Spark driver must ship to its executors; built-ins and entry points are installed there.
+    """
+    modules = set()
+    for name in names:
+        for part in str(name).split("+"):
+            text = part.strip()
+            if ":" in text:
+                modules.add(text.partition(":")[0])
+    return tuple(sorted(modules))
+
+
+def abbreviate(name: str) -> str:
+    """A strategy's short label: Pulsar's abbreviation (``LLTMR``), a plugin's class or entry-point name."""
+    text = name.strip().removeprefix(_PULSAR_PREFIX)
+    if text in _ABBREVIATIONS:
+        return _ABBREVIATIONS[text]
+    return text.rpartition(":")[2] if ":" in text else text
+
+
+def short_pair_name(pair: str, separator: str = "+") -> str:
+    """``ThresholdShedder+LeastResourceUsageWithWeight`` → ``Threshold+LRUWW``; ``pkg.mod:Mine`` → ``Mine``
+    (string work only, so a report can label runs of a strategy that is not installed)."""
+    return separator.join(abbreviate(part) for part in pair.split("+"))
+
+
+def abbreviation_legend(pairs: Sequence[str] | None = None) -> str:
+    """The caption spelling out the abbreviations ``pairs`` use (all of Pulsar's that differ from
+    the class name, without ``pairs``): ``LLTMR = LeastLongTermMessageRate, LRUWW = ...``."""
+    used = (
+        {p.strip().removeprefix(_PULSAR_PREFIX) for pair in pairs for p in pair.split("+")} if pairs else None
+    )
+    return ", ".join(
+        f"{short} = {name}"
+        for name, short in _ABBREVIATIONS.items()
+        if not name.startswith(short) and (used is None or name in used)
+    )
+
+
+def pair_colour(pair: str, known: Sequence[str] = ()) -> str:
+    """A pair's colour: PIP-364's five are fixed; any other gets the next free colour in name order among
+    ``known`` (the pairs shown together), or, outside ``known``, one chosen by a stable hash of its name."""
+    if pair in PAIR_COLOURS:
+        return PAIR_COLOURS[pair]
+    others = sorted({s for s in known if s not in PAIR_COLOURS})
+    index = others.index(pair) if pair in others else zlib.crc32(pair.encode("utf-8"))
+    return _EXTRA_COLOURS[index % len(_EXTRA_COLOURS)]

@@ -1,0 +1,91 @@
+"""Users' strategies on Spark executors: a ``module:Class`` the driver imports from a directory on its
+``sys.path`` only, shipped with ``ship_strategy_modules``, and the installed entry-point example."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from shedlab.spark.session import ship_strategy_modules
+from shedlab.spark.sweep import parse_grid, sweep
+
+PACKAGE = "sweep_plugin_pkg"  # a package directory, so shipping zips it
+STRATEGY = f"{PACKAGE}.shedders:OneBundle"
+SCENARIO = """
+name: plugin-sweep
+duration: 5m
+strategy: AvgShedder
+brokers: [{count: 3}]
+workloads:
+  - {namespaces: 1, bundles: 6, msg_rate_in: {dist: lognormal, median: 20000, sigma: 0.8}}
+"""
+SHEDDERS = '''
+"""Unloads the busiest bundle of the busiest broker, every call."""
+import numpy as np
+
+from shedlab.strategies.base import SheddingResult, Unload
+
+
+class OneBundle:
+    name = "OneBundle"
+
+    def __init__(self, rng=None):
+        pass
+
+    def on_active_brokers_change(self, active):
+        pass
+
+    def find_bundles_for_unloading(self, snapshot, conf):
+        result = SheddingResult()
+        b = int(np.argmax(snapshot.total_msg_throughput()))
+        bundles = snapshot.shedding_candidates(b)
+        if bundles.size > 1:
+            j = int(bundles[np.argmax(snapshot.short_term_throughput()[bundles])])
+            result.unloads.append(Unload(snapshot.broker_ids[b], snapshot.bundle_names[j], {}))
+        return result
+'''
+
+
+def _importable_on_executor(spark: Any, module: str) -> bool:
+    def probe(_: Any) -> list[bool]:
+        import importlib.util as util
+
+        return [util.find_spec(module) is not None]
+
+    return bool(spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()[0])
+
+
+@pytest.mark.spark
+def test_sweep_runs_plugins_on_executors(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plugins = tmp_path / "driver-only"
+    (plugins / PACKAGE).mkdir(parents=True)
+    (plugins / PACKAGE / "__init__.py").write_text('"""Test plugins."""\n', encoding="utf-8")
+    (plugins / PACKAGE / "shedders.py").write_text(textwrap.dedent(SHEDDERS), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(plugins))
+    importlib.invalidate_caches()
+    (tmp_path / "scenario.yaml").write_text(SCENARIO, encoding="utf-8")
+    pairs = [f"{STRATEGY}+LeastLongTermMessageRate", "HottestBroker+LeastLongTermMessageRate"]
+    grid = parse_grid(
+        {"name": "plugins", "scenarios": ["scenario.yaml"], "strategies": pairs, "seeds": [1, 2]},
+        source="grid",
+        base=tmp_path,
+    )
+    assert importlib.util.find_spec(PACKAGE) is not None  # the driver sees it...
+    assert not _importable_on_executor(spark, PACKAGE)  # ...local executors do not
+
+    assert ship_strategy_modules(spark, grid.strategies) == (PACKAGE,)
+    assert ship_strategy_modules(spark, grid.strategies) == ()  # once per application
+    assert _importable_on_executor(spark, PACKAGE)
+
+    result = sweep(spark, grid, str(tmp_path / "out"))
+    assert (result.total, result.failed) == (4, 0)
+    runs = pd.read_parquet(tmp_path / "out" / "runs")
+    assert set(runs["strategy"]) == set(pairs) and set(runs["status"]) == {"ok"}
+    decisions = pd.read_parquet(tmp_path / "out" / "decisions")
+    assert (decisions["strategy"].astype(str) == pairs[0]).any()  # OneBundle unloaded on the executors
