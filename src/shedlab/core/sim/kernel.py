@@ -173,17 +173,17 @@ class Simulation:
         cluster, publishing, metrics = self.cluster, self.publishing, self.metrics
         metrics.begin_tick()
         publishing.begin_tick()
-        # 1. events (membership reaches the leader after the traffic, which does not depend on it)
+        # 1. events due; membership changes reach the leader at once; the start assigns the bundles
         joined, removed = self.events.apply_due(
             now, cluster, self.pop.size, self.rng_events, metrics.log_event
         )
-        # 2. traffic
-        traffic = self.traffic_model.at((now - self.start_ms) / 1000.0)
         if removed or joined:
             self._membership(now, joined, removed)
         if t == 0:
             mode = self.scenario.simulation.initial_assignment
             initial_assignment(cluster, self.pop, mode, now, self.rng_init)
+        # 2. traffic (its own random stream: independent of the events)
+        traffic = self.traffic_model.at((now - self.start_ms) / 1000.0)
         # 3. lookups
         self._lookups(now)
         # 4. stats samples, report writes, the leader's bundle data
@@ -261,7 +261,6 @@ class Simulation:
             lost = np.flatnonzero(cluster.owner == s)
             if lost.size:
                 self._disconnect(lost, now)
-            publishing.forget_local_listing(s)
         for s in joined:
             cluster.alive[s] = True
             cluster.start_ts[s] = now

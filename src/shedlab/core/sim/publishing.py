@@ -44,7 +44,7 @@ class LeaderView:
     ids: list[str]
     bundle_names: tuple[str, ...]
     cached: ClusterSnapshot | None = None
-    slot_to_row: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    slot_to_row: IntArray = field(init=False)
     rows_key: bytes = b""
     row_ids: tuple[str, ...] = ()
 
@@ -172,11 +172,9 @@ class Publishing:
 
     # ---------------------------------------------------------------------------------- membership
     def broker_left(self, slot: int) -> None:
-        """The broker's ephemeral node is gone: the leader drops its report; its local report is void."""
+        """The broker's ephemeral node is gone: the leader drops its report; its local one lists nothing."""
         self.has_report[slot] = False
         self.next_sample_ms[slot] = NEVER
-
-    def forget_local_listing(self, slot: int) -> None:
         loc = self.local
         loc.bundle_owner[loc.bundle_owner == slot] = -1
 
