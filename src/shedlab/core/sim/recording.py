@@ -1,6 +1,7 @@
-"""Write a run's load data the way a real cluster's would be captured, so ingest can be tested on known truth.
+"""Record a run's load data and write it the way a real cluster's would be captured (ingest's known truth).
 
-Two formats, from a run made with ``record=True``:
+With ``record=True`` the kernel keeps a :class:`Recording`: every alive broker's *local* report at
+every tick where some broker sampled its stats (:meth:`Recording.add`). It is written in two formats:
 
 * **Load reports as JSON lines** (``load-reports.jsonl``): one line per broker per stats time, as polling
   ``GET /admin/v2/broker-stats/load-report`` on every broker would give::
