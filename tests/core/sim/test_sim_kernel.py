@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -259,3 +261,11 @@ def test_a_restart_within_one_tick_brings_the_broker_back() -> None:
         strategy="AvgShedder",
     )
     assert short.ticks.set_index("tick")["brokers"].loc[[5, 6, 7, 8]].tolist() == [3, 4, 3, 4]
+
+
+def test_the_result_and_lower_modules_do_not_import_the_kernel() -> None:
+    code = (
+        "import sys, shedlab.core.sim.result, shedlab.core.sim.recording, shedlab.core.sim.events; "
+        "assert 'shedlab.core.sim.kernel' not in sys.modules, sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

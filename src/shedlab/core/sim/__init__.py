@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shedlab.core.sim.kernel import Simulation
 from shedlab.core.sim.result import SimulationResult
 from shedlab.core.sim.scenario import Scenario, builtin_scenarios, load_scenario
 
@@ -40,6 +39,11 @@ def run_simulation(
     ``record=True`` the result also carries the load reports for :mod:`shedlab.core.sim.recording`.
     The same scenario, strategy, overrides and seed always give identical results.
     """
+    # Imported here, not at the top: the kernel is the top of this package's import graph (it imports
+    # every other module of core/sim), so importing a lower module such as ``shedlab.core.sim.result``
+    # or ``.scenario`` (which first runs this __init__) must not load it.
+    from shedlab.core.sim.kernel import Simulation
+
     sim = Simulation(
         scenario,
         strategy=strategy,
@@ -48,5 +52,4 @@ def run_simulation(
         progress=progress,
         record=record,
     )
-    result: SimulationResult = sim.run()
-    return result
+    return sim.run()

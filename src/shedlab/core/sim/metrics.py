@@ -8,6 +8,7 @@ not from the leader's stale view (that one is reported separately as ``reported_
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,9 +18,33 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from shedlab.core.sim.hardware import CostModel
+from shedlab.core.sim.publishing import LeaderView
+from shedlab.core.sim.scenario import MetricsSettings
+from shedlab.core.sim.state import TrueUsage
+from shedlab.core.sim.traffic import Traffic
+from shedlab.manager import ManagerDecision
 from shedlab.model.snapshot import weighted_max_percent
 
+__all__ = [
+    "NOT_DISTURBANCES",
+    "Churn",
+    "Collector",
+    "RunCounts",
+    "TickMetrics",
+    "TickMoves",
+    "event_time_to_balance",
+    "imbalance",
+    "over_placement",
+    "over_unloading_flip",
+    "ratio",
+    "scores",
+    "summarize",
+    "time_to_balance",
+]
+
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
 
@@ -240,3 +265,327 @@ def event_time_to_balance(
         later = [s for s in starts if s > start]
         stop = later[0] if later else end + 1e-9
         e["time_to_balance_s"] = time_to_balance(times, spread, threshold, hold, start, stop)
+
+
+# ------------------------------------------------------------------------------------ collecting a run
+
+
+@dataclass
+class TickMoves:
+    """The unloads of one tick: how many, and the traffic, topics and clients they disconnected."""
+
+    unloads: int = 0
+    msg_rate: float = 0.0
+    throughput: float = 0.0
+    topics: int = 0
+    clients: int = 0
+    hot_placements: int = 0
+
+
+@dataclass
+class Churn:
+    """Bundles moved again (unloaded or orphaned) soon after their previous move.
+
+    ``last_move_ms`` is per bundle ("never moved" is far in the past, away from overflow); a move counts
+    as *within grace* when it comes at most ``grace_ms`` after the previous one, *within window* at most
+    ``window_ms`` after.
+    """
+
+    grace_ms: int
+    window_ms: int
+    last_move_ms: IntArray
+    within_grace: int = 0
+    within_window: int = 0
+
+    @classmethod
+    def new(cls, bundles: int, grace_ms: int, window_ms: int) -> Churn:
+        return cls(grace_ms, window_ms, np.full(bundles, -(2**62), dtype=np.int64))
+
+    def count(self, bundles: IntArray, now: int) -> None:
+        last = self.last_move_ms[bundles]
+        self.within_grace += int(np.count_nonzero(now - last <= self.grace_ms))
+        self.within_window += int(np.count_nonzero(now - last <= self.window_ms))
+        self.last_move_ms[bundles] = now
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """Run totals the kernel knows at the end, for the summary (docs/metrics.md, "Run summary")."""
+
+    brokers_initial: int
+    brokers_final: int
+    bundles: int
+    lookups: int
+    unload_bundle_total: int
+    unload_broker_total: int
+    moved_again_within_grace: int
+    moved_again_within_window: int
+    repeat_move_window_s: float
+
+
+class TickMetrics:
+    """Collects a run's tables tick by tick: the kernel reports lookups, unloads and events as they
+    happen and calls :meth:`end_tick` once per tick with the true usage sampled at that tick."""
+
+    def __init__(
+        self,
+        *,
+        start_ms: int,
+        tick_ms: int,
+        weights: tuple[float, float, float, float],
+        overload_pct: float,
+        settings: MetricsSettings,
+        cost: CostModel,
+        bundle_topics: IntArray,
+        clients: IntArray,
+        slot_of: dict[str, int],
+        churn: Churn,
+    ) -> None:
+        self.start_ms = start_ms
+        self.tick_ms = tick_ms
+        self.weights = weights
+        self.overload_pct = overload_pct
+        self.settings = settings
+        self.cost = cost
+        self.bundle_topics = bundle_topics
+        self.clients = clients
+        self.slot_of = slot_of
+        self.churn = churn
+        self.collector = Collector()
+        self.lookups_total = 0
+        self.lookup_paths: dict[str, int] = {"affinity": 0, "preallocated": 0, "placement": 0, "none": 0}
+        self.landed: list[int] = []  # bundles that landed on a broker this tick (lookups)
+        self.lookups = 0
+        self.moves = TickMoves()
+        self._pending_flips: list[tuple[int, bool]] = []  # sources of the last unloads: (slot, was hot)
+
+    def begin_tick(self) -> None:
+        self.landed = []
+        self.lookups = 0
+        self.moves = TickMoves()
+
+    def log_event(self, now: int, kind: str, detail: str) -> None:
+        self.collector.event_rows.append(
+            {
+                "time_s": (now - self.start_ms) / 1000.0,
+                "kind": kind,
+                "detail": detail,
+                "time_to_balance_s": None,
+            }
+        )
+
+    def lookups_done(self, landed: list[int]) -> None:
+        self.lookups_total += len(landed)
+        self.lookups = len(landed)
+        self.landed = landed
+
+    def true_scores(self, true: TrueUsage) -> tuple[float, dict[int, float]]:
+        """The hot line (mean score + over-placement margin) and every alive slot's true score."""
+        score = true.score
+        hot_line = float(score.mean()) + self.settings.over_placement_margin if score.size else np.inf
+        true_score = {int(s): float(v) for s, v in zip(true.slots.tolist(), score.tolist(), strict=True)}
+        return hot_line, true_score
+
+    def unloaded(
+        self,
+        now: int,
+        d: ManagerDecision,
+        j: int,
+        owned: bool,
+        traffic: Traffic,
+        hot_line: float,
+        true_score: dict[int, float],
+    ) -> None:
+        """One decision row, and its disconnected traffic in the tick's moves (0 for an unowned bundle)."""
+        rate = float(traffic.rate_in[j] + traffic.rate_out[j]) if owned else 0.0
+        tp = float(traffic.tp_in[j] + traffic.tp_out[j]) if owned else 0.0
+        topics = int(self.bundle_topics[j]) if owned else 0
+        clients = int(self.clients[j]) if owned else 0
+        self.collector.decision_rows.append(
+            {
+                "tick": (now - self.start_ms) // self.tick_ms,
+                "time_s": (now - self.start_ms) / 1000.0,
+                "source": d.source,
+                "bundle": d.bundle,
+                "destination": d.destination,
+                "msg_rate": rate,
+                "throughput": tp,
+                "topics": topics,
+                "clients": clients,
+                "source_score": true_score.get(self.slot_of[d.source], np.nan),
+                "destination_score": true_score.get(self.slot_of[d.destination], np.nan),
+                "reason": json.dumps(d.reason, default=_json_default, sort_keys=True),
+            }
+        )
+        moves = self.moves
+        moves.unloads += 1
+        moves.msg_rate += rate
+        moves.throughput += tp
+        moves.topics += topics
+        moves.clients += clients
+        if true_score.get(self.slot_of[d.destination], -np.inf) > hot_line:
+            moves.hot_placements += 1
+
+    def end_tick(
+        self,
+        t: int,
+        now: int,
+        traffic: Traffic,
+        true: TrueUsage,
+        decisions: list[ManagerDecision],
+        *,
+        owner: IntArray,
+        view: LeaderView,
+        written: BoolArray,
+        leader: int | None,
+        unload_totals: tuple[int, int],
+    ) -> None:
+        """The tick's row and its per-broker rows, from the true usage sampled at the tick."""
+        slots, score = true.slots, true.score
+        agg = true.agg
+        rate = agg[:, 0] + agg[:, 1]
+        tp = agg[:, 2] + agg[:, 3]
+        stats = imbalance(score)
+        margin = self.settings
+        position = {int(s): i for i, s in enumerate(slots.tolist())}
+        flips = self._flips(score, position, decisions, stats["score_mean"])
+        over = self._over_placements(t, traffic, true, owner, position, stats["score_mean"])
+        snap = view.cached
+        reported = np.full(slots.size, np.nan)
+        if snap is not None and snap.num_brokers:
+            rep_scores = scores(snap.resource_usage, snap.resource_limit, self.weights)
+            idx = view.slot_to_row[slots]
+            has = idx >= 0
+            reported[has] = rep_scores[idx[has]]
+        rep_valid = reported[np.isfinite(reported)]
+        moves = self.moves
+        time_s = (now - self.start_ms) / 1000.0
+        self.collector.tick_rows.append(
+            {
+                "tick": t,
+                "time_s": time_s,
+                "brokers": int(slots.size),
+                "bundles_unowned": int(np.count_nonzero(owner < 0)),
+                "msg_rate_total": float(rate.sum()),
+                "throughput_total": float(tp.sum()),
+                **stats,
+                "msg_rate_max_min_ratio": ratio(rate),
+                "throughput_max_min_ratio": ratio(tp),
+                "brokers_overloaded": int(np.count_nonzero(score > self.overload_pct)),
+                "unloads": moves.unloads,
+                "msg_rate_moved": moves.msg_rate,
+                "throughput_moved": moves.throughput,
+                "topics_disconnected": moves.topics,
+                "clients_disconnected": moves.clients,
+                "lookups": self.lookups,
+                "over_placements": over,
+                "hot_placements": moves.hot_placements,
+                "over_unloading_flips": flips,
+                "reports_published": int(np.count_nonzero(written)),
+                "reported_score_spread": float(rep_valid.max() - rep_valid.min())
+                if rep_valid.size
+                else np.nan,
+                "balanced": bool(stats["score_spread"] < margin.balance_threshold) if score.size else False,
+                "unload_bundle_total": unload_totals[0],
+                "unload_broker_total": unload_totals[1],
+            }
+        )
+        usage, limit = true.usage, true.limit
+        pct = usage / np.where(limit > 0, limit, np.inf) * 100.0
+        n = slots.size
+        self.collector.add_brokers(
+            tick=np.full(n, t, dtype=np.int64),
+            time_s=np.full(n, time_s),
+            broker=slots.copy(),
+            score=score,
+            cpu_pct=pct[:, 0],
+            memory_pct=pct[:, 1],
+            direct_memory_pct=pct[:, 2],
+            bandwidth_in_pct=pct[:, 3],
+            bandwidth_out_pct=pct[:, 4],
+            msg_rate_in=agg[:, 0].copy(),
+            msg_rate_out=agg[:, 1].copy(),
+            msg_rate=rate,
+            throughput_in=agg[:, 2].copy(),
+            throughput_out=agg[:, 3].copy(),
+            throughput=tp,
+            bundles=true.bundles,
+            topics=true.topics,
+            reported_score=reported,
+            published=written[slots].copy(),
+            leader=slots == (leader if leader is not None else -1),
+        )
+
+    def _flips(
+        self, score: FloatArray, position: dict[int, int], decisions: list[ManagerDecision], mean: float
+    ) -> int:
+        """Over-unloading: sources of the previous cycle that were hot and are now the coldest."""
+        flips = 0
+        for s, hot in self._pending_flips:
+            i = position.get(s)
+            if (
+                hot
+                and i is not None
+                and over_unloading_flip(float(score[i]), score, self.settings.over_unloading_margin)
+            ):
+                flips += 1
+        self._pending_flips = []
+        if decisions and score.size:
+            for source in sorted({d.source for d in decisions}):
+                s = self.slot_of[source]
+                i = position.get(s)
+                self._pending_flips.append((s, i is not None and float(score[i]) > mean))
+        return flips
+
+    def _over_placements(
+        self,
+        t: int,
+        traffic: Traffic,
+        true: TrueUsage,
+        owner: IntArray,
+        position: dict[int, int],
+        mean: float,
+    ) -> int:
+        """Destinations pushed over a line by the bundles that landed this tick."""
+        score, slots = true.score, true.slots
+        if not (self.landed and t > 0 and score.size):
+            return 0
+        landed = np.asarray(self.landed, dtype=np.int64)
+        dests = owner[landed]
+        uniq = np.unique(dests)
+        keep = np.asarray([position[int(s)] for s in uniq.tolist() if int(s) in position], dtype=np.int64)
+        uniq = slots[keep]
+        if not uniq.size:
+            return 0
+        minus = np.zeros((uniq.size, 4))
+        where = np.searchsorted(uniq, dests)
+        ok = (where < uniq.size) & (uniq[np.minimum(where, uniq.size - 1)] == dests)
+        for k, values in enumerate((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out)):
+            minus[:, k] = np.bincount(where[ok], weights=values[landed[ok]], minlength=uniq.size)
+        topics_minus = np.bincount(where[ok], weights=self.bundle_topics[landed[ok]], minlength=uniq.size)
+        base = true.agg[keep] - minus
+        without_usage = self.cost.usage(
+            uniq,
+            base[:, 0],
+            base[:, 1],
+            base[:, 2],
+            base[:, 3],
+            np.subtract(true.topics[keep], topics_minus, dtype=np.float64),
+            true.background[keep],
+        )
+        without = scores(without_usage, true.limit[keep], self.weights)
+        margin = self.settings.over_placement_margin
+        return int(over_placement(score[keep], without, mean, self.overload_pct, margin).sum())
+
+
+def _json_default(value: Any) -> Any:
+    """JSON for the values a decision's ``reason`` may hold (NumPy scalars and arrays, sets, tuples)."""
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, (np.ndarray,)):
+        return value.tolist()
+    if isinstance(value, (set, frozenset, tuple)):
+        return sorted(value) if isinstance(value, (set, frozenset)) else list(value)
+    return str(value)

@@ -1,6 +1,7 @@
-"""Write a run's load data the way a real cluster's would be captured, so ingest can be tested on known truth.
+"""Record a run's load data and write it the way a real cluster's would be captured (ingest's known truth).
 
-Two formats, from a run made with ``record=True``:
+With ``record=True`` the kernel keeps a :class:`Recording`: every alive broker's *local* report at
+every tick where some broker sampled its stats (:meth:`Recording.add`). It is written in two formats:
 
 * **Load reports as JSON lines** (``load-reports.jsonl``): one line per broker per stats time, as polling
   ``GET /admin/v2/broker-stats/load-report`` on every broker would give::
@@ -22,13 +23,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
-from shedlab.core.sim.kernel import Recording
-from shedlab.core.sim.result import SimulationResult
+from shedlab.core.sim.state import Reports
 from shedlab.errors import InputError
 from shedlab.model.pulsar import LocalBrokerData, NamespaceBundleStats, ResourceUsage
 
@@ -52,7 +54,76 @@ BUNDLE_GAUGES: tuple[str, ...] = (
 )
 
 
-def _recording(result: SimulationResult) -> Recording:
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass
+class RecordedTick:
+    """What polling every broker's ``load-report`` endpoint at one stats time would have returned."""
+
+    time_ms: int
+    slots: IntArray
+    usage: FloatArray
+    limit: FloatArray
+    agg: FloatArray  # (n, 4): rate in, rate out, throughput in, throughput out
+    num_topics: IntArray
+    num_consumers: IntArray
+    num_producers: IntArray
+    last_update_ms: IntArray
+    start_ms: IntArray
+    bundle_owner: IntArray  # local ownership (the local reports' listing) per bundle
+    bundle_values: FloatArray  # (4, m)
+
+
+@dataclass
+class Recording:
+    """A run's local load reports at every stats time (only kept with ``record=True``)."""
+
+    cluster: str
+    broker_ids: list[str]
+    bundle_names: tuple[str, ...]
+    bundle_topics: IntArray
+    bundle_consumers: IntArray
+    bundle_producers: IntArray
+    load_manager_class: str
+    ticks: list[RecordedTick]
+
+    def add(
+        self, now: int, alive: BoolArray, local: Reports, last_update_ms: IntArray, start_ms: IntArray
+    ) -> None:
+        """Every alive broker's local report at ``now`` (a tick where some broker sampled its stats)."""
+        slots = np.flatnonzero(alive).astype(np.int64)
+        self.ticks.append(
+            RecordedTick(
+                time_ms=now,
+                slots=slots,
+                usage=local.usage[slots].copy(),
+                limit=local.limit[slots].copy(),
+                agg=local.agg[slots].copy(),
+                num_topics=local.topics[slots].copy(),
+                num_consumers=local.consumers[slots].copy(),
+                num_producers=local.producers[slots].copy(),
+                last_update_ms=last_update_ms[slots].copy(),
+                start_ms=start_ms[slots].copy(),
+                bundle_owner=local.bundle_owner.copy(),
+                bundle_values=local.bundle_values.copy(),
+            )
+        )
+
+
+class Recorded(Protocol):
+    """A run result that may carry a :class:`Recording` (:class:`~shedlab.core.sim.result.SimulationResult`).
+
+    A protocol, not the class, so that the result can import this module without a cycle.
+    """
+
+    @property
+    def reports(self) -> Recording | None: ...
+
+
+def _recording(result: Recorded) -> Recording:
     if result.reports is None:
         raise InputError("this run was not recorded: run the simulation with record=True (CLI: --record)")
     return result.reports
@@ -63,7 +134,7 @@ def host_of(broker_id: str) -> str:
     return broker_id.rsplit(":", 1)[0]
 
 
-def iter_load_reports(result: SimulationResult) -> Iterator[dict[str, Any]]:
+def iter_load_reports(result: Recorded) -> Iterator[dict[str, Any]]:
     """The wrapped load reports, in time order, brokers in id order."""
     rec = _recording(result)
     names = rec.bundle_names
@@ -140,7 +211,7 @@ def _seconds(ms: int) -> float | int:
     return ms // 1000 if ms % 1000 == 0 else ms / 1000.0
 
 
-def prometheus_responses(result: SimulationResult) -> dict[str, dict[str, Any]]:
+def prometheus_responses(result: Recorded) -> dict[str, dict[str, Any]]:
     """One ``query_range`` response per metric name (spec §6.1 names and labels)."""
     rec = _recording(result)
     series: dict[str, dict[tuple[str, ...], list[list[Any]]]] = {}
@@ -189,7 +260,7 @@ def prometheus_responses(result: SimulationResult) -> dict[str, dict[str, Any]]:
     return responses
 
 
-def write_recording(result: SimulationResult, out_dir: str | Path) -> list[Path]:
+def write_recording(result: Recorded, out_dir: str | Path) -> list[Path]:
     """Write ``load-reports.jsonl`` and ``prometheus/<metric>.json`` into ``out_dir``; returns the paths."""
     out = Path(out_dir)
     (out / "prometheus").mkdir(parents=True, exist_ok=True)
@@ -209,6 +280,9 @@ def write_recording(result: SimulationResult, out_dir: str | Path) -> list[Path]
 __all__ = [
     "BUNDLE_GAUGES",
     "LB_GAUGES",
+    "Recorded",
+    "RecordedTick",
+    "Recording",
     "host_of",
     "iter_load_reports",
     "prometheus_responses",

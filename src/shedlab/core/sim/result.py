@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-from shedlab.core.sim.metrics import NOT_DISTURBANCES, event_time_to_balance, summarize
+from shedlab.config import LoadBalancerConfig
+from shedlab.core.sim.metrics import NOT_DISTURBANCES, Collector, RunCounts, event_time_to_balance, summarize
+from shedlab.core.sim.recording import Recording
+from shedlab.core.sim.scenario import Scenario
 from shedlab.errors import InputError
 
-if TYPE_CHECKING:
-    from shedlab.core.sim.kernel import Recording, Simulation
+__all__ = ["SimulationResult"]
 
 
 @dataclass
@@ -42,10 +44,21 @@ class SimulationResult:
     reports: Recording | None = field(default=None, repr=False)
 
     @classmethod
-    def from_simulation(cls, sim: Simulation) -> SimulationResult:
-        scenario = sim.scenario
-        ticks, brokers, decisions, events = sim.collector.frames(sim.ids)
-        rows = sim.collector.event_rows
+    def from_run(
+        cls,
+        *,
+        scenario: Scenario,
+        strategy: str,
+        seed: int,
+        conf: LoadBalancerConfig,
+        collector: Collector,
+        broker_ids: list[str],
+        counts: RunCounts,
+        recording: Recording | None,
+    ) -> SimulationResult:
+        """The tables and summary of a finished run, from what the kernel collected."""
+        ticks, brokers, decisions, events = collector.frames(broker_ids)
+        rows = collector.event_rows
         end = float(ticks["time_s"].iloc[-1]) if len(ticks) else 0.0
         event_time_to_balance(
             rows, ticks, scenario.metrics.balance_threshold, scenario.metrics.balance_hold, end
@@ -53,22 +66,21 @@ class SimulationResult:
         events = pd.DataFrame(rows, columns=["time_s", "kind", "detail", "time_to_balance_s"])
         events["time_to_balance_s"] = events["time_to_balance_s"].astype(float)
         disturbances = events[~events["kind"].isin(NOT_DISTURBANCES)]
-        conf = sim.conf
         extra: dict[str, Any] = {
             "scenario": scenario.name,
-            "strategy": sim.strategy,
-            "seed": sim.seed,
+            "strategy": strategy,
+            "seed": seed,
             "duration_s": float(scenario.duration),
             "tick_s": float(scenario.simulation.tick),
-            "brokers_initial": len(sim.initial_slots),
-            "brokers_final": int(sim.alive.sum()),
-            "bundles": sim.pop.size,
-            "lookups": sim.lookups_total,
-            "unload_bundle_total": sim._retired_bundle_total + sim.manager.unload_bundle_total,
-            "unload_broker_total": sim._retired_broker_total + sim.manager.unload_broker_total,
-            "moved_again_within_grace": sim._repeat_within_grace,
-            "moved_again_within_window": sim._repeat_within_window,
-            "repeat_move_window_s": sim.window_ms / 1000.0,
+            "brokers_initial": counts.brokers_initial,
+            "brokers_final": counts.brokers_final,
+            "bundles": counts.bundles,
+            "lookups": counts.lookups,
+            "unload_bundle_total": counts.unload_bundle_total,
+            "unload_broker_total": counts.unload_broker_total,
+            "moved_again_within_grace": counts.moved_again_within_grace,
+            "moved_again_within_window": counts.moved_again_within_window,
+            "repeat_move_window_s": counts.repeat_move_window_s,
         }
         summary = summarize(
             ticks,
@@ -81,15 +93,15 @@ class SimulationResult:
         )
         return cls(
             scenario_name=scenario.name,
-            strategy=sim.strategy,
-            seed=sim.seed,
+            strategy=strategy,
+            seed=seed,
             config=conf.non_default_values(),
             ticks=ticks,
             brokers=brokers,
             decisions=decisions,
             events=events,
             summary=summary,
-            reports=sim.recording,
+            reports=recording,
         )
 
     def write(self, out_dir: str | Path) -> list[Path]:

@@ -1,0 +1,297 @@
+"""Pulsar's report publishing in the simulator: stats samples, report writes, the leader's view.
+
+Every broker keeps a *local* LocalBrokerData, refreshed at each stats sample
+(``statsUpdateFrequencyInSecs``, with an optional per-broker phase), and writes it to the metadata
+store only when the report rule of spec §4.3 says so (:func:`~shedlab.core.sim.reporting.need_update_mask`).
+Each write runs the leader's ``updateBundleData`` (spec §4.2), in write order, which moves the bundles'
+time averages (:class:`~shedlab.core.sim.reporting.LeaderBundleData`); the leader's periodic bundle-data
+write (``loadBalancerResourceQuotaUpdateIntervalMinutes``, spec §4.9) adds one update without a write.
+The leader decides on a :class:`~shedlab.model.snapshot.ClusterSnapshot` of the *published* reports and
+its bundle data: :meth:`Publishing.snapshot` builds it, once per change.
+
+The pure rules (report rule, time averages in closed form) live in :mod:`shedlab.core.sim.reporting`,
+which the replay core shares; this module holds the simulator's state around them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shedlab.config import LoadBalancerConfig
+from shedlab.core.sim.reporting import LeaderBundleData, need_update_mask
+from shedlab.core.sim.state import NEVER, Reports, TrueUsage
+from shedlab.core.sim.traffic import Traffic
+from shedlab.model.snapshot import ClusterSnapshot, weighted_max_percent
+
+__all__ = ["LeaderView", "Publishing"]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass
+class LeaderView:
+    """The leader's snapshot, cached until the next write, and the slot → snapshot-row map.
+
+    ``cached`` is None after a write (the next :meth:`snapshot` builds a new object); ``slot_to_row``
+    maps a broker slot to its row in the last built snapshot (-1: not in it).
+    """
+
+    ids: list[str]
+    bundle_names: tuple[str, ...]
+    cached: ClusterSnapshot | None = None
+    slot_to_row: IntArray = field(init=False)
+    rows_key: bytes = b""
+    row_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.slot_to_row = np.full(len(self.ids) + 1, -1, dtype=np.int64)
+
+    def snapshot(
+        self,
+        now: int,
+        alive: BoolArray,
+        has_report: BoolArray,
+        published: Reports,
+        leader_data: LeaderBundleData,
+    ) -> ClusterSnapshot:
+        """Published reports of the alive brokers and the leader's bundle time averages."""
+        snap = self.cached
+        if snap is not None:
+            snap.now_ms = now
+            return snap
+        n_slots = has_report.size
+        slots = np.flatnonzero(alive & has_report).astype(np.int64)
+        key = slots.tobytes()
+        if key != self.rows_key:
+            self.rows_key = key
+            self.row_ids = tuple(self.ids[s] for s in slots.tolist())
+            self.slot_to_row = np.full(n_slots + 1, -1, dtype=np.int64)
+            self.slot_to_row[slots] = np.arange(slots.size)
+        pub_owner = published.bundle_owner
+        bins = np.where(pub_owner >= 0, pub_owner, n_slots)
+        owner_idx = self.slot_to_row[bins]
+        ld = leader_data
+        listed = (pub_owner >= 0) & ld.has
+        long_in = np.bincount(bins, weights=np.where(listed, ld.long[0], 0.0), minlength=n_slots + 1)
+        long_out = np.bincount(bins, weights=np.where(listed, ld.long[1], 0.0), minlength=n_slots + 1)
+        snap = ClusterSnapshot.from_columns(
+            broker_ids=self.row_ids,
+            resource_usage=published.usage[slots],
+            resource_limit=published.limit[slots],
+            broker_rates=published.agg[slots],
+            num_owned_bundles=published.bundles[slots],
+            num_topics=published.topics[slots],
+            long_term_msg_rate_in=long_in[slots].astype(np.float64),
+            long_term_msg_rate_out=long_out[slots].astype(np.float64),
+            bundle_names=self.bundle_names,
+            bundle_owner=owner_idx,
+            bundle_has_data=ld.has,
+            bundle_sheddable=ld.has,
+            short=ld.short,
+            long=ld.long,
+            bundle_topics=ld.topics,
+            now_ms=now,
+        )
+        self.cached = snap
+        return snap
+
+
+@dataclass
+class Publishing:
+    """Local and published reports of every broker slot, the write schedule and the leader's bundle data.
+
+    ``has_report``: the slot has a published report the leader reads (an alive broker after its first
+    write). ``last_update_ms``: time of the slot's last write. ``next_sample_ms``: its next stats sample
+    (``NEVER`` while down). ``write_rank``: the order in which brokers that write at the same tick
+    reach the metadata store. ``written``: the slots that wrote during the current tick.
+    """
+
+    conf: LoadBalancerConfig
+    weights: tuple[float, float, float, float]
+    stats_ms: int
+    quota_ms: int
+    local: Reports
+    published: Reports
+    has_report: BoolArray
+    last_update_ms: IntArray
+    next_sample_ms: IntArray
+    write_rank: IntArray
+    stats_phase_ms: IntArray
+    leader_data: LeaderBundleData
+    next_quota_ms: int
+    written: BoolArray
+    view: LeaderView
+
+    @classmethod
+    def new(
+        cls,
+        conf: LoadBalancerConfig,
+        ids: list[str],
+        bundle_names: tuple[str, ...],
+        *,
+        start_ms: int,
+        tick_ms: int,
+        random_phase: bool,
+        rng: np.random.Generator,
+    ) -> Publishing:
+        """No reports yet; write order and (with ``random_phase``) stats phases drawn from ``rng``."""
+        n_slots, m = len(ids), len(bundle_names)
+        stats_ms = max(int(conf.stats_update_frequency_in_secs) * 1000, 1)
+        quota_ms = max(int(conf.load_balancer_resource_quota_update_interval_minutes) * 60_000, 1)
+        write_rank = rng.permutation(n_slots).astype(np.int64)
+        phase = (
+            rng.integers(0, max(stats_ms // tick_ms, 1), n_slots).astype(np.int64) * tick_ms
+            if random_phase
+            else np.zeros(n_slots, dtype=np.int64)
+        )
+        return cls(
+            conf=conf,
+            weights=conf.resource_weights(),
+            stats_ms=stats_ms,
+            quota_ms=quota_ms,
+            local=Reports.empty(n_slots, m),
+            published=Reports.empty(n_slots, m),
+            has_report=np.zeros(n_slots, dtype=np.bool_),
+            last_update_ms=np.zeros(n_slots, dtype=np.int64),
+            next_sample_ms=np.full(n_slots, NEVER, dtype=np.int64),
+            write_rank=write_rank,
+            stats_phase_ms=phase,
+            leader_data=LeaderBundleData.empty(m),
+            next_quota_ms=start_ms + quota_ms,
+            written=np.zeros(n_slots, dtype=np.bool_),
+            view=LeaderView(ids, bundle_names),
+        )
+
+    def begin_tick(self) -> None:
+        self.written[:] = False
+
+    # ---------------------------------------------------------------------------------- membership
+    def broker_left(self, slot: int) -> None:
+        """The broker's ephemeral node is gone: the leader drops its report; its local one lists nothing."""
+        self.has_report[slot] = False
+        self.next_sample_ms[slot] = NEVER
+        loc = self.local
+        loc.bundle_owner[loc.bundle_owner == slot] = -1
+
+    def broker_joined(self, slot: int, now: int, usage: FloatArray, limit: FloatArray) -> None:
+        """A starting broker's first local report: no bundles, its idle host usage; stats from its phase."""
+        loc = self.local
+        loc.agg[slot] = 0.0
+        loc.bundles[slot] = loc.topics[slot] = loc.consumers[slot] = loc.producers[slot] = 0
+        loc.usage[slot] = usage
+        loc.limit[slot] = limit
+        self.next_sample_ms[slot] = now + self.stats_phase_ms[slot]
+
+    # ------------------------------------------------------------------------------ stats and writes
+    def sample(
+        self, now: int, true: TrueUsage, owner: IntArray, traffic: Traffic, topics: IntArray
+    ) -> IntArray:
+        """Brokers whose stats are due copy their true usage into their local report; returns them."""
+        alive = true.slots
+        due = self.next_sample_ms[alive] <= now
+        samplers = alive[due]
+        if not samplers.size:
+            return samplers
+        loc = self.local
+        loc.usage[samplers] = true.usage[due]
+        loc.limit[samplers] = true.limit[due]
+        loc.agg[samplers] = true.slot_agg[samplers]
+        loc.bundles[samplers] = true.slot_bundles[samplers]
+        loc.topics[samplers] = true.slot_topics[samplers]
+        loc.consumers[samplers] = true.slot_consumers[samplers]
+        loc.producers[samplers] = true.slot_producers[samplers]
+        values = np.stack((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out))
+        if samplers.size == alive.size:
+            loc.bundle_owner = owner.copy()
+            loc.bundle_values = values
+            loc.bundle_topics = topics.copy()
+        else:
+            n_slots = self.has_report.size
+            sampling = np.zeros(n_slots + 1, dtype=np.bool_)
+            sampling[samplers] = True
+            stale = sampling[np.where(loc.bundle_owner >= 0, loc.bundle_owner, n_slots)]
+            loc.bundle_owner[stale] = -1
+            fresh = sampling[true.bundle_bin]
+            loc.bundle_owner[fresh] = owner[fresh]
+            np.copyto(loc.bundle_values, values, where=fresh)
+            loc.bundle_topics[fresh] = topics[fresh]
+        step = self.stats_ms
+        behind = (now - self.next_sample_ms[samplers]) // step + 1
+        self.next_sample_ms[samplers] += behind * step
+        return samplers
+
+    def writers(self, now: int, alive: IntArray) -> IntArray:
+        """The alive brokers with a report whose local report passes §4.3's rule, in write order."""
+        reporting = alive[self.has_report[alive]]
+        if not reporting.size:
+            return np.zeros(0, dtype=np.int64)
+        pub, loc, w = self.published, self.local, self.weights
+        last_u = weighted_max_percent(pub.usage[reporting], pub.limit[reporting], w) / 100.0
+        now_u = weighted_max_percent(loc.usage[reporting], loc.limit[reporting], w) / 100.0
+        mask = need_update_mask(
+            last_rate=pub.agg[reporting, 0] + pub.agg[reporting, 1],
+            last_tp=pub.agg[reporting, 2] + pub.agg[reporting, 3],
+            last_bundles=pub.bundles[reporting].astype(float),
+            last_usage=last_u,
+            rate=loc.agg[reporting, 0] + loc.agg[reporting, 1],
+            tp=loc.agg[reporting, 2] + loc.agg[reporting, 3],
+            bundles=loc.bundles[reporting].astype(float),
+            usage=now_u,
+            last_update_ms=self.last_update_ms[reporting],
+            now_ms=now,
+            conf=self.conf,
+        )
+        writers = reporting[mask]
+        result: IntArray = writers[np.argsort(self.write_rank[writers], kind="stable")]
+        return result
+
+    def quota_updates_due(self, now: int) -> int:
+        """1 when the leader's periodic bundle-data write (§4.9) is due at ``now`` (then reschedules it)."""
+        if now < self.next_quota_ms:
+            return 0
+        self.next_quota_ms += self.quota_ms * ((now - self.next_quota_ms) // self.quota_ms + 1)
+        return 1
+
+    def publish(self, now: int, writers: IntArray, extra: int, alive: BoolArray) -> None:
+        """Writes by ``writers`` (in order), each followed by the leader's updateAll; then ``extra`` more."""
+        n_slots = self.has_report.size
+        pub, loc = self.published, self.local
+        k = int(writers.size)
+        position = np.zeros(n_slots + 1, dtype=np.int64)
+        position[writers] = np.arange(1, k + 1)
+        new_owner = self.leader_data.apply_writes(
+            listed_by=pub.bundle_owner,
+            values=pub.bundle_values,
+            topics=pub.bundle_topics,
+            new_listed_by=loc.bundle_owner,
+            new_values=loc.bundle_values,
+            new_topics=loc.bundle_topics,
+            write_position=position,
+            writes=k,
+            extra_updates=extra,
+        )
+        if k:
+            gained = (new_owner >= 0) & (position[np.where(new_owner >= 0, new_owner, n_slots)] > 0)
+            np.copyto(pub.bundle_values, loc.bundle_values, where=gained)
+            pub.bundle_topics = np.where(gained, loc.bundle_topics, pub.bundle_topics)
+            live = writers[alive[writers]]
+            pub.usage[live] = loc.usage[live]
+            pub.limit[live] = loc.limit[live]
+            pub.agg[live] = loc.agg[live]
+            pub.bundles[live] = loc.bundles[live]
+            pub.topics[live] = loc.topics[live]
+            self.last_update_ms[live] = now
+            self.has_report[live] = True
+            self.written[live] = True
+        pub.bundle_owner = new_owner
+        self.view.cached = None
+
+    # ------------------------------------------------------------------------------ the leader's view
+    def snapshot(self, now: int, alive: BoolArray) -> ClusterSnapshot:
+        """The leader's view at ``now`` (see :meth:`LeaderView.snapshot`)."""
+        return self.view.snapshot(now, alive, self.has_report, self.published, self.leader_data)

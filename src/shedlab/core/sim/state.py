@@ -1,0 +1,242 @@
+"""The simulated cluster's state as typed arrays: broker slots, true ownership, load reports, true usage.
+
+A *broker slot* is one broker the scenario can ever run: the initial groups first, then every
+``add_brokers`` event in time order. Slots never move, so per-broker arrays are indexed by slot and a
+broker that restarts keeps its slot. Bundles are indexed in the population's order (sorted by name,
+the snapshot order). Every array here is owned by the kernel's state; the step modules
+(:mod:`~shedlab.core.sim.events`, :mod:`~shedlab.core.sim.publishing`, :mod:`~shedlab.core.sim.metrics`)
+read and update it in the order :mod:`~shedlab.core.sim.kernel` shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shedlab.core.sim.hardware import CostModel, HardwareClass
+from shedlab.core.sim.scenario import AddBrokers, Background, Scenario
+from shedlab.core.sim.traffic import BundlePopulation, Traffic
+from shedlab.model.snapshot import weighted_max_percent
+
+__all__ = [
+    "NEVER",
+    "BrokerLayout",
+    "ClusterState",
+    "Reports",
+    "TrueUsage",
+    "broker_ids",
+    "broker_layout",
+    "measure",
+]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+NEVER = np.iinfo(np.int64).max
+"""A time (ms) that never comes: no sample, lookup or shedding is due."""
+
+
+@dataclass
+class BrokerLayout:
+    """The broker slots of a scenario: hardware and initial background per slot, who starts, who joins."""
+
+    hardware: list[HardwareClass]
+    background: list[Background]
+    initial_slots: list[int]
+    add_slots: dict[int, list[int]]  # index of an add_brokers event in scenario.events -> its slots
+
+
+def broker_layout(scenario: Scenario) -> BrokerLayout:
+    """Initial groups first, then every ``add_brokers`` event in time order (a stable slot per broker)."""
+    hardware: list[HardwareClass] = []
+    background: list[Background] = []
+    for group in scenario.brokers:
+        for _ in range(group.count):
+            hardware.append(scenario.hardware[group.hardware])
+            background.append(group.background)
+    initial_slots = list(range(len(hardware)))
+    add_slots: dict[int, list[int]] = {}
+    for k, event in sorted(enumerate(scenario.events), key=lambda kv: kv[1].at):
+        if isinstance(event, AddBrokers):
+            first = len(hardware)
+            for _ in range(event.count):
+                hardware.append(scenario.hardware[event.hardware])
+                background.append(event.background)
+            add_slots[k] = list(range(first, len(hardware)))
+    return BrokerLayout(hardware, background, initial_slots, add_slots)
+
+
+def broker_ids(n_slots: int) -> list[str]:
+    """``broker-0001:8080`` … (zero-padded to at least four digits, so ids sort in slot order)."""
+    width = max(4, len(str(n_slots)))
+    return [f"broker-{s + 1:0{width}d}:8080" for s in range(n_slots)]
+
+
+@dataclass
+class Reports:
+    """One LocalBrokerData per broker slot (spec §1.7), as arrays, with the bundles each report lists.
+
+    The kernel keeps two of these: the brokers' *local* reports (refreshed at every stats sample) and
+    the *published* ones (what the leader read from the metadata store at the broker's last write,
+    spec §4.3). Per slot: ``usage``/``limit`` (n, 5) in the order cpu, memory, direct memory, bandwidth
+    in, bandwidth out; ``agg`` (n, 4) message rate in/out and throughput in/out; counts. Per bundle:
+    ``bundle_owner`` (the slot whose report lists it, -1: none), ``bundle_values`` (4, m) and
+    ``bundle_topics``.
+    """
+
+    usage: FloatArray
+    limit: FloatArray
+    agg: FloatArray
+    bundles: IntArray
+    topics: IntArray
+    consumers: IntArray
+    producers: IntArray
+    bundle_owner: IntArray
+    bundle_values: FloatArray
+    bundle_topics: IntArray
+
+    @classmethod
+    def empty(cls, n_slots: int, m: int) -> Reports:
+        return cls(
+            usage=np.zeros((n_slots, 5)),
+            limit=np.zeros((n_slots, 5)),
+            agg=np.zeros((n_slots, 4)),
+            bundles=np.zeros(n_slots, dtype=np.int64),
+            topics=np.zeros(n_slots, dtype=np.int64),
+            consumers=np.zeros(n_slots, dtype=np.int64),
+            producers=np.zeros(n_slots, dtype=np.int64),
+            bundle_owner=np.full(m, -1, dtype=np.int64),
+            bundle_values=np.zeros((4, m)),
+            bundle_topics=np.zeros(m, dtype=np.int64),
+        )
+
+
+@dataclass
+class ClusterState:
+    """Who is alive, who owns which bundle, which clients wait to reconnect, and the leader.
+
+    ``owner`` is the true ownership (-1: unowned, its clients are reconnecting); ``lookup_at`` the time
+    the clients of a bundle look it up (``NEVER``: not waiting). ``background`` is the current
+    background-load definition of each slot (``background`` events replace it).
+    """
+
+    ids: list[str]
+    slot_of: dict[str, int]
+    cost: CostModel
+    background: list[Background]
+    alive: BoolArray
+    start_ts: IntArray
+    owner: IntArray
+    lookup_at: IntArray
+    leader: int | None = None
+
+    @classmethod
+    def new(cls, layout: BrokerLayout, bundles: int) -> ClusterState:
+        n_slots = len(layout.hardware)
+        ids = broker_ids(n_slots)
+        return cls(
+            ids=ids,
+            slot_of={b: s for s, b in enumerate(ids)},
+            cost=CostModel(layout.hardware),
+            background=list(layout.background),
+            alive=np.zeros(n_slots, dtype=np.bool_),
+            start_ts=np.zeros(n_slots, dtype=np.int64),
+            owner=np.full(bundles, -1, dtype=np.int64),
+            lookup_at=np.full(bundles, NEVER, dtype=np.int64),
+        )
+
+    @property
+    def num_slots(self) -> int:
+        return len(self.ids)
+
+    def background_at(self, slots: IntArray, t: float, rng: np.random.Generator) -> FloatArray:
+        """(n, 3) background fractions (cpu, NIC in, NIC out) of the given slots at ``t`` seconds.
+
+        Slots sharing one constant definition share one draw; varying signals draw per slot.
+        """
+        out = np.zeros((slots.size, 3))
+        cache: dict[int, tuple[float, float, float]] = {}
+        for i, s in enumerate(slots.tolist()):
+            bg = self.background[s]
+            key = id(bg)
+            values = cache.get(key)
+            if values is None or not (
+                bg.cpu.is_constant and bg.nic_in.is_constant and bg.nic_out.is_constant
+            ):
+                values = (bg.cpu.value(t, rng), bg.nic_in.value(t, rng), bg.nic_out.value(t, rng))
+                cache[key] = values
+            out[i] = values
+        return out
+
+
+@dataclass
+class TrueUsage:
+    """What the brokers really carry at one tick, from the traffic of the bundles they own.
+
+    Per slot (every slot, alive or not): ``slot_agg`` (n, 4) and the counts. Per alive broker (in
+    ``slots`` order): host ``usage``/``limit`` from the cost model, the ``score`` (``U(b)·100``),
+    ``background``, and the alive rows of ``agg``, ``bundles`` and ``topics``. ``bundle_bin`` is each
+    bundle's owner slot, or ``num_slots`` for an unowned bundle.
+    """
+
+    slots: IntArray
+    usage: FloatArray
+    limit: FloatArray
+    score: FloatArray
+    background: FloatArray
+    agg: FloatArray
+    bundles: IntArray
+    topics: IntArray
+    slot_agg: FloatArray
+    slot_bundles: IntArray
+    slot_topics: IntArray
+    slot_consumers: IntArray
+    slot_producers: IntArray
+    bundle_bin: IntArray
+
+
+def measure(
+    cluster: ClusterState,
+    pop: BundlePopulation,
+    traffic: Traffic,
+    t: float,
+    rng: np.random.Generator,
+    weights: tuple[float, float, float, float],
+) -> TrueUsage:
+    """Every alive broker's true usage at ``t`` seconds (what its next stats sample would read)."""
+    n_slots = cluster.num_slots
+    owner = cluster.owner
+    idx = np.where(owner >= 0, owner, n_slots)  # unowned bundles go to an overflow bin
+    agg = np.empty((n_slots, 4))
+    for k, values in enumerate((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out)):
+        agg[:, k] = np.bincount(idx, weights=values, minlength=n_slots + 1)[:n_slots]
+    n_bundles = np.bincount(idx, minlength=n_slots + 1)[:n_slots].astype(np.int64)
+    topics = np.bincount(idx, weights=pop.topics, minlength=n_slots + 1)[:n_slots].astype(np.int64)
+    consumers = np.bincount(idx, weights=pop.consumers, minlength=n_slots + 1)[:n_slots].astype(np.int64)
+    producers = np.bincount(idx, weights=pop.producers, minlength=n_slots + 1)[:n_slots].astype(np.int64)
+    alive = np.flatnonzero(cluster.alive)
+    bg = cluster.background_at(alive, t, rng)
+    cost = cluster.cost
+    usage = cost.usage(
+        alive, agg[alive, 0], agg[alive, 1], agg[alive, 2], agg[alive, 3], topics[alive].astype(float), bg
+    )
+    limit = cost.limits(alive)
+    return TrueUsage(
+        slots=alive,
+        usage=usage,
+        limit=limit,
+        score=weighted_max_percent(usage, limit, weights),
+        background=bg,
+        agg=agg[alive],
+        bundles=n_bundles[alive],
+        topics=topics[alive],
+        slot_agg=agg,
+        slot_bundles=n_bundles,
+        slot_topics=topics,
+        slot_consumers=consumers,
+        slot_producers=producers,
+        bundle_bin=idx,
+    )

@@ -1,0 +1,157 @@
+"""Scenario events: their order, membership changes, restarts, backgrounds and the initial assignment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shedlab.core.sim.events import EventQueue, initial_assignment, resolve_removal
+from shedlab.core.sim.scenario import RemoveBrokers, Scenario
+from shedlab.core.sim.state import NEVER, ClusterState, broker_layout
+from shedlab.core.sim.traffic import build_population
+
+START = 1_000_000
+
+
+def scenario(events: list[dict[str, Any]], **overrides: Any) -> Scenario:
+    doc: dict[str, Any] = {
+        "name": "events",
+        "duration": "1h",
+        "brokers": [{"count": 3}],
+        "workloads": [{"tenants": 1, "namespaces": 1, "bundles": 6}],
+        "events": events,
+    }
+    doc.update(overrides)
+    return Scenario.from_mapping(doc, source="test")
+
+
+class Log:
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, str, str]] = []
+
+    def __call__(self, now: int, kind: str, detail: str) -> None:
+        self.rows.append((now, kind, detail))
+
+    @property
+    def kinds(self) -> list[str]:
+        return [k for _, k, _ in self.rows]
+
+
+def setup(s: Scenario) -> tuple[EventQueue, ClusterState]:
+    layout = broker_layout(s)
+    return EventQueue(s, START, layout.initial_slots, layout.add_slots), ClusterState.new(layout, 6)
+
+
+def step(queue: EventQueue, cluster: ClusterState, now: int, log: Log) -> tuple[list[int], list[int]]:
+    joined, removed = queue.apply_due(now, cluster, 6, np.random.default_rng(0), log)
+    cluster.alive[removed] = False
+    cluster.alive[joined] = True
+    return joined, removed
+
+
+def test_start_then_events_at_the_first_tick_at_or_after_their_time() -> None:
+    queue, cluster = setup(
+        scenario(
+            [
+                {"at": "90s", "kind": "add_brokers", "count": 2},
+                {"at": "60s", "kind": "remove_brokers", "brokers": [1]},
+            ]
+        )
+    )
+    log = Log()
+    assert step(queue, cluster, START, log) == ([0, 1, 2], [])
+    assert log.rows == [(START, "start", "3 brokers, 6 bundles")]
+    assert step(queue, cluster, START + 59_000, log) == ([], [])
+    assert step(queue, cluster, START + 120_000, log) == ([3, 4], [0])  # both due: removal first
+    assert log.kinds == ["start", "remove_brokers", "add_brokers"]
+    assert log.rows[-1][2] == "broker-0004:8080, broker-0005:8080"
+
+
+def test_a_restart_within_one_tick_is_both_a_removal_and_a_join() -> None:
+    queue, cluster = setup(
+        scenario(
+            [{"at": "1m", "kind": "rolling_restart", "interval": "2m", "downtime": "30s", "brokers": [2, 3]}]
+        )
+    )
+    log = Log()
+    step(queue, cluster, START, log)
+    # broker 2 goes down at 1 min and is back at 1.5 min: one 2-minute tick sees both
+    assert step(queue, cluster, START + 120_000, log) == ([1], [1])
+    assert log.kinds[1:] == ["rolling_restart", "broker_down", "broker_up"]
+    assert step(queue, cluster, START + 180_000, log) == ([], [2])  # broker 3 down at 3 min
+    assert step(queue, cluster, START + 240_000, log) == ([2], [])
+    assert log.rows[1][2] == "2 brokers, every 120 s"
+
+
+def test_background_change_replaces_the_brokers_definition() -> None:
+    queue, cluster = setup(
+        scenario([{"at": "1m", "kind": "background", "brokers": [3, 9], "background": {"cpu": 0.3}}])
+    )
+    log = Log()
+    step(queue, cluster, START, log)
+    before = cluster.background[0]
+    step(queue, cluster, START + 60_000, log)
+    assert cluster.background[0] is before
+    assert cluster.background[2].cpu.value(0.0) == 0.3  # broker 9 does not exist: ignored
+    assert log.rows[-1][1] == "background" and '"brokers": [3, 9]' in log.rows[-1][2]
+
+
+def test_traffic_events_are_only_logged() -> None:
+    queue, cluster = setup(scenario([{"at": "1m", "kind": "traffic", "factor": 2, "duration": "1m"}]))
+    log = Log()
+    step(queue, cluster, START, log)
+    assert step(queue, cluster, START + 60_000, log) == ([], [])
+    assert step(queue, cluster, START + 120_000, log) == ([], [])
+    assert log.kinds == ["start", "traffic", "traffic_end"]
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        (RemoveBrokers(at=0, brokers=(2, 4, 7)), [1, 6]),  # broker 4 (slot 3) is not alive
+        (RemoveBrokers(at=0, count=2, pick="newest"), [4, 6]),
+        (RemoveBrokers(at=0, count=2, pick="oldest"), [0, 1]),
+        (RemoveBrokers(at=0, count=0, pick="newest"), []),
+        (RemoveBrokers(at=0, count=9, pick="oldest"), [0, 1, 4, 6]),
+    ],
+)
+def test_resolve_removal(event: RemoveBrokers, expected: list[int]) -> None:
+    assert resolve_removal(event, [0, 1, 4, 6], np.random.default_rng(0)) == expected
+
+
+def test_random_removal_picks_distinct_alive_brokers_in_slot_order() -> None:
+    chosen = resolve_removal(
+        RemoveBrokers(at=0, count=3, pick="random"), [0, 2, 5, 7, 9], np.random.default_rng(3)
+    )
+    assert len(set(chosen)) == 3 and chosen == sorted(chosen) and set(chosen) <= {0, 2, 5, 7, 9}
+
+
+def test_initial_assignment_modes() -> None:
+    s = scenario([])
+    pop = build_population(s.workloads, np.random.default_rng(0))
+    _, cluster = setup(s)
+    initial_assignment(cluster, pop, "round_robin", START, np.random.default_rng(0))
+    assert (cluster.owner == -1).all()  # nobody alive: nothing to do
+    cluster.alive[[0, 2]] = True
+    initial_assignment(cluster, pop, "round_robin", START, np.random.default_rng(0))
+    assert cluster.owner.tolist() == [0, 2, 0, 2, 0, 2]
+    _, cluster = setup(s)
+    cluster.alive[:] = True
+    initial_assignment(cluster, pop, "placement", START, np.random.default_rng(0))
+    assert (cluster.owner == -1).all() and (cluster.lookup_at == START).all()
+    _, cluster = setup(s)
+    cluster.alive[:] = True
+    initial_assignment(cluster, pop, "random", START, np.random.default_rng(0))
+    assert set(cluster.owner.tolist()) <= {0, 1, 2} and (cluster.lookup_at == NEVER).all()
+
+
+def test_pinned_workloads_start_on_their_brokers_whatever_the_mode() -> None:
+    s = scenario([], workloads=[{"tenants": 1, "namespaces": 1, "bundles": 4, "brokers": [2, 3]}])
+    pop = build_population(s.workloads, np.random.default_rng(0))
+    layout = broker_layout(s)
+    cluster = ClusterState.new(layout, pop.size)
+    cluster.alive[:] = True
+    initial_assignment(cluster, pop, "placement", START, np.random.default_rng(0))
+    assert cluster.owner.tolist() == [1, 2, 1, 2] and (cluster.lookup_at == NEVER).all()
