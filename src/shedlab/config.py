@@ -858,29 +858,7 @@ class LoadBalancerConfig:
         """The placement strategy without Pulsar's package: ``"LeastLongTermMessageRate"``, ..."""
         return self.load_balancer_load_placement_strategy.removeprefix(_PULSAR_CLASS_PREFIX)
 
-    def validate_strategy_pair(self, *, pulsar_exact: bool = False) -> None:
-        """Transitional: ``core/sim/kernel.py`` still calls this. The rule's home is
-        :func:`shedlab.strategies.registry.resolve_config`, which also applies it to users' two-role
-        strategies; delete this method once the kernel calls that instead.
-        """
-        shedding, placement = self.shedding_strategy_name, self.placement_strategy_name
-        if (shedding == "AvgShedder") == (placement == "AvgShedder"):
-            return
-        if placement == "AvgShedder":
-            set_key, other_key, other = STRATEGY_KEYS["placement"], STRATEGY_KEYS["shedding"], shedding
-        elif pulsar_exact:
-            return
-        else:
-            set_key, other_key, other = STRATEGY_KEYS["shedding"], STRATEGY_KEYS["placement"], placement
-        sources = self.value_sources()
-        raise ConfigError(
-            f"{set_key} is AvgShedder but {other_key} is {other}; AvgShedder must be configured for both",
-            source=sources[set_key] if sources[set_key] not in ("default", "code") else None,
-            hint=f"set {other_key}=AvgShedder too, or another {_STRATEGY_ROLE_BY_KEY[set_key]} strategy",
-        )
-
     # ------------------------------------------------------------------------------------------- building
-
     def with_overrides(self, mapping: Mapping[str, Any], source: str = "override") -> LoadBalancerConfig:
         """A copy with some keys (Pulsar camelCase names) changed; ``source`` is recorded for each of them.
 

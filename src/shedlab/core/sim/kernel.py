@@ -57,7 +57,7 @@ from shedlab.core.sim.scenario import Scenario, TrafficChange
 from shedlab.core.sim.state import NEVER, ClusterState, TrueUsage, broker_layout, measure
 from shedlab.core.sim.traffic import BundlePopulation, Shape, Traffic, TrafficModel, build_population
 from shedlab.manager import LoadManager, ManagerDecision
-from shedlab.strategies import pair_config, resolve_pair_name
+from shedlab.strategies import pair_config, pair_name_of, resolve_config, resolve_pair_name
 
 __all__ = ["Simulation", "build_config", "pair_name"]
 
@@ -76,13 +76,12 @@ def build_config(
         conf = conf.with_overrides(scenario.strategy_config[pair], source=f"{where}: strategy_config.{pair}")
     if overrides:
         conf = conf.with_overrides(overrides, source="config overrides")
-    conf.validate_strategy_pair()
-    return conf
+    return resolve_config(conf)
 
 
 def pair_name(conf: LoadBalancerConfig) -> str:
-    shed, place = conf.shedding_strategy_name, conf.placement_strategy_name
-    return "AvgShedder" if shed == place == "AvgShedder" else f"{shed}+{place}"
+    """The pair's display name (``AvgShedder``, ``ThresholdShedder+LeastLongTermMessageRate``, a plugin's)."""
+    return pair_name_of(conf)
 
 
 class Simulation:
