@@ -31,6 +31,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from shedlab.core.results import RUN_SUMMARY_ARROW
 from shedlab.errors import ConfigError
 
 __all__ = [
@@ -608,16 +609,24 @@ _IDENTITY = ("run_id", "scenario", "strategy", "params_id", "params_json", "seed
 
 def evaluate_runs(
     runs: pd.DataFrame,
-    metrics: Sequence[str],
+    metrics: Sequence[str] | None = None,
     *,
     overrides: Sequence[Mapping[str, Any]] = (),
     confidence: float = 0.95,
 ) -> Evaluation:
     """Evaluate runs in pandas: ``runs`` has one row per run (``run_id``, ``scenario``, ``strategy``,
-    ``params_id``, ``params_json``, ``seed``, ``status``) and one column per name of ``metrics``, as
-    :func:`shedlab.core.results.read_sweep_runs` reads a sweep directory; ``overrides`` are grids'
-    ``pip364:`` sections. Failed runs are left out."""
+    ``params_id``, ``params_json``, ``seed``, ``status``) and one column per metric, as
+    :func:`shedlab.core.results.read_sweep_runs` reads a sweep directory; ``metrics`` defaults to every
+    numeric (or all-null) column that is not a field of the run summary; ``overrides`` are grids' ``pip364:``
+    sections. Failed runs are left out."""
     ok = runs[runs["status"] == "ok"] if "status" in runs else runs
+    if metrics is None:
+        metrics = [
+            str(c)
+            for c in ok.columns
+            if c not in RUN_SUMMARY_ARROW.names
+            and (pd.api.types.is_numeric_dtype(ok[c]) or bool(ok[c].isna().all()))
+        ]
     names = sorted(m for m in metrics if m not in EXCLUDED_METRICS)
     wide = ok.reindex(columns=[*_IDENTITY, *names]).sort_values(
         ["scenario", "strategy", "params_id", "seed"], kind="stable"
