@@ -341,28 +341,32 @@ _FUNCTIONS: dict[str, Callable[..., _FloatArray]] = {
 skip nulls, ``coalesce`` takes the first non-null)."""
 
 
+def _allowed(node: ast.AST) -> bool:
+    """Whether a syntax node belongs to the arithmetic an ``expr`` may use."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS and not node.keywords
+    if isinstance(node, ast.BinOp):
+        return type(node.op) in _BINARY
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.USub | ast.UAdd)
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int | float) and not isinstance(node.value, bool)
+    # names, and the operator/context nodes below the nodes checked above
+    return isinstance(node, ast.Name | ast.Load | ast.operator | ast.unaryop)
+
+
 def _parse(expr: str) -> ast.expr:
-    """The syntax tree of a PIP-364 ``expr``; only arithmetic over metric names is allowed."""
+    """The syntax tree of a PIP-364 ``expr``; only arithmetic over metric names is allowed (a grid is
+    user input: nothing in it is ever executed as Python)."""
     try:
         tree = ast.parse(str(expr).strip(), mode="eval").body
     except SyntaxError as exc:
         raise ConfigError(f"not an arithmetic expression: {exc.msg}", source="pip364", value=expr) from None
     for node in ast.walk(tree):
-        allowed = isinstance(
-            node, ast.BinOp | ast.UnaryOp | ast.Constant | ast.Name | ast.Load | ast.operator
-        )
-        allowed = allowed or isinstance(node, ast.unaryop)
-        if isinstance(node, ast.Call):
-            allowed = isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS and not node.keywords
-        if isinstance(node, ast.BinOp):
-            allowed = type(node.op) in _BINARY
-        if isinstance(node, ast.UnaryOp):
-            allowed = isinstance(node.op, ast.USub | ast.UAdd)
-        if isinstance(node, ast.Constant):
-            allowed = isinstance(node.value, int | float) and not isinstance(node.value, bool)
-        if not allowed:
+        if not _allowed(node):
+            shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
             raise ConfigError(
-                f"unsupported in an expression: {ast.unparse(node) if isinstance(node, ast.expr) else node}",
+                f"unsupported in an expression: {shown}",
                 source="pip364",
                 value=expr,
                 hint="use metric names, numbers, + - * / %, parentheses and " + ", ".join(sorted(_FUNCTIONS)),
