@@ -4,7 +4,7 @@
 
 1. The same simulation runs (``slow-balancing``, 200 brokers, its duration stretched so a run takes a
    few seconds) are executed three ways, each writing the same Parquet outputs:
-   a plain Python loop over :func:`shedlab.spark.sweep.execute_spec`; ``shedlab.spark.sweep.sweep`` on
+   a plain Python loop over :func:`shedlab.core.results.execute_spec`; ``shedlab.spark.sweep.sweep`` on
    ``local[1]``; and on ``local[2]``. Each Spark measurement runs in a fresh process (a JVM's master
    cannot change) and times the sweep with the session already started; session start-up is printed
    separately.
@@ -58,7 +58,8 @@ def make_grid(workdir: Path, runs: int, minutes: int) -> Path:
 
 
 def direct(grid_path: Path, out: Path) -> dict[str, Any]:
-    from shedlab.spark.sweep import RunWriter, execute_spec, expand_grid, load_grid
+    from shedlab.core.grid import expand_grid, load_grid
+    from shedlab.core.results import RunWriter, execute_spec
 
     specs = expand_grid(load_grid(grid_path)).to_dict("records")
     writer = RunWriter(str(out))
@@ -70,8 +71,9 @@ def direct(grid_path: Path, out: Path) -> dict[str, Any]:
 
 
 def spark_sweep(master: str, grid_path: Path, out: Path) -> dict[str, Any]:
+    from shedlab.core.grid import load_grid
     from shedlab.spark.session import get_spark
-    from shedlab.spark.sweep import load_grid, sweep
+    from shedlab.spark.sweep import sweep
 
     t0 = time.perf_counter()
     spark = get_spark(master, log_level="ERROR")

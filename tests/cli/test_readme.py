@@ -31,7 +31,7 @@ def test_readme_scenario_example_loads_and_is_complete(tmp_path: Path) -> None:
 
 
 def test_readme_grid_example_expands(tmp_path: Path) -> None:
-    from shedlab.spark.sweep import load_grid  # imports no Spark session; only the grid model
+    from shedlab.core.grid import load_grid
 
     (tmp_path / "my-scenario.yaml").write_text(_blocks("yaml")[0], encoding="utf-8")
     grid_path = tmp_path / "grid.yaml"

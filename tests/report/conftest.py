@@ -18,8 +18,9 @@ seeds: [1, 2]
 def tiny_sweep(spark: Any, base: Path) -> Path:
     """A real sweep (2 scenarios × 5 pairs × 2 seeds) and its evaluation under ``base/sweep``, made once
     per test session (both report test modules use it; a marker file says it is complete)."""
+    from shedlab.core.grid import load_grid
     from shedlab.spark.evaluate import evaluate
-    from shedlab.spark.sweep import load_grid, sweep
+    from shedlab.spark.sweep import sweep
 
     root = base / "report-sweep"
     done = root / ".complete"

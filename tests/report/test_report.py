@@ -184,9 +184,10 @@ def _points(values: Any) -> int:
 
 @pytest.mark.spark
 def test_replay_report(spark: Any, tmp_path: Path) -> None:
+    from shedlab.core.replay import strategy_configs
     from shedlab.core.sim.recording import write_recording
     from shedlab.spark.ingest import ingest
-    from shedlab.spark.replay import replay, strategy_configs
+    from shedlab.spark.replay import replay
 
     recorded = tmp_path / "recorded"
     result = run_simulation(

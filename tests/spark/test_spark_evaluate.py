@@ -1,4 +1,5 @@
-"""Evaluation: Spark SQL numbers equal a direct pandas computation on the same runs."""
+"""Evaluation on Spark: its tables equal a direct pandas computation and the core functions applied
+without Spark to the same runs."""
 
 from __future__ import annotations
 
@@ -11,33 +12,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shedlab.spark.evaluate import PIP364_DEFINITIONS, rate, resolve_definitions, t_critical
+from shedlab.core.evaluation import PIP364_DEFINITIONS, evaluate_runs, rate
+from shedlab.core.results import read_sweep_runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 # Student's t, two-sided 95 % (from tables)
-T_TABLE = {1: 12.706204736, 2: 4.302652730, 3: 3.182446305, 5: 2.570581836, 10: 2.228138852, 30: 2.042272456}
-
-
-@pytest.mark.parametrize(("df", "expected"), sorted(T_TABLE.items()))
-def test_t_critical(df: int, expected: float) -> None:
-    assert t_critical(df) == pytest.approx(expected, abs=1e-8)
-
-
-def test_rating_and_definitions() -> None:
-    assert rate(1.0, 2.0, 5.0) == "good"
-    assert rate(3.0, 2.0, 5.0) == "normal"
-    assert rate(6.0, 2.0, 5.0) == "bad"
-    assert rate(None, 2.0, 5.0) == "n/a"
-    defs = resolve_definitions({"load_jitter": {"good_below": 1}})
-    assert defs["load jitter"]["good_below"] == 1
-    assert defs["load jitter"]["expr"] == PIP364_DEFINITIONS["load jitter"]["expr"]
+T_TABLE = {1: 12.706204736}
 
 
 @pytest.fixture(scope="module")
 def evaluated(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from shedlab.core.grid import load_grid
     from shedlab.spark.evaluate import evaluate
-    from shedlab.spark.sweep import load_grid, sweep
+    from shedlab.spark.sweep import sweep
 
     out = tmp_path_factory.mktemp("eval") / "sweep"
     sweep(spark, load_grid(FIXTURES / "grid_tiny.yaml"), str(out))
@@ -134,3 +122,24 @@ def test_evaluate_cli(evaluated: tuple[Path, Any], tmp_path: Path) -> None:
     assert (tmp_path / "ev" / "pip364.csv").is_file()
     missing = CliRunner().invoke(app, ["evaluate", str(tmp_path / "nothing")])
     assert missing.exit_code != 0
+
+
+@pytest.mark.spark
+def test_spark_equals_the_core_without_spark(evaluated: tuple[Path, Any]) -> None:
+    out, result = evaluated
+    direct = evaluate_runs(read_sweep_runs(out))  # every metric column, as Spark explodes them
+    for spark_table, core_table in (
+        (result.metric_stats, direct.metric_stats),
+        (result.pip364, direct.pip364),
+        (result.runs, direct.runs),
+    ):
+        assert list(spark_table.columns) == list(core_table.columns)
+        assert len(spark_table) == len(core_table)
+        for column in spark_table.columns:
+            a, b = spark_table[column].reset_index(drop=True), core_table[column].reset_index(drop=True)
+            if pd.api.types.is_numeric_dtype(a) and pd.api.types.is_numeric_dtype(b):
+                assert np.allclose(
+                    a.to_numpy(float), b.to_numpy(float), rtol=1e-9, atol=1e-12, equal_nan=True
+                )
+            else:
+                assert a.astype(str).equals(b.astype(str)), column

@@ -31,10 +31,11 @@ STRATEGIES = [RECORDED_WITH, "AvgShedder"]
 
 @pytest.fixture(scope="module")
 def recorded(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from shedlab.core.replay import strategy_configs
     from shedlab.core.sim import load_scenario, run_simulation
     from shedlab.core.sim.recording import write_recording
     from shedlab.spark.ingest import ingest
-    from shedlab.spark.replay import replay, strategy_configs
+    from shedlab.spark.replay import replay
 
     root = tmp_path_factory.mktemp("replay")
     result = run_simulation(load_scenario(SCENARIO), strategy=RECORDED_WITH, seed=3, record=True)

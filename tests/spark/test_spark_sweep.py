@@ -1,4 +1,5 @@
-"""Sweeps on a real local Spark: a tiny grid, resume without loss or duplicates, failing runs."""
+"""Sweeps on a real local Spark: a tiny grid, resume without loss or duplicates, failing runs, progress,
+task packing (the grid format and the results layout are tested in tests/core)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from shedlab.errors import ConfigError
-from shedlab.spark.sweep import (
-    escape_partition_value,
-    expand_grid,
-    load_grid,
-    parse_grid,
-    run_id_of,
-    sweep,
-)
+from shedlab.core.grid import expand_grid, load_grid
+from shedlab.spark.sweep import plan_tasks, sweep
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GRID = FIXTURES / "grid_tiny.yaml"
@@ -29,42 +23,41 @@ def _runs(out: Path) -> pd.DataFrame:
     return pd.read_parquet(out / "runs")
 
 
-# ------------------------------------------------------------------ grids (no Spark)
+def test_spark_schemas_are_the_core_layouts() -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema
 
-
-def test_grid_expands_to_the_cross_product() -> None:
-    grid = load_grid(GRID)
-    specs = expand_grid(grid)
-    assert grid.size == len(specs) == 2 * 2 * 2 * 2
-    assert specs["run_id"].is_unique
-    assert set(specs["params_json"]) == {'{"maxUnloadPercentage":0.2}', '{"maxUnloadPercentage":0.5}'}
-    # Run ids are stable: the same (scenario, pair, params, seed) always hashes the same.
-    assert run_id_of("a", "AvgShedder", {"x": 1}, 3) == run_id_of("a", "AvgShedder", {"x": 1}, 3)
-    assert run_id_of("a", "AvgShedder", {"x": 1}, 3) != run_id_of("a", "AvgShedder", {"x": 1}, 4)
-
-
-def test_shipped_grid_is_valid() -> None:
-    grid = load_grid("pip364")
-    assert len(grid.strategies) == 5 and len(grid.seeds) == 3
-    assert grid.size == len(grid.scenarios) * 15
-
-
-def test_grid_errors_name_the_field() -> None:
-    with pytest.raises(ConfigError, match="unknown grid field"):
-        parse_grid({"scenario": ["x"]})
-    with pytest.raises(ConfigError, match="no such built-in scenario"):
-        parse_grid({"scenarios": ["no-such-scenario"]})
-    with pytest.raises(ConfigError):
-        parse_grid({"scenarios": ["over-unloading-90-10"], "parameters": {"loadBalancerNoSuchKey": [1]}})
-    with pytest.raises(ConfigError):
-        parse_grid({"scenarios": ["over-unloading-90-10"], "strategies": ["NoSuchShedder"]})
-
-
-def test_partition_values_are_escaped_like_spark() -> None:
-    assert escape_partition_value("ThresholdShedder+LeastLongTermMessageRate") == (
-        "ThresholdShedder+LeastLongTermMessageRate"
+    from shedlab.core.evaluation import (
+        METRIC_STATS_COLUMNS,
+        PIP364_COLUMNS,
+        PIP364_STATS_COLUMNS,
+        PIP364_VALUE_COLUMNS,
     )
-    assert escape_partition_value("a/b:c=d") == "a%2Fb%3Ac%3Dd"
+    from shedlab.core.grid import RUN_SPEC_COLUMNS
+    from shedlab.core.results import RUN_SUMMARY_ARROW
+    from shedlab.spark.schemas import (
+        METRIC_STATS,
+        PIP364_STATS,
+        PIP364_TABLE,
+        PIP364_VALUE,
+        RUN_SPEC,
+        RUN_SUMMARY,
+        field_names,
+    )
+
+    assert to_arrow_schema(RUN_SUMMARY).equals(RUN_SUMMARY_ARROW)
+    assert tuple(field_names(RUN_SPEC)) == RUN_SPEC_COLUMNS
+    assert tuple(field_names(METRIC_STATS)) == METRIC_STATS_COLUMNS
+    assert tuple(field_names(PIP364_TABLE)) == PIP364_COLUMNS
+    assert tuple(field_names(PIP364_STATS)) == PIP364_STATS_COLUMNS
+    assert tuple(field_names(PIP364_VALUE)) == PIP364_VALUE_COLUMNS
+
+
+def test_tasks_are_packed_longest_first() -> None:
+    tasks = plan_tasks([5e6, 1e3, 1e3, 1e3, 4e6], parallelism=2)
+    assert tasks[0] == 0 and tasks[4] == 1  # the longest run is in the first task, scheduled first
+    assert sorted(tasks) == [0, 1, 2, 3, 4]  # 9 s of work: one task per run
+    small = plan_tasks([1e3] * 10, parallelism=1)  # short runs share a task (two per core at least)
+    assert sorted(set(small)) == [0, 1] and small.count(0) == 5
 
 
 # ------------------------------------------------------------------ Spark

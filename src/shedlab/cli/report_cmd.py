@@ -100,10 +100,11 @@ def demo(
     """The main job: every built-in PIP-364 scenario × the five strategy pairs × a few seeds, swept on
     Spark, evaluated, and turned into an HTML report; prints the PIP-364 table and the report's path."""
     from shedlab.cli.spark_cmd import spark_session
+    from shedlab.core.grid import load_grid
     from shedlab.report import build_report
     from shedlab.report.terminal import pip364_table
     from shedlab.spark.evaluate import evaluate
-    from shedlab.spark.sweep import load_grid, sweep
+    from shedlab.spark.sweep import sweep
 
     started = time.monotonic()
     the_grid = load_grid(grid)

@@ -146,7 +146,7 @@ def sweep(
     ticks/, decisions/, brokers/, events/. Re-running the same command skips the runs already
     complete, so an interrupted sweep resumes without duplicates.
     """
-    from shedlab.spark.sweep import load_grid
+    from shedlab.core.grid import load_grid
     from shedlab.spark.sweep import sweep as run_sweep
 
     g = load_grid(grid)
@@ -488,8 +488,8 @@ def replay(
     as_json: JsonOpt = False,
 ) -> None:
     """What each strategy would have decided on recorded snapshots, and why, next to what really happened."""
+    from shedlab.core.replay import strategy_configs
     from shedlab.spark.replay import replay as run_replay
-    from shedlab.spark.replay import strategy_configs
     from shedlab.spark.session import parse_conf_pairs
 
     overrides: dict[str, Any] = {}

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,8 @@ from typing import Any
 
 import pandas as pd
 
+from shedlab.core.evaluation import DEFINITIONS_FILE
+from shedlab.core.results import MANIFEST, read_partitioned, read_run_table, read_sweep_runs
 from shedlab.errors import InputError
 from shedlab.report.model import ReplayData, ReportData, RunSeries, ScenarioInfo
 from shedlab.report.pip364 import pair_order
@@ -38,7 +39,6 @@ __all__ = [
     "find_simulation_dirs",
     "load_results",
     "read_simulation_dir",
-    "read_sweep_runs",
 ]
 
 SIM_FILES = ("ticks.parquet", "brokers.parquet", "decisions.parquet", "events.parquet")
@@ -66,24 +66,6 @@ def _read_parquet(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
         return pd.read_parquet(path, columns=columns)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
-
-
-def _read_partitioned(path: Path, keys: tuple[str, ...]) -> pd.DataFrame | None:
-    """A Parquet directory partitioned Spark-style (``key=value/``), partition values as strings."""
-    if not path.is_dir():
-        return None
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.dataset as pads  # type: ignore[import-untyped]
-
-    partitioning = pads.partitioning(pa.schema([(k, pa.string()) for k in keys]), flavor="hive")
-    try:
-        dataset = pads.dataset(str(path), format="parquet", partitioning=partitioning)
-        frame: pd.DataFrame = dataset.to_table().to_pandas()
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
-    for key in keys:
-        frame[key] = frame[key].astype(str).map(urllib.parse.unquote)  # Spark's %XX escaping
-    return frame
 
 
 def _read_table(base: Path, name: str) -> pd.DataFrame | None:
@@ -281,36 +263,13 @@ def _load_simulations(root: Path, dirs: list[Path]) -> ReportData:
 
 
 def is_sweep_dir(path: Path) -> bool:
-    return (path / "runs").is_dir() and ((path / "sweep.json").is_file() or (path / "ticks").is_dir())
-
-
-def read_sweep_runs(root: Path) -> pd.DataFrame:
-    """One row per run of a sweep directory, its ``metrics`` map spread into columns."""
-    frame = _read_partitioned(root / "runs", ("scenario", "strategy"))
-    if frame is None or frame.empty:
-        return pd.DataFrame(
-            columns=["run_id", "scenario", "strategy", "params_id", "params_json", "seed", "status"]
-        )
-    metrics = pd.DataFrame([dict(m) if m is not None else {} for m in frame["metrics"]], index=frame.index)
-    metrics = metrics.drop(columns=[c for c in metrics.columns if c in frame.columns])
-    return pd.concat([frame.drop(columns=["metrics"]), metrics], axis=1)
-
-
-def _run_file(root: Path, table: str, row: pd.Series) -> Path:
-    from shedlab.spark.sweep import escape_partition_value
-
-    return (
-        root
-        / table
-        / f"scenario={escape_partition_value(str(row['scenario']))}"
-        / f"strategy={escape_partition_value(str(row['strategy']))}"
-        / f"run-{row['run_id']}.parquet"
-    )
+    return (path / "runs").is_dir() and ((path / MANIFEST).is_file() or (path / "ticks").is_dir())
 
 
 def _run_table(root: Path, table: str, row: pd.Series, columns: list[str] | None = None) -> pd.DataFrame:
-    path = _run_file(root, table, row)
-    return _read_parquet(path, columns) if path.exists() else pd.DataFrame(columns=columns or [])
+    return read_run_table(
+        root, table, str(row["scenario"]), str(row["strategy"]), str(row["run_id"]), columns
+    )
 
 
 def _drawn_runs(runs: pd.DataFrame, chosen: dict[tuple[str, str], str]) -> list[pd.Series]:
@@ -350,7 +309,7 @@ def _sweep_configs(ok: pd.DataFrame) -> dict[str, Any]:
 
 def _load_sweep(root: Path, evaluation: EvaluationTables | None) -> ReportData:
     runs = read_sweep_runs(root)
-    manifest = _read_json(root / "sweep.json") if (root / "sweep.json").is_file() else {}
+    manifest = _read_json(root / MANIFEST) if (root / MANIFEST).is_file() else {}
     grids = manifest.get("grids", []) if isinstance(manifest, dict) else []
     scenarios: dict[str, ScenarioInfo] = {}
     files: dict[str, str] = {}
@@ -468,7 +427,7 @@ def is_evaluation_dir(path: Path) -> bool:
 def read_evaluation(path: Path) -> EvaluationTables:
     """``pip364`` and ``metric_stats`` (Parquet, else CSV) and ``pip364_definitions.json``."""
     definitions: dict[str, dict[str, Any]] = {}
-    defs_path = path / "pip364_definitions.json"
+    defs_path = path / DEFINITIONS_FILE
     if defs_path.is_file():
         raw = _read_json(defs_path)
         if isinstance(raw, dict):
@@ -493,10 +452,10 @@ def read_replay(path: Path) -> tuple[ReplayData, dict[str, Any]]:
     """A replay output and what it was run with (``replay.json``)."""
     manifest = _read_json(path / "replay.json") if (path / "replay.json").is_file() else {}
     replay = ReplayData(
-        comparison=_read_partitioned(path / "comparison", ("cluster", "strategy")),
-        load=_read_partitioned(path / "load", ("cluster", "strategy")),
-        decisions=_read_partitioned(path / "decisions", ("cluster", "strategy")),
-        ownership=_read_partitioned(path / "ownership_changes", ("cluster",)),
+        comparison=read_partitioned(path / "comparison", ("cluster", "strategy")),
+        load=read_partitioned(path / "load", ("cluster", "strategy")),
+        decisions=read_partitioned(path / "decisions", ("cluster", "strategy")),
+        ownership=read_partitioned(path / "ownership_changes", ("cluster",)),
     )
     info: dict[str, Any] = {"replay": str(path)}
     if isinstance(manifest, dict):

@@ -1,426 +1,53 @@
-"""Replay recorded load data under strategies (``shedlab replay SNAPSHOTS_DIR --strategies … --out DIR``).
+"""Replay recorded load data under strategies on Spark (``shedlab replay SNAPSHOTS --out OUT``).
 
-For each cluster × strategy configuration (a Spark ``cogroup(...).applyInPandas`` group over the
-broker and bundle samples of an ingest output), :func:`replay_cluster` walks the ticks in time
-order and, at every tick, builds the leader's view as a :class:`ClusterSnapshot`, lets a
-:class:`~shedlab.manager.LoadManager` run one shedding cycle on it and records:
-
-* **decisions** — what the strategy would have unloaded, where to, and why (the strategy's reason
-  as JSON), next to what really happened to that bundle afterwards;
-* **load** — per broker: the recorded weighted usage U(b), throughput and message rate, and the
-  estimate after that tick's decisions. Moving a bundle moves its traffic and its share of the
-  owner's resource usage, proportional to throughput (message rate when the owner has no
-  throughput): ``moved = usage(source) · T(bundle) / T(source)`` per resource, added to the
-  destination's usage (in its own limits, so a bigger machine rises less);
-* **comparison** — per tick: the ownership changes that happened in the data next to the
-  strategy's unloads, and the max and spread of U(b) before and after.
-
-The leader's view at a tick (documented in ``docs/spark.md``): every broker's sample of that tick
-is its report; each bundle's BundleData advances by one sample per tick from its owner's stats
-(seeded from a BundleData dump when the data has one, else Pulsar's defaults), and is dropped
-when no broker reports the bundle — Pulsar's ``updateBundleData`` with one update per tick. The
-replay is *open loop*: the strategy's decisions are not applied to later ticks (the data already
-contains what the real balancer did); the manager keeps its own state across ticks (grace
-period, hit counters, usage history), exactly as a leader would.
+The replay itself (the leader's view at every tick, one shedding cycle per tick, the estimated load
+after the moves) is :func:`shedlab.core.replay.replay_cluster`. This module runs it for every
+cluster × strategy configuration as a Spark ``cogroup(...).applyInPandas`` group over the broker and
+bundle samples (and BundleData dumps) of an ingest output, and writes the ``decisions``, ``load``,
+``comparison`` and ``ownership_changes`` tables as Parquet partitioned by cluster (and strategy),
+with ``replay.json`` recording what was run.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
+from pyspark.sql import functions as sf
+from pyspark.sql.types import StringType, StructField, StructType
 
+from shedlab.core.replay import StrategyConfig, ownership_changes, replay_cluster
+from shedlab.core.results import filesystem
 from shedlab.errors import ConfigError, InputError
-from shedlab.model.snapshot import ClusterSnapshot, weighted_max_usage
+from shedlab.spark.ingest import read_snapshots
+from shedlab.spark.schemas import (
+    BUNDLE_DATA,
+    BUNDLE_SAMPLE,
+    OWNERSHIP_CHANGE,
+    REPLAY_COMPARISON,
+    REPLAY_DECISION,
+    REPLAY_LOAD,
+    conform,
+    field_names,
+    struct,
+)
 
-__all__ = [
-    "ReplayResult",
-    "StrategyConfig",
-    "build_snapshots",
-    "replay",
-    "replay_cluster",
-    "strategy_configs",
-]
-
-_VALUE_COLS = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
-_RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
-
-
-@dataclass(frozen=True)
-class StrategyConfig:
-    """A strategy pair with Pulsar overrides; ``config_id`` identifies the overrides."""
-
-    strategy: str
-    overrides: Mapping[str, Any]
-    config_id: str
-
-    @property
-    def overrides_json(self) -> str:
-        return json.dumps(dict(self.overrides), sort_keys=True, separators=(",", ":"), default=str)
-
-
-def strategy_configs(
-    strategies: Sequence[str], overrides: Mapping[str, Any] | None = None
-) -> list[StrategyConfig]:
-    """Validated strategy configurations (pair names resolved, overrides checked against Pulsar's keys)."""
-    from shedlab.config import LoadBalancerConfig
-    from shedlab.spark.sweep import params_id_of
-    from shedlab.strategies import pair_config, resolve_pair_name
-
-    if not strategies:
-        raise ConfigError("name at least one strategy pair", field="--strategies")
-    out = []
-    seen = set()
-    for name in strategies:
-        pair = resolve_pair_name(name.strip())
-        ov = dict(overrides or {})
-        pair_config(pair, LoadBalancerConfig().with_overrides(ov, source="--set"))
-        cfg = StrategyConfig(pair, ov, params_id_of(ov))
-        if (cfg.strategy, cfg.config_id) not in seen:
-            seen.add((cfg.strategy, cfg.config_id))
-            out.append(cfg)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Snapshots from samples (pure pandas/numpy; runs inside applyInPandas)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class TickView:
-    """One tick of the leader's view: the snapshot plus the per-bundle stats it was built from."""
-
-    tick_ms: int
-    snapshot: Any  # ClusterSnapshot
-    bundle_tp: np.ndarray  # instantaneous throughput in+out per snapshot bundle
-    bundle_rate: np.ndarray  # instantaneous msg rate in+out per snapshot bundle
-
-
-def _dump_table(
-    dumps: pd.DataFrame | None,
-) -> dict[str, list[tuple[int, np.ndarray, np.ndarray, int, int, int]]]:
-    """bundle → [(tick, short values (4,), long values (4,), short n, long n, topics)] sorted by tick."""
-    table: dict[str, list[tuple[int, np.ndarray, np.ndarray, int, int, int]]] = {}
-    if dumps is None or dumps.empty:
-        return table
-    row: Any
-    for row in dumps.sort_values("tick_ms").itertuples(index=False):
-        short = np.array([row.short_msg_rate_in, row.short_msg_rate_out, row.short_msg_throughput_in,
-                          row.short_msg_throughput_out], dtype=float)  # fmt: skip
-        long = np.array([row.long_msg_rate_in, row.long_msg_rate_out, row.long_msg_throughput_in,
-                         row.long_msg_throughput_out], dtype=float)  # fmt: skip
-        sn = _as_int(row.short_num_samples)
-        ln = _as_int(row.long_num_samples)
-        topics = _as_int(row.topics)
-        table.setdefault(str(row.bundle), []).append((int(row.tick_ms), short, long, sn, ln, topics))
-    return table
-
-
-def _as_int(value: Any) -> int:
-    """An integer from a pandas cell (0 for null)."""
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
-        return 0
-    return int(value)
-
-
-def build_snapshots(
-    brokers: pd.DataFrame, bundles: pd.DataFrame, dumps: pd.DataFrame | None = None
-) -> list[TickView]:
-    """The leader's view at every tick of one cluster's samples (see the module docstring)."""
-    from shedlab.core.sim.reporting import DEFAULT_VALUES, apply_samples
-    from shedlab.model.pulsar import NUM_LONG_SAMPLES, NUM_SHORT_SAMPLES, is_system_heartbeat_bundle
-
-    if brokers.empty:
-        return []
-    brokers = brokers.sort_values(["tick_ms", "broker"], kind="stable")
-    bundles = bundles.sort_values(["tick_ms", "bundle"], kind="stable")
-    names = np.array(sorted(set(bundles["bundle"].astype(str))), dtype=object)
-    index = {b: i for i, b in enumerate(names.tolist())}
-    m = len(names)
-    has = np.zeros(m, dtype=np.bool_)
-    short_n = np.zeros(m, dtype=np.int64)
-    long_n = np.zeros(m, dtype=np.int64)
-    short = np.repeat(DEFAULT_VALUES[:, None], m, axis=1).astype(float)
-    long = np.repeat(DEFAULT_VALUES[:, None], m, axis=1).astype(float)
-    topics_state = np.zeros(m, dtype=np.int64)
-    system = np.array([is_system_heartbeat_bundle(b) for b in names.tolist()], dtype=np.bool_)
-    dump_table = _dump_table(dumps)
-    bundle_groups = {_as_int(t): g for t, g in bundles.groupby("tick_ms", sort=True)}
-    views: list[TickView] = []
-    tick: Any
-    for tick, b_rows in brokers.groupby("tick_ms", sort=True):
-        t = _as_int(tick)
-        b_rows = b_rows.drop_duplicates("broker", keep="last")
-        ids = tuple(str(b) for b in b_rows["broker"])
-        bidx = {b: i for i, b in enumerate(ids)}
-        n = len(ids)
-        usage = np.zeros((n, 5))
-        limit = np.zeros((n, 5))
-        for r, prefix in enumerate(_RESOURCES):
-            usage[:, r] = b_rows[f"{prefix}_usage"].fillna(0.0).to_numpy(dtype=float)
-            limit[:, r] = b_rows[f"{prefix}_limit"].fillna(0.0).to_numpy(dtype=float)
-        s_rows = bundle_groups.get(t)
-        if s_rows is None:
-            s_rows = bundles.iloc[0:0]
-        s_rows = s_rows.drop_duplicates("bundle", keep="last")
-        present = np.array([index[b] for b in s_rows["bundle"].astype(str)], dtype=np.int64)
-        owners = np.array([bidx.get(str(b), -1) for b in s_rows["broker"]], dtype=np.int64)
-        values = np.vstack([s_rows[c].fillna(0.0).to_numpy(dtype=float) for c in _VALUE_COLS]).reshape(4, -1)
-        # Pulsar's columns are (rateIn, rateOut, tpIn, tpOut) = our _VALUE_COLS order.
-        # updateBundleData: bundles no broker reports lose their data; new ones start from a dump or defaults.
-        now_present = np.zeros(m, dtype=np.bool_)
-        now_present[present] = True
-        dropped = has & ~now_present
-        if dropped.any():
-            has[dropped] = False
-            short_n[dropped] = 0
-            long_n[dropped] = 0
-            short[:, dropped] = DEFAULT_VALUES[:, None]
-            long[:, dropped] = DEFAULT_VALUES[:, None]
-        for j in present[~has[present]].tolist():
-            seeded = [d for d in dump_table.get(str(names[j]), []) if d[0] <= t]
-            if seeded:
-                _, sv, lv, sn, ln, tp = seeded[-1]
-                short[:, j], long[:, j], short_n[j], long_n[j], topics_state[j] = sv, lv, sn, ln, tp
-        if present.size:
-            sub_sn, sub_sv = apply_samples(
-                short_n[present],
-                short[:, present],
-                values,
-                np.ones(present.size, dtype=np.int64),
-                NUM_SHORT_SAMPLES,
-            )
-            sub_ln, sub_lv = apply_samples(
-                long_n[present],
-                long[:, present],
-                values,
-                np.ones(present.size, dtype=np.int64),
-                NUM_LONG_SAMPLES,
-            )
-            short_n[present], short[:, present] = sub_sn, sub_sv
-            long_n[present], long[:, present] = sub_ln, sub_lv
-            topics_state[present] = s_rows["topics"].fillna(0).to_numpy(dtype=np.int64)
-        has[present] = True
-        # The snapshot lists the bundles with data (all present ones), in name order.
-        order = np.sort(present)
-        pos_of = {int(j): k for k, j in enumerate(present.tolist())}
-        k_idx = np.array([pos_of[int(j)] for j in order.tolist()], dtype=np.int64)
-        owner = owners[k_idx] if order.size else np.zeros(0, dtype=np.int64)
-        owned_count = (
-            np.bincount(owner[owner >= 0], minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
-        )
-        # TimeAverageBrokerData: Σ long-term rates of the broker's reported bundles.
-        lt_in = np.zeros(n)
-        lt_out = np.zeros(n)
-        valid = owner >= 0
-        if valid.any():
-            np.add.at(lt_in, owner[valid], long[0, order][valid])
-            np.add.at(lt_out, owner[valid], long[1, order][valid])
-        rates = b_rows[["msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out"]]
-        snap = ClusterSnapshot.from_columns(
-            broker_ids=ids,
-            resource_usage=usage,
-            resource_limit=limit,
-            broker_rates=rates.fillna(0.0).to_numpy(dtype=float),
-            num_owned_bundles=owned_count,
-            num_topics=b_rows["num_topics"].fillna(0).to_numpy(dtype=np.int64),
-            long_term_msg_rate_in=lt_in,
-            long_term_msg_rate_out=lt_out,
-            bundle_names=tuple(names[order].tolist()),
-            bundle_owner=owner.astype(np.int64),
-            bundle_has_data=np.ones(order.size, dtype=np.bool_),
-            bundle_sheddable=~system[order],
-            short=short[:, order],
-            long=long[:, order],
-            bundle_topics=topics_state[order].copy(),
-            now_ms=t,
-        )
-        inst = values[:, k_idx] if order.size else np.zeros((4, 0))
-        views.append(TickView(t, snap, inst[2] + inst[3], inst[0] + inst[1]))
-    return views
-
-
-def replay_cluster(
-    cluster: str,
-    config: StrategyConfig,
-    brokers: pd.DataFrame,
-    bundles: pd.DataFrame,
-    dumps: pd.DataFrame | None = None,
-    *,
-    seed: int = 1,
-) -> dict[str, pd.DataFrame]:
-    """Replay one cluster's samples under one strategy configuration (pure pandas; see module doc).
-
-    Returns ``decisions``, ``load`` and ``comparison`` frames (REPLAY_* schemas).
-    """
-    from shedlab.config import LoadBalancerConfig
-    from shedlab.manager import LoadManager
-    from shedlab.strategies import pair_config
-
-    conf = pair_config(
-        config.strategy, LoadBalancerConfig().with_overrides(dict(config.overrides), source="replay")
-    )
-    weights = conf.resource_weights()
-    manager = LoadManager(conf, seed=seed)
-    views = build_snapshots(brokers, bundles, dumps)
-    moves = ownership_changes(bundles)
-    moved_after: dict[int, set[str]] = {}
-    next_owner: dict[tuple[str, int], str] = {}
-    row: Any
-    for row in moves.itertuples(index=False):
-        moved_after.setdefault(int(row.previous_tick_ms), set()).add(str(row.bundle))
-        next_owner[(str(row.bundle), int(row.previous_tick_ms))] = str(row.to_broker)
-    dec_rows: list[dict[str, Any]] = []
-    load_rows: list[dict[str, Any]] = []
-    cmp_rows: list[dict[str, Any]] = []
-    active: tuple[str, ...] | None = None
-    base = {"cluster": cluster, "strategy": config.strategy, "config_id": config.config_id}
-    for view in views:
-        snap = view.snapshot
-        if snap.broker_ids != active:
-            manager.on_active_brokers_change(list(snap.broker_ids))
-            active = snap.broker_ids
-        manager.on_bundle_data_update(snap)
-        decisions = manager.do_load_shedding(snap, view.tick_ms)
-        usage = snap.resource_usage.copy()
-        tp = snap.total_msg_throughput().copy()
-        rate = snap.total_msg_rate().copy()
-        nb = snap.num_owned_bundles.copy()
-        est_usage = usage.copy()
-        est_tp, est_rate, est_nb = tp.copy(), rate.copy(), nb.copy()
-        for seq, d in enumerate(decisions):
-            j = snap.bundle_index(d.bundle)
-            src = snap.broker_index.get(d.source)
-            dst = snap.broker_index.get(d.destination)
-            b_tp = float(view.bundle_tp[j]) if j is not None else 0.0
-            b_rate = float(view.bundle_rate[j]) if j is not None else 0.0
-            share = 0.0
-            if src is not None:
-                if tp[src] > 0:
-                    share = b_tp / tp[src]
-                elif rate[src] > 0:
-                    share = b_rate / rate[src]
-                elif nb[src] > 0:
-                    share = 1.0 / nb[src]
-                share = min(max(share, 0.0), 1.0)
-                moved = usage[src] * share
-                moved[1] = 0.0  # JVM heap does not travel with a bundle
-                est_usage[src] -= moved
-                est_tp[src] -= b_tp
-                est_rate[src] -= b_rate
-                est_nb[src] -= 1
-                if dst is not None:
-                    est_usage[dst] += moved
-                    est_tp[dst] += b_tp
-                    est_rate[dst] += b_rate
-                    est_nb[dst] += 1
-            actual = next_owner.get((d.bundle, view.tick_ms))
-            dec_rows.append(
-                {
-                    **base,
-                    "tick_ms": view.tick_ms,
-                    "seq": seq,
-                    "source": d.source,
-                    "bundle": d.bundle,
-                    "destination": d.destination,
-                    "reason": json.dumps(d.reason, default=str, sort_keys=True),
-                    "bundle_throughput": b_tp,
-                    "bundle_msg_rate": b_rate,
-                    "usage_share": share,
-                    "actually_moved": actual is not None,
-                    "actual_destination": actual,
-                }
-            )
-        u_now = weighted_max_usage(usage, snap.resource_limit, weights)
-        u_est = weighted_max_usage(np.maximum(est_usage, 0.0), snap.resource_limit, weights)
-        for i, broker in enumerate(snap.broker_ids):
-            load_rows.append(
-                {
-                    **base,
-                    "tick_ms": view.tick_ms,
-                    "broker": broker,
-                    "usage": float(u_now[i]),
-                    "est_usage": float(u_est[i]),
-                    "throughput": float(tp[i]),
-                    "est_throughput": float(max(est_tp[i], 0.0)),
-                    "msg_rate": float(rate[i]),
-                    "est_msg_rate": float(max(est_rate[i], 0.0)),
-                    "bundles": int(nb[i]),
-                    "est_bundles": int(est_nb[i]),
-                }
-            )
-        actual_set = moved_after.get(view.tick_ms, set())
-        decided = {d.bundle for d in decisions}
-        cmp_rows.append(
-            {
-                **base,
-                "tick_ms": view.tick_ms,
-                "actual_moves": len(actual_set),
-                "strategy_unloads": len(decisions),
-                "both": len(actual_set & decided),
-                "max_usage": float(u_now.max()) if u_now.size else None,
-                "est_max_usage": float(u_est.max()) if u_est.size else None,
-                "usage_spread": float(u_now.max() - u_now.min()) if u_now.size else None,
-                "est_usage_spread": float(u_est.max() - u_est.min()) if u_est.size else None,
-            }
-        )
-    return {
-        "decisions": pd.DataFrame(dec_rows),
-        "load": pd.DataFrame(load_rows),
-        "comparison": pd.DataFrame(cmp_rows),
-    }
-
-
-def ownership_changes(bundles: pd.DataFrame, cluster: str | None = None) -> pd.DataFrame:
-    """Changes of a bundle's owner between consecutive samples of that bundle (OWNERSHIP_CHANGE)."""
-    cols = ["cluster", "tick_ms", "bundle", "from_broker", "to_broker", "previous_tick_ms"]
-    if bundles.empty:
-        return pd.DataFrame(columns=cols)
-    frame = (
-        bundles[["tick_ms", "bundle", "broker"]]
-        .drop_duplicates(["tick_ms", "bundle"], keep="last")
-        .sort_values(["bundle", "tick_ms"], kind="stable")
-    )
-    prev_owner = frame.groupby("bundle")["broker"].shift(1)
-    prev_tick = frame.groupby("bundle")["tick_ms"].shift(1)
-    changed = prev_owner.notna() & (prev_owner != frame["broker"])
-    out = pd.DataFrame(
-        {
-            "cluster": cluster
-            if cluster is not None
-            else (bundles["cluster"].iloc[0] if "cluster" in bundles else None),
-            "tick_ms": frame.loc[changed, "tick_ms"].astype("int64"),
-            "bundle": frame.loc[changed, "bundle"],
-            "from_broker": prev_owner[changed],
-            "to_broker": frame.loc[changed, "broker"],
-            "previous_tick_ms": prev_tick[changed].astype("int64"),
-        }
-    )
-    return out.sort_values(["tick_ms", "bundle"]).reset_index(drop=True)[cols]
-
-
-# ---------------------------------------------------------------------------------------------
-# Spark
-# ---------------------------------------------------------------------------------------------
+__all__ = ["ReplayResult", "replay"]
 
 
 @dataclass
 class ReplayResult:
+    """What a replay wrote (``out``), per cluster × configuration summary, and the configurations."""
+
     out: str
     summary: pd.DataFrame  # per cluster × strategy: ticks, decisions, actual moves, agreement, usage
     configs: list[StrategyConfig]
 
 
 def _replay_out_schema() -> Any:
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    from shedlab.spark.schemas import REPLAY_COMPARISON, REPLAY_DECISION, REPLAY_LOAD
-
     fields: dict[str, Any] = {}
     for schema in (REPLAY_DECISION, REPLAY_LOAD, REPLAY_COMPARISON):
         for f in schema.fields:
@@ -439,21 +66,6 @@ def replay(
     progress: Any = None,
 ) -> ReplayResult:
     """Replay every cluster of an ingest output under every configuration; write the tables under ``out``."""
-    from pyspark.sql import functions as sf
-
-    from shedlab.spark.ingest import read_snapshots
-    from shedlab.spark.schemas import (
-        BUNDLE_DATA,
-        BUNDLE_SAMPLE,
-        OWNERSHIP_CHANGE,
-        REPLAY_COMPARISON,
-        REPLAY_DECISION,
-        REPLAY_LOAD,
-        conform,
-        field_names,
-        struct,
-    )
-
     say = progress or (lambda _m: None)
     if not configs:
         raise ConfigError("name at least one strategy pair", field="--strategies")
@@ -563,9 +175,7 @@ def replay(
 
 
 def _write_config(root: str, configs: Sequence[StrategyConfig], seed: int, source: str) -> None:
-    from shedlab.spark.sweep import _filesystem
-
-    fs, base = _filesystem(root)
+    fs, base = filesystem(root)
     fs.create_dir(base, recursive=True)
     doc = {
         "snapshots": source,

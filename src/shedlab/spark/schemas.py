@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import (
     BooleanType,
     DataType,
@@ -33,11 +34,12 @@ from pyspark.sql.types import (
     DoubleType,
     IntegerType,
     LongType,
-    MapType,
     StringType,
     StructField,
     StructType,
 )
+
+from shedlab.core.results import RUN_SUMMARY_ARROW
 
 __all__ = [
     "BROKER_NUMERIC",
@@ -48,7 +50,9 @@ __all__ = [
     "INGEST_STATS",
     "METRIC_STATS",
     "OWNERSHIP_CHANGE",
+    "PIP364_STATS",
     "PIP364_TABLE",
+    "PIP364_VALUE",
     "QUARANTINE",
     "RAW_ROW",
     "REPLAY_COMPARISON",
@@ -303,35 +307,9 @@ RUN_SPEC = struct(
 )
 """One simulation to run: scenario × strategy pair × parameter set × seed."""
 
-RUN_SUMMARY = StructType(
-    [
-        *struct(
-            ("run_id", "string", False),
-            ("grid", "string"),
-            ("scenario", "string", False),
-            ("strategy", "string", False),
-            ("params_json", "string"),
-            ("params_id", "string"),
-            ("seed", "long"),
-            ("status", "string", False),
-            ("error", "string"),
-            ("error_type", "string"),
-            ("traceback", "string"),
-            ("elapsed_s", "double"),
-            ("started_ms", "long"),
-            ("finished_ms", "long"),
-            ("host", "string"),
-            ("shedlab_version", "string"),
-            ("scenario_digest", "string"),
-            ("n_ticks", "long"),
-            ("n_decisions", "long"),
-        ).fields,
-        StructField("metrics", MapType(StringType(), DoubleType(), True), True),
-        StructField("summary_json", StringType(), True),
-    ]
-)
-"""One row per run. ``metrics`` holds every numeric summary metric of the simulator (NaN where a
-metric is undefined for the run); ``summary_json`` the full summary including non-numeric values."""
+RUN_SUMMARY = from_arrow_schema(RUN_SUMMARY_ARROW)
+"""One row per run: :data:`shedlab.core.results.RUN_SUMMARY_ARROW` as a Spark schema (the results
+layout is defined once, in the core)."""
 
 METRIC_STATS = struct(
     ("scenario", "string", False),
@@ -366,6 +344,25 @@ PIP364_TABLE = struct(
     ("rating", "string"),
 )
 """The PIP-364 comparison as numbers: one figure per problem and strategy pair, with its rating."""
+
+PIP364_VALUE = struct(
+    ("problem", "string", False),
+    ("strategy", "string", False),
+    ("params_id", "string"),
+    ("value", "double"),
+)
+"""One run's PIP-364 figure (:data:`shedlab.core.evaluation.PIP364_VALUE_COLUMNS`)."""
+
+PIP364_STATS = struct(
+    ("problem", "string", False),
+    ("strategy", "string", False),
+    ("params_id", "string"),
+    ("n_runs", "long"),
+    ("value", "double"),
+    ("ci_low", "double"),
+    ("ci_high", "double"),
+)
+"""A PIP-364 figure before its rating (:data:`shedlab.core.evaluation.PIP364_STATS_COLUMNS`)."""
 
 REPLAY_DECISION = struct(
     ("cluster", "string", False),

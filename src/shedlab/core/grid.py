@@ -1,0 +1,375 @@
+"""The grid format of a parameter sweep (``docs/spark.md``) and its expansion into run specifications.
+
+A grid (YAML) names scenarios, strategy pairs, Pulsar parameter values and seeds; its cross product is
+the sweep: one run specification per (scenario, strategy pair, parameter set, seed), each with a stable
+run id. Pure Python/pandas: the Spark layer only schedules the specs :func:`expand_grid` returns, so a
+grid can be checked, expanded and its run ids computed without a SparkSession.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import importlib.resources
+import itertools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from shedlab.config import LoadBalancerConfig
+from shedlab.core.sim.scenario import builtin_scenarios, parse_scenario_text
+from shedlab.errors import ConfigError, InputError, did_you_mean
+from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name
+
+__all__ = [
+    "RUN_SPEC_COLUMNS",
+    "Grid",
+    "ScenarioRef",
+    "canonical_json",
+    "expand_grid",
+    "load_grid",
+    "params_id_of",
+    "parse_grid",
+    "run_id_of",
+    "shipped_grid",
+    "shipped_grids",
+]
+
+_GRID_FIELDS = (
+    "name",
+    "description",
+    "scenarios",
+    "strategies",
+    "seeds",
+    "parameters",
+    "strategy_parameters",
+    "overrides",
+    "brokers_every",
+    "pip364",
+)
+RUN_SPEC_COLUMNS = (
+    "run_id",
+    "grid",
+    "scenario",
+    "scenario_spec",
+    "scenario_digest",
+    "strategy",
+    "params_json",
+    "params_id",
+    "seed",
+    "cost",
+    "brokers_every",
+)
+"""The columns of a run specification, in the order of the Spark schema ``RUN_SPEC``."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Grids
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScenarioRef:
+    """A scenario of a grid: its name, YAML text (shipped to the executors) and digest."""
+
+    name: str
+    text: str
+    source: str
+    digest: str
+    cost: float
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A validated grid: the cross product of its lists is the sweep."""
+
+    name: str
+    description: str
+    scenarios: tuple[ScenarioRef, ...]
+    strategies: tuple[str, ...]
+    seeds: tuple[int, ...]
+    parameters: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    strategy_parameters: tuple[tuple[str, tuple[tuple[str, tuple[Any, ...]], ...]], ...] = ()
+    overrides: tuple[tuple[str, Any], ...] = ()
+    brokers_every: int = 1
+    pip364: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
+    text: str = ""
+
+    def parameter_sets(self, strategy: str) -> list[dict[str, Any]]:
+        """The parameter sets a strategy pair runs with (fixed overrides included)."""
+        axes = list(self.parameters) + list(dict(self.strategy_parameters).get(strategy, ()))
+        keys = [k for k, _ in axes]
+        combos = itertools.product(*[values for _, values in axes]) if axes else [()]
+        out = []
+        for combo in combos:
+            params = dict(self.overrides)
+            params.update(dict(zip(keys, combo, strict=True)))
+            out.append(params)
+        return out
+
+    @property
+    def size(self) -> int:
+        return (
+            sum(len(self.parameter_sets(s)) for s in self.strategies) * len(self.scenarios) * len(self.seeds)
+        )
+
+
+def canonical_json(value: Any) -> str:
+    """The JSON run ids and parameter sets are hashed and stored as (sorted keys, no spaces)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def params_id_of(params: Mapping[str, Any]) -> str:
+    """A short stable id of a parameter set (``"default"`` for none)."""
+    if not params:
+        return "default"
+    return hashlib.sha256(canonical_json(dict(params)).encode()).hexdigest()[:10]
+
+
+def run_id_of(scenario: str, strategy: str, params: Mapping[str, Any], seed: int) -> str:
+    """The stable id of one run: a hash of (scenario, strategy pair, parameters, seed)."""
+    key = canonical_json(
+        {"scenario": scenario, "strategy": strategy, "params": dict(params), "seed": int(seed)}
+    )
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def _scenario_ref(item: Any, base: Path | None, source: str) -> ScenarioRef:
+    if not isinstance(item, str) or not item:
+        raise ConfigError("expected a scenario name or file", source=source, field="scenarios", value=item)
+    path = Path(item)
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if item.endswith((".yaml", ".yml")) or "/" in item:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            raise InputError(
+                "scenario file not found", source=source, field="scenarios", value=item
+            ) from None
+        origin = str(path)
+    else:
+        names = builtin_scenarios()
+        if item not in names:
+            raise ConfigError(
+                "no such built-in scenario",
+                source=source,
+                field="scenarios",
+                value=item,
+                hint=did_you_mean(item, names) or f"built-in scenarios: {', '.join(names)}",
+            )
+        resource = importlib.resources.files("shedlab").joinpath("data", "scenarios", f"{item}.yaml")
+        text = resource.read_text(encoding="utf-8")
+        origin = f"builtin:{item}"
+    scenario = parse_scenario_text(text, origin)
+    # Rough cost in µs of simulation: a per-tick constant plus bundles and brokers (calibrated on the
+    # built-in scenarios; only used to order runs and pack short ones into one task).
+    cost = float(scenario.num_ticks) * float(
+        200 + max(1, scenario.num_bundles) + 10 * scenario.initial_brokers
+    )
+    return ScenarioRef(
+        name=scenario.name,
+        text=text,
+        source=origin,
+        digest=hashlib.sha256(text.encode()).hexdigest()[:16],
+        cost=cost,
+    )
+
+
+def _value_list(value: Any, source: str, field_name: str) -> tuple[Any, ...]:
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ConfigError("expected at least one value", source=source, field=field_name)
+    return tuple(values)
+
+
+def _check_params(
+    axes: Mapping[str, Any], source: str, field_name: str
+) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    if not isinstance(axes, Mapping):
+        raise ConfigError("expected a mapping of Pulsar keys to value lists", source=source, field=field_name)
+    out = []
+    base = LoadBalancerConfig()
+    for key, raw in axes.items():
+        values = _value_list(raw, source, f"{field_name}.{key}")
+        for v in values:
+            base.with_overrides({str(key): v}, source=f"{source}: {field_name}.{key}")
+        out.append((str(key), values))
+    return tuple(out)
+
+
+def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, text: str = "") -> Grid:
+    """Validate a grid mapping (see ``docs/spark.md``); errors name the field."""
+    if not isinstance(data, Mapping):
+        raise ConfigError("a grid is a YAML mapping", source=source)
+    for key in data:
+        if key not in _GRID_FIELDS:
+            raise ConfigError(
+                "unknown grid field",
+                source=source,
+                field=str(key),
+                hint=did_you_mean(str(key), _GRID_FIELDS) or f"known fields: {', '.join(_GRID_FIELDS)}",
+            )
+    name = str(data.get("name") or (Path(source).stem if source else "grid"))
+    raw_scenarios = data.get("scenarios", "all")
+    if raw_scenarios == "all" or raw_scenarios == ["all"]:
+        items: list[Any] = list(builtin_scenarios())
+    elif isinstance(raw_scenarios, str):
+        items = [raw_scenarios]
+    elif isinstance(raw_scenarios, list):
+        items = []
+        for item in raw_scenarios:
+            if isinstance(item, str) and any(c in item for c in "*?[") and "/" not in item:
+                matched = [n for n in builtin_scenarios() if fnmatch.fnmatch(n, item)]
+                if not matched:
+                    raise ConfigError(
+                        "pattern matches no built-in scenario", source=source, field="scenarios", value=item
+                    )
+                items.extend(matched)
+            else:
+                items.append(item)
+    else:
+        raise ConfigError("expected a list of scenarios or 'all'", source=source, field="scenarios")
+    scenarios = tuple(_scenario_ref(item, base, source) for item in items)
+    names = [s.name for s in scenarios]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(
+            "two scenarios of the grid have the same name", source=source, field="scenarios", value=dupes
+        )
+    raw_strategies = data.get("strategies", "all")
+    if raw_strategies == "all" or raw_strategies == ["all"]:
+        strategies = tuple(STRATEGY_PAIRS)
+    else:
+        values = raw_strategies if isinstance(raw_strategies, list) else [raw_strategies]
+        strategies = tuple(resolve_pair_name(str(v)) for v in values)
+    if not strategies:
+        raise ConfigError("expected at least one strategy pair", source=source, field="strategies")
+    raw_seeds = data.get("seeds", [1])
+    if isinstance(raw_seeds, Mapping):
+        try:
+            count = int(raw_seeds.get("count", 1))
+            start = int(raw_seeds.get("start", 1))
+        except (TypeError, ValueError):
+            raise ConfigError(
+                "seeds: count and start must be integers", source=source, field="seeds"
+            ) from None
+        seeds: tuple[int, ...] = tuple(range(start, start + count))
+    else:
+        seed_values = raw_seeds if isinstance(raw_seeds, list) else [raw_seeds]
+        try:
+            seeds = tuple(int(s) for s in seed_values)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                "seeds must be integers", source=source, field="seeds", value=raw_seeds
+            ) from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError("expected distinct seeds", source=source, field="seeds", value=raw_seeds)
+    parameters = _check_params(data.get("parameters") or {}, source, "parameters")
+    per_pair = []
+    raw_pp = data.get("strategy_parameters") or {}
+    if not isinstance(raw_pp, Mapping):
+        raise ConfigError(
+            "expected a mapping of strategy pair → parameters", source=source, field="strategy_parameters"
+        )
+    for pair, axes in raw_pp.items():
+        resolved = resolve_pair_name(str(pair))
+        per_pair.append((resolved, _check_params(axes, source, f"strategy_parameters.{pair}")))
+    overrides_raw = data.get("overrides") or {}
+    if not isinstance(overrides_raw, Mapping):
+        raise ConfigError("expected a mapping of Pulsar keys to values", source=source, field="overrides")
+    LoadBalancerConfig().with_overrides(dict(overrides_raw), source=f"{source}: overrides")
+    every = data.get("brokers_every", 1)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise ConfigError(
+            "expected a non-negative integer (0 = no broker rows)", source=source, field="brokers_every"
+        )
+    pip = data.get("pip364") or {}
+    if not isinstance(pip, Mapping):
+        raise ConfigError("expected a mapping of problem → definition", source=source, field="pip364")
+    return Grid(
+        name=name,
+        description=str(data.get("description") or ""),
+        scenarios=scenarios,
+        strategies=strategies,
+        seeds=seeds,
+        parameters=parameters,
+        strategy_parameters=tuple(per_pair),
+        overrides=tuple((str(k), v) for k, v in overrides_raw.items()),
+        brokers_every=every,
+        pip364=dict(pip),
+        source=source,
+        text=text,
+    )
+
+
+def shipped_grids() -> list[str]:
+    """The names of the grids shipped with shedlab (``shedlab/data/grids/<name>.yaml``)."""
+    folder = importlib.resources.files("shedlab").joinpath("data", "grids")
+    return sorted(f.name[: -len(".yaml")] for f in folder.iterdir() if f.name.endswith(".yaml"))
+
+
+def shipped_grid(name: str) -> str | None:
+    """The YAML text of the shipped grid ``name`` (None if there is none of that name)."""
+    resource = importlib.resources.files("shedlab").joinpath("data", "grids", f"{name}.yaml")
+    return resource.read_text(encoding="utf-8") if resource.is_file() else None
+
+
+def load_grid(path: str | Path) -> Grid:
+    """Read and validate a grid file (a path, or the name of a shipped grid such as ``pip364``)."""
+    p = Path(path)
+    if not p.exists() and "/" not in str(path) and not str(path).endswith((".yaml", ".yml")):
+        text = shipped_grid(str(path))
+        if text is not None:
+            return parse_grid(yaml.safe_load(text), source=f"builtin:{path}", text=text)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("grid file not found", source=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read grid file: {exc.strerror}", source=str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"malformed YAML: {exc}", source=str(path)) from None
+    return parse_grid(data, source=str(path), base=p.resolve().parent, text=text)
+
+
+def expand_grid(grid: Grid) -> pd.DataFrame:
+    """The run specifications (:data:`RUN_SPEC_COLUMNS`), longest runs first (so that a scheduler
+    which starts them in order finishes with short ones)."""
+    rows = []
+    for sc in grid.scenarios:
+        for strategy in grid.strategies:
+            for params in grid.parameter_sets(strategy):
+                pj = canonical_json(params)
+                pid = params_id_of(params)
+                for seed in grid.seeds:
+                    rows.append(
+                        {
+                            "run_id": run_id_of(sc.name, strategy, params, seed),
+                            "grid": grid.name,
+                            "scenario": sc.name,
+                            "scenario_spec": sc.text,
+                            "scenario_digest": sc.digest,
+                            "strategy": strategy,
+                            "params_json": pj,
+                            "params_id": pid,
+                            "seed": int(seed),
+                            "cost": sc.cost,
+                            "brokers_every": int(grid.brokers_every),
+                        }
+                    )
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame = frame.drop_duplicates("run_id")
+    return frame.sort_values(["cost", "run_id"], ascending=[False, True], kind="stable").reset_index(
+        drop=True
+    )

@@ -1,0 +1,460 @@
+"""The results directory of a sweep: its layout, the run writer and the readers.
+
+This module is the one home of the layout (``docs/spark.md``)::
+
+    DIR/<table>/scenario=S/strategy=P/run-<id>.parquet   table ∈ runs, ticks, decisions, brokers, events
+    DIR/sweep.json                                        the grid(s) swept into DIR
+
+Partition values are escaped exactly as Spark escapes them (so ``spark.read.parquet(DIR/runs)``
+and the pyarrow readers here see the same ``scenario``/``strategy`` values). A run's files are
+written under names derived from its id (a temporary name, then a rename), its summary last: a
+re-run after an interruption skips every run that has a summary and overwrites the partial files
+of the others.
+
+:func:`execute_spec` lives here too: running one run specification is *producing its files and its
+summary row*, whose shape (:data:`RUN_SUMMARY_ARROW`) is part of this layout; the Spark layer only
+decides where and when specs run (``shedlab.spark.sweep``). Nothing here imports PySpark.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import signal
+import socket
+import time
+import traceback
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.dataset as pads  # type: ignore[import-untyped]
+import pyarrow.fs as pafs  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+import shedlab
+from shedlab.core.grid import Grid
+from shedlab.core.sim import run_simulation
+from shedlab.core.sim.scenario import Scenario, parse_scenario_text
+from shedlab.errors import InputError
+
+__all__ = [
+    "MANIFEST",
+    "OUTPUT_TABLES",
+    "PARTITION_KEYS",
+    "RUN_SUMMARY_ARROW",
+    "RunWriter",
+    "escape_partition_value",
+    "execute_spec",
+    "exists",
+    "filesystem",
+    "finished_run_files",
+    "read_manifest",
+    "read_partitioned",
+    "read_run_table",
+    "read_sweep_runs",
+    "run_file_name",
+    "run_id_of_file",
+    "run_path",
+    "table_path",
+    "write_manifest",
+]
+
+OUTPUT_TABLES = ("runs", "ticks", "decisions", "brokers", "events")
+"""The tables of a sweep directory, one file per run each (``runs`` holds the summary row)."""
+PARTITION_KEYS = ("scenario", "strategy")
+"""The partition columns of every table (directories ``scenario=S/strategy=P``)."""
+MANIFEST = "sweep.json"
+"""The manifest of a sweep directory: the grids swept into it, with their scenario texts."""
+
+RUN_SUMMARY_ARROW = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("grid", pa.string()),
+        pa.field("scenario", pa.string(), nullable=False),
+        pa.field("strategy", pa.string(), nullable=False),
+        pa.field("params_json", pa.string()),
+        pa.field("params_id", pa.string()),
+        pa.field("seed", pa.int64()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("error", pa.string()),
+        pa.field("error_type", pa.string()),
+        pa.field("traceback", pa.string()),
+        pa.field("elapsed_s", pa.float64()),
+        pa.field("started_ms", pa.int64()),
+        pa.field("finished_ms", pa.int64()),
+        pa.field("host", pa.string()),
+        pa.field("shedlab_version", pa.string()),
+        pa.field("scenario_digest", pa.string()),
+        pa.field("n_ticks", pa.int64()),
+        pa.field("n_decisions", pa.int64()),
+        pa.field("metrics", pa.map_(pa.string(), pa.float64())),
+        pa.field("summary_json", pa.string()),
+    ]
+)
+"""One row per run (the Spark schema ``RUN_SUMMARY`` is derived from it). ``metrics`` holds every
+numeric summary metric of the simulator (null where undefined for the run); ``summary_json`` the
+full summary including non-numeric values. In the files, ``scenario``/``strategy`` are partition
+directories, not columns."""
+
+_SPARK_ESCAPE = set("\"#%'*/:=?\\{[]^") | {chr(c) for c in range(0x01, 0x20)} | {"\x7f"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout
+# ---------------------------------------------------------------------------------------------
+
+
+def escape_partition_value(value: str) -> str:
+    """Escape a partition directory value exactly as Spark does (and unescapes on read)."""
+    return "".join(f"%{ord(c):02X}" if c in _SPARK_ESCAPE else c for c in value)
+
+
+def run_file_name(run_id: str) -> str:
+    """The file name of one run's rows in any table."""
+    return f"run-{run_id}.parquet"
+
+
+def run_id_of_file(name: str) -> str | None:
+    """The run id a file name (``run-<id>.parquet``) stands for; None for any other file."""
+    if name.startswith("run-") and name.endswith(".parquet"):
+        return name[len("run-") : -len(".parquet")]
+    return None
+
+
+def table_path(root: str, table: str) -> str:
+    """The directory of ``table`` under a results directory (a local path or a URI)."""
+    return f"{root.rstrip('/')}/{table}"
+
+
+def run_path(base: str, table: str, scenario: str, strategy: str, run_id: str) -> str:
+    """Where one run's rows of ``table`` live under ``base`` (a filesystem path, see :func:`filesystem`)."""
+    return (
+        f"{table_path(base, table)}/scenario={escape_partition_value(scenario)}"
+        f"/strategy={escape_partition_value(strategy)}/{run_file_name(run_id)}"
+    )
+
+
+def filesystem(root: str) -> tuple[Any, str]:
+    """A pyarrow filesystem and base path for a local path or URI (``s3a://`` is read as ``s3://``)."""
+    if "://" not in root or root.startswith("file://"):
+        local = root[len("file://") :] if root.startswith("file://") else root
+        return pafs.LocalFileSystem(), os.path.abspath(local)
+    uri = "s3://" + root[len("s3a://") :] if root.startswith("s3a://") else root
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return fs, path
+
+
+def exists(fs: Any, path: str) -> bool:
+    """Whether ``path`` exists on ``fs``."""
+    return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------------
+
+
+class RunWriter:
+    """Writes one run's tables under ``root`` (temporary name, then rename)."""
+
+    def __init__(self, root: str) -> None:
+        self.fs, self.base = filesystem(root)
+
+    def path(self, table: str, scenario: str, strategy: str, run_id: str) -> str:
+        return run_path(self.base, table, scenario, strategy, run_id)
+
+    def write(self, table: str, frame: pd.DataFrame, scenario: str, strategy: str, run_id: str) -> None:
+        final = self.path(table, scenario, strategy, run_id)
+        if frame is None or frame.empty:
+            if exists(self.fs, final):  # a re-run with no rows must not keep an older run's rows
+                self.fs.delete_file(final)
+            return
+        arrow = _to_arrow(frame, table)
+        directory = final.rsplit("/", 1)[0]
+        self.fs.create_dir(directory, recursive=True)
+        tmp = f"{directory}/.run-{run_id}.{os.getpid()}.tmp"
+        with self.fs.open_output_stream(tmp) as sink:
+            pq.write_table(arrow, sink, compression="zstd")
+        self.fs.move(tmp, final)
+
+
+def _to_arrow(frame: pd.DataFrame, table: str) -> Any:
+    """A run's rows as Arrow, without the partition columns (the directories hold them)."""
+    if table == "runs":
+        return _summary_to_arrow(frame)
+    out = frame.drop(columns=[c for c in PARTITION_KEYS if c in frame.columns])
+    fields = []
+    arrays = []
+    for name in out.columns:
+        col = out[name]
+        if pd.api.types.is_bool_dtype(col):
+            arr = pa.array(col.to_numpy(), type=pa.bool_())
+        elif pd.api.types.is_integer_dtype(col):
+            arr = pa.array(col.to_numpy(dtype="int64"), type=pa.int64())
+        elif pd.api.types.is_float_dtype(col):
+            arr = pa.array(col.to_numpy(dtype="float64"), type=pa.float64())
+        else:
+            arr = pa.array(
+                [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in col],
+                type=pa.string(),
+            )
+        fields.append(pa.field(str(name), arr.type))
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _summary_to_arrow(frame: pd.DataFrame) -> Any:
+    schema = pa.schema([f for f in RUN_SUMMARY_ARROW if f.name not in PARTITION_KEYS])
+    columns = {}
+    for f in schema:
+        values = frame[f.name].tolist()
+        if f.name == "metrics":
+            values = [list(v.items()) if isinstance(v, Mapping) else None for v in values]
+        columns[f.name] = pa.array(values, type=f.type, from_pandas=True)
+    return pa.table(columns, schema=schema)
+
+
+def write_manifest(out: str, grid: Grid) -> None:
+    """Record ``grid`` in ``out/sweep.json`` (replacing an earlier entry of the same name)."""
+    fs, base = filesystem(out)
+    fs.create_dir(base, recursive=True)
+    path = f"{base}/{MANIFEST}"
+    manifest: dict[str, Any] = {"grids": []}
+    try:
+        with fs.open_input_stream(path) as src:
+            manifest = json.loads(src.read().decode("utf-8"))
+    except (FileNotFoundError, OSError, ValueError):
+        pass
+    entry = {
+        "name": grid.name,
+        "source": grid.source,
+        "text": grid.text,
+        "pip364": grid.pip364,
+        "scenarios": {
+            s.name: {"source": s.source, "digest": s.digest, "text": s.text} for s in grid.scenarios
+        },
+        "strategies": list(grid.strategies),
+        "seeds": list(grid.seeds),
+        "updated_ms": int(time.time() * 1000),
+    }
+    grids = [g for g in manifest.get("grids", []) if g.get("name") != grid.name]
+    grids.append(entry)
+    manifest["grids"] = grids
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with fs.open_output_stream(tmp) as sink:
+        sink.write((json.dumps(manifest, indent=2, default=str) + "\n").encode("utf-8"))
+    fs.move(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one spec
+# ---------------------------------------------------------------------------------------------
+
+_SCENARIO_CACHE: dict[str, Scenario] = {}
+
+
+def _scenario_from_spec(text: str, name: str) -> Scenario:
+    """Parse a shipped scenario once per worker process (keyed by its text, which workers reuse)."""
+    key = hashlib.sha256(text.encode()).hexdigest()
+    scenario = _SCENARIO_CACHE.get(key)
+    if scenario is None:
+        scenario = parse_scenario_text(text, f"grid scenario {name}")
+        _SCENARIO_CACHE[key] = scenario
+    return scenario
+
+
+class _Timeout(Exception):  # noqa: N818 - internal signal, never escapes
+    pass
+
+
+def _numeric_metrics(summary: Mapping[str, Any]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for k, v in summary.items():
+        if isinstance(v, bool):
+            out[k] = float(v)
+        elif isinstance(v, int | float):
+            f = float(v)
+            out[k] = f if math.isfinite(f) else None
+        elif v is None:
+            out[k] = None
+    return out
+
+
+def _simulate(spec: Mapping[str, Any], params: Mapping[str, Any], timeout_s: float | None) -> Any:
+    """The simulation of ``spec``; with a time limit (SIGALRM, where the platform has it)."""
+    use_alarm = timeout_s is not None and timeout_s > 0 and hasattr(signal, "SIGALRM")
+    old_handler: Any = None
+    if use_alarm:
+
+        def on_alarm(_signum: int, _frame: FrameType | None) -> None:
+            raise _Timeout(f"run exceeded its time limit of {timeout_s:g} s")
+
+        old_handler = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, float(timeout_s or 0))
+    try:
+        scenario = _scenario_from_spec(str(spec["scenario_spec"]), str(spec["scenario"]))
+        return run_simulation(
+            scenario,
+            strategy=str(spec["strategy"]),
+            config_overrides=dict(params) or None,
+            seed=int(spec["seed"]),
+        )
+    finally:
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            if old_handler is not None:
+                signal.signal(signal.SIGALRM, old_handler)
+
+
+def _run_tables(result: Any, brokers_every: int) -> dict[str, pd.DataFrame]:
+    """The per-run tables of a simulation (broker rows every ``brokers_every``-th tick, none for 0)."""
+    tables: dict[str, pd.DataFrame] = {
+        "ticks": result.ticks,
+        "decisions": result.decisions,
+        "events": result.events,
+    }
+    if brokers_every > 0:
+        brokers = result.brokers
+        if brokers_every > 1 and "tick" in brokers:
+            brokers = brokers[brokers["tick"] % brokers_every == 0]
+        tables["brokers"] = brokers
+    return tables
+
+
+def _summary_row(spec: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": str(spec["run_id"]),
+        "grid": spec.get("grid"),
+        "scenario": str(spec["scenario"]),
+        "strategy": str(spec["strategy"]),
+        "params_json": spec["params_json"],
+        "params_id": spec["params_id"],
+        "seed": int(spec["seed"]),
+        "status": "ok",
+        "error": None,
+        "error_type": None,
+        "traceback": None,
+        "host": socket.gethostname(),
+        "shedlab_version": getattr(shedlab, "__version__", None),
+        "scenario_digest": spec.get("scenario_digest"),
+        "n_ticks": None,
+        "n_decisions": None,
+        "metrics": None,
+        "summary_json": None,
+    }
+
+
+def execute_spec(
+    spec: Mapping[str, Any], writer: RunWriter, *, timeout_s: float | None = None
+) -> dict[str, Any]:
+    """Run one spec (a row of :func:`~shedlab.core.grid.expand_grid`), write its tables, return its
+    summary row (never raises for a failing run: the error is recorded in the row)."""
+    run_id = str(spec["run_id"])
+    scenario_name = str(spec["scenario"])
+    strategy = str(spec["strategy"])
+    params = json.loads(str(spec["params_json"]))
+    row = _summary_row(spec)
+    started = time.time()
+    row["started_ms"] = int(started * 1000)
+    try:
+        result = _simulate(spec, params, timeout_s)
+        for table, frame in _run_tables(result, int(spec.get("brokers_every") or 0)).items():
+            writer.write(
+                table,
+                frame.assign(run_id=run_id)[["run_id", *frame.columns]],
+                scenario_name,
+                strategy,
+                run_id,
+            )
+        summary = dict(result.summary)
+        row["metrics"] = _numeric_metrics(summary)
+        row["summary_json"] = json.dumps({**summary, "config": result.config}, default=str, allow_nan=False)
+        row["n_ticks"] = len(result.ticks)
+        row["n_decisions"] = len(result.decisions)
+    except Exception as exc:  # a failing run is recorded, not fatal
+        row["status"] = "error"
+        row["error"] = f"{exc}" or type(exc).__name__
+        row["error_type"] = type(exc).__name__
+        row["traceback"] = traceback.format_exc(limit=20)[-8000:]
+    finished = time.time()
+    row["finished_ms"] = int(finished * 1000)
+    row["elapsed_s"] = finished - started
+    writer.write("runs", pd.DataFrame([row]), scenario_name, strategy, run_id)
+    return row
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+
+
+def read_manifest(out: str) -> dict[str, Any]:
+    """The ``sweep.json`` of a sweep directory ({} if absent or unreadable)."""
+    fs, base = filesystem(out)
+    try:
+        with fs.open_input_stream(f"{base}/{MANIFEST}") as src:
+            data = json.loads(src.read().decode("utf-8"))
+    except (FileNotFoundError, OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_partitioned(path: Path, keys: tuple[str, ...] = PARTITION_KEYS) -> pd.DataFrame | None:
+    """A Parquet directory partitioned Spark-style (``key=value/``), partition values as strings
+    (unescaped); None if ``path`` is not a directory."""
+    if not path.is_dir():
+        return None
+    partitioning = pads.partitioning(pa.schema([(k, pa.string()) for k in keys]), flavor="hive")
+    try:
+        dataset = pads.dataset(str(path), format="parquet", partitioning=partitioning)
+        frame: pd.DataFrame = dataset.to_table().to_pandas()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
+    for key in keys:
+        frame[key] = frame[key].astype(str).map(urllib.parse.unquote)  # Spark's %XX escaping
+    return frame
+
+
+def read_sweep_runs(root: Path) -> pd.DataFrame:
+    """One row per run of a sweep directory, its ``metrics`` map spread into columns."""
+    frame = read_partitioned(root / "runs")
+    if frame is None or frame.empty:
+        return pd.DataFrame(
+            columns=["run_id", "scenario", "strategy", "params_id", "params_json", "seed", "status"]
+        )
+    metrics = pd.DataFrame([dict(m) if m is not None else {} for m in frame["metrics"]], index=frame.index)
+    metrics = metrics.drop(columns=[c for c in metrics.columns if c in frame.columns])
+    return pd.concat([frame.drop(columns=["metrics"]), metrics], axis=1)
+
+
+def read_run_table(
+    root: Path, table: str, scenario: str, strategy: str, run_id: str, columns: list[str] | None = None
+) -> pd.DataFrame:
+    """One run's rows of ``table`` (an empty frame if the run wrote none)."""
+    path = Path(run_path(str(root), table, scenario, strategy, run_id))
+    if not path.exists():
+        return pd.DataFrame(columns=columns or [])
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
+
+
+def finished_run_files(out: str, since: float | None = None) -> Iterator[str]:
+    """The run ids with a summary file under ``out/runs`` (written at or after ``since``, epoch s)."""
+    fs, base = filesystem(out)
+    selector = pafs.FileSelector(table_path(base, "runs"), recursive=True, allow_not_found=True)
+    for info in fs.get_file_info(selector):
+        run_id = run_id_of_file(info.base_name)
+        if run_id is None:
+            continue
+        if since is not None and (info.mtime is None or info.mtime.timestamp() < since):
+            continue
+        yield run_id

@@ -1,0 +1,96 @@
+"""The grid format: validation, expansion into run specs, stable ids, the shipped grids (no Spark)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shedlab.core.grid import (
+    RUN_SPEC_COLUMNS,
+    canonical_json,
+    expand_grid,
+    load_grid,
+    params_id_of,
+    parse_grid,
+    run_id_of,
+    shipped_grid,
+    shipped_grids,
+)
+from shedlab.errors import ConfigError, InputError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GRID = FIXTURES / "grid_tiny.yaml"
+
+
+def test_grid_expands_to_the_cross_product() -> None:
+    grid = load_grid(GRID)
+    specs = expand_grid(grid)
+    assert grid.size == len(specs) == 2 * 2 * 2 * 2
+    assert specs["run_id"].is_unique
+    assert set(specs["params_json"]) == {'{"maxUnloadPercentage":0.2}', '{"maxUnloadPercentage":0.5}'}
+    # Run ids are stable: the same (scenario, pair, params, seed) always hashes the same.
+    assert run_id_of("a", "AvgShedder", {"x": 1}, 3) == run_id_of("a", "AvgShedder", {"x": 1}, 3)
+    assert run_id_of("a", "AvgShedder", {"x": 1}, 3) != run_id_of("a", "AvgShedder", {"x": 1}, 4)
+
+
+def test_shipped_grid_is_valid() -> None:
+    grid = load_grid("pip364")
+    assert len(grid.strategies) == 5 and len(grid.seeds) == 3
+    assert grid.size == len(grid.scenarios) * 15
+
+
+def test_grid_errors_name_the_field() -> None:
+    with pytest.raises(ConfigError, match="unknown grid field"):
+        parse_grid({"scenario": ["x"]})
+    with pytest.raises(ConfigError, match="no such built-in scenario"):
+        parse_grid({"scenarios": ["no-such-scenario"]})
+    with pytest.raises(ConfigError):
+        parse_grid({"scenarios": ["over-unloading-90-10"], "parameters": {"loadBalancerNoSuchKey": [1]}})
+    with pytest.raises(ConfigError):
+        parse_grid({"scenarios": ["over-unloading-90-10"], "strategies": ["NoSuchShedder"]})
+
+
+def test_specs_have_the_run_spec_columns_longest_first() -> None:
+    specs = expand_grid(load_grid(GRID))
+    assert tuple(specs.columns) == RUN_SPEC_COLUMNS
+    assert specs["cost"].is_monotonic_decreasing
+    assert set(specs["brokers_every"]) == {5}
+
+
+def test_parameter_sets_combine_axes_per_pair_and_overrides() -> None:
+    grid = parse_grid(
+        {
+            "scenarios": ["over-unloading-90-10"],
+            "strategies": ["AvgShedder", "ThresholdShedder+LeastResourceUsageWithWeight"],
+            "seeds": {"count": 3, "start": 7},
+            "parameters": {"maxUnloadPercentage": [0.2, 0.5]},
+            "strategy_parameters": {"AvgShedder": {"loadBalancerAvgShedderHitCountLowThreshold": [2, 4]}},
+            "overrides": {"loadBalancerSheddingGracePeriodMinutes": 0},
+        }
+    )
+    assert grid.seeds == (7, 8, 9)
+    avg = grid.parameter_sets("AvgShedder")
+    assert len(avg) == 4 and all(p["loadBalancerSheddingGracePeriodMinutes"] == 0 for p in avg)
+    assert len(grid.parameter_sets("ThresholdShedder+LeastResourceUsageWithWeight")) == 2
+    assert grid.size == (4 + 2) * 1 * 3 == len(expand_grid(grid))
+
+
+def test_ids_are_hashes_of_canonical_json() -> None:
+    assert params_id_of({}) == "default"
+    assert params_id_of({"b": 1, "a": 2}) == params_id_of({"a": 2, "b": 1})
+    assert canonical_json({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'
+    assert len(run_id_of("s", "AvgShedder", {}, 1)) == 20
+    spec = expand_grid(load_grid(GRID)).iloc[0]
+    params = json.loads(spec["params_json"])
+    assert spec["params_id"] == params_id_of(params)
+    assert spec["run_id"] == run_id_of(spec["scenario"], spec["strategy"], params, spec["seed"])
+
+
+def test_shipped_grids_lookup(tmp_path: Path) -> None:
+    assert {"pip364", "tiny"} <= set(shipped_grids())
+    assert shipped_grid("no-such-grid") is None
+    assert load_grid("tiny").source == "builtin:tiny"
+    with pytest.raises(InputError, match="grid file not found"):
+        load_grid(tmp_path / "missing.yaml")

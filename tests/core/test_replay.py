@@ -1,0 +1,106 @@
+"""The replay core on hand-made samples: snapshots, ownership changes, the load estimate after a move."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shedlab.core.replay import (
+    build_snapshots,
+    estimate_moves,
+    ownership_changes,
+    replay_cluster,
+    strategy_configs,
+)
+from shedlab.errors import ConfigError
+from shedlab.manager.loop import ManagerDecision
+
+RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
+LOW = "public/default/0x00000000_0x80000000"
+HIGH = "public/default/0x80000000_0xffffffff"
+
+
+def _brokers(ticks: list[int]) -> pd.DataFrame:
+    rows = []
+    for t in ticks:
+        for broker, cpu, tp_in, tp_out in (("a:8080", 60.0, 300.0, 100.0), ("b:8080", 20.0, 0.0, 0.0)):
+            row = {"cluster": "c", "tick_ms": t, "broker": broker, "num_topics": 2}
+            for r in RESOURCES:
+                row[f"{r}_usage"] = 0.0
+                row[f"{r}_limit"] = 100.0
+            row.update({"cpu_usage": cpu, "memory_usage": 50.0})
+            row.update({"msg_rate_in": 20.0, "msg_rate_out": 20.0, "msg_throughput_in": tp_in})
+            row["msg_throughput_out"] = tp_out
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _bundles(owners: list[tuple[int, str, str]]) -> pd.DataFrame:
+    traffic = {LOW: (10.0, 10.0, 75.0, 25.0), HIGH: (10.0, 10.0, 200.0, 100.0)}
+    return pd.DataFrame(
+        [
+            {"cluster": "c", "tick_ms": t, "bundle": bundle, "broker": owner, "topics": 1,
+             **dict(zip(("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out"),
+                        traffic[bundle], strict=True))}
+            for t, bundle, owner in owners
+        ]
+    )  # fmt: skip
+
+
+def test_snapshots_hold_the_recorded_view() -> None:
+    views = build_snapshots(_brokers([1000, 2000]), _bundles([(1000, LOW, "a:8080"), (1000, HIGH, "a:8080")]))
+    assert [v.tick_ms for v in views] == [1000, 2000]
+    snap = views[0].snapshot
+    assert snap.broker_ids == ("a:8080", "b:8080")
+    assert snap.bundle_names == (LOW, HIGH)
+    assert list(snap.num_owned_bundles) == [2, 0]
+    assert list(views[0].bundle_tp) == [100.0, 300.0] and list(views[0].bundle_rate) == [20.0, 20.0]
+    assert views[1].snapshot.bundle_names == ()  # no broker reports a bundle at 2000: its data is dropped
+
+
+def test_estimated_load_after_a_hand_made_move() -> None:
+    view = build_snapshots(_brokers([1000]), _bundles([(1000, LOW, "a:8080"), (1000, HIGH, "a:8080")]))[0]
+    move = ManagerDecision(time_ms=1000, source="a:8080", bundle=LOW, destination="b:8080")
+    est = estimate_moves(view, [move])
+    # LOW carries 100 of a's 400 throughput: a quarter of a's usage moves, except the JVM heap.
+    assert est.moves == [{"bundle_throughput": 100.0, "bundle_msg_rate": 20.0, "usage_share": 0.25}]
+    assert est.usage[:, 0].tolist() == [45.0, 35.0]  # cpu 60 − 15, 20 + 15
+    assert est.usage[:, 1].tolist() == [50.0, 50.0]  # memory stays
+    assert est.throughput.tolist() == [300.0, 100.0]
+    assert est.msg_rate.tolist() == [20.0, 60.0]
+    assert est.bundles.tolist() == [1, 1]
+    assert view.snapshot.resource_usage[0, 0] == 60.0  # the recorded view is unchanged
+
+
+def test_ownership_changes_between_samples() -> None:
+    bundles = _bundles(
+        [(1000, LOW, "a:8080"), (2000, LOW, "b:8080"), (3000, LOW, "b:8080"), (1000, HIGH, "a:8080")]
+    )
+    changes = ownership_changes(bundles)
+    assert changes.to_dict("records") == [
+        {"cluster": "c", "tick_ms": 2000, "bundle": LOW, "from_broker": "a:8080", "to_broker": "b:8080",
+         "previous_tick_ms": 1000}
+    ]  # fmt: skip
+
+
+def test_replay_cluster_tables() -> None:
+    ticks = [60_000 * k for k in range(1, 4)]
+    owners = [(t, b, "a:8080") for t in ticks for b in (LOW, HIGH)]
+    (config,) = strategy_configs(["AvgShedder"])
+    tables = replay_cluster("c", config, _brokers(ticks), _bundles(owners))
+    assert len(tables["comparison"]) == 3 and len(tables["load"]) == 6
+    load = tables["load"]
+    assert (load["usage"] > 0).all() and set(load["config_id"]) == {"default"}
+    comparison = tables["comparison"]
+    assert (comparison["actual_moves"] == 0).all()
+    assert comparison["max_usage"].iloc[0] == pytest.approx(np.max(load["usage"].iloc[:2]))
+
+
+def test_strategy_configs_are_validated() -> None:
+    configs = strategy_configs(["AvgShedder", "AvgShedder"], {"loadBalancerSheddingGracePeriodMinutes": 0})
+    assert len(configs) == 1 and configs[0].config_id != "default"
+    with pytest.raises(ConfigError):
+        strategy_configs([])
+    with pytest.raises(ConfigError):
+        strategy_configs(["NoSuchShedder"])

@@ -1,0 +1,102 @@
+"""The results directory: layout, run writer, execute_spec and the readers (no Spark)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from shedlab.core.grid import expand_grid, load_grid
+from shedlab.core.results import (
+    MANIFEST,
+    RUN_SUMMARY_ARROW,
+    RunWriter,
+    escape_partition_value,
+    execute_spec,
+    finished_run_files,
+    read_manifest,
+    read_partitioned,
+    read_run_table,
+    read_sweep_runs,
+    run_id_of_file,
+    run_path,
+    write_manifest,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GRID = FIXTURES / "grid_tiny.yaml"
+
+
+def test_partition_values_are_escaped_like_spark() -> None:
+    assert escape_partition_value("ThresholdShedder+LeastLongTermMessageRate") == (
+        "ThresholdShedder+LeastLongTermMessageRate"
+    )
+    assert escape_partition_value("a/b:c=d") == "a%2Fb%3Ac%3Dd"
+
+
+def test_run_file_layout() -> None:
+    assert (
+        run_path("/out", "ticks", "a/b", "P", "x1") == "/out/ticks/scenario=a%2Fb/strategy=P/run-x1.parquet"
+    )
+    assert run_id_of_file("run-x1.parquet") == "x1"
+    assert run_id_of_file(".run-x1.123.tmp") is None
+    assert run_id_of_file("part-0000.parquet") is None
+
+
+def test_writer_replaces_and_removes_a_runs_rows(tmp_path: Path) -> None:
+    writer = RunWriter(str(tmp_path))
+    frame = pd.DataFrame({"run_id": ["r"], "tick": [1], "x": [0.5], "s": ["a"], "scenario": ["S"]})
+    writer.write("ticks", frame, "S", "P", "r")
+    path = Path(writer.path("ticks", "S", "P", "r"))
+    table = pq.read_table(path)
+    assert table.column_names == ["run_id", "tick", "x", "s"]  # partition values live in the directory
+    writer.write("ticks", frame.iloc[0:0], "S", "P", "r")  # a re-run without rows keeps no old rows
+    assert not path.exists()
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def _one_spec(brokers_every: int = 5) -> dict[str, object]:
+    spec = expand_grid(load_grid(GRID)).iloc[-1].to_dict()
+    return {**spec, "brokers_every": brokers_every}
+
+
+def test_execute_spec_writes_every_table_and_the_summary(tmp_path: Path) -> None:
+    spec = _one_spec()
+    row = execute_spec(spec, RunWriter(str(tmp_path)))
+    assert row["status"] == "ok" and row["n_ticks"] > 0
+    runs = read_sweep_runs(tmp_path)
+    assert list(runs["run_id"]) == [spec["run_id"]]
+    assert runs.iloc[0]["scenario"] == spec["scenario"] and runs.iloc[0]["strategy"] == spec["strategy"]
+    assert runs.iloc[0]["unloads"] == row["metrics"]["unloads"]  # metrics spread into columns
+    ticks = read_run_table(tmp_path, "ticks", spec["scenario"], spec["strategy"], spec["run_id"])
+    assert len(ticks) == row["n_ticks"] and set(ticks["run_id"]) == {spec["run_id"]}
+    brokers = read_run_table(tmp_path, "brokers", spec["scenario"], spec["strategy"], spec["run_id"])
+    assert (brokers["tick"] % 5 == 0).all()
+    summary = pq.read_table(tmp_path / "runs").schema
+    assert summary.field("metrics").type == RUN_SUMMARY_ARROW.field("metrics").type
+    assert list(finished_run_files(str(tmp_path))) == [spec["run_id"]]
+    missing = read_run_table(tmp_path, "ticks", "S", "P", "nope", ["tick"])
+    assert missing.empty and list(missing.columns) == ["tick"]
+
+
+def test_a_failing_spec_is_recorded(tmp_path: Path) -> None:
+    spec = {**_one_spec(0), "scenario_spec": "name: x\nduration: [not, a, time]\n"}
+    row = execute_spec(spec, RunWriter(str(tmp_path)))
+    assert row["status"] == "error" and row["error"] and row["traceback"]
+    runs = read_partitioned(tmp_path / "runs")
+    assert runs is not None and list(runs["status"]) == ["error"]
+    assert not (tmp_path / "ticks").exists()
+
+
+def test_manifest_keeps_one_entry_per_grid(tmp_path: Path) -> None:
+    assert read_manifest(str(tmp_path)) == {}
+    grid = load_grid(GRID)
+    write_manifest(str(tmp_path), grid)
+    write_manifest(str(tmp_path), grid)
+    write_manifest(str(tmp_path), dataclasses.replace(grid, name="other"))
+    manifest = read_manifest(str(tmp_path))
+    assert [g["name"] for g in manifest["grids"]] == ["tiny", "other"]
+    assert json.loads((tmp_path / MANIFEST).read_text())["grids"][0]["seeds"] == [1, 2]
