@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from shedlab.core.grid import parse_grid
 from shedlab.spark.session import ship_strategy_modules
-from shedlab.spark.sweep import parse_grid, sweep
+from shedlab.spark.sweep import sweep
 
 PACKAGE = "sweep_plugin_pkg"  # a package directory, so shipping zips it
 STRATEGY = f"{PACKAGE}.shedders:OneBundle"

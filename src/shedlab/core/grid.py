@@ -21,10 +21,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from shedlab.config import LoadBalancerConfig
+from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig
 from shedlab.core.sim.scenario import builtin_scenarios, parse_scenario_text
 from shedlab.errors import ConfigError, InputError, did_you_mean
-from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name
+from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
 
 __all__ = [
     "RUN_SPEC_COLUMNS",
@@ -113,6 +113,15 @@ class Grid:
             out.append(params)
         return out
 
+    def strategy_names(self) -> list[str]:
+        """Every strategy the sweep may load: its pairs and any strategy key set by a parameter (the
+        Spark layer ships the modules of users' ``module:Class`` strategies to the executors)."""
+        names = list(self.strategies)
+        for strategy in self.strategies:
+            for params in self.parameter_sets(strategy):
+                names += [str(params[k]) for k in STRATEGY_KEYS.values() if k in params]
+        return names
+
     @property
     def size(self) -> int:
         return (
@@ -199,7 +208,9 @@ def _check_params(
     for key, raw in axes.items():
         values = _value_list(raw, source, f"{field_name}.{key}")
         for v in values:
-            base.with_overrides({str(key): v}, source=f"{source}: {field_name}.{key}")
+            resolve_config(
+                base.with_overrides({str(key): v}, source=f"{source}: {field_name}.{key}"), pair=False
+            )
         out.append((str(key), values))
     return tuple(out)
 

@@ -44,7 +44,7 @@ from shedlab.manager import LoadManager
 from shedlab.manager.loop import ManagerDecision
 from shedlab.model.pulsar import NUM_LONG_SAMPLES, NUM_SHORT_SAMPLES, is_system_heartbeat_bundle
 from shedlab.model.snapshot import ClusterSnapshot, weighted_max_usage
-from shedlab.strategies import pair_config, resolve_pair_name
+from shedlab.strategies import pair_config, resolve_config, resolve_pair_name
 
 __all__ = [
     "MoveEstimate",
@@ -85,7 +85,7 @@ def strategy_configs(
     for name in strategies:
         pair = resolve_pair_name(name.strip())
         ov = dict(overrides or {})
-        pair_config(pair, LoadBalancerConfig().with_overrides(ov, source="--set"))
+        resolve_config(pair_config(pair, LoadBalancerConfig().with_overrides(ov, source="--set")))
         cfg = StrategyConfig(pair, ov, params_id_of(ov))
         if (cfg.strategy, cfg.config_id) not in seen:
             seen.add((cfg.strategy, cfg.config_id))

@@ -74,7 +74,7 @@ class ReportData:
     """Everything a report can show; absent parts are ``None`` or empty and their sections are left out.
 
     * ``pip_table``: the PIP-364 table as numbers, one row per strategy pair × problem (columns of
-      :data:`shedlab.spark.schemas.PIP364_TABLE`: ``strategy``, ``params_id``, ``problem``, ``metric``,
+      :data:`shedlab.core.evaluation.PIP364_COLUMNS`: ``strategy``, ``params_id``, ``problem``, ``metric``,
       ``scenarios``, ``n_runs``, ``value``, ``ci_low``, ``ci_high``, ``good_below``, ``bad_above``,
       ``rating``).
     * ``metric_stats``: per scenario × strategy × parameters × metric means and 95 % intervals.

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from shedlab.core.evaluation import PIP364_PROBLEMS
 from shedlab.strategies import STRATEGY_PAIRS
 
 __all__ = [
@@ -24,14 +25,8 @@ __all__ = [
     "rating_rule",
 ]
 
-PROBLEMS: tuple[str, ...] = (
-    "heterogeneous environment",
-    "load jitter",
-    "over placement",
-    "over unloading",
-    "slow load balancing",
-)
-"""The five problems in the order of PIP-364's summary table."""
+PROBLEMS: tuple[str, ...] = PIP364_PROBLEMS
+"""The five problems in the order of PIP-364's summary table (defined once, in the core)."""
 
 PROBLEM_TEXT: dict[str, str] = {
     "heterogeneous environment": (

@@ -1,14 +1,17 @@
 """The Spark layer: session factory, canonical schemas, sweeps, evaluation, ingest and replay.
 
-Only this package (and ``shedlab.cli.spark_cmd``) imports PySpark; the core never does. Importing
+Only this package imports PySpark; the core never does. Importing
 ``shedlab.spark`` itself is cheap: the submodules load on first use.
 
 * :func:`get_spark` (``session``) — one factory for the SparkSession, local or cluster.
 * :mod:`~shedlab.spark.schemas` — canonical table schemas.
-* :func:`sweep`, :func:`load_grid` (``sweep``) — grids of simulations as Spark tasks, resumable.
-* :func:`evaluate` (``evaluate``) — mean/CI per metric and the PIP-364 table, with Spark SQL.
+* :func:`sweep` (``sweep``) — grids of simulations (:func:`shedlab.core.grid.load_grid`) as Spark tasks,
+  resumable.
+* :func:`evaluate` (``evaluate``) — mean/CI per metric and the PIP-364 table, applying
+  :mod:`shedlab.core.evaluation` per group.
 * :func:`ingest` (``ingest``) — load reports, BundleData dumps, Prometheus exports, Parquet → snapshots.
-* :func:`replay`, :func:`strategy_configs` (``replay``) — strategies over recorded snapshots.
+* :func:`replay` (``replay``) — strategies (:func:`shedlab.core.replay.strategy_configs`) over recorded
+  snapshots.
 
 See ``docs/spark.md``.
 """
@@ -18,16 +21,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["evaluate", "get_spark", "ingest", "load_grid", "replay", "strategy_configs", "sweep"]
+__all__ = ["evaluate", "get_spark", "ingest", "replay", "sweep"]
 
 _WHERE = {
     "get_spark": "shedlab.spark.session",
     "sweep": "shedlab.spark.sweep",
-    "load_grid": "shedlab.spark.sweep",
     "evaluate": "shedlab.spark.evaluate",
     "ingest": "shedlab.spark.ingest",
     "replay": "shedlab.spark.replay",
-    "strategy_configs": "shedlab.spark.replay",
 }
 
 

@@ -34,6 +34,7 @@ from shedlab.spark.schemas import (
     field_names,
     struct,
 )
+from shedlab.spark.session import ship_strategy_modules
 
 __all__ = ["ReplayResult", "replay"]
 
@@ -69,6 +70,7 @@ def replay(
     say = progress or (lambda _m: None)
     if not configs:
         raise ConfigError("name at least one strategy pair", field="--strategies")
+    ship_strategy_modules(spark, [c.strategy for c in configs])
     brokers, bundles, dumps = read_snapshots(spark, snapshots_dir)
     if clusters:
         brokers = brokers.where(sf.col("cluster").isin(list(clusters)))

@@ -31,6 +31,7 @@ from shedlab.core.results import (
     write_manifest,
 )
 from shedlab.spark.schemas import RUN_SPEC, RUN_SUMMARY, conform, field_names
+from shedlab.spark.session import ship_strategy_modules
 
 __all__ = [
     "SweepResult",
@@ -215,6 +216,7 @@ def sweep(
         )
     n = len(pending)
     sc = spark.sparkContext
+    ship_strategy_modules(spark, grid.strategy_names())
     task_of = plan_tasks(pending["cost"].tolist(), sc.defaultParallelism, max_tasks=max_tasks)
     tasks = max(task_of) + 1
     # Exact placement without a Python stage: spark.range gives partition k exactly the row k (the
