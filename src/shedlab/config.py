@@ -43,12 +43,14 @@ __all__ = [
     "SHEDDING_STRATEGIES",
     "SPLIT_ALGORITHMS",
     "STRATEGY_PACKAGE",
+    "ConfigLayer",
     "KeySpec",
     "LoadBalancerConfig",
     "StrategyRole",
     "ValueType",
     "canonical_strategy_name",
     "key_spec",
+    "layered_config",
     "to_snake_case",
 ]
 
@@ -947,6 +949,35 @@ class LoadBalancerConfig:
         new = dataclasses.replace(self, **changes)
         object.__setattr__(new, "_sources", MappingProxyType(sources))
         return new
+
+
+ConfigLayer = LoadBalancerConfig | tuple[str, Mapping[str, Any] | None] | None
+"""One layer of :func:`layered_config`: ``(source, {pulsarKey: value})``, a config, or None (skipped)."""
+
+
+def layered_config(*layers: ConfigLayer, validate: bool = True) -> LoadBalancerConfig:
+    """Pulsar's defaults with each layer applied in turn (a later layer wins), every key recording the
+    source of the layer that set it last, for ``shedlab config show`` and for error messages.
+
+    shedlab's layers, in this order: defaults → config file → scenario ``config`` → the strategy pair's
+    two keys → the scenario's ``strategy_config[pair]`` → ``--set``/overrides. A layer is either
+    ``(source, mapping)`` (every key of the mapping, even one equal to Pulsar's default, labelled
+    ``source``), or a :class:`LoadBalancerConfig` such as :meth:`~LoadBalancerConfig.from_file`'s, whose
+    explicitly set keys are applied with their own sources (``broker.conf:12``), so a file's provenance
+    survives layering. Values are coerced and checked as file input is. The AvgShedder pairing is
+    checked once, on the result (``validate=False`` leaves that to the caller).
+    """
+    conf = LoadBalancerConfig()
+    for layer in layers:
+        if isinstance(layer, LoadBalancerConfig):
+            values = layer.to_pulsar_dict()
+            sources = layer.value_sources()
+            conf = conf._apply((key, values[key], src) for key, src in sources.items() if src != "default")
+        elif layer is not None and layer[1]:
+            conf = conf.with_overrides(layer[1], source=layer[0])
+    if validate:
+        conf.validate_strategy_pair()
+    return conf
 
 
 def _bandwidth_weight(current: float, deprecated: float) -> float:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from shedlab.config import LoadBalancerConfig
+from shedlab.config import LoadBalancerConfig, layered_config
 from shedlab.errors import ShedlabError
 from shedlab.manager import LoadManager
 from shedlab.model.json_reader import JsonReader, load_json_file
@@ -77,17 +77,19 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
 
 
 def _resolve(conf: LoadBalancerConfig, strategy: str | None) -> tuple[str, LoadBalancerConfig]:
-    if strategy is None:
-        shed, place = conf.shedding_strategy_name, conf.placement_strategy_name
-        return ("AvgShedder" if shed == "AvgShedder" else f"{shed}+{place}"), conf
-    if "+" in strategy or strategy in STRATEGY_PAIRS:
+    """The pair to run and its config: ``conf`` with the ``--strategy`` layer on top. A pair sets both
+    strategy keys; a shedding strategy alone keeps the configured placement, except AvgShedder, which
+    is one object serving both roles (spec §2.4, §3.3)."""
+    shedding, placement = "loadBalancerLoadSheddingStrategy", "loadBalancerLoadPlacementStrategy"
+    if strategy is not None and ("+" in strategy or strategy in STRATEGY_PAIRS):
         name = resolve_pair_name(strategy)
-        return name, pair_config(name, conf, source="--strategy")
-    # a single shedding strategy: keep the configured placement strategy
-    conf = conf.with_overrides({"loadBalancerLoadSheddingStrategy": strategy}, source="--strategy")
-    if conf.shedding_strategy_name == "AvgShedder":
-        conf = conf.with_overrides({"loadBalancerLoadPlacementStrategy": "AvgShedder"}, source="--strategy")
-    return _resolve(conf, None)[0], conf
+        return name, layered_config(conf, pair_config(name, source="--strategy"), validate=False)
+    if strategy is not None:
+        conf = layered_config(conf, ("--strategy", {shedding: strategy}), validate=False)
+        if conf.shedding_strategy_name == "AvgShedder":
+            conf = layered_config(conf, ("--strategy", {placement: "AvgShedder"}), validate=False)
+    shed, place = conf.shedding_strategy_name, conf.placement_strategy_name
+    return ("AvgShedder" if shed == "AvgShedder" else f"{shed}+{place}"), conf
 
 
 def decide_on_snapshot(
