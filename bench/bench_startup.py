@@ -62,11 +62,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--runs", type=int, default=7, help="runs per command (median)")
     options = parser.parse_args()
-    print(f"{'command':<22} {'median s':>9}  heavy modules imported")
+    print(f"{'command':<30} {'median s':>9}  heavy modules imported")
     for args in COMMANDS:
         label = "shedlab " + " ".join(Path(a).name if "/" in a else a for a in args)
         seconds = wall_time(args, options.runs)
-        print(f"{label:<22} {seconds:>9.3f}  {', '.join(heavy_modules(args)) or '-'}")
+        print(f"{label:<30} {seconds:>9.3f}  {', '.join(heavy_modules(args)) or '-'}")
 
 
 if __name__ == "__main__":

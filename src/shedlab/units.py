@@ -94,7 +94,9 @@ def significant(
         return special
     if number == 0:
         return "0"  # also for -0.0
-    return f"{number:,.0f}" if abs(number) >= 1000 else f"{number:.{digits}g}"
+    short = f"{number:.{digits}g}"
+    # 999.6 rounds to 1e+03 with 3 digits: from 1,000 on (before or after rounding), whole numbers
+    return f"{number:,.0f}" if abs(float(short)) >= 1000 else short
 
 
 def compact(value: object, decimals: int = 2, *, missing: str = MISSING) -> str:
@@ -110,13 +112,13 @@ def compact(value: object, decimals: int = 2, *, missing: str = MISSING) -> str:
     return f"{number:.{decimals}f}"
 
 
-def general(value: object, digits: int = 6) -> str:
+def general(value: object, digits: int = 6, *, sep: str = "/") -> str:
     """A value of a strategy's reason: floats with ``digits`` significant digits, sequences joined
-    with ``/`` (``0.5/0.25``), anything else as ``str``."""
+    with ``sep`` (``0.5/0.25``), anything else as ``str``."""
     if isinstance(value, float):
         return f"{value:.{digits}g}"
     if isinstance(value, (list, tuple)):
-        return "/".join(general(item, digits) for item in value)
+        return sep.join(general(item, digits, sep=sep) for item in value)
     return str(value)
 
 

@@ -26,7 +26,7 @@ def _reason_grid(reason: dict[str, Any]) -> Table:
     grid.add_column()
     for key, value in reason.items():
         if key != "strategy":
-            grid.add_row(key, general(value))
+            grid.add_row(key, general(value, sep=" / "))  # a pair of brokers may wrap at " / "
     return grid
 
 
@@ -47,13 +47,17 @@ def _print_table(decisions: list[Decision], strategy: str, skipped: list[dict[st
         table.add_row(f"{d.source}\n→ {d.destination or '-'}", _bundle(d.bundle), _reason_grid(d.reason))
     console.print(table)
     if skipped:
+        # "why" is the first line of the grid, not a column of its own: two wrapping columns side by side
+        # would be narrowed together below the width of a number
         notes = Table(title="considered and left alone", show_lines=False)
         notes.add_column("broker", no_wrap=True)
-        notes.add_column("why")
-        notes.add_column("numbers")
+        notes.add_column("why, and the numbers")
         for s in skipped:
-            rest = {k: v for k, v in s.items() if k not in ("broker", "reason")}
-            notes.add_row(str(s.get("broker", "-")), str(s.get("reason", "")), _reason_grid(rest))
+            rest = {
+                "why": s.get("reason", ""),
+                **{k: v for k, v in s.items() if k not in ("broker", "reason")},
+            }
+            notes.add_row(str(s.get("broker", "-")), _reason_grid(rest))
         console.print(notes)
 
 
