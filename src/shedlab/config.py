@@ -51,6 +51,7 @@ __all__ = [
     "canonical_strategy_name",
     "key_spec",
     "layered_config",
+    "overrides_and_pair",
     "to_snake_case",
 ]
 
@@ -978,6 +979,24 @@ def layered_config(*layers: ConfigLayer, validate: bool = True) -> LoadBalancerC
     if validate:
         conf.validate_strategy_pair()
     return conf
+
+
+def overrides_and_pair(conf: LoadBalancerConfig) -> tuple[dict[str, Any], str | None]:
+    """A config file as a layer of overrides for a scenario run, and the strategy pair it names.
+
+    A run's pair is chosen apart (``--strategy``, or the scenario's) and its keys are a layer of their own,
+    so the two strategy keys are taken out of the overrides; the pair they name is returned (None when
+    the file leaves both at Pulsar's default) to be used when no pair is given. The other overrides are
+    the keys that differ from Pulsar's default.
+    """
+    overrides = conf.non_default_values()
+    pair = None
+    if any(key in overrides for key in _STRATEGY_KEYS.values()):
+        shed, place = conf.shedding_strategy_name, conf.placement_strategy_name
+        pair = "AvgShedder" if shed == "AvgShedder" else f"{shed}+{place}"
+    for key in _STRATEGY_KEYS.values():
+        overrides.pop(key, None)
+    return overrides, pair
 
 
 def _bandwidth_weight(current: float, deprecated: float) -> float:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any
 
 import typer
 
-from shedlab.config import ConfigLayer, LoadBalancerConfig, layered_config
+from shedlab.config import ConfigLayer, LoadBalancerConfig, layered_config, overrides_and_pair
 from shedlab.errors import ConfigError
 
 __all__ = ["SetOption", "cli_config", "parse_sets", "run_overrides"]
@@ -24,8 +24,6 @@ SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override one Pulsar key (repeatable): --set maxUnloadPercentage=0.5."),
 ]
-
-_STRATEGY_KEYS: Final = ("loadBalancerLoadSheddingStrategy", "loadBalancerLoadPlacementStrategy")
 
 
 def parse_sets(values: Sequence[str] | None) -> dict[str, str]:
@@ -50,9 +48,8 @@ def cli_config(
 def run_overrides(config: str | Path | None, sets: Sequence[str] | None) -> tuple[dict[str, Any], str | None]:
     """The overrides a run applies on top of its scenario, and the strategy pair the file names.
 
-    The file contributes the keys it changes from Pulsar's default, except the two strategy keys: the
-    pair it names (if it sets one) is returned apart, to be used when no ``--strategy`` is given.
-    Every ``--set`` key follows, as typed. Both layers are checked here, so a typo is reported
+    The file's layer is :func:`~shedlab.config.overrides_and_pair`'s (its non-default keys, the pair
+    apart); every ``--set`` key follows, as typed. Both layers are checked here, so a typo is reported
     against ``--set`` or the file's line before anything runs.
     """
     file_conf = LoadBalancerConfig.from_file(config) if config is not None else None
@@ -60,11 +57,5 @@ def run_overrides(config: str | Path | None, sets: Sequence[str] | None) -> tupl
     layered_config(file_conf, ("--set", set_values), validate=False)
     if file_conf is None:
         return set_values, None
-    overrides = file_conf.non_default_values()
-    pair = None
-    if any(key in overrides for key in _STRATEGY_KEYS):
-        shed, place = file_conf.shedding_strategy_name, file_conf.placement_strategy_name
-        pair = "AvgShedder" if shed == "AvgShedder" else f"{shed}+{place}"
-    for key in _STRATEGY_KEYS:
-        overrides.pop(key, None)
+    overrides, pair = overrides_and_pair(file_conf)
     return {**overrides, **set_values}, pair
