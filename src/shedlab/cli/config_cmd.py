@@ -135,9 +135,8 @@ def _table(conf: LoadBalancerConfig, path: Path | None, *, changed_only: bool) -
             continue
         table.add_row(Text(f"used by {group}", style="bold cyan"), Text(""))
         for index, spec in enumerate(rows):
-            table.add_row(*_row(spec, getattr(conf, spec.field_name), sources[spec.pulsar_key]))
-            if index == len(rows) - 1:
-                table.add_section()
+            cells = _row(spec, getattr(conf, spec.field_name), sources[spec.pulsar_key])
+            table.add_row(*cells, end_section=index == len(rows) - 1)
     return table
 
 
