@@ -10,7 +10,7 @@ Layers, lowest first (``docs/architecture.md``):
    decide, conformance)
 5. ``shedlab.spark`` (orchestration only)
 6. ``shedlab.report`` (reads results through the core; never through Spark)
-7. ``shedlab.cli``
+7. the faces: ``shedlab.cli`` (the command line) and ``shedlab.api`` (the notebook API)
 
 A module may import its own layer and the layers below it, nothing above. Every import counts, lazy ones
 inside functions and ``TYPE_CHECKING`` blocks included, since each is a dependency a reader must know.
@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("shedlab.core",),
     ("shedlab.spark",),
     ("shedlab.report",),
-    ("shedlab.cli",),
+    ("shedlab.cli", "shedlab.api"),
 )
 # The report sits above Spark in the tree but must not depend on it: it reads results files.
 FORBIDDEN = {"shedlab.report": ("shedlab.spark",)}

@@ -1,5 +1,16 @@
 """shedlab: Apache Pulsar broker load balancing, reimplemented faithfully, simulated and measured.
 
+The Python API, for notebooks and scripts (``README.md``, "Using it from Python")::
+
+    import shedlab
+
+    outcome = shedlab.decide("examples/snapshot.json", strategy="AvgShedder")  # what Pulsar would unload
+    result = shedlab.simulate("over-unloading-90-10", strategy="AvgShedder", seed=1)  # .ticks, .summary
+    table = shedlab.compare("load-jitter")  # one row of run metrics per strategy pair
+
+``import shedlab`` itself stays cheap (no NumPy, pandas or plotly: the ``shedlab`` command imports this
+package before every command); each name below is imported on first use, by :func:`__getattr__`.
+
 Layers (the core never imports Spark):
 
 * :mod:`shedlab.model` — Pulsar's data classes and JSON, and the columnar :class:`ClusterSnapshot`.
@@ -9,7 +20,76 @@ Layers (the core never imports Spark):
 * :mod:`shedlab.core.sim` — the cluster simulator and its metrics.
 * :mod:`shedlab.spark` — sweeps, ingest, replay and evaluation on Spark.
 * :mod:`shedlab.report` — the HTML report.
-* :mod:`shedlab.cli` — the ``shedlab`` command.
+* :mod:`shedlab.cli` — the ``shedlab`` command; :mod:`shedlab.api` — the same as functions.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:  # what the lazy names below are, for mypy and IDEs
+    from shedlab.api import compare, decide, read_config, read_snapshot, simulate
+    from shedlab.config import LoadBalancerConfig, layered_config
+    from shedlab.core.decide import Decision, Outcome, load_snapshot_file
+    from shedlab.core.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario
+    from shedlab.errors import ShedlabError
+    from shedlab.model.snapshot import ClusterSnapshot
+    from shedlab.strategies import STRATEGY_PAIRS
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "STRATEGY_PAIRS",
+    "ClusterSnapshot",
+    "Decision",
+    "LoadBalancerConfig",
+    "Outcome",
+    "Scenario",
+    "ShedlabError",
+    "SimulationResult",
+    "__version__",
+    "builtin_scenarios",
+    "compare",
+    "decide",
+    "layered_config",
+    "load_scenario",
+    "load_snapshot_file",
+    "read_config",
+    "read_snapshot",
+    "simulate",
+]
+
+_LAZY: Final[dict[str, str]] = {
+    "compare": "shedlab.api",
+    "decide": "shedlab.api",
+    "read_config": "shedlab.api",
+    "read_snapshot": "shedlab.api",
+    "simulate": "shedlab.api",
+    "LoadBalancerConfig": "shedlab.config",
+    "layered_config": "shedlab.config",
+    "Decision": "shedlab.core.decide",
+    "Outcome": "shedlab.core.decide",
+    "load_snapshot_file": "shedlab.core.decide",
+    "Scenario": "shedlab.core.sim",
+    "SimulationResult": "shedlab.core.sim",
+    "builtin_scenarios": "shedlab.core.sim",
+    "load_scenario": "shedlab.core.sim",
+    "ShedlabError": "shedlab.errors",
+    "ClusterSnapshot": "shedlab.model.snapshot",
+    "STRATEGY_PAIRS": "shedlab.strategies",
+}
+"""Public name → the module that defines it (imported when the name is first used)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'shedlab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -42,11 +42,13 @@ __all__ = [
     "SPLIT_ALGORITHMS",
     "STRATEGY_KEYS",
     "STRATEGY_PACKAGE",
+    "ConfigLayer",
     "KeySpec",
     "LoadBalancerConfig",
     "StrategyRole",
     "ValueType",
     "key_spec",
+    "layered_config",
     "normalise_strategy_name",
     "to_snake_case",
 ]
@@ -908,6 +910,34 @@ class LoadBalancerConfig:
         new = dataclasses.replace(self, **changes)
         object.__setattr__(new, "_sources", MappingProxyType(sources))
         return new
+
+
+ConfigLayer = LoadBalancerConfig | tuple[str, Mapping[str, Any] | None] | None
+"""One layer of :func:`layered_config`: ``(source, {pulsarKey: value})``, a config, or None (skipped)."""
+
+
+def layered_config(*layers: ConfigLayer) -> LoadBalancerConfig:
+    """Pulsar's defaults with each layer applied in turn (a later layer wins), every key recording the
+    source of the layer that set it last, for ``shedlab config show`` and for error messages.
+
+    shedlab's layers, in this order: defaults → config file → scenario ``config`` → the strategy pair's
+    two keys → the scenario's ``strategy_config[pair]`` → ``--set``/overrides. A layer is either
+    ``(source, mapping)`` (every key of the mapping, even one equal to Pulsar's default, labelled
+    ``source``), or a :class:`LoadBalancerConfig` such as :meth:`~LoadBalancerConfig.from_file`'s, whose
+    explicitly set keys are applied with their own sources (``broker.conf:12``), so a file's provenance
+    survives layering. Values are coerced and checked as file input is. Strategy names are only
+    normalised here: the caller resolves them once, on the result, with
+    :func:`shedlab.strategies.resolve_config` (the registry sits above this layer).
+    """
+    conf = LoadBalancerConfig()
+    for layer in layers:
+        if isinstance(layer, LoadBalancerConfig):
+            values = layer.to_pulsar_dict()
+            sources = layer.value_sources()
+            conf = conf._apply((key, values[key], src) for key, src in sources.items() if src != "default")
+        elif layer is not None and layer[1]:
+            conf = conf.with_overrides(layer[1], source=layer[0])
+    return conf
 
 
 def _bandwidth_weight(current: float, deprecated: float) -> float:

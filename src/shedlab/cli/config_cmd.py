@@ -17,14 +17,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from shedlab.cli.settings import SetOption, cli_config
 from shedlab.config import KEY_SPECS, KeySpec, LoadBalancerConfig
 from shedlab.errors import ShedlabError
+from shedlab.units import conf_value
 
 __all__ = ["register", "show"]
 
 _LEGEND = (
     "MLM = modular load manager, ELM = extensible load manager, Simple = legacy SimpleLoadManagerImpl. "
-    "Highlighted values differ from Pulsar's default."
+    "Highlighted values differ from Pulsar's default; under a value: where it was set."
 )
 
 
@@ -52,10 +54,20 @@ def show(
     changed_only: Annotated[
         bool, typer.Option("--changed", help="Only keys whose value differs from Pulsar's default.")
     ] = False,
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            help="Strategy pair over the file: AvgShedder, ThresholdShedder+LeastLongTermMessageRate, …"
+        ),
+    ] = None,
+    set_: SetOption = None,
 ) -> None:
-    """Print every load balancer key with its effective value and where that value came from."""
+    """Print every load balancer key with its effective value and where that value came from.
+
+    Layers, later ones winning: Pulsar's defaults, --config, --strategy, --set.
+    """
     try:
-        conf = LoadBalancerConfig.from_file(config) if config is not None else LoadBalancerConfig()
+        conf = cli_config(config, set_, _pair_layer(strategy))
     except ShedlabError as err:
         # One line naming file, key and value is more useful than a traceback for a user's typo.
         Console(stderr=True).print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
@@ -64,6 +76,17 @@ def show(
         typer.echo(json.dumps(_json_payload(conf, config, changed_only=changed_only), indent=2))
     else:
         Console().print(_table(conf, config, changed_only=changed_only))
+
+
+def _pair_layer(strategy: str | None) -> LoadBalancerConfig | None:
+    """The ``--strategy`` layer: the pair's two strategy keys."""
+    if strategy is None:
+        return None
+    # Imported here: shedlab.strategies brings NumPy, 0.18 s of the 0.41 s it takes to import this module
+    # (python -X importtime -c "import shedlab.cli.config_cmd"), and only --strategy needs it.
+    from shedlab.strategies import pair_config, resolve_pair_name
+
+    return pair_config(resolve_pair_name(strategy), source="--strategy")
 
 
 def _json_payload(conf: LoadBalancerConfig, path: Path | None, *, changed_only: bool) -> dict[str, Any]:
@@ -103,34 +126,39 @@ def _json_payload(conf: LoadBalancerConfig, path: Path | None, *, changed_only: 
 
 def _table(conf: LoadBalancerConfig, path: Path | None, *, changed_only: bool) -> Table:
     sources = conf.value_sources()
-    weights = ", ".join(_format(w) for w in conf.resource_weights())
+    weights = ", ".join(conf_value(w) for w in conf.resource_weights())
     table = Table(
         title=f"Load balancer configuration ({path if path is not None else 'Pulsar defaults'})",
         caption=f"Effective resource weights (cpu, directMemory, bandwidthIn, bandwidthOut): {weights}.\n"
         + _LEGEND,
     )
-    # Keys are long (up to 61 characters), so there is no separate "used by" column: each group gets a
-    # heading row instead, and the Pulsar default is shown under a value only when it differs.
-    table.add_column("key", overflow="fold", min_width=24)
-    table.add_column("value", overflow="fold", min_width=12)
-    table.add_column("source", style="dim", overflow="fold", min_width=10)
+    # Keys are long (up to 61 characters) and are what a user copies into broker.conf, so they never wrap:
+    # the key column is as wide as the longest key shown and the value column takes what is left (about 12
+    # characters at 80 columns). Under a value go its source (unless it is Pulsar's default) and, when it
+    # differs, Pulsar's default; each group of keys gets a heading row ("used by MLM, ELM").
+    table.add_column("key", no_wrap=True)
+    table.add_column("value", overflow="fold")
     for group, specs in _groups(KEY_SPECS.values()).items():
         rows = [s for s in specs if not changed_only or getattr(conf, s.field_name) != s.default]
         if not rows:
             continue
-        table.add_row(Text(f"used by {group}", style="bold cyan"), Text(""), Text(""))
+        table.add_row(Text(f"used by {group}", style="bold cyan"), Text(""))
         for index, spec in enumerate(rows):
-            value = getattr(conf, spec.field_name)
-            key = Text(spec.pulsar_key)
-            if spec.deprecated:
-                key.append(" (deprecated)", style="dim italic")
-            if value != spec.default:
-                shown = Text(_format(value), style="bold yellow")
-                shown.append(f"\ndefault {_format(spec.default)}", style="dim")
-            else:
-                shown = Text(_format(value))
-            table.add_row(key, shown, Text(sources[spec.pulsar_key]), end_section=index == len(rows) - 1)
+            cells = _row(spec, getattr(conf, spec.field_name), sources[spec.pulsar_key])
+            table.add_row(*cells, end_section=index == len(rows) - 1)
     return table
+
+
+def _row(spec: KeySpec, value: Any, source: str) -> tuple[Text, Text]:
+    key = Text(spec.pulsar_key)
+    if spec.deprecated:
+        key.append(" (deprecated)", style="dim italic")
+    shown = Text(conf_value(value), style="bold yellow" if value != spec.default else "")
+    if source != "default":  # an unhighlighted value without a source is Pulsar's default
+        shown.append(f"\n{source}", style="dim")
+    if value != spec.default:
+        shown.append(f"\ndefault {conf_value(spec.default)}", style="dim")
+    return key, shown
 
 
 def _groups(specs: Iterable[KeySpec]) -> dict[str, list[KeySpec]]:
@@ -139,15 +167,3 @@ def _groups(specs: Iterable[KeySpec]) -> dict[str, list[KeySpec]]:
     for spec in specs:
         groups.setdefault(", ".join(spec.used_by), []).append(spec)
     return groups
-
-
-def _format(value: Any) -> str:
-    """Values spelt the way broker.conf spells them (true/false, comma-separated lists)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "(empty)"
-    if isinstance(value, (tuple, list, frozenset, set)):
-        items = sorted(value) if isinstance(value, (frozenset, set)) else list(value)
-        return ",".join(str(item) for item in items) if items else "(empty)"
-    return str(value)

@@ -11,40 +11,53 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from shedlab.config import LoadBalancerConfig
+from shedlab.cli.settings import SetOption, cli_config
 from shedlab.core.decide import Decision, decide_on_snapshot, load_snapshot_file
+from shedlab.units import general
 
 console = Console()
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, list):
-        return "/".join(_fmt(v) for v in value)
-    return str(value)
+def _reason_grid(reason: dict[str, Any]) -> Table:
+    """A reason as a key/value grid: one entry per line and numbers never broken across lines (a
+    comma-separated reason in a narrow column wrapped inside ``4.5056e+07``)."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column()
+    for key, value in reason.items():
+        if key != "strategy":
+            grid.add_row(key, general(value, sep=" / "))  # a pair of brokers may wrap at " / "
+    return grid
 
 
-def format_reason(reason: dict[str, Any]) -> str:
-    """A reason dict as short ``key=value`` text for tables."""
-    return ", ".join(f"{k}={_fmt(v)}" for k, v in reason.items() if k != "strategy")
+def _bundle(name: str) -> str:
+    """``tenant/namespace`` on one line, the hash range under it: each part fits a narrow column."""
+    namespace, slash, bundle_range = name.rpartition("/")
+    return f"{namespace}{slash}\n{bundle_range}" if slash else name
 
 
 def _print_table(decisions: list[Decision], strategy: str, skipped: list[dict[str, Any]]) -> None:
+    # Fits 80 columns: source above destination, the bundle's namespace above its range, the reason
+    # as a grid; none of the columns has to break a name or a number.
     table = Table(title=f"{strategy}: {len(decisions)} unload decision(s)", show_lines=True)
-    for col in ("source", "bundle", "destination", "reason"):
-        table.add_column(col, overflow="fold")
+    table.add_column("source\n→ destination", no_wrap=True)
+    table.add_column("bundle", overflow="fold")
+    table.add_column("reason")
     for d in decisions:
-        table.add_row(d.source, d.bundle, d.destination or "-", format_reason(d.reason))
+        table.add_row(f"{d.source}\n→ {d.destination or '-'}", _bundle(d.bundle), _reason_grid(d.reason))
     console.print(table)
     if skipped:
+        # "why" is the first line of the grid, not a column of its own: two wrapping columns side by side
+        # would be narrowed together below the width of a number
         notes = Table(title="considered and left alone", show_lines=False)
-        notes.add_column("broker")
-        notes.add_column("why")
-        notes.add_column("numbers", overflow="fold")
+        notes.add_column("broker", no_wrap=True)
+        notes.add_column("why, and the numbers")
         for s in skipped:
-            rest = {k: v for k, v in s.items() if k not in ("broker", "reason")}
-            notes.add_row(str(s.get("broker", "-")), str(s.get("reason", "")), format_reason(rest))
+            rest = {
+                "why": s.get("reason", ""),
+                **{k: v for k, v in s.items() if k not in ("broker", "reason")},
+            }
+            notes.add_row(str(s.get("broker", "-")), _reason_grid(rest))
         console.print(notes)
 
 
@@ -59,6 +72,7 @@ def decide(
         ),
     ] = None,
     config: Annotated[Path | None, typer.Option(help="broker.conf, YAML or JSON with Pulsar keys.")] = None,
+    set_: SetOption = None,
     seed: Annotated[int, typer.Option(help="Seed for the strategies' random choices.")] = 0,
     cycles: Annotated[
         int,
@@ -67,7 +81,7 @@ def decide(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """What Pulsar's leader would unload from this snapshot, where it would go, and why."""
-    conf = LoadBalancerConfig.from_file(config) if config else LoadBalancerConfig()
+    conf = cli_config(config, set_)
     snap = load_snapshot_file(snapshot)
     outcome = decide_on_snapshot(snap, conf, strategy=strategy, seed=seed, cycles=cycles)
     if as_json:

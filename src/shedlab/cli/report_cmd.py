@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from shedlab.errors import InputError
+from shedlab.units import megabytes
 
 console = Console()
 err_console = Console(stderr=True)
@@ -40,8 +41,7 @@ def report(
 
     with err_console.status("building the report…"):
         path = build_report(results_dir, out, max_points=max_points, title=title)
-    size = path.stat().st_size / 1e6
-    console.print(f"report: [bold]{path}[/] ({size:.1f} MB)", highlight=False)
+    console.print(f"report: [bold]{path}[/] ({megabytes(path.stat().st_size)} MB)", highlight=False)
 
 
 class _DemoProgress:
@@ -151,7 +151,7 @@ def demo(
     elapsed = time.monotonic() - started
     console.print(
         f"{evaluation.runs_ok} runs in {elapsed:.0f} s. Report: [bold]{path}[/] "
-        f"({path.stat().st_size / 1e6:.1f} MB; open it in a browser, no network needed).",
+        f"({megabytes(path.stat().st_size)} MB; open it in a browser, no network needed).",
         highlight=False,
     )
 

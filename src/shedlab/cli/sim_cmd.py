@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from shedlab.config import LoadBalancerConfig
+from shedlab import units
+from shedlab.cli.settings import SetOption, run_overrides
 from shedlab.core.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
 from shedlab.errors import ConfigError, InputError
 from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name, short_pair_name
@@ -23,7 +24,6 @@ from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name, short_pair_nam
 console = Console()
 err_console = Console(stderr=True)
 
-_STRATEGY_KEYS = ("loadBalancerLoadSheddingStrategy", "loadBalancerLoadPlacementStrategy")
 _PROGRESS_MIN_TICKS = 200  # shorter runs finish before a bar is worth drawing
 
 # (label, summary key, format) rows of the tables
@@ -52,53 +52,19 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _fmt(value: Any, kind: str) -> str:
-    if value is None:
-        return "never" if kind == "time" else "-"
-    if isinstance(value, bool):
-        return str(value)
-    if kind == "int":
-        return f"{int(value):,}"
-    if kind == "big":
-        return f"{float(value):,.0f}"
-    if kind == "mb":
-        return f"{float(value) / 1e6:,.1f}"
-    if kind == "f1":
-        return f"{float(value):.1f}"
-    if kind == "f2":
-        return f"{float(value):.2f}"
-    if kind == "time":
-        return f"{float(value):,.0f}"
-    return str(value)
+_FORMATS: dict[str, Callable[[Any], str]] = {
+    "int": units.integer,
+    "big": lambda v: units.fixed(v, 0, grouping=True),
+    "mb": units.megabytes,
+    "f1": lambda v: units.fixed(v, 1),
+    "f2": lambda v: units.fixed(v, 2),
+    "time": lambda v: units.fixed(v, 0, grouping=True, missing="never"),
+}
+"""How each kind of ``SUMMARY_ROWS`` cell is printed (a missing time to balance is ``never``)."""
 
 
 def _load(scenario: str) -> Scenario:
     return load_scenario(scenario)
-
-
-def _overrides_from_file(config: Path | None) -> tuple[dict[str, Any], str | None]:
-    """Non-default keys of a config file, and the strategy pair it names (if it sets one)."""
-    if config is None:
-        return {}, None
-    conf = LoadBalancerConfig.from_file(config)
-    overrides = conf.non_default_values()
-    pair = None
-    if any(k in overrides for k in _STRATEGY_KEYS):
-        shed, place = conf.shedding_strategy_name, conf.placement_strategy_name
-        pair = "AvgShedder" if shed == "AvgShedder" else f"{shed}+{place}"
-    for key in _STRATEGY_KEYS:
-        overrides.pop(key, None)
-    return overrides, pair
-
-
-def _parse_sets(values: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in values:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError("expected KEY=VALUE (a Pulsar key)", field="--set", value=item)
-        out[key.strip()] = raw.strip()
-    return out
 
 
 @contextmanager
@@ -156,7 +122,7 @@ def _summary_table(title: str, columns: list[tuple[str, dict[str, Any]]]) -> Tab
     for name, _ in columns:
         table.add_column(name, justify="right", overflow="fold")
     for label, key, kind in SUMMARY_ROWS:
-        table.add_row(label, *(_fmt(summary.get(key), kind) for _, summary in columns))
+        table.add_row(label, *(_FORMATS[kind](summary.get(key)) for _, summary in columns))
     return table
 
 
@@ -193,10 +159,7 @@ def simulate(
     config: Annotated[
         Path | None, typer.Option(help="Pulsar configuration (broker.conf, YAML or JSON) applied on top.")
     ] = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override one Pulsar key: --set maxUnloadPercentage=0.5."),
-    ] = None,
+    set_: SetOption = None,
     seed: Annotated[int | None, typer.Option(help="Seed (default: the scenario's).")] = None,
     out: Annotated[
         Path | None,
@@ -214,8 +177,7 @@ def simulate(
     if record and out is None:
         raise InputError("--record writes files: give --out DIR too", field="--record")
     scen = _load(scenario)
-    overrides, file_pair = _overrides_from_file(config)
-    overrides.update(_parse_sets(set_ or []))
+    overrides, file_pair = run_overrides(config, set_)
     pair = resolve_pair_name(strategy) if strategy else file_pair
     show_bar = not json_output and sys.stderr.isatty() and scen.num_ticks >= _PROGRESS_MIN_TICKS
     with _progress(show_bar) as factory:
@@ -262,8 +224,7 @@ def compare(
     if not names:
         raise ConfigError("no strategy pair given", field="--strategies", value=strategies)
     names = list(dict.fromkeys(names))
-    overrides, _ = _overrides_from_file(config)
-    overrides.update(_parse_sets(set_ or []))
+    overrides, _ = run_overrides(config, set_)
     results: list[SimulationResult] = []
     show_bar = not json_output and sys.stderr.isatty() and scen.num_ticks * len(names) >= _PROGRESS_MIN_TICKS
     with _progress(show_bar) as factory:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -22,9 +21,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from shedlab.cli.settings import run_overrides
 from shedlab.errors import ConfigError
 from shedlab.report.figures import short_pair
 from shedlab.report.load import params_label
+from shedlab.units import compact, parse_duration
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,11 +55,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON summary inst
 def spark_session(
     master: str | None, conf: list[str] | None, conf_file: str | None, ui: bool, app: str
 ) -> Iterator[Any]:
-    from pyspark.sql import SparkSession
+    from shedlab.spark.session import get_spark, has_active_session
 
-    from shedlab.spark.session import get_spark
-
-    existing = SparkSession.getActiveSession()
+    existing = has_active_session()
     with err_console.status(f"starting Spark ({master or 'local[*]'})…", spinner="dots"):
         spark = get_spark(master, conf or [], conf_file=conf_file, ui=ui, app_name=f"shedlab {app}")
     if ui and spark.sparkContext.uiWebUrl:
@@ -66,7 +65,7 @@ def spark_session(
     try:
         yield spark
     finally:
-        if existing is None:  # leave a session we did not start (tests, notebooks) running
+        if not existing:  # leave a session we did not start (tests, notebooks) running
             spark.stop()
 
 
@@ -84,35 +83,13 @@ def _status(quiet: bool) -> Iterator[Callable[[str], None]]:
         yield update
 
 
-def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if math.isnan(v):
-        return "-"
-    if v.is_integer() and abs(v) < 1e12:
-        return f"{int(v):,}"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    return f"{v:.{digits}f}"
-
-
 def _print_json(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
 
 
 def parse_duration_ms(text: str, *, field: str = "--interval") -> int:
-    """``60s``, ``1m``, ``500ms``, ``1h`` or a number of seconds → milliseconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*", text)
-    if not m:
-        raise ConfigError("expected a duration such as 60s, 1m or 500ms", field=field, value=text)
-    value = float(m.group(1))
-    unit = m.group(2) or "s"
-    factor = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}[unit]
-    ms = round(value * factor)
+    """``60s``, ``1m``, ``500ms``, ``1h`` or a number of seconds → milliseconds (more than zero)."""
+    ms = round(parse_duration(text, field=field) * 1000)
     if ms <= 0:
         raise ConfigError("must be positive", field=field, value=text)
     return ms
@@ -233,9 +210,9 @@ def _print_sweep_table(summaries: pd.DataFrame) -> None:
             short_pair(str(strategy)),
             str(len(group)),
             str(int((group["status"] != "ok").sum())),
-            _fmt(_mean(unloads), 1),
-            _fmt(_mean(spread), 1),
-            _fmt(group["elapsed_s"].mean(), 2),
+            compact(_mean(unloads), 1),
+            compact(_mean(spread), 1),
+            compact(group["elapsed_s"].mean(), 2),
         )
     console.print(table)
 
@@ -327,9 +304,9 @@ def _print_metric_table(stats: pd.DataFrame, metrics: list[str]) -> None:
             if r is None:
                 cells.append("-")
             elif r.ci_low is None or (isinstance(r.ci_low, float) and math.isnan(r.ci_low)):
-                cells.append(_fmt(r.mean))
+                cells.append(compact(r.mean))
             else:
-                cells.append(f"{_fmt(r.mean)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]")
+                cells.append(f"{compact(r.mean)} [{compact(r.ci_low)}, {compact(r.ci_high)}]")
         row = [str(scenario), short_pair(str(strategy))]
         if multi_params:
             row.append(params_label(group["params_json"].iloc[0]))
@@ -429,19 +406,19 @@ def ingest(
         table.add_row(
             _tail(str(r.source)),
             str(r.source_kind),
-            _fmt(r.records_read),
-            _fmt(r.rows_read),
-            _fmt(r.broker_rows_kept),
-            _fmt(r.bundle_rows_kept),
-            _fmt(r.bundle_data_rows_kept),
-            _fmt(r.rows_merged),
-            f"[red]{_fmt(r.rows_quarantined)}[/]" if r.rows_quarantined else "0",
+            compact(r.records_read),
+            compact(r.rows_read),
+            compact(r.broker_rows_kept),
+            compact(r.bundle_rows_kept),
+            compact(r.bundle_data_rows_kept),
+            compact(r.rows_merged),
+            f"[red]{compact(r.rows_quarantined)}[/]" if r.rows_quarantined else "0",
         )
     console.print(table)
     if len(result.reasons):
         reasons = _table("quarantined rows by reason", ("source", "reason", "rows"))
         for r in result.reasons.itertuples(index=False):
-            reasons.add_row(_tail(str(r.source)), str(r.reason), _fmt(r.count))
+            reasons.add_row(_tail(str(r.source)), str(r.reason), compact(r.count))
         console.print(reasons)
     console.print(
         f"kept {result.broker_rows:,} broker and {result.bundle_rows:,} bundle rows"
@@ -490,16 +467,8 @@ def replay(
     """What each strategy would have decided on recorded snapshots, and why, next to what really happened."""
     from shedlab.core.replay import strategy_configs
     from shedlab.spark.replay import replay as run_replay
-    from shedlab.spark.session import parse_conf_pairs
 
-    overrides: dict[str, Any] = {}
-    if config:
-        from shedlab.config import LoadBalancerConfig
-
-        overrides.update(LoadBalancerConfig.from_file(config).non_default_values())
-        for key in ("loadBalancerLoadSheddingStrategy", "loadBalancerLoadPlacementStrategy"):
-            overrides.pop(key, None)
-    overrides.update(parse_conf_pairs(set_ or [], source="--set"))
+    overrides, _ = run_overrides(config, set_)
     configs = strategy_configs([s for s in strategies.split(",") if s.strip()], overrides)
     with spark_session(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:
         result = run_replay(spark, snapshots_dir, out, configs, seed=seed, clusters=cluster, progress=say)
@@ -523,12 +492,12 @@ def replay(
         table.add_row(
             str(r.cluster),
             short_pair(str(r.strategy)),
-            _fmt(r.ticks),
-            _fmt(r.strategy_unloads),
-            _fmt(r.actual_moves),
-            _fmt(r.both),
-            f"{_fmt(r.mean_max_usage, 3)} → {_fmt(r.est_mean_max_usage, 3)}",
-            f"{_fmt(r.mean_usage_spread, 3)} → {_fmt(r.est_mean_usage_spread, 3)}",
+            compact(r.ticks),
+            compact(r.strategy_unloads),
+            compact(r.actual_moves),
+            compact(r.both),
+            f"{compact(r.mean_max_usage, 3)} → {compact(r.est_mean_max_usage, 3)}",
+            f"{compact(r.mean_usage_spread, 3)} → {compact(r.est_mean_usage_spread, 3)}",
         )
     console.print(table)
     console.print(f"decisions, load, comparison and ownership_changes → {out}")

@@ -4,7 +4,6 @@ formatting and plain HTML tables."""
 from __future__ import annotations
 
 import html
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +12,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+
+from shedlab.units import significant
 
 __all__ = ["Page", "fmt", "pair_label", "table_html", "toc_html"]
 
@@ -57,22 +58,8 @@ class Page:
 
 
 def fmt(value: Any, digits: int = 3) -> str:
-    """A number for a table: 3 significant digits, thousands separators, ``–`` for missing."""
-    if value is None:
-        return "–"
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return html.escape(str(value))
-    if math.isnan(v):
-        return "–"
-    if math.isinf(v):
-        return "∞" if v > 0 else "−∞"
-    if v == 0:
-        return "0"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    return f"{v:.{digits}g}"
+    """A number for a table: 3 significant digits, thousands separators, ``–`` for missing, ``∞``."""
+    return html.escape(significant(value, digits, missing="–", infinity=("∞", "−∞")))
 
 
 def pair_label(strategy: str) -> str:

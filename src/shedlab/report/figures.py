@@ -24,6 +24,7 @@ from shedlab.report.model import ReplayData, RunSeries
 from shedlab.report.pip364 import pair_order
 from shedlab.strategies import registry
 from shedlab.strategies.registry import PAIR_COLOURS
+from shedlab.units import fixed
 
 __all__ = [
     "PAIR_COLOURS",
@@ -299,7 +300,7 @@ def small_multiples(
         row, col = k // cols + 1, k % cols + 1
         if panel_peaks[k] > y_top:
             fig.add_annotation(
-                text=f"▲ off the shared scale, up to {panel_peaks[k]:,.0f}",
+                text=f"▲ off the shared scale, up to {fixed(panel_peaks[k], 0, grouping=True)}",
                 xref="x domain",
                 yref="y domain",
                 x=0.01,

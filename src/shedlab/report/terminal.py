@@ -7,14 +7,12 @@ interval and the rating in its colour.
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import pandas as pd
 from rich.table import Table
 
 from shedlab.report.figures import short_pair
 from shedlab.report.pip364 import pair_order, problem_order
+from shedlab.units import significant
 
 __all__ = ["pip364_table"]
 
@@ -27,16 +25,6 @@ _HEADINGS = {
     "slow load balancing": "slow\nbalancing",
 }
 """Column headings that fit 80 columns; the full problem names are the report's and the docs'."""
-
-
-def _fmt(value: Any) -> str:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return "-"
-    if math.isnan(v):
-        return "-"
-    return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
 def pip364_table(table: pd.DataFrame) -> Table:
@@ -69,9 +57,9 @@ def pip364_table(table: pd.DataFrame) -> Table:
                 continue
             r = hit.iloc[0]
             rating = str(r["rating"])
-            lines = [_fmt(r["value"])]
-            if _fmt(r["ci_low"]) != "-":
-                lines.append(f"[dim]± {_fmt((float(r['ci_high']) - float(r['ci_low'])) / 2)}[/]")
+            lines = [significant(r["value"])]
+            if significant(r["ci_low"]) != "-":
+                lines.append(f"[dim]± {significant((float(r['ci_high']) - float(r['ci_low'])) / 2)}[/]")
             lines.append(f"[{RATING_STYLE.get(rating, 'dim')}]{rating}[/]")
             cells.append("\n".join(lines))
         label = short_pair(strategy) + (f"\n[dim]{params_id}[/]" if show_params else "")

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MASTER",
     "get_spark",
+    "has_active_session",
     "is_local_master",
     "local_cores",
     "parse_conf_pairs",
@@ -376,6 +377,14 @@ def get_spark(
     if ship == "true" or (ship == "auto" and not is_local_master(actual_master)):
         _ship_package(spark)
     return spark
+
+
+def has_active_session() -> bool:
+    """Whether this process already runs a SparkSession (a test run's, a notebook's): a command that finds
+    one uses it and leaves it running."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is not None
 
 
 def stop_spark() -> None:

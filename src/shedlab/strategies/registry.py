@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -51,6 +51,7 @@ __all__ = [
     "abbreviation_legend",
     "builtin_strategies",
     "installed_plugins",
+    "overrides_and_pair",
     "pair_colour",
     "pair_config",
     "pair_name_of",
@@ -389,6 +390,21 @@ def pair_name_of(conf: LoadBalancerConfig) -> str:
     """The pair name of a config's two strategy keys (string work only: nothing is imported)."""
     shed, place = conf.shedding_strategy_name, conf.placement_strategy_name
     return shed if shed == place else f"{shed}+{place}"
+
+
+def overrides_and_pair(conf: LoadBalancerConfig) -> tuple[dict[str, Any], str | None]:
+    """A config file as a layer of overrides for a scenario run, and the strategy pair it names.
+
+    A run's pair is chosen apart (``--strategy``, or the scenario's) and its keys are a layer of their own,
+    so the two strategy keys are taken out of the overrides; the pair they name is returned (None when
+    the file leaves both at Pulsar's default) to be used when no pair is given. The other overrides are
+    the keys that differ from Pulsar's default.
+    """
+    overrides = conf.non_default_values()
+    pair = pair_name_of(conf) if any(key in overrides for key in STRATEGY_KEYS.values()) else None
+    for key in STRATEGY_KEYS.values():
+        overrides.pop(key, None)
+    return overrides, pair
 
 
 def resolve_config(

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shedlab.config import LoadBalancerConfig
+from shedlab.config import LoadBalancerConfig, layered_config
 from shedlab.core.sim.events import EventQueue, initial_assignment
 from shedlab.core.sim.metrics import Churn, RunCounts, TickMetrics
 from shedlab.core.sim.publishing import Publishing
@@ -69,13 +69,13 @@ def build_config(
 ) -> LoadBalancerConfig:
     """Pulsar defaults ← scenario ``config`` ← strategy pair ← its ``strategy_config`` ← ``overrides``."""
     where = scenario.source or scenario.name
-    conf = LoadBalancerConfig().with_overrides(scenario.config, source=f"{where}: config")
     pair = resolve_pair_name(strategy or scenario.strategy)
-    conf = pair_config(pair, conf, source="strategy")
-    if pair in scenario.strategy_config:
-        conf = conf.with_overrides(scenario.strategy_config[pair], source=f"{where}: strategy_config.{pair}")
-    if overrides:
-        conf = conf.with_overrides(overrides, source="config overrides")
+    conf = layered_config(
+        (f"{where}: config", scenario.config),
+        pair_config(pair, source="strategy"),
+        (f"{where}: strategy_config.{pair}", scenario.strategy_config.get(pair)),
+        ("config overrides", overrides),
+    )
     return resolve_config(conf)
 
 

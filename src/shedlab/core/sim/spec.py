@@ -7,50 +7,18 @@ and, for an unknown field, suggests the closest known one.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from shedlab import units
 from shedlab.errors import InputError, did_you_mean
 
 _MISSING: Any = object()
 
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h|d)")
-
 
 def parse_duration(value: Any, *, source: str | None, field: str) -> float:
     """Seconds from a number (seconds) or a string such as ``90s``, ``5m``, ``1h30m``, ``1.5d``."""
-    if isinstance(value, bool):
-        raise InputError(
-            "expected a duration like 90s, 5m, 2h or 1d", source=source, field=field, value=value
-        )
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str):
-        text = value.strip().lower().replace(" ", "")
-        pos, seconds = 0, 0.0
-        for match in _DURATION_PART.finditer(text):
-            if match.start() != pos:
-                break
-            seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-            pos = match.end()
-        if pos != len(text) or not text:
-            try:
-                seconds = float(text)
-            except ValueError:
-                raise InputError(
-                    "expected a duration like 90s, 5m, 2h or 1d", source=source, field=field, value=value
-                ) from None
-    else:
-        raise InputError(
-            "expected a duration like 90s, 5m, 2h or 1d", source=source, field=field, value=value
-        )
-    if not math.isfinite(seconds) or seconds < 0:
-        raise InputError(
-            "a duration must be finite and not negative", source=source, field=field, value=value
-        )
-    return seconds
+    return units.parse_duration(value, source=source, field=field)
 
 
 class Node:

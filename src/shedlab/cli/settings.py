@@ -1,0 +1,62 @@
+"""Pulsar settings from the command line: ``--config FILE`` and ``--set KEY=VALUE``.
+
+Every command that takes them builds its configuration with :func:`shedlab.config.layered_config`, so
+the layers are applied in one order everywhere (defaults → config file → scenario ``config`` → strategy
+pair → ``strategy_config[pair]`` → ``--set``) and ``shedlab config show`` can say which layer set each
+key. Runs of a scenario (``simulate``, ``compare``, ``replay``) pass the file and ``--set`` layers on
+as *overrides*, because their scenario's own layers come in between (``core.sim.kernel.build_config``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from shedlab.config import ConfigLayer, LoadBalancerConfig, layered_config
+from shedlab.errors import ConfigError
+from shedlab.strategies import overrides_and_pair, resolve_config
+
+__all__ = ["SetOption", "cli_config", "parse_sets", "run_overrides"]
+
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override one Pulsar key (repeatable): --set maxUnloadPercentage=0.5."),
+]
+
+
+def parse_sets(values: Sequence[str] | None) -> dict[str, str]:
+    """``["key=value", …]`` → ``{key: value}`` (values as typed: the config coerces them per key)."""
+    out: dict[str, str] = {}
+    for item in values or ():
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError("expected KEY=VALUE (a Pulsar key)", field="--set", value=item)
+        out[key.strip()] = raw.strip()
+    return out
+
+
+def cli_config(
+    config: str | Path | None, sets: Sequence[str] | None = None, *between: ConfigLayer
+) -> LoadBalancerConfig:
+    """Pulsar's defaults ← the ``--config`` file ← ``between`` (e.g. ``--strategy``) ← ``--set``."""
+    file_layer = LoadBalancerConfig.from_file(config) if config is not None else None
+    return resolve_config(layered_config(file_layer, *between, ("--set", parse_sets(sets))))
+
+
+def run_overrides(config: str | Path | None, sets: Sequence[str] | None) -> tuple[dict[str, Any], str | None]:
+    """The overrides a run applies on top of its scenario, and the strategy pair the file names.
+
+    The file's layer is :func:`~shedlab.strategies.overrides_and_pair`'s (its non-default keys, the pair
+    apart); every ``--set`` key follows, as typed. Both layers are checked here, so a typo is reported
+    against ``--set`` or the file's line before anything runs.
+    """
+    file_conf = LoadBalancerConfig.from_file(config) if config is not None else None
+    set_values = parse_sets(sets)
+    resolve_config(layered_config(file_conf, ("--set", set_values)), pair=False)
+    if file_conf is None:
+        return set_values, None
+    overrides, pair = overrides_and_pair(file_conf)
+    return {**overrides, **set_values}, pair

@@ -1,0 +1,182 @@
+"""Numbers for people and durations from people: the one home of shedlab's formatting and parsing.
+
+The CLI's tables, the terminal PIP-364 table and the HTML report all print metrics; each used to carry
+its own formatter, and they drifted (a missing value was ``-`` in one place and ``never`` or ``–``
+in another, depending on which copy a table happened to use). Every formatter lives here now, each
+with one rule for what it prints, and the callers choose the missing-value marker that suits them.
+
+This module sits at the foundation layer and imports nothing heavy (no pandas, plotly or PySpark):
+``shedlab decide`` and ``shedlab config show`` use it and must start fast.
+
+Missing values: ``None``, NaN, and anything that is not a number (``float(value)`` fails, e.g.
+``pd.NA``) print as the ``missing`` marker, ``"-"`` unless the caller says otherwise. Infinities print as
+``inf``/``-inf`` (the report passes ``∞``/``−∞``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from typing import Final
+
+from shedlab.errors import InputError
+
+__all__ = [
+    "DURATION_UNITS",
+    "MISSING",
+    "as_number",
+    "compact",
+    "conf_value",
+    "fixed",
+    "general",
+    "integer",
+    "megabytes",
+    "parse_duration",
+    "significant",
+]
+
+MISSING: Final = "-"
+
+
+def as_number(value: object) -> float | None:
+    """``value`` as a float, or None when it is missing (None, NaN) or not a number at all."""
+    if value is None:
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]  # numbers, numpy scalars, numeric text: what float() takes
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _infinite(number: float, infinity: tuple[str, str]) -> str | None:
+    if math.isinf(number):
+        return infinity[0] if number > 0 else infinity[1]
+    return None
+
+
+_INF: Final = ("inf", "-inf")
+
+
+def integer(value: object, *, missing: str = MISSING) -> str:
+    """A count with thousands separators, rounded to a whole number: ``1,234,567``."""
+    number = as_number(value)
+    if number is None:
+        return missing
+    return _infinite(number, _INF) or f"{round(number):,}"
+
+
+def fixed(value: object, decimals: int, *, grouping: bool = False, missing: str = MISSING) -> str:
+    """A fixed number of decimals (``12.3``), with thousands separators if ``grouping`` (``1,234.5``)."""
+    number = as_number(value)
+    if number is None:
+        return missing
+    return f"{number:,.{decimals}f}" if grouping else f"{number:.{decimals}f}"
+
+
+def megabytes(value: object, *, missing: str = MISSING) -> str:
+    """Bytes (or bytes per second) as megabytes with one decimal: ``12,345,678`` → ``12.3``."""
+    number = as_number(value)
+    return missing if number is None else f"{number / 1e6:,.1f}"
+
+
+def significant(
+    value: object, digits: int = 3, *, missing: str = MISSING, infinity: tuple[str, str] = _INF
+) -> str:
+    """``digits`` significant digits below 1,000 (``0.123``, ``45.6``), whole numbers with separators
+    from 1,000 on (``12,346``): a metric read at a glance, never in exponent notation above 1,000."""
+    number = as_number(value)
+    if number is None:
+        return missing
+    special = _infinite(number, infinity)
+    if special is not None:
+        return special
+    if number == 0:
+        return "0"  # also for -0.0
+    short = f"{number:.{digits}g}"
+    # 999.6 rounds to 1e+03 with 3 digits: from 1,000 on (before or after rounding), whole numbers
+    return f"{number:,.0f}" if abs(float(short)) >= 1000 else short
+
+
+def compact(value: object, decimals: int = 2, *, missing: str = MISSING) -> str:
+    """Whole numbers exactly with separators (``1,234``), other values from 1,000 on rounded to whole
+    numbers, smaller ones with ``decimals`` decimals (``0.25``): counts and rates in one column."""
+    number = as_number(value)
+    if number is None:
+        return missing
+    if number.is_integer() and abs(number) < 1e12:
+        return f"{int(number):,}"
+    if abs(number) >= 1000:
+        return f"{number:,.0f}"
+    return f"{number:.{decimals}f}"
+
+
+def general(value: object, digits: int = 6, *, sep: str = "/") -> str:
+    """A value of a strategy's reason: floats with ``digits`` significant digits, sequences joined
+    with ``sep`` (``0.5/0.25``), anything else as ``str``."""
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    if isinstance(value, (list, tuple)):
+        return sep.join(general(item, digits, sep=sep) for item in value)
+    return str(value)
+
+
+def conf_value(value: object) -> str:
+    """A Pulsar setting spelt the way ``broker.conf`` spells it: ``true``/``false``, comma-separated
+    lists (sets sorted), ``(empty)`` for an unset or empty value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "(empty)"
+    if isinstance(value, (tuple, list, frozenset, set)):
+        items: Iterable[object] = sorted(value) if isinstance(value, (frozenset, set)) else value
+        text = ",".join(str(item) for item in items)
+        return text or "(empty)"
+    return str(value)
+
+
+# --------------------------------------------------------------------------------------------- durations
+
+DURATION_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+"""Seconds per unit of a duration string."""
+
+_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h|d)")
+_EXPECTED: Final = "expected a duration like 90s, 5m, 2h, 1d or 500ms"
+
+
+def parse_duration(value: object, *, source: str | None = None, field: str | None = None) -> float:
+    """Seconds from a number of seconds or a string: ``90s``, ``5m``, ``5min``, ``1h30m``, ``1.5d``,
+    ``500ms``, ``"120"`` (units are case-insensitive; spaces are ignored).
+
+    A duration is finite and not negative; errors name ``source``, ``field`` and the value.
+    """
+    if isinstance(value, bool):
+        raise InputError(_EXPECTED, source=source, field=field, value=value)
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        seconds = _parse_duration_text(value, source=source, field=field)
+    else:
+        raise InputError(_EXPECTED, source=source, field=field, value=value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InputError(
+            "a duration must be finite and not negative", source=source, field=field, value=value
+        )
+    return seconds
+
+
+def _parse_duration_text(value: str, *, source: str | None, field: str | None) -> float:
+    text = value.strip().lower().replace(" ", "")
+    pos, seconds = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            break
+        seconds += float(match.group(1)) * DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos == len(text) and text:
+        return seconds
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(_EXPECTED, source=source, field=field, value=value) from None

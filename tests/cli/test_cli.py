@@ -1,0 +1,121 @@
+"""The ``shedlab`` entry point: light commands start without pandas, plotly or PySpark; the command
+index matches the commands; ``--version``; shell completion."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from shedlab import __version__
+from shedlab.cli import COMMANDS, _LazyGroup, app
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "snapshot.json"
+HEAVY = ("pandas", "plotly", "pyspark")
+
+_PROBE = """
+import sys
+from shedlab.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+heavy = sorted({name.split(".")[0] for name in sys.modules} & {"pandas", "plotly", "pyspark"})
+print("HEAVY:" + ",".join(heavy), file=sys.stderr)
+"""
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "100", **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("--version",),
+        ("decide", str(EXAMPLE)),
+        ("decide", str(EXAMPLE), "--json"),
+        ("config", "show"),
+    ],
+)
+def test_light_commands_import_no_pandas_plotly_or_pyspark(args: tuple[str, ...]) -> None:
+    run = _run(*args)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip()
+    assert run.stderr.strip().splitlines()[-1] == "HEAVY:", f"{args} imported {run.stderr.splitlines()[-1]}"
+
+
+def test_importing_shedlab_cli_loads_no_command_module() -> None:
+    code = "import sys, shedlab.cli; print(sorted(m for m in sys.modules if m.endswith('_cmd')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.fixture(scope="module")
+def every_command() -> _LazyGroup:
+    """The click group behind ``app`` with every command module loaded."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, _LazyGroup)
+    for name in COMMANDS:
+        group.load(name)
+    return group
+
+
+def test_command_index_matches_the_commands(every_command: _LazyGroup) -> None:
+    """``shedlab --help`` shows COMMANDS' one-line help: it must be the start of each command's own."""
+    assert set(every_command.commands) == set(COMMANDS)
+    for name, (_, summary) in COMMANDS.items():
+        own = " ".join((every_command.commands[name].help or "").split())
+        assert own.startswith(summary), name
+
+
+def test_help_lists_every_command_and_the_version_option() -> None:
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0
+    for name in COMMANDS:
+        assert f" {name} " in result.stdout
+    assert "--version" in result.stdout and "--install-completion" in result.stdout
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout == f"shedlab {__version__}\n"
+
+
+def test_a_misspelt_command_gets_a_suggestion() -> None:
+    result = CliRunner().invoke(app, ["decid"])
+    assert result.exit_code == 2 and "Did you mean 'decide'?" in result.output
+
+
+def test_show_completion_prints_a_script() -> None:
+    run = _run("--show-completion", "bash")
+    assert "_SHEDLAB_COMPLETE=complete_bash" in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("words", "cword", "expected"),
+    [("shedlab de", "1", {"decide", "demo"}), ("shedlab decide --st", "2", {"--strategy"})],
+)
+def test_completion_of_commands_and_options(words: str, cword: str, expected: set[str]) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "shedlab"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "_SHEDLAB_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": cword},
+    )
+    assert run.returncode == 0, run.stderr
+    assert set(run.stdout.split()) == expected

@@ -1,0 +1,44 @@
+"""``shedlab decide``'s table at 80 columns: no number of a reason is broken across lines."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from shedlab.cli import app
+from shedlab.units import general
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "snapshot.json"
+
+
+@pytest.mark.parametrize(
+    "strategy", [["ThresholdShedder+LeastResourceUsageWithWeight"], ["AvgShedder", "--cycles", "2"]]
+)
+def test_reasons_keep_numbers_whole_at_80_columns(strategy: list[str]) -> None:
+    runner = CliRunner()
+    args = ["decide", str(EXAMPLE), "--strategy", *strategy]
+    decided = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    result = runner.invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80 and "…" not in result.stdout
+    words = set(re.findall(r"[^\s│]+", result.stdout))
+    reasons = [decision["reason"] for decision in decided["unload"]] + decided["skipped"]
+    numbers = [general(v) for reason in reasons for k, v in reason.items() if isinstance(v, float)]
+    assert numbers, decided
+    assert not [n for n in numbers if n not in words]
+    for decision in decided["unload"]:
+        assert decision["broker"] in words and decision["bundle"].rpartition("/")[2] in words
+
+
+def test_set_changes_the_decision() -> None:
+    runner = CliRunner()
+    args = ["decide", str(EXAMPLE), "--strategy", "ThresholdShedder+LeastResourceUsageWithWeight", "--json"]
+    before = json.loads(runner.invoke(app, args).stdout)
+    after = json.loads(
+        runner.invoke(app, [*args, "--set", "loadBalancerBrokerThresholdShedderPercentage=95"]).stdout
+    )
+    assert before["unload"] and not after["unload"]
