@@ -63,7 +63,7 @@ def environment_versions() -> dict[str, str]:
     return {
         "shedlab": shedlab.__version__,
         "Python": f"{platform.python_version()} ({platform.python_implementation()}, {sys.executable})",
-        "PySpark": package_version("pyspark"),
+        "PySpark": package_version("PySpark"),  # the distribution name; nothing is imported
         "Java": java_version(),
         "numpy": package_version("numpy"),
         "pandas": package_version("pandas"),
