@@ -1,0 +1,53 @@
+"""Behaviour is pinned: ``shedlab simulate`` writes, byte for byte, what it wrote before the restructuring.
+
+The digests in ``tests/reference/outputs.json`` were recorded from main before the code moved
+(``scripts/reference-outputs.py write``); the script's ``check`` compares all of them (10 scenarios × 5
+pairs and a Spark sweep + evaluation). Here the quick scenarios run in-process through the CLI, so a
+change that moves any simulated number, decision or file byte fails CI with the file it changed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from typer.testing import CliRunner
+
+from shedlab.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPECTED: dict[str, dict[str, str]] = json.loads(
+    (ROOT / "tests" / "reference" / "outputs.json").read_text(encoding="utf-8")
+)
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "reference_outputs", ROOT / "scripts" / "reference-outputs.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SCRIPT = _script()
+
+
+@pytest.mark.parametrize("scenario", SCRIPT.QUICK_SCENARIOS)
+@pytest.mark.parametrize("pair", SCRIPT.PAIRS)
+def test_simulate_outputs_are_byte_identical_to_the_reference(
+    scenario: str, pair: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    args = ["simulate", scenario, "--strategy", pair, "--seed", "1", "--out", str(out), "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    expected = EXPECTED[f"simulate {scenario} {pair} 1"]
+    found = SCRIPT.digests(out)
+    assert sorted(found) == sorted(expected)
+    changed = [name for name, digest in expected.items() if found[name] != digest]
+    assert changed == [], f"{scenario} under {pair}: these outputs changed: {changed}"
