@@ -118,7 +118,7 @@ def decide_on_snapshot(
     while not decisions and cycle < cycles:
         decisions = manager.do_load_shedding(snapshot, now_ms)
         cycle += 1
-    skipped = list(manager.last_result.skipped) if manager.last_result else []
+    skipped = list(manager.last_result.skipped) if manager.last_result is not None else []
     skipped += manager.last_skipped
     if snapshot.num_brokers <= 1:
         skipped.append({"reason": "at most one broker: the leader does not shed"})

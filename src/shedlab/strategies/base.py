@@ -53,6 +53,11 @@ class SheddingResult:
     def __len__(self) -> int:
         return len(self.unloads)
 
+    def __bool__(self) -> bool:
+        """A result is a result even when it unloads nothing: its ``skipped`` reasons say why, and a
+        ``len``-based truth value once made ``decide`` drop them."""
+        return True
+
 
 class BrokerChoices(Sequence[str]):
     """The broker ids of ``indices`` (sorted, distinct snapshot indices), named only when read.
