@@ -31,14 +31,17 @@ from shedlab.model.formats import (
     PROMETHEUS_BROKER_METRICS,
     PROMETHEUS_BUNDLE_METRICS,
     PROMETHEUS_SAMPLE,
-    REQUIRED,
     RESOURCE_USAGE,
     RESOURCES,
     TIME_AVERAGE,
     TIME_AVERAGE_PARTS,
     ColumnType,
     Field,
+    FieldError,
     FormatError,
+    Required,
+    check,
+    check_collections,
     coerce,
     column_problems,
     columns,
@@ -129,17 +132,17 @@ def _extract(
     :func:`validate_rows` on whole columns, with the same rules. NaN/±Inf stay in ``row`` until
     :func:`_mark_nonfinite` notes them."""
     for spec in fields:
-        if spec.column is None:
-            continue
         try:
             value = coerce(spec, obj.get(spec.json))
+            if value is None:
+                fallback = spec.default if defaults is None else defaults.get(spec.json, spec.default)
+                value = None if isinstance(fallback, Required) else fallback
+            if spec.column is None:  # not kept, but checked as the model's reader checks it
+                check(spec, value, obj)
+                continue
         except FormatError as exc:
             raise _BadValueError(exc.reason, f"{path}{spec.json}: {exc.message}") from None
-        if value is None:
-            default = spec.default if defaults is None else defaults.get(spec.json, spec.default)
-            row[prefix + spec.column] = None if default is REQUIRED else default
-        else:
-            row[prefix + spec.column] = value
+        row[prefix + spec.column] = value
 
 
 def _str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
@@ -262,6 +265,10 @@ def _parse_report(
             )
         _extract(row, res, RESOURCE_USAGE, f"report.{name}.", f"{prefix}_")
     _extract(row, report, LOCAL_BROKER_DATA, "report.", defaults=_bundle_count(report))
+    try:
+        check_collections(report)
+    except FieldError as exc:
+        raise _BadValueError(exc.reason, f"report.{exc.field}: {exc.message}") from None
     row["last_update_ms"] = _time_ms(report.get("lastUpdate"), "report.lastUpdate")
     stats = report.get("lastStats", {})
     if stats is None:

@@ -30,19 +30,23 @@ __all__ = [
     "BUNDLE_DATA",
     "BUNDLE_STATS",
     "LOCAL_BROKER_DATA",
+    "OBJECTS",
     "PROMETHEUS_BROKER_METRICS",
     "PROMETHEUS_BUNDLE_METRICS",
     "PROMETHEUS_SAMPLE",
     "REQUIRED",
     "RESOURCES",
     "RESOURCE_USAGE",
+    "STRING_LISTS",
     "TIME_AVERAGE",
     "TIME_AVERAGE_PARTS",
     "Field",
     "FieldError",
     "FormatError",
+    "Required",
     "Resource",
     "check",
+    "check_collections",
     "coerce",
     "column_problems",
     "columns",
@@ -54,15 +58,15 @@ Kind = Literal["number", "integer", "boolean", "string"]
 ColumnType = Literal["double", "long", "int", "bool", "string"]
 
 
-class _Required:
+class Required:
     def __repr__(self) -> str:
         return "REQUIRED"
 
 
-REQUIRED = _Required()
+REQUIRED = Required()
 """The default of a field that must be present (and not null)."""
 
-Default = float | int | bool | str | None | _Required
+Default = float | int | bool | str | None | Required
 
 
 class FormatError(ValueError):
@@ -72,6 +76,27 @@ class FormatError(ValueError):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+
+class FieldError(FormatError):
+    """A :class:`FormatError` that knows which field (JSON name) and which value."""
+
+    def __init__(self, name: str, cause: FormatError, value: object) -> None:
+        super().__init__(cause.reason, cause.message)
+        self.field = name
+        self.value = value
+
+
+def check_collections(obj: Mapping[str, object]) -> None:
+    """Refuse a LocalBrokerData whose :data:`STRING_LISTS` or :data:`OBJECTS` have the wrong shape."""
+    for name in STRING_LISTS:
+        value = obj.get(name)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise FieldError(name, FormatError("invalid_value", "expected a list of strings"), value)
+    for name in OBJECTS:
+        value = obj.get(name)
+        if value is not None and not isinstance(value, Mapping):
+            raise FieldError(name, FormatError("invalid_value", "expected a JSON object"), value)
 
 
 @dataclass(frozen=True)
@@ -156,6 +181,13 @@ LOCAL_BROKER_DATA: tuple[Field, ...] = (
 """LocalBrokerData's scalar fields (a load report, ``/loadbalance/brokers/<id>``); besides these it
 holds the :data:`RESOURCES`, ``lastStats`` (:data:`BUNDLE_STATS` per bundle) and bundle lists."""
 
+STRING_LISTS: tuple[str, ...] = ("bundles", "lastBundleGains", "lastBundleLosses")
+"""LocalBrokerData's lists of bundle names (absent: empty)."""
+
+OBJECTS: tuple[str, ...] = ("lastStats", "protocols", "advertisedListeners")
+"""LocalBrokerData's maps (absent: empty); ``lastStats`` maps bundle names to :data:`BUNDLE_STATS`."""
+
+
 BUNDLE_STATS: tuple[Field, ...] = (
     *_MSG,
     Field("consumerCount", "consumer_count", "integer", 0, "consumers"),
@@ -167,7 +199,7 @@ BUNDLE_STATS: tuple[Field, ...] = (
 
 TIME_AVERAGE: tuple[Field, ...] = (
     Field("numSamples", "num_samples", "integer", 0, "samples averaged so far"),
-    Field("maxSamples", "max_samples", "integer", REQUIRED, "window: 10 short-term, 1000 long-term"),
+    Field("maxSamples", "max_samples", "integer", 10, "window (default 1000 in longTermData)"),
     _rate("msgRateIn", "msg_rate_in", "msg/s", "average messages per second in", REQUIRED),
     _rate("msgRateOut", "msg_rate_out", "msg/s", "average messages per second out", REQUIRED),
     _rate("msgThroughputIn", "msg_throughput_in", "B/s", "average bytes per second in", REQUIRED),
@@ -296,15 +328,6 @@ def read_fields(
             raise FieldError(spec.json, exc, raw) from None
         out[spec.json] = value
     return out
-
-
-class FieldError(FormatError):
-    """A :class:`FormatError` that knows which field (JSON name) and which value."""
-
-    def __init__(self, name: str, cause: FormatError, value: object) -> None:
-        super().__init__(cause.reason, cause.message)
-        self.field = name
-        self.value = value
 
 
 # --------------------------------------------------------------------------------------- columns

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,15 @@ class JsonReader:
         of Pulsar's formats checks them. ``Any``: each field has its own type, given by its spec."""
         try:
             return read_fields(self.obj, specs, defaults)
+        except FieldError as exc:
+            raise InputError(
+                exc.message, source=self.source, field=self.field_path(exc.field), value=exc.value
+            ) from None
+
+    def check(self, rule: Callable[[Mapping[str, Any]], None]) -> None:
+        """Apply a rule of :mod:`shedlab.model.formats` to the whole object, naming the field it refuses."""
+        try:
+            rule(self.obj)
         except FieldError as exc:
             raise InputError(
                 exc.message, source=self.source, field=self.field_path(exc.field), value=exc.value

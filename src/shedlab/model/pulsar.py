@@ -22,6 +22,7 @@ from shedlab.model.formats import (
     RESOURCES,
     TIME_AVERAGE,
     TIME_AVERAGE_PARTS,
+    check_collections,
 )
 from shedlab.model.json_reader import JsonReader
 
@@ -304,6 +305,7 @@ class LocalBrokerData:
     @classmethod
     def from_json(cls, r: JsonReader) -> LocalBrokerData:
         """Read a load report; Pulsar's derived and unknown fields are ignored, as Jackson does."""
+        r.check(check_collections)
         resources = {}
         for name in RESOURCE_NAMES:
             child = r.child(name, None)
