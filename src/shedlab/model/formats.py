@@ -87,24 +87,12 @@ class FieldError(FormatError):
         self.value = value
 
 
-def check_collections(obj: Mapping[str, object]) -> None:
-    """Refuse a LocalBrokerData whose :data:`STRING_LISTS` or :data:`OBJECTS` have the wrong shape."""
-    for name in STRING_LISTS:
-        value = obj.get(name)
-        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-            raise FieldError(name, FormatError("invalid_value", "expected a list of strings"), value)
-    for name in OBJECTS:
-        value = obj.get(name)
-        if value is not None and not isinstance(value, Mapping):
-            raise FieldError(name, FormatError("invalid_value", "expected a JSON object"), value)
-
-
 @dataclass(frozen=True)
 class Field:
     """One field of a Pulsar JSON object and the shedlab column that holds it."""
 
     json: str
-    column: str | None  # None: read by the model only (no column in ingest's tables)
+    column: str | None  # None: checked by every reader, but not kept in ingest's tables
     kind: Kind
     default: Default
     meaning: str
@@ -115,9 +103,15 @@ class Field:
 
     @property
     def spark_type(self) -> ColumnType:
-        if self.column_type is not None:
-            return self.column_type
-        return {"number": "double", "integer": "long", "boolean": "bool", "string": "string"}[self.kind]  # type: ignore[return-value]
+        return self.column_type or _COLUMN_TYPES[self.kind]
+
+
+_COLUMN_TYPES: dict[Kind, ColumnType] = {
+    "number": "double",
+    "integer": "long",
+    "boolean": "bool",
+    "string": "string",
+}
 
 
 def _rate(json: str, column: str, unit: str, what: str, default: Default = 0.0) -> Field:
@@ -271,14 +265,17 @@ def coerce(spec: Field, value: object) -> float | int | bool | str | None:
     Numbers may be NaN/±Inf here (ingest records them before refusing them as ``nan_value``)."""
     if value is None:
         return None
-    if spec.kind == "number":
-        return _number(value)
-    if spec.kind == "integer":
+    kind = spec.kind
+    if kind == "number":
+        return value if type(value) is float else _number(value)  # the common case first: ingest's speed
+    if kind == "integer":
+        if type(value) is int:
+            return value
         number = _number(value)
         if not number.is_integer():
             raise FormatError("invalid_value", f"expected an integer, got {value!r}")
         return int(number)
-    if spec.kind == "boolean":
+    if kind == "boolean":
         if not isinstance(value, bool):
             raise FormatError("invalid_value", f"expected true or false, got {value!r}")
         return value
@@ -328,6 +325,18 @@ def read_fields(
             raise FieldError(spec.json, exc, raw) from None
         out[spec.json] = value
     return out
+
+
+def check_collections(obj: Mapping[str, object]) -> None:
+    """Refuse a LocalBrokerData whose :data:`STRING_LISTS` or :data:`OBJECTS` have the wrong shape."""
+    for name in STRING_LISTS:
+        value = obj.get(name)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise FieldError(name, FormatError("invalid_value", "expected a list of strings"), value)
+    for name in OBJECTS:
+        value = obj.get(name)
+        if value is not None and not isinstance(value, Mapping):
+            raise FieldError(name, FormatError("invalid_value", "expected a JSON object"), value)
 
 
 # --------------------------------------------------------------------------------------- columns
