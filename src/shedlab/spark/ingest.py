@@ -61,10 +61,6 @@ from shedlab.spark.schemas import (
 
 __all__ = ["IngestResult", "ingest", "read_snapshots"]
 
-# ---------------------------------------------------------------------------------------------
-# Spark pipeline
-# ---------------------------------------------------------------------------------------------
-
 
 @dataclass
 class IngestResult:
@@ -87,7 +83,9 @@ class IngestResult:
 def _read_text_sources(
     spark: SparkSession, sources: Sources, *, default_cluster: str, web_port: int
 ) -> DataFrame:
+    """Text files → RAW_ROW rows, parsed by :func:`shedlab.core.ingest.parse_text_batch` on the executors.
 
+    The file's modification time travels with each line: it is the time of a BundleData without one."""
     frames = []
     lines: DataFrame | None = None
     if sources.json_lines:
