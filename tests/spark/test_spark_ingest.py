@@ -1,8 +1,10 @@
-"""Ingest of every accepted format, including bad rows (kept / merged / quarantined, with reasons)."""
+"""Ingest with Spark: every accepted format end to end, with kept / merged / quarantined counts and reasons.
+
+The parsing and validation rules themselves are tested without Spark in ``tests/core/test_ingest.py``.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shedlab.errors import InputError
-from shedlab.spark.ingest import broker_id_from_url, classify_sources, parse_text_batch, process_group
-from shedlab.spark.schemas import RAW_ROW, field_names
+from shedlab.core.ingest import RAW_COLUMNS, STAGED_COLUMNS
+from shedlab.spark.schemas import RAW_ROW, STAGED_ROW, struct
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
 REPORTS = str(FIXTURES / "load_reports.jsonl")
@@ -22,73 +23,12 @@ BUNDLE_DATA = str(FIXTURES / "bundle_data.jsonl")
 PRETTY = str(FIXTURES / "load_report_b3.json")
 
 
-def _parse(lines: list[str], cluster: str = "c0") -> pd.DataFrame:
-    n = len(lines)
-    batch = pd.DataFrame(
-        {"source": ["f.jsonl"] * n, "source_kind": ["json_lines"] * n, "block": [0] * n, "value": lines}
-    )
-    return parse_text_batch(batch, default_cluster=cluster, web_port=8080, columns=field_names(RAW_ROW))
-
-
-# ------------------------------------------------------------------ parsing (no Spark)
-
-
-def test_broker_id_from_url() -> None:
-    assert broker_id_from_url("http://b1:8080") == "b1:8080"
-    assert broker_id_from_url("https://b1") == "b1:443"
-    assert broker_id_from_url("b2:8081") == "b2:8081"
-    assert broker_id_from_url(None) is None
-
-
-def test_parser_accepts_wrapped_and_bare_reports() -> None:
-    lines = Path(REPORTS).read_text().splitlines()
-    bare_line = next(line for line in lines if line.startswith('{"webServiceUrl": "http://b4:8080"'))
-    rows = _parse([lines[0], bare_line])  # a wrapped report; the bare LocalBrokerData of b4
-    brokers = rows[rows["kind"] == "broker"]
-    assert list(brokers["broker"]) == ["b1:8080", "b4:8080"]
-    assert list(brokers["cluster"]) == ["c1", "c0"]  # bare reports take the default cluster
-    bare = json.loads(bare_line)
-    assert brokers.iloc[1]["time_ms"] == bare["lastUpdate"]
-    assert (rows["kind"] == "bundle").sum() == 3 + 1
-
-
-def test_parser_marks_nonfinite_and_structural_problems() -> None:
-    rows = _parse(
-        ['{"broker": "b:1", "timestamp": 5, "report": {"cpu": {"usage": "NaN", "limit": 1}}}', "{oops"]
-    )
-    assert rows.loc[rows["kind"] == "broker", "nonfinite"].iloc[0] == "cpu_usage=nan"
-    assert rows.loc[rows["kind"] == "quarantine", "reason"].tolist() == ["malformed_json"]
-
-
-def test_process_group_rules() -> None:
-    lines = Path(REPORTS).read_text().splitlines()
-    rows = _parse(lines, cluster="c1")
-    rows["tick_ms"] = (rows["time_ms"] // 60_000) * 60_000
-    out = process_group(rows)
-    q = out[out["status"] == "quarantined"]
-    assert q["reason"].value_counts().to_dict() == {
-        "report_quarantined": 8,
-        "double_claim": 2,
-        "nan_value": 2,
-        "negative_value": 1,
-        "missing_field": 1,
-        "unknown_units": 1,
-        "legacy_load_report": 1,
-        "malformed_json": 1,
-    }
-    assert (out["status"] == "merged").sum() == 4  # b2's earlier report of tick 2 and its 3 bundles
-    assert out["raw"][out["status"] != "quarantined"].isna().all()
-
-
-def test_classify_sources(tmp_path: Path) -> None:
-    src = classify_sources([str(FIXTURES)])
-    assert sorted(Path(p).name for p in src.json_lines) == ["bundle_data.jsonl", "load_reports.jsonl"]
-    assert sorted(Path(p).name for p in src.json_docs) == [
-        "load_report_b3.json",
-        "prometheus_query_range.json",
-    ]
-    with pytest.raises(InputError, match="not found"):
-        classify_sources([str(tmp_path / "missing")])
+def test_raw_row_schema_is_derived_from_the_formats() -> None:
+    """RAW_ROW and STAGED_ROW hold the columns that core.ingest emits (derived from model.formats)."""
+    for schema, cols in ((RAW_ROW, RAW_COLUMNS), (STAGED_ROW, STAGED_COLUMNS)):
+        assert [(f.name, f.dataType) for f in schema.fields] == [
+            (f.name, f.dataType) for f in struct(*cols).fields
+        ]
 
 
 # ------------------------------------------------------------------ Spark
@@ -114,11 +54,11 @@ def test_ingest_load_reports(fixture_ingest: Any) -> None:
     assert s["records_read"] == 18
     assert s["rows_read"] == 59
     assert (s["broker_rows_kept"], s["bundle_rows_kept"], s["rows_merged"], s["rows_quarantined"]) == (
-        11,
-        25,
+        13,
+        30,
         6,
-        17,
-    )
+        10,
+    )  # b3's report without cpu (0/0, Pulsar's default) and b1's with NIC limit 0 (0 %) are kept
     assert (
         s["rows_read"]
         == s["broker_rows_kept"] + s["bundle_rows_kept"] + s["rows_merged"] + s["rows_quarantined"]
@@ -131,11 +71,9 @@ def test_ingest_load_reports(fixture_ingest: Any) -> None:
         "double_claim": 2,
         "legacy_load_report": 1,
         "malformed_json": 1,
-        "missing_field": 1,
         "nan_value": 2,
         "negative_value": 1,
-        "report_quarantined": 8,
-        "unknown_units": 1,
+        "report_quarantined": 3,
     }
 
 
@@ -231,29 +169,20 @@ def test_ingest_cli(spark: Any, tmp_path: Path) -> None:
     assert bad.exit_code != 0
 
 
-def test_unmeasured_resource_is_kept_but_a_negative_measured_one_is_quarantined() -> None:
-    """Pulsar writes ``{"usage": -1, "limit": -1}`` for a resource it could not measure (spec §1.1)."""
+@pytest.mark.spark
+def test_ingest_bare_bundle_data_takes_its_file_time(spark: Any, tmp_path: Path) -> None:
+    """BundleData exactly as stored under /loadbalance/bundle-data (no time of its own) is kept."""
+    import json
+    import os
 
-    def report(broker: str, direct: dict[str, float]) -> str:
-        measured = {"usage": 50.0, "limit": 100.0}
-        body = {
-            "cpu": measured,
-            "memory": measured,
-            "bandwidthIn": measured,
-            "bandwidthOut": measured,
-            "directMemory": direct,
-            "msgRateIn": 1.0,
-            "msgRateOut": 1.0,
-            "msgThroughputIn": 1.0,
-            "msgThroughputOut": 1.0,
-        }
-        return json.dumps({"broker": broker, "cluster": "c", "timestamp": 60_000, "report": body})
+    from shedlab.spark.ingest import ingest
 
-    rows = _parse(
-        [report("a:1", {"usage": -1.0, "limit": -1.0}), report("b:1", {"usage": -1.0, "limit": 8.0})]
-    )
-    rows["tick_ms"] = (rows["time_ms"] // 60_000) * 60_000
-    out = process_group(rows)
-    brokers = out[out["kind"] == "broker"].set_index("broker")
-    assert brokers.loc["a:1", "status"] != "quarantined"
-    assert brokers.loc["b:1", "reason"] == "negative_value"
+    average = {"msgRateIn": 1.0, "msgRateOut": 2.0, "msgThroughputIn": 3.0, "msgThroughputOut": 4.0}
+    data = {"shortTermData": {"maxSamples": 10, **average}, "longTermData": {"maxSamples": 1000, **average}}
+    dump = tmp_path / "bundle-data.jsonl"
+    dump.write_text(json.dumps({"bundle": "t/n/0x00000000_0xffffffff", **data}) + "\n")
+    os.utime(dump, (1_735_689_600, 1_735_689_600))
+    res = ingest(spark, [str(dump)], str(tmp_path / "out"), default_cluster="c")
+    assert (res.bundle_data_rows, res.quarantined_rows) == (1, 0)
+    rows = pd.read_parquet(tmp_path / "out" / "bundle_data")
+    assert list(rows["time_ms"]) == [1_735_689_600_000]

@@ -363,7 +363,7 @@ def ingest(
     Rows that fail validation go to OUT/quarantine with a reason; the command prints, per source,
     how many rows were read, kept, merged (superseded within a tick) and quarantined.
     """
-    from shedlab.spark.ingest import classify_sources
+    from shedlab.core.ingest import classify_sources
     from shedlab.spark.ingest import ingest as run_ingest
 
     interval_ms = parse_duration_ms(interval)

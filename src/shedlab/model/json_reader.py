@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from shedlab.errors import InputError
+from shedlab.model.formats import Default, Field, FieldError, read_fields
 
 _MISSING: Any = object()
 
@@ -61,6 +62,27 @@ class JsonReader:
         if default is _MISSING:
             raise InputError("required field is missing", source=self.source, field=self.field_path(key))
         return default
+
+    def fields(
+        self, specs: tuple[Field, ...], defaults: Mapping[str, Default] | None = None
+    ) -> dict[str, Any]:
+        """The values of ``specs`` (:mod:`shedlab.model.formats`), by JSON name, checked as every reader
+        of Pulsar's formats checks them. ``Any``: each field has its own type, given by its spec."""
+        try:
+            return read_fields(self.obj, specs, defaults)
+        except FieldError as exc:
+            raise InputError(
+                exc.message, source=self.source, field=self.field_path(exc.field), value=exc.value
+            ) from None
+
+    def check(self, rule: Callable[[Mapping[str, Any]], None]) -> None:
+        """Apply a rule of :mod:`shedlab.model.formats` to the whole object, naming the field it refuses."""
+        try:
+            rule(self.obj)
+        except FieldError as exc:
+            raise InputError(
+                exc.message, source=self.source, field=self.field_path(exc.field), value=exc.value
+            ) from None
 
     def number(self, key: str, default: Any = _MISSING, *, non_negative: bool = True) -> float:
         """A finite float; negative values are refused where Pulsar can never produce them."""

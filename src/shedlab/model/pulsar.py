@@ -14,9 +14,19 @@ from typing import Any
 
 import numpy as np
 
+from shedlab.model.formats import (
+    BUNDLE_DATA,
+    BUNDLE_STATS,
+    LOCAL_BROKER_DATA,
+    RESOURCE_USAGE,
+    RESOURCES,
+    TIME_AVERAGE,
+    TIME_AVERAGE_PARTS,
+    check_collections,
+)
 from shedlab.model.json_reader import JsonReader
 
-RESOURCE_NAMES: tuple[str, ...] = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+RESOURCE_NAMES: tuple[str, ...] = tuple(r.json for r in RESOURCES)
 """The five resources of a load report, in Pulsar's field order."""
 
 NUM_SHORT_SAMPLES = 10
@@ -50,12 +60,8 @@ class ResourceUsage:
 
     @classmethod
     def from_json(cls, r: JsonReader) -> ResourceUsage:
-        """Pulsar writes ``{"usage": -1, "limit": -1}`` for a resource it could not measure
-        (``SystemResourceUsage``'s defaults); any value is accepted when ``limit ≤ 0`` (0 %, §1.1),
-        but a negative usage of a measured resource is a malformed report."""
-        limit = r.number("limit", non_negative=False)
-        usage = r.number("usage", non_negative=limit > 0)
-        return cls(usage=usage, limit=limit)
+        """Rules in :data:`~shedlab.model.formats.RESOURCE_USAGE`: any usage if ``limit ≤ 0`` (spec §1.1)."""
+        return cls(**r.fields(RESOURCE_USAGE))
 
 
 @dataclass
@@ -85,16 +91,7 @@ class NamespaceBundleStats:
 
     @classmethod
     def from_json(cls, r: JsonReader) -> NamespaceBundleStats:
-        return cls(
-            msgRateIn=r.number("msgRateIn", 0.0),
-            msgThroughputIn=r.number("msgThroughputIn", 0.0),
-            msgRateOut=r.number("msgRateOut", 0.0),
-            msgThroughputOut=r.number("msgThroughputOut", 0.0),
-            consumerCount=r.integer("consumerCount", 0),
-            producerCount=r.integer("producerCount", 0),
-            topics=r.integer("topics", 0),
-            cacheSize=r.integer("cacheSize", 0),
-        )
+        return cls(**r.fields(BUNDLE_STATS))
 
 
 @dataclass
@@ -147,14 +144,7 @@ class TimeAverageMessageData:
 
     @classmethod
     def from_json(cls, r: JsonReader, max_samples: int) -> TimeAverageMessageData:
-        return cls(
-            maxSamples=r.integer("maxSamples", max_samples),
-            numSamples=r.integer("numSamples", 0),
-            msgThroughputIn=r.number("msgThroughputIn"),
-            msgThroughputOut=r.number("msgThroughputOut"),
-            msgRateIn=r.number("msgRateIn"),
-            msgRateOut=r.number("msgRateOut"),
-        )
+        return cls(**r.fields(TIME_AVERAGE, {"maxSamples": max_samples}))
 
 
 @dataclass
@@ -183,13 +173,13 @@ class BundleData:
 
     @classmethod
     def from_json(cls, r: JsonReader) -> BundleData:
-        short = r.child("shortTermData")
-        long = r.child("longTermData")
-        assert short is not None and long is not None
+        """Both averages are required (:data:`~shedlab.model.formats.TIME_AVERAGE_PARTS`); no time."""
+        (short, short_max), (long, long_max) = ((r.child(part), m) for part, _p, m in TIME_AVERAGE_PARTS)
+        assert short is not None and long is not None  # child() without a default raises if missing
         return cls(
-            shortTermData=TimeAverageMessageData.from_json(short, NUM_SHORT_SAMPLES),
-            longTermData=TimeAverageMessageData.from_json(long, NUM_LONG_SAMPLES),
-            topics=r.integer("topics", 0),
+            shortTermData=TimeAverageMessageData.from_json(short, short_max),
+            longTermData=TimeAverageMessageData.from_json(long, long_max),
+            **r.fields(BUNDLE_DATA),
         )
 
 
@@ -315,6 +305,7 @@ class LocalBrokerData:
     @classmethod
     def from_json(cls, r: JsonReader) -> LocalBrokerData:
         """Read a load report; Pulsar's derived and unknown fields are ignored, as Jackson does."""
+        r.check(check_collections)
         resources = {}
         for name in RESOURCE_NAMES:
             child = r.child(name, None)
@@ -322,30 +313,13 @@ class LocalBrokerData:
         last_stats = {name: NamespaceBundleStats.from_json(s) for name, s in r.items("lastStats", {})}
         bundles = r.string_list("bundles", [])
         return cls(
-            webServiceUrl=r.string("webServiceUrl", None),
-            webServiceUrlTls=r.string("webServiceUrlTls", None),
-            pulsarServiceUrl=r.string("pulsarServiceUrl", None),
-            pulsarServiceUrlTls=r.string("pulsarServiceUrlTls", None),
-            persistentTopicsEnabled=r.boolean("persistentTopicsEnabled", True),
-            nonPersistentTopicsEnabled=r.boolean("nonPersistentTopicsEnabled", True),
-            msgThroughputIn=r.number("msgThroughputIn", 0.0),
-            msgThroughputOut=r.number("msgThroughputOut", 0.0),
-            msgRateIn=r.number("msgRateIn", 0.0),
-            msgRateOut=r.number("msgRateOut", 0.0),
-            lastUpdate=r.integer("lastUpdate", 0),
+            **r.fields(LOCAL_BROKER_DATA, {"numBundles": len(bundles)}),
             lastStats=last_stats,
-            numTopics=r.integer("numTopics", 0),
-            numBundles=r.integer("numBundles", len(bundles)),
-            numConsumers=r.integer("numConsumers", 0),
-            numProducers=r.integer("numProducers", 0),
             bundles=bundles,
             lastBundleGains=r.string_list("lastBundleGains", []),
             lastBundleLosses=r.string_list("lastBundleLosses", []),
-            brokerVersionString=r.string("brokerVersionString", None),
             protocols=dict(r.raw_mapping("protocols", {})),
             advertisedListeners=dict(r.raw_mapping("advertisedListeners", {})),
-            loadManagerClassName=r.string("loadManagerClassName", None),
-            startTimestamp=r.integer("startTimestamp", 0),
             **resources,  # type: ignore[arg-type]
         )
 

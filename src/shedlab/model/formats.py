@@ -1,0 +1,386 @@
+"""The one definition of Pulsar's load-balancer JSON formats: field names, meanings and what is accepted.
+
+Every reader of Pulsar's JSON derives from these tables: the model's ``from_json`` readers
+(``decide``, ``conform``, recordings) apply them one value at a time through :func:`coerce` and
+:func:`check`; ingest (:mod:`shedlab.core.ingest`) extracts the same fields with :func:`coerce` into
+columns named here and checks whole columns with :func:`column_problems`, which encodes the same
+rules vectorised; the Spark schema of ingest's rows is built from :func:`columns`. There is no second
+set of rules: a change here changes every reader.
+
+What is accepted follows Pulsar (Jackson, spec §1): unknown fields are ignored; a missing field
+takes Pulsar's default (a missing resource is ``ResourceUsage()``, 0 out of 0); numbers may be
+quoted, as Jackson's scalar coercion reads them (``"NaN"`` is how Jackson writes NaN). What is
+refused is what Pulsar can never produce: a wrong type, a non-finite number, a negative rate or
+count. A resource whose ``limit`` is ≤ 0 is 0 % whatever its usage (spec §1.1): that covers
+``{"usage": -1, "limit": -1}`` (not measured) and a NIC whose speed could not be read
+(``{"usage": 48211.7, "limit": 0.0}``, the Kubernetes case).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "BUNDLE_DATA",
+    "BUNDLE_STATS",
+    "LOCAL_BROKER_DATA",
+    "OBJECTS",
+    "PROMETHEUS_BROKER_METRICS",
+    "PROMETHEUS_BUNDLE_METRICS",
+    "PROMETHEUS_SAMPLE",
+    "REQUIRED",
+    "RESOURCES",
+    "RESOURCE_USAGE",
+    "STRING_LISTS",
+    "TIME_AVERAGE",
+    "TIME_AVERAGE_PARTS",
+    "Field",
+    "FieldError",
+    "FormatError",
+    "Required",
+    "Resource",
+    "check",
+    "check_collections",
+    "coerce",
+    "column_problems",
+    "columns",
+    "read_fields",
+    "resource_columns",
+]
+
+Kind = Literal["number", "integer", "boolean", "string"]
+ColumnType = Literal["double", "long", "int", "bool", "string"]
+
+
+class Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = Required()
+"""The default of a field that must be present (and not null)."""
+
+Default = float | int | bool | str | None | Required
+
+
+class FormatError(ValueError):
+    """A value that the format refuses; ``reason`` is one of ingest's quarantine reason codes."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class FieldError(FormatError):
+    """A :class:`FormatError` that knows which field (JSON name) and which value."""
+
+    def __init__(self, name: str, cause: FormatError, value: object) -> None:
+        super().__init__(cause.reason, cause.message)
+        self.field = name
+        self.value = value
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a Pulsar JSON object and the shedlab column that holds it."""
+
+    json: str
+    column: str | None  # None: checked by every reader, but not kept in ingest's tables
+    kind: Kind
+    default: Default
+    meaning: str
+    unit: str = ""
+    minimum: float | None = 0.0  # None: any finite value
+    column_type: ColumnType | None = None  # defaults by kind: double, long, bool, string
+    minimum_if_positive: str | None = None  # the minimum applies only where this sibling is > 0
+
+    @property
+    def spark_type(self) -> ColumnType:
+        return self.column_type or _COLUMN_TYPES[self.kind]
+
+
+_COLUMN_TYPES: dict[Kind, ColumnType] = {
+    "number": "double",
+    "integer": "long",
+    "boolean": "bool",
+    "string": "string",
+}
+
+
+def _rate(json: str, column: str, unit: str, what: str, default: Default = 0.0) -> Field:
+    return Field(json, column, "number", default, what, unit)
+
+
+RESOURCE_USAGE: tuple[Field, ...] = (
+    Field(
+        "usage",
+        "usage",
+        "number",
+        REQUIRED,
+        "amount in use; any value counts as 0 % when limit ≤ 0 (spec §1.1)",
+        minimum_if_positive="limit",
+    ),
+    Field("limit", "limit", "number", REQUIRED, "capacity; ≤ 0 means not known (0 %)", minimum=None),
+)
+"""ResourceUsage ``{usage, limit}``; ``-1/-1`` is Pulsar's "not measured" (SystemResourceUsage)."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    json: str
+    prefix: str  # columns <prefix>_usage, <prefix>_limit
+    unit: str
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("cpu", "cpu", "% of one core"),
+    Resource("memory", "memory", "MiB (JVM heap)"),
+    Resource("directMemory", "direct_memory", "MiB"),
+    Resource("bandwidthIn", "bandwidth_in", "Kbit/s"),
+    Resource("bandwidthOut", "bandwidth_out", "Kbit/s"),
+)
+"""The five resources of a load report, in Pulsar's field order (a missing one is 0 out of 0)."""
+
+_MSG = (
+    _rate("msgRateIn", "msg_rate_in", "msg/s", "messages per second in"),
+    _rate("msgRateOut", "msg_rate_out", "msg/s", "messages per second out"),
+    _rate("msgThroughputIn", "msg_throughput_in", "B/s", "bytes per second in"),
+    _rate("msgThroughputOut", "msg_throughput_out", "B/s", "bytes per second out"),
+)
+
+LOCAL_BROKER_DATA: tuple[Field, ...] = (
+    *_MSG,
+    Field("numTopics", "num_topics", "integer", 0, "topics owned"),
+    Field("numBundles", "num_bundles", "integer", 0, "bundles owned", column_type="int"),
+    Field("numConsumers", "num_consumers", "integer", 0, "consumers", column_type="int"),
+    Field("numProducers", "num_producers", "integer", 0, "producers", column_type="int"),
+    Field("persistentTopicsEnabled", "persistent_topics_enabled", "boolean", True, "serves persistent"),
+    Field("nonPersistentTopicsEnabled", "non_persistent_topics_enabled", "boolean", True, "non-persistent"),
+    Field("brokerVersionString", "broker_version", "string", None, "Pulsar version"),
+    Field("loadManagerClassName", "load_manager_class", "string", None, "the broker's load manager"),
+    Field("lastUpdate", "last_update_ms", "integer", 0, "last write to the metadata store", "epoch ms"),
+    Field("webServiceUrl", None, "string", None, "http://host:port (the broker id)"),
+    Field("webServiceUrlTls", None, "string", None, "https://host:port"),
+    Field("pulsarServiceUrl", None, "string", None, "pulsar://host:port"),
+    Field("pulsarServiceUrlTls", None, "string", None, "pulsar+ssl://host:port"),
+    Field("startTimestamp", None, "integer", 0, "broker start", "epoch ms"),
+)
+"""LocalBrokerData's scalar fields (a load report, ``/loadbalance/brokers/<id>``); besides these it
+holds the :data:`RESOURCES`, ``lastStats`` (:data:`BUNDLE_STATS` per bundle) and bundle lists."""
+
+STRING_LISTS: tuple[str, ...] = ("bundles", "lastBundleGains", "lastBundleLosses")
+"""LocalBrokerData's lists of bundle names (absent: empty)."""
+
+OBJECTS: tuple[str, ...] = ("lastStats", "protocols", "advertisedListeners")
+"""LocalBrokerData's maps (absent: empty); ``lastStats`` maps bundle names to :data:`BUNDLE_STATS`."""
+
+
+BUNDLE_STATS: tuple[Field, ...] = (
+    *_MSG,
+    Field("consumerCount", "consumer_count", "integer", 0, "consumers"),
+    Field("producerCount", "producer_count", "integer", 0, "producers"),
+    Field("topics", "topics", "integer", 0, "topics in the bundle"),
+    Field("cacheSize", "cache_size", "integer", 0, "entries cached", "bytes"),
+)
+"""NamespaceBundleStats: one bundle's instantaneous traffic (an entry of ``lastStats``)."""
+
+TIME_AVERAGE: tuple[Field, ...] = (
+    Field("numSamples", "num_samples", "integer", 0, "samples averaged so far"),
+    Field("maxSamples", "max_samples", "integer", 10, "window (default 1000 in longTermData)"),
+    _rate("msgRateIn", "msg_rate_in", "msg/s", "average messages per second in", REQUIRED),
+    _rate("msgRateOut", "msg_rate_out", "msg/s", "average messages per second out", REQUIRED),
+    _rate("msgThroughputIn", "msg_throughput_in", "B/s", "average bytes per second in", REQUIRED),
+    _rate("msgThroughputOut", "msg_throughput_out", "B/s", "average bytes per second out", REQUIRED),
+)
+"""TimeAverageMessageData; ``maxSamples`` defaults to the window of its place (10 or 1000)."""
+
+TIME_AVERAGE_PARTS: tuple[tuple[str, str, int], ...] = (
+    ("shortTermData", "short", 10),
+    ("longTermData", "long", 1000),
+)
+"""BundleData's two required averages: JSON name, column prefix, default ``maxSamples``."""
+
+BUNDLE_DATA: tuple[Field, ...] = (Field("topics", "topics", "integer", 0, "topics in the bundle"),)
+"""BundleData's scalar fields (``/loadbalance/bundle-data/<bundle>``), besides the two averages."""
+
+
+PROMETHEUS_BROKER_METRICS: dict[str, str] = {
+    "pulsar_lb_cpu_usage": "cpu",
+    "pulsar_lb_memory_usage": "memory",
+    "pulsar_lb_directMemory_usage": "direct_memory",
+    "pulsar_lb_bandwidth_in_usage": "bandwidth_in",
+    "pulsar_lb_bandwidth_out_usage": "bandwidth_out",
+}
+"""Pulsar's Prometheus usage gauges (percent) → resource column prefix (limit recorded as 100)."""
+
+PROMETHEUS_BUNDLE_METRICS: dict[str, str] = {
+    "pulsar_bundle_msg_rate_in": "msg_rate_in",
+    "pulsar_bundle_msg_rate_out": "msg_rate_out",
+    "pulsar_bundle_msg_throughput_in": "msg_throughput_in",
+    "pulsar_bundle_msg_throughput_out": "msg_throughput_out",
+    "pulsar_bundle_topics_count": "topics",
+    "pulsar_bundle_consumer_count": "consumer_count",
+    "pulsar_bundle_producer_count": "producer_count",
+}
+"""Prometheus per-bundle series → bundle column."""
+
+PROMETHEUS_SAMPLE: tuple[Field, ...] = (
+    Field("value", "value", "number", REQUIRED, "one point of a series above, in the series' unit"),
+)
+"""A Prometheus point's value (``[time_s, "value"]``): finite and non-negative, like the fields it reports."""
+
+
+# --------------------------------------------------------------------------------------- values
+
+
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _number(value: object) -> float:
+    if isinstance(value, bool):
+        raise FormatError("invalid_value", f"expected a number, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):  # Jackson's scalar coercion reads quoted numbers, and writes NaN quoted
+        text = value.strip()
+        if text in _NON_FINITE:
+            return _NON_FINITE[text]
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    raise FormatError("invalid_value", f"expected a number, got {value!r}")
+
+
+def coerce(spec: Field, value: object) -> float | int | bool | str | None:
+    """``value`` as ``spec``'s type (no range check: see :func:`check`); ``None`` stays ``None``.
+
+    Numbers may be NaN/±Inf here (ingest records them before refusing them as ``nan_value``)."""
+    if value is None:
+        return None
+    kind = spec.kind
+    if kind == "number":
+        return value if type(value) is float else _number(value)  # the common case first: ingest's speed
+    if kind == "integer":
+        if type(value) is int:
+            return value
+        number = _number(value)
+        if not number.is_integer():
+            raise FormatError("invalid_value", f"expected an integer, got {value!r}")
+        return int(number)
+    if kind == "boolean":
+        if not isinstance(value, bool):
+            raise FormatError("invalid_value", f"expected true or false, got {value!r}")
+        return value
+    if not isinstance(value, str):
+        raise FormatError("invalid_value", f"expected a string, got {value!r}")
+    return value
+
+
+def check(spec: Field, value: float | int | bool | str | None, siblings: Mapping[str, object]) -> None:
+    """Refuse a coerced value outside ``spec``'s range: non-finite, or below its minimum."""
+    if value is None:
+        if spec.default is REQUIRED:
+            raise FormatError("missing_field", "required field is missing")
+        return
+    if spec.kind not in ("number", "integer") or isinstance(value, bool | str):
+        return
+    if math.isnan(value) or math.isinf(value):
+        raise FormatError("nan_value", "expected a finite number")
+    if spec.minimum is None or value >= spec.minimum:
+        return
+    if spec.minimum_if_positive is not None:
+        guard = siblings.get(spec.minimum_if_positive)
+        try:
+            if _number(guard) <= 0:
+                return  # limit ≤ 0: 0 % whatever the usage (spec §1.1)
+        except FormatError:
+            pass
+    raise FormatError("negative_value", "must not be negative")
+
+
+def read_fields(
+    obj: Mapping[str, object], fields: tuple[Field, ...], defaults: Mapping[str, Default] | None = None
+) -> dict[str, float | int | bool | str | None]:
+    """The checked values of ``fields`` in ``obj`` by JSON name, missing ones replaced by their default
+    (``defaults`` overrides a field's own, e.g. ``maxSamples`` by place). The :class:`FieldError`
+    raised names the field and the value, so that a caller can name the JSON path."""
+    out: dict[str, float | int | bool | str | None] = {}
+    for spec in fields:
+        raw = obj.get(spec.json)
+        try:
+            value = coerce(spec, raw)
+            default = (defaults or {}).get(spec.json, spec.default)
+            if value is None and default is not REQUIRED:
+                value = default  # type: ignore[assignment]
+            check(spec, value, obj)
+        except FormatError as exc:
+            raise FieldError(spec.json, exc, raw) from None
+        out[spec.json] = value
+    return out
+
+
+def check_collections(obj: Mapping[str, object]) -> None:
+    """Refuse a LocalBrokerData whose :data:`STRING_LISTS` or :data:`OBJECTS` have the wrong shape."""
+    for name in STRING_LISTS:
+        value = obj.get(name)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise FieldError(name, FormatError("invalid_value", "expected a list of strings"), value)
+    for name in OBJECTS:
+        value = obj.get(name)
+        if value is not None and not isinstance(value, Mapping):
+            raise FieldError(name, FormatError("invalid_value", "expected a JSON object"), value)
+
+
+# --------------------------------------------------------------------------------------- columns
+
+
+def columns(fields: tuple[Field, ...], prefix: str = "") -> list[tuple[str, ColumnType]]:
+    """``(column, Spark type name)`` of the fields that have a column, in table order."""
+    return [(prefix + f.column, f.spark_type) for f in fields if f.column is not None]
+
+
+def resource_columns() -> list[tuple[str, ColumnType]]:
+    """``<prefix>_usage``, ``<prefix>_limit`` (double) for the five resources, in Pulsar's order."""
+    return [(f"{r.prefix}_{f.column}", f.spark_type) for r in RESOURCES for f in RESOURCE_USAGE if f.column]
+
+
+def column_problems(
+    frame: pd.DataFrame, fields: tuple[Field, ...], prefix: str = "", nonfinite: pd.Series | None = None
+) -> list[tuple[pd.Series, str, str]]:
+    """The rules of :func:`check`, vectorised: ``(mask, reason, column)`` for every rule a column breaks.
+
+    ``nonfinite`` (one string per row, ``col=value`` items) marks numbers that were NaN/±Inf in the
+    source and are null in ``frame``. Rules come in :func:`check`'s order: missing, non-finite,
+    below the minimum. A column absent from ``frame`` breaks nothing.
+    """
+    out: list[tuple[pd.Series, str, str]] = []
+    for spec in fields:
+        if spec.column is None or prefix + spec.column not in frame.columns:
+            continue
+        col = prefix + spec.column
+        values = pd.to_numeric(frame[col], errors="coerce") if spec.kind in ("number", "integer") else None
+        was_nonfinite = (
+            nonfinite.str.contains(rf"(?:^|,){col}=", regex=True)
+            if nonfinite is not None and spec.kind == "number"
+            else pd.Series(False, index=frame.index)
+        )
+        if spec.default is REQUIRED:
+            out.append((frame[col].isna() & ~was_nonfinite, "missing_field", col))
+        if values is None:
+            continue
+        out.append((was_nonfinite | values.isin([np.inf, -np.inf]), "nan_value", col))
+        if spec.minimum is not None:
+            below = values < spec.minimum
+            if spec.minimum_if_positive is not None:
+                guard = prefix + spec.minimum_if_positive
+                below &= ~(pd.to_numeric(frame[guard], errors="coerce") <= 0)
+            out.append((below, "negative_value", col))
+    return out

@@ -1,0 +1,301 @@
+"""Ingest's rules without Spark (parsing, validation, deduplication); agreement with decide's reader."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from shedlab.core.ingest import (
+    RAW_COLUMNS,
+    STAGED_COLUMNS,
+    broker_id_from_url,
+    classify_sources,
+    parse_text_batch,
+    process_group,
+)
+from shedlab.errors import InputError
+from shedlab.model.json_reader import JsonReader
+from shedlab.model.pulsar import BundleData, LocalBrokerData
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
+REPORTS = str(FIXTURES / "load_reports.jsonl")
+FILE_TIME = 1_735_689_600_000
+
+
+def _parse(lines: list[str], cluster: str = "c0", file_time_ms: int | None = None) -> pd.DataFrame:
+    n = len(lines)
+    batch = pd.DataFrame(
+        {
+            "source": ["f.jsonl"] * n,
+            "source_kind": ["json_lines"] * n,
+            "block": [0] * n,
+            "value": lines,
+            "file_time_ms": [file_time_ms] * n,
+        }
+    )
+    return parse_text_batch(batch, default_cluster=cluster, web_port=8080)
+
+
+def _process(lines: list[str], cluster: str = "c0", file_time_ms: int | None = None) -> pd.DataFrame:
+    rows = _parse(lines, cluster, file_time_ms)
+    rows["tick_ms"] = (rows["time_ms"] // 60_000) * 60_000
+    return process_group(rows)
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def test_broker_id_from_url() -> None:
+    assert broker_id_from_url("http://b1:8080") == "b1:8080"
+    assert broker_id_from_url("https://b1") == "b1:443"
+    assert broker_id_from_url("b2:8081") == "b2:8081"
+    assert broker_id_from_url(None) is None
+
+
+def test_parser_emits_the_raw_columns_in_order() -> None:
+    rows = _parse(Path(REPORTS).read_text().splitlines()[:2])
+    assert list(rows.columns) == [name for name, _ in RAW_COLUMNS]
+    assert str(rows["time_ms"].dtype) == "Int64" and str(rows["num_bundles"].dtype) == "Int32"
+    assert [name for name, _ in STAGED_COLUMNS][-2:] == ["tick_ms", "status"]
+
+
+def test_parser_accepts_wrapped_and_bare_reports() -> None:
+    lines = Path(REPORTS).read_text().splitlines()
+    bare_line = next(line for line in lines if line.startswith('{"webServiceUrl": "http://b4:8080"'))
+    rows = _parse([lines[0], bare_line])  # a wrapped report; the bare LocalBrokerData of b4
+    brokers = rows[rows["kind"] == "broker"]
+    assert list(brokers["broker"]) == ["b1:8080", "b4:8080"]
+    assert list(brokers["cluster"]) == ["c1", "c0"]  # bare reports take the default cluster
+    bare = json.loads(bare_line)
+    assert brokers.iloc[1]["time_ms"] == bare["lastUpdate"]
+    assert (rows["kind"] == "bundle").sum() == 3 + 1
+
+
+def test_parser_marks_nonfinite_and_structural_problems() -> None:
+    rows = _parse(
+        ['{"broker": "b:1", "timestamp": 5, "report": {"cpu": {"usage": "NaN", "limit": 1}}}', "{oops"]
+    )
+    assert rows.loc[rows["kind"] == "broker", "nonfinite"].iloc[0] == "cpu_usage=nan"
+    assert rows.loc[rows["kind"] == "quarantine", "reason"].tolist() == ["malformed_json"]
+
+
+def test_process_group_rules() -> None:
+    out = _process(Path(REPORTS).read_text().splitlines(), cluster="c1")
+    q = out[out["status"] == "quarantined"]
+    # b3's report without cpu (Pulsar's default 0/0) and b1's report whose NIC limit is 0 (0 %) are kept
+    assert q["reason"].value_counts().to_dict() == {
+        "report_quarantined": 3,
+        "double_claim": 2,
+        "nan_value": 2,
+        "negative_value": 1,
+        "legacy_load_report": 1,
+        "malformed_json": 1,
+    }
+    assert (out["status"] == "merged").sum() == 4  # b2's earlier report of tick 2 and its 3 bundles
+    assert out["raw"][out["status"] != "quarantined"].isna().all()
+
+
+def test_classify_sources(tmp_path: Path) -> None:
+    src = classify_sources([str(FIXTURES)])
+    assert sorted(Path(p).name for p in src.json_lines) == ["bundle_data.jsonl", "load_reports.jsonl"]
+    assert sorted(Path(p).name for p in src.json_docs) == [
+        "load_report_b3.json",
+        "prometheus_query_range.json",
+    ]
+    with pytest.raises(InputError, match="not found"):
+        classify_sources([str(tmp_path / "missing")])
+
+
+# ------------------------------------------------------------------ Pulsar's semantics
+
+
+def _measured() -> dict[str, float]:
+    return {"usage": 50.0, "limit": 100.0}
+
+
+def _report(**changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "webServiceUrl": "http://a:8080",
+        "cpu": _measured(),
+        "memory": _measured(),
+        "directMemory": _measured(),
+        "bandwidthIn": _measured(),
+        "bandwidthOut": _measured(),
+        "msgRateIn": 1.0,
+        "msgRateOut": 1.0,
+        "msgThroughputIn": 1.0,
+        "msgThroughputOut": 1.0,
+        "lastUpdate": 60_000,
+        "bundles": ["t/n/0x00000000_0xffffffff"],
+        "lastStats": {"t/n/0x00000000_0xffffffff": {"msgRateIn": 1.0, "topics": 2}},
+    }
+    body.update(changes)
+    return body
+
+
+def test_unmeasured_resource_is_kept_but_a_negative_measured_one_is_quarantined() -> None:
+    """Pulsar writes ``{"usage": -1, "limit": -1}`` for a resource it could not measure (spec §1.1)."""
+
+    def line(broker: str, direct: dict[str, float]) -> str:
+        body = _report(directMemory=direct)
+        return json.dumps({"broker": broker, "cluster": "c", "timestamp": 60_000, "report": body})
+
+    out = _process([line("a:1", {"usage": -1.0, "limit": -1.0}), line("b:1", {"usage": -1.0, "limit": 8.0})])
+    brokers = out[out["kind"] == "broker"].set_index("broker")
+    assert brokers.loc["a:1", "status"] != "quarantined"
+    assert brokers.loc["b:1", "reason"] == "negative_value"
+
+
+def test_nic_without_a_known_speed_is_kept_as_reported() -> None:
+    """Kubernetes: Pulsar cannot read the NIC speed and writes limit 0; that resource is 0 % (spec §1.1)."""
+    out = _process([json.dumps(_report(bandwidthIn={"usage": 48211.7, "limit": 0.0}))])
+    assert set(out["status"]) == {"kept"}
+    broker = out[out["kind"] == "broker"].iloc[0]
+    assert (broker["bandwidth_in_usage"], broker["bandwidth_in_limit"]) == (48211.7, 0.0)
+
+
+def _bundle_data() -> dict[str, Any]:
+    average = {"msgRateIn": 1.0, "msgRateOut": 2.0, "msgThroughputIn": 3.0, "msgThroughputOut": 4.0}
+    return {
+        "shortTermData": {"maxSamples": 10, "numSamples": 3, **average},
+        "longTermData": {"numSamples": 3, **average},
+        "topics": 2,
+    }
+
+
+def test_bundle_data_without_a_timestamp_takes_its_file_time() -> None:
+    """BundleData as stored under ``/loadbalance/bundle-data/…`` has no time of its own."""
+    bare = json.dumps({"bundle": "t/n/0x00000000_0xffffffff", **_bundle_data()})
+    mapped = json.dumps({"bundleData": {"t/n/0x00000000_0x80000000": _bundle_data()}})
+    out = _process([bare, mapped], file_time_ms=FILE_TIME)
+    assert list(out["status"]) == ["kept", "kept"]
+    assert set(out["time_ms"]) == {FILE_TIME}
+    assert list(out["long_max_samples"]) == [1000, 1000]  # Pulsar's default for the long-term window
+    without = _process([bare])  # no file time known (and none in the record): nothing to place it at
+    assert list(without["reason"]) == ["missing_field"]
+
+
+# ------------------------------------------------------------------ the same payload, the same verdict
+
+
+def _decide_reads(report: dict[str, Any]) -> LocalBrokerData | None:
+    try:
+        return LocalBrokerData.from_json(JsonReader(report, "r.json"))
+    except InputError:
+        return None
+
+
+def _ingest_reads(report: dict[str, Any]) -> pd.DataFrame:
+    out = _process([json.dumps(report, allow_nan=True)])
+    return out
+
+
+def _variants() -> list[tuple[str, dict[str, Any]]]:
+    base = _report()
+    out: list[tuple[str, dict[str, Any]]] = [("as Pulsar writes it", base)]
+
+    def variant(name: str, **changes: Any) -> None:
+        out.append((name, {**copy.deepcopy(base), **changes}))
+
+    variant("NIC speed unknown", bandwidthIn={"usage": 48211.7, "limit": 0.0})
+    variant("not measured", directMemory={"usage": -1.0, "limit": -1.0})
+    variant("negative usage of a measured resource", cpu={"usage": -1.0, "limit": 100.0})
+    variant("a resource missing", cpu=None)
+    variant("usage missing", cpu={"limit": 100.0})
+    variant("rates missing", msgRateIn=None, msgThroughputOut=None)
+    variant("a quoted number", msgRateIn="12.5")
+    variant("NaN", msgRateIn=float("nan"))
+    variant("NaN as Jackson quotes it", msgRateOut="NaN")
+    variant("a word for a number", msgRateIn="fast")
+    variant("a boolean for a number", msgRateIn=True)
+    variant("a negative rate", msgThroughputIn=-1.0)
+    variant("a negative count", numTopics=-3)
+    variant("a fractional count", numConsumers=1.5)
+    variant("an integral float count", numConsumers=2.0)
+    variant("a string for a boolean", persistentTopicsEnabled="yes")
+    variant("a number for a string", brokerVersionString=3)
+    variant("a bad start time", startTimestamp="soon")
+    variant("bundles not a list", bundles="a,b")
+    variant("protocols not an object", protocols=[1])
+    variant("a negative bundle rate", lastStats={"t/n/0x00000000_0xffffffff": {"msgRateIn": -1.0}})
+    variant("a bundle entry not an object", lastStats={"t/n/0x00000000_0xffffffff": 3})
+    variant("unknown fields", somethingNew={"x": 1}, maxResourceUsage=0.5)
+    return out
+
+
+@pytest.mark.parametrize(("name", "report"), _variants(), ids=[n for n, _ in _variants()])
+def test_decide_and_ingest_agree_on_a_load_report(name: str, report: dict[str, Any]) -> None:
+    """decide accepts a report exactly when ingest keeps all its rows, and both read the same values."""
+    model = _decide_reads(report)
+    out = _ingest_reads(report)
+    quarantined = out[out["status"] == "quarantined"]
+    assert (model is not None) == quarantined.empty, (
+        name,
+        quarantined[["reason", "detail"]].to_dict("records"),
+    )
+    if model is None:
+        return
+    broker = out[out["kind"] == "broker"].iloc[0]
+    for resource, prefix in (
+        ("cpu", "cpu"),
+        ("directMemory", "direct_memory"),
+        ("bandwidthIn", "bandwidth_in"),
+    ):
+        usage = model.resource(resource)
+        assert (broker[f"{prefix}_usage"], broker[f"{prefix}_limit"]) == (usage.usage, usage.limit)
+    assert broker["msg_rate_in"] == model.msgRateIn and broker["msg_rate_out"] == model.msgRateOut
+    assert broker["msg_throughput_out"] == model.msgThroughputOut
+    assert broker["num_topics"] == model.numTopics and broker["num_bundles"] == model.numBundles
+    assert broker["num_consumers"] == model.numConsumers
+    bundle = out[out["kind"] == "bundle"].iloc[0]
+    stats = model.lastStats[bundle["bundle"]]
+    assert (bundle["msg_rate_in"], bundle["topics"], bundle["cache_size"]) == (
+        stats.msgRateIn,
+        stats.topics,
+        stats.cacheSize,
+    )
+
+
+def _bundle_variants() -> list[tuple[str, dict[str, Any]]]:
+    base = _bundle_data()
+    out: list[tuple[str, dict[str, Any]]] = [("as Pulsar stores it", base)]
+
+    def variant(name: str, part: str | None, **changes: Any) -> None:
+        data = copy.deepcopy(base)
+        if part is None:
+            data.update(changes)
+        else:
+            data[part].update(changes)
+        out.append((name, data))
+
+    variant("no long-term window size", "longTermData", maxSamples=None)
+    variant("a negative average", "shortTermData", msgRateIn=-1.0)
+    variant("an average missing", "longTermData", msgThroughputIn=None)
+    variant("a quoted average", "shortTermData", msgRateOut="2.5")
+    variant("short-term data missing", None, shortTermData=None)
+    variant("negative topics", None, topics=-1)
+    return out
+
+
+@pytest.mark.parametrize(("name", "data"), _bundle_variants(), ids=[n for n, _ in _bundle_variants()])
+def test_decide_and_ingest_agree_on_bundle_data(name: str, data: dict[str, Any]) -> None:
+    try:
+        model: BundleData | None = BundleData.from_json(JsonReader(data, "b.json"))
+    except InputError:
+        model = None
+    out = _process([json.dumps({"bundle": "t/n/0x00000000_0xffffffff", **data})], file_time_ms=FILE_TIME)
+    assert (model is not None) == (out["status"] == "kept").all(), (name, out["detail"].tolist())
+    if model is None:
+        return
+    row = out.iloc[0]
+    for prefix, average in (("short", model.shortTermData), ("long", model.longTermData)):
+        assert row[f"{prefix}_max_samples"] == average.maxSamples
+        assert row[f"{prefix}_num_samples"] == average.numSamples
+        assert row[f"{prefix}_msg_rate_out"] == average.msgRateOut
+        assert row[f"{prefix}_msg_throughput_in"] == average.msgThroughputIn
+    assert row["topics"] == model.topics

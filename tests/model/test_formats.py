@@ -1,0 +1,119 @@
+"""The one definition of Pulsar's formats: single values, whole columns, and the readers built on them."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from shedlab.errors import InputError
+from shedlab.model.formats import (
+    BUNDLE_STATS,
+    LOCAL_BROKER_DATA,
+    RESOURCE_USAGE,
+    TIME_AVERAGE,
+    FieldError,
+    FormatError,
+    check,
+    coerce,
+    column_problems,
+    columns,
+    read_fields,
+    resource_columns,
+)
+from shedlab.model.json_reader import JsonReader
+from shedlab.model.pulsar import LocalBrokerData, NamespaceBundleStats
+
+RATE = LOCAL_BROKER_DATA[0]  # msgRateIn
+COUNT = next(f for f in LOCAL_BROKER_DATA if f.json == "numTopics")
+USAGE, LIMIT = RESOURCE_USAGE
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(1, 1.0), (2.5, 2.5), ("3.5", 3.5), (" 7 ", 7.0), (None, None)]
+)
+def test_numbers_are_read_as_jackson_reads_them(value: object, expected: float | None) -> None:
+    assert coerce(RATE, value) == expected
+
+
+@pytest.mark.parametrize("value", [True, "fast", [1], {"a": 1}])
+def test_a_number_of_the_wrong_type_is_an_invalid_value(value: object) -> None:
+    with pytest.raises(FormatError) as err:
+        coerce(RATE, value)
+    assert err.value.reason == "invalid_value"
+
+
+def test_integers_accept_integral_numbers_only() -> None:
+    assert coerce(COUNT, 2.0) == 2 and coerce(COUNT, "4") == 4
+    with pytest.raises(FormatError, match="expected an integer"):
+        coerce(COUNT, 1.5)
+
+
+@pytest.mark.parametrize(
+    ("spec", "value", "siblings", "reason"),
+    [
+        (RATE, math.nan, {}, "nan_value"),
+        (RATE, math.inf, {}, "nan_value"),
+        (RATE, -1.0, {}, "negative_value"),
+        (COUNT, -1, {}, "negative_value"),
+        (USAGE, -1.0, {"limit": 100.0}, "negative_value"),
+        (USAGE, None, {"limit": 100.0}, "missing_field"),
+    ],
+)
+def test_check_refuses(spec: object, value: float | None, siblings: dict[str, float], reason: str) -> None:
+    with pytest.raises(FormatError) as err:
+        check(spec, value, siblings)  # type: ignore[arg-type]
+    assert err.value.reason == reason
+
+
+def test_any_usage_is_accepted_where_the_limit_is_not_positive() -> None:
+    """Spec §1.1: percentUsage is 0 when limit ≤ 0 (not measured: -1/-1; NIC speed unknown: limit 0)."""
+    check(USAGE, -1.0, {"limit": -1.0})
+    check(USAGE, 48211.7, {"limit": 0.0})
+    check(LIMIT, -1.0, {})
+
+
+def test_read_fields_fills_pulsars_defaults_and_names_the_field() -> None:
+    values = read_fields({"msgRateIn": 3}, BUNDLE_STATS)
+    assert values["msgRateIn"] == 3.0 and values["msgRateOut"] == 0.0 and values["topics"] == 0
+    assert read_fields({**dict.fromkeys(("msgRateIn", "msgRateOut"), 1.0),
+                        **dict.fromkeys(("msgThroughputIn", "msgThroughputOut"), 1.0)},
+                       TIME_AVERAGE, {"maxSamples": 1000})["maxSamples"] == 1000  # fmt: skip
+    with pytest.raises(FieldError) as err:
+        read_fields({"topics": -2}, BUNDLE_STATS)
+    assert (err.value.field, err.value.value, err.value.reason) == ("topics", -2, "negative_value")
+
+
+def test_column_problems_apply_the_same_rules_to_whole_columns() -> None:
+    frame = pd.DataFrame(
+        {
+            "cpu_usage": [50.0, -1.0, -1.0, None, None],
+            "cpu_limit": [100.0, -1.0, 100.0, 100.0, 100.0],
+        }
+    )
+    nonfinite = pd.Series(["", "", "", "", "cpu_usage=nan"])
+    found = {
+        (reason, col): list(mask.fillna(False).astype(bool))
+        for mask, reason, col in column_problems(frame, RESOURCE_USAGE, "cpu_", nonfinite)
+    }
+    assert found[("negative_value", "cpu_usage")] == [False, False, True, False, False]
+    assert found[("missing_field", "cpu_usage")] == [False, False, False, True, False]
+    assert found[("nan_value", "cpu_usage")] == [False, False, False, False, True]
+
+
+def test_columns_and_spark_types_come_from_the_tables() -> None:
+    assert resource_columns()[:2] == [("cpu_usage", "double"), ("cpu_limit", "double")]
+    assert ("num_bundles", "int") in columns(LOCAL_BROKER_DATA)
+    assert ("num_topics", "long") in columns(LOCAL_BROKER_DATA)
+    assert all(name != "start_timestamp" for name, _ in columns(LOCAL_BROKER_DATA))  # model only
+    assert columns(TIME_AVERAGE, "short_")[0] == ("short_num_samples", "long")
+
+
+def test_model_readers_use_the_tables() -> None:
+    stats = NamespaceBundleStats.from_json(JsonReader({"msgRateIn": "5"}, "x"))
+    assert stats.msgRateIn == 5.0 and stats.cacheSize == 0
+    report = LocalBrokerData.from_json(JsonReader({"bandwidthIn": {"usage": 48211.7, "limit": 0.0}}, "x"))
+    assert report.bandwidthIn.percent_usage() == 0.0 and report.cpu.limit == 0.0
+    with pytest.raises(InputError, match=r"lastBundleGains"):
+        LocalBrokerData.from_json(JsonReader({"lastBundleGains": [1]}, "x"))
