@@ -39,6 +39,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from shedlab.core.ingest import RAW_COLUMNS, STAGED_COLUMNS
 from shedlab.core.results import RUN_SUMMARY_ARROW
 
 __all__ = [
@@ -243,52 +244,10 @@ INGEST_STATS = struct(
 """Per source: ``rows_read = kept (all tables) + merged + quarantined`` always holds. A row is
 *merged* when a later sample of the same broker (or bundle) in the same tick supersedes it."""
 
-RAW_ROW = struct(
-    ("kind", "string", False),  # broker | bundle | bundle_data | quarantine
-    ("source", "string"),
-    ("source_kind", "string"),
-    ("record", "long"),
-    ("report_id", "string"),
-    ("cluster", "string"),
-    ("time_ms", "long"),
-    ("broker", "string"),
-    ("bundle", "string"),
-    *((c, "double") for c in BROKER_NUMERIC),
-    ("num_topics", "long"),
-    ("num_bundles", "int"),
-    ("num_consumers", "int"),
-    ("num_producers", "int"),
-    ("persistent_topics_enabled", "bool"),
-    ("non_persistent_topics_enabled", "bool"),
-    ("broker_version", "string"),
-    ("load_manager_class", "string"),
-    ("last_update_ms", "long"),
-    ("consumer_count", "long"),
-    ("producer_count", "long"),
-    ("topics", "long"),
-    ("cache_size", "long"),
-    ("short_num_samples", "long"),
-    ("short_max_samples", "long"),
-    ("short_msg_rate_in", "double"),
-    ("short_msg_rate_out", "double"),
-    ("short_msg_throughput_in", "double"),
-    ("short_msg_throughput_out", "double"),
-    ("long_num_samples", "long"),
-    ("long_max_samples", "long"),
-    ("long_msg_rate_in", "double"),
-    ("long_msg_rate_out", "double"),
-    ("long_msg_throughput_in", "double"),
-    ("long_msg_throughput_out", "double"),
-    ("metric", "string"),  # Prometheus series name (long format before pivoting)
-    ("value", "double"),
-    ("reason", "string"),
-    ("detail", "string"),
-    ("raw", "string"),
-    ("nonfinite", "string"),  # comma-separated columns that were NaN/±Inf in the source (now null)
-)
+RAW_ROW = struct(("kind", "string", False), *RAW_COLUMNS[1:])
 """The intermediate union every parser emits (one ``kind`` per target table)."""
 
-STAGED_ROW = StructType([*RAW_ROW.fields, *struct(("tick_ms", "long"), ("status", "string")).fields])
+STAGED_ROW = struct(("kind", "string", False), *STAGED_COLUMNS[1:])
 """RAW_ROW after validation: ``status`` kept / merged / quarantined (or derived for pivoted
 Prometheus rows), with the final ``reason``/``detail``."""
 
