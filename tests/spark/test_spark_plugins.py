@@ -13,6 +13,12 @@ import pandas as pd
 import pytest
 
 from shedlab.core.grid import parse_grid
+from shedlab.core.replay import strategy_configs
+from shedlab.core.sim import run_simulation
+from shedlab.core.sim.recording import write_recording
+from shedlab.core.sim.scenario import parse_scenario_text
+from shedlab.spark.ingest import ingest
+from shedlab.spark.replay import replay
 from shedlab.spark.session import ship_strategy_modules
 from shedlab.spark.sweep import sweep
 
@@ -62,14 +68,19 @@ def _importable_on_executor(spark: Any, module: str) -> bool:
     return bool(spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()[0])
 
 
-@pytest.mark.spark
-def test_sweep_runs_plugins_on_executors(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _driver_only_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin package in a directory only the driver's ``sys.path`` holds."""
     plugins = tmp_path / "driver-only"
     (plugins / PACKAGE).mkdir(parents=True)
     (plugins / PACKAGE / "__init__.py").write_text('"""Test plugins."""\n', encoding="utf-8")
     (plugins / PACKAGE / "shedders.py").write_text(textwrap.dedent(SHEDDERS), encoding="utf-8")
     monkeypatch.syspath_prepend(str(plugins))
     importlib.invalidate_caches()
+
+
+@pytest.mark.spark
+def test_sweep_runs_plugins_on_executors(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _driver_only_package(tmp_path, monkeypatch)
     (tmp_path / "scenario.yaml").write_text(SCENARIO, encoding="utf-8")
     pairs = [f"{STRATEGY}+LeastLongTermMessageRate", "HottestBroker+LeastLongTermMessageRate"]
     grid = parse_grid(
@@ -90,3 +101,21 @@ def test_sweep_runs_plugins_on_executors(spark: Any, tmp_path: Path, monkeypatch
     assert set(runs["strategy"]) == set(pairs) and set(runs["status"]) == {"ok"}
     decisions = pd.read_parquet(tmp_path / "out" / "decisions")
     assert (decisions["strategy"].astype(str) == pairs[0]).any()  # OneBundle unloaded on the executors
+
+
+@pytest.mark.spark
+def test_replay_runs_plugins_on_executors(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded data → ingest → replay under a ``module:Class`` pair and the entry-point plugin: replay
+    ships the driver-only module itself, and each plugin's decisions come back from the executors."""
+    _driver_only_package(tmp_path, monkeypatch)
+    scenario = parse_scenario_text(SCENARIO.replace("duration: 5m", "duration: 30m"), source="plugin.yaml")
+    recording = run_simulation(scenario, seed=1, record=True)
+    write_recording(recording, tmp_path / "rec")
+    ingest(spark, [str(tmp_path / "rec" / "load-reports.jsonl")], str(tmp_path / "snap"))
+    pairs = [f"{STRATEGY}+LeastLongTermMessageRate", "HottestBroker+LeastLongTermMessageRate"]
+    replay(spark, str(tmp_path / "snap"), str(tmp_path / "out"), strategy_configs(pairs), seed=1)
+    decisions = pd.read_parquet(tmp_path / "out" / "decisions")
+    assert set(decisions["strategy"].astype(str)) <= set(pairs)
+    assert (decisions["strategy"].astype(str) == pairs[0]).any()  # OneBundle unloads every cycle

@@ -21,10 +21,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported by column_problems alone: see there
+    import pandas as pd
 
 __all__ = [
     "BUNDLE_DATA",
@@ -361,6 +363,10 @@ def column_problems(
     source and are null in ``frame``. Rules come in :func:`check`'s order: missing, non-finite,
     below the minimum. A column absent from ``frame`` breaks nothing.
     """
+    # Imported here, not at the top: the model is on `shedlab decide`'s path, which must not load pandas
+    # (tests/cli/test_cli.py; pandas is ~0.3 s of a 0.6 s start-up, bench/bench_startup.py).
+    import pandas as pd
+
     out: list[tuple[pd.Series, str, str]] = []
     for spec in fields:
         if spec.column is None or prefix + spec.column not in frame.columns:
