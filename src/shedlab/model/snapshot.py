@@ -13,7 +13,7 @@ depend on the order in which the input listed brokers or bundles.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -256,20 +256,23 @@ class ClusterSnapshot:
                         field=f"brokers.{broker}.localData.bundles",
                         value=bundle,
                     )
-        names = sorted(set(owner_of) | set(load_data.bundleData))
-        return cls.from_bundle_table(
+        names = tuple(sorted(set(owner_of) | set(load_data.bundleData)))
+        bundles = _bundle_columns(names, load_data.bundleData, load_data.recentlyUnloadedBundles)
+        return cls.from_columns(
             broker_ids=broker_ids,
             resource_usage=usage,
             resource_limit=limit,
+            broker_rates=np.stack([per_broker[k] for k in _BROKER_RATES], axis=1),
             num_owned_bundles=num_owned,
             num_topics=num_topics,
+            long_term_msg_rate_in=per_broker["long_term_msg_rate_in"],
+            long_term_msg_rate_out=per_broker["long_term_msg_rate_out"],
+            preallocated_long_term_msg_rate=per_broker["preallocated_long_term_msg_rate"],
             preallocated_topics=prealloc_topics,
             bundle_names=names,
             bundle_owner=np.array([owner_of.get(b, -1) for b in names], dtype=np.int64),
-            bundle_data=load_data.bundleData,
-            recently_unloaded=load_data.recentlyUnloadedBundles,
             now_ms=now_ms,
-            **per_broker,
+            **bundles,
         )
 
     @classmethod
@@ -293,6 +296,8 @@ class ClusterSnapshot:
         bundle_topics: IntArray,
         now_ms: int = 0,
         bundle_recently_unloaded: BoolArray | None = None,
+        preallocated_long_term_msg_rate: FloatArray | None = None,
+        preallocated_topics: IntArray | None = None,
     ) -> ClusterSnapshot:
         """The one builder from arrays (simulator, replay); :meth:`from_load_data` reads Pulsar objects.
 
@@ -303,6 +308,10 @@ class ClusterSnapshot:
         """
         n, m = len(broker_ids), len(bundle_names)
         recent = bundle_recently_unloaded
+        prealloc_rate = (
+            np.zeros(n) if preallocated_long_term_msg_rate is None else preallocated_long_term_msg_rate
+        )
+        prealloc_topics = np.zeros(n, dtype=np.int64) if preallocated_topics is None else preallocated_topics
         return cls(
             broker_ids=broker_ids,
             resource_usage=resource_usage,
@@ -315,8 +324,8 @@ class ClusterSnapshot:
             num_topics=num_topics,
             long_term_msg_rate_in=long_term_msg_rate_in,
             long_term_msg_rate_out=long_term_msg_rate_out,
-            preallocated_long_term_msg_rate=np.zeros(n),
-            preallocated_topics=np.zeros(n, dtype=np.int64),
+            preallocated_long_term_msg_rate=np.zeros(n) if prealloc_rate is None else prealloc_rate,
+            preallocated_topics=np.zeros(n, dtype=np.int64) if prealloc_topics is None else prealloc_topics,
             bundle_names=bundle_names,
             bundle_owner=bundle_owner,
             bundle_has_data=bundle_has_data,
@@ -332,54 +341,41 @@ class ClusterSnapshot:
             now_ms=now_ms,
         )
 
-    @classmethod
-    def from_bundle_table(
-        cls,
-        *,
-        bundle_names: Sequence[str],
-        bundle_owner: IntArray,
-        bundle_data: Mapping[str, BundleData],
-        recently_unloaded: Mapping[str, Any],
-        **broker_arrays: Any,
-    ) -> ClusterSnapshot:
-        m = len(bundle_names)
-        cols: dict[str, Any] = {
-            k: np.zeros(m)
-            for k in (
-                "short_msg_rate_in",
-                "short_msg_rate_out",
-                "short_msg_throughput_in",
-                "short_msg_throughput_out",
-                "long_msg_rate_in",
-                "long_msg_rate_out",
-            )
-        }
-        topics = np.zeros(m, dtype=np.int64)
-        has_data = np.zeros(m, dtype=np.bool_)
-        system = np.zeros(m, dtype=np.bool_)
-        recent = np.zeros(m, dtype=np.bool_)
-        for j, name in enumerate(bundle_names):
-            data = bundle_data.get(name)
-            system[j] = is_system_heartbeat_bundle(name)
-            recent[j] = name in recently_unloaded
-            if data is None:
-                continue
-            has_data[j] = True
-            st, lt = data.shortTermData, data.longTermData
-            cols["short_msg_rate_in"][j] = st.msgRateIn
-            cols["short_msg_rate_out"][j] = st.msgRateOut
-            cols["short_msg_throughput_in"][j] = st.msgThroughputIn
-            cols["short_msg_throughput_out"][j] = st.msgThroughputOut
-            cols["long_msg_rate_in"][j] = lt.msgRateIn
-            cols["long_msg_rate_out"][j] = lt.msgRateOut
-            topics[j] = data.topics
-        return cls(
-            bundle_names=tuple(bundle_names),
-            bundle_owner=bundle_owner,
-            bundle_has_data=has_data,
-            bundle_sheddable=has_data & ~system,
-            bundle_recently_unloaded=recent,
-            bundle_topics=topics,
-            **cols,
-            **broker_arrays,
-        )
+
+_BROKER_RATES = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
+
+
+def _bundle_columns(
+    names: tuple[str, ...], bundle_data: Mapping[str, BundleData], recently_unloaded: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The per-bundle arguments of :meth:`ClusterSnapshot.from_columns` from Pulsar's BundleData objects.
+
+    A bundle without BundleData has no data (it cannot be shed, spec §2); heartbeat and SLA-monitor
+    bundles are never sheddable (spec §1.6).
+    """
+    m = len(names)
+    short = np.zeros((4, m))
+    long = np.zeros((2, m))
+    topics = np.zeros(m, dtype=np.int64)
+    has_data = np.zeros(m, dtype=np.bool_)
+    system = np.zeros(m, dtype=np.bool_)
+    recent = np.zeros(m, dtype=np.bool_)
+    for j, name in enumerate(names):
+        system[j] = is_system_heartbeat_bundle(name)
+        recent[j] = name in recently_unloaded
+        data = bundle_data.get(name)
+        if data is None:
+            continue
+        has_data[j] = True
+        st, lt = data.shortTermData, data.longTermData
+        short[:, j] = (st.msgRateIn, st.msgRateOut, st.msgThroughputIn, st.msgThroughputOut)
+        long[:, j] = (lt.msgRateIn, lt.msgRateOut)
+        topics[j] = data.topics
+    return {
+        "bundle_has_data": has_data,
+        "bundle_sheddable": has_data & ~system,
+        "bundle_recently_unloaded": recent,
+        "short": short,
+        "long": long,
+        "bundle_topics": topics,
+    }
