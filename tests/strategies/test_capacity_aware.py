@@ -194,3 +194,10 @@ def test_runs_through_compare_by_module_and_class() -> None:
     assert out.exit_code == 0, out.output
     text = out.output
     assert "CapacityAwareShedder" in text
+
+
+def test_without_traffic_placement_spreads_by_bundle_count() -> None:
+    snap = snapshot({b: broker_data(cpu=(2.0, 128.0)) for b in ("a", "b", "c")})
+    shedder = CapacityAwareShedder()
+    chosen = [shedder.select_broker(["a", "b", "c"], f"t/ns/{i}", snap, CONF).broker for i in range(6)]
+    assert chosen == ["a", "b", "c", "a", "b", "c"]

@@ -9,22 +9,27 @@ returns it.
 Kept from AvgShedder: scores are Pulsar's weighted max usage × 100 (no history); a broker sheds only
 after consecutive hits (``loadBalancerAvgShedder*`` keys); shedding is paired and placement bound.
 
-Changed, because AvgShedder measures heterogeneous clusters badly (PIP-364 rates it "normal"):
+Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates it "normal"):
 
-* **Capacity is inferred.** Per resource r, the cost of one msg/s is estimated as the smallest
-  ``usage[b, r] / traffic[b]`` over brokers with traffic (the broker least burdened by background
-  load). A broker's *slope* is the score points one msg/s costs it: ``max_r w_r · 100 · cost_r /
-  limit[b, r]``, so a machine with four times the cores has a quarter of the slope. What traffic does
-  not explain, ``score − slope · traffic``, is background load.
-* **Amounts even the predicted scores** of a pair: ``Δ = (s_hot − s_cold) / (slope_hot + slope_cold)``
-  msg/s, whatever the two brokers' traffic, so a strong cold machine already carrying more traffic
-  still receives load.
-* **A hot broker with nothing to shed is skipped**, not paired: its load is not traffic (a co-located
-  process), and the next hottest broker gets the cold partner.
-* **Vetoes**: a bundle is not moved when the destination's predicted score would exceed
-  ``loadBalancerBrokerOverloadedThresholdPercentage``.
+* **Capacity is inferred** (nothing declares it, and config keys are Pulsar's). Per resource r, one
+  msg/s costs the smallest ``usage[b, r] / traffic[b]`` over brokers with traffic (background only adds
+  usage). A broker's *slope*, the score points one msg/s costs it, is ``max_r w_r · 100 · cost_r /
+  limit[b, r]``: four times the cores, a quarter of the slope. What traffic does not explain,
+  ``score − slope · traffic``, is background load. ``level`` is the score all brokers would share if
+  traffic followed capacity.
+* **Amounts even the pair's predicted scores**, ``(s_hot − s_cold) / (slope_hot + slope_cold)`` msg/s,
+  whatever the brokers' traffic (a strong cold broker already carrying more still receives load), capped
+  so that neither broker crosses ``level`` (else the hot one becomes the coldest and takes load back).
+* **Pairing skips a hot broker that has not triggered or has nothing to shed** (its load is a
+  co-located process) without using up the cold partner; hits are counted on the hot side only.
+* **Vetoes**: a destination's predicted score must not exceed
+  ``loadBalancerBrokerOverloadedThresholdPercentage`` (equal passes, as Pulsar's strict tests); a bundle
+  the leader's even-distribution filter would send elsewhere goes to the admitted broker with the most
+  headroom, or stays.
 * **Unplanned placements go by headroom**: the candidate with the lowest predicted score, counting the
-  bundles this instance already placed on the same snapshot.
+  bundles this instance already placed on the same snapshot. No random choice is made.
+
+Every rule, reason and measurement: ``docs/capacity-aware.md``.
 """
 
 from __future__ import annotations
@@ -126,8 +131,7 @@ class CapacityAwareShedder:
         self.hit_high: dict[str, int] = {}
         self.hit_low: dict[str, int] = {}
         self.planned_destinations: dict[str, str] = {}
-        self._placed_at: int | None = None
-        self._placed: dict[int, float] = {}
+        self._headroom: _HeadroomView | None = None
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         """Forget counters and planned destinations of brokers that left (AvgShedder keeps them)."""
@@ -305,19 +309,59 @@ class CapacityAwareShedder:
     ) -> Placement:
         """The candidate with the lowest predicted score, counting what this instance placed on the same
         snapshot (so a burst of lookups spreads instead of piling onto one broker)."""
-        if self._placed_at != snapshot.now_ms:
-            self._placed_at, self._placed = snapshot.now_ms, {}
+        view = self._headroom_view(snapshot, conf)
+        predicted = view.scores[indices] + view.slope[indices] * view.placed[indices]
+        count = snapshot.num_owned_bundles[indices] + view.placed_count[indices]
+        # Without traffic (a cluster's first lookups) nothing has a cost yet: fewest bundles first.
+        k = int(
+            np.lexsort((predicted, count))[0] if view.mean_rate == 0 else np.lexsort((count, predicted))[0]
+        )
+        best = int(indices[k])
+        view.placed[best] += view.bundle_rate(snapshot, bundle)
+        view.placed_count[best] += 1
+        chosen = snapshot.broker_ids[best]
+        self.planned_destinations[bundle] = chosen
+        reason = {"strategy": self.name, "rule": "headroom", "predicted_score": float(predicted[k])}
+        return Placement(chosen, choices, reason)
+
+    def _headroom_view(self, snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> _HeadroomView:
+        """The estimates of one snapshot, computed on its first lookup (an initial assignment looks up
+        every bundle on the same snapshot, so per-lookup estimates would cost O(bundles²))."""
+        view = self._headroom
+        if view is None or view.snapshot is not snapshot:
+            view = _HeadroomView.of(snapshot, conf)
+            self._headroom = view
+        return view
+
+
+@dataclass
+class _HeadroomView:
+    """A snapshot's scores, slopes and short-term bundle rates, and the msg/s placed on each broker."""
+
+    snapshot: ClusterSnapshot
+    scores: FloatArray
+    slope: FloatArray
+    rates: FloatArray
+    mean_rate: float
+    placed: FloatArray
+    placed_count: IntArray
+
+    @classmethod
+    def of(cls, snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> _HeadroomView:
         model = estimate_capacity(snapshot, conf)
         scores = snapshot.weighted_max_usage(conf.resource_weights()) * 100
         slope = model.slope if model is not None else np.zeros(snapshot.num_brokers)
-        added = np.array([self._placed.get(int(b), 0.0) for b in indices.tolist()])
-        predicted = scores[indices] + slope[indices] * added
-        best = int(indices[int(np.argmin(predicted))])
-        self._placed[best] = self._placed.get(best, 0.0) + _bundle_rate(snapshot, bundle)
-        chosen = snapshot.broker_ids[best]
-        self.planned_destinations[bundle] = chosen
-        reason = {"strategy": self.name, "rule": "headroom", "predicted_score": float(predicted.min())}
-        return Placement(chosen, choices, reason)
+        rates = snapshot.short_term_msg_rate()
+        mean = float(rates.mean()) if rates.size else 0.0
+        n = snapshot.num_brokers
+        return cls(snapshot, scores, slope, rates, mean, np.zeros(n), np.zeros(n, dtype=np.int64))
+
+    def bundle_rate(self, snapshot: ClusterSnapshot, bundle: str) -> float:
+        """A bundle's short-term msg/s, or the mean bundle's when it has none yet (it will cost)."""
+        k = snapshot.bundle_index(bundle)
+        if k is not None and self.rates[k] > 0:
+            return float(self.rates[k])
+        return self.mean_rate
 
 
 class _Cycle:
@@ -424,12 +468,3 @@ def _bump(counts: dict[str, int], broker: str, hit: bool) -> None:
         counts[broker] = counts.get(broker, 0) + 1
     else:
         counts.pop(broker, None)
-
-
-def _bundle_rate(snapshot: ClusterSnapshot, bundle: str) -> float:
-    """A bundle's short-term msg/s, or the mean bundle's when it has none yet (a new bundle still costs)."""
-    rates = snapshot.short_term_msg_rate()
-    k = snapshot.bundle_index(bundle)
-    if k is not None and rates[k] > 0:
-        return float(rates[k])
-    return float(rates.mean()) if rates.size else 0.0
