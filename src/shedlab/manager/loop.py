@@ -63,12 +63,11 @@ from typing import Any, Literal
 import numpy as np
 
 from shedlab.config import LoadBalancerConfig
-from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, namespace_of
+from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, SYSTEM_NAMESPACE, namespace_of
 from shedlab.model.snapshot import ClusterSnapshot, FloatArray, IntArray
 from shedlab.strategies import make_pair
 from shedlab.strategies.base import Placement, PlacementStrategy, SheddingResult, SheddingStrategy
 
-SYSTEM_NAMESPACE = "pulsar/system"
 """The namespace Pulsar always distributes evenly, whatever the configuration says."""
 
 AssignmentPath = Literal["affinity", "preallocated", "placement", "none"]

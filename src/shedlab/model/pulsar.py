@@ -411,6 +411,9 @@ class BrokerData:
 # heartbeat ``pulsar/<cluster>/<host>:<port>`` (v1) and ``pulsar/<host>:<port>`` (v2), and SLA monitor
 # ``sla-monitor/<cluster>/<host>:<port>``. The spec's §1.6 abbreviates them; these are Pulsar's own, so
 # ``sla-monitor/<host>:<port>`` (no cluster) is an ordinary namespace and ``pulsar/system`` is too.
+SYSTEM_NAMESPACE = "pulsar/system"
+"""The namespace Pulsar always distributes evenly over brokers, whatever the configuration (spec §4.5)."""
+
 _SYSTEM_NAMESPACES = (
     re.compile(r"pulsar/[^/]+/([^:]+:\d+)"),
     re.compile(r"pulsar/([^:]+:\d+)"),

@@ -1,0 +1,203 @@
+"""CapacityAwareShedder: each rule on hand-made snapshots, a property over random ones, and a compare run.
+
+Snapshots use powers of two (limits 128 and 512, traffic in multiples of 1024) so that Pulsar's float32
+percentages and the strategy's slopes are exact and thresholds can be hit exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from shedlab.cli import app
+from shedlab.config import LoadBalancerConfig
+from shedlab.model.pulsar import BrokerData, BundleData
+from shedlab.model.snapshot import ClusterSnapshot
+from shedlab.strategies.avg_shedder import AvgShedder
+from shedlab.strategies.base import SheddingResult
+from shedlab.strategies.capacity_aware import CapacityAwareShedder, estimate_capacity
+from tests.builders import broker_data, bundle_data, snapshot
+
+PLUGIN = "shedlab.strategies.capacity_aware:CapacityAwareShedder"
+SLOPE_128 = 100 / 64 / 128  # score points per msg/s on a 128-limit machine at 1/64 usage per msg/s
+
+
+def cluster(
+    spec: dict[str, tuple[float, float, list[float]]],
+) -> ClusterSnapshot:
+    """Brokers ``name: (cpu usage, cpu limit, bundle rates)``; each bundle in its own namespace."""
+    brokers: dict[str, BrokerData] = {}
+    bundles: dict[str, BundleData] = {}
+    for name, (usage, limit, rates) in spec.items():
+        names = [f"t/{name}-ns{i}/0x00000000_0xffffffff" for i in range(len(rates))]
+        bundles.update({n: bundle_data(rate_in=r) for n, r in zip(names, rates, strict=True)})
+        brokers[name] = broker_data(cpu=(usage, limit), rate_in=sum(rates), bundles=names)
+    return snapshot(brokers, bundles)
+
+
+def run(
+    shedder: CapacityAwareShedder, snap: ClusterSnapshot, conf: LoadBalancerConfig, times: int
+) -> SheddingResult:
+    result = SheddingResult()
+    for _ in range(times):
+        result = shedder.find_bundles_for_unloading(snap, conf)
+    return result
+
+
+def conf_with(**values: Any) -> LoadBalancerConfig:
+    return LoadBalancerConfig().with_overrides(values, source="test")
+
+
+CONF = LoadBalancerConfig()
+
+
+def test_amount_evens_the_pair_by_capacity() -> None:
+    # hot: 100 % of a 128 machine with 8192 msg/s; cold: 50 % with 4096 (same cost per message).
+    snap = cluster({"a": (128, 128, [2048.0] * 4), "b": (64, 128, [1024.0] * 4)})
+    result = run(CapacityAwareShedder(), snap, CONF, 2)  # gap 50 >= high threshold: two hits
+    assert [u.destination for u in result.unloads] == ["b"]
+    reason = result.unloads[0].reason
+    assert reason["pair_even_amount"] == reason["amount_to_move"] == 2048.0
+    assert reason["destination_predicted"] == 75.0 and reason["level"] == 75.0
+    assert reason["over_slope"] == reason["under_slope"] == SLOPE_128
+
+
+def test_moves_to_a_strong_cold_broker_carrying_more_traffic() -> None:
+    # a: 8192 msg/s at 100 % of 128; b: a machine four times as big, 12288 msg/s at 37.5 %.
+    snap = cluster({"a": (128, 128, [1024.0] * 8), "b": (192, 512, [4096.0] * 3)})
+    model = estimate_capacity(snap, CONF)
+    assert model is not None and model.slope[1] == model.slope[0] / 4
+    result = run(CapacityAwareShedder(), snap, CONF, 2)
+    assert {u.destination for u in result.unloads} == {"b"} and len(result.unloads) == 4
+    # gap 62.5 / (slope + slope / 4) = 4096 msg/s: both end at 50 (the cluster's balanced level too).
+    last = result.unloads[-1].reason
+    assert last["amount_to_move"] == last["amount_selected"] == 62.5 / (SLOPE_128 * 1.25) == 4096
+    assert last["destination_predicted"] == 50.0
+    # AvgShedder skips the pair: the cold broker carries more traffic.
+    avg = AvgShedder()
+    assert not run_avg(avg, snap, 2).unloads
+
+
+def run_avg(avg: AvgShedder, snap: ClusterSnapshot, times: int) -> SheddingResult:
+    result = SheddingResult()
+    for _ in range(times):
+        result = avg.find_bundles_for_unloading(snap, CONF)
+    return result
+
+
+def test_a_hot_broker_with_nothing_to_shed_leaves_the_cold_one_to_the_next() -> None:
+    # c: 70 % from a co-located process, no bundles; b at 50 % sheds to a at 10 %.
+    snap = cluster({"a": (12.8, 128, [1024.0] * 2), "b": (64, 128, [1024.0] * 8), "c": (89.6, 128, [])})
+    result = run(CapacityAwareShedder(), snap, CONF, 8)  # gaps 60 and 40: high hits for both
+    skipped = {s["broker"]: s["reason"] for s in result.skipped if "broker" in s}
+    assert skipped["c"] == "no sheddable bundle (load is not traffic)"
+    assert result.unloads and {(u.broker, u.destination) for u in result.unloads} == {("b", "a")}
+
+
+def test_overload_veto_passes_exactly_at_the_threshold() -> None:
+    snap = cluster({"a": (128, 128, [2048.0] * 4), "b": (64, 128, [1024.0] * 4)})
+    at = run(CapacityAwareShedder(), snap, conf_with(loadBalancerBrokerOverloadedThresholdPercentage=75), 2)
+    assert len(at.unloads) == 1 and at.unloads[0].reason["destination_predicted"] == 75.0
+    above = run(
+        CapacityAwareShedder(), snap, conf_with(loadBalancerBrokerOverloadedThresholdPercentage=74), 2
+    )
+    assert not above.unloads
+    assert [s["reason"] for s in above.skipped if s.get("broker") == "a"] == [
+        "every fitting bundle would overload the destination"
+    ]
+
+
+def test_unplanned_placement_goes_by_headroom_and_counts_what_it_placed() -> None:
+    snap = cluster({"a": (12.8, 128, [1024.0]), "b": (15.36, 128, [1024.0]), "c": (64, 128, [1024.0] * 4)})
+    shedder = CapacityAwareShedder()
+    first = shedder.select_broker(["a", "b", "c"], "t/new/0x0_0x1", snap, CONF)
+    assert first.broker == "a" and first.reason["rule"] == "headroom"
+    second = shedder.select_broker(["a", "b", "c"], "t/new/0x1_0x2", snap, CONF)
+    assert second.broker == "b"  # a's predicted score now includes the first bundle (mean 1024 msg/s)
+    assert shedder.select_broker(["c"], "t/new/0x2_0x3", snap, CONF).broker == "c"
+
+
+def test_planned_destination_is_returned_when_a_candidate() -> None:
+    snap = cluster({"a": (128, 128, [2048.0] * 4), "b": (64, 128, [1024.0] * 4)})
+    shedder = CapacityAwareShedder()
+    bundle = run(shedder, snap, CONF, 2).unloads[0].bundle
+    placed = shedder.select_broker(np.array([0, 1]), bundle, snap, CONF)
+    assert placed.broker == "b" and placed.reason["rule"] == "planned destination"
+
+
+def test_hit_trigger_at_count_minus_one_and_count() -> None:
+    # gap 25: a low hit (15 <= gap < 40), so loadBalancerAvgShedderHitCountLowThreshold (8) cycles.
+    snap = cluster({"a": (96, 128, [1024.0] * 6), "b": (64, 128, [1024.0] * 4)})
+    shedder = CapacityAwareShedder()
+    result = run(shedder, snap, CONF, 7)
+    assert not result.unloads and any(s["reason"] == "hit count not reached" for s in result.skipped)
+    assert shedder.find_bundles_for_unloading(snap, CONF).unloads
+    assert shedder.hit_low.get("a") is None  # a triggered broker restarts its count
+
+
+def test_forgets_brokers_that_left() -> None:
+    shedder = CapacityAwareShedder()
+    shedder.hit_low.update(a=3, b=2)
+    shedder.planned_destinations.update({"x": "a", "y": "b"})
+    shedder.on_active_brokers_change(["b"])
+    assert shedder.hit_low == {"b": 2} and shedder.planned_destinations == {"y": "b"}
+
+
+brokers_st = st.lists(
+    st.tuples(
+        st.sampled_from([64.0, 128.0, 256.0, 512.0]),  # cpu limit (machine size)
+        st.floats(0.0, 0.6),  # background, fraction of the limit
+        st.lists(st.sampled_from([0.0, 512.0, 1024.0, 4096.0]), max_size=6),  # bundle rates
+    ),
+    min_size=2,
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(brokers_st)
+def test_moves_never_overload_their_destination_and_pairs_are_disjoint(
+    spec: list[tuple[float, float, list[float]]],
+) -> None:
+    cost = 1 / 64  # usage per msg/s
+    snap = cluster(
+        {f"b{i}": (limit * bg + cost * sum(rates), limit, rates) for i, (limit, bg, rates) in enumerate(spec)}
+    )
+    result = run(CapacityAwareShedder(), snap, CONF, 8)
+    limit = CONF.load_balancer_broker_overloaded_threshold_percentage
+    pairs = {tuple(u.reason["pair"]) for u in result.unloads}
+    members = [b for pair in pairs for b in pair]
+    assert len(members) == len(set(members))
+    for u in result.unloads:
+        assert u.destination is not None and u.destination != u.broker
+        assert u.reason["destination_predicted"] <= limit
+        assert u.reason["amount_selected"] <= u.reason["amount_to_move"]
+
+
+def test_runs_through_compare_by_module_and_class() -> None:
+    out = CliRunner().invoke(
+        app,
+        [
+            "compare",
+            "heterogeneous-cpu-eater",
+            "--strategies",
+            f"AvgShedder,{PLUGIN}",
+            "--seed",
+            "1",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    text = out.output
+    assert "CapacityAwareShedder" in text
+
+
+def test_without_traffic_placement_spreads_by_bundle_count() -> None:
+    snap = snapshot({b: broker_data(cpu=(2.0, 128.0)) for b in ("a", "b", "c")})
+    shedder = CapacityAwareShedder()
+    chosen = [shedder.select_broker(["a", "b", "c"], f"t/ns/{i}", snap, CONF).broker for i in range(6)]
+    assert chosen == ["a", "b", "c", "a", "b", "c"]
