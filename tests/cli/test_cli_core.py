@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED_CASES = ROOT.parent / "shared" / "conformance"
+CASES = ROOT / "conformance"  # the public cases ship with the repository
 EXAMPLE = ROOT / "examples" / "snapshot.json"
 
 
@@ -40,12 +40,11 @@ def test_decide_table() -> None:
     assert "unload decision(s)" in run.stdout and "broker-1:8080" in run.stdout
 
 
-@pytest.mark.skipif(not SHARED_CASES.exists(), reason="shared conformance cases not beside the repo")
-def test_conform_check_passes_every_shared_case() -> None:
-    run = shedlab("conform", "--check", SHARED_CASES)
+def test_conform_check_passes_every_public_case() -> None:
+    run = shedlab("conform", "--check", CASES)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr
     lines = [json.loads(line) for line in run.stdout.splitlines()]
-    assert len(lines) == len(list(SHARED_CASES.rglob("*.json")))
+    assert len(lines) == len(list(CASES.rglob("*.json")))
     assert all(line["check"]["passed"] for line in lines)
     assert "0 failed" in run.stderr
 
@@ -53,14 +52,12 @@ def test_conform_check_passes_every_shared_case() -> None:
 def test_conform_timing_and_error_case(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"name": "x", "strategy": "AvgShedderr", "ticks": []}')
-    good = next(iter(sorted((SHARED_CASES / "AvgShedder").glob("*.json")))) if SHARED_CASES.exists() else None
-    args = [bad] + ([good] if good else [])
-    run = shedlab("conform", "--timing", "3", *args)
+    good = sorted((CASES / "AvgShedder").glob("*.json"))[0]
+    run = shedlab("conform", "--timing", "3", bad, good)
     assert run.returncode == 1
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     assert "error" in lines[0] and "AvgShedder" in lines[0]["error"]  # did-you-mean
-    if good:
-        assert set(lines[1]["timing_ms"]) >= {"shed"} and lines[1]["timing_ms"]["shed"]["min"] > 0
+    assert set(lines[1]["timing_ms"]) >= {"shed"} and lines[1]["timing_ms"]["shed"]["min"] > 0
 
 
 def broker(**local: object) -> dict[str, object]:
