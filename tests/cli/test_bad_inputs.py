@@ -197,6 +197,9 @@ CASES: dict[str, list[Case]] = {
         _sweep("negative-seed", b"scenarios: [scale-out]\nseeds: [-1]\n", "seeds"),
         _sweep("trillion-seeds", b"scenarios: [scale-out]\nseeds: {count: 1000000000000}\n", "seeds.count"),
         Case("sweep-negative-limit", ("sweep", "tiny", "--out", "{dir}/out", "--limit", "-1"), "--limit"),
+        Case(
+            "sweep-negative-timeout", ("sweep", "tiny", "--out", "{dir}/out", "--timeout", "-5"), "--timeout"
+        ),
     ],
     "names that do not exist": [
         _simulate("remove-missing-broker", event("{at: 1m, kind: remove_brokers, brokers: [9]}"), "broker 9"),
