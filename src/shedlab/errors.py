@@ -112,10 +112,9 @@ _MAGIC: Final = (
     (b"\x1f\x8b", "a gzip file"),
     (b"PK\x03\x04", "a zip file"),
     (b"PAR1", "a Parquet file"),
-    (b"BZh", "a bzip2 file"),
+    *((b"BZh" + str(level).encode(), "a bzip2 file") for level in range(1, 10)),
     (b"\xfd7zXZ\x00", "an xz file"),
     (b"\x28\xb5\x2f\xfd", "a zstd file"),
-    (b"ORC", "an ORC file"),
     (b"\x89PNG", "a PNG image"),
     (b"%PDF", "a PDF document"),
 )
