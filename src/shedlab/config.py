@@ -27,7 +27,7 @@ import numbers
 import os
 import re
 import typing
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, NoneType, UnionType
@@ -35,7 +35,16 @@ from typing import Any, Final, Literal
 
 import yaml
 
-from shedlab.errors import ConfigError, did_you_mean
+from shedlab.errors import (
+    MAX_INTEGER_BITS,
+    ConfigError,
+    InputError,
+    ShedlabError,
+    decode_user_bytes,
+    did_you_mean,
+    int_in_range,
+    parse_json_text,
+)
 
 __all__ = [
     "KEY_SPECS",
@@ -46,10 +55,12 @@ __all__ = [
     "KeySpec",
     "LoadBalancerConfig",
     "StrategyRole",
+    "UniqueKeyLoader",
     "ValueType",
     "key_spec",
     "layered_config",
     "normalise_strategy_name",
+    "parse_yaml_text",
     "to_snake_case",
 ]
 
@@ -121,6 +132,8 @@ class KeySpec:
     used_by: tuple[str, ...]
     dynamic: bool
     choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
 
 
 @dataclass(frozen=True)
@@ -970,6 +983,55 @@ def _value_type(hint: Any) -> ValueType:
     raise TypeError(f"unsupported config field type {hint!r}")
 
 
+_PERIOD: Final = (1, None)  # a Java ScheduledExecutorService refuses a period <= 0: Pulsar fails to start
+_NON_NEGATIVE: Final = (0, None)
+_RANGES: Final[Mapping[str, tuple[float | None, float | None]]] = MappingProxyType(
+    {
+        # Periods of Pulsar's scheduled tasks (spec §5): must be positive.
+        "loadBalancerReportUpdateMinIntervalMillis": _PERIOD,
+        "loadBalancerHostUsageCheckIntervalMinutes": _PERIOD,
+        "loadBalancerSheddingIntervalMinutes": _PERIOD,
+        "loadBalancerResourceQuotaUpdateIntervalMinutes": _PERIOD,
+        "loadBalancerSplitIntervalMinutes": _PERIOD,
+        "statsUpdateFrequencyInSecs": _PERIOD,
+        # Durations, amounts, percentages and counts: a negative value has no meaning in Pulsar (it would
+        # make a comparison always true, e.g. "moved more than -5 % of the difference").
+        "loadBalancerReportUpdateThresholdPercentage": _NON_NEGATIVE,
+        "loadBalancerReportUpdateMaxIntervalMinutes": _NON_NEGATIVE,
+        "loadBalancerSheddingGracePeriodMinutes": _NON_NEGATIVE,
+        "loadBalancerBrokerOverloadedThresholdPercentage": _NON_NEGATIVE,
+        "loadBalancerBrokerThresholdShedderPercentage": _NON_NEGATIVE,
+        "loadBalancerAverageResourceUsageDifferenceThresholdPercentage": _NON_NEGATIVE,
+        "loadBalancerAvgShedderLowThreshold": _NON_NEGATIVE,
+        "loadBalancerAvgShedderHighThreshold": _NON_NEGATIVE,
+        "loadBalancerAvgShedderHitCountLowThreshold": _NON_NEGATIVE,
+        "loadBalancerAvgShedderHitCountHighThreshold": _NON_NEGATIVE,
+        "minUnloadMessage": _NON_NEGATIVE,
+        "minUnloadMessageThroughput": _NON_NEGATIVE,
+        "maxUnloadPercentage": _NON_NEGATIVE,  # a fraction of the max-min difference
+        "loadBalancerMsgRateDifferenceShedderThreshold": _NON_NEGATIVE,  # 0 disables the criterion
+        "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": _NON_NEGATIVE,
+        "loadBalancerHistoryResourcePercentage": (0, 1),  # the weight of history in a moving average
+        "loadBalancerCPUResourceWeight": _NON_NEGATIVE,
+        "loadBalancerBandwidthInResourceWeight": _NON_NEGATIVE,
+        "loadBalancerBandwidthOutResourceWeight": _NON_NEGATIVE,
+        "loadBalancerBandwithInResourceWeight": _NON_NEGATIVE,
+        "loadBalancerBandwithOutResourceWeight": _NON_NEGATIVE,
+        "loadBalancerMemoryResourceWeight": _NON_NEGATIVE,
+        "loadBalancerDirectMemoryResourceWeight": _NON_NEGATIVE,
+        "loadBalancerBundleUnloadMinThroughputThreshold": _NON_NEGATIVE,
+        "loadBalancerBrokerLoadTargetStd": _NON_NEGATIVE,
+        "loadBalanceSheddingDelayInSeconds": _NON_NEGATIVE,
+        "loadBalancerBrokerLoadDataTTLInSeconds": _NON_NEGATIVE,
+    }
+)
+"""Accepted ranges ``(minimum, maximum)`` of numeric keys; keys not listed take their Java type's range.
+
+Keys where Pulsar gives a negative or zero value a meaning (``maxUnloadBundleNumPerShedding = -1``: no cap;
+``<= 0`` disables a split criterion or means "all bundles") are deliberately absent.
+"""
+
+
 def _build_key_specs() -> dict[str, KeySpec]:
     hints = typing.get_type_hints(LoadBalancerConfig)
     specs: dict[str, KeySpec] = {}
@@ -991,6 +1053,8 @@ def _build_key_specs() -> dict[str, KeySpec]:
             used_by=meta.used_by,
             dynamic=meta.dynamic,
             choices=meta.choices,
+            minimum=_RANGES.get(meta.pulsar_key, (None, None))[0],
+            maximum=_RANGES.get(meta.pulsar_key, (None, None))[1],
         )
     return specs
 
@@ -1099,6 +1163,7 @@ def _coerce(spec: KeySpec, raw: Any, *, source: str, label: str) -> Any:
             raise bad(_text_hint(raw) or ("booleans are not integers" if isinstance(raw, bool) else None))
         if not lo <= number <= hi:
             raise bad(expected=f"an integer in [{lo}, {hi}]")
+        _check_range(spec, number, bad)
         return number
 
     if kind in ("float", "float | None"):
@@ -1107,6 +1172,7 @@ def _coerce(spec: KeySpec, raw: Any, *, source: str, label: str) -> Any:
         real = _to_float(raw)
         if real is None:
             raise bad(_text_hint(raw) or ("booleans are not numbers" if isinstance(raw, bool) else None))
+        _check_range(spec, real, bad)
         return real
 
     if kind == "str":
@@ -1127,6 +1193,14 @@ def _coerce(spec: KeySpec, raw: Any, *, source: str, label: str) -> Any:
                 hint = did_you_mean(item, spec.choices)
                 raise bad(hint, expected=f"items from {', '.join(spec.choices)} (unknown item {item!r})")
     return frozenset(items) if kind == "set[str]" else items
+
+
+def _check_range(spec: KeySpec, number: float, bad: Callable[..., ConfigError]) -> None:
+    """Refuse a value outside the key's accepted range (:data:`_RANGES`)."""
+    lo, hi = spec.minimum, spec.maximum
+    if (lo is not None and number < lo) or (hi is not None and number > hi):
+        shown = f">= {lo:g}" if hi is None else f"<= {hi:g}" if lo is None else f"in [{lo:g}, {hi:g}]"
+        raise bad(expected=f"a number {shown}")
 
 
 def _to_int(raw: Any) -> int | None:
@@ -1191,28 +1265,88 @@ def _plain(value: Any) -> Any:
 # ------------------------------------------------------------------------------------------------ loaders
 
 
+# One YAML loader for every user's YAML (config, scenario, grid); its text is read by shedlab.errors.
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing duplicate mapping keys and integers beyond 64 bits.
+
+    PyYAML keeps the last of two equal keys without a word; a scenario with two ``duration:`` lines would
+    run with whichever came last.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: PyYAML's own check reports it
+                break
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        text = str(node.value)
+        plain = text.replace("_", "").lstrip("+-")
+        if (plain.isdigit() and len(plain) > 20) or (not plain.isdigit() and len(plain) > 80):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"integer out of range (more than {MAX_INTEGER_BITS} bits)", node.start_mark
+            )
+        value = int(super().construct_yaml_int(node))
+        if not int_in_range(str(value)):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"integer out of range (more than {MAX_INTEGER_BITS} bits)", node.start_mark
+            )
+        return value
+
+
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
+
+
+def parse_yaml_text(
+    text: str,
+    source: str,
+    *,
+    loader: type[UniqueKeyLoader] = UniqueKeyLoader,
+    error: type[ShedlabError] = InputError,
+) -> Any:
+    """Parse one YAML document; errors name the line and column."""
+    try:
+        return yaml.load(text, Loader=loader)  # a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = " ".join(str(exc.problem or exc).split())
+        if isinstance(exc, yaml.constructor.ConstructorError):  # well-formed, but refused by the loader
+            raise error(
+                f"{problem}{where.replace(' at', ' (at', 1)}{')' if where else ''}", source=source
+            ) from None
+        raise error(f"malformed YAML{where}: {problem}", source=source) from None
+    except yaml.YAMLError as exc:
+        raise error(f"malformed YAML: {' '.join(str(exc).split())}", source=source) from None
+    except RecursionError:
+        raise error("YAML nested too deeply", source=source) from None
+
+
 def _read_text(path: str) -> str:
+    # Java's Properties.load(InputStream) reads ISO-8859-1, so a Latin-1 broker.conf is legitimate.
     try:
         data = Path(path).read_bytes()
+    except IsADirectoryError:
+        raise ConfigError("expected a config file, found a directory", source=path) from None
     except OSError as exc:
-        raise ConfigError(f"cannot read config file: {exc.strerror or exc}", source=path) from exc
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        # Java's Properties.load(InputStream) reads ISO-8859-1, so a Latin-1 broker.conf is legitimate.
-        return data.decode("latin-1")
+        raise ConfigError(f"cannot read config file: {exc.strerror or exc}", source=path) from None
+    return decode_user_bytes(data, path, error=ConfigError, latin1=True)
 
 
 def _parse_yaml(text: str, path: str) -> tuple[Any, dict[str, int]]:
-    try:
-        data = yaml.safe_load(text)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"{path}:{mark.line + 1}" if mark is not None else path
-        raise ConfigError(f"cannot parse YAML: {exc.problem or exc}", source=where) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"cannot parse YAML: {exc}", source=path) from exc
+    data = parse_yaml_text(text, path, error=ConfigError)
+    node = yaml.compose(text, Loader=yaml.SafeLoader)  # parsed above: only for the keys' line numbers
     lines: dict[str, int] = {}
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
@@ -1226,10 +1360,7 @@ def _parse_yaml(text: str, path: str) -> tuple[Any, dict[str, int]]:
 
 
 def _parse_json(text: str, path: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"cannot parse JSON: {exc.msg}", source=f"{path}:{exc.lineno}") from exc
+    return parse_json_text(text, path, error=ConfigError)
 
 
 def _json_key_lines(text: str, data: Any) -> dict[str, int]:

@@ -1,15 +1,39 @@
-"""User-facing errors.
+"""User-facing errors, and the one home for reading a user's text files.
 
 Every problem caused by what a user handed us (a file, a flag, a config key) is raised as a
 :class:`ShedlabError`. The CLI prints it as one line naming the source, the field and the value,
 and exits non-zero without a traceback. Anything else is a bug and keeps its traceback.
+
+Every file a user hands shedlab (snapshot, case, scenario, grid, broker.conf) is read by
+:func:`read_user_text` (JSON then goes through :func:`parse_json_text`, YAML through
+``shedlab.config.parse_yaml_text``), so every reader refuses the same things the same way, naming the file:
+text that is not UTF-8 (with or without a byte-order mark) or UTF-16/UTF-32 with a byte-order mark;
+binary data (gzip, zip, Parquet, NUL bytes), said for what it is; a key given twice in one object (parsers
+silently keep the last one); an integer beyond 64 bits (no Pulsar field holds one).
 """
 
 from __future__ import annotations
 
+import codecs
 import difflib
+import json
 from collections.abc import Iterable
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = [
+    "MAX_INTEGER_BITS",
+    "MAX_SEED",
+    "ConfigError",
+    "InputError",
+    "ShedlabError",
+    "closest",
+    "decode_user_bytes",
+    "did_you_mean",
+    "int_in_range",
+    "parse_json_text",
+    "read_user_text",
+]
 
 
 class ShedlabError(Exception):
@@ -65,3 +89,148 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     """A hint sentence suggesting the closest known spelling, or None."""
     best = closest(word, choices)
     return f"did you mean {best!r}?" if best else None
+
+
+# ------------------------------------------------------------------------------ reading a user's files
+
+MAX_INTEGER_BITS: Final = 64
+"""Integers in a user's document must fit a Java long (Pulsar's widest integer type)."""
+_INT_LIMIT: Final = 2 ** (MAX_INTEGER_BITS - 1)
+MAX_SEED: Final = _INT_LIMIT - 1
+"""Seeds are integers in ``[0, MAX_SEED]`` (NumPy refuses a negative seed with a traceback)."""
+
+# Byte-order marks, longest first (the UTF-32 LE mark starts with the UTF-16 LE one).
+_BOMS: Final = (
+    (codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32"),
+    (codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32"),
+    (codecs.BOM_UTF8, "utf-8", "UTF-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16"),
+    (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16"),
+)
+# Magic numbers of the binary files users most often hand over by mistake.
+_MAGIC: Final = (
+    (b"\x1f\x8b", "a gzip file"),
+    (b"PK\x03\x04", "a zip file"),
+    (b"PAR1", "a Parquet file"),
+    *((b"BZh" + str(level).encode(), "a bzip2 file") for level in range(1, 10)),
+    (b"\xfd7zXZ\x00", "an xz file"),
+    (b"\x28\xb5\x2f\xfd", "a zstd file"),
+    (b"\x89PNG", "a PNG image"),
+    (b"%PDF", "a PDF document"),
+)
+
+
+def read_user_text(path: str | Path, *, what: str = "file", error: type[ShedlabError] = InputError) -> str:
+    """The text of a user's file (see the module docstring); ``what`` names it in messages."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{what} not found", source=str(p)) from None
+    except IsADirectoryError:
+        raise error(f"expected a {what}, found a directory", source=str(p)) from None
+    except OSError as exc:
+        raise error(f"cannot read {what}: {exc.strerror or exc}", source=str(p)) from None
+    return decode_user_bytes(data, str(p), error=error)
+
+
+def decode_user_bytes(
+    data: bytes, source: str, *, error: type[ShedlabError] = InputError, latin1: bool = False
+) -> str:
+    """Decode a user's bytes: UTF-8 (BOM optional), UTF-16/32 with a BOM; refuse binary data.
+
+    ``latin1`` falls back to ISO-8859-1 for text that is not UTF-8 (Java's ``Properties.load`` reads a
+    broker.conf that way).
+    """
+    for bom, codec, name in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom) :].decode(codec)
+            except UnicodeDecodeError as exc:
+                raise error(
+                    f"not valid {name} text although it starts with a {name} byte-order mark "
+                    f"(byte {exc.start + len(bom)})",
+                    source=source,
+                ) from None
+    for magic, kind in _MAGIC:
+        if data.startswith(magic):
+            raise error(f"this is {kind}, not text", source=source, hint="decompress or convert it first")
+    if b"\x00" in data:
+        hint = "UTF-16 or UTF-32 text needs a byte-order mark; save it as UTF-8"
+        raise error(f"binary data, not text (NUL byte at offset {data.index(0)})", source=source, hint=hint)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if latin1:
+            return data.decode("latin-1")
+        raise error(
+            f"not UTF-8 text (invalid byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            source=source,
+            hint="save the file as UTF-8",
+        ) from None
+
+
+class _DuplicateKeyError(ValueError):
+    """A key seen twice in one JSON object (raised inside the parser; located by the caller)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKeyError(key)
+        out[key] = value
+    return out
+
+
+def int_in_range(digits: str) -> bool:
+    """Whether an integer literal fits :data:`MAX_INTEGER_BITS` (checked on the text first: ``int()``
+    refuses more than 4300 digits with a ValueError)."""
+    text = digits.replace("_", "").lstrip("+-")
+    return len(text) <= 20 and -_INT_LIMIT <= int(digits.replace("_", "")) < _INT_LIMIT
+
+
+def _bounded_int(text: str) -> int:
+    if not int_in_range(text):
+        raise OverflowError(text)
+    return int(text)
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def parse_json_text(text: str, source: str, *, error: type[ShedlabError] = InputError) -> Any:
+    """Parse JSON, refusing duplicate keys and integers beyond 64 bits, naming the line."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_object, parse_int=_bounded_int)
+    except json.JSONDecodeError as exc:
+        raise error(
+            f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=source
+        ) from None
+    except _DuplicateKeyError as exc:
+        line = _json_key_line(text, exc.key)
+        raise error(
+            f"key {exc.key!r} appears twice in one object" + (f" (again at line {line})" if line else ""),
+            source=source,
+            field=exc.key,
+            hint="JSON readers would silently keep the last value",
+        ) from None
+    except OverflowError as exc:
+        raise error(
+            f"integer out of range (more than {MAX_INTEGER_BITS} bits)", source=source, value=_short(str(exc))
+        ) from None
+    except RecursionError:
+        raise error("JSON nested too deeply", source=source) from None
+
+
+def _json_key_line(text: str, key: str) -> int | None:
+    """The line of the second occurrence of ``"key":`` (the json module keeps no positions)."""
+    needle = json.dumps(key)
+    first = text.find(needle)
+    second = text.find(needle, first + 1) if first >= 0 else -1
+    return text.count("\n", 0, second) + 1 if second >= 0 else None

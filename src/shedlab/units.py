@@ -154,7 +154,10 @@ def parse_duration(value: object, *, source: str | None = None, field: str | Non
     if isinstance(value, bool):
         raise InputError(_EXPECTED, source=source, field=field, value=value)
     if isinstance(value, (int, float)):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond a float's range
+            raise InputError("a duration must be finite", source=source, field=field, value=value) from None
     elif isinstance(value, str):
         seconds = _parse_duration_text(value, source=source, field=field)
     else:

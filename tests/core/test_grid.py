@@ -94,3 +94,35 @@ def test_shipped_grids_lookup(tmp_path: Path) -> None:
     assert load_grid("tiny").source == "builtin:tiny"
     with pytest.raises(InputError, match="grid file not found"):
         load_grid(tmp_path / "missing.yaml")
+
+
+# ------------------------------------------------------------------------------------- bad grids (hardening)
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        ({"scenarios": []}, "scenarios: expected at least one scenario"),
+        ({"scenarios": ["scale-out"], "seeds": [-1]}, r"seeds: a seed is an integer in \[0, "),
+        ({"scenarios": ["scale-out"], "seeds": {"count": 10**12}}, "seeds.count: must be between 1 and"),
+        ({"scenarios": ["scale-out"], "seeds": {"count": 2, "start": -1}}, "seeds: a seed"),
+        ({"scenarios": ["scale-out"], "seeds": {"count": 2, "stat": 1}}, "seeds.stat: unknown field"),
+        ({"scenarios": ["scale-out"], "seeds": ["x"]}, "seeds: expected an integer"),
+        ({"scenarios": ["scale-out"], "seeds": [1, 1]}, "expected distinct seeds"),
+    ],
+)
+def test_bad_grids_are_refused_at_load(grid: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_grid(grid, source="g.yaml")
+
+
+def test_seeds_as_written_still_work() -> None:
+    assert parse_grid({"scenarios": ["scale-out"], "seeds": ["3", 4.0]}).seeds == (3, 4)
+    assert parse_grid({"scenarios": ["scale-out"], "seeds": {"count": 3, "start": 0}}).seeds == (0, 1, 2)
+
+
+def test_a_grid_file_with_a_duplicate_key_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text("scenarios: [scale-out]\nseeds: [1]\nseeds: [2]\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"'seeds' appears twice in one mapping \(at line 3"):
+        load_grid(path)

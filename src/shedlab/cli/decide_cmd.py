@@ -11,11 +11,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from shedlab.cli.settings import SetOption, cli_config
+from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
 from shedlab.core.decide import Decision, decide_on_snapshot, load_snapshot_file
+from shedlab.errors import InputError
 from shedlab.units import general
 
 console = Console()
+
+MAX_CYCLES = 10_000
+"""``decide --cycles``: AvgShedder's hit counts need a handful; more is a typo that would loop for hours."""
+MAX_TIMING = 100_000
+"""``conform --timing``: repetitions of the first tick."""
 
 
 def _reason_grid(reason: dict[str, Any]) -> Table:
@@ -76,11 +82,13 @@ def decide(
     seed: Annotated[int, typer.Option(help="Seed for the strategies' random choices.")] = 0,
     cycles: Annotated[
         int,
-        typer.Option(min=1, help="Repeat the shedding call on this snapshot until it unloads (hit counts)."),
+        typer.Option(help="Repeat the shedding call on this snapshot until it unloads (hit counts)."),
     ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """What Pulsar's leader would unload from this snapshot, where it would go, and why."""
+    check_seed(seed)
+    check_count(cycles, "--cycles", minimum=1, maximum=MAX_CYCLES)
     conf = cli_config(config, set_)
     snap = load_snapshot_file(snapshot)
     outcome = decide_on_snapshot(snap, conf, strategy=strategy, seed=seed, cycles=cycles)
@@ -100,8 +108,13 @@ def conform(
     """Run conformance cases; one JSON object per case on stdout (docs/conformance.md)."""
     from shedlab.core.conformance import conform_one, iter_case_files
 
+    check_seed(seed)
+    check_count(timing, "--timing", maximum=MAX_TIMING)
+    files = list(iter_case_files(cases))
+    if not files:
+        raise InputError("no conformance cases (*.json) in " + ", ".join(map(str, cases)))
     passed = failed = errors = 0
-    for path in iter_case_files(cases):
+    for path in files:
         output, ok = conform_one(path, check=check, timing=timing, seed=seed)
         print(json.dumps(output), flush=True)
         if "error" in output:

@@ -16,15 +16,28 @@ from typing import Annotated, Any
 import typer
 
 from shedlab.config import ConfigLayer, LoadBalancerConfig, layered_config
-from shedlab.errors import ConfigError
+from shedlab.errors import MAX_SEED, ConfigError, InputError
 from shedlab.strategies import overrides_and_pair, resolve_config
 
-__all__ = ["SetOption", "cli_config", "parse_sets", "run_overrides"]
+__all__ = ["SetOption", "check_count", "check_seed", "cli_config", "parse_sets", "run_overrides"]
+
 
 SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override one Pulsar key (repeatable): --set maxUnloadPercentage=0.5."),
 ]
+
+
+def check_count(value: int | None, option: str, *, minimum: int = 0, maximum: int) -> None:
+    """Refuse a whole-number option outside ``[minimum, maximum]`` before anything runs (typer only
+    checks that it is an integer; a negative count or one of 10^12 would fail or hang later)."""
+    if value is not None and not minimum <= value <= maximum:
+        raise InputError(f"must be between {minimum} and {maximum}", field=option, value=value)
+
+
+def check_seed(value: int | None, option: str = "--seed") -> None:
+    """A seed is an integer in ``[0, MAX_SEED]``."""
+    check_count(value, option, maximum=MAX_SEED)
 
 
 def parse_sets(values: Sequence[str] | None) -> dict[str, str]:

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from shedlab import units
-from shedlab.cli.settings import SetOption, run_overrides
+from shedlab.cli.settings import SetOption, check_seed, run_overrides
 from shedlab.core.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
 from shedlab.errors import ConfigError, InputError
 from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name, short_pair_name
@@ -176,6 +176,7 @@ def simulate(
     """Simulate a scenario and print its run summary."""
     if record and out is None:
         raise InputError("--record writes files: give --out DIR too", field="--record")
+    check_seed(seed)
     scen = _load(scenario)
     overrides, file_pair = run_overrides(config, set_)
     pair = resolve_pair_name(strategy) if strategy else file_pair
@@ -215,6 +216,7 @@ def compare(
     json_output: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON.")] = False,
 ) -> None:
     """Run several strategy pairs on the same scenario and seed and print them side by side."""
+    check_seed(seed)
     scen = _load(scenario)
     names = (
         list(STRATEGY_PAIRS)

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from shedlab.cli.settings import run_overrides
+from shedlab.cli.settings import check_count, check_seed, run_overrides
 from shedlab.errors import ConfigError
 from shedlab.report.figures import short_pair
 from shedlab.report.load import params_label
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 console = Console()
 err_console = Console(stderr=True)
+
+MAX_LIMIT = 1_000_000_000
+"""``sweep --limit``: at most this many runs (a grid never has more; a negative limit means nothing)."""
 
 MasterOpt = Annotated[
     str | None,
@@ -126,6 +129,9 @@ def sweep(
     from shedlab.core.grid import load_grid
     from shedlab.spark.sweep import sweep as run_sweep
 
+    check_count(limit, "--limit", maximum=MAX_LIMIT)
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise ConfigError("expected a positive number of seconds", field="--timeout", value=timeout)
     g = load_grid(grid)
     if not as_json:
         err_console.print(
@@ -468,6 +474,7 @@ def replay(
     from shedlab.core.replay import strategy_configs
     from shedlab.spark.replay import replay as run_replay
 
+    check_seed(seed)
     overrides, _ = run_overrides(config, set_)
     configs = strategy_configs([s for s in strategies.split(",") if s.strip()], overrides)
     with spark_session(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:

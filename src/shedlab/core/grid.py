@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
-from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig
+from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, parse_yaml_text
 from shedlab.core.sim.scenario import builtin_scenarios, parse_scenario_text
-from shedlab.errors import ConfigError, InputError, did_you_mean
+from shedlab.errors import MAX_SEED, ConfigError, InputError, did_you_mean, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
 
 __all__ = [
@@ -156,12 +155,9 @@ def _scenario_ref(item: Any, base: Path | None, source: str) -> ScenarioRef:
     if base is not None and not path.is_absolute():
         path = base / path
     if item.endswith((".yaml", ".yml")) or "/" in item:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            raise InputError(
-                "scenario file not found", source=source, field="scenarios", value=item
-            ) from None
+        if not path.is_file():
+            raise InputError("scenario file not found", source=source, field="scenarios", value=item)
+        text = read_user_text(path, what="scenario file")
         origin = str(path)
     else:
         names = builtin_scenarios()
@@ -215,6 +211,53 @@ def _check_params(
     return tuple(out)
 
 
+MAX_SEEDS = 100_000
+"""Seeds per grid (``seeds: {count: N}``): each is a run per scenario × pair × parameter set."""
+
+
+def _whole(value: Any, source: str, field_name: str) -> int:
+    """A whole number as written (``3``, ``"3"`` or ``3.0``); anything else is refused with the value."""
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and len(value.strip()) <= 20:
+        value = int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError("expected an integer", source=source, field=field_name, value=value)
+    return value
+
+
+def _parse_seeds(raw: Any, source: str) -> tuple[int, ...]:
+    """``[1, 2, 3]``, one seed, or ``{count: N, start: S}``: distinct integers in ``[0, MAX_SEED]``."""
+    if isinstance(raw, Mapping):
+        unknown = [k for k in raw if k not in ("count", "start")]
+        if unknown:
+            raise ConfigError(
+                "unknown field", source=source, field=f"seeds.{unknown[0]}", hint="count, start"
+            )
+        count = _whole(raw.get("count", 1), source, "seeds.count")
+        start = _whole(raw.get("start", 1), source, "seeds.start")
+        if not 1 <= count <= MAX_SEEDS:
+            raise ConfigError(
+                f"must be between 1 and {MAX_SEEDS}", source=source, field="seeds.count", value=count
+            )
+        seeds = [start, start + count - 1]
+        values: tuple[int, ...] = tuple(range(start, start + count)) if 0 <= start <= MAX_SEED - count else ()
+    else:
+        listed = raw if isinstance(raw, list) else [raw]
+        if len(listed) > MAX_SEEDS:
+            raise ConfigError(f"more than {MAX_SEEDS} seeds", source=source, field="seeds")
+        values = tuple(_whole(s, source, "seeds") for s in listed)
+        seeds = list(values)
+    bad = [s for s in seeds if not 0 <= s <= MAX_SEED]
+    if bad:
+        raise ConfigError(
+            f"a seed is an integer in [0, {MAX_SEED}]", source=source, field="seeds", value=bad[0]
+        )
+    if not values or len(set(values)) != len(values):
+        raise ConfigError("expected distinct seeds", source=source, field="seeds", value=raw)
+    return values
+
+
 def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, text: str = "") -> Grid:
     """Validate a grid mapping (see ``docs/spark.md``); errors name the field."""
     if not isinstance(data, Mapping):
@@ -247,6 +290,10 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
                 items.append(item)
     else:
         raise ConfigError("expected a list of scenarios or 'all'", source=source, field="scenarios")
+    if not items:
+        raise ConfigError(
+            "expected at least one scenario", source=source, field="scenarios", value=raw_scenarios
+        )
     scenarios = tuple(_scenario_ref(item, base, source) for item in items)
     names = [s.name for s in scenarios]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -262,26 +309,7 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
         strategies = tuple(resolve_pair_name(str(v)) for v in values)
     if not strategies:
         raise ConfigError("expected at least one strategy pair", source=source, field="strategies")
-    raw_seeds = data.get("seeds", [1])
-    if isinstance(raw_seeds, Mapping):
-        try:
-            count = int(raw_seeds.get("count", 1))
-            start = int(raw_seeds.get("start", 1))
-        except (TypeError, ValueError):
-            raise ConfigError(
-                "seeds: count and start must be integers", source=source, field="seeds"
-            ) from None
-        seeds: tuple[int, ...] = tuple(range(start, start + count))
-    else:
-        seed_values = raw_seeds if isinstance(raw_seeds, list) else [raw_seeds]
-        try:
-            seeds = tuple(int(s) for s in seed_values)
-        except (TypeError, ValueError):
-            raise ConfigError(
-                "seeds must be integers", source=source, field="seeds", value=raw_seeds
-            ) from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ConfigError("expected distinct seeds", source=source, field="seeds", value=raw_seeds)
+    seeds = _parse_seeds(data.get("seeds", [1]), source)
     parameters = _check_params(data.get("parameters") or {}, source, "parameters")
     per_pair = []
     raw_pp = data.get("strategy_parameters") or {}
@@ -338,17 +366,9 @@ def load_grid(path: str | Path) -> Grid:
     if not p.exists() and "/" not in str(path) and not str(path).endswith((".yaml", ".yml")):
         text = shipped_grid(str(path))
         if text is not None:
-            return parse_grid(yaml.safe_load(text), source=f"builtin:{path}", text=text)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("grid file not found", source=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read grid file: {exc.strerror}", source=str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"malformed YAML: {exc}", source=str(path)) from None
+            return parse_grid(parse_yaml_text(text, f"builtin:{path}"), source=f"builtin:{path}", text=text)
+    text = read_user_text(p, what="grid file")
+    data = parse_yaml_text(text, str(path))
     return parse_grid(data, source=str(path), base=p.resolve().parent, text=text)
 
 

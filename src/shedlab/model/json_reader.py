@@ -1,39 +1,29 @@
 """Validated access to parsed JSON, with the path of every value for error messages.
 
-Pulsar itself ignores unknown fields and fills missing ones with defaults. shedlab does the same
-for fields that Pulsar treats as optional, but refuses values that cannot be right (negative or
-NaN rates, wrong types) and names the file and the JSON path of the offending value.
+Files are read and parsed by :mod:`shedlab.errors`' one reader of a user's files (encodings, binary data,
+duplicate keys, integers beyond 64 bits). Pulsar itself ignores unknown fields and fills missing ones with
+defaults. shedlab does the same for fields that Pulsar treats as optional, but refuses values that cannot
+be right (negative or NaN rates, wrong types) and names the file and the JSON path of the offending value.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from shedlab.errors import InputError
+from shedlab.errors import InputError, parse_json_text, read_user_text
 from shedlab.model.formats import Default, Field, FieldError, read_fields
+
+__all__ = ["JsonReader", "load_json_file"]
 
 _MISSING: Any = object()
 
 
 def load_json_file(path: str | Path) -> Any:
-    """Parse a JSON file, turning I/O and syntax problems into :class:`InputError`."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", source=str(p)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror}", source=str(p)) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(p)
-        ) from None
+    """Parse a user's JSON file (:func:`read_user_text`, :func:`parse_json_text`)."""
+    return parse_json_text(read_user_text(path), str(path))
 
 
 class JsonReader:

@@ -11,6 +11,7 @@ from shedlab.core.sim.events import EventQueue, initial_assignment, resolve_remo
 from shedlab.core.sim.scenario import RemoveBrokers, Scenario
 from shedlab.core.sim.state import NEVER, ClusterState, broker_layout
 from shedlab.core.sim.traffic import build_population
+from shedlab.errors import InputError
 
 START = 1_000_000
 
@@ -87,15 +88,20 @@ def test_a_restart_within_one_tick_is_both_a_removal_and_a_join() -> None:
 
 def test_background_change_replaces_the_brokers_definition() -> None:
     queue, cluster = setup(
-        scenario([{"at": "1m", "kind": "background", "brokers": [3, 9], "background": {"cpu": 0.3}}])
+        scenario([{"at": "1m", "kind": "background", "brokers": [3], "background": {"cpu": 0.3}}])
     )
     log = Log()
     step(queue, cluster, START, log)
     before = cluster.background[0]
     step(queue, cluster, START + 60_000, log)
     assert cluster.background[0] is before
-    assert cluster.background[2].cpu.value(0.0) == 0.3  # broker 9 does not exist: ignored
-    assert log.rows[-1][1] == "background" and '"brokers": [3, 9]' in log.rows[-1][2]
+    assert cluster.background[2].cpu.value(0.0) == 0.3
+    assert log.rows[-1][1] == "background" and '"brokers": [3]' in log.rows[-1][2]
+
+
+def test_an_event_naming_a_broker_the_scenario_lacks_is_refused() -> None:
+    with pytest.raises(InputError, match=r"events\[0\]\.brokers: background at 60 s names broker 9.*1-3"):
+        scenario([{"at": "1m", "kind": "background", "brokers": [3, 9], "background": {"cpu": 0.3}}])
 
 
 def test_traffic_events_are_only_logged() -> None:

@@ -148,3 +148,55 @@ def test_the_documented_example_loads_and_runs() -> None:
     assert scenario.workloads[1].shapes[0].param("on") == 60.0
     result = run_simulation(scenario)
     assert len(result.ticks) == 121
+
+
+# ------------------------------------------------------------------------------- limits and names (hardening)
+
+_SMALL = "name: s\nduration: 10m\nbrokers:\n  - count: 3\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("seed: -1\n", "seed: must be at least 0"),
+        (
+            "events:\n  - {at: 1m, kind: remove_brokers, brokers: [4]}\n",
+            r"events\[0\]\.brokers: .*broker 4.*1-3",
+        ),
+        ("events:\n  - {at: 1m, kind: rolling_restart, interval: 1m, brokers: [9]}\n", "broker 9"),
+        ("events:\n  - {at: 1m, kind: add_brokers, count: 20000}\n", r"events\[0\]\.count: more than 10000"),
+        ("simulation:\n  tick: 0.0001\n", "duration: .* the limit is 1000000 ticks"),
+        (
+            "workloads:\n  - {name: w, tenants: 100, namespaces: 100, bundles: 1000}\n",
+            "more than 1000000 bundles",
+        ),
+    ],
+)
+def test_scenarios_beyond_the_limits_or_naming_missing_brokers_are_refused(extra: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        parse_scenario_text(_SMALL + extra, "s.yaml")
+
+
+def test_a_broker_added_before_the_event_may_be_named() -> None:
+    events = (
+        "events:\n  - {at: 1m, kind: add_brokers, count: 2}\n"
+        "  - {at: 2m, kind: remove_brokers, brokers: [5]}\n"
+    )
+    assert len(parse_scenario_text(_SMALL + events, "s.yaml").events) == 2
+
+
+@pytest.mark.parametrize(
+    "brokers", ["brokers: []\n", "brokers:\n  - count: 0\n", "brokers:\n  - count: 20000\n"]
+)
+def test_broker_counts_out_of_range_are_refused(brokers: str) -> None:
+    with pytest.raises(InputError, match="brokers"):
+        parse_scenario_text("name: s\n" + brokers, "s.yaml")
+
+
+def test_a_scenario_in_utf16_is_read_and_a_gzipped_one_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_bytes(_SMALL.encode("utf-16"))
+    assert load_scenario(path).initial_brokers == 3
+    path.write_bytes(b"\x1f\x8b\x08\x00")
+    with pytest.raises(InputError, match=r"s\.yaml: this is a gzip file, not text"):
+        load_scenario(path)

@@ -16,16 +16,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from shedlab.config import LoadBalancerConfig
+from shedlab.config import LoadBalancerConfig, UniqueKeyLoader, parse_yaml_text
 from shedlab.core.sim.hardware import HardwareClass, parse_hardware
 from shedlab.core.sim.spec import Node
 from shedlab.core.sim.traffic import Selector, Signal, Workload, parse_selector, parse_signal, parse_workload
-from shedlab.errors import ConfigError, InputError, ShedlabError, did_you_mean
+from shedlab.errors import ConfigError, InputError, ShedlabError, did_you_mean, read_user_text
 from shedlab.strategies import resolve_config, resolve_pair_name
 
 DEFAULT_START_TIME_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+# Limits a scenario must stay within (docs/scenarios.md, "Limits"), checked when it is loaded, before the
+# simulator allocates its arrays or starts its tick loop: 10^12 brokers would be a MemoryError and a
+# duration of 10^15 s a loop that never ends.
+MAX_BROKERS = 10_000
+"""Brokers a scenario may ever have: the initial ones plus every ``add_brokers`` event."""
+MAX_BUNDLES = 1_000_000
+"""Bundles over all workloads (tenants × namespaces × bundles)."""
+MAX_TICKS = 1_000_000
+"""Ticks of a run (duration / tick + 1): 11.5 days in 1-s ticks, 1.9 years in 60-s ticks."""
 INITIAL_ASSIGNMENTS = ("placement", "round_robin", "random")
 STATS_PHASES = ("aligned", "random")
 LEADER_FAILOVER = ("reset", "keep")
@@ -335,6 +342,50 @@ def _check_hardware(node: Node, key: str, name: str, hardware: Mapping[str, Hard
         raise node.error(key, "unknown hardware class", name, hint=hint)
 
 
+def _check_limits(
+    root: Node, duration: float, simulation: SimulationSettings, initial: int, workloads: tuple[Workload, ...]
+) -> None:
+    """Refuse sizes beyond :data:`MAX_BROKERS`, :data:`MAX_BUNDLES` and :data:`MAX_TICKS` up front."""
+    added = 0
+    for i, node in enumerate(root.list("events", [])):
+        if isinstance(node, Mapping) and node.get("kind") == "add_brokers":
+            count = node.get("count", 1)
+            added += count if isinstance(count, int) and not isinstance(count, bool) else 0
+            if initial + added > MAX_BROKERS:
+                raise root.error(f"events[{i}].count", f"more than {MAX_BROKERS} brokers in all", count)
+    if initial > MAX_BROKERS:
+        raise root.error("brokers", f"more than {MAX_BROKERS} brokers ({initial})")
+    bundles = sum(w.num_bundles for w in workloads)
+    if bundles > MAX_BUNDLES:
+        raise root.error("workloads", f"more than {MAX_BUNDLES} bundles ({bundles})")
+    ticks = duration // simulation.tick + 1
+    if ticks > MAX_TICKS:
+        raise root.error(
+            "duration",
+            f"{ticks:.3g} ticks of {simulation.tick:g} s: the limit is {MAX_TICKS} ticks",
+            root.raw("duration"),
+            hint="shorten the duration or lengthen simulation.tick",
+        )
+
+
+def _check_event_brokers(root: Node, events: tuple[Event, ...], initial: int) -> None:
+    """Refuse an event naming a broker the scenario does not have by then (brokers are numbered from 1;
+    ``add_brokers`` events number theirs after the existing ones)."""
+    for i, event in enumerate(events):
+        if isinstance(event, AddBrokers):
+            continue
+        existing = initial + sum(e.count for e in events if isinstance(e, AddBrokers) and e.at <= event.at)
+        named = event.brokers if isinstance(event, RemoveBrokers | RollingRestart | BackgroundChange) else ()
+        unknown = [b for b in named if b > existing]
+        if unknown:
+            raise root.error(
+                f"events[{i}].brokers",
+                f"{event.kind} at {event.at:g} s names broker {unknown[0]}, but the scenario has brokers "
+                f"1-{existing} by then",
+                list(named),
+            )
+
+
 def _parse_scenario(root: Node, source: str) -> Scenario:
     name = root.string("name")
     seed = root.integer("seed", 0, minimum=0)
@@ -385,6 +436,9 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     if not workloads:
         raise root.error("workloads", "at least one workload is needed")
     initial = sum(g.count for g in groups)
+    if initial == 0:
+        raise root.error("brokers", "at least one broker is needed", root.raw("brokers"))
+    _check_limits(root, duration, simulation, initial, workloads)
     for w_index, workload in enumerate(workloads):
         bad = [b for b in workload.brokers if b > initial]
         if bad:
@@ -394,6 +448,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
                 field=f"workloads[{w_index}].brokers",
             )
     events = tuple(_parse_event(node, hardware) for node in root.nodes("events"))
+    _check_event_brokers(root, events, initial)
     metrics = _parse_metrics(root)
     scenario = Scenario(
         name=name,
@@ -428,13 +483,13 @@ def builtin_scenarios() -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in directory.iterdir() if p.name.endswith(".yaml"))
 
 
-class _ScenarioLoader(yaml.SafeLoader):
+class _ScenarioLoader(UniqueKeyLoader):
     """YAML 1.2 booleans: only true/false. YAML 1.1 would read the key ``on:`` (on/off shapes) as True."""
 
 
 _ScenarioLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    for first, resolvers in UniqueKeyLoader.yaml_implicit_resolvers.items()
 }
 _ScenarioLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
@@ -443,14 +498,7 @@ _ScenarioLoader.add_implicit_resolver(
 
 def parse_scenario_text(text: str, source: str) -> Scenario:
     """A scenario from YAML text; ``source`` names it in error messages."""
-    try:
-        data = yaml.load(text, Loader=_ScenarioLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        raise InputError(f"malformed YAML at {where}{exc.problem}", source=source) from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"malformed YAML: {exc}", source=source) from None
+    data = parse_yaml_text(text, source, loader=_ScenarioLoader)
     if data is None:
         raise InputError("the scenario file is empty", source=source)
     return Scenario.from_mapping(data, source)
@@ -464,13 +512,7 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
         isinstance(path_or_name, Path) or text_name.endswith((".yaml", ".yml")) or "/" in text_name
     )
     if path.is_file() or looks_like_file:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError("scenario file not found", source=text_name) from None
-        except OSError as exc:
-            raise InputError(f"cannot read scenario file: {exc.strerror}", source=text_name) from None
-        return parse_scenario_text(text, text_name)
+        return parse_scenario_text(read_user_text(path, what="scenario file"), text_name)
     names = builtin_scenarios()
     if text_name not in names:
         hint = did_you_mean(text_name, names) or f"built-in scenarios: {', '.join(names)}"

@@ -1,0 +1,347 @@
+"""Every bad input to a command gets one clear line on stderr, exit status 2, no traceback, no hang.
+
+A table of bad inputs, grouped by class, each run through the real command line in a subprocess (with a
+timeout). A case passes when the command exits 2, stderr is one line naming the file, field or value,
+and there is no Python traceback and no Java stack. The ``sweep`` cases use grids that fail when they are
+loaded, with ``JAVA_HOME`` pointing nowhere: had Spark started first, its error would not name the grid.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAPSHOT = (ROOT / "examples" / "snapshot.json").read_text(encoding="utf-8")
+TIMEOUT_S = 30
+
+SCENARIO = """\
+name: small
+duration: 10m
+brokers:
+  - count: 3
+workloads:
+  - name: w
+    bundles: 4
+"""
+GRID = "name: g\nscenarios: [{scenario}]\nstrategies: [AvgShedder]\nseeds: [1]\n"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A command line (``{dir}`` is the case's folder), the files it needs, and what stderr must name."""
+
+    id: str
+    args: tuple[str, ...]
+    names: str
+    files: Mapping[str, bytes] = field(default_factory=dict)
+
+
+def scenario(extra: str = "", *, brokers: str = "  - count: 3\n", duration: str = "10m") -> bytes:
+    text = f"name: small\nduration: {duration}\nbrokers:\n{brokers}workloads:\n  - name: w\n    bundles: 4\n"
+    return (text + extra).encode()
+
+
+def event(body: str) -> bytes:
+    return scenario("events:\n  - " + body + "\n")
+
+
+def snapshot(mutate: str, value: str) -> bytes:
+    """The example snapshot with the text ``mutate`` replaced by ``value``."""
+    assert mutate in SNAPSHOT
+    return SNAPSHOT.replace(mutate, value, 1).encode()
+
+
+GZIP = gzip.compress(SNAPSHOT.encode())
+ZIP = b"PK\x03\x04\x14\x00\x00\x00" + b"\x00" * 20
+PARQUET = b"PAR1\x15\x04\x15" + b"\x00" * 20 + b"PAR1"
+HUGE = "1" + "0" * 400
+
+
+def _decide(name: str, data: bytes, names: str | None = None, *extra: str) -> Case:
+    return Case(
+        f"decide-{name}", ("decide", "{dir}/snap.json", *extra), names or "snap.json", {"snap.json": data}
+    )
+
+
+def _config(name: str, file: str, data: bytes, names: str | None = None) -> Case:
+    return Case(
+        f"config-{name}", ("config", "show", "--config", f"{{dir}}/{file}"), names or file, {file: data}
+    )
+
+
+def _simulate(name: str, data: bytes, names: str | None = None, *extra: str) -> Case:
+    return Case(f"simulate-{name}", ("simulate", "{dir}/s.yaml", *extra), names or "s.yaml", {"s.yaml": data})
+
+
+def _compare(name: str, data: bytes, names: str | None = None) -> Case:
+    args = ("compare", "{dir}/s.yaml", "--strategies", "AvgShedder")
+    return Case(f"compare-{name}", args, names or "s.yaml", {"s.yaml": data})
+
+
+def _sweep(
+    name: str, data: bytes, names: str | None = None, files: Mapping[str, bytes] | None = None
+) -> Case:
+    args = ("sweep", "{dir}/g.yaml", "--out", "{dir}/out")
+    return Case(f"sweep-{name}", args, names or "g.yaml", {"g.yaml": data, **(files or {})})
+
+
+# ------------------------------------------------------------------------------------------- the table
+
+CASES: dict[str, list[Case]] = {
+    "encodings and binary data": [
+        _decide("gzip", GZIP, "gzip file"),
+        _decide("zip", ZIP, "zip file"),
+        _decide("parquet", PARQUET, "Parquet file"),
+        _decide("nul-bytes", b'{"brokers": {}\x00}', "NUL byte"),
+        _decide("utf16-without-bom", SNAPSHOT.encode("utf-16-le"), "snap.json"),
+        _decide("latin1", '{"brokers": {"caf\xe9": 1}}'.encode("latin-1"), "not UTF-8"),
+        _decide("bad-utf16-after-bom", codecs.BOM_UTF16_LE + b"{\x00\xd8", "UTF-16"),
+        _config("gzip-yaml", "lb.yaml", gzip.compress(b"maxUnloadPercentage: 0.5\n"), "gzip file"),
+        _config("gzip-json", "lb.json", gzip.compress(b'{"maxUnloadPercentage": 0.5}'), "gzip file"),
+        _config("parquet-json", "lb.json", PARQUET, "Parquet file"),
+        _config("nul-conf", "broker.conf", b"maxUnloadPercentage=0.5\n\x00\x01", "NUL byte"),
+        _config("utf16-bom-bad-value", "broker.conf", "maxUnloadPercentage=abc\n".encode("utf-16"), "abc"),
+        _simulate("gzip", gzip.compress(scenario()), "gzip file"),
+        _simulate("zip", ZIP, "zip file"),
+        _simulate("latin1", "name: caf\xe9\n".encode("latin-1"), "not UTF-8"),
+        _sweep("gzip", gzip.compress(b"scenarios: all\n"), "gzip file"),
+        _sweep(
+            "scenario-gzip",
+            GRID.format(scenario="s.yaml").encode(),
+            "s.yaml",
+            {"s.yaml": gzip.compress(scenario())},
+        ),
+    ],
+    "duplicate keys": [
+        _decide("json", b'{"brokers": {}, "brokers": {}}', "'brokers' appears twice"),
+        _decide("nested-json", snapshot('"cpu": {', '"cpu": {"usage": 1, '), "'usage' appears twice"),
+        _config("yaml", "lb.yaml", b"maxUnloadPercentage: 0.5\nmaxUnloadPercentage: 0.7\n", "line 2"),
+        _config("json", "lb.json", b'{"minUnloadMessage": 1,\n "minUnloadMessage": 2}', "'minUnloadMessage'"),
+        _config(
+            "nested-yaml", "lb.yaml", b"config:\n  minUnloadMessage: 1\n  minUnloadMessage: 2\n", "line 3"
+        ),
+        _simulate("top-level", scenario("duration: 20m\n"), "'duration' appears twice"),
+        _simulate("nested", scenario("", brokers="  - count: 3\n    count: 4\n"), "'count' appears twice"),
+        _compare("top-level", scenario("name: other\n"), "'name' appears twice"),
+        _sweep("grid", b"scenarios: [scale-out]\nscenarios: [broker-loss]\n", "'scenarios' appears twice"),
+        _sweep(
+            "scenario-of-grid",
+            GRID.format(scenario="s.yaml").encode(),
+            "'duration'",
+            {"s.yaml": scenario("duration: 5m\n")},
+        ),
+    ],
+    "numbers out of range": [
+        _decide("huge-int", snapshot('"usage": 656.0', f'"usage": {HUGE}'), "64 bits"),
+        _decide("negative-seed", SNAPSHOT.encode(), "--seed", "--seed", "-1"),
+        _decide("seed-beyond-64-bits", SNAPSHOT.encode(), "--seed", "--seed", str(2**64)),
+        _decide("zero-cycles", SNAPSHOT.encode(), "--cycles", "--cycles", "0"),
+        _decide("absurd-cycles", SNAPSHOT.encode(), "--cycles", "--cycles", str(10**12)),
+        _decide("negative-rate", snapshot('"msgRateIn": ', '"msgRateIn": -'), "msgRateIn"),
+        Case(
+            "decide-set-negative-max-unload",
+            ("decide", "{dir}/snap.json", "--set", "maxUnloadPercentage=-0.5"),
+            "maxUnloadPercentage",
+            {"snap.json": SNAPSHOT.encode()},
+        ),
+        Case("conform-negative-timing", ("conform", str(ROOT / "conformance"), "--timing", "-1"), "--timing"),
+        Case("conform-negative-seed", ("conform", str(ROOT / "conformance"), "--seed", "-5"), "--seed"),
+        _config("negative-max-unload", "lb.yaml", b"maxUnloadPercentage: -0.5\n", "maxUnloadPercentage"),
+        _config("negative-min-unload-conf", "broker.conf", b"minUnloadMessage=-1\n", "minUnloadMessage"),
+        _config(
+            "zero-shedding-interval",
+            "lb.json",
+            b'{"loadBalancerSheddingIntervalMinutes": 0}',
+            "loadBalancerSheddingIntervalMinutes",
+        ),
+        _config(
+            "history-above-one",
+            "lb.yaml",
+            b"loadBalancerHistoryResourcePercentage: 1.5\n",
+            "loadBalancerHistoryResourcePercentage",
+        ),
+        _config("huge-int-json", "lb.json", f'{{"minUnloadMessage": {HUGE}}}'.encode(), "64 bits"),
+        _config("huge-int-yaml", "lb.yaml", f"minUnloadMessage: {'9' * 5000}\n".encode(), "64 bits"),
+        _config("int-beyond-java-int", "broker.conf", b"minUnloadMessage=99999999999\n", "minUnloadMessage"),
+        _simulate("negative-seed-option", scenario(), "--seed", "--seed", "-1"),
+        _simulate("negative-seed-field", scenario("seed: -3\n"), "seed"),
+        _simulate("huge-seed-field", scenario(f"seed: {HUGE}\n"), "64 bits"),
+        _simulate("trillion-brokers", scenario("", brokers="  - count: 1000000000000\n"), "brokers"),
+        _simulate("huge-duration", scenario("", duration="1000000000000000"), "duration"),
+        _simulate("tiny-tick", scenario("simulation:\n  tick: 0.000001\n"), "duration"),
+        _simulate("million-added-brokers", event("{at: 1m, kind: add_brokers, count: 1000000}"), "count"),
+        _simulate(
+            "ten-million-bundles",
+            scenario("", duration="10m").replace(b"bundles: 4", b"bundles: 10000000"),
+            "bundles",
+        ),
+        _simulate("infinite-duration", scenario("", duration=".inf"), "duration"),
+        _simulate("nan-factor", event("{at: 1m, kind: traffic, factor: .nan}"), "factor"),
+        Case(
+            "compare-negative-seed",
+            ("compare", "{dir}/s.yaml", "--seed", "-2"),
+            "--seed",
+            {"s.yaml": scenario()},
+        ),
+        _sweep("negative-seed", b"scenarios: [scale-out]\nseeds: [-1]\n", "seeds"),
+        _sweep("trillion-seeds", b"scenarios: [scale-out]\nseeds: {count: 1000000000000}\n", "seeds.count"),
+        Case("sweep-negative-limit", ("sweep", "tiny", "--out", "{dir}/out", "--limit", "-1"), "--limit"),
+        Case(
+            "sweep-negative-timeout", ("sweep", "tiny", "--out", "{dir}/out", "--timeout", "-5"), "--timeout"
+        ),
+    ],
+    "names that do not exist": [
+        _simulate("remove-missing-broker", event("{at: 1m, kind: remove_brokers, brokers: [9]}"), "broker 9"),
+        _simulate(
+            "restart-missing-broker",
+            event("{at: 1m, kind: rolling_restart, interval: 1m, brokers: [2, 7]}"),
+            "broker 7",
+        ),
+        _simulate(
+            "background-missing-broker",
+            event("{at: 1m, kind: background, brokers: [4], background: {cpu: 0.1}}"),
+            "broker 4",
+        ),
+        _simulate(
+            "remove-broker-added-later",
+            scenario(
+                "events:\n  - {at: 5m, kind: add_brokers, count: 2}\n"
+                "  - {at: 1m, kind: remove_brokers, brokers: [5]}\n"
+            ),
+            "events[1].brokers",
+        ),
+        _simulate("empty-broker-list", scenario("", brokers="  []\n"), "brokers"),
+        _simulate("zero-count", scenario("", brokers="  - count: 0\n"), "count"),
+        _simulate("unknown-hardware", scenario("", brokers="  - count: 3\n    hardware: huge\n"), "huge"),
+        Case("simulate-unknown-builtin", ("simulate", "scale-outt"), "scale-outt"),
+        Case(
+            "compare-unknown-strategy", ("compare", "scale-out", "--strategies", "AvgShedderr"), "AvgShedderr"
+        ),
+        _compare("remove-missing-broker", event("{at: 1m, kind: remove_brokers, brokers: [9]}"), "broker 9"),
+        _sweep("empty-scenario-list", b"scenarios: []\n", "scenarios"),
+        _sweep("unknown-scenario", b"scenarios: [no-such-scenario]\n", "no-such-scenario"),
+        _sweep("pattern-matches-nothing", b"scenarios: ['zzz*']\n", "zzz*"),
+        _sweep("missing-scenario-file", b"scenarios: [nope.yaml]\n", "nope.yaml"),
+        _sweep(
+            "event-missing-broker",
+            GRID.format(scenario="s.yaml").encode(),
+            "broker 9",
+            {"s.yaml": event("{at: 1m, kind: remove_brokers, brokers: [9]}")},
+        ),
+        _sweep("unknown-field", b"scenarios: [scale-out]\nseed: [1]\n", "seed"),
+    ],
+    "empty and missing input": [
+        Case(
+            "conform-empty-directory",
+            ("conform", "{dir}/cases"),
+            "no conformance cases",
+            {"cases/README.md": b"none\n"},
+        ),
+        Case(
+            "conform-empty-directory-check",
+            ("conform", "--check", "{dir}/cases"),
+            "cases",
+            {"cases/x.txt": b""},
+        ),
+        _decide("empty-file", b"", "snap.json"),
+        Case("decide-missing-file", ("decide", "{dir}/nope.json"), "nope.json"),
+        Case("decide-directory", ("decide", "{dir}"), "directory"),
+        _simulate("empty-file", b"", "empty"),
+        Case("simulate-missing-file", ("simulate", "{dir}/nope.yaml"), "nope.yaml"),
+        _config("yaml-list", "lb.yaml", b"- maxUnloadPercentage\n", "lb.yaml"),
+        Case("config-missing-file", ("config", "show", "--config", "{dir}/nope.conf"), "nope.conf"),
+        _sweep("empty-file", b"", "g.yaml"),
+        Case("sweep-missing-grid", ("sweep", "{dir}/nope.yaml", "--out", "{dir}/out"), "nope.yaml"),
+    ],
+    "malformed documents": [
+        _decide("truncated", SNAPSHOT[:200].encode(), "malformed JSON"),
+        _decide("deep-nesting", b"[" * 100_000, "nested too deeply"),
+        _decide("top-level-list", b"[1, 2]", "snap.json"),
+        _decide("brokers-is-a-list", b'{"brokers": []}', "brokers"),
+        _simulate("tabs", b"name: x\n\tduration: 5m\n", "s.yaml"),
+        _simulate("deep-nesting", b"a: " + b"[" * 20_000, "s.yaml"),
+        _simulate("top-level-list", b"- 1\n- 2\n", "s.yaml"),
+        _config("bad-escape", "broker.conf", b"minUnloadMessage=\\u12\n", "broker.conf"),
+        _sweep("not-a-mapping", b"- scale-out\n", "g.yaml"),
+    ],
+}
+
+ALL = [(group, case) for group, cases in CASES.items() for case in cases]
+
+
+def _materialise(case: Case, folder: Path) -> list[str]:
+    for name, data in case.files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return [arg.replace("{dir}", str(folder)) for arg in case.args]
+
+
+def _run(case: Case, folder: Path) -> subprocess.CompletedProcess[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    args = _materialise(case, folder)
+    env = {**os.environ, "COLUMNS": "200", "JAVA_HOME": str(folder / "no-java")}
+    return subprocess.run(
+        [sys.executable, "-m", "shedlab", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env=env,
+        cwd=folder,
+    )
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every case run once, four at a time (each is a fresh interpreter)."""
+    base = tmp_path_factory.mktemp("bad-inputs")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {case.id: pool.submit(_run, case, base / case.id) for _, case in ALL}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def test_the_table_is_big_enough() -> None:
+    assert len(ALL) >= 60
+    assert len({case.id for _, case in ALL}) == len(ALL), "case ids must be unique"
+
+
+@pytest.mark.parametrize(("group", "case"), ALL, ids=[f"{g.split()[0]}:{c.id}" for g, c in ALL])
+def test_bad_input_is_one_clear_line(
+    group: str, case: Case, outcomes: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    run = outcomes[case.id]
+    stderr = run.stderr
+    assert "Traceback" not in stderr, stderr
+    assert "Exception in thread" not in stderr and "at org.apache" not in stderr, stderr
+    assert run.returncode == 2, f"exit {run.returncode}: {stderr}"
+    line = stderr.rstrip("\n")
+    assert line and "\n" not in line, f"not one line: {stderr!r}"
+    assert line.startswith("error: "), line
+    assert case.names in line, f"{case.names!r} not in {line!r}"
+
+
+def test_a_byte_order_mark_is_fine(tmp_path: Path) -> None:
+    """UTF-16 and UTF-8-with-BOM files are read, not refused (the other half of the encodings class)."""
+    conf = tmp_path / "broker.conf"
+    conf.write_bytes("maxUnloadPercentage=0.7\n".encode("utf-16"))
+    snap = tmp_path / "snap.json"
+    snap.write_bytes(codecs.BOM_UTF8 + SNAPSHOT.encode())
+    run = subprocess.run(
+        [sys.executable, "-m", "shedlab", "decide", str(snap), "--config", str(conf), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["strategy"]

@@ -1,0 +1,83 @@
+"""The one reader of a user's files (``shedlab.errors``): encodings, binary data, duplicate keys, sizes."""
+
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+
+import pytest
+
+from shedlab.errors import ConfigError, InputError, decode_user_bytes, parse_json_text, read_user_text
+
+TEXT = "name: café\n"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        TEXT.encode(),
+        codecs.BOM_UTF8 + TEXT.encode(),
+        TEXT.encode("utf-16"),
+        codecs.BOM_UTF16_BE + TEXT.encode("utf-16-be"),
+        TEXT.encode("utf-32"),
+        codecs.BOM_UTF32_BE + TEXT.encode("utf-32-be"),
+    ],
+)
+def test_utf8_and_text_with_a_byte_order_mark_are_decoded(data: bytes) -> None:
+    assert decode_user_bytes(data, "f") == TEXT
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x1f\x8b\x08\x00", "f: this is a gzip file, not text"),
+        (b"PK\x03\x04", "f: this is a zip file, not text"),
+        (b"PAR1\x00", "f: this is a Parquet file, not text"),
+        (b"BZh91AY", "f: this is a bzip2 file, not text"),
+        (TEXT.encode("utf-16-le"), r"f: binary data, not text \(NUL byte at offset 1\)"),
+        (TEXT.encode("latin-1"), r"f: not UTF-8 text \(invalid byte 0xe9"),
+        (codecs.BOM_UTF16_LE + b"\x00\xd8", "not valid UTF-16 text"),
+    ],
+)
+def test_binary_and_undecodable_data_is_refused_for_what_it_is(data: bytes, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        decode_user_bytes(data, "f")
+
+
+def test_latin1_is_the_fallback_only_when_asked() -> None:
+    assert decode_user_bytes(TEXT.encode("latin-1"), "broker.conf", latin1=True) == TEXT
+
+
+def test_the_error_class_is_the_callers(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="gzip"):
+        decode_user_bytes(b"\x1f\x8b", "broker.conf", error=ConfigError)
+    with pytest.raises(ConfigError, match="expected a config file, found a directory"):
+        read_user_text(tmp_path, what="config file", error=ConfigError)
+    with pytest.raises(InputError, match=r"nope\.json: file not found"):
+        read_user_text(tmp_path / "nope.json")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"a": 1,\n "a": 2}', r"a: key 'a' appears twice in one object \(again at line 2\)"),
+        ('{"x": {"b": 1, "b": 2}}', "key 'b' appears twice"),
+        ('{"a": 1' + "0" * 30 + "}", "integer out of range"),
+        ('{"a": 1' + "0" * 5000 + "}", "integer out of range"),
+        ("[" * 100_000, "nested too deeply"),
+        ('{"a": }', "malformed JSON at line 1, column 7"),
+    ],
+)
+def test_json_refusals(text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message) as info:
+        parse_json_text(text, "f.json")
+    assert str(info.value).startswith("f.json")
+    assert "\n" not in str(info.value)
+
+
+def test_64_bit_integers_and_floats_are_kept() -> None:
+    assert parse_json_text('{"a": 9223372036854775807, "b": -9223372036854775808, "c": 1e400}', "f") == {
+        "a": 2**63 - 1,
+        "b": -(2**63),
+        "c": float("inf"),
+    }

@@ -1,0 +1,335 @@
+"""Every reader of a user's input either succeeds or raises one :class:`~shedlab.errors.ShedlabError`
+with a non-empty one-line message: never another exception (issue "hardening").
+
+Each reader is fed random bytes, random JSON/YAML structures and mutations of a valid document (a key
+deleted, a value replaced by another type, a huge integer, NaN, deep nesting, a duplicated key, another
+encoding). Example counts are kept moderate so the whole module runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shedlab.config import LoadBalancerConfig
+from shedlab.core.decide import load_snapshot_file
+from shedlab.core.grid import load_grid, parse_grid
+from shedlab.core.ingest import parse_text_batch
+from shedlab.core.sim.scenario import load_scenario, parse_scenario_text
+from shedlab.errors import ShedlabError, parse_json_text
+from shedlab.model.json_reader import JsonReader
+from shedlab.model.pulsar import BundleData, LocalBrokerData
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+SNAPSHOT = (ROOT / "examples" / "snapshot.json").read_text(encoding="utf-8")
+LOAD_REPORT = (FIXTURES / "ingest" / "load_report_b3.json").read_text(encoding="utf-8")
+BUNDLE_DATA = (FIXTURES / "ingest" / "bundle_data.jsonl").read_text(encoding="utf-8").splitlines()[0]
+PROMETHEUS = (FIXTURES / "ingest" / "prometheus_query_range.json").read_text(encoding="utf-8")
+SCENARIO = (ROOT / "src" / "shedlab" / "data" / "scenarios" / "scale-out.yaml").read_text(encoding="utf-8")
+GRID = (
+    "name: fuzz\nscenarios: [scale-out]\nstrategies: [AvgShedder]\nseeds: [1, 2]\n"
+    "parameters:\n  maxUnloadPercentage: [0.2, 0.5]\n"
+)
+BROKER_CONF = {
+    "loadBalancerEnabled": True,
+    "loadBalancerLoadSheddingStrategy": "AvgShedder",
+    "maxUnloadPercentage": 0.5,
+    "minUnloadMessage": 1000,
+    "loadBalancerOverrideBrokerNics": ["eth0"],
+}
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def refused_cleanly(call: Callable[[], object]) -> None:
+    """Run ``call``: success, or a ShedlabError with a one-line message; any other exception fails."""
+    try:
+        call()
+    except ShedlabError as exc:
+        message = str(exc)
+        assert message.strip(), f"empty message from {type(exc).__name__}"
+        assert "\n" not in message and "\r" not in message, f"multi-line message: {message!r}"
+
+
+def in_file(name: str, data: bytes, read: Callable[[Path], object]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / name
+        path.write_bytes(data)
+        refused_cleanly(lambda: read(path))
+
+
+# ------------------------------------------------------------------------------------------ generators
+
+_HUGE = st.sampled_from([10**30, -(10**30), 2**63, -(2**63) - 1, 10**400, 2**31])
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | _HUGE
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12)
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a value inside ``value`` (keys of dicts, indexes of lists)."""
+    out = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            out += _paths(item, (*prefix, index))
+    return out
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"a": [value]}
+    return value
+
+
+@st.composite
+def mutated(draw: st.DrawFn, document: Any) -> Any:
+    """``document`` with one to three mutations at random places."""
+    doc = json.loads(json.dumps(document))
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(doc)
+        path = draw(st.sampled_from(paths))
+        if not path:
+            doc = draw(_JSON | st.just(_nested(draw(st.integers(50, 300)))))
+            continue
+        parent = doc
+        for step in path[:-1]:
+            parent = parent[step]
+        last = path[-1]
+        action = draw(st.sampled_from(["delete", "replace", "huge", "nan", "nest", "negative"]))
+        if action == "delete":
+            del parent[last]
+        elif action == "replace":
+            parent[last] = draw(_JSON)
+        elif action == "huge":
+            parent[last] = draw(_HUGE)
+        elif action == "nan":
+            parent[last] = draw(st.sampled_from([float("nan"), float("inf"), -float("inf")]))
+        elif action == "nest":
+            parent[last] = _nested(draw(st.integers(5, 300)))
+        elif isinstance(parent[last], int | float) and not isinstance(parent[last], bool):
+            parent[last] = -parent[last] - 1
+    return doc
+
+
+def _json_bytes(value: Any) -> bytes:
+    return json.dumps(value, allow_nan=True).encode()
+
+
+def _yaml_bytes(value: Any) -> bytes:
+    try:
+        return yaml.safe_dump(value, sort_keys=False).encode()
+    except RecursionError:
+        return b"a: 1\n"
+
+
+@st.composite
+def encoded(draw: st.DrawFn, text: str) -> bytes:
+    """``text`` in an encoding a user's editor may pick, or damaged."""
+    how = draw(st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32", "gzip", "cut", "nul"]))
+    if how == "utf-8-sig":
+        return codecs.BOM_UTF8 + text.encode()
+    if how in ("utf-16", "utf-32", "utf-16-le"):
+        return text.encode(how)
+    if how == "gzip":
+        return b"\x1f\x8b\x08\x00" + text.encode()
+    if how == "cut":
+        data = text.encode()
+        return data[: draw(st.integers(0, len(data)))]
+    if how == "nul":
+        data = text.encode()
+        at = draw(st.integers(0, len(data)))
+        return data[:at] + b"\x00" + data[at:]
+    return text.encode()
+
+
+def _duplicate_first_key(text: str) -> str:
+    """YAML text with its first top-level line repeated (a duplicated key)."""
+    lines = text.splitlines()
+    first = next((line for line in lines if line and not line.startswith((" ", "#", "-"))), "")
+    return text + "\n" + first + "\n"
+
+
+# ------------------------------------------------------------------------------------ snapshot readers
+
+
+@SETTINGS
+@given(st.binary(max_size=200) | encoded(SNAPSHOT) | mutated(json.loads(SNAPSHOT)).map(_json_bytes))
+def test_snapshot_reader(data: bytes) -> None:
+    in_file("snapshot.json", data, load_snapshot_file)
+
+
+@SETTINGS
+@given(_JSON.map(_json_bytes))
+def test_snapshot_reader_random_json(data: bytes) -> None:
+    in_file("snapshot.json", data, load_snapshot_file)
+
+
+def _pulsar_reader(cls: Any) -> Callable[[Path], object]:
+    def read(path: Path) -> object:
+        from shedlab.errors import read_user_text
+
+        text = read_user_text(path)
+        obj = parse_json_text(text, str(path))
+        return cls.from_json(JsonReader(obj, str(path)))
+
+    return read
+
+
+@SETTINGS
+@given(st.binary(max_size=100) | mutated(json.loads(LOAD_REPORT)).map(_json_bytes) | _JSON.map(_json_bytes))
+def test_load_report_reader(data: bytes) -> None:
+    in_file("report.json", data, _pulsar_reader(LocalBrokerData))
+
+
+@SETTINGS
+@given(mutated(json.loads(BUNDLE_DATA)).map(_json_bytes) | _JSON.map(_json_bytes))
+def test_bundle_data_reader(data: bytes) -> None:
+    in_file("bundle.json", data, _pulsar_reader(BundleData))
+
+
+# ----------------------------------------------------------------------------------------- broker.conf
+
+
+@SETTINGS
+@given(
+    st.sampled_from(["broker.conf", "lb.yaml", "lb.json"]),
+    st.binary(max_size=200)
+    | mutated(BROKER_CONF).map(_json_bytes)
+    | mutated(BROKER_CONF).map(_yaml_bytes)
+    | encoded("loadBalancerEnabled=true\nmaxUnloadPercentage=0.5\nminUnloadMessage=10\n")
+    | st.text(max_size=200).map(str.encode),
+)
+def test_config_reader(name: str, data: bytes) -> None:
+    in_file(name, data, LoadBalancerConfig.from_file)
+
+
+# ------------------------------------------------------------------------------------- scenario, grid
+
+
+@SETTINGS
+@given(
+    st.binary(max_size=200)
+    | encoded(SCENARIO)
+    | encoded(_duplicate_first_key(SCENARIO))
+    | mutated(yaml.safe_load(SCENARIO)).map(_yaml_bytes)
+    | _JSON.map(_yaml_bytes)
+)
+def test_scenario_reader(data: bytes) -> None:
+    in_file("scenario.yaml", data, load_scenario)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(mutated(yaml.safe_load(SCENARIO)))
+def test_scenario_parser(document: Any) -> None:
+    refused_cleanly(lambda: parse_scenario_text(_yaml_bytes(document).decode(), "fuzz"))
+
+
+@SETTINGS
+@given(
+    st.binary(max_size=200)
+    | encoded(GRID)
+    | encoded(_duplicate_first_key(GRID))
+    | mutated(yaml.safe_load(GRID)).map(_yaml_bytes)
+    | _JSON.map(_yaml_bytes)
+)
+def test_grid_reader(data: bytes) -> None:
+    in_file("grid.yaml", data, load_grid)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(mutated(yaml.safe_load(GRID)))
+def test_grid_parser(document: Any) -> None:
+    refused_cleanly(lambda: parse_grid(document, source="fuzz"))
+
+
+# ------------------------------------------------------------------------------- ingest, Prometheus
+
+
+def _ingest(value: str, kind: str) -> pd.DataFrame:
+    batch = pd.DataFrame({"source": ["fuzz.json"], "source_kind": [kind], "block": [0], "value": [value]})
+    return parse_text_batch(batch, default_cluster="c", web_port=8080)
+
+
+# core.ingest quarantines bad records rather than raising; two classes still escape it (core.ingest is the
+# Spark/faults half's: the change is described in the "hardening" note): an integer beyond a float in a
+# numeric field (OverflowError in model.formats' coercion) and a timestamp beyond int64 (TypeError in
+# typed_frame's cast).
+_INGEST_ESCAPES = pytest.mark.xfail(strict=False, reason="core.ingest: huge integers escape quarantine")
+
+
+@_INGEST_ESCAPES
+@SETTINGS
+@given(
+    st.sampled_from(["json_lines", "json_doc"]),
+    st.text(max_size=200)
+    | mutated(json.loads(LOAD_REPORT)).map(lambda d: json.dumps(d, allow_nan=True))
+    | mutated(json.loads(BUNDLE_DATA)).map(lambda d: json.dumps(d, allow_nan=True)),
+)
+def test_ingest_line(kind: str, value: str) -> None:
+    refused_cleanly(lambda: _ingest(value, kind))
+
+
+@_INGEST_ESCAPES
+@SETTINGS
+@given(mutated(json.loads(PROMETHEUS)).map(lambda d: json.dumps(d, allow_nan=True)))
+def test_prometheus_export(value: str) -> None:
+    refused_cleanly(lambda: _ingest(value, "json_doc"))
+
+
+# ------------------------------------------------------------------------------ the cases that broke
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("lb.yaml", b"\x1f\x8b\x08\x00rest", "this is a gzip file, not text"),
+        ("lb.json", b"PK\x03\x04rest", "this is a zip file, not text"),
+        ("lb.json", b"PAR1rest", "this is a Parquet file, not text"),
+        ("lb.json", b'{"a": 1\x00}', "binary data, not text"),
+        ("lb.json", b'{"maxUnloadPercentage": 0.5, "maxUnloadPercentage": 0.7}', "appears twice"),
+        ("lb.yaml", b"maxUnloadPercentage: 0.5\nmaxUnloadPercentage: 0.7\n", "line 2"),
+        ("lb.json", b'{"minUnloadMessage": 1' + b"0" * 400 + b"}", "more than 64 bits"),
+        ("lb.yaml", b"minUnloadMessage: 1" + b"0" * 5000 + b"\n", "more than 64 bits"),
+        ("lb.yaml", b"maxUnloadPercentage: -0.5\n", ">= 0"),
+        ("lb.json", b"[" * 100_000, "nested too deeply"),
+    ],
+)
+def test_config_refusals_name_the_file(tmp_path: Path, name: str, data: bytes, message: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(ShedlabError, match=message) as info:
+        LoadBalancerConfig.from_file(path)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("codec", ["utf-8-sig", "utf-16", "utf-32"])
+def test_broker_conf_with_a_byte_order_mark_is_read(tmp_path: Path, codec: str) -> None:
+    path = tmp_path / "broker.conf"
+    path.write_bytes("maxUnloadPercentage=0.5\nloadBalancerSheddingEnabled=false\n".encode(codec))
+    conf = LoadBalancerConfig.from_file(path)
+    assert conf.max_unload_percentage == 0.5 and conf.load_balancer_shedding_enabled is False
