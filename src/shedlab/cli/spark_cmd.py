@@ -30,10 +30,10 @@ from rich.table import Table
 
 from shedlab.cli.settings import run_overrides
 from shedlab.core.results import check_output_dir
-from shedlab.spark.session import validate_master
 from shedlab.errors import ConfigError
 from shedlab.report.figures import short_pair
 from shedlab.report.load import params_label
+from shedlab.spark.session import validate_master
 from shedlab.units import compact, parse_duration
 
 if TYPE_CHECKING:

@@ -30,6 +30,7 @@ merged (a later sample of the same broker in the same tick superseded it) and qu
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ from shedlab.core.ingest import (
     parse_text_batch,
     process_group,
 )
+from shedlab.core.results import remove_stale_temporaries
 from shedlab.errors import InputError
 from shedlab.spark.schemas import (
     BROKER_SAMPLE,
@@ -252,7 +254,11 @@ def ingest(
     if bucket_ms < interval_ms:
         bucket_ms = interval_ms
     say = progress or (lambda _msg: None)
+    started = time.time()
     classified = classify_sources(sources)
+    # An ingest killed mid-write leaves Spark's staging directories: the tables are replaced below, and
+    # what an earlier (dead) writer left is removed here.
+    remove_stale_temporaries(out, started)
     say(
         f"reading {len(classified.json_lines)} JSON-lines, {len(classified.json_docs)} JSON and "
         f"{len(classified.parquet)} Parquet source(s)"

@@ -11,6 +11,7 @@ with ``replay.json`` recording what was run.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
 from shedlab.core.replay import StrategyConfig, ownership_changes, replay_cluster
-from shedlab.core.results import filesystem
+from shedlab.core.results import filesystem, remove_stale_temporaries
 from shedlab.errors import ConfigError, InputError
 from shedlab.spark.ingest import read_snapshots
 from shedlab.spark.schemas import (
@@ -73,6 +74,7 @@ def replay(
     say = progress or (lambda _m: None)
     if not configs:
         raise ConfigError("name at least one strategy pair", field="--strategies")
+    remove_stale_temporaries(out, time.time())  # a killed replay's staging directories
     ship_strategy_modules(spark, [c.strategy for c in configs])
     brokers, bundles, dumps = read_snapshots(spark, snapshots_dir)
     if clusters:
