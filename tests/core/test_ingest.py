@@ -12,8 +12,10 @@ import pytest
 
 from shedlab.core.ingest import (
     RAW_COLUMNS,
+    REASONS,
     STAGED_COLUMNS,
     broker_id_from_url,
+    check_ingest_output,
     classify_sources,
     parse_text_batch,
     process_group,
@@ -299,3 +301,81 @@ def test_decide_and_ingest_agree_on_bundle_data(name: str, data: dict[str, Any])
         assert row[f"{prefix}_msg_rate_out"] == average.msgRateOut
         assert row[f"{prefix}_msg_throughput_in"] == average.msgThroughputIn
     assert row["topics"] == model.topics
+
+
+# ------------------------------------------------------------------ faults: bytes unlike their names
+
+
+def _gzip(text: str) -> bytes:
+    import gzip
+
+    return gzip.compress(text.encode())
+
+
+BINARY_CASES = [
+    ("reports.json", lambda: _gzip('{"a": 1}\n'), "gzip data"),
+    ("reports.jsonl", lambda: _gzip('{"a": 1}\n'), "gzip data"),
+    ("reports.json", lambda: b"PAR1" + b"\x00" * 40 + b"PAR1", "Parquet data"),
+    ("reports.jsonl", lambda: b'{"a":\x00\x01\x02 1}\n', "binary data"),
+    ("reports.json.gz", lambda: b'{"a": 1}\n', "not gzip data"),
+    ("reports.jsonl.bz2", lambda: _gzip("{}"), "not bzip2 data"),
+    ("samples.parquet", lambda: _gzip("{}"), "not a Parquet file"),
+    ("samples.parquet", lambda: b"PAR1" + b"\x00" * 100, "truncated Parquet"),
+    ("samples.parquet", lambda: b"", "not a Parquet file"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "message"), BINARY_CASES)
+def test_binary_data_under_a_text_or_parquet_name_is_one_line(
+    tmp_path: Path, name: str, content: Any, message: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content())
+    for given in (str(path), str(tmp_path)):  # the file itself, or a directory holding it
+        with pytest.raises(InputError, match=message) as info:
+            classify_sources([given])
+        assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_compressed_files_named_as_such_are_accepted(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl.gz").write_bytes(_gzip('{"a": 1}\n'))
+    (tmp_path / "b.json").write_text('{"a": 1}\n')
+    sources = classify_sources([str(tmp_path)])
+    assert len(sources.json_lines) == 1 and len(sources.json_docs) == 1
+
+
+def test_a_line_that_is_not_utf8_is_quarantined_and_the_rest_kept() -> None:
+    lines = Path(REPORTS).read_text(encoding="utf-8").splitlines()[:3]
+    batch = pd.DataFrame(
+        {
+            "source": ["f.jsonl"] * 3,
+            "source_kind": ["json_lines"] * 3,
+            "block": [0] * 3,
+            "value": [lines[0], lines[1][:40] + "\ufffd", lines[2]],
+            "utf8_ok": [True, False, True],
+        }
+    )
+    rows = parse_text_batch(batch, default_cluster="c", web_port=8080)
+    bad = rows[rows["kind"] == "quarantine"]
+    assert list(bad["reason"]) == ["invalid_utf8"] and list(bad["record"]) == [2]
+    assert set(rows.loc[rows["kind"] != "quarantine", "record"]) == {1, 3}
+    assert "invalid_utf8" in REASONS
+    doc = batch.assign(source_kind="json_doc").iloc[[1]]
+    rows = parse_text_batch(doc, default_cluster="c", web_port=8080)
+    assert list(rows["reason"]) == ["invalid_utf8"]
+
+
+def test_replay_input_is_checked_before_spark(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="not found"):
+        check_ingest_output(str(tmp_path / "absent"))
+    with pytest.raises(InputError, match="broker_samples/ is missing"):
+        check_ingest_output(str(tmp_path))
+    (tmp_path / "broker_samples" / "cluster=c").mkdir(parents=True)
+    (tmp_path / "bundle_samples").mkdir()
+    check_ingest_output(str(tmp_path))
+    (tmp_path / "broker_samples" / "cluster=c" / "part-0.parquet").write_bytes(_gzip("x"))
+    with pytest.raises(InputError, match=r"part-0\.parquet: not a Parquet file"):
+        check_ingest_output(str(tmp_path))
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(InputError, match="not a directory"):
+        check_ingest_output(str(tmp_path / "afile"))

@@ -4,27 +4,35 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from shedlab.core.grid import expand_grid, load_grid
 from shedlab.core.results import (
     MANIFEST,
     RUN_SUMMARY_ARROW,
     RunWriter,
+    check_output_dir,
     escape_partition_value,
     execute_spec,
     finished_run_files,
+    quarantine_corrupt_runs,
     read_manifest,
     read_partitioned,
     read_run_table,
     read_sweep_runs,
+    remove_stale_temporaries,
     run_id_of_file,
     run_path,
     write_manifest,
 )
+from shedlab.errors import InputError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GRID = FIXTURES / "grid_tiny.yaml"
@@ -100,3 +108,66 @@ def test_manifest_keeps_one_entry_per_grid(tmp_path: Path) -> None:
     manifest = read_manifest(str(tmp_path))
     assert [g["name"] for g in manifest["grids"]] == ["tiny", "other"]
     assert json.loads((tmp_path / MANIFEST).read_text())["grids"][0]["seeds"] == [1, 2]
+
+
+# ------------------------------------------------------------------ faults: files a user or a crash left
+
+
+def test_an_output_location_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for out in (str(afile), f"file://{afile}", str(afile / "below")):
+        with pytest.raises(InputError, match="--out") as info:
+            check_output_dir(out)
+        assert "\n" not in str(info.value)
+    check_output_dir(str(tmp_path / "new" / "dir"))  # absent: the writer creates it
+    check_output_dir(str(tmp_path))  # an existing directory
+    check_output_dir("s3a://bucket/out")  # remote: left to the writer
+
+
+def _summary_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"run_id": ["x"], "status": ["ok"]}), path)
+
+
+def test_unreadable_run_summaries_are_moved_to_quarantine(tmp_path: Path) -> None:
+    part = tmp_path / "runs" / "scenario=s" / "strategy=a%3Ab"
+    for name in ("run-good.parquet", "run-torn.parquet", "run-junk.parquet", "run-empty.parquet"):
+        _summary_file(part / name)
+    torn = (part / "run-torn.parquet").read_bytes()
+    (part / "run-torn.parquet").write_bytes(torn[: len(torn) // 2])  # a killed writer
+    (part / "run-junk.parquet").write_bytes(b"\x1f\x8b" + b"\x00" * 200)  # not Parquet at all
+    (part / "run-empty.parquet").write_bytes(b"")
+    moved = quarantine_corrupt_runs(str(tmp_path))
+    names = sorted(path for path, _ in moved)
+    assert names == [f"runs/scenario=s/strategy=a%3Ab/run-{n}.parquet" for n in ("empty", "junk", "torn")]
+    assert all(reason and "\n" not in reason for _, reason in moved)
+    assert sorted(p.name for p in part.iterdir()) == ["run-good.parquet"]
+    assert (tmp_path / "quarantine" / "runs" / "scenario=s" / "strategy=a%3Ab" / "run-torn.parquet").exists()
+    assert quarantine_corrupt_runs(str(tmp_path)) == []  # nothing left to move
+    assert quarantine_corrupt_runs(str(tmp_path / "absent")) == []
+
+
+def test_stale_temporaries_are_removed_and_live_ones_kept(tmp_path: Path) -> None:
+    part = tmp_path / "ticks" / "scenario=s" / "strategy=p"
+    part.mkdir(parents=True)
+    stale = [part / ".run-abc.123.tmp", tmp_path / "sweep.json.77.tmp"]
+    spark_dirs = [tmp_path / "broker_samples" / "_temporary", tmp_path / "quarantine" / ".spark-staging-1a"]
+    for f in stale:
+        f.write_bytes(b"partial")
+    for d in spark_dirs:
+        (d / "0").mkdir(parents=True)
+        (d / "0" / "part-0.parquet").write_bytes(b"partial")
+    kept = [part / "run-abc.parquet", part / ".hidden-note", tmp_path / "data.tmp"]
+    for f in kept:
+        f.write_bytes(b"data")
+    old = time.time() - 3600
+    for p in [*stale, *spark_dirs, *kept]:
+        os.utime(p, (old, old))
+    live = part / ".run-def.456.tmp"  # a writer alive now
+    live.write_bytes(b"being written")
+    removed = remove_stale_temporaries(str(tmp_path), time.time() - 60)
+    assert sorted(removed) == sorted(str(p) for p in [*stale, *spark_dirs])
+    assert all(p.exists() for p in [*kept, live])
+    assert not any(p.exists() for p in [*stale, *spark_dirs])
+    assert remove_stale_temporaries(str(tmp_path / "absent"), time.time()) == []

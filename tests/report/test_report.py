@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from plotly.offline import get_plotlyjs
 
@@ -252,3 +253,36 @@ def test_demo_command_end_to_end(tmp_path: Path) -> None:
     data = load_results(out)
     assert data.kind == "sweep" and data.pip_table is not None and data.runs is not None
     assert len(data.runs) == 10 and sorted(data.runs["seed"].unique()) == [1, 2]
+
+
+@pytest.mark.spark
+def test_report_on_a_replay_in_which_nothing_moved(spark: Any, tmp_path: Path) -> None:
+    """Two ticks, no shedding, no ownership change: empty decisions/ and ownership_changes/ are written
+    with their columns; and a replay written without them (older shedlab: no file at all) reads too."""
+    import shutil
+
+    from shedlab.core.replay import strategy_configs
+    from shedlab.core.sim.recording import write_recording
+    from shedlab.spark.ingest import ingest
+    from shedlab.spark.replay import replay
+
+    result = run_simulation(load_scenario("over-unloading-90-10"), strategy="AvgShedder", seed=3, record=True)
+    write_recording(result, tmp_path / "rec")
+    lines = (tmp_path / "rec" / "load-reports.jsonl").read_text().splitlines()
+    first = sorted({json.loads(line)["timestamp"] for line in lines})[:2]
+    quiet = tmp_path / "quiet.jsonl"
+    quiet.write_text("".join(f"{x}\n" for x in lines if json.loads(x)["timestamp"] in first))
+    ingest(spark, [str(quiet)], str(tmp_path / "ingest"))
+    replay(spark, str(tmp_path / "ingest"), str(tmp_path / "replay"), strategy_configs(["AvgShedder"]))
+    for table in ("decisions", "ownership_changes"):
+        frame = pd.read_parquet(tmp_path / "replay" / table)
+        assert frame.empty and "tick_ms" in frame.columns
+    build_report(tmp_path / "replay", tmp_path / "quiet.html")
+    for table in ("decisions", "ownership_changes"):  # the older form: a table directory without a file
+        shutil.rmtree(tmp_path / "replay" / table)
+        (tmp_path / "replay" / table).mkdir()
+        (tmp_path / "replay" / table / "_SUCCESS").write_bytes(b"")
+    data = load_results(tmp_path / "replay")
+    assert data.replay is not None and data.replay.decisions is None and data.replay.ownership is None
+    report = build_report(tmp_path / "replay", tmp_path / "old.html")
+    assert 'id="replay"' in report.read_text(encoding="utf-8")

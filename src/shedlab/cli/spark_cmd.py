@@ -18,13 +18,22 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from shedlab.cli.settings import check_count, check_seed, run_overrides
+from shedlab.core.results import check_output_dir
 from shedlab.errors import ConfigError
 from shedlab.report.figures import short_pair
 from shedlab.report.load import params_label
+from shedlab.spark.session import validate_master
 from shedlab.units import compact, parse_duration
 
 if TYPE_CHECKING:
@@ -74,16 +83,38 @@ def spark_session(
 
 @contextmanager
 def _status(quiet: bool) -> Iterator[Callable[[str], None]]:
+    """A live status line on stderr: the current step and a running clock (these commands run tens of
+    seconds between steps); each finished step stays printed with its duration."""
     if quiet:
         yield lambda _msg: None
         return
-    started = time.time()
-    with err_console.status("working…", spinner="dots") as status:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("working…", total=None)
+        step: list[tuple[str, float]] = []
 
         def update(msg: str) -> None:
-            status.update(f"{msg} ({time.time() - started:.0f} s)")
+            now = time.time()
+            if step:
+                bar.console.print(f"[dim]{step[0][0]} ({now - step[0][1]:.1f} s)[/]")
+            step[:] = [(msg, now)]
+            bar.update(task, description=msg)
 
         yield update
+
+
+def _preflight(master: str | None, out: str | None) -> None:
+    """What can be refused before Spark starts (and before anything is printed): a master Spark does not
+    accept, an output location that is a file."""
+    if master is not None:
+        validate_master(master)
+    if out is not None:
+        check_output_dir(out)
 
 
 def _print_json(doc: Any) -> None:
@@ -133,6 +164,7 @@ def sweep(
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise ConfigError("expected a positive number of seconds", field="--timeout", value=timeout)
     g = load_grid(grid)
+    _preflight(master, out)
     if not as_json:
         err_console.print(
             f"grid [bold]{g.name}[/]: {len(g.scenarios)} scenario(s) × {len(g.strategies)} strategy pair(s)"
@@ -174,10 +206,13 @@ def sweep(
         "ran": result.ran,
         "failed": result.failed,
         "elapsed_s": round(result.elapsed_s, 2),
+        "quarantined": [{"file": path, "reason": why} for path, why in result.quarantined],
+        "temporaries_removed": result.temporaries_removed,
     }
     if as_json:
         _print_json(doc)
         return
+    _print_quarantined(result.quarantined, "ran again")
     _print_sweep_table(result.summaries)
     console.print(
         f"{result.total} runs: {result.skipped} already complete, {result.ran} ran now"
@@ -191,6 +226,20 @@ def sweep(
             )
     if result.ran + result.skipped < result.total:
         console.print(f"{result.total - result.ran - result.skipped} run(s) still pending (--limit)")
+
+
+def _print_quarantined(quarantined: list[tuple[str, str]], fate: str) -> None:
+    """Name the unreadable run files moved to quarantine/ (at most five, then a count)."""
+    if not quarantined:
+        return
+    err_console.print(
+        f"[yellow]{len(quarantined)} unreadable run file(s) moved to quarantine/ ({fate}):[/]",
+        highlight=False,
+    )
+    for path, why in quarantined[:5]:
+        err_console.print(f"  {path}: {why}", highlight=False, markup=False)
+    if len(quarantined) > 5:
+        err_console.print(f"  … and {len(quarantined) - 5} more")
 
 
 def _table(title: str, columns: tuple[str, ...], text_columns: int = 2) -> Table:
@@ -254,16 +303,19 @@ def evaluate(
     Writes metric_stats and pip364 as Parquet and CSV (plus runs.csv and pip364_definitions.json).
     """
     from shedlab.spark.evaluate import evaluate as run_evaluate
+    from shedlab.spark.evaluate import require_sweep_dir
 
+    require_sweep_dir(sweep_dir)
+    _preflight(master, out)
     with spark_session(master, conf, spark_conf, ui, "evaluate") as spark, _status(as_json) as say:
-        say("evaluating")
-        result = run_evaluate(spark, sweep_dir, out)
+        result = run_evaluate(spark, sweep_dir, out, progress=say)
     if as_json:
         _print_json(
             {
                 "out": result.out,
                 "runs_ok": result.runs_ok,
                 "runs_failed": result.runs_failed,
+                "quarantined": [{"file": path, "reason": why} for path, why in result.quarantined],
                 "pip364": result.pip364.to_dict("records"),
                 "notes": result.notes,
             }
@@ -373,7 +425,8 @@ def ingest(
     from shedlab.spark.ingest import ingest as run_ingest
 
     interval_ms = parse_duration_ms(interval)
-    classify_sources(sources)  # a missing or unreadable source is an error before Spark starts
+    classify_sources(sources)  # a missing, unreadable or binary source is an error before Spark starts
+    _preflight(master, out)
     with spark_session(master, conf, spark_conf, ui, "ingest") as spark, _status(as_json) as say:
         result = run_ingest(
             spark,
@@ -471,12 +524,15 @@ def replay(
     as_json: JsonOpt = False,
 ) -> None:
     """What each strategy would have decided on recorded snapshots, and why, next to what really happened."""
+    from shedlab.core.ingest import check_ingest_output
     from shedlab.core.replay import strategy_configs
     from shedlab.spark.replay import replay as run_replay
 
     check_seed(seed)
     overrides, _ = run_overrides(config, set_)
     configs = strategy_configs([s for s in strategies.split(",") if s.strip()], overrides)
+    check_ingest_output(snapshots_dir)  # before Spark starts
+    _preflight(master, out)
     with spark_session(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:
         result = run_replay(spark, snapshots_dir, out, configs, seed=seed, clusters=cluster, progress=say)
     if as_json:

@@ -57,6 +57,8 @@ __all__ = [
     "STAGED_COLUMNS",
     "Sources",
     "broker_id_from_url",
+    "check_ingest_output",
+    "check_parquet_file",
     "classify_sources",
     "is_remote",
     "parse_text_batch",
@@ -81,6 +83,7 @@ REASONS: dict[str, str] = {
     "invalid_timestamp": "a time that is not a positive epoch-millisecond value",
     "double_claim": "a bundle claimed by two or more brokers in the same tick",
     "report_quarantined": "a bundle entry of a load report that was itself quarantined",
+    "invalid_utf8": "a line (or document) that is not valid UTF-8 text, e.g. torn by an interrupted write",
 }
 """Reason codes of the quarantine table."""
 
@@ -526,6 +529,11 @@ def _split_document(text: str) -> list[tuple[int, str]]:
     return [(1, stripped)]
 
 
+def _is_false(flag: Any) -> bool:
+    """An explicit false (Python or NumPy); a missing flag is not false."""
+    return flag is not None and not pd.isna(flag) and not bool(flag)
+
+
 def parse_text_batch(
     batch: pd.DataFrame,
     *,
@@ -535,20 +543,22 @@ def parse_text_batch(
     counters: dict[tuple[str, int], int] | None = None,
 ) -> pd.DataFrame:
     """Parse a batch of text rows (``source``, ``source_kind``, ``block``, ``value`` and optionally
-    ``file_time_ms``) into rows of :data:`RAW_COLUMNS`.
+    ``file_time_ms`` and ``utf8_ok``) into rows of :data:`RAW_COLUMNS`.
 
     ``source_kind`` is ``json_lines`` (one record per row; its record number is the line number,
     counted from ``line_offsets[(source, block)]``) or ``json_doc`` (a whole file). ``file_time_ms``
     (the file's modification time) is the time of a BundleData record without a ``timestamp``:
-    Pulsar's BundleData carries no time of its own.
+    Pulsar's BundleData carries no time of its own. A row with ``utf8_ok`` false (its bytes were not
+    UTF-8; ``value`` holds them repaired) is quarantined as ``invalid_utf8``.
     """
     offsets = line_offsets or {}
     counts = counters if counters is not None else {}
     out: list[dict[str, Any]] = []
     n = len(batch)
     file_times = batch["file_time_ms"] if "file_time_ms" in batch.columns else pd.Series([None] * n)
-    for source, kind, block, value, file_time in zip(
-        batch["source"], batch["source_kind"], batch["block"], batch["value"], file_times, strict=True
+    valid = batch["utf8_ok"] if "utf8_ok" in batch.columns else pd.Series([True] * n)
+    for source, kind, block, value, file_time, utf8_ok in zip(
+        batch["source"], batch["source_kind"], batch["block"], batch["value"], file_times, valid, strict=True
     ):
         ctx = _Ctx(
             source=_clean_source(source),
@@ -565,7 +575,13 @@ def parse_text_batch(
             if not value or not value.strip():
                 continue
             ctx.source_kind = "load_report"
-            _parse_one(ctx, line_no, value)
+            if _is_false(utf8_ok):  # a torn write: this line only is lost, not the file
+                ctx.quarantine(line_no, "invalid_utf8", "the line is not valid UTF-8", value)
+            else:
+                _parse_one(ctx, line_no, value)
+        elif _is_false(utf8_ok):
+            ctx.source_kind = "json"
+            ctx.quarantine(1, "invalid_utf8", "the document is not valid UTF-8", value or "")
         else:
             ctx.source_kind = "json"
             for rec, text in _split_document(value or ""):
@@ -745,6 +761,7 @@ def classify_sources(paths: Sequence[str]) -> Sources:
                     if file_kind is None:
                         continue
                     found = True
+                    _check_content(f, file_kind)
                     {"parquet": parquet, "json_doc": docs, "json_lines": lines}[file_kind].append(
                         str(f.resolve())
                     )
@@ -752,8 +769,85 @@ def classify_sources(paths: Sequence[str]) -> Sources:
                     raise InputError("no .json/.jsonl/.parquet files in directory", source=given)
             else:
                 kind = _suffix_kind(cand.name) or "json_lines"
+                _check_content(cand, kind)
                 {"parquet": parquet, "json_doc": docs, "json_lines": lines}[kind].append(str(cand.resolve()))
+    for directory in parquet:
+        if not is_remote(directory) and Path(directory).is_dir():
+            _check_parquet_tree(Path(directory))
     return Sources(json_lines=lines, json_docs=docs, parquet=parquet)
+
+
+_MAGIC = {
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bzip2",
+    b"PAR1": "Parquet",
+    b"PK\x03\x04": "zip",
+    b"\x28\xb5\x2f\xfd": "zstd",
+}
+_COMPRESSED = {".gz": "gzip", ".bz2": "bzip2"}
+
+
+def _check_content(path: Path, kind: str) -> None:
+    """Refuse a file whose bytes are not what its name says, before Spark reads it: Spark picks the
+    reader (and the decompression) by the name and fails deep in the JVM on anything else."""
+    if kind == "parquet":
+        check_parquet_file(path)
+        return
+    try:
+        with path.open("rb") as src:
+            head = src.read(4096)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    found = next((name for magic, name in _MAGIC.items() if head.startswith(magic)), None)
+    expected = _COMPRESSED.get(path.suffix.lower())
+    if expected is not None:
+        if head and found != expected:
+            raise InputError(f"named {path.suffix} but not {expected} data", source=str(path))
+        return
+    if found is not None:
+        hint = f"name it {path.name}.gz" if found == "gzip" else None
+        raise InputError(f"{found} data in a file named as JSON text", source=str(path), hint=hint)
+    if b"\x00" in head:
+        raise InputError("binary data, not JSON text", source=str(path))
+
+
+def check_parquet_file(path: Path) -> None:
+    """Refuse a file that is not whole Parquet (``PAR1`` at both ends: not truncated, not another
+    format under a ``.parquet`` name)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as src:
+            head = src.read(4)
+            src.seek(max(0, size - 4))
+            tail = src.read(4)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    if size < 12 or head != b"PAR1":
+        raise InputError("not a Parquet file", source=str(path))
+    if tail != b"PAR1":
+        raise InputError("truncated Parquet file (no footer)", source=str(path))
+
+
+def _check_parquet_tree(directory: Path) -> None:
+    for f in sorted(directory.rglob("*.parquet")):
+        if f.is_file() and not any(p.startswith((".", "_")) for p in f.relative_to(directory).parts):
+            check_parquet_file(f)
+
+
+def check_ingest_output(path: str, tables: Sequence[str] = ("broker_samples", "bundle_samples")) -> None:
+    """Refuse (before Spark starts) a local directory that is not an ingest output, or whose files are
+    not whole Parquet."""
+    if is_remote(path):
+        return
+    root = Path(path[len("file://") :] if path.startswith("file://") else path)
+    if not root.is_dir():
+        raise InputError("not a directory" if root.exists() else "not found", source=path)
+    for table in tables:
+        if not (root / table).is_dir():
+            raise InputError(
+                f"not an ingest output: {table}/ is missing", source=path, hint="run shedlab ingest first"
+            )
+    _check_parquet_tree(root)
 
 
 def _holds_parquet(directory: Path) -> bool:

@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import signal
 import socket
 import time
@@ -48,17 +49,21 @@ __all__ = [
     "MANIFEST",
     "OUTPUT_TABLES",
     "PARTITION_KEYS",
+    "QUARANTINE_DIR",
     "RUN_SUMMARY_ARROW",
     "RunWriter",
+    "check_output_dir",
     "escape_partition_value",
     "execute_spec",
     "exists",
     "filesystem",
     "finished_run_files",
+    "quarantine_corrupt_runs",
     "read_manifest",
     "read_partitioned",
     "read_run_table",
     "read_sweep_runs",
+    "remove_stale_temporaries",
     "run_file_name",
     "run_id_of_file",
     "run_path",
@@ -72,6 +77,9 @@ PARTITION_KEYS = ("scenario", "strategy")
 """The partition columns of every table (directories ``scenario=S/strategy=P``)."""
 MANIFEST = "sweep.json"
 """The manifest of a sweep directory: the grids swept into it, with their scenario texts."""
+QUARANTINE_DIR = "quarantine"
+"""Where unreadable run files are moved (``DIR/quarantine/runs/scenario=S/strategy=P/run-<id>.parquet``),
+out of the tables' way: a resumed sweep then runs those runs again, and readers see only whole files."""
 
 RUN_SUMMARY_ARROW = pa.schema(
     [
@@ -154,6 +162,51 @@ def filesystem(root: str) -> tuple[Any, str]:
 def exists(fs: Any, path: str) -> bool:
     """Whether ``path`` exists on ``fs``."""
     return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
+
+
+def check_output_dir(out: str, *, field: str = "--out") -> None:
+    """Refuse an output location that exists and is not a directory (checked before Spark starts: Spark
+    would fail later, with a Java stack trace). Remote locations are left to the writer."""
+    if "://" in out and not out.startswith("file://"):
+        return
+    path = Path(out[len("file://") :] if out.startswith("file://") else out)
+    if path.exists() and not path.is_dir():
+        raise InputError("exists and is not a directory", source=out, field=field, hint="name a directory")
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise InputError(f"{parent} is a file, not a directory", source=out, field=field)
+
+
+_TEMPORARY_FILE = re.compile(r"\.run-.+\.tmp|.+\.json\.\d+\.tmp")
+_TEMPORARY_DIR = re.compile(r"_temporary|\.spark-staging-.+")
+
+
+def remove_stale_temporaries(out: str, before: float) -> list[str]:
+    """Delete the temporaries an interrupted writer left under ``out``, last modified before ``before``
+    (epoch s): the run writer's ``.run-<id>.<pid>.tmp`` and manifests' ``*.json.<pid>.tmp`` files, and
+    Spark's ``_temporary``/``.spark-staging-*`` directories. A writer alive now touches its temporaries
+    after ``before`` (the start of this command), so only dead writers' are removed. Returns their paths.
+    """
+    fs, base = filesystem(out)
+    if not exists(fs, base):
+        return []
+    removed: list[str] = []
+    for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
+        if any(part in removed for part in _parents(info.path)):
+            continue  # inside a directory already removed
+        stale = info.mtime is None or info.mtime.timestamp() < before
+        if info.type == pafs.FileType.File and _TEMPORARY_FILE.fullmatch(info.base_name) and stale:
+            fs.delete_file(info.path)
+            removed.append(info.path)
+        elif info.type == pafs.FileType.Directory and _TEMPORARY_DIR.fullmatch(info.base_name) and stale:
+            fs.delete_dir(info.path)
+            removed.append(info.path)
+    return removed
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:k]) for k in range(1, len(parts))]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -445,6 +498,48 @@ def read_run_table(
         return pd.read_parquet(path, columns=columns)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
+
+
+def _readable(fs: Any, path: str) -> str | None:
+    """Why the Parquet file ``path`` cannot be read whole (None if it can): truncated by a killed
+    writer, overwritten with garbage, or not Parquet at all."""
+    try:
+        with fs.open_input_file(path) as src:
+            pq.ParquetFile(src).read()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
+
+
+def quarantine_corrupt_runs(out: str) -> list[tuple[str, str]]:
+    """Move every run summary under ``out/runs`` that cannot be read whole to
+    ``out/quarantine/runs/…`` (same relative path) and return ``(relative path, reason)`` of each.
+
+    Each file is read defensively, one by one, before Spark reads the table: one bad file would
+    otherwise fail the whole read. A quarantined run has no summary any more, so a resumed sweep runs
+    it again; nothing else of the directory changes."""
+    fs, base = filesystem(out)
+    runs = table_path(base, "runs")
+    moved: list[tuple[str, str]] = []
+    for info in fs.get_file_info(pafs.FileSelector(runs, recursive=True, allow_not_found=True)):
+        if info.type != pafs.FileType.File or run_id_of_file(info.base_name) is None:
+            continue
+        reason = _readable(fs, info.path)
+        if reason is None:
+            continue
+        relative = info.path[len(runs) + 1 :]
+        target = f"{table_path(base, QUARANTINE_DIR)}/runs/{relative}"
+        try:
+            fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+            fs.move(info.path, target)
+        except OSError as exc:
+            raise InputError(
+                f"unreadable run file ({reason}) and it cannot be moved aside: {exc}",
+                source=info.path,
+                hint="move or delete it, then run again",
+            ) from None
+        moved.append((f"runs/{relative}", reason))
+    return moved
 
 
 def finished_run_files(out: str, since: float | None = None) -> Iterator[str]:

@@ -448,14 +448,22 @@ def is_replay_dir(path: Path) -> bool:
     return (path / "replay.json").is_file() or (path / "comparison").is_dir()
 
 
+def _replay_table(path: Path, keys: tuple[str, ...]) -> pd.DataFrame | None:
+    """A replay table, None when it holds no row: a replay in which nothing moved has empty
+    ``decisions``/``ownership_changes`` (older replays wrote them without any column), and the figures
+    draw a missing table as "none"."""
+    frame = read_partitioned(path, keys)
+    return None if frame is None or frame.empty else frame
+
+
 def read_replay(path: Path) -> tuple[ReplayData, dict[str, Any]]:
     """A replay output and what it was run with (``replay.json``)."""
     manifest = _read_json(path / "replay.json") if (path / "replay.json").is_file() else {}
     replay = ReplayData(
         comparison=read_partitioned(path / "comparison", ("cluster", "strategy")),
         load=read_partitioned(path / "load", ("cluster", "strategy")),
-        decisions=read_partitioned(path / "decisions", ("cluster", "strategy")),
-        ownership=read_partitioned(path / "ownership_changes", ("cluster",)),
+        decisions=_replay_table(path / "decisions", ("cluster", "strategy")),
+        ownership=_replay_table(path / "ownership_changes", ("cluster",)),
     )
     info: dict[str, Any] = {"replay": str(path)}
     if isinstance(manifest, dict):

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -37,7 +37,7 @@ from shedlab.core.evaluation import (
     pip364_values,
     resolve_definitions,
 )
-from shedlab.core.results import exists, filesystem, read_manifest, table_path
+from shedlab.core.results import exists, filesystem, quarantine_corrupt_runs, read_manifest, table_path
 from shedlab.errors import InputError
 from shedlab.spark.schemas import (
     METRIC_STATS,
@@ -49,7 +49,7 @@ from shedlab.spark.schemas import (
     field_names,
 )
 
-__all__ = ["EvaluationResult", "evaluate"]
+__all__ = ["EvaluationResult", "evaluate", "require_sweep_dir"]
 
 
 @dataclass
@@ -64,14 +64,20 @@ class EvaluationResult:
     runs_ok: int
     runs_failed: int
     notes: list[str]
+    quarantined: list[tuple[str, str]] = field(default_factory=list)  # unreadable run files moved aside
 
 
-def _read_runs(spark: Any, sweep_dir: str) -> Any:
+def require_sweep_dir(sweep_dir: str) -> None:
+    """Refuse a directory without ``runs/`` (the CLI calls it before Spark starts)."""
     fs, base = filesystem(sweep_dir)
     if not exists(fs, table_path(base, "runs")):
         raise InputError(
             "not a sweep directory: runs/ is missing", source=sweep_dir, hint="run shedlab sweep first"
         )
+
+
+def _read_runs(spark: Any, sweep_dir: str) -> Any:
+    require_sweep_dir(sweep_dir)
     return spark.read.schema(RUN_SUMMARY).parquet(table_path(sweep_dir, "runs"))
 
 
@@ -156,17 +162,30 @@ def evaluate(
     *,
     definitions: Mapping[str, Mapping[str, Any]] | None = None,
     confidence: float = 0.95,
+    progress: Callable[[str], None] | None = None,
 ) -> EvaluationResult:
     """Compute ``metric_stats`` and the PIP-364 table of a sweep and write them under ``out``
     (default ``SWEEP_DIR/evaluation``)."""
     target = (out or table_path(sweep_dir, EVALUATION_DIR)).rstrip("/")
     notes: list[str] = []
+    say = progress or (lambda _msg: None)
+    require_sweep_dir(sweep_dir)  # refuses a directory that is not a sweep's before touching it
+    say("checking the run files")
+    quarantined = quarantine_corrupt_runs(sweep_dir)
+    if quarantined:
+        notes.append(
+            f"{len(quarantined)} unreadable run file(s) moved to quarantine/ and left out"
+            f" (resume the sweep to run them again): {', '.join(path for path, _ in quarantined[:5])}"
+            + (" …" if len(quarantined) > 5 else "")
+        )
+    say("reading the run summaries")
     runs_ok, runs_failed = _register_runs(spark, sweep_dir)
     if runs_ok == 0:
         raise InputError("the sweep has no successful runs to evaluate", source=sweep_dir)
     if runs_failed:
         notes.append(f"{runs_failed} run(s) failed and are left out (see runs/ status and error)")
     notes.extend(_digest_notes(spark))
+    say(f"statistics of {runs_ok} runs")
     stats = _metric_stats(spark, confidence)
     stats_pd = stats.toPandas()
 
@@ -190,8 +209,10 @@ def evaluate(
     defs = resolve_definitions(*grid_overrides, *([definitions] if definitions else []))
     usable, more = applicable_definitions(defs, sorted(set(runs_pd["scenario"])), metric_names)
     notes.extend(more)
+    say("the PIP-364 table")
     pip = pip364_table(_pip364_stats(wide, usable, confidence), defs)
 
+    say(f"writing the tables to {target}")
     _write_outputs(spark, target, stats, stats_pd, pip, runs_pd, defs)
     return EvaluationResult(
         out=target,
@@ -202,6 +223,7 @@ def evaluate(
         runs_ok=runs_ok,
         runs_failed=runs_failed,
         notes=notes,
+        quarantined=quarantined,
     )
 
 

@@ -30,6 +30,7 @@ merged (a later sample of the same broker in the same tick superseded it) and qu
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,11 +43,13 @@ from pyspark.sql import functions as sf
 from shedlab.core.ingest import (
     FLOAT_COLUMNS,
     Sources,
+    check_ingest_output,
     classify_sources,
     is_remote,
     parse_text_batch,
     process_group,
 )
+from shedlab.core.results import remove_stale_temporaries
 from shedlab.errors import InputError
 from shedlab.spark.schemas import (
     BROKER_SAMPLE,
@@ -88,13 +91,18 @@ def _read_text_sources(
     The file's modification time travels with each line: it is the time of a BundleData without one."""
     frames = []
     lines: DataFrame | None = None
+    # Arrow refuses invalid UTF-8 (Spark's text reader does not check): repair it here and flag the
+    # row, which the parser quarantines as invalid_utf8 instead of failing the whole job.
+    utf8_ok = sf.is_valid_utf8(sf.col("value"))
+    value = sf.when(utf8_ok, sf.col("value")).otherwise(sf.make_valid_utf8(sf.col("value")))
     if sources.json_lines:
         lines = spark.read.text(sources.json_lines).select(
             sf.col("_metadata.file_path").alias("source"),
             sf.lit("json_lines").alias("source_kind"),
             sf.col("_metadata.file_block_start").alias("block"),
-            sf.col("value"),
+            value.alias("value"),
             sf.unix_millis(sf.col("_metadata.file_modification_time")).alias("file_time_ms"),
+            utf8_ok.alias("utf8_ok"),
         )
         frames.append(lines)
     if sources.json_docs:
@@ -102,8 +110,9 @@ def _read_text_sources(
             sf.col("_metadata.file_path").alias("source"),
             sf.lit("json_doc").alias("source_kind"),
             sf.lit(0).cast("long").alias("block"),
-            sf.col("value"),
+            value.alias("value"),
             sf.unix_millis(sf.col("_metadata.file_modification_time")).alias("file_time_ms"),
+            utf8_ok.alias("utf8_ok"),
         )
         frames.append(docs)
     if not frames:
@@ -245,7 +254,11 @@ def ingest(
     if bucket_ms < interval_ms:
         bucket_ms = interval_ms
     say = progress or (lambda _msg: None)
+    started = time.time()
     classified = classify_sources(sources)
+    # An ingest killed mid-write leaves Spark's staging directories: the tables are replaced below, and
+    # what an earlier (dead) writer left is removed here.
+    remove_stale_temporaries(out, started)
     say(
         f"reading {len(classified.json_lines)} JSON-lines, {len(classified.json_docs)} JSON and "
         f"{len(classified.parquet)} Parquet source(s)"
@@ -378,9 +391,7 @@ def read_snapshots(spark: SparkSession, path: str) -> tuple[DataFrame, DataFrame
 
     root = path.rstrip("/")
     local = not is_remote(root)
-    for table in ("broker_samples", "bundle_samples"):
-        if local and not Path(root, table).is_dir():
-            raise InputError(f"not an ingest output: {table}/ is missing", source=path)
+    check_ingest_output(path)
     brokers = spark.read.schema(BROKER_SAMPLE).parquet(f"{root}/broker_samples")
     bundles = spark.read.schema(BUNDLE_SAMPLE).parquet(f"{root}/bundle_samples")
     bd: DataFrame | None = None

@@ -11,16 +11,20 @@ with ``replay.json`` recording what was run.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import pyarrow.fs as pafs  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark.sql import functions as sf
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
 from shedlab.core.replay import StrategyConfig, ownership_changes, replay_cluster
-from shedlab.core.results import filesystem
+from shedlab.core.results import filesystem, remove_stale_temporaries
 from shedlab.errors import ConfigError, InputError
 from shedlab.spark.ingest import read_snapshots
 from shedlab.spark.schemas import (
@@ -70,6 +74,7 @@ def replay(
     say = progress or (lambda _m: None)
     if not configs:
         raise ConfigError("name at least one strategy pair", field="--strategies")
+    remove_stale_temporaries(out, time.time())  # a killed replay's staging directories
     ship_strategy_modules(spark, [c.strategy for c in configs])
     brokers, bundles, dumps = read_snapshots(spark, snapshots_dir)
     if clusters:
@@ -142,19 +147,24 @@ def replay(
         part = result.where(sf.col("table") == name).select(
             *[sf.col(c).cast(schema[c].dataType) for c in field_names(schema)]
         )
-        part.repartition("cluster", "strategy").sortWithinPartitions("tick_ms").write.mode(
-            "overwrite"
-        ).partitionBy("cluster", "strategy").parquet(f"{root}/{name}")
+        _write_partitioned(
+            part.repartition("cluster", "strategy").sortWithinPartitions("tick_ms"),
+            f"{root}/{name}",
+            ("cluster", "strategy"),
+        )
 
     say("writing ownership_changes")
 
     def changes(key: tuple[Any, ...], u: pd.DataFrame) -> pd.DataFrame:
         return conform(ownership_changes(u, cluster=str(key[0])), OWNERSHIP_CHANGE)
 
-    bundles.select("cluster", "tick_ms", "bundle", "broker").groupBy("cluster").applyInPandas(
-        changes, OWNERSHIP_CHANGE
-    ).repartition("cluster").write.mode("overwrite").partitionBy("cluster").parquet(
-        f"{root}/ownership_changes"
+    _write_partitioned(
+        bundles.select("cluster", "tick_ms", "bundle", "broker")
+        .groupBy("cluster")
+        .applyInPandas(changes, OWNERSHIP_CHANGE)
+        .repartition("cluster"),
+        f"{root}/ownership_changes",
+        ("cluster",),
     )
 
     comparison = (
@@ -174,6 +184,23 @@ def replay(
     summary_pd = comparison.orderBy("cluster", "strategy", "config_id").toPandas()
     _write_config(root, configs, seed, snapshots_dir)
     return ReplayResult(out=out, summary=summary_pd, configs=list(configs))
+
+
+def _write_partitioned(df: Any, path: str, keys: tuple[str, ...]) -> None:
+    """Write ``df`` partitioned by ``keys``; an empty table (a replay in which nothing moved) is written
+    as one empty file with the table's columns: Spark writes no file at all for it, and readers would
+    find a table without columns."""
+    df.write.mode("overwrite").partitionBy(*keys).parquet(path)
+    fs, base = filesystem(path)
+    if any(
+        info.base_name.endswith(".parquet")
+        for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    ):
+        return
+    schema = to_arrow_schema(StructType([f for f in df.schema.fields if f.name not in keys]))
+    fs.create_dir(base, recursive=True)
+    with fs.open_output_stream(f"{base}/part-00000-empty.parquet") as sink:
+        pq.write_table(schema.empty_table(), sink)
 
 
 def _write_config(root: str, configs: Sequence[StrategyConfig], seed: int, source: str) -> None:

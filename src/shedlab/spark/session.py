@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "ACCEPTED_MASTERS",
     "DEFAULT_MASTER",
     "get_spark",
     "has_active_session",
@@ -50,6 +51,7 @@ __all__ = [
     "ship_strategy_modules",
     "spark_settings",
     "stop_spark",
+    "validate_master",
 ]
 
 DEFAULT_MASTER = "local[*]"
@@ -88,6 +90,30 @@ _LEVELS = ("ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF", "TRACE")
 def is_local_master(master: str | None) -> bool:
     """True for ``local``, ``local[4]``, ``local[*]``, ``local[2,3]`` (and None = the default)."""
     return master is None or master == "local" or master.startswith("local[")
+
+
+_MASTER_FORMS = (
+    r"local",
+    r"local\[(\*|[1-9]\d*)\]",
+    r"local\[(\*|[1-9]\d*),\s*[1-9]\d*\]",
+    r"local-cluster\[[1-9]\d*,\s*[1-9]\d*,\s*[1-9]\d*\]",
+    r"spark://[^/\s:]+(:\d+)?(,[^/\s:]+(:\d+)?)*",
+    r"yarn",
+    r"k8s://\S+",
+)
+ACCEPTED_MASTERS = "local, local[N], local[*], local[N,F], spark://host:port, yarn, k8s://https://host:port"
+"""The master URLs Spark 4 accepts (Mesos was removed in Spark 4), as the one line an error lists."""
+
+
+def validate_master(master: str) -> str:
+    """``master`` if it is a form Spark 4 accepts, else a :class:`ConfigError` listing the forms.
+
+    Checked before a JVM starts: Spark itself reports a bad master as a Java stack trace, and only after
+    the JVM has started."""
+    if not any(re.fullmatch(form, master.strip()) for form in _MASTER_FORMS):
+        why = "Spark 4 no longer supports Mesos" if master.startswith("mesos://") else "unknown Spark master"
+        raise ConfigError(why, field="--master", value=master, hint=f"use {ACCEPTED_MASTERS}")
+    return master.strip()
 
 
 def local_cores(master: str | None) -> int:
@@ -337,13 +363,8 @@ def get_spark(
     submitted = master is None and _under_spark_submit()
     if master is None and not submitted:
         master = os.environ.get("SHEDLAB_SPARK_MASTER") or DEFAULT_MASTER
-    if master is not None and not re.match(r"^(local(\[.*\])?|spark://.+|yarn|k8s://.+|mesos://.+)$", master):
-        raise ConfigError(
-            "unknown Spark master",
-            field="--master",
-            value=master,
-            hint="use local[N], local[*], spark://host:port, yarn or k8s://https://host:port",
-        )
+    if master is not None:
+        master = validate_master(master)
     ship = settings_in.pop("shedlab.shipPackage", "auto").lower()
     settings = spark_settings(master, settings_in, ui=ui, log_level=log_level)
 

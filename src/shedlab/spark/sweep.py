@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -27,6 +27,8 @@ from shedlab.core.results import (
     execute_spec,
     filesystem,
     finished_run_files,
+    quarantine_corrupt_runs,
+    remove_stale_temporaries,
     table_path,
     write_manifest,
 )
@@ -83,6 +85,8 @@ class SweepResult:
     failed: int
     elapsed_s: float
     summaries: pd.DataFrame  # the runs executed now (RUN_SUMMARY columns)
+    quarantined: list[tuple[str, str]] = field(default_factory=list)  # unreadable summaries moved aside
+    temporaries_removed: int = 0  # files an interrupted earlier sweep left behind
 
     @property
     def complete(self) -> int:
@@ -200,6 +204,10 @@ def sweep(
     started = time.time()
     specs = expand_grid(grid)
     total = len(specs)
+    # The driver is the only writer of ``out``: temporaries older than this start are a killed sweep's;
+    # an unreadable summary (a torn write) is moved aside, so that its run counts as pending.
+    removed = remove_stale_temporaries(out, started)
+    quarantined = quarantine_corrupt_runs(out)
     done = completed_runs(spark, out)
     skip_status = {"ok"} if retry_failed else {"ok", "error"}
     finished_ids = set(done.loc[done["status"].isin(skip_status), "run_id"])
@@ -212,7 +220,16 @@ def sweep(
         if progress:
             progress(0, 0, 0)
         return SweepResult(
-            out, grid, total, skipped, 0, 0, time.time() - started, conform(pd.DataFrame(), RUN_SUMMARY)
+            out,
+            grid,
+            total,
+            skipped,
+            0,
+            0,
+            time.time() - started,
+            conform(pd.DataFrame(), RUN_SUMMARY),
+            quarantined,
+            len(removed),
         )
     n = len(pending)
     sc = spark.sparkContext
@@ -278,4 +295,15 @@ def sweep(
     if progress is not None:
         progress(len(summaries), n, 0)
     failed = int((summaries["status"] != "ok").sum()) if len(summaries) else 0
-    return SweepResult(out, grid, total, skipped, len(summaries), failed, time.time() - started, summaries)
+    return SweepResult(
+        out,
+        grid,
+        total,
+        skipped,
+        len(summaries),
+        failed,
+        time.time() - started,
+        summaries,
+        quarantined,
+        len(removed),
+    )
