@@ -158,14 +158,17 @@ def _str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
 
 
 def _time_ms(value: Any, path: str) -> int | None:
+    """Epoch milliseconds as Pulsar writes them (a Java long; Jackson also reads a quoted number)."""
     if value is None:
         return None
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 20:
+        value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int | float):
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value.strip())
-        raise _BadValueError("invalid_value", f"{path}: expected epoch milliseconds, got {value!r}")
+        raise _BadValueError("invalid_value", f"{path}: expected epoch milliseconds, got {str(value)[:40]!r}")
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         raise _BadValueError("invalid_timestamp", f"{path}: {value!r}")
+    if not -(2**63) <= value < 2**63:  # beyond a Java long nothing is a time Pulsar wrote
+        raise _BadValueError("invalid_timestamp", f"{path}: {str(value)[:24]} is out of range")
     return int(value)
 
 
@@ -411,13 +414,16 @@ def _parse_prometheus(ctx: _Ctx, record: int, raw: str, doc: Mapping[str, Any]) 
             problem: tuple[str, str] | None = None
             try:
                 ts = float(point[0])
-                ts_ms = round(ts * 1000.0)
+                ms = round(ts * 1000.0)
+                if not -(2**63) <= ms < 2**63:  # no time Pulsar (or Prometheus) could have written
+                    raise ValueError
+                ts_ms = ms
                 text = point[1]
                 value = float(text) if not isinstance(text, bool) else None
                 if value is None:
                     raise ValueError
-            except (TypeError, ValueError, IndexError):
-                problem = ("invalid_value", f"series {series_no}: malformed point {point!r}")
+            except (TypeError, ValueError, IndexError, KeyError, OverflowError):  # any shape, any size
+                problem = ("invalid_value", f"series {series_no}: malformed point {str(point)[:80]}")
             if problem is None and not known:
                 problem = (
                     "unknown_metric",

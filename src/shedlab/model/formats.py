@@ -245,11 +245,18 @@ PROMETHEUS_SAMPLE: tuple[Field, ...] = (
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "-Infinity": -math.inf}
 
 
+_JAVA_LONG = (-(2**63), 2**63 - 1)
+"""Pulsar's integer fields are Java ints and longs: nothing outside a long can come from Pulsar."""
+
+
 def _number(value: object) -> float:
     if isinstance(value, bool):
         raise FormatError("invalid_value", f"expected a number, got {value!r}")
     if isinstance(value, int | float):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer of hundreds of digits: no double holds it
+            raise FormatError("invalid_value", f"number out of range: {str(value)[:24]}…") from None
     if isinstance(value, str):  # Jackson's scalar coercion reads quoted numbers, and writes NaN quoted
         text = value.strip()
         if text in _NON_FINITE:
@@ -272,10 +279,14 @@ def coerce(spec: Field, value: object) -> float | int | bool | str | None:
         return value if type(value) is float else _number(value)  # the common case first: ingest's speed
     if kind == "integer":
         if type(value) is int:
-            return value
+            if _JAVA_LONG[0] <= value <= _JAVA_LONG[1]:
+                return value
+            raise FormatError("invalid_value", f"integer out of Java's long range: {str(value)[:24]}…")
         number = _number(value)
         if not number.is_integer():
             raise FormatError("invalid_value", f"expected an integer, got {value!r}")
+        if not _JAVA_LONG[0] <= number <= _JAVA_LONG[1]:
+            raise FormatError("invalid_value", f"integer out of Java's long range: {str(value)[:24]}")
         return int(number)
     if kind == "boolean":
         if not isinstance(value, bool):
