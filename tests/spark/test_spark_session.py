@@ -29,8 +29,16 @@ def test_read_conf_file(tmp_path: Path) -> None:
     yml = tmp_path / "spark.yaml"
     yml.write_text("spark:\n  executor:\n    cores: 2\n  ui:\n    enabled: true\n", encoding="utf-8")
     assert read_conf_file(yml) == {"spark.executor.cores": "2", "spark.ui.enabled": "true"}
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match="Spark config file not found"):
         read_conf_file(tmp_path / "missing.conf")
+    (tmp_path / "utf16.conf").write_bytes("spark.executor.cores 2\n".encode("utf-16"))
+    assert read_conf_file(tmp_path / "utf16.conf") == {"spark.executor.cores": "2"}
+    (tmp_path / "gz.yaml").write_bytes(b"\x1f\x8b\x08\x00binary")
+    with pytest.raises(ConfigError, match="gzip"):
+        read_conf_file(tmp_path / "gz.yaml")
+    (tmp_path / "twice.yaml").write_text("spark.a: 1\nspark.a: 2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="spark.a"):
+        read_conf_file(tmp_path / "twice.yaml")
 
 
 def test_local_cores() -> None:

@@ -33,7 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shedlab.errors import ConfigError
+from shedlab.config import parse_yaml_text
+from shedlab.errors import ConfigError, read_user_text
 from shedlab.strategies.registry import strategy_modules
 
 if TYPE_CHECKING:
@@ -146,17 +147,9 @@ def read_conf_file(path: str | Path) -> dict[str, str]:
     """Spark settings from a file: ``spark-defaults.conf`` style (``key value`` or ``key=value``, ``#``
     comments) or a YAML/JSON mapping (nested mappings are joined with dots)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read Spark config file: {exc.strerror}", source=str(p)) from None
+    text = read_user_text(p, what="Spark config file", error=ConfigError)
     if p.suffix.lower() in (".yaml", ".yml", ".json"):
-        import yaml
-
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"malformed YAML: {exc}", source=str(p)) from None
+        data = parse_yaml_text(text, str(p), error=ConfigError) or {}  # YAML 1.2 reads JSON too
         if not isinstance(data, Mapping):
             raise ConfigError("expected a mapping of Spark settings", source=str(p))
         return _flatten(data)
