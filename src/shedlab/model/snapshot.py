@@ -14,7 +14,7 @@ depend on the order in which the input listed brokers or bundles.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ BoolArray = NDArray[np.bool_]
 
 CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT = range(5)
 _F32_100 = np.float32(100.0)
+_RADIX_MAX = np.iinfo(np.int16).max  # brokers below this: owners fit int16 (radix sort)
 
 
 def percent_usage_array(usage: FloatArray, limit: FloatArray) -> NDArray[np.float32]:
@@ -118,19 +119,39 @@ class ClusterSnapshot:
     _by_owner: IntArray = field(init=False, repr=False)
     _owner_offsets: IntArray = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
+    owner_index_of: InitVar[tuple[IntArray, IntArray] | None] = None
+
+    def __post_init__(self, owner_index_of: tuple[IntArray, IntArray] | None) -> None:
         self.broker_index = {b: i for i, b in enumerate(self.broker_ids)}
-        self.reindex_owners()
+        if owner_index_of is None:
+            self.reindex_owners()
+        else:  # the caller's snapshot with the same brokers and bundle_owner: its index holds
+            self._by_owner, self._owner_offsets = owner_index_of
 
     # ------------------------------------------------------------------ indexing
     def reindex_owners(self) -> None:
-        """Rebuild the by-owner index; call after changing ``bundle_owner`` in place."""
+        """Rebuild the by-owner index; call after changing ``bundle_owner`` in place.
+
+        Owners are small integers (-1 … n−1), so a stable sort of them as int16 (NumPy's radix sort)
+        gives the same order as sorting the int64 values, several times faster, and the offsets are a
+        cumulative count; other inputs take the general path.
+        """
         n = len(self.broker_ids)
         owners = self.bundle_owner
-        order = np.argsort(owners, kind="stable").astype(np.int64)
-        sorted_owners = owners[order]
+        if n < _RADIX_MAX and (owners.size == 0 or (owners.min() >= -1 and owners.max() < n)):
+            order = np.argsort(owners.astype(np.int16), kind="stable").astype(np.int64)
+            counts = np.bincount(owners + 1, minlength=n + 1)
+            offsets = np.zeros(n + 2, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+        else:
+            order = np.argsort(owners, kind="stable").astype(np.int64)
+            offsets = np.searchsorted(owners[order], np.arange(-1, n + 1)).astype(np.int64)
         self._by_owner = order
-        self._owner_offsets = np.searchsorted(sorted_owners, np.arange(-1, n + 1)).astype(np.int64)
+        self._owner_offsets = offsets
+
+    def owner_index(self) -> tuple[IntArray, IntArray]:
+        """The by-owner index (order, offsets), for a next snapshot with the same ``bundle_owner``."""
+        return self._by_owner, self._owner_offsets
 
     @property
     def num_brokers(self) -> int:
@@ -293,6 +314,7 @@ class ClusterSnapshot:
         bundle_topics: IntArray,
         now_ms: int = 0,
         bundle_recently_unloaded: BoolArray | None = None,
+        owner_index_of: tuple[IntArray, IntArray] | None = None,
     ) -> ClusterSnapshot:
         """The one builder from arrays (simulator, replay); :meth:`from_load_data` reads Pulsar objects.
 
@@ -300,6 +322,8 @@ class ClusterSnapshot:
         broker's report; ``short`` is (4, m) in the same order and ``long`` (2, m) the long-term msgRateIn
         and msgRateOut of each bundle's BundleData. Sources that know no preallocations (recorded data,
         the simulator's leader between cycles) get none; no recently-unloaded set means an empty one.
+        ``owner_index_of``: :meth:`owner_index` of an earlier snapshot with the same broker rows and
+        ``bundle_owner`` (skips the sort; the caller vouches for the equality).
         """
         n, m = len(broker_ids), len(bundle_names)
         recent = bundle_recently_unloaded
@@ -330,6 +354,7 @@ class ClusterSnapshot:
             long_msg_rate_out=long[1],
             bundle_topics=bundle_topics,
             now_ms=now_ms,
+            owner_index_of=owner_index_of,
         )
 
     @classmethod

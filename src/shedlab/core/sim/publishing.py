@@ -47,6 +47,8 @@ class LeaderView:
     slot_to_row: IntArray = field(init=False)
     rows_key: bytes = b""
     row_ids: tuple[str, ...] = ()
+    last_owner_idx: IntArray | None = None
+    last_owner_index: tuple[IntArray, IntArray] | None = None
 
     def __post_init__(self) -> None:
         self.slot_to_row = np.full(len(self.ids) + 1, -1, dtype=np.int64)
@@ -67,7 +69,8 @@ class LeaderView:
         n_slots = has_report.size
         slots = np.flatnonzero(alive & has_report).astype(np.int64)
         key = slots.tobytes()
-        if key != self.rows_key:
+        rows_changed = key != self.rows_key
+        if rows_changed:
             self.rows_key = key
             self.row_ids = tuple(self.ids[s] for s in slots.tolist())
             self.slot_to_row = np.full(n_slots + 1, -1, dtype=np.int64)
@@ -75,6 +78,12 @@ class LeaderView:
         pub_owner = published.bundle_owner
         bins = np.where(pub_owner >= 0, pub_owner, n_slots)
         owner_idx = self.slot_to_row[bins]
+        # the by-owner index of the last snapshot holds while the rows and every bundle's owner row do
+        same_owners = (
+            not rows_changed
+            and self.last_owner_idx is not None
+            and np.array_equal(owner_idx, self.last_owner_idx)
+        )
         ld = leader_data
         listed = (pub_owner >= 0) & ld.has
         long_in = np.bincount(bins, weights=np.where(listed, ld.long[0], 0.0), minlength=n_slots + 1)
@@ -96,7 +105,9 @@ class LeaderView:
             long=ld.long,
             bundle_topics=ld.topics,
             now_ms=now,
+            owner_index_of=self.last_owner_index if same_owners else None,
         )
+        self.last_owner_idx, self.last_owner_index = owner_idx, snap.owner_index()
         self.cached = snap
         return snap
 
