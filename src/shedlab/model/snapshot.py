@@ -116,6 +116,7 @@ class ClusterSnapshot:
     now_ms: int = 0
     broker_index: dict[str, int] = field(init=False, repr=False)
     _bundle_index: dict[str, int] | None = field(init=False, repr=False, default=None)
+    _usage_cache: tuple[tuple[object, ...], FloatArray] | None = field(init=False, repr=False, default=None)
     _by_owner: IntArray = field(init=False, repr=False)
     _owner_offsets: IntArray = field(init=False, repr=False)
 
@@ -176,18 +177,14 @@ class ClusterSnapshot:
         """Broker indices for broker ids (or pass indices through); unknown ids are an input error."""
         if isinstance(brokers, np.ndarray):
             return brokers.astype(np.int64, copy=False)
-        out = []
-        for b in brokers:
-            i = self.broker_index.get(b)
-            if i is None:
-                raise InputError(
-                    "unknown broker: not in the snapshot's brokers",
-                    source=source,
-                    field="candidates",
-                    value=b,
-                )
-            out.append(i)
-        return np.asarray(out, dtype=np.int64)
+        names = brokers if isinstance(brokers, (list, tuple)) else list(brokers)
+        found = list(map(self.broker_index.get, names))  # C-level loop: placement passes 1,000 ids
+        if None in found:
+            unknown = names[found.index(None)]
+            raise InputError(
+                "unknown broker: not in the snapshot's brokers", source=source, field="candidates", value=unknown
+            )
+        return np.array(found, dtype=np.int64)
 
     # ------------------------------------------------------------------ derived signals
     def percent_usage(self) -> NDArray[np.float32]:
@@ -195,8 +192,21 @@ class ClusterSnapshot:
         return percent_usage_array(self.resource_usage, self.resource_limit)
 
     def weighted_max_usage(self, weights: tuple[float, float, float, float]) -> FloatArray:
-        """U(b) = max(cpu%·w, direct%·w, in%·w, out%·w) / 100, memory ignored (Pulsar's weighted max)."""
-        return weighted_max_usage(self.resource_usage, self.resource_limit, weights)
+        """U(b) = max(cpu%·w, direct%·w, in%·w, out%·w) / 100, memory ignored (Pulsar's weighted max).
+
+        Cached per snapshot: placement asks for it on every call. The cache is keyed by the weights
+        and the *bytes* of the usage and limit arrays (comparing 2 × n × 5 floats costs a fraction
+        of the computation), so a caller that changes those arrays, in place or not, gets a fresh
+        result. The result is read-only: callers index it, never write into it.
+        """
+        key = (weights, self.resource_usage.tobytes(), self.resource_limit.tobytes())
+        cached = self._usage_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        result = weighted_max_usage(self.resource_usage, self.resource_limit, weights)
+        result.flags.writeable = False
+        self._usage_cache = (key, result)
+        return result
 
     def total_msg_rate(self) -> FloatArray:
         result: FloatArray = self.msg_rate_in + self.msg_rate_out

@@ -156,15 +156,25 @@ def apply_samples(
     n1 = n + c1
     c2 = count - c1
     sample = np.broadcast_to(sample, values.shape)
-    out = np.subtract(values, sample)
-    grow = np.flatnonzero(c1)
-    if grow.size:
-        v_g, x_g = values[:, grow], sample[:, grow]
-        out[:, grow] = (v_g + (x_g - v_g) * (c1[grow] / n1[grow])) - x_g
-    decayed = np.flatnonzero(c2)
-    if decayed.size * 2 > c2.size:
+    growing = int(np.count_nonzero(c1))
+    if growing * 2 > c1.size:  # most bundles average: dense passes over contiguous arrays
+        weight = np.zeros(n.shape)
+        np.divide(c1, n1, out=weight, where=n1 > 0)
+        out = np.subtract(sample, values)
+        out *= weight
+        out += values
+        out -= sample
+    else:
+        out = np.subtract(values, sample)
+        if growing:
+            grow = np.flatnonzero(c1)
+            v_g, x_g = values[:, grow], sample[:, grow]
+            out[:, grow] = (v_g + (x_g - v_g) * (c1[grow] / n1[grow])) - x_g
+    decaying = int(np.count_nonzero(c2))
+    if decaying * 2 > c2.size:
         out *= _decay(max_samples, c2)
-    elif decayed.size:
+    elif decaying:
+        decayed = np.flatnonzero(c2)
         out[:, decayed] *= _decay(max_samples, c2[decayed])
     out += sample
     return n1, out
