@@ -181,9 +181,8 @@ class ClusterSnapshot:
         found = list(map(self.broker_index.get, names))  # C-level loop: placement passes 1,000 ids
         if None in found:
             unknown = names[found.index(None)]
-            raise InputError(
-                "unknown broker: not in the snapshot's brokers", source=source, field="candidates", value=unknown
-            )
+            message = "unknown broker: not in the snapshot's brokers"
+            raise InputError(message, source=source, field="candidates", value=unknown)
         return np.array(found, dtype=np.int64)
 
     # ------------------------------------------------------------------ derived signals
