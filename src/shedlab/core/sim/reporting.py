@@ -171,7 +171,7 @@ def apply_samples(
             v_g, x_g = values[:, grow], sample[:, grow]
             out[:, grow] = (v_g + (x_g - v_g) * (c1[grow] / n1[grow])) - x_g
     decaying = int(np.count_nonzero(c2))
-    if decaying * 2 > c2.size:
+    if decaying * 16 > c2.size:  # one dense multiply (factor 1.0 elsewhere) beats a gather and scatter
         out *= _decay(max_samples, c2)
     elif decaying:
         decayed = np.flatnonzero(c2)
