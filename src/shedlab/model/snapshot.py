@@ -120,14 +120,21 @@ class ClusterSnapshot:
     _by_owner: IntArray = field(init=False, repr=False)
     _owner_offsets: IntArray = field(init=False, repr=False)
 
-    owner_index_of: InitVar[tuple[IntArray, IntArray] | None] = None
+    like: InitVar[ClusterSnapshot | None] = None
 
-    def __post_init__(self, owner_index_of: tuple[IntArray, IntArray] | None) -> None:
-        self.broker_index = {b: i for i, b in enumerate(self.broker_ids)}
-        if owner_index_of is None:
+    def __post_init__(self, like: ClusterSnapshot | None) -> None:
+        """Indexes; ``like`` (an earlier snapshot) lends the ones that still hold, saving their rebuild."""
+        same_rows = like is not None and (
+            like.broker_ids is self.broker_ids or like.broker_ids == self.broker_ids
+        )
+        if like is not None and same_rows:
+            self.broker_index = like.broker_index
+        else:
+            self.broker_index = {b: i for i, b in enumerate(self.broker_ids)}
+        if like is not None and same_rows and np.array_equal(like.bundle_owner, self.bundle_owner):
+            self._by_owner, self._owner_offsets = like._by_owner, like._owner_offsets
+        else:
             self.reindex_owners()
-        else:  # the caller's snapshot with the same brokers and bundle_owner: its index holds
-            self._by_owner, self._owner_offsets = owner_index_of
 
     # ------------------------------------------------------------------ indexing
     def reindex_owners(self) -> None:
@@ -149,10 +156,6 @@ class ClusterSnapshot:
             offsets = np.searchsorted(owners[order], np.arange(-1, n + 1)).astype(np.int64)
         self._by_owner = order
         self._owner_offsets = offsets
-
-    def owner_index(self) -> tuple[IntArray, IntArray]:
-        """The by-owner index (order, offsets), for a next snapshot with the same ``bundle_owner``."""
-        return self._by_owner, self._owner_offsets
 
     @property
     def num_brokers(self) -> int:
@@ -323,7 +326,7 @@ class ClusterSnapshot:
         bundle_topics: IntArray,
         now_ms: int = 0,
         bundle_recently_unloaded: BoolArray | None = None,
-        owner_index_of: tuple[IntArray, IntArray] | None = None,
+        like: ClusterSnapshot | None = None,
     ) -> ClusterSnapshot:
         """The one builder from arrays (simulator, replay); :meth:`from_load_data` reads Pulsar objects.
 
@@ -331,8 +334,9 @@ class ClusterSnapshot:
         broker's report; ``short`` is (4, m) in the same order and ``long`` (2, m) the long-term msgRateIn
         and msgRateOut of each bundle's BundleData. Sources that know no preallocations (recorded data,
         the simulator's leader between cycles) get none; no recently-unloaded set means an empty one.
-        ``owner_index_of``: :meth:`owner_index` of an earlier snapshot with the same broker rows and
-        ``bundle_owner`` (skips the sort; the caller vouches for the equality).
+        ``like``: an earlier snapshot of the same source; its broker index and by-owner index are
+        reused when the broker rows and ``bundle_owner`` are equal (checked here), which is most ticks
+        of a simulation.
         """
         n, m = len(broker_ids), len(bundle_names)
         recent = bundle_recently_unloaded
@@ -363,7 +367,7 @@ class ClusterSnapshot:
             long_msg_rate_out=long[1],
             bundle_topics=bundle_topics,
             now_ms=now_ms,
-            owner_index_of=owner_index_of,
+            like=like,
         )
 
     @classmethod

@@ -47,8 +47,7 @@ class LeaderView:
     slot_to_row: IntArray = field(init=False)
     rows_key: bytes = b""
     row_ids: tuple[str, ...] = ()
-    last_owner_idx: IntArray | None = None
-    last_owner_index: tuple[IntArray, IntArray] | None = None
+    last: ClusterSnapshot | None = None
 
     def __post_init__(self) -> None:
         self.slot_to_row = np.full(len(self.ids) + 1, -1, dtype=np.int64)
@@ -69,8 +68,7 @@ class LeaderView:
         n_slots = has_report.size
         slots = np.flatnonzero(alive & has_report).astype(np.int64)
         key = slots.tobytes()
-        rows_changed = key != self.rows_key
-        if rows_changed:
+        if key != self.rows_key:
             self.rows_key = key
             self.row_ids = tuple(self.ids[s] for s in slots.tolist())
             self.slot_to_row = np.full(n_slots + 1, -1, dtype=np.int64)
@@ -78,12 +76,6 @@ class LeaderView:
         pub_owner = published.bundle_owner
         bins = np.where(pub_owner >= 0, pub_owner, n_slots)
         owner_idx = self.slot_to_row[bins]
-        # the by-owner index of the last snapshot holds while the rows and every bundle's owner row do
-        same_owners = (
-            not rows_changed
-            and self.last_owner_idx is not None
-            and np.array_equal(owner_idx, self.last_owner_idx)
-        )
         ld = leader_data
         listed = (pub_owner >= 0) & ld.has
         long_in = np.bincount(bins, weights=np.where(listed, ld.long[0], 0.0), minlength=n_slots + 1)
@@ -105,10 +97,9 @@ class LeaderView:
             long=ld.long,
             bundle_topics=ld.topics,
             now_ms=now,
-            owner_index_of=self.last_owner_index if same_owners else None,
+            like=self.last,  # the indexes of the last build hold while rows and owners do
         )
-        self.last_owner_idx, self.last_owner_index = owner_idx, snap.owner_index()
-        self.cached = snap
+        self.cached = self.last = snap
         return snap
 
 
