@@ -13,7 +13,9 @@ from shedlab.model.snapshot import ClusterSnapshot, weighted_max_usage
 from shedlab.strategies import make_placement
 
 
-def _snapshot(rng: np.random.Generator, n: int, m: int, like: ClusterSnapshot | None = None) -> ClusterSnapshot:
+def _snapshot(
+    rng: np.random.Generator, n: int, m: int, like: ClusterSnapshot | None = None
+) -> ClusterSnapshot:
     ids = like.broker_ids if like is not None else tuple(f"broker-{i:04d}:8080" for i in range(n))
     usage = rng.random((n, 5)) * 100
     rates = rng.random((n, 4)) * 1000
