@@ -50,9 +50,10 @@ def test_weighted_max_usage_cache_sees_in_place_changes_and_is_read_only() -> No
     again = snap.weighted_max_usage(weights)
     assert again.tolist() == weighted_max_usage(snap.resource_usage, snap.resource_limit, weights).tolist()
     other = (1.0, 1.0, 0.5, 0.5)
-    assert snap.weighted_max_usage(other).tolist() == weighted_max_usage(
-        snap.resource_usage, snap.resource_limit, other
-    ).tolist()
+    assert (
+        snap.weighted_max_usage(other).tolist()
+        == weighted_max_usage(snap.resource_usage, snap.resource_limit, other).tolist()
+    )
 
 
 @settings(max_examples=50, deadline=None)
