@@ -180,6 +180,23 @@ def apply_samples(
     return n1, out
 
 
+def _apply_samples_at(
+    n: IntArray, values: FloatArray, sample: FloatArray, at: IntArray, count: IntArray, max_samples: int
+) -> tuple[IntArray, FloatArray]:
+    """:func:`apply_samples` with ``count`` samples for the bundles ``at`` and none for the others.
+
+    The others still take the formula's last step, ``x + (v − x)`` (not always ``v`` in floating
+    point, and pinned); the per-bundle counts, means and decays run on ``at`` only, a fifth of the
+    bundles when a fifth of the brokers write.
+    """
+    out = np.subtract(values, sample)
+    out += sample
+    n_at, out[:, at] = apply_samples(n[at], values[:, at], sample[:, at], count, max_samples)
+    n1 = n.copy()
+    n1[at] = n_at
+    return n1, out
+
+
 @dataclass
 class LeaderBundleData:
     """The leader's ``loadData.bundleData`` as arrays over every bundle of the scenario.
@@ -263,10 +280,11 @@ class LeaderBundleData:
             ln[reset] = 0
             sv[:, reset] = DEFAULT_VALUES[:, None]
             lv[:, reset] = DEFAULT_VALUES[:, None]
-        if gained.any():
-            new_count = np.where(gained, total - gain_e + 1, 0)
-            sn, sv = apply_samples(sn, sv, new_values, new_count, NUM_SHORT_SAMPLES)
-            ln, lv = apply_samples(ln, lv, new_values, new_count, NUM_LONG_SAMPLES)
+        at = np.flatnonzero(gained)
+        if at.size:
+            new_count = total - gain_e[at] + 1
+            sn, sv = _apply_samples_at(sn, sv, new_values, at, new_count, NUM_SHORT_SAMPLES)
+            ln, lv = _apply_samples_at(ln, lv, new_values, at, new_count, NUM_LONG_SAMPLES)
         self.has = (listed_before & self.has & ~loss_effective) | gained
         self.topics = np.where(gained, new_topics, self.topics)
         removed = ~self.has
