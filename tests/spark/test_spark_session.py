@@ -37,7 +37,7 @@ def test_read_conf_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="gzip"):
         read_conf_file(tmp_path / "gz.yaml")
     (tmp_path / "twice.yaml").write_text("spark.a: 1\nspark.a: 2\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="spark.a"):
+    with pytest.raises(ConfigError, match=r"spark\.a"):
         read_conf_file(tmp_path / "twice.yaml")
 
 

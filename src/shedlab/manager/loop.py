@@ -425,7 +425,8 @@ class LoadManager:
         names = self._name_index(snapshot)
         recent = np.zeros(snapshot.num_bundles, dtype=np.bool_)
         if self.recently_unloaded:
-            idx = [names.index[b] for b in self.recently_unloaded if b in names.index]
+            found = map(names.index.get, self.recently_unloaded)  # C-level lookups: thousands per cycle
+            idx = [j for j in found if j is not None]
             recent[idx] = True
         snap.bundle_recently_unloaded = recent
         n = snapshot.num_brokers

@@ -54,12 +54,11 @@ class LeastResourceUsageWithWeight:
         cached = self._slots_cache
         if cached is not None and cached[0] is snapshot.broker_ids:
             return cached[1]
-        slots = np.empty(snapshot.num_brokers, dtype=np.int64)
-        for i, broker in enumerate(snapshot.broker_ids):
-            slot = self._slot.get(broker)
-            if slot is None:
-                slot = self._slot[broker] = len(self._slot)
-            slots[i] = slot
+        slot_of = self._slot
+        for broker in [b for b in snapshot.broker_ids if b not in slot_of]:  # new brokers, in id order
+            slot_of[broker] = len(slot_of)
+        ids = snapshot.broker_ids
+        slots = np.fromiter(map(slot_of.__getitem__, ids), dtype=np.int64, count=len(ids))
         if len(self._slot) > self._history.size:
             grown = np.full(max(len(self._slot), 2 * self._history.size), np.nan)
             grown[: self._history.size] = self._history

@@ -47,6 +47,7 @@ class LeaderView:
     slot_to_row: IntArray = field(init=False)
     rows_key: bytes = b""
     row_ids: tuple[str, ...] = ()
+    last: ClusterSnapshot | None = None
 
     def __post_init__(self) -> None:
         self.slot_to_row = np.full(len(self.ids) + 1, -1, dtype=np.int64)
@@ -96,8 +97,9 @@ class LeaderView:
             long=ld.long,
             bundle_topics=ld.topics,
             now_ms=now,
+            like=self.last,  # the indexes of the last build hold while rows and owners do
         )
-        self.cached = snap
+        self.cached = self.last = snap
         return snap
 
 

@@ -10,7 +10,7 @@ read and update it in the order :mod:`~shedlab.core.sim.kernel` shows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -132,6 +132,7 @@ class ClusterState:
     owner: IntArray
     lookup_at: IntArray
     leader: int | None = None
+    _bg_plan: _BackgroundPlan | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def new(cls, layout: BrokerLayout, bundles: int) -> ClusterState:
@@ -155,21 +156,43 @@ class ClusterState:
     def background_at(self, slots: IntArray, t: float, rng: np.random.Generator) -> FloatArray:
         """(n, 3) background fractions (cpu, NIC in, NIC out) of the given slots at ``t`` seconds.
 
-        Slots sharing one constant definition share one draw; varying signals draw per slot.
+        Slots sharing one constant definition share one value (computed once, no draw); varying
+        signals draw per slot, in slot order. The grouping is cached while the slots and the
+        definitions stay the same (the loop over 1,000 slots was a tenth of a tick).
         """
-        out = np.zeros((slots.size, 3))
-        cache: dict[int, tuple[float, float, float]] = {}
+        plan = self._background_plan(slots)
+        out = np.empty((slots.size, 3))
+        for rows, bg in plan.constant:
+            out[rows] = (bg.cpu.value(t, rng), bg.nic_in.value(t, rng), bg.nic_out.value(t, rng))
+        for i, bg in plan.varying:
+            out[i] = (bg.cpu.value(t, rng), bg.nic_in.value(t, rng), bg.nic_out.value(t, rng))
+        return out
+
+    def _background_plan(self, slots: IntArray) -> _BackgroundPlan:
+        key = (slots.tobytes(), tuple(map(id, self.background)))
+        plan = self._bg_plan
+        if plan is not None and plan.key == key:
+            return plan
+        constant: dict[int, tuple[list[int], Background]] = {}
+        varying: list[tuple[int, Background]] = []
         for i, s in enumerate(slots.tolist()):
             bg = self.background[s]
-            key = id(bg)
-            values = cache.get(key)
-            if values is None or not (
-                bg.cpu.is_constant and bg.nic_in.is_constant and bg.nic_out.is_constant
-            ):
-                values = (bg.cpu.value(t, rng), bg.nic_in.value(t, rng), bg.nic_out.value(t, rng))
-                cache[key] = values
-            out[i] = values
-        return out
+            if bg.cpu.is_constant and bg.nic_in.is_constant and bg.nic_out.is_constant:
+                constant.setdefault(id(bg), ([], bg))[0].append(i)
+            else:
+                varying.append((i, bg))
+        groups = [(np.asarray(rows, dtype=np.int64), bg) for rows, bg in constant.values()]
+        plan = self._bg_plan = _BackgroundPlan(key, groups, varying)
+        return plan
+
+
+@dataclass
+class _BackgroundPlan:
+    """Which rows of :meth:`ClusterState.background_at` share a constant definition, which vary."""
+
+    key: tuple[bytes, tuple[int, ...]]
+    constant: list[tuple[IntArray, Background]]
+    varying: list[tuple[int, Background]]
 
 
 @dataclass

@@ -1,0 +1,84 @@
+"""The caches behind fast placement return what a fresh computation would (they are invisible)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shedlab.config import LoadBalancerConfig
+from shedlab.errors import InputError
+from shedlab.model.snapshot import ClusterSnapshot, weighted_max_usage
+from shedlab.strategies import make_placement
+
+
+def _snapshot(
+    rng: np.random.Generator, n: int, m: int, like: ClusterSnapshot | None = None
+) -> ClusterSnapshot:
+    ids = like.broker_ids if like is not None else tuple(f"broker-{i:04d}:8080" for i in range(n))
+    usage = rng.random((n, 5)) * 100
+    rates = rng.random((n, 4)) * 1000
+    return ClusterSnapshot.from_columns(
+        broker_ids=ids,
+        resource_usage=usage,
+        resource_limit=np.full((n, 5), 100.0),
+        broker_rates=rates,
+        num_owned_bundles=np.ones(n, dtype=np.int64),
+        num_topics=np.ones(n, dtype=np.int64),
+        long_term_msg_rate_in=rates[:, 0],
+        long_term_msg_rate_out=rates[:, 1],
+        bundle_names=tuple(f"t/ns/0x{j:08x}_0x{j + 1:08x}" for j in range(m)),
+        bundle_owner=rng.integers(-1, n, m),
+        bundle_has_data=np.ones(m, dtype=np.bool_),
+        bundle_sheddable=np.ones(m, dtype=np.bool_),
+        short=rng.random((4, m)),
+        long=rng.random((2, m)),
+        bundle_topics=np.ones(m, dtype=np.int64),
+        like=like,
+    )
+
+
+def test_weighted_max_usage_cache_sees_in_place_changes_and_is_read_only() -> None:
+    snap = _snapshot(np.random.default_rng(1), 20, 50)
+    weights = LoadBalancerConfig().resource_weights()
+    first = snap.weighted_max_usage(weights)
+    assert snap.weighted_max_usage(weights) is first  # cached
+    with pytest.raises(ValueError):
+        first[0] = 0.0
+    snap.resource_usage[3, 0] = 99.5  # a caller changes usage in place: the cache must notice
+    again = snap.weighted_max_usage(weights)
+    assert again.tolist() == weighted_max_usage(snap.resource_usage, snap.resource_limit, weights).tolist()
+    other = (1.0, 1.0, 0.5, 0.5)
+    assert (
+        snap.weighted_max_usage(other).tolist()
+        == weighted_max_usage(snap.resource_usage, snap.resource_limit, other).tolist()
+    )
+
+
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), m=st.integers(0, 80))
+def test_a_snapshot_built_like_an_earlier_one_indexes_as_a_fresh_one(seed: int, n: int, m: int) -> None:
+    rng = np.random.default_rng(seed)
+    first = _snapshot(rng, n, m)
+    same_owners = _snapshot(np.random.default_rng(seed), n, m, like=first)
+    moved = _snapshot(rng, n, m, like=first)
+    for snap in (first, same_owners, moved):
+        fresh = _snapshot(np.random.default_rng(0), n, m)
+        fresh.bundle_owner = snap.bundle_owner
+        fresh.reindex_owners()
+        for b in range(-1, n):
+            assert snap.bundles_of(b).tolist() == fresh.bundles_of(b).tolist()
+            assert snap.bundles_of(b).tolist() == np.flatnonzero(snap.bundle_owner == b).tolist()
+        assert snap.broker_index == {b: i for i, b in enumerate(snap.broker_ids)}
+
+
+def test_placement_by_ids_equals_placement_by_indices_and_rejects_unknown_ids() -> None:
+    snap = _snapshot(np.random.default_rng(2), 30, 100)
+    conf = LoadBalancerConfig()
+    for name in ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight"):
+        by_ids = make_placement(name, 5).select_broker(list(snap.broker_ids), "b", snap, conf)
+        by_idx = make_placement(name, 5).select_broker(np.arange(30), "b", snap, conf)
+        assert by_ids.broker == by_idx.broker
+        with pytest.raises(InputError, match="unknown broker"):
+            make_placement(name, 5).select_broker(["broker-0001:8080", "nope:8080"], "b", snap, conf)
