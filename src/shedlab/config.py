@@ -60,6 +60,7 @@ __all__ = [
     "key_spec",
     "layered_config",
     "normalise_strategy_name",
+    "parse_key_values",
     "parse_yaml_text",
     "to_snake_case",
 ]
@@ -927,6 +928,25 @@ class LoadBalancerConfig:
 
 ConfigLayer = LoadBalancerConfig | tuple[str, Mapping[str, Any] | None] | None
 """One layer of :func:`layered_config`: ``(source, {pulsarKey: value})``, a config, or None (skipped)."""
+
+
+def parse_key_values(
+    items: Iterable[str] | None,
+    *,
+    expected: str = "expected key=value",
+    field: str | None = None,
+    source: str | None = None,
+) -> dict[str, str]:
+    """``["key=value", …]`` → ``{key: value}``, keys and values stripped, the first ``=`` splitting: the
+    command line's settings, Pulsar's (``--set``) and Spark's (``--conf``) alike. A pair without ``=`` or
+    with an empty key is a :class:`ConfigError` saying ``expected``."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(expected, field=field, source=source, value=item)
+        out[key.strip()] = value.strip()
+    return out
 
 
 def layered_config(*layers: ConfigLayer) -> LoadBalancerConfig:

@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from shedlab.config import ConfigLayer, LoadBalancerConfig, layered_config
-from shedlab.errors import MAX_SEED, ConfigError, InputError
+from shedlab.config import ConfigLayer, LoadBalancerConfig, layered_config, parse_key_values
+from shedlab.errors import MAX_SEED, InputError
 from shedlab.strategies import overrides_and_pair, resolve_config
 
 __all__ = ["SetOption", "check_count", "check_seed", "cli_config", "parse_sets", "run_overrides"]
@@ -41,14 +41,8 @@ def check_seed(value: int | None, option: str = "--seed") -> None:
 
 
 def parse_sets(values: Sequence[str] | None) -> dict[str, str]:
-    """``["key=value", …]`` → ``{key: value}`` (values as typed: the config coerces them per key)."""
-    out: dict[str, str] = {}
-    for item in values or ():
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError("expected KEY=VALUE (a Pulsar key)", field="--set", value=item)
-        out[key.strip()] = raw.strip()
-    return out
+    """``--set`` values → ``{key: value}`` (values as typed: the config coerces them per key)."""
+    return parse_key_values(values, expected="expected KEY=VALUE (a Pulsar key)", field="--set")
 
 
 def cli_config(

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shedlab.config import parse_yaml_text
+from shedlab.config import parse_key_values, parse_yaml_text
 from shedlab.errors import ConfigError, read_user_text
 from shedlab.strategies.registry import strategy_modules
 
@@ -132,15 +132,8 @@ def local_cores(master: str | None) -> int:
 
 
 def parse_conf_pairs(pairs: Iterable[str], *, source: str = "--conf") -> dict[str, str]:
-    """``["k=v", …]`` → dict; a pair without ``=`` or with an empty key is a :class:`ConfigError`."""
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError("expected key=value", source=source, value=pair)
-        out[key] = value.strip()
-    return out
+    """``--conf`` values → dict (:func:`shedlab.config.parse_key_values`, Spark's wording)."""
+    return parse_key_values(pairs, source=source)
 
 
 def read_conf_file(path: str | Path) -> dict[str, str]:

@@ -59,7 +59,7 @@ from shedlab.core.sim.traffic import BundlePopulation, Shape, Traffic, TrafficMo
 from shedlab.manager import LoadManager, ManagerDecision
 from shedlab.strategies import pair_config, pair_name_of, resolve_config, resolve_pair_name
 
-__all__ = ["Simulation", "build_config", "pair_name"]
+__all__ = ["Simulation", "build_config"]
 
 IntArray = NDArray[np.int64]
 
@@ -79,11 +79,6 @@ def build_config(
     return resolve_config(conf)
 
 
-def pair_name(conf: LoadBalancerConfig) -> str:
-    """The pair's display name (``AvgShedder``, ``ThresholdShedder+LeastLongTermMessageRate``, a plugin's)."""
-    return pair_name_of(conf)
-
-
 class Simulation:
     """One run of a scenario; call :meth:`run` once."""
 
@@ -99,7 +94,7 @@ class Simulation:
     ) -> None:
         self.scenario = scenario
         self.conf = conf = build_config(scenario, strategy, config_overrides)
-        self.strategy = pair_name(conf)
+        self.strategy = pair_name_of(conf)
         self.seed = scenario.seed if seed is None else int(seed)
         self.progress = progress
         root = np.random.default_rng(self.seed)
