@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+bash scripts/ensure-zookeeper.sh || echo "warning: ZooKeeper unavailable; cluster tests will be skipped" >&2
 bash scripts/ensure-chromium.sh || echo "warning: headless Chromium unavailable; browser tests will be skipped" >&2
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 .venv/bin/ruff check src tests bench

@@ -3,6 +3,10 @@
 ``spark``: ONE real local SparkSession for the whole test run (session scope), for the tests
 marked ``@pytest.mark.spark``. It is created on first use, so test runs without Spark tests never
 start a JVM; without Java the Spark tests are skipped.
+
+``zookeeper``: ONE real ZooKeeper server on loopback for the whole run (Debian's package, installed by
+``scripts/ensure-zookeeper.sh``), for the tests marked ``@pytest.mark.zookeeper``. Each test gets a fresh
+chroot via ``zk_hosts`` so tests cannot see each other's znodes.
 """
 
 from __future__ import annotations
@@ -12,6 +16,34 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[str]:
+    from shedlab.cluster.zookeeper_server import LocalZooKeeper, zookeeper_installed
+
+    if not zookeeper_installed():
+        pytest.skip("ZooKeeper is not installed: run scripts/ensure-zookeeper.sh")
+    with LocalZooKeeper() as server:
+        yield server.hosts
+
+
+@pytest.fixture
+def zk_hosts(zookeeper: str, request: pytest.FixtureRequest) -> str:
+    """``127.0.0.1:<port>/<chroot>`` unique to this test; the chroot exists, and is empty."""
+    from kazoo.client import KazooClient
+
+    chroot = "/t-" + "".join(c if c.isalnum() else "-" for c in request.node.nodeid)[-100:]
+    admin = KazooClient(hosts=zookeeper, timeout=5.0)
+    admin.start(timeout=10)
+    try:
+        if admin.exists(chroot):
+            admin.delete(chroot, recursive=True)
+        admin.ensure_path(chroot)
+    finally:
+        admin.stop()
+        admin.close()
+    return zookeeper + chroot
 
 
 @pytest.fixture(scope="session")

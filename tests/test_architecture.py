@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("shedlab.strategies",),
     ("shedlab.manager",),
     ("shedlab.core",),
+    ("shedlab.cluster",),
     ("shedlab.spark",),
     ("shedlab.report",),
     ("shedlab.cli", "shedlab.api"),
