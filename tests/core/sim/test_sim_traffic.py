@@ -15,22 +15,11 @@ from shedlab.core.sim.traffic import (
     TrafficModel,
     Workload,
     build_population,
-    bundle_ranges,
     parse_distribution,
     parse_shape,
     ramp_fraction,
 )
 from shedlab.model.pulsar import percent_usage
-
-
-def test_bundle_ranges_split_the_hash_space_like_pulsar() -> None:
-    assert bundle_ranges(4) == [
-        (0x00000000, 0x40000000),
-        (0x40000000, 0x80000000),
-        (0x80000000, 0xC0000000),
-        (0xC0000000, 0xFFFFFFFF),
-    ]
-    assert bundle_ranges(1) == [(0, 0xFFFFFFFF)]
 
 
 def test_population_names_are_pulsar_names_sorted_and_unique() -> None:

@@ -21,12 +21,11 @@ from numpy.typing import NDArray
 
 from shedlab.core.sim.spec import Node, check_number
 from shedlab.errors import InputError
+from shedlab.model.bundles import bundle_name, even_ranges
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
-HASH_SPACE = 1 << 32
-LAST_BOUNDARY = 0xFFFFFFFF
 
 # ---------------------------------------------------------------------------------------------- distributions
 
@@ -483,12 +482,6 @@ def parse_workload(node: Node, index: int) -> Workload:
     return workload
 
 
-def bundle_ranges(n: int) -> list[tuple[int, int]]:
-    """Pulsar's evenly divided bundle ranges: boundaries i·2³²/n, the last upper bound 0xffffffff."""
-    bounds = [(i * HASH_SPACE) // n for i in range(n)] + [LAST_BOUNDARY]
-    return [(bounds[i], bounds[i + 1]) for i in range(n)]
-
-
 @dataclass
 class BundlePopulation:
     """Every bundle of a scenario, sorted by name (the snapshot order), with its static properties."""
@@ -554,7 +547,7 @@ def build_population(workloads: Sequence[Workload], rng: np.random.Generator) ->
     for w, workload in enumerate(workloads):
         first = next_tenant.get(workload.tenant_prefix, 0)
         next_tenant[workload.tenant_prefix] = first + workload.tenants
-        ranges = bundle_ranges(workload.bundles)
+        ranges = even_ranges(workload.bundles)
         for t in range(workload.tenants):
             tenant = f"{workload.tenant_prefix}-{first + t:03d}"
             tenant_names.append(tenant)
@@ -562,7 +555,7 @@ def build_population(workloads: Sequence[Workload], rng: np.random.Generator) ->
                 namespace = f"{tenant}/ns-{k:04d}"
                 ns_names.append(namespace)
                 for lo, hi in ranges:
-                    names.append(f"{namespace}/0x{lo:08x}_0x{hi:08x}")
+                    names.append(bundle_name(namespace, lo, hi))
                     ns_of.append(len(ns_names) - 1)
                     tenant_of.append(len(tenant_names) - 1)
                     workload_of.append(w)
