@@ -10,12 +10,14 @@ from typing import Any
 
 import pandas as pd
 
+from shedlab.core.evaluation import MIN_RUNS_TO_RATE, TOO_FEW_RUNS
 from shedlab.report import figures
 from shedlab.report.builder import Page, fmt, pair_label, table_html
 from shedlab.report.meta import environment_versions
 from shedlab.report.model import ReportData, RunSeries
 from shedlab.report.pip364 import (
     pair_order,
+    params_of,
     pip_claim,
     problem_description,
     problem_order,
@@ -155,6 +157,11 @@ def _pip_cell(rows: pd.DataFrame, strategy: str, problem: str, defined: dict[str
     ci = _ci(r.get("ci_low"), r.get("ci_high")) or '<div class="ci">no interval (fewer than 2 runs)</div>'
     ci = ci.replace('class="ci">[', 'class="ci">95&nbsp;% CI [', 1)
     badge = f'<span class="badge {css}">{html.escape(rating)}</span>' if css != "none" else ""
+    if rating == TOO_FEW_RUNS:
+        badge = (
+            f'<span class="badge warn" title="{MIN_RUNS_TO_RATE} runs or more are needed for a rating">'
+            f"not rated: {r.get('n_runs')} runs</span>"
+        )
     claim = pip_claim(strategy, problem)
     claim_html = f'<div class="claim">PIP-364 says: {html.escape(claim)}</div>' if claim else ""
     tip = html.escape(f"{r.get('metric', '')} on {r.get('scenarios', '')}; {r.get('n_runs', '')} runs")
@@ -193,7 +200,7 @@ def pip_section(page: Page, data: ReportData) -> str:
         colour = figures.pair_colour(strategy, known)
         label = pair_label(strategy)
         if several and params_id:
-            label += f'<div class="unit">parameters {html.escape(params_id)}</div>'
+            label += f'<div class="unit">{html.escape(params_of(table, strategy, params_id))}</div>'
         mine = strategy_col == strategy
         if params_id is not None and params_col is not None:
             mine &= params_col == params_id
@@ -463,7 +470,9 @@ def _stats_pivot(sub: pd.DataFrame) -> pd.DataFrame:
     metrics = sorted(sub["metric"].astype(str).unique())
     for key in ordered:
         strategy = str(key[0])
-        name = figures.short_pair(strategy) + (f" · {key[1]}" if several else "")
+        name = figures.short_pair(strategy) + (
+            f" · {params_of(sub, strategy, str(key[1]))}" if several else ""
+        )
         mine = sub[sub["strategy"].astype(str) == strategy]
         if several:
             mine = mine[mine["params_id"] == key[1]]
