@@ -14,7 +14,7 @@ from shedlab.core.evaluation import MIN_RUNS_TO_RATE, TOO_FEW_RUNS
 from shedlab.report import figures
 from shedlab.report.builder import Page, fmt, pair_label, table_html
 from shedlab.report.meta import environment_versions
-from shedlab.report.model import ReportData, RunSeries
+from shedlab.report.model import ReplayData, ReportData, RunSeries
 from shedlab.report.pip364 import (
     pair_order,
     params_of,
@@ -332,6 +332,23 @@ def _key_figures(data: ReportData, scenario: str, runs: Sequence[RunSeries]) -> 
     )
 
 
+def _heatmap_note(n_brokers: int, what: str) -> str:
+    """How to read the per-broker figure when it is a heatmap (more than a dozen brokers)."""
+    if n_brokers <= figures.HEATMAP_ABOVE:
+        return ""
+    return (
+        f"{n_brokers} brokers, too many for one line each: one row per broker (sorted by name), the colour "
+        f"is its {what}, the same row is the same broker in every panel. "
+    )
+
+
+def _replay_brokers(replay: ReplayData, cluster: str) -> int:
+    load = replay.load
+    if load is None:
+        return 0
+    return int(load.loc[load["cluster"].astype(str) == cluster, "broker"].nunique())
+
+
 def scenario_sections(page: Page, data: ReportData) -> str:
     if not data.series:
         return ""
@@ -354,7 +371,8 @@ def scenario_sections(page: Page, data: ReportData) -> str:
         out.append(
             page.figure(
                 figures.broker_load_figure(runs, max_points=page.max_points),
-                "Per-broker score (U·100) over time, one panel per strategy pair, shared scale. ▼ = unload "
+                _heatmap_note(len({b for r in runs for b in r.brokers["broker"].astype(str)}), "score")
+                + "Per-broker score (U·100) over time, one panel per strategy pair, shared scale. ▼ = unload "
                 "on the source broker (hover: source → destination, bundle); dotted lines and ◆ = scenario "
                 f"events.{drawn}",
                 f"brokers:{scenario}",
@@ -449,7 +467,8 @@ def replay_section(page: Page, data: ReportData) -> str:
             out.append(
                 page.figure(
                     figures.replay_load_figure(replay, cluster, max_points=page.max_points),
-                    "Per-broker usage: recorded, with the recorded ownership changes (first panel), and "
+                    _heatmap_note(_replay_brokers(replay, cluster), "usage")
+                    + "Per-broker usage: recorded, with the recorded ownership changes (first panel), and "
                     "estimated after each strategy's moves, with its unloads (▼; hover: source → "
                     "destination).",
                     f"replay-load:{cluster}",
