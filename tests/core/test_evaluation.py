@@ -10,13 +10,17 @@ import pytest
 
 from shedlab.core.evaluation import (
     METRIC_STATS_COLUMNS,
+    MIN_RUNS_TO_RATE,
     PIP364_COLUMNS,
     PIP364_DEFINITIONS,
+    TOO_FEW_RUNS,
     applicable_definitions,
     evaluate_expression,
     evaluate_runs,
     expression_names,
+    expression_range,
     mean_interval,
+    metric_range,
     metric_stats,
     rate,
     resolve_definitions,
@@ -136,10 +140,54 @@ def test_pip364_table_from_runs() -> None:
     a, b = pip.iloc[0], pip.iloc[1]
     assert a["n_runs"] == 3 and a["value"] == 1.0  # the failed run is left out
     half = T_TABLE[2] * 1.0 / math.sqrt(3)
-    assert a["ci_low"] == pytest.approx(1 - half) and a["ci_high"] == pytest.approx(1 + half)
+    # the t-interval [1 - 2.48, 1 + 2.48] is kept inside the figure's range: flips are never negative
+    assert a["ci_low"] == 0.0 and a["ci_high"] == pytest.approx(1 + half)
     assert a["rating"] == "bad"  # 1.0 > bad_above 0.75
     assert b["value"] == pytest.approx(0.25) and b["rating"] == "normal"  # exactly good_below: normal
     assert a["scenarios"] == "over-unloading-x" and a["metric"] == "over-unloading flips per run"
     assert set(result.metric_stats["metric"]) == {"over_unloading_flips", "unloads"}  # not the seed
     assert list(result.runs.columns[-2:]) == ["over_unloading_flips", "unloads"]
     assert len(result.notes) == 4  # the four problems without a scenario here
+
+
+def test_two_runs_get_too_few_runs_instead_of_a_rating() -> None:
+    runs = _runs()
+    two = runs[runs["seed"] <= 2]
+    pip = evaluate_runs(two, ["over_unloading_flips"]).pip364
+    assert list(pip["n_runs"]) == [2, 2]
+    assert list(pip["rating"]) == [TOO_FEW_RUNS, TOO_FEW_RUNS]  # not "good" from the mean alone
+    assert MIN_RUNS_TO_RATE == 3
+
+
+def test_metric_intervals_respect_the_metric_range() -> None:
+    stats = evaluate_runs(_runs(), ["over_unloading_flips", "unloads"]).metric_stats
+    row = stats[(stats["strategy"] == "A") & (stats["metric"] == "unloads")].iloc[0]
+    half = T_TABLE[2] * 10.0 / math.sqrt(3)
+    assert row["mean"] == 20.0 and row["ci_half_width"] == pytest.approx(half)
+    assert row["ci_low"] == pytest.approx(max(20.0 - half, 0.0)) and row["ci_high"] == pytest.approx(
+        20 + half
+    )
+    assert row["ci_low"] >= 0.0
+    got = mean_interval([0.1, 0.9], bounds=metric_range("balanced_fraction"))
+    assert got["ci_low"] == 0.0 and got["ci_high"] == 1.0  # a fraction's interval stops at 0 and 1
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("unloads * 3600 / duration_s", (0.0, math.inf)),
+        ("score_spread_mean + broker_minutes_overloaded * 3600 / duration_s", (0.0, math.inf)),
+        ("balanced_fraction * 2", (0.0, 2.0)),
+        ("1 - balanced_fraction", (0.0, 1.0)),
+        ("unloads - bundles_moved", (-math.inf, math.inf)),
+        ("-unloads", (-math.inf, 0.0)),
+        ("greatest(unloads, 5)", (5.0, math.inf)),
+        ("least(balanced_fraction, 0.5)", (0.0, 0.5)),
+        ("abs(unloads - lookups)", (0.0, math.inf)),
+        ("ln(unloads)", (-math.inf, math.inf)),
+        ("unloads % 7", (0.0, 7.0)),
+        ("(0 - unloads) / duration_s", (-math.inf, math.inf)),
+    ],
+)
+def test_expression_range_by_interval_arithmetic(expr: str, expected: tuple[float, float]) -> None:
+    assert expression_range(expr) == expected

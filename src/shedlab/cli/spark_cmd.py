@@ -29,10 +29,10 @@ from rich.progress import (
 from rich.table import Table
 
 from shedlab.cli.settings import check_count, check_seed, run_overrides
+from shedlab.core.grid import params_label
 from shedlab.core.results import check_output_dir
 from shedlab.errors import ConfigError
 from shedlab.report.figures import short_pair
-from shedlab.report.load import params_label
 from shedlab.spark.session import validate_master
 from shedlab.units import compact, parse_duration
 

@@ -3,13 +3,17 @@
 * :func:`metric_stats` — for every scenario × strategy pair × parameter set × summary metric, the
   number of runs (seeds) with a value, mean, sample standard deviation, min, max and the 95 %
   confidence interval of the mean from Student's t distribution (``mean ± t(0.975, n−1)·sd/√n``;
-  no interval for n < 2).
+  no interval for n < 2), intersected with the range the metric can take (:func:`metric_range`:
+  counts, times and spreads are never negative, so ``16 [-123.8, 155.8]`` unloads becomes
+  ``16 [0, 155.8]``; the true mean lies in the range, so the intersection loses no coverage).
 * the PIP-364 table — for each strategy pair (and parameter set) one figure per problem: a per-run
   value computed from the run's summary metrics by the definition's ``expr``
   (:func:`pip364_values`) on the scenarios that exhibit the problem, averaged over those runs with
   its 95 % interval (:func:`pip364_stats`), and the rating the thresholds give (:func:`pip364_table`):
   *good* below ``good_below``, *bad* above ``bad_above``, *normal* in between (every figure is
-  lower-is-better). The definitions are data (:data:`PIP364_DEFINITIONS`, ``docs/spark.md``); a
+  lower-is-better), and *too few runs* instead of a rating below :data:`MIN_RUNS_TO_RATE` runs: with two
+  seeds the interval is so wide that a rating read from the mean alone would claim what was not measured.
+  The definitions are data (:data:`PIP364_DEFINITIONS`, ``docs/spark.md``); a
   grid may override any part of them in its ``pip364:`` section (:func:`resolve_definitions`).
 
 Every function takes and returns pandas frames and works on any subset of the groups it computes, so
@@ -40,18 +44,22 @@ __all__ = [
     "EVALUATION_DIR",
     "EXCLUDED_METRICS",
     "METRIC_STATS_COLUMNS",
+    "MIN_RUNS_TO_RATE",
     "PIP364_COLUMNS",
     "PIP364_DEFINITIONS",
     "PIP364_PROBLEMS",
     "PIP364_STATS_COLUMNS",
     "PIP364_VALUE_COLUMNS",
     "STATS_KEYS",
+    "TOO_FEW_RUNS",
     "Evaluation",
     "applicable_definitions",
     "evaluate_expression",
     "evaluate_runs",
     "expression_names",
+    "expression_range",
     "mean_interval",
+    "metric_range",
     "metric_stats",
     "pip364_stats",
     "pip364_table",
@@ -153,6 +161,13 @@ DEFINITION_FIELDS = ("scenarios", "metric", "expr", "unit", "good_below", "bad_a
 EXCLUDED_METRICS = ("seed",)
 """Numeric summary values that are not metrics of a run (the seed identifies the run)."""
 
+MIN_RUNS_TO_RATE = 3
+"""Fewer runs than this get :data:`TOO_FEW_RUNS` instead of good/normal/bad (two seeds give t = 12.7)."""
+TOO_FEW_RUNS = "too few runs"
+
+_METRIC_RANGES: dict[str, tuple[float, float]] = {"balanced_fraction": (0.0, 1.0)}
+"""Metrics whose range is narrower than the default ``[0, ∞)``."""
+
 STATS_KEYS = ("scenario", "strategy", "params_id")
 """The groups statistics are computed over (each metric of each group separately)."""
 METRIC_STATS_COLUMNS = (
@@ -172,13 +187,23 @@ METRIC_STATS_COLUMNS = (
     "max",
 )
 """The columns of the metric statistics (the Spark schema ``METRIC_STATS``)."""
-PIP364_VALUE_COLUMNS = ("problem", "strategy", "params_id", "value")
+PIP364_VALUE_COLUMNS = ("problem", "strategy", "params_id", "params_json", "value")
 """One PIP-364 figure of one run."""
-PIP364_STATS_COLUMNS = ("problem", "strategy", "params_id", "n_runs", "value", "ci_low", "ci_high")
+PIP364_STATS_COLUMNS = (
+    "problem",
+    "strategy",
+    "params_id",
+    "params_json",
+    "n_runs",
+    "value",
+    "ci_low",
+    "ci_high",
+)
 """One PIP-364 figure per problem × strategy pair × parameter set, before its rating."""
 PIP364_COLUMNS = (
     "strategy",
     "params_id",
+    "params_json",
     "problem",
     "metric",
     "scenarios",
@@ -261,10 +286,15 @@ def t_critical(df: int, confidence: float = 0.95) -> float:
     return (lo + hi) / 2.0
 
 
-def rate(value: float | None, good_below: float | None, bad_above: float | None) -> str:
-    """good / normal / bad for a lower-is-better figure (``n/a`` without a value)."""
+def rate(
+    value: float | None, good_below: float | None, bad_above: float | None, n_runs: int | None = None
+) -> str:
+    """good / normal / bad for a lower-is-better figure (``n/a`` without a value, :data:`TOO_FEW_RUNS`
+    when ``n_runs`` is below :data:`MIN_RUNS_TO_RATE`)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
+    if n_runs is not None and n_runs < MIN_RUNS_TO_RATE:
+        return TOO_FEW_RUNS
     if good_below is not None and value < good_below:
         return "good"
     if bad_above is not None and value > bad_above:
@@ -406,6 +436,63 @@ def evaluate_expression(expr: str, frame: pd.DataFrame) -> _FloatArray:
         return np.asarray(value(tree), dtype=float)
 
 
+_Range = tuple[float, float]
+_ANY: _Range = (-math.inf, math.inf)
+
+
+def _product_range(a: _Range, b: _Range) -> _Range:
+    with np.errstate(invalid="ignore"):
+        products = [x * y for x in a for y in b]
+    if any(math.isnan(p) for p in products):  # 0 · ∞: nothing can be said
+        return _ANY
+    return (min(products), max(products))
+
+
+def _binary_range(op: ast.operator, a: _Range, b: _Range) -> _Range:
+    if isinstance(op, ast.Add):
+        return (a[0] + b[0], a[1] + b[1])
+    if isinstance(op, ast.Sub):
+        return (a[0] - b[1], a[1] - b[0])
+    if isinstance(op, ast.Mult):
+        return _product_range(a, b)
+    if isinstance(op, ast.Div) and a[0] >= 0 and b[0] >= 0:  # x / 0 is null, so never negative
+        return (0.0, math.inf)
+    if isinstance(op, ast.Mod) and a[0] >= 0 and b[0] >= 0:
+        return (0.0, b[1])
+    return _ANY
+
+
+def expression_range(expr: str) -> tuple[float, float]:
+    """The values an ``expr`` can take, by interval arithmetic over :func:`metric_range`: the range a
+    PIP-364 figure's confidence interval is kept inside. ``unloads * 3600 / duration_s`` → ``[0, ∞)``;
+    anything the arithmetic cannot bound (``ln``, ``pow``, a quotient of signed values) → unbounded."""
+
+    def bound(node: ast.expr) -> _Range:
+        if isinstance(node, ast.Constant):
+            c = float(cast(float, node.value))
+            return (c, c)
+        if isinstance(node, ast.Name):
+            return metric_range(node.id)
+        if isinstance(node, ast.UnaryOp):
+            inner = bound(node.operand)
+            return (-inner[1], -inner[0]) if isinstance(node.op, ast.USub) else inner
+        if isinstance(node, ast.BinOp):
+            return _binary_range(node.op, bound(node.left), bound(node.right))
+        assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        args = [bound(a) for a in node.args]
+        name = node.func.id
+        if name in ("greatest", "least", "coalesce") and args:
+            pick = max if name == "greatest" else min
+            if name == "coalesce":
+                return (min(a[0] for a in args), max(a[1] for a in args))
+            return (pick(a[0] for a in args), pick(a[1] for a in args))
+        if name in ("abs", "sqrt"):
+            return (0.0, math.inf)
+        return _ANY
+
+    return bound(_parse(expr))
+
+
 def _matching(patterns: Sequence[str], scenarios: Sequence[str]) -> list[str]:
     return sorted({s for s in scenarios for p in patterns if fnmatch.fnmatchcase(s, p)})
 
@@ -442,9 +529,22 @@ def applicable_definitions(
 # ---------------------------------------------------------------------------------------------
 
 
-def mean_interval(values: Sequence[float] | _FloatArray, confidence: float = 0.95) -> dict[str, Any]:
+def metric_range(metric: str) -> tuple[float, float]:
+    """The values a run metric can take. Every figure of the run summary (docs/metrics.md) is a count, a
+    duration, a spread, a standard deviation, a max/min or max/mean ratio, or a fraction: none is
+    negative, and the fractions stop at 1. ``tests/core/test_evaluation_ranges.py`` checks this against
+    real run summaries, so a new metric that can be negative fails there until it is listed here."""
+    return _METRIC_RANGES.get(metric, (0.0, math.inf))
+
+
+def mean_interval(
+    values: Sequence[float] | _FloatArray,
+    confidence: float = 0.95,
+    bounds: tuple[float, float] = (-math.inf, math.inf),
+) -> dict[str, Any]:
     """n, mean, sample standard deviation, t critical value, CI half-width/low/high, min and max of
-    ``values`` (nulls/NaN left out); the deviation and interval need n ≥ 2 (else None)."""
+    ``values`` (nulls/NaN left out); the deviation and interval need n ≥ 2 (else None). The interval is
+    intersected with ``bounds``, the range of the figure (the half-width stays the t-interval's)."""
     x = np.asarray(values, dtype=float)
     x = x[~np.isnan(x)]
     n = int(x.size)
@@ -459,7 +559,7 @@ def mean_interval(values: Sequence[float] | _FloatArray, confidence: float = 0.9
         t = t_critical(n - 1, confidence)
         half = t * sd / math.sqrt(n)
         out.update({"stddev": sd, "t_crit": t, "ci_half_width": half})
-        out.update({"ci_low": mean - half, "ci_high": mean + half})
+        out.update({"ci_low": max(mean - half, bounds[0]), "ci_high": min(mean + half, bounds[1])})
     return out
 
 
@@ -480,7 +580,7 @@ def metric_stats(long: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
                 "params_id": params_id,
                 "params_json": group["params_json"].iloc[0],
                 "metric": metric,
-                **mean_interval(group["value"].to_numpy(dtype=float), confidence),
+                **mean_interval(group["value"].to_numpy(dtype=float), confidence, metric_range(str(metric))),
             }
         )
     return _typed(pd.DataFrame(rows, columns=list(METRIC_STATS_COLUMNS)), ("n",))
@@ -536,7 +636,13 @@ def pip364_values(wide: pd.DataFrame, definitions: Mapping[str, Mapping[str, Any
             continue
         value = evaluate_expression(str(spec["expr"]), sub)
         part = pd.DataFrame(
-            {"problem": problem, "strategy": sub["strategy"], "params_id": sub["params_id"], "value": value}
+            {
+                "problem": problem,
+                "strategy": sub["strategy"],
+                "params_id": sub["params_id"],
+                "params_json": sub["params_json"],
+                "value": value,
+            }
         )
         parts.append(part[~np.isnan(value)])
     if not parts:
@@ -547,19 +653,27 @@ def pip364_values(wide: pd.DataFrame, definitions: Mapping[str, Mapping[str, Any
     return values
 
 
-def pip364_stats(values: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+def pip364_stats(
+    values: pd.DataFrame,
+    confidence: float = 0.95,
+    definitions: Mapping[str, Mapping[str, Any]] | None = None,
+) -> pd.DataFrame:
     """Per problem × strategy pair × parameter set: the runs, the mean figure and its t-interval
-    (:data:`PIP364_STATS_COLUMNS`)."""
+    (:data:`PIP364_STATS_COLUMNS`), the interval kept inside the range of the problem's ``expr``
+    (:func:`expression_range`) when ``definitions`` are given."""
     rows = []
     for (problem, strategy, params_id), group in values.groupby(
         ["problem", "strategy", "params_id"], sort=True, dropna=False
     ):
-        s = mean_interval(group["value"].to_numpy(dtype=float), confidence)
+        spec = (definitions or {}).get(str(problem))
+        bounds = expression_range(str(spec["expr"])) if spec and spec.get("expr") else (-math.inf, math.inf)
+        s = mean_interval(group["value"].to_numpy(dtype=float), confidence, bounds)
         rows.append(
             {
                 "problem": problem,
                 "strategy": strategy,
                 "params_id": params_id,
+                "params_json": group["params_json"].iloc[0] if "params_json" in group else None,
                 "n_runs": s["n"],
                 "value": s["mean"],
                 "ci_low": s["ci_low"],
@@ -581,7 +695,10 @@ def pip364_table(stats: pd.DataFrame, definitions: Mapping[str, Mapping[str, Any
         pip["good_below"] = pip["problem"].map(lambda p: _float_or_none(defs[p].get("good_below")))
         pip["bad_above"] = pip["problem"].map(lambda p: _float_or_none(defs[p].get("bad_above")))
         pip["rating"] = [
-            rate(v, g, b) for v, g, b in zip(pip["value"], pip["good_below"], pip["bad_above"], strict=True)
+            rate(v, g, b, n)
+            for v, g, b, n in zip(
+                pip["value"], pip["good_below"], pip["bad_above"], pip["n_runs"], strict=True
+            )
         ]
         order = {p: i for i, p in enumerate([*PIP364_PROBLEMS, *sorted(set(defs) - set(PIP364_PROBLEMS))])}
         pip = (
@@ -639,5 +756,5 @@ def evaluate_runs(
     stats = metric_stats(runs_long(wide, names), confidence)
     defs = resolve_definitions(*overrides)
     usable, notes = applicable_definitions(defs, sorted(set(wide["scenario"])), names)
-    pip = pip364_table(pip364_stats(pip364_values(wide, usable), confidence), defs)
+    pip = pip364_table(pip364_stats(pip364_values(wide, usable), confidence, usable), defs)
     return Evaluation(metric_stats=stats, pip364=pip, runs=wide, definitions=defs, notes=notes)

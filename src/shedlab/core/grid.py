@@ -13,6 +13,7 @@ import hashlib
 import importlib.resources
 import itertools
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "expand_grid",
     "load_grid",
     "params_id_of",
+    "params_label",
     "parse_grid",
     "run_id_of",
     "shipped_grid",
@@ -131,6 +133,23 @@ class Grid:
 def canonical_json(value: Any) -> str:
     """The JSON run ids and parameter sets are hashed and stored as (sorted keys, no spaces)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def params_label(params_json: Any) -> str:
+    """A parameter set as people read it: its ``key=value`` differences from Pulsar's defaults, with the
+    ``loadBalancer`` prefix every key shares dropped (``{"loadBalancerAvgShedderHitCountLowThreshold":
+    4}`` → ``AvgShedderHitCountLowThreshold=4``). Reports and tables show this, never the id: a hash
+    tells a reader nothing. Accepts the stored JSON text or the mapping itself."""
+    if isinstance(params_json, Mapping):
+        params: Any = dict(params_json)
+    else:
+        try:
+            params = json.loads(str(params_json)) if params_json else {}
+        except json.JSONDecodeError:
+            return str(params_json)
+    if not isinstance(params, dict) or not params:
+        return "default parameters" if not params else str(params_json)
+    return ", ".join(f"{re.sub(r'^loadBalancer', '', str(k))}={v}" for k, v in sorted(params.items()))
 
 
 def params_id_of(params: Mapping[str, Any]) -> str:

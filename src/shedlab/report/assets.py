@@ -64,6 +64,7 @@ td.rating-bad { background:var(--bad); } td.rating-none { background:#fff; }
 .badge.good { color:var(--good-fg); border:1px solid var(--good-fg); }
 .badge.normal { color:var(--normal-fg); border:1px solid var(--normal-fg); }
 .badge.bad { color:var(--bad-fg); border:1px solid var(--bad-fg); }
+.badge.warn { color:#8a5a00; border:1px dashed #8a5a00; text-transform:none; }
 .claim { font-size:11.5px; color:#495057; margin-top:2px; }
 table.data { font-size:13px; margin:8px 0; }
 table.data th, table.data td { border-bottom:1px solid var(--line); padding:5px 10px; text-align:right;

@@ -27,10 +27,12 @@ from shedlab.strategies.registry import PAIR_COLOURS
 from shedlab.units import fixed
 
 __all__ = [
+    "HEATMAP_ABOVE",
     "PAIR_COLOURS",
     "LoadPanel",
     "broker_load_figure",
     "decimate",
+    "heatmap_multiples",
     "imbalance_figure",
     "pair_colour",
     "pair_order",
@@ -39,6 +41,7 @@ __all__ = [
     "replay_spread_figure",
     "short_pair",
     "small_multiples",
+    "step_grid",
     "time_axis",
     "tradeoff_figure",
 ]
@@ -154,6 +157,9 @@ def _grid(n: int) -> tuple[int, int]:
 
 MAX_BROKER_LEGEND = 20
 """Above this many brokers a figure has no per-broker legend entries (hover names the broker)."""
+HEATMAP_ABOVE = 12
+"""Above this many brokers, per-broker lines become a broker × time heatmap (a dozen colours is about
+what a reader can tell apart; at 200 brokers the lines are a solid band and the legend covers a panel)."""
 
 
 @dataclass
@@ -194,7 +200,21 @@ def small_multiples(
     y_floor: float = 100.0,
 ) -> go.Figure:
     """Per-broker lines, one panel per entry of ``panels``, on shared axes; moves as ▼ on the source's
-    line (hover: source → destination, bundle); events as dotted vertical lines and ◆ (hover: detail)."""
+    line (hover: source → destination, bundle); events as dotted vertical lines and ◆ (hover: detail).
+    Above :data:`HEATMAP_ABOVE` brokers, lines are unreadable: one broker × time heatmap per panel instead
+    (:func:`heatmap_multiples`)."""
+    if len({b for p in panels for b in p.lines}) > HEATMAP_ABOVE:
+        return heatmap_multiples(
+            panels,
+            x_title=x_title,
+            y_title=y_title,
+            hover_x=hover_x,
+            to_x=to_x,
+            move_name=move_name,
+            max_points=max_points,
+            cell_budget=point_budget * 2,
+            y_floor=y_floor,
+        )
     n = len(panels)
     rows, cols = _grid(n)
     fig = make_subplots(
@@ -366,6 +386,141 @@ def _sim_events(events: pd.DataFrame, scale: float) -> pd.DataFrame:
         f"{k}: {d}" if d else str(k) for k, d in zip(events["kind"], events["detail"].fillna(""), strict=True)
     ]
     return pd.DataFrame({"x": events["time_s"].to_numpy(dtype=float) / scale, "text": text})
+
+
+def step_grid(
+    lines: dict[str, tuple[NDArray[Any], NDArray[Any]]], brokers: Sequence[str], columns: NDArray[Any]
+) -> NDArray[np.float32]:
+    """Brokers × ``columns`` matrix of each broker's last value at or before each column time; NaN
+    before a broker's first sample and after its last one (a broker that left, or had not joined)."""
+    z = np.full((len(brokers), len(columns)), np.nan, dtype=np.float32)
+    for i, broker in enumerate(brokers):
+        x, y = lines.get(broker, (np.zeros(0), np.zeros(0)))
+        if len(x) == 0:
+            continue
+        at = np.searchsorted(x, columns, side="right") - 1
+        alive = (at >= 0) & (columns <= x[-1])
+        z[i, alive] = y[at[alive]]
+    return z
+
+
+def _heat_columns(
+    panels: Sequence[LoadPanel], n_rows: int, cell_budget: int, max_points: int
+) -> NDArray[Any]:
+    """The time columns shared by every panel: all sample times, thinned evenly to fit the budget."""
+    times = [x for p in panels for x, _ in p.lines.values()]
+    every = np.unique(np.concatenate(times)) if times else np.zeros(0)
+    width = max(20, min(max_points, cell_budget // max(n_rows, 1)))
+    if every.size > width:
+        every = every[np.linspace(0, every.size - 1, width).round().astype(int)]
+    return every
+
+
+def heatmap_multiples(
+    panels: Sequence[LoadPanel],
+    *,
+    x_title: str,
+    y_title: str,
+    hover_x: str,
+    to_x: Callable[[NDArray[Any]], Any] = lambda x: _f32(x),
+    move_name: str = "unload (source → destination)",
+    max_points: int = 2000,
+    cell_budget: int = 120_000,
+    y_floor: float = 100.0,
+) -> go.Figure:
+    """One broker × time heatmap per panel on a shared colour scale (brokers sorted by name, so a row
+    is the same broker in every panel); moves as ▼ at (time, source broker), events as dotted lines."""
+    n = len(panels)
+    brokers = sorted({b for p in panels for b in p.lines})
+    columns = _heat_columns(panels, len(brokers) * n, cell_budget, max_points)
+    # the colour scale follows the data (a floor of 100 would paint an idle cluster one colour)
+    top, _ = shared_scale([list(p.lines.values()) for p in panels], min(y_floor, 1.0))
+    fig = make_subplots(
+        rows=n, cols=1, shared_xaxes=True, subplot_titles=[p.title for p in panels], vertical_spacing=0.06
+    )
+    x_shown = to_x(columns)
+    for k, panel in enumerate(panels):
+        fig.add_trace(
+            go.Heatmap(
+                x=x_shown,
+                y=brokers,
+                z=np.round(step_grid(panel.lines, brokers, columns), 1),
+                zmin=0.0,
+                zmax=top,
+                colorscale="Viridis",
+                coloraxis="coloraxis",
+                hovertemplate=f"%{{y}}<br>{hover_x}<br>{y_title} %{{z:.1f}}<extra></extra>",
+            ),
+            row=k + 1,
+            col=1,
+        )
+        _heat_marks(fig, panel, k + 1, to_x, hover_x, move_name, max_points, shown=k > 0)
+        fig.update_yaxes(title_text="broker", showticklabels=len(brokers) <= 40, row=k + 1, col=1)
+    fig.update_xaxes(title_text=x_title, row=n, col=1)
+    fig.update_layout(
+        template=TEMPLATE,
+        height=max(220, min(700, 6 * len(brokers))) * n + 120,
+        coloraxis={
+            "colorscale": "Viridis",
+            "cmin": 0.0,
+            "cmax": top,
+            "colorbar": {"title": {"text": y_title}},
+        },
+        legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
+        margin={"t": 70, "b": 50, "r": 10},
+        hovermode="closest",
+    )
+    fig.update_annotations(font_size=12)
+    return fig
+
+
+def _colour_axis(top: float, title: str) -> dict[str, Any]:
+    return {"colorscale": "Viridis", "cmin": 0.0, "cmax": top, "colorbar": {"title": {"text": title}}}
+
+
+def _heat_marks(
+    fig: go.Figure,
+    panel: LoadPanel,
+    row: int,
+    to_x: Callable[[NDArray[Any]], Any],
+    hover_x: str,
+    move_name: str,
+    max_points: int,
+    *,
+    shown: bool,
+) -> None:
+    """A heatmap panel's moves (▼ on the source broker's row) and events (dotted vertical lines)."""
+    moves = panel.moves
+    if not moves.empty:
+        if len(moves) > max_points:
+            moves = moves.iloc[np.linspace(0, len(moves) - 1, max_points).astype(int)]
+        custom = np.stack(
+            [
+                moves["destination"].fillna("(none)").astype(str).to_numpy(),
+                moves["bundle"].astype(str).to_numpy(),
+            ],
+            axis=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=to_x(moves["x"].to_numpy(dtype=float)),
+                y=moves["source"].fillna("(none)").astype(str).tolist(),
+                mode="markers",
+                name=move_name,
+                legendgroup="unload",
+                showlegend=not shown,
+                marker={"symbol": "triangle-down", "size": 7, "color": "#ffffff", "line": {"width": 1}},
+                customdata=custom,
+                hovertemplate="%{y} → %{customdata[0]}<br>bundle %{customdata[1]}<br>"
+                f"{hover_x}<extra>unload</extra>",
+            ),
+            row=row,
+            col=1,
+        )
+    for t in sorted(set(panel.events["x"].to_numpy(dtype=float).tolist())) if not panel.events.empty else []:
+        fig.add_vline(
+            x=to_x(np.array([t]))[0], line={"color": "#ffffff", "dash": "dot", "width": 1}, row=row, col=1
+        )
 
 
 def broker_load_figure(runs: Sequence[RunSeries], *, max_points: int = 2000) -> go.Figure:

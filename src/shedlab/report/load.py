@@ -20,7 +20,6 @@ in the files is not shown. Everything is read with pyarrow; no Spark session is 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from shedlab.core.evaluation import DEFINITIONS_FILE
+from shedlab.core.grid import params_label
 from shedlab.core.results import MANIFEST, read_partitioned, read_run_table, read_sweep_runs
 from shedlab.errors import InputError
 from shedlab.report.model import ReplayData, ReportData, RunSeries, ScenarioInfo
@@ -103,18 +103,6 @@ def _iter_dirs(root: Path, max_depth: int) -> Iterator[Path]:
 
 def _first(root: Path, test: Callable[[Path], bool], max_depth: int = 2) -> Path | None:
     return next((p for p in _iter_dirs(root, max_depth) if test(p)), None)
-
-
-def params_label(params_json: Any) -> str:
-    """A parameter set's JSON (``{"loadBalancerAvgShedderHitCountLowThreshold": 4}``) as a short label
-    (``AvgShedderHitCountLowThreshold=4``): the ``loadBalancer`` prefix every key shares is dropped."""
-    try:
-        params = json.loads(str(params_json)) if params_json else {}
-    except json.JSONDecodeError:
-        return str(params_json)
-    if not params:
-        return "default parameters"
-    return ", ".join(f"{re.sub(r'^loadBalancer', '', str(k))}={v}" for k, v in sorted(params.items()))
 
 
 # ----------------------------------------------------------------------------------- time series

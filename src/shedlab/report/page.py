@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import gzip
 import html
 import re
+from importlib import resources
 
 from shedlab.report.assets import CSS, ERROR_COLLECTOR, LOADER
 from shedlab.report.builder import Page, toc_html
@@ -27,18 +29,35 @@ _KINDS = {
 }
 
 
+_VENDORED = "plotly-cartesian.min.js.gz"
+"""Plotly's official *cartesian* partial bundle (scatter, bar, heatmap, …), 1.5 MB instead of the full
+bundle's 4.8 MB, so that a one-run report stays under 2 MB while still opening offline. Refreshed by
+``scripts/vendor-plotly.sh`` at the plotly.js version of the installed plotly package."""
+
+
+def _version_of(js: str) -> str:
+    match = re.search(r"plotly\.js(?: \([a-z -]+\))? v([0-9][^\s*]*)", js[:400])
+    return match.group(1) if match else "(unknown version)"
+
+
 @functools.cache
 def plotly_js() -> str:
-    """plotly.js (minified, from the installed plotly package), safe to inline in a ``<script>``."""
+    """The plotly.js to inline, safe inside a ``<script>``: the vendored cartesian bundle when its version
+    is the installed plotly package's (the figures' JSON is that package's), else the package's full one."""
     from plotly.offline import get_plotlyjs
 
-    js: str = get_plotlyjs()
+    full: str = get_plotlyjs()
+    vendored = resources.files("shedlab.report").joinpath("vendor", _VENDORED)
+    js = full
+    if vendored.is_file():
+        small = gzip.decompress(vendored.read_bytes()).decode("utf-8")
+        if _version_of(small) == _version_of(full):
+            js = small
     return js.replace("</script", "<\\/script")
 
 
 def plotly_js_version() -> str:
-    match = re.search(r"plotly\.js v([0-9][^\s*]*)", plotly_js()[:400])
-    return match.group(1) if match else "(unknown version)"
+    return _version_of(plotly_js())
 
 
 def render_page(data: ReportData, *, max_points: int = 2000) -> str:

@@ -12,13 +12,17 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import pandas as pd
+
 from shedlab.core.evaluation import PIP364_PROBLEMS
+from shedlab.core.grid import params_label
 from shedlab.strategies import STRATEGY_PAIRS
 
 __all__ = [
     "PIP_CLAIMS",
     "PROBLEMS",
     "PROBLEM_TEXT",
+    "params_of",
     "pip_claim",
     "problem_order",
     "problem_slug",
@@ -124,3 +128,12 @@ def pair_order(strategy: str) -> tuple[int, str]:
     """Sort key: PIP-364's five pairs in shedlab's order (Pulsar's default pair first), then others."""
     order = list(STRATEGY_PAIRS)
     return (order.index(strategy) if strategy in order else len(order), strategy)
+
+
+def params_of(table: pd.DataFrame, strategy: str, params_id: str) -> str:
+    """The ``key=value`` label of one of a table's parameter sets (PIP-364 table or metric statistics,
+    which both carry ``params_json``); the id only for an older table without the JSON."""
+    if "params_json" not in table:
+        return f"parameters {params_id}"
+    mine = table[(table["strategy"].astype(str) == strategy) & (table["params_id"].astype(str) == params_id)]
+    return params_label(mine["params_json"].iloc[0]) if len(mine) else f"parameters {params_id}"

@@ -10,12 +10,14 @@ from typing import Any
 
 import pandas as pd
 
+from shedlab.core.evaluation import MIN_RUNS_TO_RATE, TOO_FEW_RUNS
 from shedlab.report import figures
 from shedlab.report.builder import Page, fmt, pair_label, table_html
 from shedlab.report.meta import environment_versions
-from shedlab.report.model import ReportData, RunSeries
+from shedlab.report.model import ReplayData, ReportData, RunSeries
 from shedlab.report.pip364 import (
     pair_order,
+    params_of,
     pip_claim,
     problem_description,
     problem_order,
@@ -155,6 +157,11 @@ def _pip_cell(rows: pd.DataFrame, strategy: str, problem: str, defined: dict[str
     ci = _ci(r.get("ci_low"), r.get("ci_high")) or '<div class="ci">no interval (fewer than 2 runs)</div>'
     ci = ci.replace('class="ci">[', 'class="ci">95&nbsp;% CI [', 1)
     badge = f'<span class="badge {css}">{html.escape(rating)}</span>' if css != "none" else ""
+    if rating == TOO_FEW_RUNS:
+        badge = (
+            f'<span class="badge warn" title="{MIN_RUNS_TO_RATE} runs or more are needed for a rating">'
+            f"not rated: {r.get('n_runs')} runs</span>"
+        )
     claim = pip_claim(strategy, problem)
     claim_html = f'<div class="claim">PIP-364 says: {html.escape(claim)}</div>' if claim else ""
     tip = html.escape(f"{r.get('metric', '')} on {r.get('scenarios', '')}; {r.get('n_runs', '')} runs")
@@ -193,7 +200,7 @@ def pip_section(page: Page, data: ReportData) -> str:
         colour = figures.pair_colour(strategy, known)
         label = pair_label(strategy)
         if several and params_id:
-            label += f'<div class="unit">parameters {html.escape(params_id)}</div>'
+            label += f'<div class="unit">{html.escape(params_of(table, strategy, params_id))}</div>'
         mine = strategy_col == strategy
         if params_id is not None and params_col is not None:
             mine &= params_col == params_id
@@ -325,6 +332,23 @@ def _key_figures(data: ReportData, scenario: str, runs: Sequence[RunSeries]) -> 
     )
 
 
+def _heatmap_note(n_brokers: int, what: str) -> str:
+    """How to read the per-broker figure when it is a heatmap (more than a dozen brokers)."""
+    if n_brokers <= figures.HEATMAP_ABOVE:
+        return ""
+    return (
+        f"{n_brokers} brokers, too many for one line each: one row per broker (sorted by name), the colour "
+        f"is its {what}, the same row is the same broker in every panel. "
+    )
+
+
+def _replay_brokers(replay: ReplayData, cluster: str) -> int:
+    load = replay.load
+    if load is None:
+        return 0
+    return int(load.loc[load["cluster"].astype(str) == cluster, "broker"].nunique())
+
+
 def scenario_sections(page: Page, data: ReportData) -> str:
     if not data.series:
         return ""
@@ -347,7 +371,8 @@ def scenario_sections(page: Page, data: ReportData) -> str:
         out.append(
             page.figure(
                 figures.broker_load_figure(runs, max_points=page.max_points),
-                "Per-broker score (U·100) over time, one panel per strategy pair, shared scale. ▼ = unload "
+                _heatmap_note(len({b for r in runs for b in r.brokers["broker"].astype(str)}), "score")
+                + "Per-broker score (U·100) over time, one panel per strategy pair, shared scale. ▼ = unload "
                 "on the source broker (hover: source → destination, bundle); dotted lines and ◆ = scenario "
                 f"events.{drawn}",
                 f"brokers:{scenario}",
@@ -442,7 +467,8 @@ def replay_section(page: Page, data: ReportData) -> str:
             out.append(
                 page.figure(
                     figures.replay_load_figure(replay, cluster, max_points=page.max_points),
-                    "Per-broker usage: recorded, with the recorded ownership changes (first panel), and "
+                    _heatmap_note(_replay_brokers(replay, cluster), "usage")
+                    + "Per-broker usage: recorded, with the recorded ownership changes (first panel), and "
                     "estimated after each strategy's moves, with its unloads (▼; hover: source → "
                     "destination).",
                     f"replay-load:{cluster}",
@@ -463,7 +489,9 @@ def _stats_pivot(sub: pd.DataFrame) -> pd.DataFrame:
     metrics = sorted(sub["metric"].astype(str).unique())
     for key in ordered:
         strategy = str(key[0])
-        name = figures.short_pair(strategy) + (f" · {key[1]}" if several else "")
+        name = figures.short_pair(strategy) + (
+            f" · {params_of(sub, strategy, str(key[1]))}" if several else ""
+        )
         mine = sub[sub["strategy"].astype(str) == strategy]
         if several:
             mine = mine[mine["params_id"] == key[1]]

@@ -8,15 +8,17 @@ interval and the rating in its colour.
 from __future__ import annotations
 
 import pandas as pd
+from rich.markup import escape
 from rich.table import Table
 
+from shedlab.core.evaluation import TOO_FEW_RUNS
 from shedlab.report.figures import short_pair
-from shedlab.report.pip364 import pair_order, problem_order
+from shedlab.report.pip364 import pair_order, params_of, problem_order
 from shedlab.units import significant
 
 __all__ = ["pip364_table"]
 
-RATING_STYLE = {"good": "green", "normal": "yellow", "bad": "red"}
+RATING_STYLE = {"good": "green", "normal": "yellow", "bad": "red", TOO_FEW_RUNS: "dim italic"}
 _HEADINGS = {
     "heterogeneous environment": "hetero-\ngeneous",
     "load jitter": "load\njitter",
@@ -62,6 +64,8 @@ def pip364_table(table: pd.DataFrame) -> Table:
                 lines.append(f"[dim]± {significant((float(r['ci_high']) - float(r['ci_low'])) / 2)}[/]")
             lines.append(f"[{RATING_STYLE.get(rating, 'dim')}]{rating}[/]")
             cells.append("\n".join(lines))
-        label = short_pair(strategy) + (f"\n[dim]{params_id}[/]" if show_params else "")
+        label = short_pair(strategy) + (
+            f"\n[dim]{escape(params_of(table, strategy, params_id))}[/]" if show_params else ""
+        )
         out.add_row(label, *cells)
     return out

@@ -149,7 +149,9 @@ def _pip364_stats(wide: Any, definitions: Mapping[str, Mapping[str, Any]], confi
     stats = (
         wide.mapInPandas(values, PIP364_VALUE)
         .groupBy("problem", "strategy", "params_id")
-        .applyInPandas(functools.partial(pip364_stats, confidence=confidence), PIP364_STATS)
+        .applyInPandas(
+            functools.partial(pip364_stats, confidence=confidence, definitions=definitions), PIP364_STATS
+        )
     )
     result: pd.DataFrame = stats.toPandas()
     return result

@@ -291,6 +291,7 @@ METRIC_STATS = struct(
 PIP364_TABLE = struct(
     ("strategy", "string", False),
     ("params_id", "string"),
+    ("params_json", "string"),
     ("problem", "string", False),
     ("metric", "string"),
     ("scenarios", "string"),
@@ -308,6 +309,7 @@ PIP364_VALUE = struct(
     ("problem", "string", False),
     ("strategy", "string", False),
     ("params_id", "string"),
+    ("params_json", "string"),
     ("value", "double"),
 )
 """One run's PIP-364 figure (:data:`shedlab.core.evaluation.PIP364_VALUE_COLUMNS`)."""
@@ -316,6 +318,7 @@ PIP364_STATS = struct(
     ("problem", "string", False),
     ("strategy", "string", False),
     ("params_id", "string"),
+    ("params_json", "string"),
     ("n_runs", "long"),
     ("value", "double"),
     ("ci_low", "double"),

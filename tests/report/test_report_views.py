@@ -1,0 +1,113 @@
+"""How the report shows things: parameter sets by key=value, heatmaps past a dozen brokers, the
+vendored plotly.js bundle and the size it buys, ratings withheld below three runs (no Spark here)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+
+from shedlab.core.evaluation import TOO_FEW_RUNS
+from shedlab.core.grid import params_label
+from shedlab.core.sim import load_scenario, run_simulation
+from shedlab.report import build_report
+from shedlab.report.figures import HEATMAP_ABOVE, LoadPanel, small_multiples, step_grid
+from shedlab.report.page import plotly_js, plotly_js_version
+from shedlab.report.pip364 import params_of
+from shedlab.report.terminal import pip364_table
+
+NO_MOVES = pd.DataFrame({"x": [], "source": [], "destination": [], "bundle": []})
+NO_EVENTS = pd.DataFrame({"x": [], "text": []})
+
+
+def test_params_label_shows_key_value_differences_never_a_hash() -> None:
+    text = '{"loadBalancerAvgShedderHitCountLowThreshold": 4, "maxUnloadPercentage": 0.5}'
+    assert params_label(text) == "AvgShedderHitCountLowThreshold=4, maxUnloadPercentage=0.5"
+    assert (
+        params_label({"loadBalancerBrokerThresholdShedderPercentage": 5})
+        == "BrokerThresholdShedderPercentage=5"
+    )
+    assert params_label("{}") == "default parameters" and params_label(None) == "default parameters"
+
+
+def test_step_grid_holds_each_value_until_the_next_sample_and_is_empty_outside_a_broker_life() -> None:
+    lines = {
+        "a": (np.array([0.0, 60.0, 120.0]), np.array([10.0, 20.0, 30.0])),
+        "b": (np.array([60.0, 90.0]), np.array([5.0, 7.0])),  # joins at 60, leaves after 90
+    }
+    z = step_grid(lines, ["a", "b", "c"], np.array([0.0, 30.0, 60.0, 90.0, 120.0]))
+    assert z[0].tolist() == [10.0, 10.0, 20.0, 20.0, 30.0]
+    assert np.isnan(z[1, 0]) and np.isnan(z[1, 1]) and z[1, 2:4].tolist() == [5.0, 7.0] and np.isnan(z[1, 4])
+    assert np.isnan(z[2]).all()  # a broker without samples is an empty row
+
+
+def _panels(n_brokers: int) -> list[LoadPanel]:
+    t = np.arange(0.0, 600.0, 60.0)
+    lines = {f"broker-{i:03d}": (t, np.full(t.size, float(i))) for i in range(n_brokers)}
+    moves = pd.DataFrame(
+        {"x": [120.0], "source": ["broker-001"], "destination": ["broker-000"], "bundle": ["b"]}
+    )
+    return [LoadPanel("A", lines, moves, NO_EVENTS), LoadPanel("B", lines, NO_MOVES, NO_EVENTS)]
+
+
+def test_a_dozen_brokers_are_lines_and_more_become_a_heatmap() -> None:
+    lines = small_multiples(_panels(HEATMAP_ABOVE), x_title="t", y_title="score", hover_x="")
+    assert {trace.type for trace in lines.data} == {"scatter"}
+    heat = small_multiples(_panels(HEATMAP_ABOVE + 1), x_title="t", y_title="score", hover_x="")
+    maps = [trace for trace in heat.data if trace.type == "heatmap"]
+    assert len(maps) == 2  # one per panel
+    assert list(maps[0].y) == [f"broker-{i:03d}" for i in range(HEATMAP_ABOVE + 1)]
+    z = np.asarray(maps[0].z, dtype=float)
+    assert z.shape == (HEATMAP_ABOVE + 1, 10) and z[5].tolist() == [5.0] * 10
+    moves = [trace for trace in heat.data if trace.type == "scatter"]
+    assert list(moves[0].y) == ["broker-001"]  # the unload sits on its source broker's row
+    assert heat.layout.coloraxis.cmin == 0.0 and heat.layout.coloraxis.cmax >= 12.0
+
+
+def test_the_heatmap_thins_columns_to_its_cell_budget() -> None:
+    t = np.arange(0.0, 6000.0, 1.0)
+    lines = {f"b{i:02d}": (t, np.sin(t + i)) for i in range(40)}
+    fig = small_multiples(
+        [LoadPanel("A", lines, NO_MOVES, NO_EVENTS)], x_title="t", y_title="s", hover_x="", point_budget=2000
+    )
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z.shape == (40, 100)  # 4000 cells / 40 brokers
+
+
+def test_the_embedded_plotly_is_the_cartesian_bundle_of_the_installed_version() -> None:
+    import plotly.offline
+
+    js = plotly_js()
+    full = plotly.offline.get_plotlyjs()
+    installed = re.search(r"plotly\.js v([0-9.]+)", full[:400])
+    assert installed is not None and plotly_js_version() == installed.group(1)
+    assert "(cartesian - minified)" in js[:200] and len(js) < len(full) / 2
+    assert "</script" not in js
+
+
+def test_a_one_run_report_is_under_two_megabytes(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run_simulation(load_scenario("homogeneous-gap"), strategy="AvgShedder", seed=1).write(out)
+    report = build_report(out, tmp_path / "r.html")
+    assert report.stat().st_size < 2_000_000
+
+
+def test_terminal_table_withholds_the_rating_and_names_parameters() -> None:
+    rows = []
+    for params in ("{}", '{"loadBalancerAvgShedderHitCountLowThreshold": 4}'):
+        rows.append(
+            {"strategy": "AvgShedder", "params_id": "x" + str(len(params)), "params_json": params,
+             "problem": "load jitter", "n_runs": 2, "value": 16.0, "ci_low": 0.0, "ci_high": 155.8,
+             "rating": TOO_FEW_RUNS}
+        )  # fmt: skip
+    table = pd.DataFrame(rows)
+    console = Console(width=100, record=True)
+    console.print(pip364_table(table))
+    text = console.export_text()
+    assert "AvgShedderHitCountLowThreshold=4" in text and "default parameters" in text
+    assert "x2" not in text and "x49" not in text  # no ids
+    assert text.count("too few runs") == 2 and "good" not in text
+    assert params_of(table, "AvgShedder", "x2") == "default parameters"
