@@ -190,7 +190,14 @@ def _decay_table(max_samples: int, top: int) -> FloatArray:
 
 
 def _advance(
-    n: IntArray, values: FloatArray, sample: FloatArray, count: IntArray, max_samples: int, top: int
+    n: IntArray,
+    values: FloatArray,
+    sample: FloatArray,
+    count: IntArray,
+    max_samples: int,
+    top: int,
+    *,
+    in_place: bool = False,
 ) -> tuple[IntArray, FloatArray]:
     """:func:`apply_samples` for counts in ``[0, top]`` with ``n ≤ max``, in the fewest full passes.
 
@@ -199,14 +206,16 @@ def _advance(
     decay factors (``(1 − 1/max)^0 = 1.0`` exactly where nothing decays), ``+ x``. Compared with
     :func:`apply_samples` it skips the count clamps and the decay table's maximum (``top`` bounds
     the counts) and always decays densely: the leader's data is saturated after a few ticks, and
-    every bundle then decays at every update.
+    every bundle then decays at every update. With ``in_place`` the result overwrites ``values``
+    (a fresh array nobody else holds: no 3 MB allocation and its page faults).
     """
-    out = np.subtract(values, sample)
     c1 = np.minimum(count, max_samples - n)
     grow = np.flatnonzero(c1)
     n1 = n + c1
+    v_g = values[:, grow] if grow.size else values[:, :0]  # a copy, taken before ``values`` changes
+    out = np.subtract(values, sample, out=values if in_place else None)
     if grow.size:
-        v_g, x_g = values[:, grow], sample[:, grow]
+        x_g = sample[:, grow]
         out[:, grow] = (v_g + (x_g - v_g) * (c1[grow] / n1[grow])) - x_g
         c2 = count - c1
     else:
@@ -303,8 +312,9 @@ class LeaderBundleData:
             lv[:, reset] = DEFAULT_VALUES[:, None]
         if gained.any():
             new_count = np.where(gained, total + 1 - new_pos, 0)
-            sn, sv = _advance(sn, sv, new_values, new_count, NUM_SHORT_SAMPLES, total)
-            ln, lv = _advance(ln, lv, new_values, new_count, NUM_LONG_SAMPLES, total)
+            # sv/lv are this update's own arrays (the first run's results, or copies): in place
+            sn, sv = _advance(sn, sv, new_values, new_count, NUM_SHORT_SAMPLES, total, in_place=True)
+            ln, lv = _advance(ln, lv, new_values, new_count, NUM_LONG_SAMPLES, total, in_place=True)
         self.has = (listed_before & self.has & ~loss_effective) | gained
         self.topics = np.where(gained, new_topics, self.topics)
         removed = ~self.has
