@@ -231,7 +231,10 @@ class LeaderBundleData:
 
     ``has`` marks bundles that currently have BundleData (a bundle no published report lists is
     dropped, as Pulsar does, and comes back with default data when a report lists it again).
-    ``short``/``long`` are (4, m) blocks in the order msgRateIn, msgRateOut, throughputIn, throughputOut.
+    ``short`` is a (4, m) block in the order msgRateIn, msgRateOut, throughputIn, throughputOut;
+    ``long`` is (2, m), the long-term msgRateIn and msgRateOut only: nothing reads the long-term
+    throughputs (the leader's snapshot has no column for them, spec §3.1 reads the rates), and
+    advancing them was a quarter of the leader's arithmetic per tick.
     """
 
     has: BoolArray
@@ -249,7 +252,7 @@ class LeaderBundleData:
             short_n=np.zeros(m, dtype=np.int64),
             long_n=np.zeros(m, dtype=np.int64),
             short=np.repeat(DEFAULT_VALUES[:, None], m, axis=1),
-            long=np.repeat(DEFAULT_VALUES[:, None], m, axis=1),
+            long=np.repeat(DEFAULT_VALUES[:2, None], m, axis=1),
             topics=np.zeros(m, dtype=np.int64),
         )
 
@@ -301,7 +304,7 @@ class LeaderBundleData:
         sn, sv, ln, lv = self.short_n, self.short, self.long_n, self.long
         if old_count.any():
             sn, sv = _advance(sn, sv, values, old_count, NUM_SHORT_SAMPLES, total)
-            ln, lv = _advance(ln, lv, values, old_count, NUM_LONG_SAMPLES, total)
+            ln, lv = _advance(ln, lv, values[:2], old_count, NUM_LONG_SAMPLES, total)
         else:  # copies: the reset below writes in place, and snapshots hold the old arrays
             sn, sv, ln, lv = sn.copy(), sv.copy(), ln.copy(), lv.copy()
         reset = np.flatnonzero(gained & (loss_effective | ~listed_before | ~self.has))
@@ -309,12 +312,12 @@ class LeaderBundleData:
             sn[reset] = 0
             ln[reset] = 0
             sv[:, reset] = DEFAULT_VALUES[:, None]
-            lv[:, reset] = DEFAULT_VALUES[:, None]
+            lv[:, reset] = DEFAULT_VALUES[:2, None]
         if gained.any():
             new_count = np.where(gained, total + 1 - new_pos, 0)
             # sv/lv are this update's own arrays (the first run's results, or copies): in place
             sn, sv = _advance(sn, sv, new_values, new_count, NUM_SHORT_SAMPLES, total, in_place=True)
-            ln, lv = _advance(ln, lv, new_values, new_count, NUM_LONG_SAMPLES, total, in_place=True)
+            ln, lv = _advance(ln, lv, new_values[:2], new_count, NUM_LONG_SAMPLES, total, in_place=True)
         self.has = (listed_before & self.has & ~loss_effective) | gained
         self.topics = np.where(gained, new_topics, self.topics)
         removed = ~self.has
