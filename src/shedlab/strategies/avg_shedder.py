@@ -91,29 +91,29 @@ class AvgShedder:
         low = conf.load_balancer_avg_shedder_low_threshold
         high = conf.load_balancer_avg_shedder_high_threshold
         ids = snapshot.broker_ids
-        order = np.argsort(scores, kind="stable").tolist()
+        order = np.argsort(scores, kind="stable")
+        half = (order.size + 1) // 2  # pairs (i, n-1-i) while i <= n-1-i; the middle one with itself
+        los, his = order[:half], order[::-1][:half]
+        gaps = (scores[his] - scores[los]).tolist()  # float64 differences, as float(scores[hi] - scores[lo])
+        hit_high, hit_low = self.hit_high, self.hit_low
         pairs: list[BrokerPair] = []
-        i, j = 0, len(order) - 1
-        while i <= j:
-            lo, hi = order[i], order[j]
-            gap = float(scores[hi] - scores[lo])
+        # the counters are dicts updated in pair order (their key order is state): one Python pass
+        for lo, hi, gap in zip(los.tolist(), his.tolist(), gaps, strict=True):
             lo_id, hi_id = ids[lo], ids[hi]
             if gap < low:
                 for b in (lo_id, hi_id):
-                    self.hit_high.pop(b, None)
-                    self.hit_low.pop(b, None)
+                    hit_high.pop(b, None)
+                    hit_low.pop(b, None)
             else:
                 pairs.append(BrokerPair(lo, hi, gap))
                 for b in (lo_id, hi_id):
-                    self.hit_low[b] = self.hit_low.get(b, 0) + 1
+                    hit_low[b] = hit_low.get(b, 0) + 1
                 if gap < high:
                     for b in (lo_id, hi_id):
-                        self.hit_high.pop(b, None)
+                        hit_high.pop(b, None)
                 else:
                     for b in (lo_id, hi_id):
-                        self.hit_high[b] = self.hit_high.get(b, 0) + 1
-            i += 1
-            j -= 1
+                        hit_high[b] = hit_high.get(b, 0) + 1
         return pairs
 
     def _shed_pair(
