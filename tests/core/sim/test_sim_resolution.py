@@ -145,3 +145,17 @@ def test_without_resolution_the_kernel_keeps_one_step_per_tick() -> None:
     assert sim.windows is None and sim.substeps == 1
     fine = Simulation(scenario("15s"))
     assert fine.windows is not None and fine.substeps == 4
+
+
+def test_a_fine_resolution_counts_its_steps_against_the_tick_limit() -> None:
+    with pytest.raises(InputError, match=r"steps of 0\.001 s: the limit is 1000000 ticks"):
+        Scenario.from_mapping(
+            {"name": "x", "duration": "1h", "simulation": {"tick": "1s", "resolution": "1ms"}}, source="test"
+        )
+
+
+def test_onoff_phase_takes_a_fixed_shift() -> None:
+    shape = scenario("10s", phase="30s").workloads[0].shapes[0]
+    assert shape.param("phase") == 30.0
+    with pytest.raises(InputError, match=r"phase"):
+        scenario("10s", phase="sometimes")

@@ -376,11 +376,14 @@ def _check_limits(
     bundles = sum(w.num_bundles for w in workloads)
     if bundles > MAX_BUNDLES:
         raise root.error("workloads", f"more than {MAX_BUNDLES} bundles ({bundles})")
-    ticks = duration // (simulation.resolution or simulation.tick) + 1
+    step, unit = (
+        (simulation.tick, "ticks") if simulation.resolution is None else (simulation.resolution, "steps")
+    )
+    ticks = duration // step + 1
     if ticks > MAX_TICKS:
         raise root.error(
             "duration",
-            f"{ticks:.3g} ticks of {simulation.tick:g} s: the limit is {MAX_TICKS} ticks",
+            f"{ticks:.3g} {unit} of {step:g} s: the limit is {MAX_TICKS} ticks",
             root.raw("duration"),
             hint="shorten the duration or lengthen simulation.tick",
         )
