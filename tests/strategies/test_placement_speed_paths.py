@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from shedlab.config import LoadBalancerConfig
 from shedlab.errors import InputError
 from shedlab.model.snapshot import ClusterSnapshot, weighted_max_usage
-from shedlab.strategies import make_placement
+from shedlab.strategies import AvgShedder, make_placement
 
 
 def _snapshot(
@@ -82,3 +82,60 @@ def test_placement_by_ids_equals_placement_by_indices_and_rejects_unknown_ids() 
         assert by_ids.broker == by_idx.broker
         with pytest.raises(InputError, match="unknown broker"):
             make_placement(name, 5).select_broker(["broker-0001:8080", "nope:8080"], "b", snap, conf)
+
+
+def _pairs_one_by_one(
+    avg: AvgShedder, ids: tuple[str, ...], scores: np.ndarray, low: float, high: float
+) -> list:
+    """AvgShedder's pairing as Pulsar writes it: one pair at a time, counters updated in pair order."""
+    order = np.argsort(scores, kind="stable").tolist()
+    pairs = []
+    i, j = 0, len(order) - 1
+    while i <= j:
+        lo, hi = order[i], order[j]
+        gap = float(scores[hi] - scores[lo])
+        if gap < low:
+            for b in (ids[lo], ids[hi]):
+                avg.hit_high.pop(b, None)
+                avg.hit_low.pop(b, None)
+        else:
+            pairs.append((lo, hi, gap))
+            for b in (ids[lo], ids[hi]):
+                avg.hit_low[b] = avg.hit_low.get(b, 0) + 1
+            for b in (ids[lo], ids[hi]):
+                if gap < high:
+                    avg.hit_high.pop(b, None)
+                else:
+                    avg.hit_high[b] = avg.hit_high.get(b, 0) + 1
+        i += 1
+        j -= 1
+    return pairs
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(0, 30),
+    seed=st.integers(0, 2**32 - 1),
+    low=st.sampled_from([0, 5, 15, 40]),
+    high=st.sampled_from([0, 20, 40, 200]),
+    rounds=st.integers(1, 5),
+)
+def test_avg_shedder_pairs_and_counters_equal_the_one_by_one_loop(
+    n: int, seed: int, low: float, high: float, rounds: int
+) -> None:
+    """Same pairs, same counters and the same key order of both counter dicts, cycle after cycle."""
+    rng = np.random.default_rng(seed)
+    ids = tuple(f"broker-{i:04d}:8080" for i in range(n))
+    conf = LoadBalancerConfig.from_mapping(
+        {"loadBalancerAvgShedderLowThreshold": low, "loadBalancerAvgShedderHighThreshold": high}
+    )
+    fast, slow = AvgShedder(), AvgShedder()
+    for _ in range(rounds):
+        scores = np.round(rng.random(n) * 100, int(rng.integers(0, 3)))  # ties too
+        snap = _snapshot(rng, n, 3) if n else None
+        got = fast._find_pairs(snap, scores, conf) if snap is not None else []  # type: ignore[arg-type]
+        want = _pairs_one_by_one(slow, ids, scores, conf.load_balancer_avg_shedder_low_threshold,
+                                 conf.load_balancer_avg_shedder_high_threshold) if n else []  # fmt: skip
+        assert [(p.under, p.over, p.gap) for p in got] == want
+        assert list(fast.hit_high.items()) == list(slow.hit_high.items())
+        assert list(fast.hit_low.items()) == list(slow.hit_low.items())

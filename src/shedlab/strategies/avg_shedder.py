@@ -91,29 +91,33 @@ class AvgShedder:
         low = conf.load_balancer_avg_shedder_low_threshold
         high = conf.load_balancer_avg_shedder_high_threshold
         ids = snapshot.broker_ids
-        order = np.argsort(scores, kind="stable").tolist()
+        order = np.argsort(scores, kind="stable")
+        half = (order.size + 1) // 2  # pairs (i, n-1-i) while i <= n-1-i; the middle one with itself
+        los, his = order[:half], order[::-1][:half]
+        gaps = scores[his] - scores[los]  # float64 differences, as float(scores[hi] - scores[lo])
+        cold = gaps < low
+        hit_high, hit_low = self.hit_high, self.hit_low
+        # Every broker is in one pair (the middle one in its self-pair), so the pairs' counter
+        # operations touch different keys: the cold pairs' removals commute with the other pairs'
+        # updates (removing keys does not reorder the rest), and only the present keys need removing.
+        if hit_high or hit_low:
+            cold_ids = {ids[k] for k in los[cold].tolist()} | {ids[k] for k in his[cold].tolist()}
+            for counters in (hit_high, hit_low):
+                for b in cold_ids & counters.keys():
+                    del counters[b]
         pairs: list[BrokerPair] = []
-        i, j = 0, len(order) - 1
-        while i <= j:
-            lo, hi = order[i], order[j]
-            gap = float(scores[hi] - scores[lo])
+        hot = np.flatnonzero(~cold)
+        for lo, hi, gap in zip(los[hot].tolist(), his[hot].tolist(), gaps[hot].tolist(), strict=True):
             lo_id, hi_id = ids[lo], ids[hi]
-            if gap < low:
+            pairs.append(BrokerPair(lo, hi, gap))
+            for b in (lo_id, hi_id):
+                hit_low[b] = hit_low.get(b, 0) + 1
+            if gap < high:
                 for b in (lo_id, hi_id):
-                    self.hit_high.pop(b, None)
-                    self.hit_low.pop(b, None)
+                    hit_high.pop(b, None)
             else:
-                pairs.append(BrokerPair(lo, hi, gap))
                 for b in (lo_id, hi_id):
-                    self.hit_low[b] = self.hit_low.get(b, 0) + 1
-                if gap < high:
-                    for b in (lo_id, hi_id):
-                        self.hit_high.pop(b, None)
-                else:
-                    for b in (lo_id, hi_id):
-                        self.hit_high[b] = self.hit_high.get(b, 0) + 1
-            i += 1
-            j -= 1
+                    hit_high[b] = hit_high.get(b, 0) + 1
         return pairs
 
     def _shed_pair(

@@ -126,7 +126,10 @@ def candidate_indices(snapshot: ClusterSnapshot, candidates: Sequence[str] | Int
     indices = snapshot.indices_of(candidates)
     if indices.size < 2 or bool(np.all(indices[1:] > indices[:-1])):
         return indices
-    return np.unique(indices)
+    ordered = np.sort(indices)  # ids given in another order (numeric names): sort, drop repeats
+    if bool(np.all(ordered[1:] != ordered[:-1])):
+        return ordered
+    return np.unique(ordered)
 
 
 @runtime_checkable

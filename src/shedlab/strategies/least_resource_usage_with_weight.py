@@ -55,8 +55,10 @@ class LeastResourceUsageWithWeight:
         if cached is not None and cached[0] is snapshot.broker_ids:
             return cached[1]
         slot_of = self._slot
-        for broker in [b for b in snapshot.broker_ids if b not in slot_of]:  # new brokers, in id order
-            slot_of[broker] = len(slot_of)
+        new = [b for b in snapshot.broker_ids if b not in slot_of]  # new brokers, numbered in id order
+        if new:
+            first = len(slot_of)
+            slot_of.update(zip(new, range(first, first + len(new)), strict=True))
         ids = snapshot.broker_ids
         slots = np.fromiter(map(slot_of.__getitem__, ids), dtype=np.int64, count=len(ids))
         if len(self._slot) > self._history.size:

@@ -63,17 +63,17 @@ def reference_apply_writes(
     sn, sv, ln, lv = ld.short_n, ld.short, ld.long_n, ld.long
     if old_count.any():
         sn, sv = reference_apply_samples(sn, sv, values, old_count, NUM_SHORT_SAMPLES)
-        ln, lv = reference_apply_samples(ln, lv, values, old_count, NUM_LONG_SAMPLES)
+        ln, lv = reference_apply_samples(ln, lv, values[:2], old_count, NUM_LONG_SAMPLES)
     reset = gained & (loss_effective | ~listed_before | ~ld.has)
     if reset.any():
         sn = np.where(reset, 0, sn)
         ln = np.where(reset, 0, ln)
         sv = np.where(reset, DEFAULT_VALUES[:, None], sv)
-        lv = np.where(reset, DEFAULT_VALUES[:, None], lv)
+        lv = np.where(reset, DEFAULT_VALUES[:2, None], lv)
     if gained.any():
         new_count = np.where(gained, total - gain_e + 1, 0)
         sn, sv = reference_apply_samples(sn, sv, new_values, new_count, NUM_SHORT_SAMPLES)
-        ln, lv = reference_apply_samples(ln, lv, new_values, new_count, NUM_LONG_SAMPLES)
+        ln, lv = reference_apply_samples(ln, lv, new_values[:2], new_count, NUM_LONG_SAMPLES)
     ld.short_n, ld.short, ld.long_n, ld.long = sn, sv, ln, lv
     ld.has = (listed_before & ld.has & ~loss_effective) | gained
     ld.topics = np.where(gained, new_topics, ld.topics)
@@ -122,7 +122,7 @@ def _random_ld(rng: np.random.Generator, m: int) -> LeaderBundleData:
     ld.short_n = np.where(ld.has, rng.integers(0, NUM_SHORT_SAMPLES + 1, m), 0)
     ld.long_n = np.where(ld.has, rng.integers(0, NUM_LONG_SAMPLES + 1, m), 0)
     ld.short = rng.random((4, m)) * 1e4
-    ld.long = rng.random((4, m)) * 1e4
+    ld.long = rng.random((2, m)) * 1e4  # long-term msgRateIn/Out only
     ld.topics = rng.integers(0, 50, m)
     return ld
 

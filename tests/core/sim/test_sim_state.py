@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shedlab.core.sim.hardware import HardwareClass
 from shedlab.core.sim.scenario import Background, Scenario
@@ -111,3 +113,27 @@ def test_measure_sums_owned_bundles_per_broker_and_skips_unowned_ones() -> None:
     np.testing.assert_array_equal(true.usage, expected)
     assert true.limit[1, 0] == 800.0  # 8 cores
     assert true.score.shape == (2,) and true.score[1] > true.score[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rounds=st.integers(1, 6), moved=st.sampled_from([0.0, 0.02, 0.5, 1.0]))
+def test_owner_counts_kept_up_to_date_equal_a_full_count(seed: int, rounds: int, moved: float) -> None:
+    """Counts updated from the bundles that moved equal four bincounts over every bundle, call after call."""
+    s = scenario(
+        workloads=[
+            {"tenants": 2, "namespaces": 3, "bundles": 16, "topics": {"dist": "uniform", "low": 1, "high": 9}}
+        ]
+    )
+    rng = np.random.default_rng(seed)
+    pop = build_population(s.workloads, rng)
+    cluster = ClusterState.new(broker_layout(s), pop.size)
+    n = cluster.num_slots
+    bins = rng.integers(0, n + 1, pop.size)
+    for _ in range(rounds):
+        got = cluster.owner_counts(bins, pop)
+        want = [np.bincount(bins, minlength=n + 1)[:n]] + [
+            np.bincount(bins, weights=w, minlength=n + 1)[:n].astype(np.int64)
+            for w in (pop.topics, pop.consumers, pop.producers)
+        ]
+        assert [g.tolist() for g in got] == [w.tolist() for w in want]
+        bins = np.where(rng.random(pop.size) < moved, rng.integers(0, n + 1, pop.size), bins)

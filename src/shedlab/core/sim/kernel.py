@@ -34,9 +34,15 @@ Left out, and why:
 * **Two reports listing one bundle** (the stale report of its old owner and its new owner's): the
   leader samples it once per update, not twice (:meth:`LeaderBundleData.apply_writes`).
 * **Time between events within a tick**: everything due in (T − tick, T] happens at T, in the order
-  above; a reconnection delay shorter than the tick lands at the next tick.
-* **CPU usage over time**: a broker's CPU is the instantaneous cost of its traffic at the sample, not an
-  average over the stats interval.
+  above; a reconnection delay shorter than the tick lands at the next tick. Unless the scenario sets
+  ``simulation.resolution``: then steps 1-5 run at every step of that resolution within the tick,
+  each Pulsar timer fires at the first step at or after it is due (stats per broker, report checks
+  every ``loadBalancerReportUpdateMinIntervalMillis``, the leader's bundle-data writes, shedding),
+  and a stats sample reads its window's average (:mod:`~shedlab.core.sim.windows`); step 6 still
+  runs once per tick, so the tables keep one row per tick.
+* **CPU usage over time**: without ``resolution`` a broker's CPU is the instantaneous cost of its
+  traffic at the sample, not an average over the stats interval (with it: the cost of the window's
+  average traffic).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from shedlab.core.sim.result import SimulationResult
 from shedlab.core.sim.scenario import Scenario, TrafficChange
 from shedlab.core.sim.state import NEVER, ClusterState, TrueUsage, broker_layout, measure
 from shedlab.core.sim.traffic import BundlePopulation, Shape, Traffic, TrafficModel, build_population
+from shedlab.core.sim.windows import StatsWindows
 from shedlab.manager import LoadManager, ManagerDecision
 from shedlab.strategies import pair_config, pair_name_of, resolve_config, resolve_pair_name
 
@@ -102,13 +109,17 @@ class Simulation:
         self.weights = conf.resource_weights()
         sim = scenario.simulation
         self.tick_ms = max(round(sim.tick * 1000), 1)
+        # simulation.resolution: steps of res_ms within each tick (docs/scenarios.md "Resolution")
+        self.res_ms = self.tick_ms if sim.resolution is None else max(round(sim.resolution * 1000), 1)
+        self.substeps = self.tick_ms // self.res_ms
         self.start_ms = int(sim.start_time_ms)
         self.reconnect_ms = round(sim.reconnect_delay * 1000)
         self.shed_ms = max(int(conf.load_balancer_shedding_interval_minutes) * 60_000, 1)
         self.n_ticks = int(scenario.duration * 1000 // self.tick_ms) + 1
 
         pop = self.pop = build_population(scenario.workloads, rng_pop)
-        self.traffic_model = _traffic_model(scenario, pop, rng_pop, rng_traffic)
+        step_s = scenario.simulation.tick if sim.resolution is None else self.res_ms / 1000.0
+        self.traffic_model = _traffic_model(scenario, pop, rng_pop, rng_traffic, step_s)
         self.bundle_index = {name: j for j, name in enumerate(pop.names)}
         layout = broker_layout(scenario)
         self.initial_slots = layout.initial_slots
@@ -118,10 +129,15 @@ class Simulation:
             cluster.ids,
             pop.names,
             start_ms=self.start_ms,
-            tick_ms=self.tick_ms,
+            tick_ms=self.res_ms,
             random_phase=sim.stats_phase == "random",
             rng=rng_phase,
         )
+        self.windows: StatsWindows | None = None
+        self.check_ms = max(int(conf.load_balancer_report_update_min_interval_millis), 1)
+        self.next_check_ms = self.start_ms
+        if sim.resolution is not None:
+            self.windows = StatsWindows.new(cluster.num_slots, pop.size, self.res_ms)
         self.manager = self._new_manager()
         self.retired_unloads = (0, 0)  # unload bundle/broker totals of the managers of earlier leaders
         self.next_shed_ms = NEVER
@@ -163,13 +179,41 @@ class Simulation:
         return self.result()
 
     def tick(self, t: int, now: int) -> None:
-        """Tick ``t`` at ``now`` (ms): the six steps of the module docstring, in that order."""
+        """Tick ``t`` at ``now`` (ms): the six steps of the module docstring, in that order.
+
+        With ``simulation.resolution`` steps 1-5 run at every step of (now − tick, now] (tick 0: once,
+        at the start) and step 6 once, at ``now``, with every decision of the tick.
+        """
         cluster, publishing, metrics = self.cluster, self.publishing, self.metrics
         metrics.begin_tick()
         publishing.begin_tick()
+        if self.windows is None or t == 0:
+            traffic, true, decisions = self._step(t, now)
+        else:
+            decisions = []
+            for i in range(self.substeps):
+                traffic, true, shed = self._step(t, now - self.tick_ms + (i + 1) * self.res_ms)
+                decisions.extend(shed)
+        # 6. metrics
+        metrics.end_tick(
+            t,
+            now,
+            traffic,
+            true,
+            decisions,
+            owner=cluster.owner,
+            view=publishing.view,
+            written=publishing.written,
+            leader=cluster.leader,
+            unload_totals=self.unload_totals(),
+        )
+
+    def _step(self, t: int, now: int) -> tuple[Traffic, TrueUsage, list[ManagerDecision]]:
+        """Steps 1-5 at ``now``: events, traffic, lookups, stats and reports, shedding."""
+        cluster, publishing = self.cluster, self.publishing
         # 1. events due; membership changes reach the leader at once; the start assigns the bundles
         joined, removed = self.events.apply_due(
-            now, cluster, self.pop.size, self.rng_events, metrics.log_event
+            now, cluster, self.pop.size, self.rng_events, self.metrics.log_event
         )
         if removed or joined:
             self._membership(now, joined, removed)
@@ -184,8 +228,12 @@ class Simulation:
         true = measure(
             cluster, self.pop, traffic, (now - self.start_ms) / 1000.0, self.rng_events, self.weights
         )
-        samplers = publishing.sample(now, true, cluster.owner, traffic, self.pop.topics)
-        writers = publishing.writers(now, true.slots)
+        if self.windows is None:
+            samplers = publishing.sample(now, true, cluster.owner, traffic, self.pop.topics)
+            writers = publishing.writers(now, true.slots)
+        else:
+            samplers = self._sample_windows(now, traffic, true)
+            writers = self._check_reports(now, true.slots)
         extra = publishing.quota_updates_due(now)
         if writers.size or extra:
             self._publish(now, writers, extra)
@@ -194,20 +242,29 @@ class Simulation:
                 now, cluster.alive, publishing.local, publishing.last_update_ms, cluster.start_ts
             )
         # 5. shedding
-        decisions = self._shed(now, traffic, true)
-        # 6. metrics
-        metrics.end_tick(
-            t,
-            now,
-            traffic,
-            true,
-            decisions,
-            owner=cluster.owner,
-            view=publishing.view,
-            written=publishing.written,
-            leader=cluster.leader,
-            unload_totals=self.unload_totals(),
+        return traffic, true, self._shed(now, traffic, true)
+
+    def _sample_windows(self, now: int, traffic: Traffic, true: TrueUsage) -> IntArray:
+        """Stats samples that read each broker's window averages (:mod:`~shedlab.core.sim.windows`)."""
+        windows, cluster, publishing = self.windows, self.cluster, self.publishing
+        assert windows is not None
+        windows.add(cluster.owner, traffic)
+        if not (publishing.next_sample_ms[true.slots] <= now).any():
+            return np.zeros(0, dtype=np.int64)
+        averaged = windows.averages(now)
+        seen = measure(
+            cluster, self.pop, averaged, (now - self.start_ms) / 1000.0, self.rng_events, self.weights
         )
+        samplers = publishing.sample(now, seen, cluster.owner, averaged, self.pop.topics)
+        windows.sampled(samplers, now)
+        return samplers
+
+    def _check_reports(self, now: int, alive: IntArray) -> IntArray:
+        """§4.3's check, every ``loadBalancerReportUpdateMinIntervalMillis`` (at the first step due)."""
+        if now < self.next_check_ms:
+            return np.zeros(0, dtype=np.int64)
+        self.next_check_ms += self.check_ms * ((now - self.next_check_ms) // self.check_ms + 1)
+        return self.publishing.writers(now, alive)
 
     def result(self) -> SimulationResult:
         """The run's tables and summary (after :meth:`run`'s ticks)."""
@@ -263,6 +320,8 @@ class Simulation:
             zero = np.zeros(1)
             usage = cluster.cost.usage(slot, zero, zero, zero, zero, zero, bg)[0]
             publishing.broker_joined(s, now, usage, cluster.cost.limits(slot)[0])
+            if self.windows is not None:
+                self.windows.started(s, now)
         writers = list(dict.fromkeys([*removed, *(s for s in joined if cluster.alive[s])]))
         self._publish(now, np.asarray(writers, dtype=np.int64), 0)
         self._elect(now)
@@ -355,7 +414,11 @@ class Simulation:
 
 
 def _traffic_model(
-    scenario: Scenario, pop: BundlePopulation, rng_pop: np.random.Generator, rng_traffic: np.random.Generator
+    scenario: Scenario,
+    pop: BundlePopulation,
+    rng_pop: np.random.Generator,
+    rng_traffic: np.random.Generator,
+    step_s: float,
 ) -> TrafficModel:
     """The workloads' shapes, and every traffic event as a step shape over its selection."""
     m = pop.size
@@ -372,4 +435,4 @@ def _traffic_model(
             step = Shape("step", (("at", event.at), ("factor", event.factor), ("until", until)), event.select)
             sel = pop.select(event.select, rng_pop)
             shapes.append((step, None if sel is None or sel.size == m else sel))
-    return TrafficModel(pop, shapes, rng_traffic, scenario.simulation.tick)
+    return TrafficModel(pop, shapes, rng_traffic, step_s)

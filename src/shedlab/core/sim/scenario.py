@@ -147,6 +147,7 @@ class SimulationSettings:
     leader_failover: str = "reset"
     start_time_ms: int = DEFAULT_START_TIME_MS
     cluster: str = "sim-cluster"
+    resolution: float | None = None  # finer kernel step within a tick (docs/scenarios.md "Resolution")
 
 
 @dataclass(frozen=True)
@@ -241,9 +242,11 @@ def _parse_simulation(parent: Node) -> SimulationSettings:
         leader_failover=node.string("leader_failover", "reset", choices=LEADER_FAILOVER),
         start_time_ms=_parse_time(node, "start_time"),
         cluster=node.string("cluster", "sim-cluster"),
+        resolution=None if node.raw("resolution", None) is None else node.duration("resolution"),
     )
     if settings.tick <= 0:
         raise node.error("tick", "must be greater than 0", node.raw("tick"))
+    _check_resolution(node, settings)
     node.finish(
         (
             "tick",
@@ -253,9 +256,24 @@ def _parse_simulation(parent: Node) -> SimulationSettings:
             "leader_failover",
             "start_time",
             "cluster",
+            "resolution",
         )
     )
     return settings
+
+
+def _check_resolution(node: Node, settings: SimulationSettings) -> None:
+    """``resolution`` divides the tick into whole steps of at least a millisecond."""
+    res = settings.resolution
+    if res is None:
+        return
+    tick_ms, res_ms = round(settings.tick * 1000), round(res * 1000)
+    if res_ms < 1 or res_ms > tick_ms or tick_ms % res_ms:
+        raise node.error(
+            "resolution",
+            f"must divide simulation.tick ({settings.tick:g} s) into whole steps of at least 1 ms",
+            node.raw("resolution"),
+        )
 
 
 def _parse_metrics(parent: Node) -> MetricsSettings:
@@ -358,11 +376,14 @@ def _check_limits(
     bundles = sum(w.num_bundles for w in workloads)
     if bundles > MAX_BUNDLES:
         raise root.error("workloads", f"more than {MAX_BUNDLES} bundles ({bundles})")
-    ticks = duration // simulation.tick + 1
+    step, unit = (
+        (simulation.tick, "ticks") if simulation.resolution is None else (simulation.resolution, "steps")
+    )
+    ticks = duration // step + 1
     if ticks > MAX_TICKS:
         raise root.error(
             "duration",
-            f"{ticks:.3g} ticks of {simulation.tick:g} s: the limit is {MAX_TICKS} ticks",
+            f"{ticks:.3g} {unit} of {step:g} s: the limit is {MAX_TICKS} ticks",
             root.raw("duration"),
             hint="shorten the duration or lengthen simulation.tick",
         )

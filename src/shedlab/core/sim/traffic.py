@@ -349,6 +349,14 @@ class Shape:
         return out
 
 
+def _onoff_phase(node: Node) -> str | float:
+    """``random``, ``aligned`` or a duration: every selected bundle's cycle shifted by that much."""
+    raw = node.raw("phase", "random")
+    if raw in ("random", "aligned"):
+        return str(raw)
+    return node.duration("phase")
+
+
 def parse_shape(node: Node) -> Shape:
     kind = node.string("kind", choices=tuple(SHAPE_KINDS))
     params: list[tuple[str, Any]] = []
@@ -388,7 +396,7 @@ def parse_shape(node: Node) -> Shape:
             ("period", period),
             ("on", on),
             ("stops", node.string("stops", "consumers", choices=("consumers", "producers"))),
-            ("phase", node.string("phase", "random", choices=("random", "aligned"))),
+            ("phase", _onoff_phase(node)),
             ("catchup", node.number("catchup", 2.0, minimum=1.0)),
         ]
     elif kind == "spikes":
@@ -638,7 +646,10 @@ class TrafficModel:
             elif shape.kind == "onoff":
                 compiled.state = np.zeros(n)
                 period = float(shape.param("period"))
-                if shape.param("phase") == "random":
+                phase = shape.param("phase")
+                if isinstance(phase, float):  # a fixed shift: the cycle starts ``phase`` seconds early
+                    compiled.phase = np.full(n, phase)
+                elif phase == "random":
                     # whole ticks, so that the on/off state is the same through a tick
                     steps = max(round(period / tick_s), 1)
                     compiled.phase = rng.integers(0, steps, n).astype(np.float64) * tick_s

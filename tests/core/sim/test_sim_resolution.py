@@ -1,0 +1,161 @@
+"""``simulation.resolution``: Pulsar's intervals inside a tick, and stats that average over their window.
+
+The experiment: two brokers carry about the same traffic, 16 bundles of 500 msg/s in and out on
+broker 1 and 16 of 470 on broker 2. On broker 1 the consumers stop for a minute every two
+minutes and then drain their backlog at twice the normal rate (``onoff`` with ``catchup: 2``),
+their cycle shifted 30 s from the brokers' stats timers. Pulsar's stats
+(``statsUpdateFrequencyInSecs`` = 60) are the messages counted over the last 60 s divided by 60 s,
+so broker 1 reports, window after window (r = 8,000 msg/s out normally):
+
+* (60 s, 120 s]: 20 s stopped, 40 s draining at 2r   → 2r·40/60 = 4/3 r = 10,666.7 msg/s out;
+* (120 s, 180 s]: 20 s draining at 2r, 40 s stopped  → 2r·20/60 = 2/3 r =  5,333.3 msg/s out;
+
+and so on (the first window, (0, 60 s], has no backlog from before the start: 20 s at r, then 40 s
+stopped, 2/6 r). Broker 1's totals (in + out) thus stay between 10,667 and 18,667 msg/s next to
+broker 2's steady 15,040: a difference of at most 41 %, so UniformLoadShedder (threshold 50 %) never
+sheds. With one 60-s tick for everything the stats read the instant of the tick instead, 0 or 2r
+out, and broker 1's total of 8,000 msg/s next to 15,040 (88 %) makes UniformLoadShedder unload
+the steady broker's bundles at the first cycle, and then bundles back and forth: an artefact of
+the sampling that Pulsar does not show.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shedlab.core.sim import Scenario, run_simulation
+from shedlab.core.sim.kernel import Simulation
+from shedlab.errors import InputError
+
+UNIFORM = "UniformLoadShedder+LeastLongTermMessageRate"
+R_OUT = 16 * 500.0  # broker 1's normal msgRateOut
+
+
+def scenario(
+    resolution: str | None = "10s", phase: str = "30s", config: dict[str, Any] | None = None
+) -> Scenario:
+    settings: dict[str, Any] = {"initial_assignment": "round_robin"}
+    if resolution is not None:
+        settings["resolution"] = resolution
+    workload = {"bundles": 16, "msg_size": 1024}
+    return Scenario.from_mapping(
+        {
+            "name": "catch-up",
+            "duration": "20m",
+            "seed": 1,
+            "strategy": UNIFORM,
+            "config": config or {},
+            "simulation": settings,
+            "brokers": [{"count": 2}],
+            "workloads": [
+                {
+                    **workload,
+                    "msg_rate_in": 500,
+                    "tenant_prefix": "pausing",
+                    "brokers": [1],
+                    "shapes": [
+                        {"kind": "onoff", "period": "2m", "on": "1m", "phase": phase, "catchup": 2},
+                    ],
+                },
+                {**workload, "msg_rate_in": 470, "tenant_prefix": "steady", "brokers": [2]},
+            ],
+        },
+        source="test",
+    )
+
+
+def published_rate_out(scen: Scenario) -> list[tuple[float, float]]:
+    """Each broker's written msgRateOut after every tick (what the leader reads)."""
+    sim = Simulation(scen)
+    seen = []
+    for t in range(sim.n_ticks):
+        sim.tick(t, sim.start_ms + t * sim.tick_ms)
+        rates = sim.publishing.published.agg[:, 1]
+        seen.append((float(rates[0]), float(rates[1])))
+    return seen
+
+
+def test_a_catch_up_burst_is_seen_as_pulsar_averages_it_over_the_stats_window() -> None:
+    seen = published_rate_out(scenario("10s"))
+    pausing = [p for p, _ in seen]
+    assert pausing[0] == pytest.approx(R_OUT)  # the first sample at the start reads one step
+    assert pausing[1] == pytest.approx(R_OUT * 2 / 6)  # (0, 60 s]: 20 s before the first stop
+    for t in range(2, len(seen)):
+        expected = R_OUT * 4 / 3 if t % 2 == 0 else R_OUT * 2 / 3
+        assert pausing[t] == pytest.approx(expected), t
+    assert {s for _, s in seen} == {16 * 470.0}
+
+
+def test_one_tick_for_everything_reads_the_instant_instead() -> None:
+    quiet = {"loadBalancerSheddingEnabled": False}  # nothing moves: the sampling alone
+    pausing = [p for p, _ in published_rate_out(scenario(None, config=quiet))]
+    assert set(pausing[1:]) == {0.0, 2 * R_OUT}
+
+
+def test_uniform_load_shedder_sheds_only_on_the_instantaneous_view() -> None:
+    fine = run_simulation(scenario("10s"))
+    coarse = run_simulation(scenario(None))
+    assert fine.summary["unloads"] == 0
+    assert coarse.summary["unloads"] > 0
+    first = coarse.decisions.iloc[0]
+    assert (first["tick"], first["source"]) == (1, "broker-0002:8080")  # the steady broker
+    # the metrics keep one row per tick, at the tick's time
+    assert fine.ticks["time_s"].tolist() == coarse.ticks["time_s"].tolist()
+
+
+def test_a_bundle_acquired_mid_window_is_under_reported_for_that_window() -> None:
+    """A topic its new owner loaded 20 s before its stats update counts 20 s of messages over 60 s."""
+    sim = Simulation(scenario("10s", config={"loadBalancerSheddingEnabled": False}))
+    for t in range(2):
+        sim.tick(t, sim.start_ms + t * sim.tick_ms)
+    moving = 16  # the first steady bundle (sorted after the pausing ones), on broker 2
+    assert sim.cluster.owner[moving] == 1
+    for i in range(6):  # tick 2's steps: 70 s ... 120 s; the bundle moves to broker 1 before 100 s
+        now = sim.start_ms + 60_000 + (i + 1) * sim.res_ms
+        if now == sim.start_ms + 100_000:
+            sim.cluster.owner[moving] = 0
+        sim._step(2, now)
+    local = sim.publishing.local
+    assert local.bundle_owner[moving] == 0
+    assert local.bundle_values[0, moving] == pytest.approx(470.0 * 3 / 6)  # 100, 110, 120 s of 60 s
+    assert local.agg[1, 0] == pytest.approx(15 * 470.0)  # broker 2 no longer lists it at all
+
+
+def test_reports_are_checked_every_min_interval_not_every_step() -> None:
+    """LoadReportUpdaterTask runs every loadBalancerReportUpdateMinIntervalMillis, not every 1-s step."""
+    sim = Simulation(scenario("1s", config={"loadBalancerReportUpdateMinIntervalMillis": 7000}))
+    sim.run()
+    writes = sim.publishing.last_update_ms - sim.start_ms
+    assert np.all(writes % 7000 == 0)
+    assert writes.max() > 0
+
+
+def test_resolution_must_divide_the_tick() -> None:
+    with pytest.raises(InputError, match=r"simulation\.resolution: must divide simulation\.tick"):
+        scenario("7s")
+    with pytest.raises(InputError, match=r"simulation\.resolution"):
+        scenario("2m")
+
+
+def test_without_resolution_the_kernel_keeps_one_step_per_tick() -> None:
+    sim = Simulation(scenario(None))
+    assert sim.windows is None and sim.substeps == 1
+    fine = Simulation(scenario("15s"))
+    assert fine.windows is not None and fine.substeps == 4
+
+
+def test_a_fine_resolution_counts_its_steps_against_the_tick_limit() -> None:
+    with pytest.raises(InputError, match=r"steps of 0\.001 s: the limit is 1000000 ticks"):
+        Scenario.from_mapping(
+            {"name": "x", "duration": "1h", "simulation": {"tick": "1s", "resolution": "1ms"}}, source="test"
+        )
+
+
+def test_onoff_phase_takes_a_fixed_shift() -> None:
+    shape = scenario("10s", phase="30s").workloads[0].shapes[0]
+    assert shape.param("phase") == 30.0
+    with pytest.raises(InputError, match=r"phase"):
+        scenario("10s", phase="sometimes")
