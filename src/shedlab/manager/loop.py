@@ -66,7 +66,14 @@ from shedlab.config import LoadBalancerConfig
 from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, SYSTEM_NAMESPACE, namespace_of
 from shedlab.model.snapshot import ClusterSnapshot, FloatArray, IntArray
 from shedlab.strategies import make_pair
-from shedlab.strategies.base import Placement, PlacementStrategy, SheddingResult, SheddingStrategy
+from shedlab.strategies.base import (
+    Placement,
+    PlacementStrategy,
+    SheddingResult,
+    SheddingStrategy,
+    Skip,
+    SkipKind,
+)
 
 """The namespace Pulsar always distributes evenly, whatever the configuration says."""
 
@@ -184,6 +191,8 @@ class LoadManager:
         self.unload_broker_total = 0
         self.last_result: SheddingResult | None = None
         self.last_skipped: list[dict[str, Any]] = []
+        self.skip_log: list[Skip] = []
+        """Every decision not taken since the caller last cleared it (shedding and placement), typed."""
         self._view: _View | None = None
         self._names: _NameIndex | None = None
         self._round_robin = _RoundRobin()
@@ -205,6 +214,7 @@ class LoadManager:
         view = self._refresh(snapshot, now_ms, force=True)
         result = self.shedding.find_bundles_for_unloading(view.snap, conf)
         self.last_result = result
+        self.skip_log.extend(result.skips)
         by_source: dict[str, list[int]] = {}
         for k, unload in enumerate(result.unloads):
             by_source.setdefault(unload.broker, []).append(k)
@@ -216,6 +226,7 @@ class LoadManager:
                 skip = self._skip_reason(unload.bundle)
                 if skip is not None:
                     self.last_skipped.append({"broker": source, "bundle": unload.bundle, "reason": skip})
+                    self.skip_log.append(Skip(SkipKind.EXCLUDED_NAMESPACE, source))
                     continue
                 placement, info = self._select_broker(view, unload.bundle)
                 info["choices"] = list(placement.choices)  # named here only: lookups do not need them
@@ -225,6 +236,8 @@ class LoadManager:
                     self.last_skipped.append(
                         {"broker": source, "bundle": unload.bundle, "reason": why, "placement": info}
                     )
+                    kind = SkipKind.NO_DESTINATION if dest is None else SkipKind.DESTINATION_IS_OWNER
+                    self.skip_log.append(Skip(kind, source))
                     continue
                 self.affinity[unload.bundle] = dest
                 self.recently_unloaded[unload.bundle] = now_ms
@@ -290,6 +303,8 @@ class LoadManager:
                 if again.broker is not None:
                     placement = again
         info.update(rule=placement.reason.get("rule"), strategy=placement.reason.get("strategy"))
+        if placement.skip is not None:
+            self.skip_log.append(Skip(placement.skip, placement.broker))
         return placement, info
 
     def _max_topics_filter(self, view: _View, candidates: IntArray) -> IntArray:

@@ -42,7 +42,14 @@ import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
-from shedlab.strategies.base import BrokerChoices, Placement, SheddingResult, Unload, candidate_indices
+from shedlab.strategies.base import (
+    BrokerChoices,
+    Placement,
+    SheddingResult,
+    SkipKind,
+    Unload,
+    candidate_indices,
+)
 from shedlab.strategies.greedy import sort_descending
 
 
@@ -80,6 +87,7 @@ class AvgShedder:
             self.hit_high.clear()
             self.hit_low.clear()
             result.skipped.append({"reason": "no broker pair reaches the low threshold"})
+            result.note(SkipKind.NO_PAIR)
             return result
         for pair in pairs:
             self._shed_pair(snapshot, scores, pair, conf, result)
@@ -152,6 +160,7 @@ class AvgShedder:
         )
         if not triggered:
             result.skipped.append({**base, "broker": over, "reason": "hit count not reached"})
+            result.note(SkipKind.HIT_COUNT_NOT_REACHED, over)
             return
         for b in (under, over):
             self.hit_high.pop(b, None)
@@ -179,6 +188,7 @@ class AvgShedder:
                     "need_throughput": need_tp,
                 }
             )
+            result.note(SkipKind.AMOUNT_BELOW_MINIMUM, over)
             return
         base.update(mode=mode, amount_to_move=amount)
         ordered, keys = sort_descending(candidates, keys)
@@ -194,6 +204,7 @@ class AvgShedder:
                 result.unloads.append(Unload(over, bundle, reason, destination=under))
         if not selected:
             result.skipped.append({**base, "broker": over, "reason": "no bundle fits the amount to move"})
+            result.note(SkipKind.NO_BUNDLE_FITS, over)
 
     # ------------------------------------------------------------------ placement
     def select_broker(

@@ -24,7 +24,7 @@ import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
-from shedlab.strategies.base import Placement, candidate_indices, draw_uniform
+from shedlab.strategies.base import Placement, SkipKind, candidate_indices, draw_uniform
 
 
 class LeastResourceUsageWithWeight:
@@ -90,7 +90,9 @@ class LeastResourceUsageWithWeight:
         diff = conf.load_balancer_average_resource_usage_difference_threshold_percentage / 100.0
         best = brokers[updated + diff <= avg]
         rule = "usage + threshold <= average"
-        if best.size == 0:
+        skip = None
+        if best.size == 0:  # Pulsar: "Assign randomly as all brokers are overloaded."
             best, rule = brokers, "no broker clearly below average: all candidates"
+            skip = SkipKind.RANDOM_FALLBACK
         chosen, choices = draw_uniform(self.rng, snapshot, best)
-        return Placement(chosen, choices, {"strategy": self.name, "rule": rule, "avg_usage": avg})
+        return Placement(chosen, choices, {"strategy": self.name, "rule": rule, "avg_usage": avg}, skip)

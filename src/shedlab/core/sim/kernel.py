@@ -195,6 +195,9 @@ class Simulation:
             )
         # 5. shedding
         decisions = self._shed(now, traffic, true)
+        if self.manager.skip_log:  # placement fallbacks (step 3) and shedding skips (step 5)
+            metrics.skipped(now, self.manager.skip_log)
+            self.manager.skip_log.clear()
         # 6. metrics
         metrics.end_tick(
             t,
@@ -233,6 +236,7 @@ class Simulation:
             broker_ids=self.cluster.ids,
             counts=counts,
             recording=self.recording,
+            skips=self.metrics.collector.skips_frame(),
         )
 
     def unload_totals(self) -> tuple[int, int]:

@@ -10,7 +10,14 @@ from typing import Any
 import pandas as pd
 
 from shedlab.config import LoadBalancerConfig
-from shedlab.core.sim.metrics import NOT_DISTURBANCES, Collector, RunCounts, event_time_to_balance, summarize
+from shedlab.core.sim.metrics import (
+    NOT_DISTURBANCES,
+    SKIP_COLUMNS,
+    Collector,
+    RunCounts,
+    event_time_to_balance,
+    summarize,
+)
 from shedlab.core.sim.recording import Recording
 from shedlab.core.sim.scenario import Scenario
 from shedlab.errors import InputError
@@ -26,6 +33,8 @@ class SimulationResult:
     * ``brokers``: one row per tick × alive broker (usage, score, traffic, bundles);
     * ``decisions``: one row per unload (``reason`` is a JSON string);
     * ``events``: the start and every scenario event, with the time to balance after it;
+    * ``skips``: decisions not taken (strategies' skips, random placement fallbacks), counted per tick,
+      kind and broker;
     * ``summary``: flat, JSON-serialisable run metrics;
     * ``config``: the Pulsar keys that differ from Pulsar's defaults in this run;
     * ``reports``: the recorded load reports (only with ``record=True``), for
@@ -42,6 +51,7 @@ class SimulationResult:
     events: pd.DataFrame
     summary: dict[str, Any]
     reports: Recording | None = field(default=None, repr=False)
+    skips: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(SKIP_COLUMNS)))
 
     @classmethod
     def from_run(
@@ -55,6 +65,7 @@ class SimulationResult:
         broker_ids: list[str],
         counts: RunCounts,
         recording: Recording | None,
+        skips: pd.DataFrame | None = None,
     ) -> SimulationResult:
         """The tables and summary of a finished run, from what the kernel collected."""
         ticks, brokers, decisions, events = collector.frames(broker_ids)
@@ -102,10 +113,11 @@ class SimulationResult:
             events=events,
             summary=summary,
             reports=recording,
+            skips=skips if skips is not None else pd.DataFrame(columns=list(SKIP_COLUMNS)),
         )
 
     def write(self, out_dir: str | Path) -> list[Path]:
-        """Write ticks/brokers/decisions/events Parquet files and summary.json; returns the paths."""
+        """Write ticks/brokers/decisions/events/skips Parquet files and summary.json; returns the paths."""
         out = Path(out_dir)
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -117,6 +129,7 @@ class SimulationResult:
             ("brokers", self.brokers),
             ("decisions", self.decisions),
             ("events", self.events),
+            ("skips", self.skips),
         ):
             path = out / f"{name}.parquet"
             frame.to_parquet(path, index=False)
