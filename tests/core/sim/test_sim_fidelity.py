@@ -96,3 +96,71 @@ def _raw_workloads(scenario: Scenario) -> list[dict[str, object]]:
         }
         for w in scenario.workloads
     ]
+
+
+# ------------------------------------------------------------------------------------ 2. broker CPU model
+
+COLOCATED = {
+    "cores": 8,
+    "cpu_us_per_msg": 20,
+    "cpu_ms_per_mib": 32,
+    "cpu_ms_per_topic": 0.3,
+    "cpu_ms_per_producer": 0.14,
+    "cpu_ms_per_consumer": 0.14,
+    "bookies": 1,
+    "bookie_cpu_us_per_entry": 20,
+    "bookie_cpu_ms_per_mib": 40,
+}
+
+
+def _cpu_scenario(hardware: dict[str, float], big_shapes: list[dict[str, object]] | None = None) -> Scenario:
+    return Scenario.from_mapping(
+        {
+            "name": "cpu-model",
+            "duration": "10m",
+            "config": {"loadBalancerSheddingEnabled": False},
+            "hardware": {"standard": hardware},
+            "brokers": [{"count": 3}],
+            "workloads": [
+                {"name": "many-small", "tenant_prefix": "small", "bundles": 4, "topics": 1000,
+                 "msg_rate_in": 1536, "msg_size": 1024, "brokers": [1]},
+                {"name": "few-big", "tenant_prefix": "big", "bundles": 4, "topics": 4, "msg_rate_in": 1664,
+                 "msg_size": 4096, "brokers": [2], "shapes": big_shapes or []},
+                {"name": "rest", "tenant_prefix": "rest", "bundles": 4, "topics": 10, "msg_rate_in": 960,
+                 "msg_size": 4096, "brokers": [3]},
+            ],
+        }
+    )  # fmt: skip
+
+
+def _cpu_at(result: SimulationResult, tick: int) -> dict[str, tuple[float, float]]:
+    rows = result.brokers[result.brokers["tick"] == tick]
+    return {
+        b: (cpu, tp / 2**20)
+        for b, cpu, tp in zip(rows["broker"], rows["cpu_pct"], rows["throughput"], strict=True)
+    }
+
+
+def test_connections_and_colocated_bookies_put_57_percent_at_12_mib_next_to_45_at_52() -> None:
+    """The real-cluster observation, from costs alone: no hand-set background on any machine."""
+    at = _cpu_at(run_simulation(_cpu_scenario(COLOCATED)), 1)
+    small_cpu, small_mib = at["broker-0001:8080"]
+    big_cpu, big_mib = at["broker-0002:8080"]
+    assert (round(small_mib), round(big_mib)) == (12, 52)
+    assert round(small_cpu) == 57 and round(big_cpu) == 45
+    # with the traffic-linear model alone, the broker carrying more bytes is the busier one
+    plain = {k: v for k, v in COLOCATED.items() if k in ("cores", "cpu_us_per_msg", "cpu_ms_per_mib")}
+    at = _cpu_at(run_simulation(_cpu_scenario(plain)), 1)
+    assert at["broker-0001:8080"][0] < at["broker-0002:8080"][0]
+
+
+def test_a_colocated_bookie_burns_cpu_in_step_with_the_clusters_traffic() -> None:
+    """Broker 1's own traffic is constant; broker 2's triples: broker 1's bookie (and CPU) follows."""
+    ramp = [{"kind": "step", "at": "5m", "factor": 3}]
+    result = run_simulation(_cpu_scenario(COLOCATED, ramp))
+    before, after = _cpu_at(result, 4), _cpu_at(result, 6)
+    assert before["broker-0001:8080"][1] == after["broker-0001:8080"][1]  # same own traffic
+    assert after["broker-0001:8080"][0] > before["broker-0001:8080"][0] + 10
+    without = {**COLOCATED, "bookies": 0}
+    result = run_simulation(_cpu_scenario(without, ramp))
+    assert _cpu_at(result, 6)["broker-0001:8080"][0] == _cpu_at(result, 4)["broker-0001:8080"][0]

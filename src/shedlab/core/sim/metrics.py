@@ -606,6 +606,8 @@ class TickMetrics:
             np.subtract(true.topics[keep], topics_minus, dtype=np.float64),
             true.background[keep],
         )
+        if true.extra_cpu is not None:  # approximation: the landed bundles' connections are kept
+            without_usage[:, 0] += true.extra_cpu[keep]
         without = scores(without_usage, true.limit[keep], self.weights)
         margin = self.settings.over_placement_margin
         return int(over_placement(score[keep], without, mean, self.overload_pct, margin).sum())
