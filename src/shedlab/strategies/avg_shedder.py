@@ -34,7 +34,7 @@ Deliberate deviations (see the spec's "Decisions for shedlab"):
 from __future__ import annotations
 
 import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -75,6 +75,14 @@ class AvgShedder:
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         """A no-op, as in Pulsar: stale counters and planned destinations stay."""
+
+    def seed_hit_counts(self, counts: Mapping[str, tuple[int, int]]) -> None:
+        """Preset the consecutive hit counters (broker → (high, low)); zero counts are left out."""
+        for broker, (high, low) in counts.items():
+            if high:
+                self.hit_high[broker] = int(high)
+            if low:
+                self.hit_low[broker] = int(low)
 
     # ------------------------------------------------------------------ shedding
     def find_bundles_for_unloading(

@@ -22,7 +22,7 @@ in the last bit, which matters only for a broker exactly on ``avg + threshold``.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,6 +43,10 @@ class ThresholdShedder:
 
     def __init__(self, rng: np.random.Generator | None = None) -> None:
         self.history: dict[str, float] = {}
+
+    def seed_history(self, values: Mapping[str, float]) -> None:
+        """Preset the usage history (broker → fraction), as a leader that has been running would have."""
+        self.history.update({b: float(v) for b, v in values.items()})
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         keep = set(active)

@@ -6,13 +6,18 @@ namespace bundles; the initial state placed through the strategies, leader state
 
 from __future__ import annotations
 
+import copy
+import importlib.resources
 import json
 from functools import cache
+from typing import Any
 
 import pandas as pd
+import yaml
 
 from shedlab.core.sim import Scenario, SimulationResult, load_scenario, run_simulation
-from shedlab.strategies import SkipKind
+from shedlab.core.sim.kernel import Simulation
+from shedlab.strategies import AvgShedder, LeastResourceUsageWithWeight, SkipKind
 
 THRESHOLD_LRUWW = "ThresholdShedder+LeastResourceUsageWithWeight"
 AVG = "AvgShedder"
@@ -164,3 +169,98 @@ def test_a_colocated_bookie_burns_cpu_in_step_with_the_clusters_traffic() -> Non
     without = {**COLOCATED, "bookies": 0}
     result = run_simulation(_cpu_scenario(without, ramp))
     assert _cpu_at(result, 6)["broker-0001:8080"][0] == _cpu_at(result, 4)["broker-0001:8080"][0]
+
+
+# ------------------------------------------------------------------- 1. initial state through the strategies
+
+
+@cache
+def _builtin_mapping(name: str) -> dict[str, Any]:
+    text = importlib.resources.files("shedlab").joinpath("data", "scenarios", f"{name}.yaml").read_text()
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
+def _variant(name: str, **changes: Any) -> Scenario:
+    data = copy.deepcopy(_builtin_mapping(name))
+    for key, value in changes.items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) and key in data else value
+    return Scenario.from_mapping(data, source=f"variant of {name}")
+
+
+def _started(scenario: Scenario, strategy: str) -> Simulation:
+    sim = Simulation(scenario, strategy=strategy)
+    sim.tick(0, sim.start_ms)
+    return sim
+
+
+def test_a_pinned_start_placed_by_least_resource_usage_with_weight_leaves_its_history_behind() -> None:
+    direct = _started(_variant("homogeneous-gap"), THRESHOLD_LRUWW)
+    placed = _started(
+        _variant("homogeneous-gap", simulation={"pinned_placement": "strategy"}), THRESHOLD_LRUWW
+    )
+    assert isinstance(direct.manager.placement, LeastResourceUsageWithWeight)
+    assert isinstance(placed.manager.placement, LeastResourceUsageWithWeight)
+    assert direct.manager.placement.history == {}
+    assert set(placed.manager.placement.history) == set(placed.cluster.ids[:5])
+    # the same ownership: every pinned bundle was looked up, restricted to its broker
+    assert (placed.cluster.owner == direct.cluster.owner).all()
+    assert placed.metrics.lookup_paths["placement"] == placed.pop.size
+    assert direct.metrics.lookup_paths["placement"] == 0
+
+
+def test_a_pinned_start_placed_by_avg_shedder_plans_every_bundle_on_its_broker() -> None:
+    placed = _started(_variant("homogeneous-gap", simulation={"pinned_placement": "strategy"}), AVG)
+    strategy = placed.manager.placement
+    assert isinstance(strategy, AvgShedder)
+    owner_of = {placed.pop.names[j]: placed.cluster.ids[s] for j, s in enumerate(placed.cluster.owner)}
+    assert strategy.planned_destinations == owner_of
+
+
+def test_a_seeded_usage_history_makes_threshold_shedder_over_unload_a_balanced_cluster() -> None:
+    """A leader remembering broker 1 at 90 % keeps shedding it although all five brokers are equal."""
+    even = [
+        {"name": f"w{b}", "tenant_prefix": f"w{b}", "namespaces": 4, "bundles": 4, "brokers": [b],
+         "msg_rate_in": 20000, "msg_size": 1024}
+        for b in range(1, 6)
+    ]  # fmt: skip
+    plain = _variant("homogeneous-gap", strategy=THRESHOLD_LRUWW, workloads=even)
+    seeded = _variant(
+        "homogeneous-gap",
+        strategy=THRESHOLD_LRUWW,
+        workloads=even,
+        leader_state={"brokers": [{"broker": 1, "usage_history": 0.9}]},
+    )
+    assert run_simulation(plain).decisions.empty
+    d = run_simulation(seeded).decisions
+    first = d[d["tick"] == d["tick"].min()]
+    assert int(first["tick"].iloc[0]) == 1 and set(first["source"]) == {"broker-0001:8080"}
+    assert json.loads(first["reason"].iloc[0])["usage_history"] > 0.5
+
+
+def test_seeded_hit_counters_let_avg_shedder_act_one_cycle_earlier() -> None:
+    plain = run_simulation(_variant("homogeneous-gap"))
+    hits = {"brokers": [{"broker": 1, "hit_high": 1}, {"broker": 5, "hit_high": 1}]}
+    seeded = run_simulation(_variant("homogeneous-gap", leader_state=hits))
+    assert int(seeded.decisions["tick"].min()) == int(plain.decisions["tick"].min()) - 1
+
+
+def test_bundles_unloaded_before_the_start_wait_out_their_grace_period() -> None:
+    recent = {"recently_unloaded": [{"select": {"workloads": ["b5"]}, "ago": "10m"}]}
+    plain = run_simulation(_variant("homogeneous-gap"))
+    seeded = run_simulation(_variant("homogeneous-gap", leader_state=recent))
+    hot = "broker-0005:8080"
+    assert (plain.decisions["source"] == hot).any()
+    early = seeded.decisions[seeded.decisions["time_s"] < 20 * 60]  # grace 30 min, unloaded 10 min ago
+    assert not (early["source"] == hot).any()
+
+
+def test_the_warm_up_is_left_out_of_the_summary_but_not_out_of_the_tables() -> None:
+    plain = run_simulation(_variant("homogeneous-gap"))
+    warm = run_simulation(_variant("homogeneous-gap", metrics={"warmup": "5m"}))
+    pd.testing.assert_frame_equal(plain.decisions, warm.decisions)
+    after = plain.decisions[plain.decisions["time_s"] >= 300]
+    assert warm.summary["unloads"] == len(after) < plain.summary["unloads"]
+    assert warm.summary["unload_bundle_total"] == len(after)
+    assert warm.summary["ticks"] == int((plain.ticks["time_s"] >= 300).sum())
+    assert warm.summary["warmup_s"] == 300.0 and "warmup_s" not in plain.summary

@@ -77,6 +77,13 @@ class SimulationResult:
         events = pd.DataFrame(rows, columns=["time_s", "kind", "detail", "time_to_balance_s"])
         events["time_to_balance_s"] = events["time_to_balance_s"].astype(float)
         disturbances = events[~events["kind"].isin(NOT_DISTURBANCES)]
+        warmup = float(scenario.metrics.warmup)
+        measured_ticks, measured_brokers, measured_decisions = ticks, brokers, decisions
+        if warmup > 0:  # the summary leaves the warm-up out; the tables keep every row
+            measured_ticks = ticks[ticks["time_s"] >= warmup].reset_index(drop=True)
+            measured_brokers = brokers[brokers["time_s"] >= warmup].reset_index(drop=True)
+            measured_decisions = decisions[decisions["time_s"] >= warmup].reset_index(drop=True)
+            disturbances = disturbances[disturbances["time_s"] >= warmup]
         extra: dict[str, Any] = {
             "scenario": scenario.name,
             "strategy": strategy,
@@ -93,10 +100,12 @@ class SimulationResult:
             "moved_again_within_window": counts.moved_again_within_window,
             "repeat_move_window_s": counts.repeat_move_window_s,
         }
+        if warmup > 0:
+            extra["warmup_s"] = warmup
         summary = summarize(
-            ticks,
-            brokers,
-            decisions,
+            measured_ticks,
+            measured_brokers,
+            measured_decisions,
             disturbances,
             tick_s=float(scenario.simulation.tick),
             overload=float(conf.load_balancer_broker_overloaded_threshold_percentage),

@@ -36,6 +36,7 @@ MAX_TICKS = 1_000_000
 INITIAL_ASSIGNMENTS = ("placement", "round_robin", "random")
 STATS_PHASES = ("aligned", "random")
 LEADER_FAILOVER = ("reset", "keep")
+PINNED_PLACEMENTS = ("direct", "strategy")
 REMOVE_PICKS = ("newest", "oldest", "random")
 
 
@@ -145,6 +146,7 @@ class SimulationSettings:
     initial_assignment: str = "placement"
     stats_phase: str = "aligned"
     leader_failover: str = "reset"
+    pinned_placement: str = "direct"
     start_time_ms: int = DEFAULT_START_TIME_MS
     cluster: str = "sim-cluster"
 
@@ -158,6 +160,37 @@ class MetricsSettings:
     over_placement_margin: float = 10.0
     over_unloading_margin: float = 5.0
     repeat_move_window: float | None = None  # default: twice the grace period
+    warmup: float = 0.0  # seconds at the start the summary leaves out
+
+
+@dataclass(frozen=True)
+class BrokerState:
+    """The first leader's state about one broker (1-based ``broker`` number) at the start."""
+
+    broker: int
+    usage_history: float | None = None
+    hit_high: int = 0
+    hit_low: int = 0
+
+
+@dataclass(frozen=True)
+class RecentUnload:
+    """Bundles selected by ``select`` were unloaded ``ago`` seconds before the start."""
+
+    select: Selector
+    ago: float
+
+
+@dataclass(frozen=True)
+class LeaderState:
+    """What the first leader knows at the start, as if it had been running (docs/scenarios.md)."""
+
+    brokers: tuple[BrokerState, ...] = ()
+    recently_unloaded: tuple[RecentUnload, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.brokers and not self.recently_unloaded
 
 
 @dataclass(frozen=True)
@@ -177,6 +210,7 @@ class Scenario:
     workloads: tuple[Workload, ...] = (Workload("workload-0"),)
     events: tuple[Event, ...] = ()
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    leader_state: LeaderState = field(default_factory=LeaderState)
     source: str = ""
 
     @property
@@ -210,6 +244,7 @@ _TOP_FIELDS = (
     "workloads",
     "events",
     "metrics",
+    "leader_state",
 )
 
 
@@ -239,6 +274,7 @@ def _parse_simulation(parent: Node) -> SimulationSettings:
         initial_assignment=node.string("initial_assignment", "placement", choices=INITIAL_ASSIGNMENTS),
         stats_phase=node.string("stats_phase", "aligned", choices=STATS_PHASES),
         leader_failover=node.string("leader_failover", "reset", choices=LEADER_FAILOVER),
+        pinned_placement=node.string("pinned_placement", "direct", choices=PINNED_PLACEMENTS),
         start_time_ms=_parse_time(node, "start_time"),
         cluster=node.string("cluster", "sim-cluster"),
     )
@@ -251,6 +287,7 @@ def _parse_simulation(parent: Node) -> SimulationSettings:
             "initial_assignment",
             "stats_phase",
             "leader_failover",
+            "pinned_placement",
             "start_time",
             "cluster",
         )
@@ -267,6 +304,7 @@ def _parse_metrics(parent: Node) -> MetricsSettings:
         over_placement_margin=node.number("over_placement_margin", 10.0, minimum=0.0),
         over_unloading_margin=node.number("over_unloading_margin", 5.0, minimum=0.0),
         repeat_move_window=None if window is None else node.duration("repeat_move_window"),
+        warmup=node.duration("warmup", 0.0),
     )
     node.finish(
         (
@@ -275,9 +313,39 @@ def _parse_metrics(parent: Node) -> MetricsSettings:
             "over_placement_margin",
             "over_unloading_margin",
             "repeat_move_window",
+            "warmup",
         )
     )
     return settings
+
+
+def _parse_leader_state(parent: Node, initial: int) -> LeaderState:
+    node = parent.child("leader_state", {})
+    brokers = []
+    seen: set[int] = set()
+    for item in node.nodes("brokers"):
+        number = item.integer("broker", minimum=1)
+        if number > initial:
+            raise item.error("broker", f"only {initial} brokers exist at the start", number)
+        if number in seen:
+            raise item.error("broker", "given twice", number)
+        seen.add(number)
+        history = item.raw("usage_history", None)
+        brokers.append(
+            BrokerState(
+                number,
+                None if history is None else item.number("usage_history", minimum=0.0),
+                item.integer("hit_high", 0, minimum=0),
+                item.integer("hit_low", 0, minimum=0),
+            )
+        )
+        item.finish(("broker", "usage_history", "hit_high", "hit_low"))
+    recent = []
+    for item in node.nodes("recently_unloaded"):
+        recent.append(RecentUnload(parse_selector(item), item.duration("ago", 0.0)))
+        item.finish(("select", "ago"))
+    node.finish(("brokers", "recently_unloaded"))
+    return LeaderState(tuple(brokers), tuple(recent))
 
 
 def _broker_numbers(node: Node, key: str) -> tuple[int, ...]:
@@ -450,6 +518,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     events = tuple(_parse_event(node, hardware) for node in root.nodes("events"))
     _check_event_brokers(root, events, initial)
     metrics = _parse_metrics(root)
+    leader_state = _parse_leader_state(root, initial)
     scenario = Scenario(
         name=name,
         description=root.string("description", ""),
@@ -464,6 +533,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
         workloads=workloads,
         events=events,
         metrics=metrics,
+        leader_state=leader_state,
         source=source,
     )
     root.finish(_TOP_FIELDS)
