@@ -9,14 +9,19 @@ from __future__ import annotations
 import copy
 import importlib.resources
 import json
+from collections import Counter
 from functools import cache
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pytest
 import yaml
 
 from shedlab.core.sim import Scenario, SimulationResult, load_scenario, run_simulation
 from shedlab.core.sim.kernel import Simulation
+from shedlab.errors import InputError
+from shedlab.model.bundles import bundle_name, bundle_of_topic, even_boundaries, even_ranges, parse_range
 from shedlab.strategies import AvgShedder, LeastResourceUsageWithWeight, SkipKind
 
 THRESHOLD_LRUWW = "ThresholdShedder+LeastResourceUsageWithWeight"
@@ -264,3 +269,96 @@ def test_the_warm_up_is_left_out_of_the_summary_but_not_out_of_the_tables() -> N
     assert warm.summary["unload_bundle_total"] == len(after)
     assert warm.summary["ticks"] == int((plain.ticks["time_s"] >= 300).sum())
     assert warm.summary["warmup_s"] == 300.0 and "warmup_s" not in plain.summary
+
+
+# ------------------------------------------------------------------------------ 3. topics hashed into bundles
+
+
+def _hashed(workloads: list[dict[str, Any]], **extra: Any) -> Scenario:
+    return Scenario.from_mapping(
+        {
+            "name": "hashed",
+            "duration": "10m",
+            "brokers": [{"count": 2}],
+            "simulation": {"initial_assignment": "round_robin"},
+            "workloads": workloads,
+            **extra,
+        }
+    )
+
+
+ORDERS = {
+    "name": "orders",
+    "namespace": "shop/events",
+    "bundles": 8,
+    "hashed": {"topics": 20, "partitions": 4, "prefix": "orders"},
+    "producers": 2,
+    "consumers": 3,
+    "msg_rate_in": 400,
+    "msg_size": 1024,
+}
+AUDIT = {
+    "name": "audit",
+    "namespace": "shop/events",
+    "bundles": 8,
+    "hashed": {"topics": 50, "prefix": "audit"},
+    "msg_rate_in": 10,
+    "msg_size": 256,
+}
+
+
+def test_topic_partitions_land_in_the_bundles_pulsars_hash_puts_them_in() -> None:
+    pop = Simulation(_hashed([ORDERS])).pop
+    boundaries = even_boundaries(8)
+    partitions = [
+        f"persistent://shop/events/orders-{i:04d}-partition-{k}" for i in range(20) for k in range(4)
+    ]
+    expected = Counter(bundle_of_topic(t, boundaries) for t in partitions)
+    ranges = even_ranges(8)
+    names = [bundle_name("shop/events", *ranges[b]) for b in sorted(expected)]
+    assert list(pop.names) == names  # bundles no partition hashes into stay out
+    assert pop.topics.tolist() == [expected[b] for b in sorted(expected)]
+    # a topic's 400 msg/s is split over its 4 partitions; its clients connect to every partition
+    assert pop.base_rate_in.tolist() == [100.0 * expected[b] for b in sorted(expected)]
+    assert pop.producers.tolist() == [2 * expected[b] for b in sorted(expected)]
+    assert pop.consumers.tolist() == [3 * expected[b] for b in sorted(expected)]
+
+
+def test_two_workloads_sharing_a_namespace_add_up_in_its_bundles() -> None:
+    alone = Simulation(_hashed([ORDERS])).pop
+    shared = Simulation(_hashed([ORDERS, AUDIT])).pop
+    assert shared.units is not None and shared.unit_bundle is not None
+    assert set(alone.names) <= set(shared.names)
+    audit_topics = Counter(
+        bundle_of_topic(f"persistent://shop/events/audit-{i:04d}", even_boundaries(8)) for i in range(50)
+    )
+    assert int(shared.topics.sum()) == 80 + 50
+    ranges = even_ranges(8)
+    for j, name in enumerate(shared.names):
+        b = ranges.index(parse_range(name.rsplit("/", 1)[1]) or (0, 0))
+        orders = alone.base_rate_in[alone.names.index(name)] if name in alone.names else 0.0
+        assert shared.base_rate_in[j] == orders + 10.0 * audit_topics[b]
+    # the bundle's message size is the rate-weighted mean of its workloads' sizes
+    j = int(np.argmax(shared.base_rate_in))
+    rates = shared.units.base_rate_in[shared.unit_bundle == j]
+    sizes = shared.units.msg_size[shared.unit_bundle == j]
+    assert shared.msg_size[j] == float((rates * sizes).sum() / rates.sum())
+
+
+def test_a_shape_of_one_sharing_workload_moves_only_its_share() -> None:
+    step = {**AUDIT, "shapes": [{"kind": "step", "at": "5m", "factor": 10}]}
+    result = run_simulation(_hashed([ORDERS, step]))
+    total = result.brokers.groupby("tick")["msg_rate_in"].sum()
+    assert total[4] == 80 * 100.0 + 50 * 10.0
+    assert total[6] == 80 * 100.0 + 50 * 100.0
+
+
+def test_hashed_workloads_are_checked_when_loaded() -> None:
+    with pytest.raises(InputError, match=r"hashed\.topics"):
+        _hashed([{**ORDERS, "topics": 3}])
+    with pytest.raises(InputError, match="explicit namespace"):
+        _hashed([{**ORDERS, "tenants": 2}])
+    with pytest.raises(InputError, match="tenant/namespace"):
+        _hashed([{**ORDERS, "namespace": "just-one-part"}])
+    with pytest.raises(InputError, match="different bundle counts"):
+        _hashed([ORDERS, {**AUDIT, "bundles": 4}])

@@ -404,7 +404,12 @@ class Simulation:
 def _traffic_model(
     scenario: Scenario, pop: BundlePopulation, rng_pop: np.random.Generator, rng_traffic: np.random.Generator
 ) -> TrafficModel:
-    """The workloads' shapes, and every traffic event as a step shape over its selection."""
+    """The workloads' shapes, and every traffic event as a step shape over its selection.
+
+    Workloads sharing bundles are modelled per unit (workload × bundle), summed into the bundles.
+    """
+    bundles = pop
+    pop = pop.units if pop.units is not None else pop
     m = pop.size
     shapes: list[tuple[Shape, IntArray | None]] = []
     for w_index, workload in enumerate(scenario.workloads):
@@ -419,4 +424,6 @@ def _traffic_model(
             step = Shape("step", (("at", event.at), ("factor", event.factor), ("until", until)), event.select)
             sel = pop.select(event.select, rng_pop)
             shapes.append((step, None if sel is None or sel.size == m else sel))
-    return TrafficModel(pop, shapes, rng_traffic, scenario.simulation.tick)
+    return TrafficModel(
+        pop, shapes, rng_traffic, scenario.simulation.tick, into=bundles.unit_bundle, bundles=bundles.size
+    )

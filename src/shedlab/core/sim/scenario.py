@@ -33,6 +33,8 @@ MAX_BUNDLES = 1_000_000
 """Bundles over all workloads (tenants × namespaces × bundles)."""
 MAX_TICKS = 1_000_000
 """Ticks of a run (duration / tick + 1): 11.5 days in 1-s ticks, 1.9 years in 60-s ticks."""
+MAX_TOPICS = 10_000_000
+"""Hashed topic partitions over all workloads (each one is named and hashed when the run starts)."""
 INITIAL_ASSIGNMENTS = ("placement", "round_robin", "random")
 STATS_PHASES = ("aligned", "random")
 LEADER_FAILOVER = ("reset", "keep")
@@ -426,6 +428,13 @@ def _check_limits(
     bundles = sum(w.num_bundles for w in workloads)
     if bundles > MAX_BUNDLES:
         raise root.error("workloads", f"more than {MAX_BUNDLES} bundles ({bundles})")
+    topics = sum(
+        w.hashed.topics * max(w.hashed.partitions, 1) * w.tenants * w.namespaces
+        for w in workloads
+        if w.hashed is not None
+    )
+    if topics > MAX_TOPICS:
+        raise root.error("workloads", f"more than {MAX_TOPICS} hashed topic partitions ({topics})")
     ticks = duration // simulation.tick + 1
     if ticks > MAX_TICKS:
         raise root.error(
@@ -507,6 +516,16 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     if initial == 0:
         raise root.error("brokers", "at least one broker is needed", root.raw("brokers"))
     _check_limits(root, duration, simulation, initial, workloads)
+    bundles_of: dict[str, int] = {}
+    for w_index, workload in enumerate(workloads):
+        ns = workload.namespace
+        if ns is not None and bundles_of.setdefault(ns, workload.bundles) != workload.bundles:
+            raise root.error(
+                f"workloads[{w_index}].bundles",
+                f"workloads sharing namespace {ns} give it different bundle counts "
+                f"({bundles_of[ns]} and {workload.bundles})",
+                workload.bundles,
+            )
     for w_index, workload in enumerate(workloads):
         bad = [b for b in workload.brokers if b > initial]
         if bad:
