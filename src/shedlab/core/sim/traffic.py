@@ -653,18 +653,17 @@ def build_population(workloads: Sequence[Workload], rng: np.random.Generator) ->
             tenant_index.setdefault(tenant, len(tenant_index))
             ns_index.setdefault(namespace, len(ns_index))
         if workload.hashed is None:
-            unit_names = [
-                bundle_name(ns, lo, hi) for _, ns in spaces for lo, hi in even_ranges(workload.bundles)
-            ]
+            ranges = even_ranges(workload.bundles)
+            unit_names = [bundle_name(ns, lo, hi) for _, ns in spaces for lo, hi in ranges]
             values = _bundle_values(workload, rng, len(unit_names))
+            per_space = [workload.bundles] * len(spaces)
         else:
-            unit_names, values = _hashed_values(workload, workload.hashed, spaces, rng)
-        for name in unit_names:
-            namespace = namespace_of_bundle(name)
-            names.append(name)
-            ns_of.append(ns_index[namespace])
-            tenant_of.append(tenant_index[namespace.split("/")[0]])
-            workload_of.append(w)
+            unit_names, values, per_space = _hashed_values(workload, workload.hashed, spaces, rng)
+        for (tenant, namespace), count in zip(spaces, per_space, strict=True):
+            ns_of.extend([ns_index[namespace]] * count)
+            tenant_of.extend([tenant_index[tenant]] * count)
+        names.extend(unit_names)
+        workload_of.extend([w] * len(unit_names))
         for k, v in values.items():
             columns[k].append(v)
     order = np.argsort(np.array(names, dtype=object), kind="stable")
@@ -690,11 +689,6 @@ def build_population(workloads: Sequence[Workload], rng: np.random.Generator) ->
     return _merge_units(units)
 
 
-def namespace_of_bundle(name: str) -> str:
-    """``tenant/ns`` of a bundle name ``tenant/ns/0x…_0x…``."""
-    return name.rsplit("/", 1)[0]
-
-
 def _bundle_values(workload: Workload, rng: np.random.Generator, n: int) -> dict[str, FloatArray]:
     """Per-bundle values drawn from the workload's distributions (the draw order is part of the format)."""
     topics = workload.topics.sample_counts(rng, n, minimum=1)
@@ -710,7 +704,7 @@ def _bundle_values(workload: Workload, rng: np.random.Generator, n: int) -> dict
 
 def _hashed_values(
     workload: Workload, hashed: HashedTopics, spaces: list[tuple[str, str]], rng: np.random.Generator
-) -> tuple[list[str], dict[str, FloatArray]]:
+) -> tuple[list[str], dict[str, FloatArray], list[int]]:
     """Topics drawn per topic, partitions hashed into the bundles; bundles no topic lands in stay out.
 
     A partitioned topic's message rate is split evenly over its partitions; its message size and
@@ -726,6 +720,7 @@ def _hashed_values(
     fanout = np.maximum(workload.fanout.sample(rng, n), 0.0)
     size = np.maximum(workload.msg_size.sample(rng, n), 1.0)
     names: list[str] = []
+    per_space: list[int] = []
     out: dict[str, list[NDArray[Any]]] = {
         k: [] for k in ("topics", "producers", "consumers", "rate", "fanout", "size")
     }
@@ -753,13 +748,14 @@ def _hashed_values(
         )
         used = np.flatnonzero(count)
         names.extend(bundle_name(namespace, *ranges[b]) for b in used.tolist())
+        per_space.append(int(used.size))
         out["topics"].append(count[used].astype(np.float64))
         out["producers"].append(np.bincount(where, weights=producers[of_topic], minlength=m)[used])
         out["consumers"].append(np.bincount(where, weights=consumers[of_topic], minlength=m)[used])
         out["rate"].append(total[used])
         out["fanout"].append(fanout_b[used])
         out["size"].append(np.maximum(size_b[used], 1.0))
-    return names, {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
+    return names, {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}, per_space
 
 
 def _merge_units(units: BundlePopulation) -> BundlePopulation:
