@@ -70,8 +70,8 @@ def simulate(
     """Simulate a scenario (a :class:`Scenario`, a YAML path or a built-in name), as ``shedlab simulate``.
 
     ``config``'s settings apply on top of the scenario's; a pair it names is used when ``strategy`` is
-    not given. The result holds the run's DataFrames (``ticks``, ``brokers``, ``decisions``, ``events``)
-    and its ``summary``; the same arguments always give the same result.
+    not given. The result holds the run's DataFrames (``ticks``, ``brokers``, ``decisions``, ``events``,
+    ``skips``) and its ``summary``; the same arguments always give the same result.
     """
     overrides, config_pair = _overrides(config)
     return run_simulation(

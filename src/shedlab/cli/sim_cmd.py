@@ -164,7 +164,7 @@ def simulate(
     out: Annotated[
         Path | None,
         typer.Option(
-            help="Write ticks/brokers/decisions/events Parquet and summary.json into this directory."
+            help="Write ticks/brokers/decisions/events/skips Parquet and summary.json into this directory."
         ),
     ] = None,
     record: Annotated[

@@ -394,6 +394,7 @@ def replay_cluster(
     active: tuple[str, ...] | None = None
     base = {"cluster": cluster, "strategy": config.strategy, "config_id": config.config_id}
     for view in build_snapshots(brokers, bundles, dumps):
+        manager.skip_log.clear()  # skipped decisions are not among replay's outputs: keep memory flat
         snap = view.snapshot
         if snap.broker_ids != active:
             manager.on_active_brokers_change(list(snap.broker_ids))

@@ -56,9 +56,9 @@ affinity or preallocation pointing to a broker that is not in the snapshot and a
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -66,11 +66,32 @@ from shedlab.config import LoadBalancerConfig
 from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, SYSTEM_NAMESPACE, namespace_of
 from shedlab.model.snapshot import ClusterSnapshot, FloatArray, IntArray
 from shedlab.strategies import make_pair
-from shedlab.strategies.base import Placement, PlacementStrategy, SheddingResult, SheddingStrategy
+from shedlab.strategies.base import (
+    Placement,
+    PlacementStrategy,
+    SheddingResult,
+    SheddingStrategy,
+    Skip,
+    SkipKind,
+)
 
 """The namespace Pulsar always distributes evenly, whatever the configuration says."""
 
 AssignmentPath = Literal["affinity", "preallocated", "placement", "none"]
+
+
+@runtime_checkable
+class HistoryState(Protocol):
+    """A strategy keeping an exponential usage history per broker, which a scenario may preset."""
+
+    def seed_history(self, values: Mapping[str, float]) -> None: ...
+
+
+@runtime_checkable
+class HitCountState(Protocol):
+    """A strategy keeping consecutive hit counters per broker (AvgShedder), which a scenario may preset."""
+
+    def seed_hit_counts(self, counts: Mapping[str, tuple[int, int]]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -184,6 +205,8 @@ class LoadManager:
         self.unload_broker_total = 0
         self.last_result: SheddingResult | None = None
         self.last_skipped: list[dict[str, Any]] = []
+        self.skip_log: list[Skip] = []
+        """Every decision not taken since the caller last cleared it (shedding and placement), typed."""
         self._view: _View | None = None
         self._names: _NameIndex | None = None
         self._round_robin = _RoundRobin()
@@ -205,6 +228,7 @@ class LoadManager:
         view = self._refresh(snapshot, now_ms, force=True)
         result = self.shedding.find_bundles_for_unloading(view.snap, conf)
         self.last_result = result
+        self.skip_log.extend(result.skips)
         by_source: dict[str, list[int]] = {}
         for k, unload in enumerate(result.unloads):
             by_source.setdefault(unload.broker, []).append(k)
@@ -216,6 +240,7 @@ class LoadManager:
                 skip = self._skip_reason(unload.bundle)
                 if skip is not None:
                     self.last_skipped.append({"broker": source, "bundle": unload.bundle, "reason": skip})
+                    self.skip_log.append(Skip(SkipKind.EXCLUDED_NAMESPACE, source))
                     continue
                 placement, info = self._select_broker(view, unload.bundle)
                 info["choices"] = list(placement.choices)  # named here only: lookups do not need them
@@ -225,6 +250,8 @@ class LoadManager:
                     self.last_skipped.append(
                         {"broker": source, "bundle": unload.bundle, "reason": why, "placement": info}
                     )
+                    kind = SkipKind.NO_DESTINATION if dest is None else SkipKind.DESTINATION_IS_OWNER
+                    self.skip_log.append(Skip(kind, source))
                     continue
                 self.affinity[unload.bundle] = dest
                 self.recently_unloaded[unload.bundle] = now_ms
@@ -242,13 +269,49 @@ class LoadManager:
             return "namespace excluded from shedding"
         return None
 
+    # ------------------------------------------------------------------ state at the start
+    def seed_state(
+        self,
+        *,
+        usage_history: Mapping[str, float] | None = None,
+        hit_counts: Mapping[str, tuple[int, int]] | None = None,
+        recently_unloaded: Mapping[str, int] | None = None,
+    ) -> None:
+        """Start as a leader that has been running: strategies' state and the recently-unloaded map.
+
+        ``usage_history`` (broker → weighted max usage as a fraction) goes to every strategy that keeps
+        one (ThresholdShedder's and LeastResourceUsageWithWeight's exponential histories);
+        ``hit_counts`` (broker → (high, low) consecutive hits) to AvgShedder; ``recently_unloaded``
+        (bundle → unload time, ms) makes those bundles wait out their grace period. A strategy without
+        such state ignores it, so one scenario serves every pair.
+        """
+        for strategy in {id(s): s for s in (self.shedding, self.placement)}.values():
+            if usage_history and isinstance(strategy, HistoryState):
+                strategy.seed_history(usage_history)
+            if hit_counts and isinstance(strategy, HitCountState):
+                strategy.seed_hit_counts(hit_counts)
+        if recently_unloaded:
+            self.recently_unloaded.update(recently_unloaded)
+        self._view = None
+
     # ------------------------------------------------------------------ lookups (§4.5, §4.7)
     def assign(self, bundle: str, snapshot: ClusterSnapshot, now_ms: int) -> str | None:
         """The broker a lookup of the unowned ``bundle`` lands on (None when no broker is available)."""
         return self.lookup(bundle, snapshot, now_ms).broker
 
-    def lookup(self, bundle: str, snapshot: ClusterSnapshot, now_ms: int) -> Assignment:
-        """Like :meth:`assign`, also telling which path answered (affinity, preallocation or placement)."""
+    def lookup(
+        self,
+        bundle: str,
+        snapshot: ClusterSnapshot,
+        now_ms: int,
+        *,
+        candidates: Collection[str] | None = None,
+    ) -> Assignment:
+        """Like :meth:`assign`, also telling which path answered (affinity, preallocation or placement).
+
+        ``candidates`` restricts placement to those brokers, as a namespace isolation policy's primary
+        brokers would (§4.5 step 2): the filters and the strategy then run on that set only.
+        """
         dest = self.affinity.pop(bundle, None)
         if dest and dest in snapshot.broker_index:
             return Assignment(bundle, dest, "affinity")
@@ -256,7 +319,10 @@ class LoadManager:
         if pre is not None and pre in snapshot.broker_index:
             return Assignment(bundle, pre, "preallocated")
         view = self._refresh(snapshot, now_ms)
-        placement, _ = self._select_broker(view, bundle)
+        allowed = None
+        if candidates is not None:
+            allowed = snapshot.indices_of(sorted(c for c in candidates if c in snapshot.broker_index))
+        placement, _ = self._select_broker(view, bundle, allowed)
         if placement.broker is None:
             return Assignment(bundle, None, "none", placement)
         self._preallocate(view, bundle, placement.broker)
@@ -266,15 +332,18 @@ class LoadManager:
         """``selectBroker`` (§4.5 steps 1–11) without preallocation, e.g. to preview a destination."""
         return self._select_broker(self._refresh(snapshot, now_ms), bundle)[0]
 
-    def _select_broker(self, view: _View, bundle: str) -> tuple[Placement, dict[str, Any]]:
+    def _select_broker(
+        self, view: _View, bundle: str, allowed: IntArray | None = None
+    ) -> tuple[Placement, dict[str, Any]]:
         snap, conf = view.snap, self.conf
         namespace = namespace_of(bundle)
-        candidates = view.everyone
+        everyone = view.everyone if allowed is None else allowed
+        candidates = everyone
         candidates = self._max_topics_filter(view, candidates)
         if conf.load_balancer_distribute_bundles_evenly_enabled or namespace == SYSTEM_NAMESPACE:
             candidates = self._even_distribution_filter(view, candidates, namespace)
         if candidates.size == 0:
-            candidates = view.everyone
+            candidates = everyone
         info: dict[str, Any] = {"candidates": int(candidates.size)}
         if self._excluded and namespace in self._excluded:
             names = [snap.broker_ids[i] for i in candidates.tolist()]
@@ -286,10 +355,12 @@ class LoadManager:
             i = snap.broker_index.get(placement.broker)
             if i is not None and view.usage[i] > self._overload:
                 info["overload_recheck"] = {"broker": placement.broker, "usage": float(view.usage[i])}
-                again = self.placement.select_broker(view.everyone, bundle, snap, conf)
+                again = self.placement.select_broker(everyone, bundle, snap, conf)
                 if again.broker is not None:
                     placement = again
         info.update(rule=placement.reason.get("rule"), strategy=placement.reason.get("strategy"))
+        if placement.skip is not None:
+            self.skip_log.append(Skip(placement.skip, placement.broker))
         return placement, info
 
     def _max_topics_filter(self, view: _View, candidates: IntArray) -> IntArray:

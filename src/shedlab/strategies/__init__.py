@@ -20,6 +20,8 @@ from shedlab.strategies.base import (
     PlacementStrategy,
     SheddingResult,
     SheddingStrategy,
+    Skip,
+    SkipKind,
     Unload,
 )
 from shedlab.strategies.least_long_term_message_rate import LeastLongTermMessageRate
@@ -51,6 +53,8 @@ __all__ = [
     "PlacementStrategy",
     "SheddingResult",
     "SheddingStrategy",
+    "Skip",
+    "SkipKind",
     "StrategyInfo",
     "ThresholdShedder",
     "UniformLoadShedder",

@@ -34,7 +34,7 @@ Deliberate deviations (see the spec's "Decisions for shedlab"):
 from __future__ import annotations
 
 import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -42,7 +42,14 @@ import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
-from shedlab.strategies.base import BrokerChoices, Placement, SheddingResult, Unload, candidate_indices
+from shedlab.strategies.base import (
+    BrokerChoices,
+    Placement,
+    SheddingResult,
+    SkipKind,
+    Unload,
+    candidate_indices,
+)
 from shedlab.strategies.greedy import sort_descending
 
 
@@ -69,6 +76,14 @@ class AvgShedder:
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         """A no-op, as in Pulsar: stale counters and planned destinations stay."""
 
+    def seed_hit_counts(self, counts: Mapping[str, tuple[int, int]]) -> None:
+        """Preset the consecutive hit counters (broker → (high, low)); zero counts are left out."""
+        for broker, (high, low) in counts.items():
+            if high:
+                self.hit_high[broker] = int(high)
+            if low:
+                self.hit_low[broker] = int(low)
+
     # ------------------------------------------------------------------ shedding
     def find_bundles_for_unloading(
         self, snapshot: ClusterSnapshot, conf: LoadBalancerConfig
@@ -80,6 +95,7 @@ class AvgShedder:
             self.hit_high.clear()
             self.hit_low.clear()
             result.skipped.append({"reason": "no broker pair reaches the low threshold"})
+            result.note(SkipKind.NO_PAIR)
             return result
         for pair in pairs:
             self._shed_pair(snapshot, scores, pair, conf, result)
@@ -156,6 +172,7 @@ class AvgShedder:
         )
         if not triggered:
             result.skipped.append({**base, "broker": over, "reason": "hit count not reached"})
+            result.note(SkipKind.HIT_COUNT_NOT_REACHED, over)
             return
         for b in (under, over):
             self.hit_high.pop(b, None)
@@ -183,6 +200,7 @@ class AvgShedder:
                     "need_throughput": need_tp,
                 }
             )
+            result.note(SkipKind.AMOUNT_BELOW_MINIMUM, over)
             return
         base.update(mode=mode, amount_to_move=amount)
         ordered, keys = sort_descending(candidates, keys)
@@ -198,6 +216,7 @@ class AvgShedder:
                 result.unloads.append(Unload(over, bundle, reason, destination=under))
         if not selected:
             result.skipped.append({**base, "broker": over, "reason": "no bundle fits the amount to move"})
+            result.note(SkipKind.NO_BUNDLE_FITS, over)
 
     # ------------------------------------------------------------------ placement
     def select_broker(

@@ -18,12 +18,88 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
+
+
+class SkipKind(StrEnum):
+    """Why a strategy or the leader decided *not* to act, as a closed set a program can count.
+
+    The value is the stable machine name (written to the simulator's ``skips`` table); :attr:`message` is
+    the human sentence, the same text as the ``"reason"`` of the matching ``skipped`` entry. Reading
+    experiments from these kinds replaces parsing reason strings.
+    """
+
+    # shedding strategies: a broker (or the whole cycle) left alone
+    NO_TRAFFIC = "no_traffic"
+    NO_PAIR = "no_pair"
+    HIT_COUNT_NOT_REACHED = "hit_count_not_reached"
+    AMOUNT_BELOW_MINIMUM = "amount_below_minimum"
+    NO_BUNDLE_FITS = "no_bundle_fits"
+    BELOW_MIN_THROUGHPUT = "below_min_throughput"
+    SOLE_BUNDLE = "sole_bundle"
+    NO_BUNDLES = "no_bundles"
+    BELOW_THRESHOLDS = "below_thresholds"
+    NO_BROKER_BELOW_LOWER_BOUND = "no_broker_below_lower_bound"
+    NO_BROKER_WITH_BUNDLES = "no_broker_with_bundles"
+    # placement strategies: a choice made at random because no broker stood out
+    RANDOM_FALLBACK = "random_fallback"
+    ALL_OVERLOADED = "all_overloaded"
+    # the leader, after the strategy (spec §4.4 step 5)
+    EXCLUDED_NAMESPACE = "excluded_namespace"
+    NO_DESTINATION = "no_destination"
+    DESTINATION_IS_OWNER = "destination_is_owner"
+
+    @property
+    def message(self) -> str:
+        """The human sentence for this kind."""
+        return _SKIP_MESSAGES[self]
+
+    @property
+    def role(self) -> str:
+        """Who skipped: ``shedding`` (the shedding strategy), ``placement`` or ``leader``."""
+        if self in (SkipKind.RANDOM_FALLBACK, SkipKind.ALL_OVERLOADED):
+            return "placement"
+        if self in (SkipKind.EXCLUDED_NAMESPACE, SkipKind.NO_DESTINATION, SkipKind.DESTINATION_IS_OWNER):
+            return "leader"
+        return "shedding"
+
+
+_SKIP_MESSAGES: dict[SkipKind, str] = {
+    SkipKind.NO_TRAFFIC: "average max resource usage is 0 (no traffic to balance)",
+    SkipKind.NO_PAIR: "no broker pair reaches the low threshold",
+    SkipKind.HIT_COUNT_NOT_REACHED: "hit count not reached",
+    SkipKind.AMOUNT_BELOW_MINIMUM: "amount to move is not positive or below the configured minimum",
+    SkipKind.NO_BUNDLE_FITS: "no bundle fits the amount to move",
+    SkipKind.BELOW_MIN_THROUGHPUT: "target below minimum throughput",
+    SkipKind.SOLE_BUNDLE: "sole namespace bundle",
+    SkipKind.NO_BUNDLES: "no bundles",
+    SkipKind.BELOW_THRESHOLDS: "difference below both thresholds",
+    SkipKind.NO_BROKER_BELOW_LOWER_BOUND: "no broker below the lower bound",
+    SkipKind.NO_BROKER_WITH_BUNDLES: "no broker with more than one bundle",
+    SkipKind.RANDOM_FALLBACK: "no broker clearly below average: random among all candidates "
+    "(Pulsar: 'all brokers are overloaded')",
+    SkipKind.ALL_OVERLOADED: "every candidate overloaded: random among all candidates",
+    SkipKind.EXCLUDED_NAMESPACE: "namespace excluded from shedding",
+    SkipKind.NO_DESTINATION: "no destination broker",
+    SkipKind.DESTINATION_IS_OWNER: "destination is the current owner",
+}
+
+
+@dataclass(frozen=True)
+class Skip:
+    """One decision not taken: its :class:`SkipKind` and the broker it concerns (None: the whole cycle).
+
+    For placement kinds ``broker`` is where the random choice landed.
+    """
+
+    kind: SkipKind
+    broker: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +118,12 @@ class SheddingResult:
 
     unloads: list[Unload] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    """The typed twin of ``skipped``: one :class:`Skip` per entry that has a kind (see :meth:`note`)."""
+
+    def note(self, kind: SkipKind, broker: str | None = None) -> None:
+        """Record a decision not taken, typed (the ``skipped`` dict keeps the numbers and the text)."""
+        self.skips.append(Skip(kind, broker))
 
     def by_broker(self) -> dict[str, list[str]]:
         """Pulsar's multimap broker → bundles, in selection order."""
@@ -115,6 +197,8 @@ class Placement:
     broker: str | None
     choices: Sequence[str]
     reason: dict[str, Any] = field(default_factory=dict, compare=False)
+    skip: SkipKind | None = field(default=None, compare=False)
+    """Set when the choice was a random fallback (``RANDOM_FALLBACK``, ``ALL_OVERLOADED``)."""
 
 
 def candidate_indices(snapshot: ClusterSnapshot, candidates: Sequence[str] | IntArray) -> IntArray:

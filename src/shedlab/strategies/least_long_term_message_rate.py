@@ -25,7 +25,7 @@ import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
-from shedlab.strategies.base import Placement, candidate_indices, draw_uniform
+from shedlab.strategies.base import Placement, SkipKind, candidate_indices, draw_uniform
 
 
 class LeastLongTermMessageRate:
@@ -69,4 +69,6 @@ class LeastLongTermMessageRate:
         else:
             best, best_score, rule = brokers, float("nan"), "no valid score: all candidates"
         chosen, choices = draw_uniform(self.rng, snapshot, best)
-        return Placement(chosen, choices, {"strategy": self.name, "rule": rule, "best_score": best_score})
+        skip = None if np.isfinite(best_score) else SkipKind.ALL_OVERLOADED
+        reason = {"strategy": self.name, "rule": rule, "best_score": best_score}
+        return Placement(chosen, choices, reason, skip)

@@ -17,14 +17,14 @@ Deviation: the average is a sequential sum over candidates in broker-id order (J
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
-from shedlab.strategies.base import Placement, candidate_indices, draw_uniform
+from shedlab.strategies.base import Placement, SkipKind, candidate_indices, draw_uniform
 
 
 class LeastResourceUsageWithWeight:
@@ -42,6 +42,17 @@ class LeastResourceUsageWithWeight:
     def history(self) -> dict[str, float]:
         """The current usage history per broker (brokers never seen are absent)."""
         return {b: float(self._history[s]) for b, s in self._slot.items() if not np.isnan(self._history[s])}
+
+    def seed_history(self, values: Mapping[str, float]) -> None:
+        """Preset the usage history (broker → fraction), as a leader that has been placing would have."""
+        for broker, value in values.items():
+            slot = self._slot.setdefault(broker, len(self._slot))
+            if slot >= self._history.size:
+                grown = np.full(max(slot + 1, 2 * self._history.size), np.nan)
+                grown[: self._history.size] = self._history
+                self._history = grown
+            self._history[slot] = float(value)
+        self._slots_cache = None
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         keep = set(active)
@@ -92,7 +103,9 @@ class LeastResourceUsageWithWeight:
         diff = conf.load_balancer_average_resource_usage_difference_threshold_percentage / 100.0
         best = brokers[updated + diff <= avg]
         rule = "usage + threshold <= average"
-        if best.size == 0:
+        skip = None
+        if best.size == 0:  # Pulsar: "Assign randomly as all brokers are overloaded."
             best, rule = brokers, "no broker clearly below average: all candidates"
+            skip = SkipKind.RANDOM_FALLBACK
         chosen, choices = draw_uniform(self.rng, snapshot, best)
-        return Placement(chosen, choices, {"strategy": self.name, "rule": rule, "avg_usage": avg})
+        return Placement(chosen, choices, {"strategy": self.name, "rule": rule, "avg_usage": avg}, skip)

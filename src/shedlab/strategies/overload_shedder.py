@@ -17,7 +17,7 @@ import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot
-from shedlab.strategies.base import SheddingResult, Unload
+from shedlab.strategies.base import SheddingResult, SkipKind, Unload
 from shedlab.strategies.greedy import greedy_largest_first
 
 ADDITIONAL_THRESHOLD_PERCENT_MARGIN = 0.05
@@ -57,6 +57,7 @@ class OverloadShedder:
             if owned <= 1:
                 why = "sole namespace bundle" if owned == 1 else "no bundles"
                 result.skipped.append({**base, "broker": broker, "reason": why})
+                result.note(SkipKind.SOLE_BUNDLE if owned == 1 else SkipKind.NO_BUNDLES, broker)
                 continue
             chosen, keys, marked = greedy_largest_first(snapshot, b, target)
             for j, key, total in zip(chosen.tolist(), keys.tolist(), marked.tolist(), strict=True):

@@ -22,14 +22,14 @@ in the last bit, which matters only for a broker exactly on ``avg + threshold``.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot, FloatArray
-from shedlab.strategies.base import MB, SheddingResult, Unload
+from shedlab.strategies.base import MB, SheddingResult, SkipKind, Unload
 from shedlab.strategies.greedy import greedy_largest_first
 
 ADDITIONAL_THRESHOLD_PERCENT_MARGIN = 0.05
@@ -43,6 +43,10 @@ class ThresholdShedder:
 
     def __init__(self, rng: np.random.Generator | None = None) -> None:
         self.history: dict[str, float] = {}
+
+    def seed_history(self, values: Mapping[str, float]) -> None:
+        """Preset the usage history (broker → fraction), as a leader that has been running would have."""
+        self.history.update({b: float(v) for b, v in values.items()})
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         keep = set(active)
@@ -74,6 +78,7 @@ class ThresholdShedder:
         history, avg = self._advance_history(snapshot, conf)
         if avg == 0:
             result.skipped.append({"reason": "average max resource usage is 0"})
+            result.note(SkipKind.NO_TRAFFIC)
             return result
         throughput = snapshot.total_msg_throughput()
         above = np.flatnonzero(history >= avg + threshold)
@@ -94,6 +99,7 @@ class ThresholdShedder:
             }
             if target < min_throughput:
                 result.skipped.append({**base, "broker": broker, "reason": "target below minimum throughput"})
+                result.note(SkipKind.BELOW_MIN_THROUGHPUT, broker)
                 continue
             self._select(snapshot, b, target, base, result)
         if not result.unloads and conf.lower_boundary_shedding_enabled:
@@ -113,6 +119,7 @@ class ThresholdShedder:
         if owned <= 1:
             why = "sole namespace bundle" if owned == 1 else "no bundles"
             result.skipped.append({**base, "broker": broker, "reason": why})
+            result.note(SkipKind.SOLE_BUNDLE if owned == 1 else SkipKind.NO_BUNDLES, broker)
             return
         chosen, keys, marked = greedy_largest_first(snapshot, b, target)
         for j, key, total in zip(chosen.tolist(), keys.tolist(), marked.tolist(), strict=True):
@@ -138,6 +145,8 @@ class ThresholdShedder:
         if max_broker < 0 or not has_low:
             why = "no broker below the lower bound" if not has_low else "no broker with more than one bundle"
             result.skipped.append({"pass": "lower-boundary", "reason": why, "avg_usage": avg})
+            kind = SkipKind.NO_BROKER_BELOW_LOWER_BOUND if not has_low else SkipKind.NO_BROKER_WITH_BUNDLES
+            result.note(kind)
             return
         throughput = float(snapshot.total_msg_throughput()[max_broker])
         target = throughput * threshold * LOWER_BOUNDARY_THRESHOLD_MARGIN
@@ -153,5 +162,6 @@ class ThresholdShedder:
         if min_throughput > target:
             broker = snapshot.broker_ids[max_broker]
             result.skipped.append({**base, "broker": broker, "reason": "target below minimum throughput"})
+            result.note(SkipKind.BELOW_MIN_THROUGHPUT, broker)
             return
         self._select(snapshot, max_broker, target, base, result)

@@ -22,7 +22,7 @@ import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot, FloatArray
-from shedlab.strategies.base import SheddingResult, Unload
+from shedlab.strategies.base import SheddingResult, SkipKind, Unload
 from shedlab.strategies.greedy import java_int, sort_descending
 
 EPS = 1e-6
@@ -78,6 +78,7 @@ class UniformLoadShedder:
         }
         if not (rate_exceeded or tp_exceeded):
             result.skipped.append({**base, "reason": "difference below both thresholds"})
+            result.note(SkipKind.BELOW_THRESHOLDS)
             return result
         p = conf.max_unload_percentage
         if rate_exceeded:
@@ -97,9 +98,11 @@ class UniformLoadShedder:
         broker = snapshot.broker_ids[over]
         if snapshot.num_owned_bundles[over] <= 1:
             result.skipped.append({**base, "broker": broker, "reason": "broker owns at most one bundle"})
+            result.note(SkipKind.SOLE_BUNDLE, broker)
             return result
         if need < minimum:
             result.skipped.append({**base, "broker": broker, "reason": f"amount below minimum {minimum}"})
+            result.note(SkipKind.AMOUNT_BELOW_MINIMUM, broker)
             return result
         candidates = snapshot.shedding_candidates(over)
         if mode == "msgRate":

@@ -186,6 +186,7 @@ def test_write_outputs(tmp_path: Path) -> None:
         "brokers.parquet",
         "decisions.parquet",
         "events.parquet",
+        "skips.parquet",
         "summary.json",
     }
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "ticks.parquet"), result.ticks)

@@ -164,24 +164,39 @@ def resolve_removal(event: RemoveBrokers, alive: list[int], rng: np.random.Gener
 
 
 def initial_assignment(
-    cluster: ClusterState, pop: BundlePopulation, mode: str, now: int, rng: np.random.Generator
-) -> None:
+    cluster: ClusterState,
+    pop: BundlePopulation,
+    mode: str,
+    now: int,
+    rng: np.random.Generator,
+    *,
+    pinned_lookups: bool = False,
+) -> dict[int, str]:
     """Owners at the first tick: pinned workloads on their brokers; the rest by ``mode``.
 
     ``placement`` makes every free bundle's clients look it up at ``now`` (Pulsar's path);
-    ``round_robin`` and ``random`` assign owners directly.
+    ``round_robin`` and ``random`` assign owners directly. Pinned bundles go round robin over their
+    brokers; with ``pinned_lookups`` they are looked up at ``now`` instead, each restricted to that
+    broker (returned: bundle index → broker id), so the placement strategy and the leader's
+    preallocations see them as Pulsar's would under an isolation policy.
     """
+    restricted: dict[int, str] = {}
     alive = np.flatnonzero(cluster.alive)
     if alive.size == 0:
-        return
+        return restricted
     free = np.ones(pop.size, dtype=np.bool_)
     for w_index, pinned in enumerate(pop.pinned_brokers):
         if not pinned:
             continue
         members = np.flatnonzero(pop.workload_index == w_index)
         slots = np.asarray([b - 1 for b in pinned], dtype=np.int64)
-        cluster.owner[members] = slots[np.arange(members.size) % slots.size]
+        targets = slots[np.arange(members.size) % slots.size]
         free[members] = False
+        if pinned_lookups:
+            cluster.lookup_at[members] = now
+            restricted.update(zip(members.tolist(), (cluster.ids[s] for s in targets.tolist()), strict=True))
+        else:
+            cluster.owner[members] = targets
     rest = np.flatnonzero(free)
     if mode == "placement":
         cluster.lookup_at[rest] = now
@@ -189,3 +204,4 @@ def initial_assignment(
         cluster.owner[rest] = alive[np.arange(rest.size) % alive.size]
     else:
         cluster.owner[rest] = alive[rng.integers(0, alive.size, rest.size)]
+    return restricted

@@ -12,6 +12,16 @@ Usage is computed in the units a Pulsar broker reports (spec §1.1, ``LinuxBroke
   *and* the writes to BookKeeper (``bookkeeper_copies`` × bytes in); NIC in carries the producers'
   bytes and the reads back from BookKeeper (``bookkeeper_read_fraction`` × bytes out, i.e. cache
   misses). Background NIC usage is a fraction of the NIC speed.
+* **connections** (default off): ``cpu_ms_per_topic``, ``cpu_ms_per_producer`` and
+  ``cpu_ms_per_consumer`` are CPU milliseconds per second (milli-cores) each topic and each producer
+  or consumer connection costs whatever its traffic (keep-alives, stats, dispatcher and cursor
+  bookkeeping), so a broker with many small topics burns CPU a byte count does not show.
+* **co-located bookies** (default off): ``bookies`` bookies run on the machine. The cluster's write
+  traffic (every alive broker's bytes and messages in, × ``bookkeeper_copies``) is spread evenly over
+  the bookies of the alive machines; each costs ``bookie_cpu_us_per_entry`` µs per message and
+  ``bookie_cpu_ms_per_mib`` ms per MiB it stores. This load scales with cluster-wide traffic, not with
+  the broker's own, and lands on the broker's CPU reading because Pulsar reads the whole machine's CPU.
+  Published coefficients and their sources: ``docs/scenarios.md``, "Broker CPU model".
 * **directMemory**: MiB, ``base + mb_per_mibps × (throughputIn + throughputOut)/MiB``, capped at the
   limit. **memory** (heap): MiB, ``base + mb_per_topic × topics``, capped at the limit.
 
@@ -52,6 +62,12 @@ class HardwareClass:
     direct_memory_mb_per_mibps: float = 4.0
     heap_base_mb: float = 512.0
     heap_mb_per_topic: float = 0.1
+    cpu_ms_per_topic: float = 0.0
+    cpu_ms_per_producer: float = 0.0
+    cpu_ms_per_consumer: float = 0.0
+    bookies: float = 0.0
+    bookie_cpu_us_per_entry: float = 0.0
+    bookie_cpu_ms_per_mib: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -99,6 +115,18 @@ class CostModel:
         self.direct_per = col("direct_memory_mb_per_mibps")
         self.heap_base = col("heap_base_mb")
         self.heap_per_topic = col("heap_mb_per_topic")
+        self.ms_per_topic = col("cpu_ms_per_topic")
+        self.ms_per_producer = col("cpu_ms_per_producer")
+        self.ms_per_consumer = col("cpu_ms_per_consumer")
+        self.bookies = col("bookies")
+        self.bookie_us_per_entry = col("bookie_cpu_us_per_entry")
+        self.bookie_ms_per_mib = col("bookie_cpu_ms_per_mib")
+        self.connections = bool(
+            self.ms_per_topic.any() or self.ms_per_producer.any() or self.ms_per_consumer.any()
+        )
+        self.colocated = bool(self.bookies.any())
+        self.extended = self.connections or self.colocated
+        """Whether any CPU term beyond the traffic-linear model is on (off: :meth:`extra_cpu` is None)."""
 
     def set_class(self, slot: int, hardware: HardwareClass) -> None:
         self.classes[slot] = hardware
@@ -113,6 +141,43 @@ class CostModel:
         out[:, BANDWIDTH_IN] = self.nic_kbps[slots]
         out[:, BANDWIDTH_OUT] = self.nic_kbps[slots]
         return out
+
+    def extra_cpu(
+        self,
+        slots: NDArray[np.int64],
+        topics: FloatArray,
+        producers: FloatArray,
+        consumers: FloatArray,
+        rate_in: FloatArray,
+        tp_in: FloatArray,
+    ) -> FloatArray | None:
+        """CPU (% of one core) of the connection and co-located-bookie terms for ``slots``; None when off.
+
+        ``slots`` are every alive broker and ``rate_in``/``tp_in`` their write traffic (msg/s, bytes/s):
+        each broker's is replicated its ``bookkeeper_copies`` times, and the sum is spread over the
+        bookies of ``slots`` in proportion to their ``bookies``.
+        """
+        if not self.extended:
+            return None
+        cpu = np.zeros(slots.size)
+        if self.connections:
+            cpu += (
+                self.ms_per_topic[slots] * topics
+                + self.ms_per_producer[slots] * producers
+                + self.ms_per_consumer[slots] * consumers
+            ) * 1e-3
+        if self.colocated:
+            bookies = self.bookies[slots]
+            total = float(bookies.sum())
+            if total > 0:
+                copies = self.bk_copies[slots]
+                share = bookies / total
+                cpu += share * (
+                    self.bookie_us_per_entry[slots] * 1e-6 * float((rate_in * copies).sum())
+                    + self.bookie_ms_per_mib[slots] * 1e-3 * float((tp_in * copies).sum()) / MIB
+                )
+        result: FloatArray = 100.0 * cpu
+        return result
 
     def usage(
         self,

@@ -139,6 +139,10 @@ class Simulation:
         if sim.resolution is not None:
             self.windows = StatsWindows.new(cluster.num_slots, pop.size, self.res_ms)
         self.manager = self._new_manager()
+        self._seed_leader_state(scenario, root)
+        self.pinned_lookups: dict[int, str] = {}  # bundle -> the one broker its first lookup may pick
+        self.warmup_ms = round(scenario.metrics.warmup * 1000)
+        self.at_warmup: tuple[int, int, int, int, int] | None = None  # counters when the warm-up ended
         self.retired_unloads = (0, 0)  # unload bundle/broker totals of the managers of earlier leaders
         self.next_shed_ms = NEVER
         self.events = EventQueue(scenario, self.start_ms, layout.initial_slots, layout.add_slots)
@@ -217,9 +221,18 @@ class Simulation:
         )
         if removed or joined:
             self._membership(now, joined, removed)
+        if self.warmup_ms and self.at_warmup is None and now - self.start_ms >= self.warmup_ms:
+            self.at_warmup = self._counters()
         if t == 0:
-            mode = self.scenario.simulation.initial_assignment
-            initial_assignment(cluster, self.pop, mode, now, self.rng_init)
+            sim = self.scenario.simulation
+            self.pinned_lookups = initial_assignment(
+                cluster,
+                self.pop,
+                sim.initial_assignment,
+                now,
+                self.rng_init,
+                pinned_lookups=sim.pinned_placement == "strategy",
+            )
         # 2. traffic (its own random stream: independent of the events)
         traffic = self.traffic_model.at((now - self.start_ms) / 1000.0)
         # 3. lookups
@@ -242,7 +255,11 @@ class Simulation:
                 now, cluster.alive, publishing.local, publishing.last_update_ms, cluster.start_ts
             )
         # 5. shedding
-        return traffic, true, self._shed(now, traffic, true)
+        decisions = self._shed(now, traffic, true)
+        if self.manager.skip_log:  # placement fallbacks (step 3) and shedding skips (step 5)
+            self.metrics.skipped(now, self.manager.skip_log)
+            self.manager.skip_log.clear()
+        return traffic, true, decisions
 
     def _sample_windows(self, now: int, traffic: Traffic, true: TrueUsage) -> IntArray:
         """Stats samples that read each broker's window averages (:mod:`~shedlab.core.sim.windows`)."""
@@ -269,16 +286,20 @@ class Simulation:
     def result(self) -> SimulationResult:
         """The run's tables and summary (after :meth:`run`'s ticks)."""
         churn = self.metrics.churn
-        bundle_total, broker_total = self.unload_totals()
+        lookups, bundle_total, broker_total, grace, window = self._counters()
+        if self.at_warmup is not None:  # the summary counts what happened after the warm-up
+            lookups, bundle_total, broker_total, grace, window = (
+                now - then for now, then in zip(self._counters(), self.at_warmup, strict=True)
+            )
         counts = RunCounts(
             brokers_initial=len(self.initial_slots),
             brokers_final=int(self.cluster.alive.sum()),
             bundles=self.pop.size,
-            lookups=self.metrics.lookups_total,
+            lookups=lookups,
             unload_bundle_total=bundle_total,
             unload_broker_total=broker_total,
-            moved_again_within_grace=churn.within_grace,
-            moved_again_within_window=churn.within_window,
+            moved_again_within_grace=grace,
+            moved_again_within_window=window,
             repeat_move_window_s=churn.window_ms / 1000.0,
         )
         return SimulationResult.from_run(
@@ -290,7 +311,14 @@ class Simulation:
             broker_ids=self.cluster.ids,
             counts=counts,
             recording=self.recording,
+            skips=self.metrics.collector.skips_frame(),
         )
+
+    def _counters(self) -> tuple[int, int, int, int, int]:
+        """Lookups, unloaded bundles, unloading brokers, moves again within grace and within window."""
+        churn = self.metrics.churn
+        bundles, brokers = self.unload_totals()
+        return (self.metrics.lookups_total, bundles, brokers, churn.within_grace, churn.within_window)
 
     def unload_totals(self) -> tuple[int, int]:
         """``pulsar_lb_unload_bundle_total`` and ``..._broker_total`` over every leader so far."""
@@ -302,6 +330,24 @@ class Simulation:
     # ------------------------------------------------------------------------------ leader and membership
     def _new_manager(self) -> LoadManager:
         return LoadManager(self.conf, seed=self.rng_manager.spawn(1)[0])
+
+    def _seed_leader_state(self, scenario: Scenario, root: np.random.Generator) -> None:
+        """The first leader's ``leader_state`` (usage histories, hit counters, recent unloads)."""
+        state = scenario.leader_state
+        if state.is_empty:
+            return
+        ids = self.cluster.ids
+        history = {ids[b.broker - 1]: b.usage_history for b in state.brokers if b.usage_history is not None}
+        hits = {ids[b.broker - 1]: (b.hit_high, b.hit_low) for b in state.brokers if b.hit_high or b.hit_low}
+        recent: dict[str, int] = {}
+        if state.recently_unloaded:
+            rng = root.spawn(1)[0]  # its own stream: the other streams are the same with or without it
+            for item in state.recently_unloaded:
+                chosen = self.pop.select(item.select, rng)
+                members = range(self.pop.size) if chosen is None else chosen.tolist()
+                at = self.start_ms - round(item.ago * 1000)
+                recent.update((self.pop.names[j], at) for j in members)
+        self.manager.seed_state(usage_history=history, hit_counts=hits, recently_unloaded=recent)
 
     def _membership(self, now: int, joined: list[int], removed: list[int]) -> None:
         """Ephemeral nodes gone, then new ones: the leader's updateAll, election, onActiveBrokersChange."""
@@ -379,8 +425,10 @@ class Simulation:
         manager = self.manager
         landed = []
         paths = self.metrics.lookup_paths
+        pinned = self.pinned_lookups
         for j in due.tolist():
-            answer = manager.lookup(names[j], snap, now)
+            only = pinned.pop(j, None) if pinned else None
+            answer = manager.lookup(names[j], snap, now, candidates=None if only is None else (only,))
             paths[answer.path] += 1
             if answer.broker is None:
                 continue
@@ -420,7 +468,12 @@ def _traffic_model(
     rng_traffic: np.random.Generator,
     step_s: float,
 ) -> TrafficModel:
-    """The workloads' shapes, and every traffic event as a step shape over its selection."""
+    """The workloads' shapes, and every traffic event as a step shape over its selection.
+
+    Workloads sharing bundles are modelled per unit (workload × bundle), summed into the bundles.
+    """
+    bundles = pop
+    pop = pop.units if pop.units is not None else pop
     m = pop.size
     shapes: list[tuple[Shape, IntArray | None]] = []
     for w_index, workload in enumerate(scenario.workloads):
@@ -435,4 +488,4 @@ def _traffic_model(
             step = Shape("step", (("at", event.at), ("factor", event.factor), ("until", until)), event.select)
             sel = pop.select(event.select, rng_pop)
             shapes.append((step, None if sel is None or sel.size == m else sel))
-    return TrafficModel(pop, shapes, rng_traffic, step_s)
+    return TrafficModel(pop, shapes, rng_traffic, step_s, into=bundles.unit_bundle, bundles=bundles.size)

@@ -25,9 +25,11 @@ from shedlab.core.sim.state import TrueUsage
 from shedlab.core.sim.traffic import Traffic
 from shedlab.manager import ManagerDecision
 from shedlab.model.snapshot import weighted_max_percent
+from shedlab.strategies import Skip, SkipKind
 
 __all__ = [
     "NOT_DISTURBANCES",
+    "SKIP_COLUMNS",
     "Churn",
     "Collector",
     "RunCounts",
@@ -42,6 +44,9 @@ __all__ = [
     "summarize",
     "time_to_balance",
 ]
+
+SKIP_COLUMNS = ("tick", "time_s", "role", "kind", "broker", "count", "message")
+"""Columns of the ``skips`` table."""
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -151,6 +156,7 @@ class Collector:
     broker_cols: dict[str, list[NDArray[Any]]] = field(default_factory=dict)
     decision_rows: list[dict[str, Any]] = field(default_factory=list)
     event_rows: list[dict[str, Any]] = field(default_factory=list)
+    skip_rows: list[dict[str, Any]] = field(default_factory=list)
 
     def add_brokers(self, **columns: NDArray[Any]) -> None:
         for k, v in columns.items():
@@ -186,6 +192,12 @@ class Collector:
         )
         events = pd.DataFrame(self.event_rows, columns=["time_s", "kind", "detail", "time_to_balance_s"])
         return ticks, brokers, decisions, events
+
+    def skips_frame(self) -> pd.DataFrame:
+        """The ``skips`` table: decisions not taken, counted per tick, kind and broker (docs/metrics.md)."""
+        frame = pd.DataFrame(self.skip_rows, columns=list(SKIP_COLUMNS))
+        frame["count"] = frame["count"].astype(np.int64)
+        return frame
 
 
 def _finite(value: Any) -> Any:
@@ -373,6 +385,27 @@ class TickMetrics:
                 "time_to_balance_s": None,
             }
         )
+
+    def skipped(self, now: int, skips: Sequence[Skip]) -> None:
+        """Rows of the ``skips`` table for this tick: one per (kind, broker), in first-seen order."""
+        counts: dict[tuple[SkipKind, str | None], int] = {}
+        for skip in skips:
+            key = (skip.kind, skip.broker)
+            counts[key] = counts.get(key, 0) + 1
+        tick = (now - self.start_ms) // self.tick_ms
+        time_s = (now - self.start_ms) / 1000.0
+        for (kind, broker), count in counts.items():
+            self.collector.skip_rows.append(
+                {
+                    "tick": tick,
+                    "time_s": time_s,
+                    "role": kind.role,
+                    "kind": kind.value,
+                    "broker": broker,
+                    "count": count,
+                    "message": kind.message,
+                }
+            )
 
     def lookups_done(self, landed: list[int]) -> None:
         self.lookups_total += len(landed)
@@ -573,6 +606,8 @@ class TickMetrics:
             np.subtract(true.topics[keep], topics_minus, dtype=np.float64),
             true.background[keep],
         )
+        if true.extra_cpu is not None:  # approximation: the landed bundles' connections are kept
+            without_usage[:, 0] += true.extra_cpu[keep]
         without = scores(without_usage, true.limit[keep], self.weights)
         margin = self.settings.over_placement_margin
         return int(over_placement(score[keep], without, mean, self.overload_pct, margin).sum())

@@ -10,7 +10,14 @@ from typing import Any
 import pandas as pd
 
 from shedlab.config import LoadBalancerConfig
-from shedlab.core.sim.metrics import NOT_DISTURBANCES, Collector, RunCounts, event_time_to_balance, summarize
+from shedlab.core.sim.metrics import (
+    NOT_DISTURBANCES,
+    SKIP_COLUMNS,
+    Collector,
+    RunCounts,
+    event_time_to_balance,
+    summarize,
+)
 from shedlab.core.sim.recording import Recording
 from shedlab.core.sim.scenario import Scenario
 from shedlab.errors import InputError
@@ -26,6 +33,8 @@ class SimulationResult:
     * ``brokers``: one row per tick × alive broker (usage, score, traffic, bundles);
     * ``decisions``: one row per unload (``reason`` is a JSON string);
     * ``events``: the start and every scenario event, with the time to balance after it;
+    * ``skips``: decisions not taken (strategies' skips, random placement fallbacks), counted per tick,
+      kind and broker;
     * ``summary``: flat, JSON-serialisable run metrics;
     * ``config``: the Pulsar keys that differ from Pulsar's defaults in this run;
     * ``reports``: the recorded load reports (only with ``record=True``), for
@@ -42,6 +51,7 @@ class SimulationResult:
     events: pd.DataFrame
     summary: dict[str, Any]
     reports: Recording | None = field(default=None, repr=False)
+    skips: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(SKIP_COLUMNS)))
 
     @classmethod
     def from_run(
@@ -55,6 +65,7 @@ class SimulationResult:
         broker_ids: list[str],
         counts: RunCounts,
         recording: Recording | None,
+        skips: pd.DataFrame | None = None,
     ) -> SimulationResult:
         """The tables and summary of a finished run, from what the kernel collected."""
         ticks, brokers, decisions, events = collector.frames(broker_ids)
@@ -66,6 +77,13 @@ class SimulationResult:
         events = pd.DataFrame(rows, columns=["time_s", "kind", "detail", "time_to_balance_s"])
         events["time_to_balance_s"] = events["time_to_balance_s"].astype(float)
         disturbances = events[~events["kind"].isin(NOT_DISTURBANCES)]
+        warmup = float(scenario.metrics.warmup)
+        measured_ticks, measured_brokers, measured_decisions = ticks, brokers, decisions
+        if warmup > 0:  # the summary leaves the warm-up out; the tables keep every row
+            measured_ticks = ticks[ticks["time_s"] >= warmup].reset_index(drop=True)
+            measured_brokers = brokers[brokers["time_s"] >= warmup].reset_index(drop=True)
+            measured_decisions = decisions[decisions["time_s"] >= warmup].reset_index(drop=True)
+            disturbances = disturbances[disturbances["time_s"] >= warmup]
         extra: dict[str, Any] = {
             "scenario": scenario.name,
             "strategy": strategy,
@@ -82,10 +100,12 @@ class SimulationResult:
             "moved_again_within_window": counts.moved_again_within_window,
             "repeat_move_window_s": counts.repeat_move_window_s,
         }
+        if warmup > 0:
+            extra["warmup_s"] = warmup
         summary = summarize(
-            ticks,
-            brokers,
-            decisions,
+            measured_ticks,
+            measured_brokers,
+            measured_decisions,
             disturbances,
             tick_s=float(scenario.simulation.tick),
             overload=float(conf.load_balancer_broker_overloaded_threshold_percentage),
@@ -102,10 +122,11 @@ class SimulationResult:
             events=events,
             summary=summary,
             reports=recording,
+            skips=skips if skips is not None else pd.DataFrame(columns=list(SKIP_COLUMNS)),
         )
 
     def write(self, out_dir: str | Path) -> list[Path]:
-        """Write ticks/brokers/decisions/events Parquet files and summary.json; returns the paths."""
+        """Write ticks/brokers/decisions/events/skips Parquet files and summary.json; returns the paths."""
         out = Path(out_dir)
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -117,6 +138,7 @@ class SimulationResult:
             ("brokers", self.brokers),
             ("decisions", self.decisions),
             ("events", self.events),
+            ("skips", self.skips),
         ):
             path = out / f"{name}.parquet"
             frame.to_parquet(path, index=False)

@@ -33,9 +33,12 @@ MAX_BUNDLES = 1_000_000
 """Bundles over all workloads (tenants × namespaces × bundles)."""
 MAX_TICKS = 1_000_000
 """Ticks of a run (duration / tick + 1): 11.5 days in 1-s ticks, 1.9 years in 60-s ticks."""
+MAX_TOPICS = 10_000_000
+"""Hashed topic partitions over all workloads (each one is named and hashed when the run starts)."""
 INITIAL_ASSIGNMENTS = ("placement", "round_robin", "random")
 STATS_PHASES = ("aligned", "random")
 LEADER_FAILOVER = ("reset", "keep")
+PINNED_PLACEMENTS = ("direct", "strategy")
 REMOVE_PICKS = ("newest", "oldest", "random")
 
 
@@ -145,6 +148,7 @@ class SimulationSettings:
     initial_assignment: str = "placement"
     stats_phase: str = "aligned"
     leader_failover: str = "reset"
+    pinned_placement: str = "direct"
     start_time_ms: int = DEFAULT_START_TIME_MS
     cluster: str = "sim-cluster"
     resolution: float | None = None  # finer kernel step within a tick (docs/scenarios.md "Resolution")
@@ -159,6 +163,37 @@ class MetricsSettings:
     over_placement_margin: float = 10.0
     over_unloading_margin: float = 5.0
     repeat_move_window: float | None = None  # default: twice the grace period
+    warmup: float = 0.0  # seconds at the start the summary leaves out
+
+
+@dataclass(frozen=True)
+class BrokerState:
+    """The first leader's state about one broker (1-based ``broker`` number) at the start."""
+
+    broker: int
+    usage_history: float | None = None
+    hit_high: int = 0
+    hit_low: int = 0
+
+
+@dataclass(frozen=True)
+class RecentUnload:
+    """Bundles selected by ``select`` were unloaded ``ago`` seconds before the start."""
+
+    select: Selector
+    ago: float
+
+
+@dataclass(frozen=True)
+class LeaderState:
+    """What the first leader knows at the start, as if it had been running (docs/scenarios.md)."""
+
+    brokers: tuple[BrokerState, ...] = ()
+    recently_unloaded: tuple[RecentUnload, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.brokers and not self.recently_unloaded
 
 
 @dataclass(frozen=True)
@@ -178,6 +213,7 @@ class Scenario:
     workloads: tuple[Workload, ...] = (Workload("workload-0"),)
     events: tuple[Event, ...] = ()
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    leader_state: LeaderState = field(default_factory=LeaderState)
     source: str = ""
 
     @property
@@ -211,6 +247,7 @@ _TOP_FIELDS = (
     "workloads",
     "events",
     "metrics",
+    "leader_state",
 )
 
 
@@ -240,6 +277,7 @@ def _parse_simulation(parent: Node) -> SimulationSettings:
         initial_assignment=node.string("initial_assignment", "placement", choices=INITIAL_ASSIGNMENTS),
         stats_phase=node.string("stats_phase", "aligned", choices=STATS_PHASES),
         leader_failover=node.string("leader_failover", "reset", choices=LEADER_FAILOVER),
+        pinned_placement=node.string("pinned_placement", "direct", choices=PINNED_PLACEMENTS),
         start_time_ms=_parse_time(node, "start_time"),
         cluster=node.string("cluster", "sim-cluster"),
         resolution=None if node.raw("resolution", None) is None else node.duration("resolution"),
@@ -254,6 +292,7 @@ def _parse_simulation(parent: Node) -> SimulationSettings:
             "initial_assignment",
             "stats_phase",
             "leader_failover",
+            "pinned_placement",
             "start_time",
             "cluster",
             "resolution",
@@ -285,6 +324,7 @@ def _parse_metrics(parent: Node) -> MetricsSettings:
         over_placement_margin=node.number("over_placement_margin", 10.0, minimum=0.0),
         over_unloading_margin=node.number("over_unloading_margin", 5.0, minimum=0.0),
         repeat_move_window=None if window is None else node.duration("repeat_move_window"),
+        warmup=node.duration("warmup", 0.0),
     )
     node.finish(
         (
@@ -293,9 +333,39 @@ def _parse_metrics(parent: Node) -> MetricsSettings:
             "over_placement_margin",
             "over_unloading_margin",
             "repeat_move_window",
+            "warmup",
         )
     )
     return settings
+
+
+def _parse_leader_state(parent: Node, initial: int) -> LeaderState:
+    node = parent.child("leader_state", {})
+    brokers = []
+    seen: set[int] = set()
+    for item in node.nodes("brokers"):
+        number = item.integer("broker", minimum=1)
+        if number > initial:
+            raise item.error("broker", f"only {initial} brokers exist at the start", number)
+        if number in seen:
+            raise item.error("broker", "given twice", number)
+        seen.add(number)
+        history = item.raw("usage_history", None)
+        brokers.append(
+            BrokerState(
+                number,
+                None if history is None else item.number("usage_history", minimum=0.0),
+                item.integer("hit_high", 0, minimum=0),
+                item.integer("hit_low", 0, minimum=0),
+            )
+        )
+        item.finish(("broker", "usage_history", "hit_high", "hit_low"))
+    recent = []
+    for item in node.nodes("recently_unloaded"):
+        recent.append(RecentUnload(parse_selector(item), item.duration("ago", 0.0)))
+        item.finish(("select", "ago"))
+    node.finish(("brokers", "recently_unloaded"))
+    return LeaderState(tuple(brokers), tuple(recent))
 
 
 def _broker_numbers(node: Node, key: str) -> tuple[int, ...]:
@@ -376,6 +446,13 @@ def _check_limits(
     bundles = sum(w.num_bundles for w in workloads)
     if bundles > MAX_BUNDLES:
         raise root.error("workloads", f"more than {MAX_BUNDLES} bundles ({bundles})")
+    topics = sum(
+        w.hashed.topics * max(w.hashed.partitions, 1) * w.tenants * w.namespaces
+        for w in workloads
+        if w.hashed is not None
+    )
+    if topics > MAX_TOPICS:
+        raise root.error("workloads", f"more than {MAX_TOPICS} hashed topic partitions ({topics})")
     step, unit = (
         (simulation.tick, "ticks") if simulation.resolution is None else (simulation.resolution, "steps")
     )
@@ -460,6 +537,16 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     if initial == 0:
         raise root.error("brokers", "at least one broker is needed", root.raw("brokers"))
     _check_limits(root, duration, simulation, initial, workloads)
+    bundles_of: dict[str, int] = {}
+    for w_index, workload in enumerate(workloads):
+        ns = workload.namespace
+        if ns is not None and bundles_of.setdefault(ns, workload.bundles) != workload.bundles:
+            raise root.error(
+                f"workloads[{w_index}].bundles",
+                f"workloads sharing namespace {ns} give it different bundle counts "
+                f"({bundles_of[ns]} and {workload.bundles})",
+                workload.bundles,
+            )
     for w_index, workload in enumerate(workloads):
         bad = [b for b in workload.brokers if b > initial]
         if bad:
@@ -471,6 +558,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     events = tuple(_parse_event(node, hardware) for node in root.nodes("events"))
     _check_event_brokers(root, events, initial)
     metrics = _parse_metrics(root)
+    leader_state = _parse_leader_state(root, initial)
     scenario = Scenario(
         name=name,
         description=root.string("description", ""),
@@ -485,6 +573,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
         workloads=workloads,
         events=events,
         metrics=metrics,
+        leader_state=leader_state,
         source=source,
     )
     root.finish(_TOP_FIELDS)

@@ -258,6 +258,8 @@ class TrueUsage:
     slot_consumers: IntArray
     slot_producers: IntArray
     bundle_bin: IntArray
+    extra_cpu: FloatArray | None = None
+    """Per alive broker, the CPU of the connection and co-located-bookie terms (None: model off)."""
 
 
 def measure(
@@ -282,6 +284,16 @@ def measure(
     usage = cost.usage(
         alive, agg[alive, 0], agg[alive, 1], agg[alive, 2], agg[alive, 3], topics[alive].astype(float), bg
     )
+    extra = cost.extra_cpu(
+        alive,
+        topics[alive].astype(float),
+        producers[alive].astype(float),
+        consumers[alive].astype(float),
+        agg[alive, 0],
+        agg[alive, 2],
+    )
+    if extra is not None:
+        usage[:, 0] += extra
     limit = cost.limits(alive)
     return TrueUsage(
         slots=alive,
@@ -298,4 +310,5 @@ def measure(
         slot_consumers=consumers,
         slot_producers=producers,
         bundle_bin=idx,
+        extra_cpu=extra,
     )

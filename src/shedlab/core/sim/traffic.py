@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from shedlab.core.sim.spec import Node, check_number
 from shedlab.errors import InputError
-from shedlab.model.bundles import bundle_name, even_ranges
+from shedlab.model.bundles import bundle_index, bundle_name, even_boundaries, even_ranges, topic_hash
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -416,8 +416,39 @@ def parse_shape(node: Node) -> Shape:
 
 
 @dataclass(frozen=True)
+class HashedTopics:
+    """Topics hashed into a namespace's bundles: ``topics`` per namespace, each with ``partitions``.
+
+    Names are ``<domain>://<tenant>/<namespace>/<prefix>-NNNN`` and, for a partitioned topic, every
+    ``...-partition-K``; each is placed with :func:`shedlab.model.bundles.topic_hash` and
+    :func:`~shedlab.model.bundles.bundle_index`, as Pulsar places them.
+    """
+
+    topics: int
+    partitions: int = 0
+    prefix: str = "topic"
+    domain: str = "persistent"
+
+    def topic_names(self, namespace: str) -> list[str]:
+        """Every topic (partition) name of ``namespace``, topic by topic, partitions in order."""
+        names: list[str] = []
+        for i in range(self.topics):
+            topic = f"{self.domain}://{namespace}/{self.prefix}-{i:04d}"
+            if self.partitions:
+                names.extend(f"{topic}-partition-{k}" for k in range(self.partitions))
+            else:
+                names.append(topic)
+        return names
+
+
+@dataclass(frozen=True)
 class Workload:
-    """A family of bundles: how many, their names, sizes and base traffic, and their shapes."""
+    """A family of bundles: how many, their names, sizes and base traffic, and their shapes.
+
+    With ``hashed`` the workload is made of topics hashed into its namespaces' bundles, and the
+    distributions are per topic instead of per bundle; ``namespace`` names one namespace explicitly
+    (``tenant/ns``), which other workloads may share.
+    """
 
     name: str
     tenant_prefix: str = "tenant"
@@ -432,10 +463,23 @@ class Workload:
     fanout: Distribution = field(default_factory=lambda: Distribution.constant(1))
     shapes: tuple[Shape, ...] = ()
     brokers: tuple[int, ...] = ()
+    namespace: str | None = None
+    hashed: HashedTopics | None = None
 
     @property
     def num_bundles(self) -> int:
+        """Bundles the workload can touch (hashed: at most; bundles no topic hashes into stay out)."""
         return self.tenants * self.namespaces * self.bundles
+
+    def namespace_names(self, first_tenant: int) -> list[tuple[str, str]]:
+        """(tenant, namespace) of every namespace, tenants numbered from ``first_tenant``."""
+        if self.namespace is not None:
+            return [(self.namespace.split("/")[0], self.namespace)]
+        out: list[tuple[str, str]] = []
+        for t in range(self.tenants):
+            tenant = f"{self.tenant_prefix}-{first_tenant + t:03d}"
+            out.extend((tenant, f"{tenant}/ns-{k:04d}") for k in range(self.namespaces))
+        return out
 
 
 _WORKLOAD_FIELDS = (
@@ -452,7 +496,42 @@ _WORKLOAD_FIELDS = (
     "fanout",
     "shapes",
     "brokers",
+    "namespace",
+    "hashed",
 )
+
+
+def _parse_hashed(node: Node) -> HashedTopics | None:
+    if not node.has("hashed"):
+        node.raw("hashed", None)
+        return None
+    sub = node.child("hashed")
+    prefix = sub.string("prefix", "topic")
+    if not prefix or "/" in prefix:
+        raise sub.error("prefix", "must be a non-empty name without '/'", prefix)
+    hashed = HashedTopics(
+        topics=sub.integer("topics", minimum=1),
+        partitions=sub.integer("partitions", 0, minimum=0),
+        prefix=prefix,
+        domain=sub.string("domain", "persistent", choices=("persistent", "non-persistent")),
+    )
+    sub.finish(("topics", "partitions", "prefix", "domain"))
+    if node.has("topics"):
+        raise node.error("topics", "hashed workloads count topics in hashed.topics (per namespace)")
+    return hashed
+
+
+def _parse_namespace(node: Node) -> str | None:
+    namespace = node.optional_string("namespace")
+    if namespace is None:
+        return None
+    parts = namespace.split("/")
+    if len(parts) != 2 or not all(parts) or ":" in namespace:
+        raise node.error("namespace", "expected tenant/namespace", namespace)
+    for key in ("tenants", "namespaces", "tenant_prefix"):
+        if node.has(key):
+            raise node.error(key, "not with an explicit namespace (it names one namespace)")
+    return namespace
 
 
 def parse_workload(node: Node, index: int) -> Workload:
@@ -471,6 +550,8 @@ def parse_workload(node: Node, index: int) -> Workload:
                 value=b,
             )
         brokers.append(int(b))
+    namespace = _parse_namespace(node)
+    hashed = _parse_hashed(node)
     workload = Workload(
         name=node.string("name", default.name),
         tenant_prefix=prefix,
@@ -485,6 +566,8 @@ def parse_workload(node: Node, index: int) -> Workload:
         fanout=parse_distribution(node, "fanout", default.fanout),
         shapes=tuple(parse_shape(s) for s in node.nodes("shapes")),
         brokers=tuple(brokers),
+        namespace=namespace,
+        hashed=hashed,
     )
     node.finish(_WORKLOAD_FIELDS)
     return workload
@@ -508,6 +591,10 @@ class BundlePopulation:
     fanout: FloatArray
     msg_size: FloatArray
     pinned_brokers: tuple[tuple[int, ...], ...]  # per workload: broker numbers (1-based), () = free
+    units: BundlePopulation | None = None
+    """Workloads sharing bundles: one entry per (workload, bundle) share, sorted by bundle name."""
+    unit_bundle: IntArray | None = None
+    """The bundle of every unit (None: every bundle is one unit)."""
 
     @property
     def size(self) -> int:
@@ -541,53 +628,60 @@ def _match_any(name: str, patterns: Sequence[str]) -> bool:
 
 
 def build_population(workloads: Sequence[Workload], rng: np.random.Generator) -> BundlePopulation:
-    """Generate every bundle; names are unique and the arrays are sorted by bundle name."""
+    """Generate every bundle; names are unique and the arrays are sorted by bundle name.
+
+    Each workload contributes one *unit* per bundle it touches. Workloads sharing a namespace
+    (``namespace:``) contribute units with the same bundle names: the bundle is then the sum of its
+    units (topics, clients and traffic add up), and :attr:`BundlePopulation.units` keeps the units so
+    that every workload's shapes apply to its own share only.
+    """
     names: list[str] = []
-    ns_names: list[str] = []
+    ns_index: dict[str, int] = {}
     ns_of: list[int] = []
-    tenant_names: list[str] = []
+    tenant_index: dict[str, int] = {}
     tenant_of: list[int] = []
     workload_of: list[int] = []
+    bundles_of_ns: dict[str, int] = {}
     columns: dict[str, list[FloatArray]] = {
         k: [] for k in ("topics", "producers", "consumers", "rate", "fanout", "size")
     }
     next_tenant: dict[str, int] = {}
     for w, workload in enumerate(workloads):
         first = next_tenant.get(workload.tenant_prefix, 0)
-        next_tenant[workload.tenant_prefix] = first + workload.tenants
-        ranges = even_ranges(workload.bundles)
-        for t in range(workload.tenants):
-            tenant = f"{workload.tenant_prefix}-{first + t:03d}"
-            tenant_names.append(tenant)
-            for k in range(workload.namespaces):
-                namespace = f"{tenant}/ns-{k:04d}"
-                ns_names.append(namespace)
-                for lo, hi in ranges:
-                    names.append(bundle_name(namespace, lo, hi))
-                    ns_of.append(len(ns_names) - 1)
-                    tenant_of.append(len(tenant_names) - 1)
-                    workload_of.append(w)
-        n = workload.num_bundles
-        topics = workload.topics.sample_counts(rng, n, minimum=1)
-        columns["topics"].append(topics.astype(np.float64))
-        columns["producers"].append((topics * workload.producers.sample_counts(rng, n)).astype(np.float64))
-        columns["consumers"].append((topics * workload.consumers.sample_counts(rng, n)).astype(np.float64))
-        columns["rate"].append(np.maximum(workload.msg_rate_in.sample(rng, n), 0.0))
-        columns["fanout"].append(np.maximum(workload.fanout.sample(rng, n), 0.0))
-        columns["size"].append(np.maximum(workload.msg_size.sample(rng, n), 1.0))
-    if len(set(names)) != len(names):
-        raise InputError(
-            "two workloads generate the same bundle names; give them different tenant_prefix values",
-            field="workloads",
-        )
+        if workload.namespace is None:
+            next_tenant[workload.tenant_prefix] = first + workload.tenants
+        spaces = workload.namespace_names(first)
+        for tenant, namespace in spaces:
+            if bundles_of_ns.setdefault(namespace, workload.bundles) != workload.bundles:
+                raise InputError(
+                    f"workloads sharing namespace {namespace} give it different bundle counts "
+                    f"({bundles_of_ns[namespace]} and {workload.bundles})",
+                    field=f"workloads[{w}].bundles",
+                )
+            tenant_index.setdefault(tenant, len(tenant_index))
+            ns_index.setdefault(namespace, len(ns_index))
+        if workload.hashed is None:
+            ranges = even_ranges(workload.bundles)
+            unit_names = [bundle_name(ns, lo, hi) for _, ns in spaces for lo, hi in ranges]
+            values = _bundle_values(workload, rng, len(unit_names))
+            per_space = [workload.bundles] * len(spaces)
+        else:
+            unit_names, values, per_space = _hashed_values(workload, workload.hashed, spaces, rng)
+        for (tenant, namespace), count in zip(spaces, per_space, strict=True):
+            ns_of.extend([ns_index[namespace]] * count)
+            tenant_of.extend([tenant_index[tenant]] * count)
+        names.extend(unit_names)
+        workload_of.extend([w] * len(unit_names))
+        for k, v in values.items():
+            columns[k].append(v)
     order = np.argsort(np.array(names, dtype=object), kind="stable")
     cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in columns.items()}
-    return BundlePopulation(
+    units = BundlePopulation(
         names=tuple(names[i] for i in order),
         namespace_index=np.asarray(ns_of, dtype=np.int64)[order],
-        namespaces=tuple(ns_names),
+        namespaces=tuple(ns_index),
         tenant_index=np.asarray(tenant_of, dtype=np.int64)[order],
-        tenants=tuple(tenant_names),
+        tenants=tuple(tenant_index),
         workload_index=np.asarray(workload_of, dtype=np.int64)[order],
         workloads=tuple(w.name for w in workloads),
         topics=cat["topics"][order].astype(np.int64),
@@ -597,6 +691,119 @@ def build_population(workloads: Sequence[Workload], rng: np.random.Generator) ->
         fanout=cat["fanout"][order],
         msg_size=cat["size"][order],
         pinned_brokers=tuple(w.brokers for w in workloads),
+    )
+    if len(set(units.names)) == len(units.names):
+        return units
+    return _merge_units(units)
+
+
+def _bundle_values(workload: Workload, rng: np.random.Generator, n: int) -> dict[str, FloatArray]:
+    """Per-bundle values drawn from the workload's distributions (the draw order is part of the format)."""
+    topics = workload.topics.sample_counts(rng, n, minimum=1)
+    return {
+        "topics": topics.astype(np.float64),
+        "producers": (topics * workload.producers.sample_counts(rng, n)).astype(np.float64),
+        "consumers": (topics * workload.consumers.sample_counts(rng, n)).astype(np.float64),
+        "rate": np.maximum(workload.msg_rate_in.sample(rng, n), 0.0),
+        "fanout": np.maximum(workload.fanout.sample(rng, n), 0.0),
+        "size": np.maximum(workload.msg_size.sample(rng, n), 1.0),
+    }
+
+
+def _hashed_values(
+    workload: Workload, hashed: HashedTopics, spaces: list[tuple[str, str]], rng: np.random.Generator
+) -> tuple[list[str], dict[str, FloatArray], list[int]]:
+    """Topics drawn per topic, partitions hashed into the bundles; bundles no topic lands in stay out.
+
+    A partitioned topic's message rate is split evenly over its partitions; its message size and
+    fanout hold for every partition, and its producers and consumers connect to every partition.
+    """
+    boundaries = even_boundaries(workload.bundles)
+    ranges = even_ranges(workload.bundles)
+    parts = max(hashed.partitions, 1)
+    n = hashed.topics * len(spaces)
+    producers = workload.producers.sample_counts(rng, n).astype(np.float64)
+    consumers = workload.consumers.sample_counts(rng, n).astype(np.float64)
+    rate = np.maximum(workload.msg_rate_in.sample(rng, n), 0.0) / parts
+    fanout = np.maximum(workload.fanout.sample(rng, n), 0.0)
+    size = np.maximum(workload.msg_size.sample(rng, n), 1.0)
+    names: list[str] = []
+    per_space: list[int] = []
+    out: dict[str, list[NDArray[Any]]] = {
+        k: [] for k in ("topics", "producers", "consumers", "rate", "fanout", "size")
+    }
+    for s, (_, namespace) in enumerate(spaces):
+        topic_names = hashed.topic_names(namespace)
+        where = bundle_index(np.fromiter(map(topic_hash, topic_names), dtype=np.int64), boundaries)
+        of_topic = s * hashed.topics + np.arange(len(topic_names)) // parts  # each partition's topic
+        m = workload.bundles
+        r = rate[of_topic]
+        total = np.bincount(where, weights=r, minlength=m)
+        count = np.bincount(where, minlength=m)
+        weight = np.where(total > 0, total, 1.0)
+        mean_of = count.astype(np.float64)
+        mean_of[count == 0] = 1.0
+        # rate-weighted size and fanout (plain means for a bundle whose topics carry nothing)
+        size_b = np.where(
+            total > 0,
+            np.bincount(where, weights=r * size[of_topic], minlength=m) / weight,
+            np.bincount(where, weights=size[of_topic], minlength=m) / mean_of,
+        )
+        fanout_b = np.where(
+            total > 0,
+            np.bincount(where, weights=r * fanout[of_topic], minlength=m) / weight,
+            np.bincount(where, weights=fanout[of_topic], minlength=m) / mean_of,
+        )
+        used = np.flatnonzero(count)
+        names.extend(bundle_name(namespace, *ranges[b]) for b in used.tolist())
+        per_space.append(int(used.size))
+        out["topics"].append(count[used].astype(np.float64))
+        out["producers"].append(np.bincount(where, weights=producers[of_topic], minlength=m)[used])
+        out["consumers"].append(np.bincount(where, weights=consumers[of_topic], minlength=m)[used])
+        out["rate"].append(total[used])
+        out["fanout"].append(fanout_b[used])
+        out["size"].append(np.maximum(size_b[used], 1.0))
+    return names, {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}, per_space
+
+
+def _merge_units(units: BundlePopulation) -> BundlePopulation:
+    """Bundles from units sharing a name (workloads sharing a namespace): sums, rate-weighted means."""
+    names, first, inverse = np.unique(
+        np.array(units.names, dtype=object), return_index=True, return_inverse=True
+    )
+    n = len(names)
+    unit_bundle: IntArray = inverse.astype(np.int64)
+
+    def total(values: NDArray[Any]) -> FloatArray:
+        result: FloatArray = np.bincount(unit_bundle, weights=values, minlength=n).astype(np.float64)
+        return result
+
+    rate = total(units.base_rate_in)
+    weight = np.where(rate > 0, rate, 1.0)
+    count = np.bincount(unit_bundle, minlength=n).astype(np.float64)
+    size = np.where(
+        rate > 0, total(units.base_rate_in * units.msg_size) / weight, total(units.msg_size) / count
+    )
+    fanout = np.where(
+        rate > 0, total(units.base_rate_in * units.fanout) / weight, total(units.fanout) / count
+    )
+    return BundlePopulation(
+        names=tuple(str(x) for x in names),
+        namespace_index=units.namespace_index[first],
+        namespaces=units.namespaces,
+        tenant_index=units.tenant_index[first],
+        tenants=units.tenants,
+        workload_index=units.workload_index[first],
+        workloads=units.workloads,
+        topics=total(units.topics).astype(np.int64),
+        producers=total(units.producers).astype(np.int64),
+        consumers=total(units.consumers).astype(np.int64),
+        base_rate_in=rate,
+        fanout=fanout,
+        msg_size=size,
+        pinned_brokers=units.pinned_brokers,
+        units=units,
+        unit_bundle=unit_bundle,
     )
 
 
@@ -624,7 +831,9 @@ class _CompiledShape:
 class TrafficModel:
     """Evaluates every bundle's traffic at tick times; stateful shapes (spikes, backlog) advance per call.
 
-    Calls must come in increasing time order, one per tick of ``tick_s`` seconds.
+    Calls must come in increasing time order, one per tick of ``tick_s`` seconds. With ``into`` (the
+    bundle of every entry of ``population``: units of workloads sharing bundles) the traffic is summed
+    into ``bundles`` bundles.
     """
 
     def __init__(
@@ -633,10 +842,15 @@ class TrafficModel:
         shapes: Sequence[tuple[Shape, IntArray | None]],
         rng: np.random.Generator,
         tick_s: float,
+        *,
+        into: IntArray | None = None,
+        bundles: int = 0,
     ) -> None:
         self.pop = population
         self.rng = rng
         self.tick_s = tick_s
+        self.into = into
+        self.bundles = bundles
         self.shapes: list[_CompiledShape] = []
         for shape, idx in shapes:
             compiled = _CompiledShape(shape, idx)
@@ -677,6 +891,13 @@ class TrafficModel:
         rate_out = rate_in * pop.fanout
         for c in onoff:
             self._apply_onoff(c, t, rate_in, rate_out)
+        if self.into is not None:
+            into, n = self.into, self.bundles
+            summed = [
+                np.bincount(into, weights=v, minlength=n).astype(np.float64)
+                for v in (rate_in, rate_out, rate_in * pop.msg_size, rate_out * pop.msg_size)
+            ]
+            return Traffic(*summed)
         return Traffic(rate_in, rate_out, rate_in * pop.msg_size, rate_out * pop.msg_size)
 
     def _factor(self, c: _CompiledShape, t: float) -> FloatArray | float | None:
