@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 if TYPE_CHECKING:
     from shedlab.cluster.sandbox.sandbox import Sandbox
 
-__all__ = ["AdminServer", "Reply", "handle"]
+__all__ = ["AdminServer", "Reply", "handle", "stop_servers"]
 
 PREFIX = "/admin/v2"
 
@@ -68,10 +68,20 @@ class AdminServer(ThreadingHTTPServer):
         return self
 
     def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        stop_servers([self])
+
+
+def stop_servers(servers: list[AdminServer]) -> None:
+    """Stop servers together: each ``shutdown`` waits up to a poll interval (0.5 s), so not one by one."""
+    stoppers = [threading.Thread(target=s.shutdown, daemon=True) for s in servers]
+    for thread in stoppers:
+        thread.start()
+    for thread in stoppers:
+        thread.join(timeout=10)
+    for server in servers:
+        server.server_close()
+        if server._thread is not None:
+            server._thread.join(timeout=10)
 
 
 class _Handler(BaseHTTPRequestHandler):

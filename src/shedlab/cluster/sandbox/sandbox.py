@@ -25,8 +25,9 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
+from kazoo.handlers.threading import KazooTimeoutError
 
-from shedlab.cluster.sandbox.http import AdminServer
+from shedlab.cluster.sandbox.http import AdminServer, stop_servers
 from shedlab.cluster.sandbox.views import (
     Names,
     bundle_data,
@@ -39,7 +40,7 @@ from shedlab.cluster.sandbox.views import (
     topics_stats,
 )
 from shedlab.cluster.sandbox.zk import ZooKeeperPublisher, ensure_chroot
-from shedlab.cluster.zookeeper_server import LocalZooKeeper
+from shedlab.cluster.zookeeper_server import LocalZooKeeper, ZooKeeperUnavailableError
 from shedlab.core.sim.kernel import Simulation
 from shedlab.core.sim.scenario import Scenario, load_scenario
 from shedlab.errors import InputError
@@ -114,7 +115,7 @@ class Sandbox:
     def start(self) -> Sandbox:
         try:
             self._start_zookeeper()
-            self._front = AdminServer((self.host, self._front_port), self, None).start()
+            self._front = self._listen(self._front_port, None)
             with self.lock:
                 self._step()  # tick 0: the initial brokers start, write their first reports, elect
             if self.speed:
@@ -129,12 +130,18 @@ class Sandbox:
         arg = self._zookeeper_arg
         if arg is None:
             return
-        if arg == "auto":
-            self._local_zk = LocalZooKeeper().start()
-            arg = self._local_zk.hosts
-        self.zookeeper = arg
-        ensure_chroot(arg)
-        self._zk = ZooKeeperPublisher(arg)
+        try:
+            if arg == "auto":
+                self._local_zk = LocalZooKeeper().start()
+                arg = self._local_zk.hosts
+            self.zookeeper = arg
+            ensure_chroot(arg)
+            self._zk = ZooKeeperPublisher(arg)
+        except ZooKeeperUnavailableError as exc:
+            raise InputError(str(exc), field="--zookeeper", value=arg) from None
+        except (KazooTimeoutError, ValueError) as exc:
+            why = "no ZooKeeper answered" if isinstance(exc, KazooTimeoutError) else str(exc)
+            raise InputError(why, field="--zookeeper", value=arg) from None
 
     def stop(self) -> None:
         """Clock stopped, every broker's web server and session closed (ephemeral znodes gone)."""
@@ -143,11 +150,10 @@ class Sandbox:
             self._runner.join(timeout=30)
             self._runner = None
         with self.lock:
-            for slot in list(self._servers):
-                self._servers.pop(slot).stop()
-            if self._front is not None:
-                self._front.stop()
-                self._front = None
+            servers = list(self._servers.values()) + ([self._front] if self._front is not None else [])
+            stop_servers(servers)
+            self._servers.clear()
+            self._front = None
             if self._zk is not None:
                 self._zk.close()
                 self._zk = None
@@ -240,7 +246,14 @@ class Sandbox:
         self._written.pop(slot, None)
         if self._zk is not None:
             self._zk.broker_up(self.names.address(slot))
-        self._servers[slot] = AdminServer((self.host, self._ports[slot]), self, slot).start()
+        self._servers[slot] = self._listen(self._ports[slot], slot)
+
+    def _listen(self, port: int, slot: int | None) -> AdminServer:
+        try:
+            return AdminServer((self.host, port), self, slot).start()
+        except OSError as exc:
+            what = "the admin port" if slot is None else f"broker {self.simulation.cluster.ids[slot]}'s port"
+            raise InputError(f"cannot listen on {what}: {exc.strerror}", field="--port", value=port) from None
 
     def _broker_down(self, slot: int) -> None:
         self._started.pop(slot, None)
