@@ -48,11 +48,18 @@ from shedlab.errors import InputError
 __all__ = ["Sandbox"]
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
+def _reserve(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: a free port), held until its server takes it: no other
+    server of the sandbox (or process) can take the port in between."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = f"cannot listen on {host}:{port}: {exc.strerror}"
+        raise InputError(why, field="--port", value=port) from None
+    return sock
 
 
 class Sandbox:
@@ -96,10 +103,16 @@ class Sandbox:
         self.zookeeper: str | None = None
         self._zk: ZooKeeperPublisher | None = None
         n_slots = self.simulation.cluster.num_slots
-        self._ports = (
-            [port + 1 + s for s in range(n_slots)] if port else [_free_port(host) for _ in range(n_slots)]
-        )
-        self._front_port = port
+        self._reserved: dict[int | None, socket.socket] = {}
+        try:
+            self._reserved[None] = _reserve(host, port)
+            for s in range(n_slots):
+                self._reserved[s] = _reserve(host, port + 1 + s if port else 0)
+        except BaseException:
+            self._release()
+            raise
+        self._ports = [int(self._reserved[s].getsockname()[1]) for s in range(n_slots)]
+        self._front_port = int(self._reserved[None].getsockname()[1])
         self.names = Names(self.simulation.cluster.ids, [f"{host}:{p}" for p in self._ports])
         self._servers: dict[int, AdminServer] = {}
         self._front: AdminServer | None = None
@@ -160,6 +173,7 @@ class Sandbox:
         if self._local_zk is not None:
             self._local_zk.stop()
             self._local_zk = None
+        self._release()
 
     def __enter__(self) -> Sandbox:
         return self.start()
@@ -211,13 +225,14 @@ class Sandbox:
         for slot in sorted(alive - set(self._started)):
             self._broker_up(slot)
         zk = self._zk
+        reports = {}
         for slot in np.flatnonzero(sim.publishing.written).tolist():
-            report = local_broker_data(
-                sim, self.names, slot, last_written=self._written.get(slot, []), now_ms=now
-            )
+            written = self._written.get(slot, [])
+            report = local_broker_data(sim, self.names, slot, last_written=written, now_ms=now)
             self._written[slot] = list(report.bundles)
-            if zk is not None:
-                zk.write_report(self.names.address(slot), report.to_json())
+            reports[self.names.address(slot)] = report.to_json()
+        if zk is not None and reports:
+            zk.write_reports(reports)
         leader = cluster.leader
         if zk is None:
             return
@@ -248,9 +263,14 @@ class Sandbox:
             self._zk.broker_up(self.names.address(slot))
         self._servers[slot] = self._listen(self._ports[slot], slot)
 
+    def _release(self) -> None:
+        for sock in self._reserved.values():
+            sock.close()
+        self._reserved.clear()
+
     def _listen(self, port: int, slot: int | None) -> AdminServer:
         try:
-            return AdminServer((self.host, port), self, slot).start()
+            return AdminServer((self.host, port), self, slot, self._reserved.pop(slot, None)).start()
         except OSError as exc:
             what = "the admin port" if slot is None else f"broker {self.simulation.cluster.ids[slot]}'s port"
             raise InputError(f"cannot listen on {what}: {exc.strerror}", field="--port", value=port) from None
