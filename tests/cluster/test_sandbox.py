@@ -240,6 +240,16 @@ def test_a_failed_broker_takes_its_znode_and_web_server_with_it(
     assert len(zk.get_children("/loadbalance/brokers")) == 9
 
 
+def test_a_crashed_broker_is_listed_but_does_not_answer(plain: Sandbox, http: httpx.Client) -> None:
+    victim, url = list(plain.broker_urls.items())[4]
+    plain.crash_broker(victim)
+    with pytest.raises(httpx.ConnectError):
+        http.get(url + "/admin/v2/broker-stats/load-report")
+    assert victim in http.get(f"{plain.admin_url}/admin/v2/brokers/{plain.cluster}").json()
+    plain.advance(1)  # the simulation goes on; the broker still owns its bundles
+    assert victim in {plain.owner_of(b) for b in plain.simulation.bundle_index}
+
+
 @pytest.mark.zookeeper
 def test_stop_removes_every_ephemeral_znode(zk_hosts: str) -> None:
     with Sandbox(SCENARIO, seed=3, zookeeper=zk_hosts) as sb:

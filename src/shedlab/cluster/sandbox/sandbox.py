@@ -284,6 +284,20 @@ class Sandbox:
         if self._zk is not None:
             self._zk.broker_down(self.names.address(slot))
 
+    def crash_broker(self, broker: str) -> None:
+        """Broker ``broker``'s web server stops (connections refused) while it stays in the cluster.
+
+        What a crashed broker process looks like until its ZooKeeper session expires
+        (``zooKeeperSessionTimeoutMillis``, 30 s by default): still listed by ``/brokers``, its znode and
+        bundles still there, its admin endpoints unreachable. For tests of clients that must carry on.
+        """
+        with self.lock:
+            slot = self.names.slot(broker)
+            server = None if slot is None else self._servers.pop(slot, None)
+            if server is None:
+                raise InputError("no running broker with this id", field="broker", value=broker)
+            server.stop()
+
     # -------------------------------------------------------------------------------------- views
     @property
     def admin_url(self) -> str:
@@ -309,8 +323,8 @@ class Sandbox:
     def active_brokers(self) -> list[str]:
         """``getAvailableBrokers``: the ids of the brokers with a report in ``/loadbalance/brokers``."""
         with self.lock:
-            pub = self.simulation.publishing
-            return [self.names.address(s) for s in sorted(self._servers) if pub.has_report[s]]
+            listed = self.simulation.cluster.alive & self.simulation.publishing.has_report
+            return [self.names.address(s) for s in np.flatnonzero(listed).tolist()]
 
     def owner_slot(self, bundle: str) -> int | None:
         j = self.simulation.bundle_index[bundle]
