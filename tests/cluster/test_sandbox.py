@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -336,3 +337,35 @@ def test_command_errors_are_one_line(args: tuple[str, ...], message: str) -> Non
     assert run.returncode == 2
     assert message in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.zookeeper
+def test_znode_writes_follow_the_report_rule(zk_sandbox: tuple[Sandbox, KazooClient]) -> None:
+    """A broker's znode changes exactly when the simulator says its report is written (spec §4.3)."""
+    sb, zk = zk_sandbox
+    slots = {address: sb.names.slot(address) for address in sb.broker_urls}
+    writes = dict.fromkeys(slots, 1)  # the first write at start created the node (version 0)
+    for _ in range(20):
+        sb.advance(1)
+        for address, slot in slots.items():
+            writes[address] += int(bool(slot is not None and sb.simulation.publishing.written[slot]))
+    for address, slot in slots.items():
+        if slot is None or not sb.simulation.cluster.alive[slot]:
+            continue  # broker 4 left at 10 min
+        raw, stat = zk.get(f"/loadbalance/brokers/{address}")
+        assert stat.version + 1 == writes[address]
+        assert json.loads(raw)["lastUpdate"] == int(sb.simulation.publishing.last_update_ms[slot])
+    assert any(n > 1 for n in writes.values()) and any(n < 21 for n in writes.values())
+
+
+def test_sigint_stops_the_command_cleanly() -> None:
+    command = [sys.executable, "-m", "shedlab", "sandbox", SCENARIO, "--zookeeper", "none", "--speed", "60"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if "Ctrl-C" in line:
+                break
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert "sandbox stopped" in out
