@@ -20,6 +20,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from shedlab.cluster.sandbox import Sandbox
+from shedlab.cluster.zookeeper_server import LocalZooKeeper
 from shedlab.model.bundles import bundle_of_topic, parse_range
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import BundleData, LocalBrokerData, TimeAverageBrokerData
@@ -369,3 +370,29 @@ def test_sigint_stops_the_command_cleanly() -> None:
         out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert "sandbox stopped" in out
+
+
+@pytest.mark.zookeeper
+def test_a_lost_zookeeper_stops_the_clock_with_a_reason() -> None:
+    """Kazoo's blocking calls would wait for ever on a dead server; the sandbox gives up and says why."""
+    server = LocalZooKeeper().start()
+    try:
+        sb = Sandbox(SCENARIO, seed=3, zookeeper=server.hosts, speed=600.0).start()
+    except BaseException:
+        server.stop()
+        raise
+    try:
+        server.stop()
+        deadline = time.monotonic() + 120
+        while sb.failure is None and not sb.finished and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sb.failure is not None
+        assert f"ZooKeeper {server.hosts} stopped answering" in sb.failure
+    finally:
+        sb.stop()  # returns: nothing waits for ever on the dead server
+
+
+def test_command_says_when_the_scenario_ends() -> None:
+    run = _shedlab(SCENARIO, "--zookeeper", "none", "--duration", "4s", "--speed", "100000")
+    assert run.returncode == 0, run.stderr
+    assert "the scenario has ended: serving its final state" in run.stdout

@@ -79,7 +79,7 @@ def sandbox(
     try:
         with sandbox_ as sb:
             _announce(sb, speed, token_file)
-            _wait(stop, stop_after)
+            _wait(sb, stop, stop_after)
     finally:
         for sig, previous in handlers.items():
             signal.signal(sig, previous)
@@ -96,10 +96,17 @@ def _announce(sb: Sandbox, speed: float, token_file: Path | None) -> None:
     console.print("Ctrl-C stops the sandbox.", style="dim")
 
 
-def _wait(stop: threading.Event, seconds: float | None) -> None:
-    """Until ``stop`` is set (Ctrl-C, SIGTERM) or ``seconds`` of wall-clock time have passed."""
+def _wait(sb: Sandbox, stop: threading.Event, seconds: float | None) -> None:
+    """Until ``stop`` is set (Ctrl-C, SIGTERM) or ``seconds`` of wall-clock time have passed; says when
+    the scenario ends (the sandbox then serves its final state) and stops if the clock failed."""
     deadline = None if seconds is None else time.monotonic() + seconds
+    announced = False
     while not stop.is_set():
+        if sb.failure is not None:
+            raise InputError(sb.failure, field="sandbox")
+        if sb.finished and not announced:
+            console.print("the scenario has ended: serving its final state until stopped", style="dim")
+            announced = True
         left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
         if left <= 0:
             return

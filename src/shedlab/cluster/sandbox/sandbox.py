@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from shedlab.cluster.sandbox.http import AdminServer, stop_servers
@@ -122,7 +123,8 @@ class Sandbox:
         self._topics: dict[str, dict[str, list[str]]] | None = None
         self._stop = threading.Event()
         self._runner: threading.Thread | None = None
-        self.finished = False
+        self.finished = False  # the scenario's last tick has run
+        self.failure: str | None = None  # why the clock stopped early (wall-clock mode), e.g. ZooKeeper lost
 
     # ------------------------------------------------------------------------------------ life cycle
     def start(self) -> Sandbox:
@@ -200,9 +202,18 @@ class Sandbox:
         interval = self.simulation.tick_ms / 1000.0 / self.speed
         due = time.monotonic() + interval
         while not self._stop.wait(max(due - time.monotonic(), 0.0)):
-            with self.lock:
-                if not self._step():
-                    return
+            try:
+                with self.lock:
+                    if not self._step():
+                        return
+            except Exception as exc:  # the clock thread has no caller: keep the reason for the owner
+                why = (
+                    f"ZooKeeper {self.zookeeper} stopped answering"
+                    if isinstance(exc, KazooTimeoutError | ConnectionLoss | SessionExpiredError)
+                    else f"{type(exc).__name__}: {exc}"
+                )
+                self.failure = f"the simulation stopped at {self.now_ms} ms: {why}"
+                return
             due += interval
 
     def _step(self) -> bool:
