@@ -172,6 +172,7 @@ def test_broker_redirects_as_pulsar(plain: Sandbox, http: httpx.Client) -> None:
     assert second.status_code == 307
     assert second.headers["location"].startswith(plain.broker_urls[owner_id] + path)
     assert "destinationBroker" not in second.headers["location"]
+    assert "authoritative=true" in second.headers["location"]  # sent by the leader
     assert plain.owner_of(bundle) == owner_id  # nothing unloaded yet
     assert http.put(second.headers["location"]).status_code == 204
     plain.advance(1)
