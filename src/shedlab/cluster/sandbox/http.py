@@ -255,7 +255,8 @@ def unload(
     sets the one-shot affinity; the namespace must exist (404) and the range be one of its bundles (412);
     an unowned bundle is left alone (204, nothing to unload); a broker that does not own the bundle
     redirects (307) to its owner with ``destinationBroker`` dropped and ``authoritative`` set to whether it
-    is the leader; the owner unloads (204). The front door does all of this in one request, as the leader owning every bundle.
+    is the leader; the owner unloads (204). The front door does all of this in one request, as the leader
+    owning every bundle.
     """
     names = sandbox.names
     raw_dest = query.get("destinationBroker") or None
