@@ -21,6 +21,8 @@ from kazoo.client import KazooClient
 
 from shedlab.cluster.sandbox import Sandbox
 from shedlab.cluster.zookeeper_server import LocalZooKeeper
+from shedlab.core.sim.kernel import Simulation
+from shedlab.core.sim.scenario import load_scenario
 from shedlab.model.bundles import bundle_of_topic, parse_range
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import BundleData, LocalBrokerData, TimeAverageBrokerData
@@ -397,3 +399,16 @@ def test_command_says_when_the_scenario_ends() -> None:
     run = _shedlab(SCENARIO, "--zookeeper", "none", "--duration", "4s", "--speed", "100000")
     assert run.returncode == 0, run.stderr
     assert "the scenario has ended: serving its final state" in run.stdout
+
+
+def test_untouched_sandbox_decides_as_simulate() -> None:
+    """Stepping through the sandbox changes nothing: same decisions and summary as ``Simulation.run``."""
+    scenario = "heterogeneous-cpu-eater"
+    with Sandbox(scenario, seed=9, zookeeper=None) as sb, httpx.Client(timeout=10.0) as http:
+        while sb.advance(1):
+            http.get(next(iter(sb.broker_urls.values())) + "/admin/v2/broker-stats/load-report")
+        stepped = sb.simulation.result()
+    reference = Simulation(load_scenario(scenario), seed=9).run()
+    assert len(reference.decisions) > 0  # the leader did unload: the comparison means something
+    assert stepped.summary == reference.summary
+    assert stepped.decisions.equals(reference.decisions)
