@@ -228,7 +228,6 @@ class Sandbox:
     def _sync(self, *, quota_written: bool) -> None:
         sim = self.simulation
         cluster = sim.cluster
-        now = sim.now_ms
         alive = {int(s) for s in np.flatnonzero(cluster.alive)}
         restarted = {s for s in alive if s in self._started and self._started[s] != int(cluster.start_ts[s])}
         for slot in sorted((set(self._started) - alive) | restarted):
@@ -239,7 +238,7 @@ class Sandbox:
         reports = {}
         for slot in np.flatnonzero(sim.publishing.written).tolist():
             written = self._written.get(slot, [])
-            report = local_broker_data(sim, self.names, slot, last_written=written, now_ms=now)
+            report = local_broker_data(sim, self.names, slot, last_written=written)  # lastUpdate: this write
             self._written[slot] = list(report.bundles)
             reports[self.names.address(slot)] = report.to_json()
         if zk is not None and reports:

@@ -76,12 +76,12 @@ def _bundles_of(owner: np.ndarray[Any, Any], slot: int) -> list[int]:
 
 
 def local_broker_data(
-    sim: Simulation, names: Names, slot: int, *, last_written: Iterable[str], now_ms: int | None = None
+    sim: Simulation, names: Names, slot: int, *, last_written: Iterable[str]
 ) -> LocalBrokerData:
     """Broker ``slot``'s LocalBrokerData: its *local* report (last stats sample), as Pulsar holds it.
 
-    ``lastUpdate`` is the time of its last write to the metadata store unless ``now_ms`` is given (the
-    report being written now). ``lastBundleGains``/``Losses`` are relative to ``last_written``, the
+    ``lastUpdate`` is the time of its last write to the metadata store (for a report written in this
+    tick, that write's own time). ``lastBundleGains``/``Losses`` are relative to ``last_written``, the
     bundles of the last written report (Pulsar clears them after each write).
     """
     loc = sim.publishing.local
@@ -108,7 +108,7 @@ def local_broker_data(
         counts=(int(loc.topics[slot]), int(loc.consumers[slot]), int(loc.producers[slot])),
         stats=stats,
         last_written=set(last_written),
-        last_update_ms=int(sim.publishing.last_update_ms[slot]) if now_ms is None else now_ms,
+        last_update_ms=int(sim.publishing.last_update_ms[slot]),
         start_ms=int(sim.cluster.start_ts[slot]),
         load_manager_class=sim.conf.load_manager_class_name,
     )
