@@ -23,6 +23,7 @@ from shedlab.cluster.sandbox import Sandbox
 from shedlab.cluster.zookeeper_server import LocalZooKeeper
 from shedlab.core.sim.kernel import Simulation
 from shedlab.core.sim.scenario import load_scenario
+from shedlab.errors import InputError
 from shedlab.model.bundles import bundle_of_topic, parse_range
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import BundleData, LocalBrokerData, TimeAverageBrokerData
@@ -243,6 +244,11 @@ def test_a_failed_broker_takes_its_znode_and_web_server_with_it(
     with pytest.raises(httpx.ConnectError):
         http.get(url + "/admin/v2/broker-stats/load-report")
     assert len(zk.get_children("/loadbalance/brokers")) == 9
+
+
+def test_unknown_bundle_is_named(plain: Sandbox) -> None:
+    with pytest.raises(InputError, match="no such bundle"):
+        plain.owner_of("tenant-000/ns-0000/0x00000000_0x00000001")
 
 
 def test_a_crashed_broker_is_listed_but_does_not_answer(plain: Sandbox, http: httpx.Client) -> None:

@@ -44,7 +44,7 @@ from shedlab.cluster.sandbox.zk import ZooKeeperPublisher, ensure_chroot
 from shedlab.cluster.zookeeper_server import LocalZooKeeper, ZooKeeperUnavailableError
 from shedlab.core.sim.kernel import Simulation
 from shedlab.core.sim.scenario import Scenario, load_scenario
-from shedlab.errors import InputError
+from shedlab.errors import InputError, did_you_mean
 
 __all__ = ["Sandbox"]
 
@@ -337,7 +337,10 @@ class Sandbox:
             return [self.names.address(s) for s in np.flatnonzero(listed).tolist()]
 
     def owner_slot(self, bundle: str) -> int | None:
-        j = self.simulation.bundle_index[bundle]
+        j = self.simulation.bundle_index.get(bundle)
+        if j is None:
+            hint = did_you_mean(bundle, self.simulation.bundle_index)
+            raise InputError("no such bundle in the scenario", field="bundle", value=bundle, hint=hint)
         owner = int(self.simulation.cluster.owner[j])
         return None if owner < 0 else owner
 
