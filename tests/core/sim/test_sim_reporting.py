@@ -210,3 +210,28 @@ def test_unchanged_reports_still_add_samples_on_every_update() -> None:
     )  # fmt: skip
     assert ld.short_n.tolist() == [4]
     assert ld.updates == 4
+
+
+def test_long_term_throughputs_tracked_on_request_with_the_same_rates() -> None:
+    """The sandbox publishes whole BundleData: its long-term throughputs advance like the rates, and
+    tracking them leaves the rates' bits exactly as the simulator's two-row arrays have them."""
+    kwargs = {
+        "listed_by": np.array([-1, -1]),
+        "values": np.zeros((4, 2)),
+        "topics": np.zeros(2, dtype=np.int64),
+        "new_listed_by": np.array([0, 1]),
+        "new_values": np.array([[10.0, 20.0], [11.0, 21.0], [1e4, 2e4], [3e4, 4e4]]),
+        "new_topics": np.array([3, 4]),
+        "write_position": np.array([1, 2, 0, 0]),
+        "writes": 2,
+        "extra_updates": 3,
+    }
+    plain, full = LeaderBundleData.empty(2), LeaderBundleData.empty(2)
+    full.track_long_throughputs()
+    plain.apply_writes(**kwargs)  # type: ignore[arg-type]
+    full.apply_writes(**kwargs)  # type: ignore[arg-type]
+    assert plain.long.shape == (2, 2) and full.long.shape == (4, 2)
+    assert full.long[:2].tobytes() == plain.long.tobytes()
+    np.testing.assert_allclose(full.long[2:], kwargs["new_values"][2:])  # type: ignore[index]
+    with pytest.raises(RuntimeError):
+        full.track_long_throughputs()  # after an update: the history was not kept

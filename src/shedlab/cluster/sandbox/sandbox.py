@@ -93,6 +93,8 @@ class Sandbox:
         self.simulation = Simulation(
             self.scenario, strategy=strategy, config_overrides=config_overrides, seed=seed
         )
+        # the bundle-data znodes carry long-term throughputs, which the simulator alone does not keep
+        self.simulation.publishing.leader_data.track_long_throughputs()
         self.cluster = cluster or self.scenario.simulation.cluster
         self.speed = speed or None
         self.host = host

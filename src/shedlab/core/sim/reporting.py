@@ -234,7 +234,9 @@ class LeaderBundleData:
     ``short`` is a (4, m) block in the order msgRateIn, msgRateOut, throughputIn, throughputOut;
     ``long`` is (2, m), the long-term msgRateIn and msgRateOut only: nothing reads the long-term
     throughputs (the leader's snapshot has no column for them, spec §3.1 reads the rates), and
-    advancing them was a quarter of the leader's arithmetic per tick.
+    advancing them was a quarter of the leader's arithmetic per tick. A caller that must publish the
+    whole BundleData (the sandbox's ``/loadbalance/bundle-data`` znodes) calls
+    :meth:`track_long_throughputs` before the first update, and ``long`` becomes (4, m).
     """
 
     has: BoolArray
@@ -255,6 +257,13 @@ class LeaderBundleData:
             long=np.repeat(DEFAULT_VALUES[:2, None], m, axis=1),
             topics=np.zeros(m, dtype=np.int64),
         )
+
+    def track_long_throughputs(self) -> None:
+        """Keep the long-term throughputs too (``long`` (4, m)); only before the first update, since a
+        history that was not kept cannot be made up."""
+        if self.updates:
+            raise RuntimeError("long-term throughputs must be tracked from the start")
+        self.long = np.repeat(DEFAULT_VALUES[:, None], self.long.shape[1], axis=1)
 
     def apply_writes(
         self,
@@ -302,9 +311,10 @@ class LeaderBundleData:
         first_change -= 1
         old_count = np.where(listed_before & self.has, first_change, 0)
         sn, sv, ln, lv = self.short_n, self.short, self.long_n, self.long
+        rows = lv.shape[0]  # 2: the rates only; 4 when the throughputs are tracked too
         if old_count.any():
             sn, sv = _advance(sn, sv, values, old_count, NUM_SHORT_SAMPLES, total)
-            ln, lv = _advance(ln, lv, values[:2], old_count, NUM_LONG_SAMPLES, total)
+            ln, lv = _advance(ln, lv, values[:rows], old_count, NUM_LONG_SAMPLES, total)
         else:  # copies: the reset below writes in place, and snapshots hold the old arrays
             sn, sv, ln, lv = sn.copy(), sv.copy(), ln.copy(), lv.copy()
         reset = np.flatnonzero(gained & (loss_effective | ~listed_before | ~self.has))
@@ -312,12 +322,12 @@ class LeaderBundleData:
             sn[reset] = 0
             ln[reset] = 0
             sv[:, reset] = DEFAULT_VALUES[:, None]
-            lv[:, reset] = DEFAULT_VALUES[:2, None]
+            lv[:, reset] = DEFAULT_VALUES[:rows, None]
         if gained.any():
             new_count = np.where(gained, total + 1 - new_pos, 0)
             # sv/lv are this update's own arrays (the first run's results, or copies): in place
             sn, sv = _advance(sn, sv, new_values, new_count, NUM_SHORT_SAMPLES, total, in_place=True)
-            ln, lv = _advance(ln, lv, new_values[:2], new_count, NUM_LONG_SAMPLES, total, in_place=True)
+            ln, lv = _advance(ln, lv, new_values[:rows], new_count, NUM_LONG_SAMPLES, total, in_place=True)
         self.has = (listed_before & self.has & ~loss_effective) | gained
         self.topics = np.where(gained, new_topics, self.topics)
         removed = ~self.has
