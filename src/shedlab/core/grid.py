@@ -382,7 +382,9 @@ def load_grid(path: str | Path) -> Grid:
 def expand_grid(grid: Grid) -> pd.DataFrame:
     """The run specifications (:data:`RUN_SPEC_COLUMNS`), longest runs first (so that a scheduler
     which starts them in order finishes with short ones)."""
-    candidates = [(strategy, params) for strategy in grid.strategies for params in grid.parameter_sets(strategy)]
+    candidates = [
+        (strategy, params) for strategy in grid.strategies for params in grid.parameter_sets(strategy)
+    ]
     return candidate_specs(grid.name, grid.scenarios, candidates, grid.seeds, grid.brokers_every)
 
 

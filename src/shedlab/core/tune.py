@@ -45,21 +45,21 @@ __all__ = [
     "DERIVED",
     "OBJECTIVES",
     "RECORDED",
-    "full_grid_size",
-    "label_of",
-    "pairs_of",
-    "recorded_value",
     "Candidate",
     "Recommendation",
     "Space",
     "broker_conf_fragment",
     "candidate_table",
+    "full_grid_size",
     "halving_schedule",
+    "label_of",
     "load_space",
     "make_candidates",
     "objective_expression",
+    "pairs_of",
     "pareto_front",
     "recommend",
+    "recorded_value",
     "score_runs",
     "survivors",
     "tune_markdown",
@@ -119,7 +119,9 @@ def load_space(path: str | Path | None = None) -> Space:
     """The search space: a YAML file, or the shipped default (``data/spaces/default.yaml``)."""
     if path is None:
         source = "builtin:spaces/default.yaml"
-        text = importlib.resources.files("shedlab").joinpath("data", "spaces", "default.yaml").read_text("utf-8")
+        text = (
+            importlib.resources.files("shedlab").joinpath("data", "spaces", "default.yaml").read_text("utf-8")
+        )
     else:
         source = str(path)
         text = read_user_text(Path(path), what="space file")
@@ -132,7 +134,9 @@ def load_space(path: str | Path | None = None) -> Space:
         if name == "common":
             common = _axes(value or {}, source, "common")
         else:
-            axes[resolve_pair_name(str(name), source=source, field=str(name))] = _axes(value or {}, source, str(name))
+            axes[resolve_pair_name(str(name), source=source, field=str(name))] = _axes(
+                value or {}, source, str(name)
+            )
     return Space(axes, common, source)
 
 
@@ -213,16 +217,36 @@ def objective_expression(objective: str) -> str:
     try:
         names = expression_names(expr)
     except ConfigError as exc:
-        raise ConfigError(exc.message, field="--objective", value=objective, hint=", ".join(OBJECTIVES)) from None
-    unknown = names - set(DERIVED) - {"score_spread_mean", "broker_minutes_overloaded", "duration_s", "unloads",
-                                      "throughput_moved", "msg_rate_moved", "score_spread_p95",
-                                      "clients_disconnected", "topics_disconnected", "over_placement_events",
-                                      "over_unloading_flips", "hot_placements", "score_std_mean", "score_cv_mean"}  # fmt: skip
+        raise ConfigError(
+            exc.message, field="--objective", value=objective, hint=", ".join(OBJECTIVES)
+        ) from None
+    unknown = (
+        names
+        - set(DERIVED)
+        - {
+            "score_spread_mean",
+            "broker_minutes_overloaded",
+            "duration_s",
+            "unloads",
+            "throughput_moved",
+            "msg_rate_moved",
+            "score_spread_p95",
+            "clients_disconnected",
+            "topics_disconnected",
+            "over_placement_events",
+            "over_unloading_flips",
+            "hot_placements",
+            "score_std_mean",
+            "score_cv_mean",
+        }
+    )
     if unknown:
         raise ConfigError(
-            "unknown name in the objective", field="--objective", value=sorted(unknown)[0],
+            "unknown name in the objective",
+            field="--objective",
+            value=sorted(unknown)[0],
             hint=f"presets: {', '.join(OBJECTIVES)}; figures: {', '.join(DERIVED)}",
-        )  # fmt: skip
+        )
     return expr
 
 
@@ -232,7 +256,10 @@ def score_runs(runs: pd.DataFrame, objective: str) -> pd.DataFrame:
     for name, expr in DERIVED.items():
         out[name] = evaluate_expression(expr, out)
     out["objective"] = evaluate_expression(objective_expression(objective), out)
-    out["candidate"] = [f"{s}|{canonical_json(json.loads(p or '{}'))}" for s, p in zip(out["strategy"], out["params_json"], strict=True)]
+    out["candidate"] = [
+        f"{s}|{canonical_json(json.loads(p or '{}'))}"
+        for s, p in zip(out["strategy"], out["params_json"], strict=True)
+    ]
     return out
 
 
@@ -244,7 +271,9 @@ def _interval(values: pd.Series, name: str) -> dict[str, Any]:
     return {"mean": stats["mean"], "low": low, "high": high, "n": stats["n"]}
 
 
-def candidate_table(scored: pd.DataFrame, candidates: Sequence[Candidate], recorded_config: Mapping[str, Any]) -> pd.DataFrame:
+def candidate_table(
+    scored: pd.DataFrame, candidates: Sequence[Candidate], recorded_config: Mapping[str, Any]
+) -> pd.DataFrame:
     """One row per candidate that ran: seeds, each figure's mean and 95 % interval, its label."""
     rows = []
     by_key = {c.key: c for c in candidates}
@@ -252,9 +281,14 @@ def candidate_table(scored: pd.DataFrame, candidates: Sequence[Candidate], recor
         cand = by_key.get(str(key))
         if cand is None:
             continue
-        row: dict[str, Any] = {"candidate": key, "strategy": cand.strategy, "origin": cand.origin,
-                               "params_json": canonical_json(dict(cand.params)),
-                               "label": label_of(cand, recorded_config), "seeds": int(runs["seed"].nunique())}  # fmt: skip
+        row: dict[str, Any] = {
+            "candidate": key,
+            "strategy": cand.strategy,
+            "origin": cand.origin,
+            "params_json": canonical_json(dict(cand.params)),
+            "label": label_of(cand, recorded_config),
+            "seeds": int(runs["seed"].nunique()),
+        }
         for fig in FIGURES:
             iv = _interval(runs[fig], fig)
             row[fig] = iv["mean"]
@@ -263,7 +297,9 @@ def candidate_table(scored: pd.DataFrame, candidates: Sequence[Candidate], recor
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    return table.sort_values(["seeds", "objective", "candidate"], ascending=[False, True, True]).reset_index(drop=True)
+    return table.sort_values(["seeds", "objective", "candidate"], ascending=[False, True, True]).reset_index(
+        drop=True
+    )
 
 
 def label_of(cand: Candidate, recorded_config: Mapping[str, Any]) -> str:
@@ -271,7 +307,11 @@ def label_of(cand: Candidate, recorded_config: Mapping[str, Any]) -> str:
     (Pulsar's default where the recording did not set the key): never a hash."""
     if cand.origin == RECORDED:
         return f"{cand.strategy} ({RECORDED})"
-    diffs = [f"{k}={conf_value(v)}" for k, v in cand.params.items() if not _same(recorded_value(k, recorded_config), v)]
+    diffs = [
+        f"{k}={conf_value(v)}"
+        for k, v in cand.params.items()
+        if not _same(recorded_value(k, recorded_config), v)
+    ]
     return f"{cand.strategy}: {', '.join(diffs)}" if diffs else f"{cand.strategy} (recorded settings)"
 
 
@@ -328,8 +368,8 @@ def recommend(table: pd.DataFrame, scored: pd.DataFrame, objective: str) -> Reco
     configuration on the same scenarios and seeds."""
     most = int(table["seeds"].max())
     final = table[table["seeds"] == most].sort_values(["objective", "candidate"])
-    best = final.iloc[0].to_dict()
-    recorded = table[table["origin"] == RECORDED].iloc[0].to_dict()
+    best = {str(k): v for k, v in final.iloc[0].to_dict().items()}
+    recorded = {str(k): v for k, v in table[table["origin"] == RECORDED].iloc[0].to_dict().items()}
     improvement: dict[str, dict[str, Any]] = {}
     a = scored[scored["candidate"] == best["candidate"]].set_index(["scenario", "seed"])
     b = scored[scored["candidate"] == recorded["candidate"]].set_index(["scenario", "seed"])
@@ -337,14 +377,31 @@ def recommend(table: pd.DataFrame, scored: pd.DataFrame, objective: str) -> Reco
     for fig in FIGURES:
         diff = (a.loc[common, fig] - b.loc[common, fig]).to_numpy(dtype=float)
         stats = mean_interval(diff)
-        improvement[fig] = {"mean": stats["mean"], "low": stats["ci_low"], "high": stats["ci_high"], "n": stats["n"]}
+        improvement[fig] = {
+            "mean": stats["mean"],
+            "low": stats["ci_low"],
+            "high": stats["ci_high"],
+            "n": stats["n"],
+        }
     notes = []
+    gain = improvement["objective"]
+    if best["origin"] != RECORDED and gain["high"] is not None and gain["high"] >= 0:
+        notes.append(
+            "the gain on the objective is within the noise of these seeds (its 95 % interval reaches 0): "
+            "more seeds (--seeds) would tell"
+        )
     if most < 3:
-        notes.append(f"only {most} seed(s) per candidate: intervals are wide or missing; use --seeds 5 or more")
-    return Recommendation(best, recorded, improvement, most, objective, objective_expression(objective), notes)
+        notes.append(
+            f"only {most} seed(s) per candidate: intervals are wide or missing; use --seeds 5 or more"
+        )
+    return Recommendation(
+        best, recorded, improvement, most, objective, objective_expression(objective), notes
+    )
 
 
-def _marginal(scored: pd.DataFrame, pair: str, key: str, value: Any) -> tuple[float | None, float | None, int]:
+def _marginal(
+    scored: pd.DataFrame, pair: str, key: str, value: Any
+) -> tuple[float | None, float | None, int]:
     """Mean objective of the pair's first-rung runs with ``key = value`` and with another value."""
     runs = scored[(scored["strategy"] == pair) & (scored["seed"] == scored["seed"].min())]
     if runs.empty:
@@ -361,7 +418,7 @@ def _fmt(v: Any) -> str:
     return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.3g}"
 
 
-def _iv(row: Mapping[str, Any], fig: str) -> str:
+def _iv(row: Mapping[str, Any] | pd.Series, fig: str) -> str:
     low, high = row.get(f"{fig}_low"), row.get(f"{fig}_high")
     if low is None or high is None or (isinstance(low, float) and math.isnan(low)):
         return _fmt(row[fig])
@@ -383,7 +440,8 @@ def broker_conf_fragment(
     conf = pair_config(pair)
     lines = [
         f"# shedlab tune: recommended load-balancer settings for {source}",
-        f"# objective ({rec.objective}): {rec.objective_expr}, lower is better; {rec.seeds} seeds per candidate",
+        f"# objective ({rec.objective}): {rec.objective_expr}, lower is better; "
+        f"{rec.seeds} seeds per candidate",
         f"# predicted: imbalance {_iv(cand, 'imbalance')} score points (recorded configuration "
         f"{_iv(rec.recorded, 'imbalance')}), unloads/day {_iv(cand, 'unloads_per_day')} "
         f"(recorded {_iv(rec.recorded, 'unloads_per_day')})",
@@ -410,7 +468,8 @@ def broker_conf_fragment(
         with_v, without, n = _marginal(scored, pair, key, value)
         doc = key_spec(key).doc.rstrip(".")
         evidence = (
-            f"; first rung: {n} candidate(s) with {conf_value(value)} averaged {_fmt(with_v)} on the objective, "
+            f"; first rung: {n} candidate(s) with {conf_value(value)} averaged {_fmt(with_v)} "
+            "on the objective, "
             f"the others {_fmt(without)}"
             if with_v is not None and without is not None
             else ""
@@ -421,7 +480,12 @@ def broker_conf_fragment(
 
 
 def tune_markdown(
-    table: pd.DataFrame, rec: Recommendation, rungs: Sequence[Mapping[str, Any]], fragment: str, *, full_grid: int
+    table: pd.DataFrame,
+    rec: Recommendation,
+    rungs: Sequence[Mapping[str, Any]],
+    fragment: str,
+    *,
+    full_grid: int,
 ) -> str:
     """The tune report: the recommendation, its improvement, the rungs spent, the Pareto front."""
     cand = rec.candidate
@@ -430,23 +494,52 @@ def tune_markdown(
         lines.append("**No candidate beat the recorded configuration on the objective.** Keep it.")
     else:
         lines.append(f"**Recommended: {cand['label']}**")
-    lines += ["", f"Objective `{rec.objective}` = `{rec.objective_expr}` (lower is better), {rec.seeds} seeds.", ""]
-    lines += ["| figure | recommended | recorded configuration | change (paired, 95 % CI) |", "|---|---|---|---|"]
+    lines += [
+        "",
+        f"Objective `{rec.objective}` = `{rec.objective_expr}` (lower is better), {rec.seeds} seeds.",
+        "",
+    ]
+    lines += [
+        "| figure | recommended | recorded configuration | change (paired, 95 % CI) |",
+        "|---|---|---|---|",
+    ]
     for fig in FIGURES:
         imp = rec.improvement[fig]
-        change = _fmt(imp["mean"]) + (f" [{_fmt(imp['low'])}, {_fmt(imp['high'])}]" if imp["low"] is not None else "")
+        change = _fmt(imp["mean"]) + (
+            f" [{_fmt(imp['low'])}, {_fmt(imp['high'])}]" if imp["low"] is not None else ""
+        )
         lines.append(f"| {fig} | {_iv(cand, fig)} | {_iv(rec.recorded, fig)} | {change} |")
-    lines += [*[f"\n> {n}" for n in rec.notes], "", "## broker.conf", "", "```properties", fragment.rstrip(), "```", ""]
+    lines += [
+        *[f"\n> {n}" for n in rec.notes],
+        "",
+        "## broker.conf",
+        "",
+        "```properties",
+        fragment.rstrip(),
+        "```",
+        "",
+    ]
     spent = sum(int(r["new_runs"]) for r in rungs)
-    lines += ["## Successive halving", "",
-              f"{spent} runs instead of {full_grid} for every candidate on every seed.", "",
-              "| rung | candidates | seeds | new runs |", "|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "## Successive halving",
+        "",
+        f"{spent} runs instead of {full_grid} for every candidate on every seed.",
+        "",
+        "| rung | candidates | seeds | new runs |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {i} | {r['candidates']} | {r['seeds']} | {r['new_runs']} |" for i, r in enumerate(rungs)]
     front = table[table["pareto"]]
-    lines += ["", "## Pareto front (imbalance vs unloads per day)", "",
-              "| candidate | seeds | imbalance | unloads/day | objective |", "|---|---|---|---|---|"]  # fmt: skip
     lines += [
-        f"| {r['label']} | {r['seeds']} | {_iv(r, 'imbalance')} | {_iv(r, 'unloads_per_day')} | {_fmt(r['objective'])} |"
+        "",
+        "## Pareto front (imbalance vs unloads per day)",
+        "",
+        "| candidate | seeds | imbalance | unloads/day | objective |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['label']} | {r['seeds']} | {_iv(r, 'imbalance')} | {_iv(r, 'unloads_per_day')} "
+        f"| {_fmt(r['objective'])} |"
         for _, r in front.sort_values("imbalance").iterrows()
     ]
     return "\n".join(lines) + "\n"
@@ -465,5 +558,3 @@ def full_grid_size(space: Space, pairs: Sequence[str], seeds: int) -> int:
     for pair in pairs:
         total += max(1, math.prod(len(v) for _, v in space.pair_axes(pair)))
     return total * seeds
-
-

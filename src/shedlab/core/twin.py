@@ -141,14 +141,20 @@ class TwinFit:
     notes: list[str] = field(default_factory=list)
 
 
-# ---------------------------------------------------------------------------------------------------- hardware
+# -------------------------------------------------------------------------------------------------- hardware
 
 
-def _centered(row: Mapping[str, Any], a: str, b: str) -> float:
-    """Σ(a − ā)(b − b̄) of one broker, from its sums (the product is stored under either order)."""
-    n = float(row["n"])
-    key = f"p_{a}_{b}" if f"p_{a}_{b}" in row else f"p_{b}_{a}"
-    return float(row[key]) - float(row[f"s_{a}"]) * float(row[f"s_{b}"]) / n if n > 0 else 0.0
+def _centered(rows: pd.DataFrame, a: str, b: str) -> pd.Series:
+    """Per broker Σ(a − ā)(b − b̄), from its sums (the product is stored under either order)."""
+    key = f"p_{a}_{b}" if f"p_{a}_{b}" in rows.columns else f"p_{b}_{a}"
+    n = rows["n"].astype(float).clip(lower=1.0)
+    out: pd.Series = (rows[key] - rows[f"s_{a}"] * rows[f"s_{b}"] / n).astype(float)
+    return out
+
+
+def _pooled(rows: pd.DataFrame, a: str, b: str) -> float:
+    """Σ over the class's brokers of the within-broker centred cross products (one intercept each)."""
+    return float(_centered(rows, a, b).sum())
 
 
 def _ridge(xx: np.ndarray[Any, Any], xy: np.ndarray[Any, Any], prior: np.ndarray[Any, Any]) -> Any:
@@ -159,8 +165,7 @@ def _ridge(xx: np.ndarray[Any, Any], xy: np.ndarray[Any, Any], prior: np.ndarray
 
 
 def _simple_slope(rows: pd.DataFrame, x: str, y: str, prior: float) -> float:
-    xx = sum(_centered(r, x, x) for _, r in rows.iterrows())
-    xy = sum(_centered(r, x, y) for _, r in rows.iterrows())
+    xx, xy = _pooled(rows, x, x), _pooled(rows, x, y)
     return float(_ridge(np.array([[xx]]), np.array([xy]), np.array([prior]))[0])
 
 
@@ -174,12 +179,13 @@ def _intercepts(rows: pd.DataFrame, terms: Sequence[tuple[str, float]], y: str) 
 
 def _residual_std(rows: pd.DataFrame, terms: Sequence[tuple[str, float]], y: str) -> pd.Series:
     """Per broker: the standard deviation of y − Σ slope·x (from the centred sums)."""
-    var = rows.apply(lambda r: _centered(r, y, y), axis=1).astype(float)
+    var = _centered(rows, y, y)
     for x, slope in terms:
-        var = var - 2 * slope * rows.apply(lambda r, x=x: _centered(r, x, y), axis=1).astype(float)
+        var = var - 2 * slope * _centered(rows, x, y)
         for x2, slope2 in terms:
-            var = var + slope * slope2 * rows.apply(lambda r, a=x, b=x2: _centered(r, a, b), axis=1)
-    return np.sqrt(np.maximum(var.astype(float), 0.0) / rows["n"].clip(lower=1)).astype(float)
+            var = var + slope * slope2 * _centered(rows, x, x2)
+    out = pd.Series(np.sqrt(var.clip(lower=0.0) / rows["n"].clip(lower=1)), index=rows.index, dtype=float)
+    return out
 
 
 def _class_name(cores: float, nic_gbps: float, taken: set[str]) -> str:
@@ -205,28 +211,20 @@ def _fit_classes(brokers: pd.DataFrame) -> tuple[dict[str, dict[str, float]], pd
         b[bg] = 0.0
     groups = b.groupby(keys, sort=True)
     for values, rows in sorted(groups, key=lambda kv: (-len(kv[1]), kv[0])):
-        cores, nic, dm_gb, heap_gb = (float(v) for v in values)
+        cores, nic, dm_gb, heap_gb = (float(v) for v in values)  # type: ignore[arg-type, union-attr]
         if cores <= 0 or nic <= 0:
             raise InputError(
                 "the recording has no usable CPU or NIC limits (a Prometheus-only recording reports "
                 "percentages): shedlab twin needs load reports (GET /admin/v2/broker-stats/load-report)",
                 value=f"cpu limit {cores * 100:g}, NIC limit {nic:g} Gbit/s",
             )
-        xx = np.array(
-            [
-                [sum(_centered(r, "x_msg", "x_msg") for _, r in rows.iterrows()),
-                 sum(_centered(r, "x_msg", "x_mib") for _, r in rows.iterrows())],
-                [sum(_centered(r, "x_msg", "x_mib") for _, r in rows.iterrows()),
-                 sum(_centered(r, "x_mib", "x_mib") for _, r in rows.iterrows())],
-            ]
-        )  # fmt: skip
-        xy = np.array(
-            [
-                sum(_centered(r, "x_msg", "y_cpu") for _, r in rows.iterrows()),
-                sum(_centered(r, "x_mib", "y_cpu") for _, r in rows.iterrows()),
-            ]
+        cross = _pooled(rows, "x_msg", "x_mib")
+        xx = np.array([[_pooled(rows, "x_msg", "x_msg"), cross], [cross, _pooled(rows, "x_mib", "x_mib")]])
+        xy = np.array([_pooled(rows, "x_msg", "y_cpu"), _pooled(rows, "x_mib", "y_cpu")])
+        us, ms = (
+            max(0.0, float(v))
+            for v in _ridge(xx, xy, np.array([defaults.cpu_us_per_msg, defaults.cpu_ms_per_mib]))
         )
-        us, ms = (max(0.0, float(v)) for v in _ridge(xx, xy, np.array([defaults.cpu_us_per_msg, defaults.cpu_ms_per_mib])))
         cpu_terms = [("x_msg", us), ("x_mib", ms)]
         icpt = _intercepts(rows, cpu_terms, "y_cpu") / cores  # fraction of the machine
         idle = float(np.clip(icpt.min(), 0.0, 1.0))
@@ -257,12 +255,14 @@ def _fit_classes(brokers: pd.DataFrame) -> tuple[dict[str, dict[str, float]], pd
         b.loc[idx, "hardware"] = name
         b.loc[idx, "bg_cpu"] = (icpt - idle).clip(lower=0.0)
         b.loc[idx, "bg_cpu_noise"] = _residual_std(rows, cpu_terms, "y_cpu") / cores
-        b.loc[idx, "bg_nic_out"] = (_intercepts(rows, [("x_nout", copies)], "y_nout") / nic_kbps).clip(lower=0.0)
+        b.loc[idx, "bg_nic_out"] = (_intercepts(rows, [("x_nout", copies)], "y_nout") / nic_kbps).clip(
+            lower=0.0
+        )
         b.loc[idx, "bg_nic_in"] = (_intercepts(rows, [("x_nin", read)], "y_nin") / nic_kbps).clip(lower=0.0)
     return classes, b
 
 
-# ------------------------------------------------------------------------------------------------------ traffic
+# --------------------------------------------------------------------------------------------------- traffic
 
 
 def _diurnal(series: pd.DataFrame, start_ms: int, period_s: float = 86400.0) -> tuple[float, float]:
@@ -302,7 +302,7 @@ def _fmt(value: float, digits: int = 4) -> float | int:
 
 
 def _duration(seconds: float) -> str:
-    s = int(round(seconds))
+    s = round(seconds)
     if s and s % 3600 == 0:
         return f"{s // 3600}h"
     if s and s % 60 == 0:
@@ -339,8 +339,12 @@ def _workloads(
         if amp < 0.02:
             amp = 0.0
         level = rows["rate_in"] / _shape_mean(amp, peak, t_all)
-        size = np.where(rows["rate_in"] > 0, rows["tp_in"] / rows["rate_in"].where(rows["rate_in"] > 0), 1024.0)
-        fanout = np.where(rows["rate_in"] > 0, rows["rate_out"] / rows["rate_in"].where(rows["rate_in"] > 0), 1.0)
+        size = np.where(
+            rows["rate_in"] > 0, rows["tp_in"] / rows["rate_in"].where(rows["rate_in"] > 0), 1024.0
+        )
+        fanout = np.where(
+            rows["rate_in"] > 0, rows["rate_out"] / rows["rate_in"].where(rows["rate_in"] > 0), 1.0
+        )
         topics = rows["topics"].clip(lower=1)
         workload: dict[str, Any] = {
             "name": str(namespace),
@@ -358,11 +362,17 @@ def _workloads(
             workload["brokers"] = owners
         shapes: list[dict[str, Any]] = []
         if amp > 0:
-            shapes.append({"kind": "diurnal", "amplitude": _fmt(amp, 3), "period": "1d", "peak": _duration(peak)})
+            shapes.append(
+                {"kind": "diurnal", "amplitude": _fmt(amp, 3), "period": "1d", "peak": _duration(peak)}
+            )
         sigma = float(np.nanmedian(rows["log_share_std"])) if rows["log_share_std"].notna().any() else 0.0
         if sigma > 0.005:
             shapes.append({"kind": "noise", "sigma": _fmt(sigma, 3)})
-        ac = float(np.nanmedian(rows["log_share_ac1"])) if rows["log_share_ac1"].notna().any() else float("nan")
+        ac = (
+            float(np.nanmedian(rows["log_share_ac1"]))
+            if rows["log_share_ac1"].notna().any()
+            else float("nan")
+        )
         shapes += _onoff(rows, names, tick_s)
         if shapes:
             workload["shapes"] = shapes
@@ -387,7 +397,9 @@ def _onoff(rows: pd.DataFrame, names: Sequence[str], tick_s: float) -> list[dict
         sel = rows[hit]
         period = float(np.median(sel["n"] * tick_s / sel[starts_col]))
         period = max(2 * tick_s, round(period / tick_s) * tick_s)
-        on = min(period, max(tick_s, round(period * (1.0 - float(np.median(sel[frac_col]))) / tick_s) * tick_s))
+        on = min(
+            period, max(tick_s, round(period * (1.0 - float(np.median(sel[frac_col]))) / tick_s) * tick_s)
+        )
         selected = [names[i] for i, h in enumerate(hit.tolist()) if h]
         shape: dict[str, Any] = {
             "kind": "onoff",
@@ -403,7 +415,7 @@ def _onoff(rows: pd.DataFrame, names: Sequence[str], tick_s: float) -> list[dict
     return shapes
 
 
-# ------------------------------------------------------------------------------------------------------- events
+# ---------------------------------------------------------------------------------------------------- events
 
 
 def _events(
@@ -417,8 +429,12 @@ def _events(
         broker, number = str(b["broker"]), int(b["number"])
         if int(b["first_ms"]) > start:
             at = (int(b["first_ms"]) - start) / 1000.0
-            event: dict[str, Any] = {"at": _duration(at), "kind": "add_brokers", "count": 1,
-                                     "hardware": b["hardware"]}  # fmt: skip
+            event: dict[str, Any] = {
+                "at": _duration(at),
+                "kind": "add_brokers",
+                "count": 1,
+                "hardware": b["hardware"],
+            }
             background = _background(b)
             if background:
                 event["background"] = background
@@ -427,9 +443,18 @@ def _events(
         for _, gap in inputs.gaps[inputs.gaps["broker"] == broker].iterrows():
             down = (int(gap["from_ms"]) - start) / 1000.0 + tick_s
             downtime = max(tick_s / 2, (int(gap["to_ms"]) - int(gap["from_ms"])) / 1000.0 - tick_s)
-            events.append({"at": _duration(down), "kind": "rolling_restart", "interval": _duration(tick_s),
-                           "downtime": _duration(downtime), "brokers": [number]})  # fmt: skip
-            comments.append(f"broker-{number:04d} = {broker} was away {_duration(downtime)} from +{_duration(down)}")
+            events.append(
+                {
+                    "at": _duration(down),
+                    "kind": "rolling_restart",
+                    "interval": _duration(tick_s),
+                    "downtime": _duration(downtime),
+                    "brokers": [number],
+                }
+            )
+            comments.append(
+                f"broker-{number:04d} = {broker} was away {_duration(downtime)} from +{_duration(down)}"
+            )
         if int(b["last_ms"]) < end - tick_ms / 2:
             at = (int(b["last_ms"]) - start) / 1000.0 + tick_s
             events.append({"at": _duration(at), "kind": "remove_brokers", "brokers": [number]})
@@ -443,19 +468,22 @@ def _seconds(text: str) -> float:
     return float(text[:-1]) * unit
 
 
-def _background(b: Mapping[str, Any]) -> dict[str, Any]:
+def _background(b: Mapping[str, Any] | pd.Series) -> dict[str, Any]:
     out: dict[str, Any] = {}
     cpu, noise = float(b["bg_cpu"]), float(b["bg_cpu_noise"])
     if cpu > 0.005 or noise > 0.005:
-        out["cpu"] = _fmt(cpu, 3) if noise <= 0.005 else {"kind": "constant", "value": _fmt(cpu, 3),
-                                                           "noise": _fmt(noise, 2)}  # fmt: skip
+        out["cpu"] = (
+            _fmt(cpu, 3)
+            if noise <= 0.005
+            else {"kind": "constant", "value": _fmt(cpu, 3), "noise": _fmt(noise, 2)}
+        )
     for key, col in (("nic_in", "bg_nic_in"), ("nic_out", "bg_nic_out")):
         if float(b[col]) > 0.005:
             out[key] = _fmt(float(b[col]), 3)
     return out
 
 
-# ------------------------------------------------------------------------------------------------------ the twin
+# -------------------------------------------------------------------------------------------------- the twin
 
 
 def _tick_seconds(ticks_ms: np.ndarray[Any, Any]) -> float:
@@ -494,9 +522,10 @@ def fit_twin(
         groups.append(group)
     workloads, bundle_map, traffic_notes = _workloads(inputs, numbers, initial, tick_s)
     events, event_notes = _events(inputs, brokers, numbers, tick_s)
+    origin = source or "a recording"
     scenario: dict[str, Any] = {
         "name": name,
-        "description": f"Twin of cluster {inputs.cluster} fitted by shedlab twin to {source or 'a recording'}",
+        "description": f"Twin of cluster {inputs.cluster} fitted by shedlab twin to {origin}",
         "duration": _duration((end - start) / 1000.0 + tick_s) if (end - start) else _duration(tick_s),
         "seed": 1,
         "strategy": strategy,
@@ -544,8 +573,17 @@ def _render(scenario: Mapping[str, Any], brokers: pd.DataFrame, notes: Sequence[
     lines.append("workloads:                # one per recorded namespace; values per bundle in name order")
     for w in scenario["workloads"]:
         lines.append(f"  - name: {_flow(w['name'])}")
-        for key in ("tenant_prefix", "bundles", "topics", "producers", "consumers", "msg_rate_in",
-                    "msg_size", "fanout", "brokers"):  # fmt: skip
+        for key in (
+            "tenant_prefix",
+            "bundles",
+            "topics",
+            "producers",
+            "consumers",
+            "msg_rate_in",
+            "msg_size",
+            "fanout",
+            "brokers",
+        ):
             if key in w:
                 lines.append(f"    {key}: {_flow(w[key])}")
         if "shapes" in w:
@@ -556,7 +594,7 @@ def _render(scenario: Mapping[str, Any], brokers: pd.DataFrame, notes: Sequence[
     return "\n".join(lines) + "\n"
 
 
-# ---------------------------------------------------------------------------------------------------- validation
+# ------------------------------------------------------------------------------------------------ validation
 
 
 def score_expression(config: Mapping[str, Any] | None = None) -> str:
@@ -579,17 +617,37 @@ def score_expression(config: Mapping[str, Any] | None = None) -> str:
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 
 TOLERANCES: dict[str, dict[str, Any]] = {
-    "unloads per day": {"relative": 0.5, "absolute": 6.0, "unit": "unloads/day",
-                        "why": "shedding decisions are discrete: a few more or fewer per day is noise"},
-    "score spread, mean": {"relative": 0.25, "absolute": 5.0, "unit": "score points",
-                           "why": "AvgShedder's low threshold is 15 points; 5 is a third of it"},
-    "broker usage distribution": {"relative": None, "absolute": 8.0, "unit": "score points",
-                                  "why": "mean over brokers of the mean |quantile difference| (10-90 %)"},
-    "moves per day": {"relative": 0.5, "absolute": 6.0, "unit": "bundles/day",
-                      "why": "ownership changes while both brokers were up, as ingest shows them"},
-    "traffic moved per day": {"relative": 0.6, "absolute": None, "unit": "share of the traffic",
-                              "why": "how much of the cluster's throughput changed broker per day"},
-}  # fmt: skip
+    "unloads per day": {
+        "relative": 0.5,
+        "absolute": 6.0,
+        "unit": "unloads/day",
+        "why": "shedding decisions are discrete: a few more or fewer per day is noise",
+    },
+    "score spread, mean": {
+        "relative": 0.25,
+        "absolute": 5.0,
+        "unit": "score points",
+        "why": "AvgShedder's low threshold is 15 points; 5 is a third of it",
+    },
+    "broker usage distribution": {
+        "relative": None,
+        "absolute": 8.0,
+        "unit": "score points",
+        "why": "mean over brokers of the mean |quantile difference| (10-90 %)",
+    },
+    "moves per day": {
+        "relative": 0.5,
+        "absolute": 6.0,
+        "unit": "bundles/day",
+        "why": "ownership changes while both brokers were up, as ingest shows them",
+    },
+    "traffic moved per day": {
+        "relative": 0.6,
+        "absolute": None,
+        "unit": "share of the traffic",
+        "why": "how much of the cluster's throughput changed broker per day",
+    },
+}
 """Per figure: the distance allowed (the larger of ``relative`` × recorded and ``absolute``)."""
 
 
@@ -639,12 +697,15 @@ def recorded_figures(
         "unloads per day": n_moves / days,
         "traffic moved per day": share / days,
         "broker quantiles": {
-            str(r["broker"]): [float(r[f"q{int(q * 100)}"]) for q in QUANTILES] for _, r in quantiles.iterrows()
+            str(r["broker"]): [float(r[f"q{int(q * 100)}"]) for q in QUANTILES]
+            for _, r in quantiles.iterrows()
         },
     }
 
 
-def twin_figures(summaries: Sequence[Mapping[str, Any]], brokers: pd.DataFrame, ticks: pd.DataFrame) -> list[dict[str, Any]]:
+def twin_figures(
+    summaries: Sequence[Mapping[Any, Any]], brokers: pd.DataFrame, ticks: pd.DataFrame
+) -> list[dict[str, Any]]:
     """Per twin run (seed): the same figures from its summary, ``brokers`` and ``ticks`` tables."""
     out = []
     for s in summaries:
@@ -652,8 +713,10 @@ def twin_figures(summaries: Sequence[Mapping[str, Any]], brokers: pd.DataFrame, 
         days = float(s["duration_s"]) / 86400.0
         b = brokers[brokers["run_id"] == run]
         t = ticks[ticks["run_id"] == run]
-        q = b.groupby("broker")["score"].quantile(list(QUANTILES)).unstack()
-        moved_share = float((t["throughput_moved"] / t["throughput_total"].where(t["throughput_total"] > 0)).sum())
+        q = b.groupby("broker")["score"].quantile(np.array(QUANTILES)).unstack()
+        moved_share = float(
+            (t["throughput_moved"] / t["throughput_total"].where(t["throughput_total"] > 0)).sum()
+        )
         out.append(
             {
                 "score spread, mean": float(s["score_spread_mean"]),
@@ -666,7 +729,9 @@ def twin_figures(summaries: Sequence[Mapping[str, Any]], brokers: pd.DataFrame, 
     return out
 
 
-def _usage_distance(recorded: Mapping[str, list[float]], twin: Mapping[str, list[float]], numbers: Mapping[str, int]) -> float:
+def _usage_distance(
+    recorded: Mapping[str, list[float]], twin: Mapping[str, list[float]], numbers: Mapping[str, int]
+) -> float:
     dists = []
     for broker, qs in recorded.items():
         twin_id = f"broker-{numbers.get(broker, 0):04d}:8080"
@@ -677,12 +742,16 @@ def _usage_distance(recorded: Mapping[str, list[float]], twin: Mapping[str, list
     return float(np.mean(dists)) if dists else 0.0
 
 
-def compare(recorded: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], numbers: Mapping[str, int]) -> list[FitCheck]:
+def compare(
+    recorded: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], numbers: Mapping[str, int]
+) -> list[FitCheck]:
     """The fit report: each figure, recorded vs the twin's runs (mean and range over seeds)."""
     checks = []
     for figure, tol in TOLERANCES.items():
         if figure == "broker usage distribution":
-            values = [_usage_distance(recorded["broker quantiles"], r["broker quantiles"], numbers) for r in runs]
+            values = [
+                _usage_distance(recorded["broker quantiles"], r["broker quantiles"], numbers) for r in runs
+            ]
             rec, twin = 0.0, float(np.mean(values))
             distance = twin
         else:
@@ -693,7 +762,17 @@ def compare(recorded: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], numb
             (tol["relative"] or 0.0) * abs(rec), tol["absolute"] if tol["absolute"] is not None else 0.0
         )
         checks.append(
-            FitCheck(figure, rec, twin, float(min(values)), float(max(values)), distance, allowed, tol["unit"], tol["why"])
+            FitCheck(
+                figure,
+                rec,
+                twin,
+                float(min(values)),
+                float(max(values)),
+                distance,
+                allowed,
+                tol["unit"],
+                tol["why"],
+            )
         )
     return checks
 
@@ -709,8 +788,11 @@ def fit_report_markdown(checks: Sequence[FitCheck], *, title: str, seeds: int) -
         )
     else:
         lines.append(f"The twin fits the recording: every figure within its tolerance ({seeds} seeds).")
-    lines += ["", "| figure | recorded | twin (mean, range over seeds) | distance | tolerance | fits |",
-              "|---|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "",
+        "| figure | recorded | twin (mean, range over seeds) | distance | tolerance | fits |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in checks:
         rec = "—" if c.figure == "broker usage distribution" else f"{c.recorded:.3g}"
         lines.append(

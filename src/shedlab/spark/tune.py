@@ -112,7 +112,9 @@ def tune(
     scored = pd.DataFrame()
     for index, (keep, rung_seeds) in enumerate(schedule):
         if index > 0:
-            alive = [by_key[k] for k in survivors(table[table["candidate"].isin([c.key for c in alive])], keep)]
+            alive = [
+                by_key[k] for k in survivors(table[table["candidate"].isin([c.key for c in alive])], keep)
+            ]
         note(f"rung {index + 1}/{len(schedule)}: {len(alive)} candidates × {rung_seeds} seed(s)")
         ran = _rung(spark, refs, alive, rung_seeds, out, progress)
         rungs.append({"candidates": len(alive), "seeds": rung_seeds, "new_runs": ran})

@@ -78,11 +78,15 @@ def _pick_cluster(brokers: DataFrame, cluster: str | None) -> str:
     if cluster is None:
         if len(clusters) > 1:
             raise InputError(
-                "the recording holds several clusters: choose one", field="--cluster", hint=", ".join(clusters)
+                "the recording holds several clusters: choose one",
+                field="--cluster",
+                hint=", ".join(clusters),
             )
         return str(clusters[0])
     if cluster not in clusters:
-        raise InputError("no such cluster in the recording", field="--cluster", value=cluster, hint=", ".join(clusters))
+        raise InputError(
+            "no such cluster in the recording", field="--cluster", value=cluster, hint=", ".join(clusters)
+        )
     return cluster
 
 
@@ -93,7 +97,10 @@ def _broker_stats(b: DataFrame) -> pd.DataFrame:
         F.count(F.lit(1)).alias("n"),
         F.min("tick_ms").alias("first_ms"),
         F.max("tick_ms").alias("last_ms"),
-        *[F.max(c).alias(c) for c in ("cpu_limit", "bandwidth_out_limit", "direct_memory_limit", "memory_limit")],
+        *[
+            F.max(c).alias(c)
+            for c in ("cpu_limit", "bandwidth_out_limit", "direct_memory_limit", "memory_limit")
+        ],
         *[F.sum(t).alias(f"s_{t}") for t in BROKER_TERMS],
         *[F.sum(F.col(a) * F.col(c)).alias(f"p_{a}_{c}") for a, c in BROKER_PRODUCTS],
     ]
@@ -128,8 +135,13 @@ def _bundle_stats(u: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             ),
         )
         .withColumn("prev_log_share", F.lag("log_share").over(ordered))
-        .withColumn("off_out", (F.col("msg_rate_out") < OFF_FRACTION * F.avg("msg_rate_out").over(by_bundle)).cast("int"))
-        .withColumn("off_in", (F.col("msg_rate_in") < OFF_FRACTION * F.avg("msg_rate_in").over(by_bundle)).cast("int"))
+        .withColumn(
+            "off_out",
+            (F.col("msg_rate_out") < OFF_FRACTION * F.avg("msg_rate_out").over(by_bundle)).cast("int"),
+        )
+        .withColumn(
+            "off_in", (F.col("msg_rate_in") < OFF_FRACTION * F.avg("msg_rate_in").over(by_bundle)).cast("int")
+        )
         .withColumn("prev_off_out", F.coalesce(F.lag("off_out").over(ordered), F.lit(0)))
         .withColumn("prev_off_in", F.coalesce(F.lag("off_in").over(ordered), F.lit(0)))
     )
@@ -147,9 +159,13 @@ def _bundle_stats(u: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         F.stddev("log_share").alias("log_share_std"),
         F.corr("log_share", "prev_log_share").alias("log_share_ac1"),
         F.avg("off_out").alias("off_out_fraction"),
-        F.sum(F.when((F.col("off_out") == 1) & (F.col("prev_off_out") == 0), 1).otherwise(0)).alias("off_out_starts"),
+        F.sum(F.when((F.col("off_out") == 1) & (F.col("prev_off_out") == 0), 1).otherwise(0)).alias(
+            "off_out_starts"
+        ),
         F.avg("off_in").alias("off_in_fraction"),
-        F.sum(F.when((F.col("off_in") == 1) & (F.col("prev_off_in") == 0), 1).otherwise(0)).alias("off_in_starts"),
+        F.sum(F.when((F.col("off_in") == 1) & (F.col("prev_off_in") == 0), 1).otherwise(0)).alias(
+            "off_in_starts"
+        ),
     )
     bundles: pd.DataFrame = stats.orderBy("bundle").toPandas()
     series: pd.DataFrame = ns.orderBy("namespace", "tick_ms").toPandas()
@@ -178,7 +194,8 @@ def _recorded(
         tp.withColumn("prev_broker", F.lag("broker").over(ordered))
         .withColumn("prev_tick", F.lag("tick_ms").over(ordered))
         .where(
-            (F.col("prev_broker") != F.col("broker")) & (F.col("tick_ms") - F.col("prev_tick") <= 1.5 * tick_ms)
+            (F.col("prev_broker") != F.col("broker"))
+            & (F.col("tick_ms") - F.col("prev_tick") <= 1.5 * tick_ms)
         )
         .join(present, ["tick_ms", "prev_broker"], "left_semi")  # the old owner still up: an unload
         .join(totals, ["tick_ms"])
@@ -218,7 +235,9 @@ def fit(
         bundle_stats, series = _bundle_stats(u)
         say("fitting")
         inputs = TwinInputs(chosen, ticks, broker_stats, gaps, bundle_stats, series)
-        fitted = fit_twin(inputs, name=name or f"twin-{chosen}", strategy=strategy, config=config, source=snapshots)
+        fitted = fit_twin(
+            inputs, name=name or f"twin-{chosen}", strategy=strategy, config=config, source=snapshots
+        )
         say("the recording's own figures")
         spread, quantiles, moves = _recorded(b, u, tick_ms, config)
     finally:
@@ -242,10 +261,14 @@ def validate(
     say = progress or (lambda _m: None)
     strategy = str(twin.fit.scenario["strategy"])
     grid = parse_grid(
-        {"name": "twin-validation", "scenarios": [str(Path(twin_path).resolve())], "strategies": [strategy],
-         "seeds": {"count": seeds, "start": 1}},
+        {
+            "name": "twin-validation",
+            "scenarios": [str(Path(twin_path).resolve())],
+            "strategies": [strategy],
+            "seeds": {"count": seeds, "start": 1},
+        },
         source="twin validation",
-    )  # fmt: skip
+    )
     # run ids do not depend on a scenario's text: a refitted twin gets its own directory
     digest = hashlib.sha256(Path(twin_path).read_bytes()).hexdigest()[:12]
     root = Path(out) / "validation" / digest
@@ -257,12 +280,19 @@ def validate(
         raise InputError("every run of the twin failed", source=str(root))
     name = str(twin.fit.scenario["name"])
     brokers = pd.concat(
-        [read_run_table(root, "brokers", name, strategy, r, ["run_id", "broker", "score"]) for r in runs["run_id"]]
+        [
+            read_run_table(root, "brokers", name, strategy, r, ["run_id", "broker", "score"])
+            for r in runs["run_id"]
+        ]
     )
     ticks = pd.concat(
-        [read_run_table(root, "ticks", name, strategy, r, ["run_id", "throughput_moved", "throughput_total"])
-         for r in runs["run_id"]]
-    )  # fmt: skip
+        [
+            read_run_table(
+                root, "ticks", name, strategy, r, ["run_id", "throughput_moved", "throughput_total"]
+            )
+            for r in runs["run_id"]
+        ]
+    )
     figures = twin_figures(runs.to_dict("records"), brokers, ticks)
     checks = compare(twin.recorded, figures, twin.fit.broker_numbers)
     markdown = fit_report_markdown(checks, title=f"twin of {twin.cluster}", seeds=len(figures))
