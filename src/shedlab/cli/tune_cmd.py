@@ -145,7 +145,7 @@ def twin(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="A setting key=value of the cluster (repeatable).")
     ] = None,
-    seeds: Annotated[int, typer.Option("--seeds", help="Seeds of the validation runs.")] = 3,
+    seeds: Annotated[int, typer.Option("--seeds", help="Seeds of the validation runs.")] = 5,
     validate: Annotated[
         bool, typer.Option("--validate/--no-validate", help="Run the twin and compare.")
     ] = True,
@@ -262,7 +262,7 @@ def _demo(
             window=None,
             pair="ThresholdShedder+LeastLongTermMessageRate",
             overrides={},
-            seeds=3,
+            seeds=5,
             validate=True,
             report_dir=str(root / "tune"),
             say=say,

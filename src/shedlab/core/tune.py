@@ -43,6 +43,7 @@ from shedlab.units import conf_value
 
 __all__ = [
     "DERIVED",
+    "MIN_GAIN",
     "OBJECTIVES",
     "RECORDED",
     "Candidate",
@@ -363,33 +364,47 @@ class Recommendation:
         return bool(self.candidate["origin"] == RECORDED)
 
 
+MIN_GAIN = 0.03
+"""A change is recommended only if it lowers the objective by at least this share of the recorded
+configuration's value, and (with two seeds or more) the paired 95 % interval of the change is below 0:
+a gain inside the noise is not worth a rollout."""
+
+
+def _paired(scored: pd.DataFrame, key: str, recorded_key: str) -> dict[str, dict[str, Any]]:
+    a = scored[scored["candidate"] == key].set_index(["scenario", "seed"])
+    b = scored[scored["candidate"] == recorded_key].set_index(["scenario", "seed"])
+    common = a.index.intersection(b.index)
+    out: dict[str, dict[str, Any]] = {}
+    for fig in FIGURES:
+        stats = mean_interval((a.loc[common, fig] - b.loc[common, fig]).to_numpy(dtype=float))
+        out[fig] = {"mean": stats["mean"], "low": stats["ci_low"], "high": stats["ci_high"], "n": stats["n"]}
+    return out
+
+
 def recommend(table: pd.DataFrame, scored: pd.DataFrame, objective: str) -> Recommendation:
-    """The best candidate among those with the most seeds; the paired improvement over the recorded
-    configuration on the same scenarios and seeds."""
+    """The best candidate among those with the most seeds if it clearly beats the recorded configuration
+    (:data:`MIN_GAIN`, paired interval below 0), else the recorded configuration; with the paired
+    change on the same scenarios and seeds."""
     most = int(table["seeds"].max())
     final = table[table["seeds"] == most].sort_values(["objective", "candidate"])
     best = {str(k): v for k, v in final.iloc[0].to_dict().items()}
     recorded = {str(k): v for k, v in table[table["origin"] == RECORDED].iloc[0].to_dict().items()}
-    improvement: dict[str, dict[str, Any]] = {}
-    a = scored[scored["candidate"] == best["candidate"]].set_index(["scenario", "seed"])
-    b = scored[scored["candidate"] == recorded["candidate"]].set_index(["scenario", "seed"])
-    common = a.index.intersection(b.index)
-    for fig in FIGURES:
-        diff = (a.loc[common, fig] - b.loc[common, fig]).to_numpy(dtype=float)
-        stats = mean_interval(diff)
-        improvement[fig] = {
-            "mean": stats["mean"],
-            "low": stats["ci_low"],
-            "high": stats["ci_high"],
-            "n": stats["n"],
-        }
+    improvement = _paired(scored, str(best["candidate"]), str(recorded["candidate"]))
     notes = []
     gain = improvement["objective"]
-    if best["origin"] != RECORDED and gain["high"] is not None and gain["high"] >= 0:
+    needed = MIN_GAIN * abs(float(recorded["objective"]))
+    clear = gain["mean"] is not None and -float(gain["mean"]) >= needed
+    if gain["high"] is not None:
+        clear = clear and float(gain["high"]) < 0
+    if best["origin"] != RECORDED and not clear:
         notes.append(
-            "the gain on the objective is within the noise of these seeds (its 95 % interval reaches 0): "
-            "more seeds (--seeds) would tell"
+            f"the best candidate ({best['label']}) changed the objective by {gain['mean']:.3g}"
+            + (f" [{gain['low']:.3g}, {gain['high']:.3g}]" if gain["high"] is not None else "")
+            + f": not a clear gain (at least {MIN_GAIN:.0%} and an interval below 0); keep the recorded "
+            "configuration, or run more seeds"
         )
+        best = recorded
+        improvement = _paired(scored, str(recorded["candidate"]), str(recorded["candidate"]))
     if most < 3:
         notes.append(
             f"only {most} seed(s) per candidate: intervals are wide or missing; use --seeds 5 or more"

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.core.evaluation import t_critical
 from shedlab.core.sim.hardware import HardwareClass
 from shedlab.errors import InputError
 from shedlab.model.bundles import bundle_name, even_ranges
@@ -745,7 +746,13 @@ def _usage_distance(
 def compare(
     recorded: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], numbers: Mapping[str, int]
 ) -> list[FitCheck]:
-    """The fit report: each figure, recorded vs the twin's runs (mean and range over seeds)."""
+    """The fit report: each figure, recorded vs the twin's runs (mean and range over seeds).
+
+    The recording is one draw of its cluster's randomness, the twin's runs are several: a figure fits
+    when the recorded value is within its stated tolerance of the twin's mean, or within the 95 %
+    prediction interval of one more twin run (``t(0.975, n−1) · sd · √(1 + 1/n)`` over the ``n``
+    seeds) — a short recording of a jittery cluster can differ from its own twin by that much.
+    """
     checks = []
     for figure, tol in TOLERANCES.items():
         if figure == "broker usage distribution":
@@ -753,12 +760,18 @@ def compare(
                 _usage_distance(recorded["broker quantiles"], r["broker quantiles"], numbers) for r in runs
             ]
             rec, twin = 0.0, float(np.mean(values))
-            distance = twin
+            distance, noise = twin, 0.0
         else:
             values = [float(r[figure]) for r in runs]
             rec, twin = float(recorded[figure]), float(np.mean(values))
             distance = abs(twin - rec)
-        allowed = max(
+            n = len(values)
+            noise = (
+                t_critical(n - 1) * float(np.std(values, ddof=1)) * math.sqrt(1.0 + 1.0 / n)
+                if n >= 2
+                else 0.0
+            )
+        stated = max(
             (tol["relative"] or 0.0) * abs(rec), tol["absolute"] if tol["absolute"] is not None else 0.0
         )
         checks.append(
@@ -769,9 +782,9 @@ def compare(
                 float(min(values)),
                 float(max(values)),
                 distance,
-                allowed,
+                max(stated, noise),
                 tol["unit"],
-                tol["why"],
+                tol["why"] + (f" (seed-to-seed prediction interval {noise:.3g})" if noise > stated else ""),
             )
         )
     return checks

@@ -253,7 +253,7 @@ def validate(
     twin_path: str,
     out: str,
     *,
-    seeds: int = 3,
+    seeds: int = 5,
     progress: Progress | None = None,
 ) -> ValidationResult:
     """Run the twin with the recording's strategy and configuration (``seeds`` seeds, as a Spark sweep
