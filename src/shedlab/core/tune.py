@@ -330,11 +330,16 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def survivors(table: pd.DataFrame, keep: int) -> list[str]:
-    """The ``keep`` best candidates by objective mean, plus the recorded configuration."""
+    """The ``keep`` best candidates by objective mean, the recorded configuration among them (it takes
+    the last place if it did not earn one, so the rung stays within :func:`halving_schedule`'s budget,
+    except for ``keep == 1``, where the best and the recorded both go on)."""
     ranked = table.sort_values(["objective", "candidate"])["candidate"].tolist()
-    chosen = ranked[:keep]
     recorded = table.loc[table["origin"] == RECORDED, "candidate"].tolist()
-    return chosen + [r for r in recorded if r not in chosen]
+    chosen = ranked[:keep]
+    for r in recorded:
+        if r not in chosen:
+            chosen = [*chosen[: max(1, keep - 1)], r]
+    return chosen
 
 
 def pareto_front(table: pd.DataFrame, x: str = "imbalance", y: str = "unloads_per_day") -> list[bool]:
