@@ -3,6 +3,7 @@ front, range-respecting intervals, the recommendation rule and the broker.conf f
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ def test_halving_spends_fewer_runs_than_the_full_grid(n: int, seeds: int, eta: i
     rungs = halving_schedule(n, seeds, eta)
     assert rungs[0] == (n, 1)
     assert rungs[-1][1] == seeds
-    assert all(a >= b for (a, _), (b, _) in zip(rungs, rungs[1:], strict=False))
+    assert all(a >= b for (a, _), (b, _) in itertools.pairwise(rungs))
     assert _runs_spent(n, seeds, eta) < n * seeds
 
 
