@@ -47,7 +47,7 @@ def test_section_shows_current_vs_recommended_the_front_and_the_fragment(tmp_pat
                     }
                 ]
             }
-        )  # fmt: skip
+        )
     )
     page = Page(max_points=2000)
     html = recommendation_section(page, tmp_path)
