@@ -243,7 +243,7 @@ def _demo(
     root = Path(out)
     started = time.time()
     with spark_session(master, conf, spark_conf, ui, "tune demo") as spark, _status(False) as say:
-        say("ingest: the shipped recording (prod-eu, 8 h, ThresholdShedder+LeastLongTermMessageRate)")
+        say("ingest: the shipped recording (prod-eu, 6 h, ThresholdShedder+LeastLongTermMessageRate)")
         run_ingest(
             spark,
             [recording],
