@@ -31,7 +31,7 @@ from shedlab.cli.spark_cmd import (
 from shedlab.config import LoadBalancerConfig
 from shedlab.errors import InputError
 
-__all__ = ["register", "tune", "twin"]
+__all__ = ["register", "tune", "tune_demo", "twin"]
 
 DEMO_RECORDING = ("data", "recordings", "demo")
 DEMO_CANDIDATES = 8
@@ -223,7 +223,7 @@ def _iv(row: dict[str, Any], fig: str) -> str:
     return f"{row[fig]:.3g} [{low:.3g}, {high:.3g}]"
 
 
-def _demo(
+def tune_demo(
     out: str,
     seeds: int,
     candidates: int,
@@ -329,7 +329,7 @@ def tune(
     if demo:
         target = out or "out/tune-demo"
         _preflight(master, target)
-        _demo(
+        tune_demo(
             target, seeds, candidates if candidates_given else DEMO_CANDIDATES, master, conf, spark_conf, ui
         )
         return
