@@ -527,7 +527,8 @@ def fit_twin(
     scenario: dict[str, Any] = {
         "name": name,
         "description": f"Twin of cluster {inputs.cluster} fitted by shedlab twin to {origin}",
-        "duration": _duration((end - start) / 1000.0 + tick_s) if (end - start) else _duration(tick_s),
+        # the simulator runs duration / tick + 1 ticks: the recording's span, first to last sample
+        "duration": _duration((end - start) / 1000.0) if (end - start) else _duration(tick_s),
         "seed": 1,
         "strategy": strategy,
         "config": dict(config),

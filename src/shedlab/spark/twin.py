@@ -243,7 +243,7 @@ def fit(
     finally:
         b.unpersist()
         u.unpersist()
-    duration_s = float(ticks[-1] - ticks[0] + tick_ms) / 1000.0
+    duration_s = float(ticks[-1] - ticks[0]) / 1000.0  # as a run's duration_s: first to last tick
     return TwinResult(fitted, chosen, duration_s, recorded_figures(spread, quantiles, moves, duration_s))
 
 
