@@ -73,6 +73,15 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "spark_cmd",
         "What each strategy would have decided on recorded snapshots, and why, next to what really happened.",
     ),
+    "twin": (
+        "tune_cmd",
+        "Fit a scenario (a twin of the recorded cluster) to ingest's output; check it against the recording.",
+    ),
+    "tune": (
+        "tune_cmd",
+        "Which strategy pair and settings for this cluster: a Spark sweep by successive halving, a Pareto "
+        "front, and the recommendation as a broker.conf fragment.",
+    ),
 }
 """Command name → (module under ``shedlab.cli``, one-line help shown by ``shedlab --help``)."""
 

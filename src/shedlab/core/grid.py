@@ -14,7 +14,7 @@ import importlib.resources
 import itertools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ __all__ = [
     "RUN_SPEC_COLUMNS",
     "Grid",
     "ScenarioRef",
+    "candidate_specs",
     "canonical_json",
     "expand_grid",
     "load_grid",
@@ -37,6 +38,7 @@ __all__ = [
     "params_label",
     "parse_grid",
     "run_id_of",
+    "scenario_ref",
     "shipped_grid",
     "shipped_grids",
 ]
@@ -165,6 +167,11 @@ def run_id_of(scenario: str, strategy: str, params: Mapping[str, Any], seed: int
         {"scenario": scenario, "strategy": strategy, "params": dict(params), "seed": int(seed)}
     )
     return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def scenario_ref(item: Any, base: Path | None = None, source: str = "scenarios") -> ScenarioRef:
+    """A scenario of a sweep from a built-in name or a YAML file (checked, with its cost estimate)."""
+    return _scenario_ref(item, base, source)
 
 
 def _scenario_ref(item: Any, base: Path | None, source: str) -> ScenarioRef:
@@ -394,28 +401,43 @@ def load_grid(path: str | Path) -> Grid:
 def expand_grid(grid: Grid) -> pd.DataFrame:
     """The run specifications (:data:`RUN_SPEC_COLUMNS`), longest runs first (so that a scheduler
     which starts them in order finishes with short ones)."""
+    candidates = [
+        (strategy, params) for strategy in grid.strategies for params in grid.parameter_sets(strategy)
+    ]
+    return candidate_specs(grid.name, grid.scenarios, candidates, grid.seeds, grid.brokers_every)
+
+
+def candidate_specs(
+    grid_name: str,
+    scenarios: Sequence[ScenarioRef],
+    candidates: Sequence[tuple[str, Mapping[str, Any]]],
+    seeds: Sequence[int],
+    brokers_every: int = 1,
+) -> pd.DataFrame:
+    """Run specifications for any list of (strategy pair, parameter set) candidates × scenarios ×
+    seeds — the cross product of a grid, or the survivors of one rung of ``shedlab tune``'s successive
+    halving (same run ids, so a rung that adds seeds reuses the runs it already has)."""
     rows = []
-    for sc in grid.scenarios:
-        for strategy in grid.strategies:
-            for params in grid.parameter_sets(strategy):
-                pj = canonical_json(params)
-                pid = params_id_of(params)
-                for seed in grid.seeds:
-                    rows.append(
-                        {
-                            "run_id": run_id_of(sc.name, strategy, params, seed),
-                            "grid": grid.name,
-                            "scenario": sc.name,
-                            "scenario_spec": sc.text,
-                            "scenario_digest": sc.digest,
-                            "strategy": strategy,
-                            "params_json": pj,
-                            "params_id": pid,
-                            "seed": int(seed),
-                            "cost": sc.cost,
-                            "brokers_every": int(grid.brokers_every),
-                        }
-                    )
+    for sc in scenarios:
+        for strategy, params in candidates:
+            pj = canonical_json(dict(params))
+            pid = params_id_of(params)
+            for seed in seeds:
+                rows.append(
+                    {
+                        "run_id": run_id_of(sc.name, strategy, params, seed),
+                        "grid": grid_name,
+                        "scenario": sc.name,
+                        "scenario_spec": sc.text,
+                        "scenario_digest": sc.digest,
+                        "strategy": strategy,
+                        "params_json": pj,
+                        "params_id": pid,
+                        "seed": int(seed),
+                        "cost": sc.cost,
+                        "brokers_every": int(brokers_every),
+                    }
+                )
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame

@@ -17,6 +17,7 @@ from importlib import resources
 from shedlab.report.assets import CSS, ERROR_COLLECTOR, LOADER
 from shedlab.report.builder import Page, toc_html
 from shedlab.report.model import ReportData
+from shedlab.report.recommendation import recommendation_section
 from shedlab.report.sections import SECTIONS, intro
 
 __all__ = ["plotly_js", "plotly_js_version", "render_page"]
@@ -67,6 +68,9 @@ def render_page(data: ReportData, *, max_points: int = 2000) -> str:
     page = Page(max_points=max_points)
     body = [page.heading(1, "How to read this", "how-to-read") + intro(data)]
     body.extend(f'<div class="note">{html.escape(note)}</div>' for note in data.notes)
+    recommendation = recommendation_section(page, data.source)  # a `shedlab tune` directory only
+    if recommendation:
+        body.append(f"<section>{recommendation}</section>")
     for section in SECTIONS:
         chunk = section(page, data)
         if chunk:

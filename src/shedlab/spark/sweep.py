@@ -195,14 +195,17 @@ def sweep(
     max_tasks: int = 4000,
     timeout_s: float | None = None,
     limit: int | None = None,
+    specs: pd.DataFrame | None = None,
 ) -> SweepResult:
     """Run every run of ``grid`` that ``out`` does not hold yet; return what happened.
 
     ``limit`` runs only the first N pending runs (useful to test, or to split a sweep in parts);
-    ``retry_failed`` runs again the runs whose summary says ``error``.
+    ``retry_failed`` runs again the runs whose summary says ``error``; ``specs`` replaces the grid's
+    cross product by these run specifications (``shedlab tune``'s rungs; the grid then only names the
+    sweep, its scenarios and its strategies in ``sweep.json``).
     """
     started = time.time()
-    specs = expand_grid(grid)
+    specs = expand_grid(grid) if specs is None else specs
     total = len(specs)
     # The driver is the only writer of ``out``: temporaries older than this start are a killed sweep's;
     # an unreadable summary (a torn write) is moved aside, so that its run counts as pending.

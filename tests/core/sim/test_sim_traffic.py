@@ -221,3 +221,29 @@ def test_cost_model_units_follow_pulsar() -> None:
         np.array([[0.5, 0.1, 0.0]]),
     )
     assert bg[0, 0] == 400.0 and bg[0, 3] == pytest.approx(0.1 * 10 * 1000 * 1024)
+
+
+def test_sequence_gives_each_bundle_its_value_in_name_order() -> None:
+    """``dist: sequence`` (how a twin writes each recorded bundle's level): no draw, values in order,
+    repeated when shorter; ``weights`` belongs to ``choice`` only."""
+    import numpy as np
+    import pytest as _pytest
+
+    from shedlab.core.sim.scenario import parse_scenario_text
+    from shedlab.core.sim.traffic import build_population
+    from shedlab.errors import ShedlabError
+
+    text = """
+name: seq
+workloads:
+  - bundles: 4
+    msg_rate_in: {dist: sequence, values: [10, 20, 30]}
+    topics: {dist: sequence, values: [1, 2, 3, 4]}
+"""
+    scenario = parse_scenario_text(text, "seq")
+    a = build_population(scenario.workloads, np.random.default_rng(1))
+    b = build_population(scenario.workloads, np.random.default_rng(2))
+    assert a.base_rate_in.tolist() == [10.0, 20.0, 30.0, 10.0] == b.base_rate_in.tolist()
+    assert a.topics.tolist() == [1, 2, 3, 4]
+    with _pytest.raises(ShedlabError):
+        parse_scenario_text(text.replace("values: [10, 20, 30]}", "values: [1], weights: [1]}"), "seq")

@@ -37,6 +37,7 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "pareto": ("min", "alpha"),
     "zipf": ("max", "exponent"),
     "choice": ("values", "weights"),
+    "sequence": ("values",),
 }
 """Distribution kinds and their parameters (see docs/scenarios.md)."""
 
@@ -80,6 +81,8 @@ class Distribution:
                 None if weights is None else np.asarray(weights, dtype=np.float64) / float(np.sum(weights))
             )
             out = rng.choice(values, size=n, p=probs)
+        elif kind == "sequence":  # in order, repeated: a fitted twin's exact per-bundle values; no draw
+            out = np.resize(np.asarray(p["values"], dtype=np.float64), n)
         else:  # pragma: no cover - parse() refuses unknown kinds
             raise ValueError(kind)
         lo = -np.inf if self.clip_low is None else self.clip_low
@@ -118,7 +121,7 @@ def parse_distribution(
     node = Node(raw, source, where)
     kind = node.string("dist", choices=tuple(DISTRIBUTIONS))
     params: list[tuple[str, Any]] = []
-    if kind == "choice":
+    if kind in ("choice", "sequence"):
         values = node.list("values")
         if not values:
             raise node.error("values", "expected a non-empty list of numbers")
@@ -126,7 +129,7 @@ def parse_distribution(
             check_number(v, source=source, field=f"{node.where('values')}[{i}]", minimum=minimum)
             for i, v in enumerate(values)
         )
-        weights_raw = node.raw("weights", None)
+        weights_raw = node.raw("weights", None) if kind == "choice" else None
         weights: tuple[float, ...] | None = None
         if weights_raw is not None:
             if not isinstance(weights_raw, list) or len(weights_raw) != len(nums):
@@ -137,7 +140,7 @@ def parse_distribution(
             )
             if sum(weights) <= 0:
                 raise node.error("weights", "weights must not all be zero", weights_raw)
-        params = [("values", nums), ("weights", weights)]
+        params = [("values", nums), ("weights", weights)] if kind == "choice" else [("values", nums)]
     else:
         for name in DISTRIBUTIONS[kind]:
             lower: float | None = None

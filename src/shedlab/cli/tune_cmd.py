@@ -1,0 +1,366 @@
+"""``shedlab twin`` and ``shedlab tune``: from a recording to a recommended ``broker.conf``.
+
+``twin`` fits a scenario to ingest's output and checks it against the recording; ``tune`` sweeps
+strategy pairs × a parameter space on the twin (or on scenarios) by successive halving and writes the
+recommendation. ``tune --demo`` runs the whole path on the shipped demo recording: ingest → twin →
+tune → report (docs/tune.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.resources
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from shedlab.cli.settings import check_count, run_overrides
+from shedlab.cli.spark_cmd import (
+    ConfFileOpt,
+    ConfOpt,
+    MasterOpt,
+    UiOpt,
+    _preflight,
+    _status,
+    console,
+    err_console,
+    spark_session,
+)
+from shedlab.config import LoadBalancerConfig
+from shedlab.errors import InputError
+
+__all__ = ["register", "tune", "tune_demo", "twin"]
+
+DEMO_RECORDING = ("data", "recordings", "demo")
+DEMO_CANDIDATES = 8
+"""Parameter sets per pair in ``tune --demo``: keeps the whole path within a few minutes on 2 cores."""
+
+
+def _parse_window(text: str | None) -> tuple[int, int] | None:
+    """``FROM..TO``: ISO 8601 times (``2024-03-04T06:00Z..2024-03-04T12:00Z``), either side may be empty."""
+    if text is None:
+        return None
+    start, sep, end = text.partition("..")
+    if not sep:
+        raise InputError(
+            "expected FROM..TO (ISO 8601 times; either side may be empty)", field="--window", value=text
+        )
+
+    def ms(part: str, default: int) -> int:
+        if not part.strip():
+            return default
+        try:
+            moment = dt.datetime.fromisoformat(part.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InputError("expected an ISO 8601 time", field="--window", value=part) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.UTC)
+        return int(moment.timestamp() * 1000)
+
+    window = (ms(start, 0), ms(end, 2**62))
+    if window[0] > window[1]:
+        raise InputError("the window ends before it starts", field="--window", value=text)
+    return window
+
+
+def _recorded_config(
+    config: str | None, sets: list[str] | None, strategy: str | None
+) -> tuple[str, dict[str, Any]]:
+    from shedlab.strategies import resolve_pair_name
+    from shedlab.strategies.registry import pair_name_of
+
+    overrides, file_pair = run_overrides(config, sets)
+    pair = resolve_pair_name(strategy, field="--strategy") if strategy else file_pair
+    return pair or pair_name_of(LoadBalancerConfig()), dict(overrides)
+
+
+def _run_twin(
+    spark: Any,
+    snapshots: str,
+    out: str,
+    *,
+    cluster: str | None,
+    window: tuple[int, int] | None,
+    pair: str,
+    overrides: dict[str, Any],
+    seeds: int,
+    validate: bool,
+    report_dir: str,
+    say: Any,
+) -> Any:
+    from shedlab.spark.twin import fit
+    from shedlab.spark.twin import validate as run_validation
+
+    result = fit(
+        spark, snapshots, cluster=cluster, window=window, strategy=pair, config=overrides, progress=say
+    )
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(result.fit.text, encoding="utf-8")
+    validation = None
+    if validate:
+        validation = run_validation(spark, result, out, report_dir, seeds=seeds, progress=say)
+    return result, validation
+
+
+def _print_fit(validation: Any, report_dir: str) -> None:
+    if validation is None:
+        return
+    for c in validation.checks:
+        mark = "[green]fits[/]" if c.ok else "[red bold]DOES NOT FIT[/]"
+        rec = "" if c.figure == "broker usage distribution" else f"recorded {c.recorded:.3g}, "
+        console.print(
+            f"  {c.figure}: {rec}twin {c.twin:.3g} (distance {c.distance:.3g} ≤ {c.tolerance:.3g}?) {mark}"
+        )
+    if not validation.fits:
+        console.print(
+            "[red bold]WARNING: the twin does not fit the recording[/] — a recommendation made on it may "
+            f"not hold for the cluster (details: {report_dir}/fit-report.md)"
+        )
+    else:
+        console.print(f"the twin fits the recording (fit report: {report_dir}/fit-report.md)")
+
+
+def twin(
+    recording_dir: Annotated[
+        str, typer.Argument(help="An ingest output directory (shedlab ingest … --out DIR).")
+    ],
+    out: Annotated[str, typer.Option("--out", "-o", help="The twin scenario to write (YAML).")],
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="The cluster to fit (needed if several).")
+    ] = None,
+    window: Annotated[
+        str | None, typer.Option("--window", help="FROM..TO: only the samples in this time range (ISO 8601).")
+    ] = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            "--strategy", help="The strategy pair the cluster ran (default: --config's or Pulsar's)."
+        ),
+    ] = None,
+    config: Annotated[
+        str | None, typer.Option("--config", help="The cluster's broker.conf (or YAML/JSON).")
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="A setting key=value of the cluster (repeatable).")
+    ] = None,
+    seeds: Annotated[int, typer.Option("--seeds", help="Seeds of the validation runs.")] = 5,
+    validate: Annotated[
+        bool, typer.Option("--validate/--no-validate", help="Run the twin and compare.")
+    ] = True,
+    report_dir: Annotated[
+        str | None, typer.Option("--report-dir", help="Where the fit report goes (default: next to --out).")
+    ] = None,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    spark_conf: ConfFileOpt = None,
+    ui: UiOpt = False,
+) -> None:
+    """Fit a scenario (a twin of the recorded cluster) to ingest's output; check it against the recording."""
+    from shedlab.core.ingest import check_ingest_output
+
+    check_count(seeds, "--seeds", minimum=1, maximum=1000)
+    pair, overrides = _recorded_config(config, set_, strategy)
+    parsed_window = _parse_window(window)
+    check_ingest_output(recording_dir)
+    reports = report_dir or str(Path(out).with_suffix("")) + "-fit"
+    _preflight(master, reports)
+    with spark_session(master, conf, spark_conf, ui, "twin") as spark, _status(False) as say:
+        result, validation = _run_twin(
+            spark,
+            recording_dir,
+            out,
+            cluster=cluster,
+            window=parsed_window,
+            pair=pair,
+            overrides=overrides,
+            seeds=seeds,
+            validate=validate,
+            report_dir=reports,
+            say=say,
+        )
+    scenario = result.fit.scenario
+    console.print(
+        f"twin of {result.cluster}: {len(result.fit.broker_numbers)} brokers in "
+        f"{len(scenario['hardware'])} hardware class(es), {sum(w['bundles'] for w in scenario['workloads'])} "
+        f"bundles in {len(scenario['workloads'])} "
+        f"namespace(s), {len(scenario['events'])} event(s), {scenario['duration']} → {out}"
+    )
+    _print_fit(validation, reports)
+
+
+def _print_recommendation(result: Any) -> None:
+    rec = result.recommendation
+    if rec.is_recorded:
+        console.print("[bold]No candidate beat the recorded configuration on the objective: keep it.[/]")
+    else:
+        console.print(f"[bold]Recommended:[/] {rec.candidate['label']}")
+    console.print(f"objective {rec.objective} = {rec.objective_expr} (lower is better), {rec.seeds} seeds")
+    for fig in ("objective", "imbalance", "unloads_per_day"):
+        imp = rec.improvement[fig]
+        change = f"{imp['mean']:+.3g}" + (
+            f" [{imp['low']:+.3g}, {imp['high']:+.3g}]" if imp["low"] is not None else ""
+        )
+        console.print(
+            f"  {fig}: recorded {_iv(rec.recorded, fig)} → recommended {_iv(rec.candidate, fig)}"
+            f"  (change {change})"
+        )
+    for note in rec.notes:
+        console.print(f"[yellow]{note}[/]")
+    console.print(
+        f"{result.runs_spent} runs by successive halving ({len(result.rungs)} rungs) instead of "
+        f"{result.full_grid}"
+    )
+    console.print("\n[bold]broker.conf[/]")
+    console.print(result.fragment, markup=False, highlight=False)
+
+
+def _iv(row: dict[str, Any], fig: str) -> str:
+    low, high = row.get(f"{fig}_low"), row.get(f"{fig}_high")
+    if low is None or high is None or low != low:
+        return f"{row[fig]:.3g}"
+    return f"{row[fig]:.3g} [{low:.3g}, {high:.3g}]"
+
+
+def tune_demo(
+    out: str,
+    seeds: int,
+    candidates: int,
+    master: str | None,
+    conf: list[str] | None,
+    spark_conf: str | None,
+    ui: bool,
+) -> None:
+    """The README's path on the shipped recording: ingest → twin (+ fit report) → tune → report."""
+    from shedlab.core.grid import scenario_ref
+    from shedlab.core.tune import load_space, pairs_of
+    from shedlab.report import build_report
+    from shedlab.spark.ingest import ingest as run_ingest
+    from shedlab.spark.tune import tune as run_tune
+
+    recording = str(importlib.resources.files("shedlab").joinpath(*DEMO_RECORDING, "load-reports.jsonl.gz"))
+    root = Path(out)
+    started = time.time()
+    with spark_session(master, conf, spark_conf, ui, "tune demo") as spark, _status(False) as say:
+        say("ingest: the shipped recording (prod-eu, 6 h, ThresholdShedder+LeastLongTermMessageRate)")
+        run_ingest(
+            spark,
+            [recording],
+            str(root / "snapshots"),
+            interval_ms=60_000,
+            default_cluster="prod-eu",
+            web_port=8080,
+            progress=say,
+        )
+        twin_path = str(root / "twin.yaml")
+        _, validation = _run_twin(
+            spark,
+            str(root / "snapshots"),
+            twin_path,
+            cluster=None,
+            window=None,
+            pair="ThresholdShedder+LeastLongTermMessageRate",
+            overrides={},
+            seeds=5,
+            validate=True,
+            report_dir=str(root / "tune"),
+            say=say,
+        )
+        result = run_tune(
+            spark,
+            [scenario_ref(twin_path)],
+            str(root / "tune"),
+            pairs=pairs_of(None),
+            space=load_space(),
+            seeds=seeds,
+            per_pair=candidates,
+            say=say,
+        )
+        say("report")
+        report = build_report(root / "tune", root / "report.html")
+    console.print(f"twin: {twin_path}")
+    _print_fit(validation, str(root / "tune"))
+    _print_recommendation(result)
+    console.print(f"report: {report} · whole path {time.time() - started:.0f} s")
+
+
+def tune(
+    scenarios: Annotated[list[str] | None, typer.Argument(help="Scenario files or built-in names.")] = None,
+    twin_file: Annotated[str | None, typer.Option("--twin", help="A twin written by shedlab twin.")] = None,
+    out: Annotated[str | None, typer.Option("--out", "-o", help="Output directory.")] = None,
+    strategies: Annotated[
+        str, typer.Option("--strategies", "-s", help="Comma-separated strategy pairs, or 'all'.")
+    ] = "all",
+    space: Annotated[
+        str | None, typer.Option("--space", help="Search space YAML (default: the shipped one).")
+    ] = None,
+    seeds: Annotated[int, typer.Option("--seeds", help="Seeds for the finalists (successive halving).")] = 5,
+    objective: Annotated[
+        str,
+        typer.Option("--objective", help="balanced | imbalance | churn, or an expression (docs/tune.md)."),
+    ] = "balanced",
+    candidates: Annotated[
+        int | None,
+        typer.Option("--candidates", help="Parameter sets per strategy pair (default 12; demo 8)."),
+    ] = None,
+    eta: Annotated[int, typer.Option("--eta", help="Successive halving keeps 1/eta per rung.")] = 3,
+    demo: Annotated[
+        bool,
+        typer.Option("--demo", help="The whole path on the shipped recording: ingest, twin, tune, report."),
+    ] = False,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    spark_conf: ConfFileOpt = None,
+    ui: UiOpt = False,
+) -> None:
+    """Which strategy pair and settings for this cluster: a Spark sweep by successive halving, a Pareto
+    front, and the recommendation as a broker.conf fragment."""
+    from shedlab.core.grid import scenario_ref
+    from shedlab.core.tune import load_space, objective_expression, pairs_of
+    from shedlab.spark.tune import tune as run_tune
+
+    check_count(seeds, "--seeds", minimum=1, maximum=1000)
+    candidates_given = candidates is not None
+    candidates = candidates if candidates is not None else 12
+    check_count(candidates, "--candidates", minimum=1, maximum=10_000)
+    check_count(eta, "--eta", minimum=2, maximum=100)
+    objective_expression(objective)
+    if demo:
+        target = out or "out/tune-demo"
+        _preflight(master, target)
+        tune_demo(
+            target, seeds, candidates if candidates_given else DEMO_CANDIDATES, master, conf, spark_conf, ui
+        )
+        return
+    if out is None:
+        raise InputError("give --out DIR", field="--out")
+    items = ([twin_file] if twin_file else []) + list(scenarios or [])
+    if not items:
+        raise InputError("give --twin TWIN.yaml or scenarios to tune on", field="--twin")
+    refs = [scenario_ref(item) for item in items]
+    pairs = pairs_of([s.strip() for s in strategies.split(",") if s.strip()])
+    search = load_space(space)
+    _preflight(master, out)
+    with spark_session(master, conf, spark_conf, ui, "tune") as spark, _status(False) as say:
+        result = run_tune(
+            spark,
+            refs,
+            out,
+            pairs=pairs,
+            space=search,
+            seeds=seeds,
+            objective=objective,
+            per_pair=candidates,
+            eta=eta,
+            say=say,
+        )
+    _print_recommendation(result)
+    console.print(f"tune.json, tune.md, candidates.csv, recommendation.conf → {out}")
+    err_console.print(f"[dim]report: shedlab report {out} --out {out}/report.html[/]")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``twin`` and ``tune`` to the ``shedlab`` application."""
+    app.command()(twin)
+    app.command()(tune)

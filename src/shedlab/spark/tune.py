@@ -1,0 +1,180 @@
+"""``shedlab tune``: successive halving of strategy pairs × a parameter space, as Spark sweeps.
+
+Each rung is one :func:`shedlab.spark.sweep.sweep` over the rung's run specifications
+(:func:`shedlab.core.grid.candidate_specs`) into the same directory: run ids depend only on
+(scenario, pair, parameters, seed), so a rung that gives a survivor more seeds runs only the new
+seeds, and an interrupted tune resumes. Planning, scoring and the recommendation are
+:mod:`shedlab.core.tune`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from shedlab.core.grid import Grid, ScenarioRef, candidate_specs
+from shedlab.core.results import read_sweep_runs
+from shedlab.core.sim.scenario import parse_scenario_text
+from shedlab.core.tune import (
+    Candidate,
+    Recommendation,
+    Space,
+    broker_conf_fragment,
+    candidate_table,
+    halving_schedule,
+    make_candidates,
+    pareto_front,
+    recommend,
+    score_runs,
+    survivors,
+    tune_markdown,
+)
+from shedlab.errors import InputError
+from shedlab.spark.sweep import sweep
+
+__all__ = ["TuneResult", "tune"]
+
+TUNE_FILE = "tune.json"
+FRAGMENT_FILE = "recommendation.conf"
+
+
+@dataclass
+class TuneResult:
+    out: str
+    table: pd.DataFrame
+    recommendation: Recommendation
+    fragment: str
+    markdown: str
+    rungs: list[dict[str, Any]]
+    full_grid: int
+
+    @property
+    def runs_spent(self) -> int:
+        return sum(int(r["new_runs"]) for r in self.rungs)
+
+
+def _rung(
+    spark: Any,
+    refs: Sequence[ScenarioRef],
+    alive: Sequence[Candidate],
+    seeds: int,
+    out: str,
+    progress: Callable[[int, int, int], None] | None,
+) -> int:
+    seed_list = tuple(range(1, seeds + 1))
+    specs = candidate_specs("tune", refs, [(c.strategy, c.params) for c in alive], seed_list, brokers_every=0)
+    grid = Grid(
+        name="tune",
+        description="shedlab tune: successive halving over strategy pairs × a parameter space",
+        scenarios=tuple(refs),
+        strategies=tuple(sorted({c.strategy for c in alive})),
+        seeds=seed_list,
+        brokers_every=0,
+    )
+    result = sweep(spark, grid, out, specs=specs, progress=progress)
+    return int(result.ran)
+
+
+def tune(
+    spark: Any,
+    refs: Sequence[ScenarioRef],
+    out: str,
+    *,
+    pairs: Sequence[str],
+    space: Space,
+    seeds: int = 5,
+    objective: str = "balanced",
+    per_pair: int = 12,
+    eta: int = 3,
+    sample_seed: int = 1,
+    say: Callable[[str], None] | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> TuneResult:
+    """Tune on ``refs`` (a twin, or scenarios): the recorded configuration is the first scenario's
+    strategy pair and ``config``; write ``tune.json``, ``tune.md``, ``candidates.csv`` and
+    ``recommendation.conf`` into ``out``."""
+    note = say or (lambda _m: None)
+    first = parse_scenario_text(refs[0].text, refs[0].source)
+    recorded_pair, recorded_config = first.strategy, dict(first.config)
+    candidates = make_candidates(
+        space, pairs, recorded_pair, per_pair=per_pair, seed=sample_seed, recorded_config=recorded_config
+    )
+    schedule = halving_schedule(len(candidates), seeds, eta)
+    alive = list(candidates)
+    rungs: list[dict[str, Any]] = []
+    by_key = {c.key: c for c in candidates}
+    table = pd.DataFrame()
+    scored = pd.DataFrame()
+    for index, (keep, rung_seeds) in enumerate(schedule):
+        if index > 0:
+            alive = [
+                by_key[k] for k in survivors(table[table["candidate"].isin([c.key for c in alive])], keep)
+            ]
+        note(f"rung {index + 1}/{len(schedule)}: {len(alive)} candidates × {rung_seeds} seed(s)")
+        ran = _rung(spark, refs, alive, rung_seeds, out, progress)
+        rungs.append({"candidates": len(alive), "seeds": rung_seeds, "new_runs": ran})
+        runs = read_sweep_runs(Path(out))
+        runs = runs[(runs["status"] == "ok") & runs["scenario"].isin([r.name for r in refs])]
+        scored = score_runs(runs, objective)
+        scored = scored[scored["candidate"].isin(by_key) & (scored["seed"] <= seeds)]
+        if scored.empty:
+            raise InputError("every tuning run failed", source=out)
+        table = candidate_table(scored, candidates, recorded_config)
+    table["pareto"] = pareto_front(table)
+    rec = recommend(table, scored, objective)
+    source = ", ".join(r.name for r in refs)
+    fragment = broker_conf_fragment(rec, scored, table, recorded_config, recorded_pair, source)
+    full_grid = len(candidates) * seeds * len(refs)
+    markdown = tune_markdown(table, rec, rungs, fragment, full_grid=full_grid)
+    _write(out, table, rec, fragment, markdown, rungs, full_grid, space, refs)
+    return TuneResult(out, table, rec, fragment, markdown, rungs, full_grid)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and value != value:
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _write(
+    out: str,
+    table: pd.DataFrame,
+    rec: Recommendation,
+    fragment: str,
+    markdown: str,
+    rungs: list[dict[str, Any]],
+    full_grid: int,
+    space: Space,
+    refs: Sequence[ScenarioRef],
+) -> None:
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    rows = [{k: _plain(v) for k, v in row.items()} for row in table.to_dict("records")]
+    doc = {
+        "scenarios": [r.name for r in refs],
+        "objective": rec.objective,
+        "objective_expr": rec.objective_expr,
+        "space": space.source,
+        "seeds": rec.seeds,
+        "rungs": rungs,
+        "runs_spent": sum(int(r["new_runs"]) for r in rungs),
+        "full_grid_runs": full_grid,
+        "recommended": {k: _plain(v) for k, v in rec.candidate.items()},
+        "recorded": {k: _plain(v) for k, v in rec.recorded.items()},
+        "improvement": rec.improvement,
+        "keep_recorded": rec.is_recorded,
+        "notes": rec.notes,
+        "fragment": fragment,
+        "candidates": rows,
+    }
+    (root / TUNE_FILE).write_text(json.dumps(doc, indent=2, default=_plain) + "\n", encoding="utf-8")
+    (root / "tune.md").write_text(markdown, encoding="utf-8")
+    (root / FRAGMENT_FILE).write_text(fragment, encoding="utf-8")
+    table.to_csv(root / "candidates.csv", index=False)

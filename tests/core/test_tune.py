@@ -1,0 +1,170 @@
+"""shedlab.core.tune without Spark: the space, the candidates, successive halving's budget, the Pareto
+front, range-respecting intervals, the recommendation rule and the broker.conf fragment."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shedlab.config import LoadBalancerConfig
+from shedlab.core.tune import (
+    RECORDED,
+    Candidate,
+    broker_conf_fragment,
+    candidate_table,
+    halving_schedule,
+    label_of,
+    load_space,
+    make_candidates,
+    pareto_front,
+    recommend,
+    score_runs,
+)
+from shedlab.errors import ConfigError
+from shedlab.strategies import STRATEGY_PAIRS, resolve_config
+from shedlab.strategies.registry import pair_name_of
+
+TS = "ThresholdShedder+LeastLongTermMessageRate"
+
+
+def _runs_spent(n: int, seeds: int, eta: int) -> int:
+    """New runs of a schedule: every rung adds its new seeds for its candidates."""
+    spent, done = 0, 0
+    for alive, rung_seeds in halving_schedule(n, seeds, eta):
+        spent += alive * (rung_seeds - done)
+        done = rung_seeds
+    return spent
+
+
+@given(st.integers(3, 400), st.integers(2, 30), st.integers(2, 5))
+def test_halving_spends_fewer_runs_than_the_full_grid(n: int, seeds: int, eta: int) -> None:
+    rungs = halving_schedule(n, seeds, eta)
+    assert rungs[0] == (n, 1)
+    assert rungs[-1][1] == seeds
+    assert all(a >= b for (a, _), (b, _) in itertools.pairwise(rungs))
+    assert _runs_spent(n, seeds, eta) < n * seeds
+
+
+def test_default_space_is_valid_and_covers_the_issue_keys() -> None:
+    space = load_space()
+    keys = {k for pair in STRATEGY_PAIRS for k, _ in space.pair_axes(pair)}
+    for key in (
+        "loadBalancerAvgShedderLowThreshold",
+        "loadBalancerAvgShedderHighThreshold",
+        "loadBalancerAvgShedderHitCountLowThreshold",
+        "loadBalancerAvgShedderHitCountHighThreshold",
+        "loadBalancerBrokerThresholdShedderPercentage",
+        "loadBalancerHistoryResourcePercentage",
+        "loadBalancerMsgRateDifferenceShedderThreshold",
+        "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold",
+        "maxUnloadPercentage",
+        "minUnloadMessage",
+        "minUnloadMessageThroughput",
+    ):
+        assert key in keys
+
+
+def test_space_values_are_checked_against_the_key_table(tmp_path: Path) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text("AvgShedder:\n  maxUnloadPercentage: [0.5, -2]\n")
+    with pytest.raises(ConfigError) as err:
+        load_space(path)
+    assert "maxUnloadPercentage" in str(err.value)
+    path.write_text("AvgShedder:\n  loadBalancerAvgShederLowThreshold: [10]\n")
+    with pytest.raises(ConfigError):
+        load_space(path)
+
+
+def test_candidates_are_deterministic_and_start_with_the_recorded_configuration() -> None:
+    space = load_space()
+    a = make_candidates(space, list(STRATEGY_PAIRS), TS, per_pair=6, seed=3)
+    b = make_candidates(space, list(STRATEGY_PAIRS), TS, per_pair=6, seed=3)
+    assert [c.key for c in a] == [c.key for c in b]
+    assert a[0] == Candidate(TS, {}, RECORDED)
+    assert len({c.key for c in a}) == len(a)
+    # a value equal to the recorded one is not a change
+    c = make_candidates(
+        space, [TS], TS, per_pair=100, recorded_config={"loadBalancerSheddingGracePeriodMinutes": 10}
+    )
+    assert all(c_.params.get("loadBalancerSheddingGracePeriodMinutes") != 10 for c_ in c)
+
+
+def test_labels_are_key_value_differences_never_hashes() -> None:
+    cand = Candidate("AvgShedder", {"maxUnloadPercentage": 0.5, "minUnloadMessage": 1000}, "space")
+    label = label_of(cand, {})
+    assert label == "AvgShedder: maxUnloadPercentage=0.5"  # minUnloadMessage=1000 is Pulsar's default
+
+
+def test_survivors_keep_the_recorded_configuration_within_the_budget() -> None:
+    from shedlab.core.tune import survivors
+
+    table = pd.DataFrame(
+        {
+            "candidate": ["a", "b", "c", "rec"],
+            "objective": [1.0, 2.0, 3.0, 4.0],
+            "origin": ["space"] * 3 + [RECORDED],
+        }
+    )
+    assert survivors(table, 2) == ["a", "rec"]
+    assert survivors(table, 1) == ["a", "rec"]
+
+
+def test_pareto_front() -> None:
+    table = pd.DataFrame({"imbalance": [1.0, 2.0, 3.0, 2.0], "unloads_per_day": [5.0, 2.0, 1.0, 3.0]})
+    assert pareto_front(table) == [True, True, True, False]
+
+
+def _scored(values: dict[str, list[tuple[float, float]]]) -> tuple[pd.DataFrame, list[Candidate]]:
+    """Runs of candidates keyed by a maxUnloadPercentage value ('' = recorded): (spread, unloads) per seed."""
+    rows: list[dict[str, Any]] = []
+    cands = []
+    for value, runs in values.items():
+        params = {} if value == "" else {"maxUnloadPercentage": float(value)}
+        cands.append(Candidate("AvgShedder", params, RECORDED if value == "" else "space"))
+        for seed, (spread, unloads) in enumerate(runs, start=1):
+            rows.append({"scenario": "s", "strategy": "AvgShedder", "params_json": json.dumps(params),
+                         "seed": seed, "score_spread_mean": spread, "broker_minutes_overloaded": 0.0,
+                         "duration_s": 86400.0, "unloads": unloads, "throughput_moved": 0.0})  # fmt: skip
+    return score_runs(pd.DataFrame(rows), "balanced"), cands
+
+
+def test_intervals_respect_the_metric_range() -> None:
+    scored, cands = _scored({"": [(0.1, 0.0), (0.2, 1.0), (4.0, 0.0)]})
+    table = candidate_table(scored, cands, {})
+    assert table.loc[0, "unloads_per_day_low"] == 0.0  # mean ± t·s/√n would go below 0
+    assert table.loc[0, "imbalance_low"] == 0.0
+
+
+def test_a_gain_inside_the_noise_keeps_the_recorded_configuration() -> None:
+    scored, cands = _scored({"": [(20, 10), (21, 10), (19, 10)], "0.5": [(19.9, 10), (21.2, 10), (18.7, 10)]})
+    table = candidate_table(scored, cands, {})
+    rec = recommend(table, scored, "balanced")
+    assert rec.is_recorded and rec.notes
+    scored, cands = _scored({"": [(20, 10), (21, 10), (19, 10)], "0.5": [(12, 10), (13.1, 10), (11, 10)]})
+    rec = recommend(candidate_table(scored, cands, {}), scored, "balanced")
+    assert not rec.is_recorded
+    assert rec.improvement["objective"]["high"] < 0
+
+
+def test_fragment_parses_with_shedlabs_config_reader(tmp_path: Path) -> None:
+    scored, cands = _scored({"": [(20, 10), (21, 10), (19, 10)], "0.5": [(12, 10), (13.1, 10), (11, 10)]})
+    table = candidate_table(scored, cands, {})
+    rec = recommend(table, scored, "balanced")
+    text = broker_conf_fragment(rec, scored, table, {}, "AvgShedder", "test")
+    lines = text.splitlines()
+    settings = [i for i, line in enumerate(lines) if line and not line.startswith("#")]
+    assert settings and all(lines[i - 1].startswith("# why:") for i in settings)  # a reason per line
+    path = tmp_path / "broker.conf"
+    path.write_text(text)
+    conf = resolve_config(LoadBalancerConfig.from_file(path))
+    assert pair_name_of(conf) == "AvgShedder"
+    assert conf.get("maxUnloadPercentage") == pytest.approx(0.5)
+    assert np.isfinite(rec.candidate["objective"])

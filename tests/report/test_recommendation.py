@@ -1,0 +1,65 @@
+"""The report's Recommendation section, from a tune directory's files (no Spark)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from shedlab.report.builder import Page
+from shedlab.report.recommendation import recommendation_section
+
+
+def _doc(keep: bool) -> dict[str, object]:
+    row = {"label": "AvgShedder: maxUnloadPercentage=0.5", "seeds": 5, "pareto": True, "objective": 10.0,
+           "imbalance": 8.0, "imbalance_low": 0.0, "imbalance_high": 16.0, "unloads_per_day": 10.0,
+           "unloads_per_day_low": 4.0, "unloads_per_day_high": 16.0}  # fmt: skip
+    recorded = {**row, "label": "ThresholdShedder+LeastLongTermMessageRate (recorded configuration)",
+                "objective": 20.0, "imbalance": 18.0, "pareto": False}  # fmt: skip
+    return {
+        "objective": "balanced",
+        "objective_expr": "imbalance + 0.2 * unloads_per_day",
+        "seeds": 5,
+        "runs_spent": 40,
+        "full_grid_runs": 100,
+        "recommended": recorded if keep else row,
+        "recorded": recorded,
+        "keep_recorded": keep,
+        "improvement": {"objective": {"mean": -10.0, "low": -12.0, "high": -8.0}},
+        "notes": [],
+        "fragment": "# why: test\nmaxUnloadPercentage=0.5\n",
+        "candidates": [row, recorded],
+    }
+
+
+def test_section_shows_current_vs_recommended_the_front_and_the_fragment(tmp_path: Path) -> None:
+    (tmp_path / "tune.json").write_text(json.dumps(_doc(keep=False)))
+    (tmp_path / "fit-report.json").write_text(
+        json.dumps(
+            {
+                "checks": [
+                    {
+                        "figure": "score spread, mean",
+                        "recorded": 15,
+                        "twin": 30,
+                        "distance": 15,
+                        "tolerance": 5,
+                        "ok": False,
+                    }
+                ]
+            }
+        )
+    )
+    page = Page(max_points=2000)
+    html = recommendation_section(page, tmp_path)
+    assert "Recommendation" in html and "maxUnloadPercentage=0.5" in html
+    assert "recorded configuration" in html
+    assert "40 simulated runs by successive halving instead of" in html
+    assert page.figures  # the Pareto plot
+    assert "does not fit" in html  # the twin's fit warning is carried into the section
+    assert "0b2106a8e5" not in html
+
+
+def test_keep_recorded_and_no_section_without_tune_json(tmp_path: Path) -> None:
+    assert recommendation_section(Page(max_points=2000), tmp_path) == ""
+    (tmp_path / "tune.json").write_text(json.dumps(_doc(keep=True)))
+    assert "keep it" in recommendation_section(Page(max_points=2000), tmp_path)
