@@ -237,7 +237,19 @@ def test_demo_command_end_to_end(tmp_path: Path) -> None:
     )
     out = tmp_path / "demo"
     run = subprocess.run(
-        [sys.executable, "-m", "shedlab", "demo", "--grid", str(grid), "--seeds", "2", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "shedlab",
+            "demo",
+            "--grid",
+            str(grid),
+            "--seeds",
+            "2",
+            "--out",
+            str(out),
+            "--no-recommend",
+        ],
         capture_output=True,
         text=True,
         timeout=600,

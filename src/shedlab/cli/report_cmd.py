@@ -96,9 +96,18 @@ def demo(
         str | None, typer.Option(help="Spark master (default local[*]; e.g. local[2], spark://host:7077).")
     ] = None,
     grid: Annotated[str, typer.Option(help="Grid file, or the name of a shipped grid.")] = DEMO_GRID,
+    recommend: Annotated[
+        bool,
+        typer.Option(
+            help="Then the operator's path on the shipped recording: ingest → twin → tune → recommendation "
+            "(shedlab tune --demo, into OUT/recommendation)."
+        ),
+    ] = True,
 ) -> None:
     """The main job: every built-in PIP-364 scenario × the five strategy pairs × a few seeds, swept on
-    Spark, evaluated, and turned into an HTML report; prints the PIP-364 table and the report's path."""
+    Spark, evaluated, and turned into an HTML report; prints the PIP-364 table and the report's path.
+    Then, from a recorded cluster to a recommendation: the shipped recording of a cluster on Pulsar's old
+    default strategy is ingested, fitted by a twin, tuned, and the advice printed as a broker.conf."""
     from shedlab.cli.spark_cmd import spark_session
     from shedlab.core.grid import load_grid
     from shedlab.report import build_report
@@ -154,6 +163,11 @@ def demo(
         f"({megabytes(path.stat().st_size)} MB; open it in a browser, no network needed).",
         highlight=False,
     )
+    if recommend:
+        from shedlab.cli.tune_cmd import tune_demo
+
+        err_console.print("[bold]From a recorded cluster to a recommendation[/] (shedlab tune --demo)")
+        tune_demo(str(out / "recommendation"), 5, 8, master, None, None, False)
 
 
 def register(app: typer.Typer) -> None:
