@@ -69,6 +69,15 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "spark_cmd",
         "What each strategy would have decided on recorded snapshots, and why, next to what really happened.",
     ),
+    "collect": (
+        "cluster_cmd",
+        "Record a running cluster's load reports every --every into --out, in the format `ingest` reads.",
+    ),
+    "advise": (
+        "cluster_cmd",
+        "What the strategy would unload from this cluster now, to where, and why; every broker left alone "
+        "and why.",
+    ),
 }
 """Command name → (module under ``shedlab.cli``, one-line help shown by ``shedlab --help``)."""
 
