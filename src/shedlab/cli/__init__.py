@@ -65,6 +65,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "spark_cmd",
         "Ingest recorded load data into per-tick cluster snapshots (canonical Parquet, by cluster and day).",
     ),
+    "sandbox": (
+        "sandbox_cmd",
+        "Run a simulated Pulsar cluster that speaks Pulsar's admin REST API and znodes.",
+    ),
     "replay": (
         "spark_cmd",
         "What each strategy would have decided on recorded snapshots, and why, next to what really happened.",

@@ -141,6 +141,7 @@ class Simulation:
             slot_of=cluster.slot_of,
             churn=Churn.new(pop.size, grace_ms, 2 * grace_ms if window is None else round(window * 1000)),
         )
+        self.next_tick = 0  # the tick :meth:`step` runs next (the sandbox drives the loop one tick at a time)
         self.recording: Recording | None = None
         if record:
             self.recording = Recording(
@@ -161,6 +162,51 @@ class Simulation:
             if self.progress is not None:
                 self.progress(t + 1, self.n_ticks)
         return self.result()
+
+    # ------------------------------------------------------------------ hooks for an external driver
+    def step(self) -> bool:
+        """Run the next tick; False (nothing run) once the scenario's last tick has run.
+
+        For drivers that advance the simulation one tick at a time (the sandbox,
+        :mod:`shedlab.cluster.sandbox`); :meth:`run` does not use it, so a normal run is unchanged.
+        """
+        if self.next_tick >= self.n_ticks:
+            return False
+        t = self.next_tick
+        self.tick(t, self.start_ms + t * self.tick_ms)
+        self.next_tick = t + 1
+        return True
+
+    @property
+    def now_ms(self) -> int:
+        """The time of the last tick run by :meth:`step` (the start time before the first)."""
+        return self.start_ms + max(self.next_tick - 1, 0) * self.tick_ms
+
+    def request_unload(self, bundle: str, destination: str | None) -> bool:
+        """An unload asked from outside the leader's shedding: the admin API's ``unload?destinationBroker=``.
+
+        As Pulsar's ``setNamespaceBundleAffinityAsync`` then ``unloadNamespaceBundle``: the destination
+        goes into the leader's one-shot affinity map first (even when the bundle turns out to be unowned),
+        then the owner closes the bundle; its clients look it up again after ``reconnect_delay``, and the
+        lookup lands on the destination (§4.7). Not a shedding decision: no strategy counter moves, and
+        ``recentlyUnloadedBundles`` is untouched (Pulsar's admin path does not write it). Returns whether
+        the bundle was owned (an unowned bundle is left alone, as Pulsar answers 204 without unloading).
+        """
+        if destination is not None:
+            self.set_bundle_affinity(bundle, destination)
+        j = self.bundle_index[bundle]
+        cluster = self.cluster
+        if cluster.owner[j] < 0:
+            return False
+        now = self.now_ms
+        cluster.owner[j] = -1
+        cluster.lookup_at[j] = now + self.reconnect_ms
+        self.metrics.churn.count(np.asarray([j], dtype=np.int64), now)
+        return True
+
+    def set_bundle_affinity(self, bundle: str, destination: str) -> None:
+        """The leader's ``setNamespaceBundleAffinity``: ``bundle``'s next lookup lands on ``destination``."""
+        self.manager.affinity[bundle] = destination
 
     def tick(self, t: int, now: int) -> None:
         """Tick ``t`` at ``now`` (ms): the six steps of the module docstring, in that order."""

@@ -1,0 +1,101 @@
+"""``shedlab sandbox SCENARIO``: a simulated cluster behind Pulsar's admin API and znodes (docs/sandbox.md)"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from shedlab.cli.settings import check_seed
+from shedlab.errors import InputError, read_user_text
+from shedlab.units import parse_duration
+
+console = Console()
+
+
+def sandbox(
+    scenario: Annotated[str, typer.Argument(help="A scenario YAML file or the name of a built-in scenario.")],
+    seed: Annotated[int | None, typer.Option(help="Seed (default: the scenario's).")] = None,
+    strategy: Annotated[str | None, typer.Option(help="Strategy pair (default: the scenario's).")] = None,
+    speed: Annotated[
+        float,
+        typer.Option(help="Simulated seconds per wall-clock second (1: real time; 60: a minute a second)."),
+    ] = 1.0,
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(help="Admin port; broker k listens on port+1+k (0: free ports).", min=0, max=65535)
+    ] = 0,
+    zookeeper: Annotated[
+        str,
+        typer.Option(help="'auto' (a private ZooKeeper), 'none', or HOST:PORT[/chroot] of a running one."),
+    ] = "auto",
+    token_file: Annotated[
+        Path | None, typer.Option(help="File holding the super-user token; requests must then send it.")
+    ] = None,
+    cluster: Annotated[str | None, typer.Option(help="Cluster name (default: the scenario's).")] = None,
+    duration: Annotated[
+        str | None, typer.Option(help="Stop after this wall-clock time (e.g. 10m); default: until Ctrl-C.")
+    ] = None,
+) -> None:
+    """Run a simulated Pulsar cluster that speaks Pulsar's admin REST API and writes its znodes."""
+    from shedlab.cluster.sandbox import Sandbox
+
+    check_seed(seed)
+    if speed <= 0:
+        raise InputError("must be > 0", field="--speed", value=speed)
+    stop_after = None if duration is None else parse_duration(duration, field="--duration")
+    tokens = None
+    if token_file is not None:
+        token = read_user_text(token_file).strip()
+        if not token:
+            raise InputError("the token file is empty", source=str(token_file))
+        tokens = {token: "admin"}
+    zk = None if zookeeper == "none" else zookeeper
+    with Sandbox(
+        scenario,
+        seed=seed,
+        strategy=strategy,
+        speed=speed,
+        host=host,
+        port=port,
+        zookeeper=zk,
+        tokens=tokens,
+        cluster=cluster,
+    ) as sb:
+        console.print(f"[bold]sandbox[/] {sb.scenario.name}: cluster {sb.cluster}, speed ×{speed:g}")
+        console.print(f"admin URL   {sb.admin_url}")
+        console.print(f"ZooKeeper   {sb.zookeeper or '(none)'}")
+        console.print("authentication: " + ("bearer token from " + str(token_file) if tokens else "off"))
+        for broker, url in sb.broker_urls.items():
+            console.print(f"broker      {broker:<22} {url}")
+        console.print("Ctrl-C stops the sandbox.", style="dim")
+        _wait(stop_after)
+    console.print("sandbox stopped: brokers' sessions closed, ephemeral znodes removed.")
+
+
+def _wait(seconds: float | None) -> None:
+    """Until Ctrl-C, SIGTERM or ``seconds`` of wall-clock time."""
+    done = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
+    deadline = None if seconds is None else time.monotonic() + seconds
+    try:
+        while not done.is_set():
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            if left <= 0:
+                break
+            done.wait(left)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(help="Run a simulated Pulsar cluster that speaks Pulsar's admin REST API and znodes.")(
+        sandbox
+    )

@@ -1,0 +1,317 @@
+"""The sandbox: a simulated Pulsar cluster behind Pulsar's admin API and the load manager's znodes.
+
+``Sandbox`` drives a :class:`~shedlab.core.sim.kernel.Simulation` one tick at a time, either by hand
+(:meth:`Sandbox.advance`, for tests: fast and deterministic) or in wall-clock time ``speed`` times
+faster (a background thread, for people and tools). After every tick it brings the outside world up to
+date, in Pulsar's order: brokers that stopped lose their ZooKeeper session (their ephemeral report
+vanishes) and their web server; brokers that started open both; every broker that wrote its report this
+tick (the simulator's §4.3 rule) writes it to ``/loadbalance/brokers/<id>``; the leader's election node
+follows the simulator's leader; at the leader's periodic bundle-data write (§4.9) the bundle data and
+the brokers' time averages are written.
+
+Deterministic rule: given the seed and the same sequence of ``advance`` calls and admin requests, the
+simulation's decisions are identical run to run; wall-clock mode only decides *when* ticks happen.
+After the scenario's last tick the simulation stops and the sandbox keeps serving its final state.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from shedlab.cluster.sandbox.http import AdminServer
+from shedlab.cluster.sandbox.views import (
+    Names,
+    bundle_data,
+    bundles_data,
+    local_broker_data,
+    namespaces,
+    runtime_configuration,
+    time_average_broker_data,
+    topic_names,
+    topics_stats,
+)
+from shedlab.cluster.sandbox.zk import ZooKeeperPublisher, ensure_chroot
+from shedlab.cluster.zookeeper_server import LocalZooKeeper
+from shedlab.core.sim.kernel import Simulation
+from shedlab.core.sim.scenario import Scenario, load_scenario
+from shedlab.errors import InputError
+
+__all__ = ["Sandbox"]
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class Sandbox:
+    """``with Sandbox("broker-loss", seed=1) as sb: sb.advance(3); httpx.get(sb.admin_url + …)``.
+
+    ``zookeeper``: ``"auto"`` starts a private ZooKeeper (Debian's package) for the sandbox's lifetime;
+    ``"HOST:PORT[/chroot]"`` uses a running one; None publishes no znodes. ``tokens`` maps accepted
+    bearer tokens to their role (None: no authentication); ``superuser_roles`` are Pulsar's
+    ``superUserRoles``. ``speed``: None or 0 for manual stepping; otherwise simulated seconds per
+    wall-clock second. ``port`` 0 picks free ports; a fixed ``port`` P puts the front door on P and
+    broker slot k on P + 1 + k.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario | str | Path,
+        *,
+        seed: int | None = None,
+        strategy: str | None = None,
+        config_overrides: Mapping[str, Any] | None = None,
+        speed: float | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        zookeeper: str | None = "auto",
+        tokens: Mapping[str, str] | None = None,
+        superuser_roles: tuple[str, ...] = ("admin",),
+        cluster: str | None = None,
+    ) -> None:
+        self.scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        self.simulation = Simulation(
+            self.scenario, strategy=strategy, config_overrides=config_overrides, seed=seed
+        )
+        self.cluster = cluster or self.scenario.simulation.cluster
+        self.speed = speed or None
+        self.host = host
+        self.tokens = dict(tokens) if tokens is not None else None
+        self.superuser_roles = frozenset(superuser_roles)
+        self.lock = threading.RLock()
+        self._zookeeper_arg = zookeeper
+        self._local_zk: LocalZooKeeper | None = None
+        self.zookeeper: str | None = None
+        self._zk: ZooKeeperPublisher | None = None
+        n_slots = self.simulation.cluster.num_slots
+        self._ports = (
+            [port + 1 + s for s in range(n_slots)] if port else [_free_port(host) for _ in range(n_slots)]
+        )
+        self._front_port = port
+        self.names = Names(self.simulation.cluster.ids, [f"{host}:{p}" for p in self._ports])
+        self._servers: dict[int, AdminServer] = {}
+        self._front: AdminServer | None = None
+        self._written: dict[int, list[str]] = {}  # bundles of each broker's last written report
+        self._started: dict[int, int] = {}  # start time of each running broker (a restart changes it)
+        self._namespaces = namespaces(self.simulation)
+        self._topics: dict[str, dict[str, list[str]]] | None = None
+        self._stop = threading.Event()
+        self._runner: threading.Thread | None = None
+        self.finished = False
+
+    # ------------------------------------------------------------------------------------ life cycle
+    def start(self) -> Sandbox:
+        try:
+            self._start_zookeeper()
+            self._front = AdminServer((self.host, self._front_port), self, None).start()
+            with self.lock:
+                self._step()  # tick 0: the initial brokers start, write their first reports, elect
+            if self.speed:
+                self._runner = threading.Thread(target=self._run, name="sandbox-clock", daemon=True)
+                self._runner.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_zookeeper(self) -> None:
+        arg = self._zookeeper_arg
+        if arg is None:
+            return
+        if arg == "auto":
+            self._local_zk = LocalZooKeeper().start()
+            arg = self._local_zk.hosts
+        self.zookeeper = arg
+        ensure_chroot(arg)
+        self._zk = ZooKeeperPublisher(arg)
+
+    def stop(self) -> None:
+        """Clock stopped, every broker's web server and session closed (ephemeral znodes gone)."""
+        self._stop.set()
+        if self._runner is not None:
+            self._runner.join(timeout=30)
+            self._runner = None
+        with self.lock:
+            for slot in list(self._servers):
+                self._servers.pop(slot).stop()
+            if self._front is not None:
+                self._front.stop()
+                self._front = None
+            if self._zk is not None:
+                self._zk.close()
+                self._zk = None
+        if self._local_zk is not None:
+            self._local_zk.stop()
+            self._local_zk = None
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------------------------- stepping
+    def advance(self, ticks: int = 1) -> int:
+        """Run up to ``ticks`` ticks now; returns how many ran (fewer once the scenario has ended)."""
+        done = 0
+        for _ in range(ticks):
+            with self.lock:
+                if not self._step():
+                    break
+            done += 1
+        return done
+
+    def _run(self) -> None:
+        """Wall-clock mode: one tick every ``tick / speed`` seconds until stopped or the scenario ends."""
+        assert self.speed is not None
+        interval = self.simulation.tick_ms / 1000.0 / self.speed
+        due = time.monotonic() + interval
+        while not self._stop.wait(max(due - time.monotonic(), 0.0)):
+            with self.lock:
+                if not self._step():
+                    return
+            due += interval
+
+    def _step(self) -> bool:
+        sim = self.simulation
+        quota_before = sim.publishing.next_quota_ms
+        if not sim.step():
+            self.finished = True
+            return False
+        self._sync(quota_written=sim.publishing.next_quota_ms != quota_before)
+        return True
+
+    def _sync(self, *, quota_written: bool) -> None:
+        sim = self.simulation
+        cluster = sim.cluster
+        now = sim.now_ms
+        alive = {int(s) for s in np.flatnonzero(cluster.alive)}
+        restarted = {s for s in alive if s in self._started and self._started[s] != int(cluster.start_ts[s])}
+        for slot in sorted((set(self._started) - alive) | restarted):
+            self._broker_down(slot)
+        for slot in sorted(alive - set(self._started)):
+            self._broker_up(slot)
+        zk = self._zk
+        for slot in np.flatnonzero(sim.publishing.written).tolist():
+            report = local_broker_data(
+                sim, self.names, slot, last_written=self._written.get(slot, []), now_ms=now
+            )
+            self._written[slot] = list(report.bundles)
+            if zk is not None:
+                zk.write_report(self.names.address(slot), report.to_json())
+        leader = cluster.leader
+        if zk is None:
+            return
+        if leader is None:
+            zk.elect(None, None)
+        else:
+            zk.elect(self.names.address(leader), self.names.url(leader))
+        if quota_written:
+            data = bundle_data(sim)
+            zk.write_bundle_data({name: bd.to_json() for name, bd in data.items()})
+            zk.write_time_averages(
+                {
+                    self.names.address(s): time_average_broker_data(sim, s, data).to_json()
+                    for s in sorted(alive)
+                    if sim.publishing.has_report[s]
+                }
+            )
+        else:
+            has = sim.publishing.leader_data.has
+            gone = {b for b in zk.bundle_nodes if not has[sim.bundle_index[b]]}
+            if gone:
+                zk.drop_bundles(gone)
+
+    def _broker_up(self, slot: int) -> None:
+        self._started[slot] = int(self.simulation.cluster.start_ts[slot])
+        self._written.pop(slot, None)
+        if self._zk is not None:
+            self._zk.broker_up(self.names.address(slot))
+        self._servers[slot] = AdminServer((self.host, self._ports[slot]), self, slot).start()
+
+    def _broker_down(self, slot: int) -> None:
+        self._started.pop(slot, None)
+        self._written.pop(slot, None)
+        server = self._servers.pop(slot, None)
+        if server is not None:
+            server.stop()
+        if self._zk is not None:
+            self._zk.broker_down(self.names.address(slot))
+
+    # -------------------------------------------------------------------------------------- views
+    @property
+    def admin_url(self) -> str:
+        if self._front is None:
+            raise InputError("the sandbox is not running: call start() or use it in a with block")
+        return f"http://{self.host}:{self._front.port}"
+
+    @property
+    def broker_urls(self) -> dict[str, str]:
+        """Broker id → web service URL, for the running brokers, in slot order."""
+        return {self.names.address(s): self.names.url(s) for s in sorted(self._servers)}
+
+    @property
+    def now_ms(self) -> int:
+        return self.simulation.now_ms
+
+    def is_alive(self, slot: int) -> bool:
+        return bool(self.simulation.cluster.alive[slot])
+
+    def leader_slot(self) -> int | None:
+        return self.simulation.cluster.leader
+
+    def active_brokers(self) -> list[str]:
+        """``getAvailableBrokers``: the ids of the brokers with a report in ``/loadbalance/brokers``."""
+        with self.lock:
+            pub = self.simulation.publishing
+            return [self.names.address(s) for s in sorted(self._servers) if pub.has_report[s]]
+
+    def owner_slot(self, bundle: str) -> int | None:
+        j = self.simulation.bundle_index[bundle]
+        owner = int(self.simulation.cluster.owner[j])
+        return None if owner < 0 else owner
+
+    def owner_of(self, bundle: str) -> str | None:
+        """The broker id that serves ``bundle`` now (None while its clients reconnect)."""
+        with self.lock:
+            slot = self.owner_slot(bundle)
+            return None if slot is None else self.names.address(slot)
+
+    def namespace_ranges(self, namespace: str) -> list[str] | None:
+        return self._namespaces.get(namespace)
+
+    def bundles_data(self, namespace: str) -> dict[str, Any] | None:
+        ranges = self._namespaces.get(namespace)
+        return None if ranges is None else bundles_data(ranges)
+
+    def load_report(self, slot: int) -> dict[str, Any]:
+        report = local_broker_data(
+            self.simulation, self.names, slot, last_written=self._written.get(slot, [])
+        )
+        return report.to_json()
+
+    def topics_stats(self, slot: int) -> dict[str, Any]:
+        if self._topics is None:
+            counts = self.simulation.pop.topics
+            index = self.simulation.bundle_index
+            self._topics = {
+                ns: topic_names(ns, ranges, [int(counts[index[f"{ns}/{r}"]]) for r in ranges])
+                for ns, ranges in self._namespaces.items()
+            }
+        return topics_stats(self.simulation, slot, self._topics)
+
+    def runtime_configuration(self) -> dict[str, str]:
+        return runtime_configuration(self.simulation, self.cluster)

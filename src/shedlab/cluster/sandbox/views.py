@@ -1,0 +1,306 @@
+"""What a running simulation looks like through Pulsar's eyes: its load reports, bundle data and topics.
+
+Every function here reads a :class:`~shedlab.core.sim.kernel.Simulation` between two ticks and builds
+Pulsar's objects with the model's classes (:mod:`shedlab.model.pulsar`), which own the JSON. Nothing
+here writes JSON by hand except the shapes the model does not hold (``broker-stats/topics``,
+``BundlesData``, ``BrokerInfo``), and those follow Pulsar's code as cited next to them.
+
+Broker names: the simulator keeps its own ids (``broker-0001:8080``) so that a sandbox run decides
+exactly as ``shedlab simulate`` does with the same seed; the outside world sees each broker under the
+address it really listens on (``127.0.0.1:<port>``). :class:`Names` translates at the edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shedlab.core.sim.kernel import Simulation
+from shedlab.core.sim.recording import BROKER_VERSION
+from shedlab.model.bundles import bundle_index, even_boundaries, parse_range, topic_hash
+from shedlab.model.pulsar import (
+    NUM_LONG_SAMPLES,
+    NUM_SHORT_SAMPLES,
+    BundleData,
+    LocalBrokerData,
+    NamespaceBundleStats,
+    ResourceUsage,
+    TimeAverageBrokerData,
+    TimeAverageMessageData,
+    namespace_of,
+)
+
+__all__ = [
+    "Names",
+    "bundle_data",
+    "bundles_data",
+    "java_string",
+    "local_broker_data",
+    "runtime_configuration",
+    "time_average_broker_data",
+    "topic_names",
+    "topics_stats",
+]
+
+_RESOURCES = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+
+
+@dataclass
+class Names:
+    """Simulator broker ids ↔ the addresses the sandbox's brokers listen on (``host:port``)."""
+
+    sim_ids: list[str]
+    addresses: list[str]  # per slot, same order as sim_ids
+    by_address: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.by_address = {a: s for s, a in enumerate(self.addresses)}
+
+    def address(self, slot: int) -> str:
+        return self.addresses[slot]
+
+    def url(self, slot: int) -> str:
+        return f"http://{self.addresses[slot]}"
+
+    def slot(self, address: str) -> int | None:
+        """The slot of ``host:port`` (a leading ``http://``/``https://`` is dropped, as Pulsar does)."""
+        for prefix in ("http://", "https://"):
+            if address.startswith(prefix):
+                address = address[len(prefix) :]
+                break
+        return self.by_address.get(address)
+
+
+def _bundles_of(owner: np.ndarray[Any, Any], slot: int) -> list[int]:
+    return [int(j) for j in np.flatnonzero(owner == slot)]
+
+
+def local_broker_data(
+    sim: Simulation, names: Names, slot: int, *, last_written: Iterable[str], now_ms: int | None = None
+) -> LocalBrokerData:
+    """Broker ``slot``'s LocalBrokerData: its *local* report (last stats sample), as Pulsar holds it.
+
+    ``lastUpdate`` is the time of its last write to the metadata store unless ``now_ms`` is given (the
+    report being written now). ``lastBundleGains``/``Losses`` are relative to ``last_written``, the
+    bundles of the last written report (Pulsar clears them after each write).
+    """
+    loc = sim.publishing.local
+    pop = sim.pop
+    members = _bundles_of(loc.bundle_owner, slot)
+    stats = {
+        pop.names[j]: NamespaceBundleStats(
+            msgRateIn=float(loc.bundle_values[0, j]),
+            msgThroughputIn=float(loc.bundle_values[2, j]),
+            msgRateOut=float(loc.bundle_values[1, j]),
+            msgThroughputOut=float(loc.bundle_values[3, j]),
+            consumerCount=int(pop.consumers[j]),
+            producerCount=int(pop.producers[j]),
+            topics=int(loc.bundle_topics[j]),
+            cacheSize=0,
+        )
+        for j in members
+    }
+    current = set(stats)
+    previous = set(last_written)
+    address = names.address(slot)
+    host = address.rsplit(":", 1)[0]
+    resources = {
+        name: ResourceUsage(float(loc.usage[slot, r]), float(loc.limit[slot, r]))
+        for r, name in enumerate(_RESOURCES)
+    }
+    return LocalBrokerData(
+        webServiceUrl=f"http://{address}",
+        pulsarServiceUrl=f"pulsar://{host}:6650",
+        msgThroughputIn=float(loc.agg[slot, 2]),
+        msgThroughputOut=float(loc.agg[slot, 3]),
+        msgRateIn=float(loc.agg[slot, 0]),
+        msgRateOut=float(loc.agg[slot, 1]),
+        lastUpdate=int(sim.publishing.last_update_ms[slot]) if now_ms is None else now_ms,
+        lastStats=stats,
+        numTopics=int(loc.topics[slot]),
+        numBundles=len(stats),
+        numConsumers=int(loc.consumers[slot]),
+        numProducers=int(loc.producers[slot]),
+        bundles=sorted(current),
+        lastBundleGains=sorted(current - previous),
+        lastBundleLosses=sorted(previous - current),
+        brokerVersionString=BROKER_VERSION,
+        loadManagerClassName=sim.conf.load_manager_class_name,
+        startTimestamp=int(sim.cluster.start_ts[slot]),
+        **resources,  # type: ignore[arg-type]
+    )
+
+
+def bundle_data(sim: Simulation) -> dict[str, BundleData]:
+    """The leader's ``loadData.bundleData``: every bundle that has data, short- and long-term averages."""
+    ld = sim.publishing.leader_data
+    names = sim.pop.names
+    out: dict[str, BundleData] = {}
+    for j in np.flatnonzero(ld.has).tolist():
+        out[names[j]] = BundleData(
+            shortTermData=_average(ld.short, int(ld.short_n[j]), j, NUM_SHORT_SAMPLES),
+            longTermData=_average(ld.long, int(ld.long_n[j]), j, NUM_LONG_SAMPLES),
+            topics=int(ld.topics[j]),
+        )
+    return out
+
+
+def _average(block: np.ndarray[Any, Any], n: int, j: int, max_samples: int) -> TimeAverageMessageData:
+    return TimeAverageMessageData(
+        maxSamples=max_samples,
+        numSamples=n,
+        msgThroughputIn=float(block[2, j]),
+        msgThroughputOut=float(block[3, j]),
+        msgRateIn=float(block[0, j]),
+        msgRateOut=float(block[1, j]),
+    )
+
+
+def time_average_broker_data(
+    sim: Simulation, slot: int, data: Mapping[str, BundleData]
+) -> TimeAverageBrokerData:
+    """``TimeAverageBrokerData.reset`` over the bundles of the broker's *published* report (updateAll)."""
+    pub = sim.publishing.published
+    listed = [sim.pop.names[j] for j in _bundles_of(pub.bundle_owner, slot)]
+    average = TimeAverageBrokerData()
+    average.reset(listed, dict(data))
+    return average
+
+
+# ------------------------------------------------------------------------------------ namespaces, topics
+
+
+def namespaces(sim: Simulation) -> dict[str, list[str]]:
+    """Namespace → its bundles' ranges (``0x…_0x…``), in order."""
+    out: dict[str, list[str]] = {}
+    for name in sim.pop.names:
+        out.setdefault(namespace_of(name), []).append(name.rsplit("/", 1)[1])
+    return out
+
+
+def bundles_data(ranges: list[str]) -> dict[str, Any]:
+    """``BundlesData`` (``GET …/namespaces/{t}/{ns}/bundles``): ``boundaries`` as ``0x%08x`` strings and
+    ``numBundles``. The boundaries are every range's lower bound and the last upper bound."""
+    parsed = sorted(r for r in (parse_range(x) for x in ranges) if r is not None)
+    bounds = [lo for lo, _ in parsed] + ([parsed[-1][1]] if parsed else [])
+    return {"boundaries": [f"0x{b:08x}" for b in bounds], "numBundles": len(parsed)}
+
+
+def topic_names(namespace: str, ranges: list[str], counts: list[int]) -> dict[str, list[str]]:
+    """Topic names for each bundle that really hash into it (``persistent://<ns>/topic-<k>``).
+
+    The simulator knows how many topics a bundle holds, not their names; the sandbox names them so that
+    Pulsar's hashing (:mod:`shedlab.model.bundles`) maps every topic back to its bundle. Names are
+    tried in order ``topic-0``, ``topic-1``, … and each goes to the bundle it hashes into until every
+    bundle has its count: deterministic, and consistent with the bundles endpoint.
+    """
+    parsed = [parse_range(r) for r in ranges]
+    if any(p is None for p in parsed) or not parsed:
+        return {r: [] for r in ranges}
+    bounds = [p[0] for p in parsed if p is not None] + [max(p[1] for p in parsed if p is not None)]
+    if bounds[0] != 0:
+        bounds = even_boundaries(len(ranges))
+    need = dict(zip(ranges, counts, strict=True))
+    out: dict[str, list[str]] = {r: [] for r in ranges}
+    missing = sum(need.values())
+    k = 0
+    limit = 64 * max(missing, 1) + 10_000
+    while missing and k < limit:
+        topic = f"persistent://{namespace}/topic-{k}"
+        k += 1
+        index = int(bundle_index([topic_hash(topic)], bounds)[0])
+        name = ranges[index]
+        if len(out[name]) < need[name]:
+            out[name].append(topic)
+            missing -= 1
+    return out
+
+
+def topics_stats(sim: Simulation, slot: int, topics: Mapping[str, Mapping[str, list[str]]]) -> dict[str, Any]:
+    """``GET /admin/v2/broker-stats/topics`` of one broker: namespace → bundle range → ``persistent`` →
+    topic → stats, as ``PulsarStats.updateStats`` streams them (``PersistentTopic.updateRates`` writes
+    each topic's pairs). A bundle's traffic and clients are split evenly over its topics."""
+    loc = sim.publishing.local
+    pop = sim.pop
+    out: dict[str, Any] = {}
+    for j in _bundles_of(loc.bundle_owner, slot):
+        name = pop.names[j]
+        namespace, rng = name.rsplit("/", 1)
+        names = topics.get(namespace, {}).get(rng, [])
+        n = max(len(names), 1)
+        rate_in, rate_out, tp_in, tp_out = (float(loc.bundle_values[k, j]) / n for k in range(4))
+        producers = _split(int(pop.producers[j]), len(names))
+        consumers = _split(int(pop.consumers[j]), len(names))
+        per_topic: dict[str, Any] = {}
+        for i, topic in enumerate(names):
+            per_topic[topic] = _topic_stats(rate_in, rate_out, tp_in, tp_out, producers[i], consumers[i])
+        out.setdefault(namespace, {})[rng] = {"persistent": per_topic}
+    return out
+
+
+def _split(total: int, parts: int) -> list[int]:
+    if parts <= 0:
+        return []
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def _topic_stats(
+    rate_in: float, rate_out: float, tp_in: float, tp_out: float, producers: int, consumers: int
+) -> dict[str, Any]:
+    subscriptions: dict[str, Any] = {}
+    if consumers:
+        subscriptions["sub"] = {
+            "consumers": [{"msgRateOut": rate_out / consumers, "msgThroughputOut": tp_out / consumers}]
+            * consumers,
+            "msgBacklog": 0,
+            "msgRateExpired": 0.0,
+            "msgRateOut": rate_out,
+            "messageAckRate": rate_out,
+            "msgThroughputOut": tp_out,
+            "msgRateRedeliver": 0.0,
+            "type": "Shared",
+        }
+    return {
+        "publishers": [{"msgRateIn": rate_in / producers, "msgThroughputIn": tp_in / producers}] * producers,
+        "replication": {},
+        "subscriptions": subscriptions,
+        "producerCount": producers,
+        "averageMsgSize": tp_in / rate_in if rate_in else 0.0,
+        "msgRateIn": rate_in,
+        "msgRateOut": rate_out,
+        "msgThroughputIn": tp_in,
+        "msgThroughputOut": tp_out,
+        "storageSize": 0,
+        "backlogSize": 0,
+        "pendingAddEntriesCount": 0,
+    }
+
+
+# ------------------------------------------------------------------------------------------- configuration
+
+
+def java_string(value: object) -> str:
+    """A configuration value as Java's ``String.valueOf`` prints it (``getRuntimeConfiguration``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if not value.is_integer() else f"{value:.1f}"
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value) if isinstance(value, set | frozenset) else list(value)
+        return "[" + ", ".join(java_string(v) for v in items) + "]"
+    return str(value)
+
+
+def runtime_configuration(sim: Simulation, cluster: str) -> dict[str, str]:
+    """``GET /admin/v2/brokers/configuration/runtime``: key → string; the load-balancer keys shedlab knows
+    (``config.py``) and ``clusterName``. Pulsar lists every ServiceConfiguration field; the others
+    are not part of the simulation and are left out."""
+    out = {key: java_string(value) for key, value in sim.conf.to_pulsar_dict().items()}
+    out["clusterName"] = cluster
+    return dict(sorted(out.items()))

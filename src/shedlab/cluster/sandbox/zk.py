@@ -1,0 +1,169 @@
+"""The modular load manager's znodes, written to a real ZooKeeper as Pulsar's brokers and leader write them.
+
+Paths and contents (Pulsar's classes in brackets; JSON from :mod:`shedlab.model.pulsar`, compact, as
+Jackson writes it):
+
+* ``/loadbalance/brokers/<brokerId>``: the broker's LocalBrokerData, **ephemeral**, one ZooKeeper session
+  per broker (``ModularLoadManagerImpl.start`` registers it; ``LoadReportUpdaterTask`` →
+  ``writeBrokerDataOnZooKeeper`` rewrites it only when ``needBrokerDataUpdate`` says so, spec §4.3). A
+  broker that stops closes its session, and ZooKeeper removes the node.
+* ``/loadbalance/bundle-data/<tenant>/<namespace>/<range>``: BundleData, written by the leader every
+  ``loadBalancerResourceQuotaUpdateIntervalMinutes`` (``LoadResourceQuotaUpdaterTask`` →
+  ``writeBundleDataOnZooKeeper``); the leader deletes the node of a bundle no report lists any more
+  (``updateBundleData``, spec §4.2).
+* ``/loadbalance/broker-time-average/<brokerId>``: TimeAverageBrokerData, written by the leader with the
+  bundle data; deleted when the broker leaves (``cleanupDeadBrokersData``).
+* ``/loadbalance/leader``: LeaderBroker ``{"brokerId", "serviceUrl"}``, ephemeral, created by the leader's
+  session (``LeaderElectionService`` with ``ELECTION_ROOT = "/loadbalance/leader"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+__all__ = [
+    "BROKERS",
+    "BUNDLE_DATA",
+    "LEADER",
+    "TIME_AVERAGE",
+    "ZooKeeperPublisher",
+    "dump",
+    "ensure_chroot",
+]
+
+BROKERS = "/loadbalance/brokers"
+BUNDLE_DATA = "/loadbalance/bundle-data"
+TIME_AVERAGE = "/loadbalance/broker-time-average"
+LEADER = "/loadbalance/leader"
+
+_TIMEOUT_S = 10.0
+
+
+def dump(obj: Mapping[str, Any]) -> bytes:
+    """Compact JSON in UTF-8, as Jackson writes it to the metadata store."""
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
+def ensure_chroot(hosts: str) -> None:
+    """Create the chroot of ``HOST:PORT/chroot`` if missing: a chrooted session cannot create its root."""
+    at = hosts.find("/")
+    if at < 0 or hosts[at:] == "/":
+        return
+    client = KazooClient(hosts=hosts[:at], timeout=_TIMEOUT_S)
+    client.start(timeout=_TIMEOUT_S)
+    try:
+        client.ensure_path(hosts[at:])
+    finally:
+        client.stop()
+        client.close()
+
+
+class ZooKeeperPublisher:
+    """One session per alive broker (its ephemeral nodes live and die with it) and the leader's writes."""
+
+    def __init__(self, hosts: str) -> None:
+        self.hosts = hosts
+        self._sessions: dict[str, KazooClient] = {}
+        self._admin = self._connect()
+        for path in (BROKERS, BUNDLE_DATA, TIME_AVERAGE):
+            self._admin.ensure_path(path)
+        self._bundle_nodes: set[str] = set()
+        self.leader: str | None = None
+
+    def _connect(self) -> KazooClient:
+        client = KazooClient(hosts=self.hosts, timeout=_TIMEOUT_S)
+        client.start(timeout=_TIMEOUT_S)
+        return client
+
+    # --------------------------------------------------------------------------------- brokers
+    def broker_up(self, broker: str) -> None:
+        if broker not in self._sessions:
+            self._sessions[broker] = self._connect()
+
+    def broker_down(self, broker: str) -> None:
+        """Close the broker's session: ZooKeeper drops its ephemeral report (and leader node)."""
+        client = self._sessions.pop(broker, None)
+        if client is not None:
+            client.stop()
+            client.close()
+        if self.leader == broker:
+            self.leader = None
+        with contextlib.suppress(NoNodeError):  # cleanupDeadBrokersData on the leader
+            self._admin.delete(f"{TIME_AVERAGE}/{broker}")
+
+    def write_report(self, broker: str, report: Mapping[str, Any]) -> None:
+        """Create the broker's ephemeral node, or replace its content (writeBrokerDataOnZooKeeper)."""
+        client = self._sessions[broker]
+        path = f"{BROKERS}/{broker}"
+        data = dump(report)
+        try:
+            client.create(path, data, ephemeral=True)
+        except NodeExistsError:
+            client.set(path, data)
+
+    def elect(self, broker: str | None, service_url: str | None) -> None:
+        """The leader's ephemeral election node, from the new leader's session."""
+        if broker == self.leader:
+            return
+        with contextlib.suppress(NoNodeError):
+            self._admin.delete(LEADER)
+        self.leader = broker
+        if broker is None or service_url is None:
+            return
+        body = dump({"brokerId": broker, "serviceUrl": service_url})
+        self._sessions[broker].create(LEADER, body, ephemeral=True)
+
+    # ------------------------------------------------------------------------------------ the leader
+    def write_bundle_data(self, data: Mapping[str, Mapping[str, Any]]) -> None:
+        """Every bundle's BundleData (writeBundleDataOnZooKeeper); nodes of bundles now gone are deleted."""
+        if self.leader is None:
+            return
+        client = self._sessions[self.leader]
+        for bundle, body in data.items():
+            path = f"{BUNDLE_DATA}/{bundle}"
+            raw = dump(body)
+            if bundle in self._bundle_nodes:
+                client.set(path, raw)
+            else:
+                client.create(path, raw, makepath=True)
+                self._bundle_nodes.add(bundle)
+        self.drop_bundles(self._bundle_nodes - set(data))
+
+    def drop_bundles(self, bundles: Iterable[str]) -> None:
+        """The leader deletes the bundle-data of bundles no report lists (updateBundleData)."""
+        for bundle in sorted(bundles):
+            with contextlib.suppress(NoNodeError):
+                self._admin.delete(f"{BUNDLE_DATA}/{bundle}")
+            self._bundle_nodes.discard(bundle)
+
+    def write_time_averages(self, averages: Mapping[str, Mapping[str, Any]]) -> None:
+        if self.leader is None:
+            return
+        client = self._sessions[self.leader]
+        for broker, body in averages.items():
+            path = f"{TIME_AVERAGE}/{broker}"
+            raw = dump(body)
+            try:
+                client.set(path, raw)
+            except NoNodeError:
+                client.create(path, raw, makepath=True)
+
+    @property
+    def bundle_nodes(self) -> set[str]:
+        return set(self._bundle_nodes)
+
+    def close(self) -> None:
+        """Every session closed: the ephemeral nodes go; the persistent ones stay, as in Pulsar."""
+        for broker in list(self._sessions):
+            client = self._sessions.pop(broker)
+            client.stop()
+            client.close()
+        self.leader = None
+        self._admin.stop()
+        self._admin.close()
