@@ -141,7 +141,7 @@ def collect_cmd(
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
         console=console,
-        transient=False,
+        transient=True,
     )
     task = progress.add_task("collecting", total=total)
 
@@ -247,6 +247,7 @@ def advise(
     )
     log = AuditLog(audit, token) if execute_ else None
     history: dict[str, BundleData] = {}
+    failures = 0
     try:
         cycle = 0
         while True:
@@ -297,6 +298,8 @@ def advise(
                 refusals,
                 dict(reading.missing) if reading else {},
             )
+            if execute_ and any(a.action in ("refused", "failed") for a in actions):
+                failures += 1
             if not watch or (count is not None and cycle >= count):
                 break
             wait = every_s - (time.monotonic() - started)
@@ -310,6 +313,8 @@ def advise(
             source.close()
         if log is not None:
             log.close()
+    if failures:
+        raise typer.Exit(1)  # --execute did not do all it was asked: scripts must notice
 
 
 def register(app: typer.Typer) -> None:

@@ -37,6 +37,7 @@ register ``BrokerLookupData`` under ``/loadbalance/brokers`` and elect under
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -222,6 +223,8 @@ class ZooKeeperReader:
     def __init__(self, hosts: str, *, cluster: str | None = None, retry: Retry | None = None) -> None:
         self.hosts = hosts
         self.cluster = cluster or "pulsar"
+        # kazoo logs every failed connection attempt; the outcome is reported as one line instead
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
         self.retry = retry or Retry()
         self._client: KazooClient | None = None
 
@@ -335,15 +338,25 @@ class ZooKeeperReader:
 _HTTP_TRANSIENT = (httpx.TransportError, httpx.HTTPStatusError)
 
 
+_REDIRECTS = (301, 302, 303, 307, 308)
+_MAX_REDIRECTS = 5
+
+
 def _raise_for(response: httpx.Response, token: Token | None) -> None:
     status = response.status_code
     if status in (401, 403):
         meaning = "Unauthorized: the token was refused" if status == 401 else "Forbidden: no permission"
         raise PermanentError(f"HTTP {status} {meaning} (check --token-file/--token-env)")
-    if status == 404:
-        raise PermanentError(f"HTTP 404: no such endpoint ({scrub(response.text[:120], token)})")
+    if 400 <= status < 500 and status not in (408, 429):
+        try:
+            body = response.json()
+            reason = body.get("reason") if isinstance(body, dict) else None
+        except ValueError:
+            reason = None
+        text = str(reason) if reason else response.text[:160]
+        raise PermanentError(f"HTTP {status}: {scrub(text, token)}")
     if status >= 400:
-        response.raise_for_status()  # 5xx and others: retried
+        response.raise_for_status()  # 5xx, 408, 429: retried
 
 
 class AdminReader:
@@ -374,12 +387,25 @@ class AdminReader:
         self._client.close()
 
     def request(self, method: str, url: str, *, params: dict[str, str] | None = None) -> httpx.Response:
-        """One call with the token, timeout and retries; raises :class:`ClusterError` naming the URL."""
+        """One call with the token, timeout and retries; raises :class:`ClusterError` naming the URL.
+
+        Redirects are followed here, keeping the token, as Pulsar's admin client does: a broker redirects
+        an unload to the leader and then to the bundle's owner (httpx would drop the ``Authorization``
+        header on a redirect to another host:port). Only to the same scheme, at most 5 hops.
+        """
 
         def call() -> httpx.Response:
-            response = self._client.request(method, url, params=params)
-            _raise_for(response, self.token)
-            return response
+            target, query = url, params
+            for _hop in range(_MAX_REDIRECTS + 1):
+                response = self._client.request(method, target, params=query)
+                if response.status_code not in _REDIRECTS or "location" not in response.headers:
+                    _raise_for(response, self.token)
+                    return response
+                location = str(response.url.join(response.headers["location"]))
+                if urlparse(location).scheme != self.scheme:
+                    raise PermanentError(f"refused a redirect to another scheme: {location}")
+                target, query = location, None
+            raise PermanentError(f"more than {_MAX_REDIRECTS} redirects")
 
         return with_retries(
             call, what=f"{method} {url}", retry=self.retry, transient=_HTTP_TRANSIENT, token=self.token
@@ -397,16 +423,28 @@ class AdminReader:
         return f"{self.scheme}://{broker}"
 
     def resolve_cluster(self) -> str:
-        if self.cluster is None:
+        """``--cluster``, else the only name ``GET /admin/v2/clusters`` lists, else the answering broker's
+        ``clusterName`` (``GET /admin/v2/brokers/configuration/runtime``)."""
+        if self.cluster is not None:
+            return self.cluster
+        names: list[str] = []
+        try:
             clusters = self._json(f"{self.url}/admin/v2/clusters")
             names = [c for c in clusters if isinstance(c, str)] if isinstance(clusters, list) else []
-            if len(names) != 1:
+        except ClusterError as exc:
+            if "HTTP 401" in exc.message or "HTTP 403" in exc.message:
+                raise
+        if len(names) != 1:
+            runtime = self._json(f"{self.url}/admin/v2/brokers/configuration/runtime")
+            name = runtime.get("clusterName") if isinstance(runtime, dict) else None
+            if not isinstance(name, str) or not name:
                 raise ClusterError(
                     f"cannot tell which cluster to read ({', '.join(names) or 'none listed'})",
                     source=f"GET {self.url}/admin/v2/clusters",
                     hint="name it with --cluster",
                 )
-            self.cluster = names[0]
+            names = [name]
+        self.cluster = names[0]
         return self.cluster
 
     def read(self) -> ClusterReading:
