@@ -381,7 +381,14 @@ class AdminReader:
         self.retry = retry or Retry()
         headers = token.header() if token is not None else {}
         verify: str | bool = str(tls_ca) if tls_ca is not None else True
-        self._client = httpx.Client(headers=headers, timeout=self.retry.timeout_s, verify=verify)
+        # No keep-alive: a read every minute gains nothing from pooled connections, and a pooled one can
+        # outlive its broker's listener (a stopped or restarted broker would still seem to answer).
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=self.retry.timeout_s,
+            verify=verify,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
 
     def close(self) -> None:
         self._client.close()
