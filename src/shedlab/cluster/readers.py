@@ -97,6 +97,12 @@ _EXTENSIBLE_HINT = (
 )
 
 
+def wall_clock_ms() -> int:
+    """The time of a read, epoch ms. Readers take another clock (``clock=``) for a simulated cluster whose
+    time is not the wall clock's (the sandbox stepped by hand in tests)."""
+    return int(time.time() * 1000)
+
+
 def extensible_marker(obj: Mapping[str, Any]) -> str | None:
     """What in a broker's document says "extensible load manager", or None.
 
@@ -220,8 +226,16 @@ _ZK_TRANSIENT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, Kaz
 class ZooKeeperReader:
     """Reads the modular load manager's znodes with kazoo; one session, kept across reads."""
 
-    def __init__(self, hosts: str, *, cluster: str | None = None, retry: Retry | None = None) -> None:
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        cluster: str | None = None,
+        retry: Retry | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
         self.hosts = hosts
+        self.clock = clock
         self.cluster = cluster or "pulsar"
         # kazoo logs every failed connection attempt; the outcome is reported as one line instead
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
@@ -282,7 +296,7 @@ class ZooKeeperReader:
 
     def read(self) -> ClusterReading:
         client = self._connect()
-        now = int(time.time() * 1000)
+        now = self.clock()
         where = self.what
         if self._call(lambda: client.exists(LOADBALANCE), LOADBALANCE) is None:
             raise ClusterError(
@@ -370,7 +384,9 @@ class AdminReader:
         token: Token | None = None,
         tls_ca: Path | None = None,
         retry: Retry | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
+        self.clock = clock
         parsed = urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise InputError("expected an http:// or https:// URL", field="--admin-url", value=url)
@@ -456,7 +472,7 @@ class AdminReader:
 
     def read(self) -> ClusterReading:
         cluster = self.resolve_cluster()
-        now = int(time.time() * 1000)
+        now = self.clock()
         list_url = f"{self.url}/admin/v2/brokers/{quote(cluster, safe='')}"
         brokers = self._json(list_url)
         if not isinstance(brokers, list) or not all(isinstance(b, str) for b in brokers):

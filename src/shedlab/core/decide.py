@@ -214,6 +214,24 @@ def _why(entry: dict[str, Any], conf: LoadBalancerConfig) -> str:
     return reason
 
 
+def explain_cycle(
+    snapshot: ClusterSnapshot,
+    conf: LoadBalancerConfig,
+    strategy: str,
+    manager: LoadManager,
+    sources: list[str],
+) -> Outcome:
+    """The explanation of a cycle that :meth:`LoadManager.do_load_shedding` just ran (``sources``: the
+    brokers of its decisions), for callers that drive the manager themselves (replay): ``left_alone`` and
+    ``skipped`` filled, decisions carrying only their source."""
+    skipped = list(manager.last_result.skipped) if manager.last_result is not None else []
+    skipped += manager.last_skipped
+    outcome = Outcome(strategy, skipped=skipped)
+    outcome.decisions = [Decision(s, "", None, {}) for s in sources]
+    outcome.left_alone = explain(snapshot, conf, outcome)
+    return outcome
+
+
 def explain(snapshot: ClusterSnapshot, conf: LoadBalancerConfig, outcome: Outcome) -> list[LeftAlone]:
     """Every broker of ``snapshot`` that ``outcome`` unloads nothing from, with the reason.
 
