@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -56,6 +57,8 @@ def sandbox(
             raise InputError("the token file is empty", source=str(token_file))
         tokens = {token: "admin"}
     zk = None if zookeeper == "none" else zookeeper
+    # kazoo logs every refused connection while a ZooKeeper starts; the sandbox reports real failures itself
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
     with Sandbox(
         scenario,
         seed=seed,

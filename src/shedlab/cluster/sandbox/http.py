@@ -18,6 +18,7 @@ logged (the server logs nothing).
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 if TYPE_CHECKING:
     from shedlab.cluster.sandbox.sandbox import Sandbox
 
-__all__ = ["AdminServer", "Reply", "handle"]
+__all__ = ["AdminServer", "Reply", "handle", "stop_servers"]
 
 PREFIX = "/admin/v2"
 
@@ -51,8 +52,16 @@ class AdminServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], sandbox: Sandbox, slot: int | None) -> None:
-        super().__init__(address, _Handler)
+    def __init__(
+        self, address: tuple[str, int], sandbox: Sandbox, slot: int | None, bound: socket.socket | None = None
+    ) -> None:
+        """``bound``: a socket already bound to ``address`` (a port reserved earlier), used as is."""
+        super().__init__(address, _Handler, bind_and_activate=bound is None)
+        if bound is not None:
+            self.socket.close()
+            self.socket = bound
+            self.server_address = bound.getsockname()
+            self.server_activate()
         self.sandbox = sandbox
         self.slot = slot
         self._thread: threading.Thread | None = None
@@ -68,15 +77,26 @@ class AdminServer(ThreadingHTTPServer):
         return self
 
     def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        stop_servers([self])
+
+
+def stop_servers(servers: list[AdminServer]) -> None:
+    """Stop servers together: each ``shutdown`` waits up to a poll interval (0.5 s), so not one by one."""
+    stoppers = [threading.Thread(target=s.shutdown, daemon=True) for s in servers]
+    for thread in stoppers:
+        thread.start()
+    for thread in stoppers:
+        thread.join(timeout=10)
+    for server in servers:
+        server.server_close()
+        if server._thread is not None:
+            server._thread.join(timeout=10)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: AdminServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as two writes: no 40-ms delayed-ACK stall
 
     def log_message(self, format: str, *args: Any) -> None:
         """Nothing is logged: a request line could carry a token in a query string."""

@@ -25,8 +25,9 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
+from kazoo.handlers.threading import KazooTimeoutError
 
-from shedlab.cluster.sandbox.http import AdminServer
+from shedlab.cluster.sandbox.http import AdminServer, stop_servers
 from shedlab.cluster.sandbox.views import (
     Names,
     bundle_data,
@@ -39,7 +40,7 @@ from shedlab.cluster.sandbox.views import (
     topics_stats,
 )
 from shedlab.cluster.sandbox.zk import ZooKeeperPublisher, ensure_chroot
-from shedlab.cluster.zookeeper_server import LocalZooKeeper
+from shedlab.cluster.zookeeper_server import LocalZooKeeper, ZooKeeperUnavailableError
 from shedlab.core.sim.kernel import Simulation
 from shedlab.core.sim.scenario import Scenario, load_scenario
 from shedlab.errors import InputError
@@ -47,11 +48,18 @@ from shedlab.errors import InputError
 __all__ = ["Sandbox"]
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
+def _reserve(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: a free port), held until its server takes it: no other
+    server of the sandbox (or process) can take the port in between."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = f"cannot listen on {host}:{port}: {exc.strerror}"
+        raise InputError(why, field="--port", value=port) from None
+    return sock
 
 
 class Sandbox:
@@ -95,10 +103,16 @@ class Sandbox:
         self.zookeeper: str | None = None
         self._zk: ZooKeeperPublisher | None = None
         n_slots = self.simulation.cluster.num_slots
-        self._ports = (
-            [port + 1 + s for s in range(n_slots)] if port else [_free_port(host) for _ in range(n_slots)]
-        )
-        self._front_port = port
+        self._reserved: dict[int | None, socket.socket] = {}
+        try:
+            self._reserved[None] = _reserve(host, port)
+            for s in range(n_slots):
+                self._reserved[s] = _reserve(host, port + 1 + s if port else 0)
+        except BaseException:
+            self._release()
+            raise
+        self._ports = [int(self._reserved[s].getsockname()[1]) for s in range(n_slots)]
+        self._front_port = int(self._reserved[None].getsockname()[1])
         self.names = Names(self.simulation.cluster.ids, [f"{host}:{p}" for p in self._ports])
         self._servers: dict[int, AdminServer] = {}
         self._front: AdminServer | None = None
@@ -114,7 +128,7 @@ class Sandbox:
     def start(self) -> Sandbox:
         try:
             self._start_zookeeper()
-            self._front = AdminServer((self.host, self._front_port), self, None).start()
+            self._front = self._listen(self._front_port, None)
             with self.lock:
                 self._step()  # tick 0: the initial brokers start, write their first reports, elect
             if self.speed:
@@ -129,12 +143,18 @@ class Sandbox:
         arg = self._zookeeper_arg
         if arg is None:
             return
-        if arg == "auto":
-            self._local_zk = LocalZooKeeper().start()
-            arg = self._local_zk.hosts
-        self.zookeeper = arg
-        ensure_chroot(arg)
-        self._zk = ZooKeeperPublisher(arg)
+        try:
+            if arg == "auto":
+                self._local_zk = LocalZooKeeper().start()
+                arg = self._local_zk.hosts
+            self.zookeeper = arg
+            ensure_chroot(arg)
+            self._zk = ZooKeeperPublisher(arg)
+        except ZooKeeperUnavailableError as exc:
+            raise InputError(str(exc), field="--zookeeper", value=arg) from None
+        except (KazooTimeoutError, ValueError) as exc:
+            why = "no ZooKeeper answered" if isinstance(exc, KazooTimeoutError) else str(exc)
+            raise InputError(why, field="--zookeeper", value=arg) from None
 
     def stop(self) -> None:
         """Clock stopped, every broker's web server and session closed (ephemeral znodes gone)."""
@@ -143,17 +163,17 @@ class Sandbox:
             self._runner.join(timeout=30)
             self._runner = None
         with self.lock:
-            for slot in list(self._servers):
-                self._servers.pop(slot).stop()
-            if self._front is not None:
-                self._front.stop()
-                self._front = None
+            servers = list(self._servers.values()) + ([self._front] if self._front is not None else [])
+            stop_servers(servers)
+            self._servers.clear()
+            self._front = None
             if self._zk is not None:
                 self._zk.close()
                 self._zk = None
         if self._local_zk is not None:
             self._local_zk.stop()
             self._local_zk = None
+        self._release()
 
     def __enter__(self) -> Sandbox:
         return self.start()
@@ -205,13 +225,14 @@ class Sandbox:
         for slot in sorted(alive - set(self._started)):
             self._broker_up(slot)
         zk = self._zk
+        reports = {}
         for slot in np.flatnonzero(sim.publishing.written).tolist():
-            report = local_broker_data(
-                sim, self.names, slot, last_written=self._written.get(slot, []), now_ms=now
-            )
+            written = self._written.get(slot, [])
+            report = local_broker_data(sim, self.names, slot, last_written=written, now_ms=now)
             self._written[slot] = list(report.bundles)
-            if zk is not None:
-                zk.write_report(self.names.address(slot), report.to_json())
+            reports[self.names.address(slot)] = report.to_json()
+        if zk is not None and reports:
+            zk.write_reports(reports)
         leader = cluster.leader
         if zk is None:
             return
@@ -240,7 +261,19 @@ class Sandbox:
         self._written.pop(slot, None)
         if self._zk is not None:
             self._zk.broker_up(self.names.address(slot))
-        self._servers[slot] = AdminServer((self.host, self._ports[slot]), self, slot).start()
+        self._servers[slot] = self._listen(self._ports[slot], slot)
+
+    def _release(self) -> None:
+        for sock in self._reserved.values():
+            sock.close()
+        self._reserved.clear()
+
+    def _listen(self, port: int, slot: int | None) -> AdminServer:
+        try:
+            return AdminServer((self.host, port), self, slot, self._reserved.pop(slot, None)).start()
+        except OSError as exc:
+            what = "the admin port" if slot is None else f"broker {self.simulation.cluster.ids[slot]}'s port"
+            raise InputError(f"cannot listen on {what}: {exc.strerror}", field="--port", value=port) from None
 
     def _broker_down(self, slot: int) -> None:
         self._started.pop(slot, None)
@@ -250,6 +283,20 @@ class Sandbox:
             server.stop()
         if self._zk is not None:
             self._zk.broker_down(self.names.address(slot))
+
+    def crash_broker(self, broker: str) -> None:
+        """Broker ``broker``'s web server stops (connections refused) while it stays in the cluster.
+
+        What a crashed broker process looks like until its ZooKeeper session expires
+        (``zooKeeperSessionTimeoutMillis``, 30 s by default): still listed by ``/brokers``, its znode and
+        bundles still there, its admin endpoints unreachable. For tests of clients that must carry on.
+        """
+        with self.lock:
+            slot = self.names.slot(broker)
+            server = None if slot is None else self._servers.pop(slot, None)
+            if server is None:
+                raise InputError("no running broker with this id", field="broker", value=broker)
+            server.stop()
 
     # -------------------------------------------------------------------------------------- views
     @property
@@ -276,8 +323,8 @@ class Sandbox:
     def active_brokers(self) -> list[str]:
         """``getAvailableBrokers``: the ids of the brokers with a report in ``/loadbalance/brokers``."""
         with self.lock:
-            pub = self.simulation.publishing
-            return [self.names.address(s) for s in sorted(self._servers) if pub.has_report[s]]
+            listed = self.simulation.cluster.alive & self.simulation.publishing.has_report
+            return [self.names.address(s) for s in np.flatnonzero(listed).tolist()]
 
     def owner_slot(self, bundle: str) -> int | None:
         j = self.simulation.bundle_index[bundle]

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 __all__ = [
     "BROKERS",
@@ -74,6 +74,8 @@ class ZooKeeperPublisher:
         for path in (BROKERS, BUNDLE_DATA, TIME_AVERAGE):
             self._admin.ensure_path(path)
         self._bundle_nodes: set[str] = set()
+        self._registered: set[str] = set()  # brokers whose ephemeral report node exists
+        self._averages: set[str] = set()  # brokers whose time-average node exists
         self.leader: str | None = None
 
     def _connect(self) -> KazooClient:
@@ -89,6 +91,7 @@ class ZooKeeperPublisher:
     def broker_down(self, broker: str) -> None:
         """Close the broker's session: ZooKeeper drops its ephemeral report (and leader node)."""
         client = self._sessions.pop(broker, None)
+        self._registered.discard(broker)
         if client is not None:
             client.stop()
             client.close()
@@ -96,16 +99,24 @@ class ZooKeeperPublisher:
             self.leader = None
         with contextlib.suppress(NoNodeError):  # cleanupDeadBrokersData on the leader
             self._admin.delete(f"{TIME_AVERAGE}/{broker}")
+        self._averages.discard(broker)
 
-    def write_report(self, broker: str, report: Mapping[str, Any]) -> None:
-        """Create the broker's ephemeral node, or replace its content (writeBrokerDataOnZooKeeper)."""
-        client = self._sessions[broker]
-        path = f"{BROKERS}/{broker}"
-        data = dump(report)
-        try:
-            client.create(path, data, ephemeral=True)
-        except NodeExistsError:
-            client.set(path, data)
+    def write_reports(self, reports: Mapping[str, Mapping[str, Any]]) -> None:
+        """Each broker creates its ephemeral node or replaces its content (writeBrokerDataOnZooKeeper).
+
+        The writes of one tick go out together (asynchronously, one per broker session) and are all
+        waited for before the tick ends."""
+        pending = []
+        for broker, report in reports.items():
+            client = self._sessions[broker]
+            path = f"{BROKERS}/{broker}"
+            if broker in self._registered:
+                pending.append(client.set_async(path, dump(report)))
+            else:
+                pending.append(client.create_async(path, dump(report), ephemeral=True))
+                self._registered.add(broker)
+        for result in pending:
+            result.get(timeout=_TIMEOUT_S)
 
     def elect(self, broker: str | None, service_url: str | None) -> None:
         """The leader's ephemeral election node, from the new leader's session."""
@@ -125,14 +136,18 @@ class ZooKeeperPublisher:
         if self.leader is None:
             return
         client = self._sessions[self.leader]
-        for bundle, body in data.items():
-            path = f"{BUNDLE_DATA}/{bundle}"
-            raw = dump(body)
-            if bundle in self._bundle_nodes:
-                client.set(path, raw)
-            else:
-                client.create(path, raw, makepath=True)
-                self._bundle_nodes.add(bundle)
+        new = [b for b in data if b not in self._bundle_nodes]
+        for parent in sorted({f"{BUNDLE_DATA}/{b.rsplit('/', 1)[0]}" for b in new}):
+            client.ensure_path(parent)
+        pending = [
+            client.set_async(f"{BUNDLE_DATA}/{bundle}", dump(body))
+            if bundle in self._bundle_nodes
+            else client.create_async(f"{BUNDLE_DATA}/{bundle}", dump(body))
+            for bundle, body in data.items()
+        ]
+        for result in pending:
+            result.get(timeout=_TIMEOUT_S)
+        self._bundle_nodes.update(new)
         self.drop_bundles(self._bundle_nodes - set(data))
 
     def drop_bundles(self, bundles: Iterable[str]) -> None:
@@ -146,13 +161,15 @@ class ZooKeeperPublisher:
         if self.leader is None:
             return
         client = self._sessions[self.leader]
-        for broker, body in averages.items():
-            path = f"{TIME_AVERAGE}/{broker}"
-            raw = dump(body)
-            try:
-                client.set(path, raw)
-            except NoNodeError:
-                client.create(path, raw, makepath=True)
+        pending = [
+            client.set_async(f"{TIME_AVERAGE}/{broker}", dump(body))
+            if broker in self._averages
+            else client.create_async(f"{TIME_AVERAGE}/{broker}", dump(body))
+            for broker, body in averages.items()
+        ]
+        for result in pending:
+            result.get(timeout=_TIMEOUT_S)
+        self._averages.update(averages)
 
     @property
     def bundle_nodes(self) -> set[str]:

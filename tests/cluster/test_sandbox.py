@@ -1,0 +1,338 @@
+"""The sandbox against real clients: httpx over loopback HTTP, kazoo against a real ZooKeeper.
+
+Every test steps the simulation by hand (``advance``): no sleeps, no timing assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kazoo.client import KazooClient
+
+from shedlab.cluster.sandbox import Sandbox
+from shedlab.model.bundles import bundle_of_topic, parse_range
+from shedlab.model.json_reader import JsonReader
+from shedlab.model.pulsar import BundleData, LocalBrokerData, TimeAverageBrokerData
+
+SCENARIO = "broker-loss"  # 10 brokers, 160 bundles, broker 4 fails at 10 min (60-s ticks)
+TOKEN = "sandbox-admin-token"
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=10.0) as client:
+        yield client
+
+
+@pytest.fixture
+def plain() -> Iterator[Sandbox]:
+    """A sandbox without ZooKeeper (HTTP-only tests)."""
+    with Sandbox(SCENARIO, seed=3, zookeeper=None) as sb:
+        yield sb
+
+
+@pytest.fixture
+def zk_sandbox(zk_hosts: str) -> Iterator[tuple[Sandbox, KazooClient]]:
+    with Sandbox(SCENARIO, seed=3, zookeeper=zk_hosts) as sb:
+        client = KazooClient(hosts=zk_hosts, timeout=10.0)
+        client.start(timeout=10)
+        try:
+            yield sb, client
+        finally:
+            client.stop()
+            client.close()
+
+
+def _read(raw: bytes, cls: Any) -> Any:
+    return cls.from_json(JsonReader(json.loads(raw), source="znode"))
+
+
+def _a_bundle(http: httpx.Client, sb: Sandbox, broker_url: str) -> str:
+    report = http.get(broker_url + "/admin/v2/broker-stats/load-report").json()
+    bundles: list[str] = report["bundles"]
+    return bundles[0]
+
+
+# ------------------------------------------------------------------------------------------ admin REST API
+
+
+def test_brokers_leader_and_configuration(plain: Sandbox, http: httpx.Client) -> None:
+    brokers = http.get(f"{plain.admin_url}/admin/v2/brokers/{plain.cluster}").json()
+    assert brokers == list(plain.broker_urls)
+    assert len(brokers) == 10
+    leader = http.get(f"{plain.admin_url}/admin/v2/brokers/leaderBroker").json()
+    assert set(leader) == {"serviceUrl", "brokerId"}
+    assert leader["brokerId"] == brokers[0]  # the oldest broker leads
+    assert leader["serviceUrl"] == "http://" + brokers[0]
+    runtime = http.get(f"{plain.admin_url}/admin/v2/brokers/configuration/runtime").json()
+    assert all(isinstance(v, str) for v in runtime.values())
+    assert runtime["loadBalancerSheddingIntervalMinutes"] == "1"
+    assert runtime["loadBalancerEnabled"] == "true"
+    assert runtime["loadBalancerLoadSheddingStrategy"].endswith("ThresholdShedder")
+
+
+def test_each_broker_serves_its_own_load_report(plain: Sandbox, http: httpx.Client) -> None:
+    seen: set[str] = set()
+    for broker, url in plain.broker_urls.items():
+        raw = http.get(url + "/admin/v2/broker-stats/load-report").json()
+        report = _read(json.dumps(raw).encode(), LocalBrokerData)
+        assert raw["webServiceUrl"] == url
+        assert raw["loadReportType"] == "LocalBrokerData"
+        assert set(raw["lastStats"]) == set(raw["bundles"]) == set(report.bundles)
+        assert report.numBundles == len(report.bundles) > 0
+        assert all(plain.owner_of(b) == broker for b in report.bundles)
+        assert not seen & set(report.bundles)
+        seen |= set(report.bundles)
+    assert len(seen) == 160
+
+
+def test_namespace_bundles_and_topics_agree_with_pulsar_hashing(plain: Sandbox, http: httpx.Client) -> None:
+    url = next(iter(plain.broker_urls.values()))
+    stats = http.get(url + "/admin/v2/broker-stats/topics").json()
+    namespace = next(iter(stats))
+    data = http.get(f"{plain.admin_url}/admin/v2/namespaces/{namespace}/bundles").json()
+    assert set(data) == {"boundaries", "numBundles"}
+    assert data["numBundles"] == len(data["boundaries"]) - 1 == 16
+    assert data["boundaries"][0] == "0x00000000" and data["boundaries"][-1] == "0xffffffff"
+    bounds = [int(b, 16) for b in data["boundaries"]]
+    for bundle_range, by_kind in stats[namespace].items():
+        lower = parse_range(bundle_range)
+        assert lower is not None
+        for topic, topic_stats in by_kind["persistent"].items():
+            assert bounds[bundle_of_topic(topic, bounds)] == lower[0]
+            assert {"msgRateIn", "msgThroughputOut", "publishers", "subscriptions"} <= set(topic_stats)
+
+
+def test_unknown_namespace_bundle_and_destination_errors(plain: Sandbox, http: httpx.Client) -> None:
+    api = plain.admin_url + "/admin/v2/namespaces"
+    missing = http.get(api + "/nobody/nothing/bundles")
+    assert missing.status_code == 404 and missing.json() == {"reason": "Namespace does not exist"}
+    url = next(iter(plain.broker_urls.values()))
+    bundle = _a_bundle(http, plain, url)
+    namespace, _ = bundle.rsplit("/", 1)
+    bad_range = http.put(f"{api}/{namespace}/0x00000000_0x00000001/unload")
+    assert bad_range.status_code == 412
+    inactive = http.put(f"{api}/{bundle}/unload", params={"destinationBroker": "127.0.0.1:1"})
+    assert inactive.status_code == 409
+    assert inactive.json()["reason"] == "Not allowed unload namespace bundle to inactive destination broker"
+    assert plain.owner_of(bundle) is not None  # nothing moved
+
+
+@pytest.mark.zookeeper
+def test_unload_moves_the_bundle_after_the_reconnection_delay(
+    zk_sandbox: tuple[Sandbox, KazooClient], http: httpx.Client
+) -> None:
+    sb, zk = zk_sandbox
+    source, destination = list(sb.broker_urls)[1], list(sb.broker_urls)[6]
+    bundle = _a_bundle(http, sb, sb.broker_urls[source])
+    reply = http.put(
+        f"{sb.admin_url}/admin/v2/namespaces/{bundle}/unload",
+        params={"destinationBroker": "http://" + destination},
+    )
+    assert reply.status_code == 204
+    assert sb.owner_of(bundle) is None  # closed; its clients reconnect after the delay (5 s < one tick)
+    sb.advance(1)
+    assert sb.owner_of(bundle) == destination
+    sb.advance(1)  # the destination's next stats sample lists it
+    report = http.get(sb.broker_urls[destination] + "/admin/v2/broker-stats/load-report").json()
+    assert bundle in report["lastStats"]
+    assert (
+        bundle
+        not in http.get(sb.broker_urls[source] + "/admin/v2/broker-stats/load-report").json()["bundles"]
+    )
+    for _ in range(20):  # the written report follows §4.3's rule: within the max interval at the latest
+        raw, _stat = zk.get(f"/loadbalance/brokers/{destination}")
+        if bundle in json.loads(raw)["bundles"]:
+            break
+        sb.advance(1)
+    assert bundle in _read(raw, LocalBrokerData).bundles
+
+
+def test_broker_redirects_as_pulsar(plain: Sandbox, http: httpx.Client) -> None:
+    """A non-leader redirects an unload with a destination to the leader, which redirects to the owner."""
+    brokers = list(plain.broker_urls)
+    leader, owner_id, destination = brokers[0], brokers[2], brokers[5]
+    bundle = _a_bundle(http, plain, plain.broker_urls[owner_id])
+    path = f"/admin/v2/namespaces/{bundle}/unload"
+    first = http.put(plain.broker_urls[brokers[7]] + path, params={"destinationBroker": destination})
+    assert first.status_code == 307
+    assert first.headers["location"].startswith(plain.broker_urls[leader] + path)
+    second = http.put(first.headers["location"])
+    assert second.status_code == 307
+    assert second.headers["location"].startswith(plain.broker_urls[owner_id] + path)
+    assert "destinationBroker" not in second.headers["location"]
+    assert plain.owner_of(bundle) == owner_id  # nothing unloaded yet
+    assert http.put(second.headers["location"]).status_code == 204
+    plain.advance(1)
+    assert plain.owner_of(bundle) == destination  # the leader's affinity placed it
+
+
+def test_tokens_401_as_pulsar(http: httpx.Client) -> None:
+    with Sandbox(SCENARIO, seed=3, zookeeper=None, tokens={TOKEN: "admin", "reader-token": "reader"}) as sb:
+        path = f"{sb.admin_url}/admin/v2/brokers/{sb.cluster}"
+        missing = http.get(path)
+        assert missing.status_code == 401 and missing.text == "Authentication required"
+        wrong = http.get(path, headers={"Authorization": "Bearer not-the-token"})
+        assert wrong.status_code == 401
+        reader = http.get(path, headers={"Authorization": "Bearer reader-token"})
+        assert reader.status_code == 401  # Pulsar throws UNAUTHORIZED for a non-super-user, not 403
+        assert reader.json() == {"reason": "This operation requires super-user access"}
+        ok = http.get(path, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert ok.status_code == 200 and len(ok.json()) == 10
+        assert TOKEN not in ok.text + missing.text + wrong.text + reader.text
+
+
+# ------------------------------------------------------------------------------------------------ znodes
+
+
+@pytest.mark.zookeeper
+def test_znodes_as_pulsar_writes_them(zk_sandbox: tuple[Sandbox, KazooClient]) -> None:
+    sb, zk = zk_sandbox
+    brokers = sorted(zk.get_children("/loadbalance/brokers"))
+    assert brokers == sorted(sb.broker_urls)
+    raw, stat = zk.get(f"/loadbalance/brokers/{brokers[0]}")
+    assert stat.ephemeralOwner != 0
+    assert _read(raw, LocalBrokerData).webServiceUrl == "http://" + brokers[0]
+    leader_raw, leader_stat = zk.get("/loadbalance/leader")
+    assert leader_stat.ephemeralOwner != 0
+    assert json.loads(leader_raw) == {
+        "brokerId": next(iter(sb.broker_urls)),
+        "serviceUrl": "http://" + next(iter(sb.broker_urls)),
+    }
+    assert zk.get_children("/loadbalance/bundle-data") == []  # the leader writes it every 15 min (§4.9)
+    sb.advance(15)
+    tenants = zk.get_children("/loadbalance/bundle-data")
+    assert sorted(tenants) == ["tenant-000", "tenant-001"]
+    namespace = sorted(zk.get_children("/loadbalance/bundle-data/tenant-000"))[0]
+    ranges = zk.get_children(f"/loadbalance/bundle-data/tenant-000/{namespace}")
+    assert len(ranges) == 16 and all(parse_range(r) for r in ranges)
+    data = _read(zk.get(f"/loadbalance/bundle-data/tenant-000/{namespace}/{ranges[0]}")[0], BundleData)
+    assert data.shortTermData.maxSamples == 10 and data.longTermData.maxSamples == 1000
+    assert data.shortTermData.numSamples > 0
+    averages = zk.get_children("/loadbalance/broker-time-average")
+    assert set(averages) == set(zk.get_children("/loadbalance/brokers"))
+    average = _read(zk.get(f"/loadbalance/broker-time-average/{averages[0]}")[0], TimeAverageBrokerData)
+    assert average.shortTermMsgRateIn > 0
+
+
+@pytest.mark.zookeeper
+def test_a_failed_broker_takes_its_znode_and_web_server_with_it(
+    zk_sandbox: tuple[Sandbox, KazooClient], http: httpx.Client
+) -> None:
+    sb, zk = zk_sandbox
+    fourth = list(sb.broker_urls)[3]  # the scenario removes broker 4 at 10 min
+    url = sb.broker_urls[fourth]
+    assert fourth in zk.get_children("/loadbalance/brokers")
+    sb.advance(10)
+    assert fourth not in zk.get_children("/loadbalance/brokers")
+    assert fourth not in http.get(f"{sb.admin_url}/admin/v2/brokers/{sb.cluster}").json()
+    with pytest.raises(httpx.ConnectError):
+        http.get(url + "/admin/v2/broker-stats/load-report")
+    assert len(zk.get_children("/loadbalance/brokers")) == 9
+
+
+def test_a_crashed_broker_is_listed_but_does_not_answer(plain: Sandbox, http: httpx.Client) -> None:
+    victim, url = list(plain.broker_urls.items())[4]
+    plain.crash_broker(victim)
+    with pytest.raises(httpx.ConnectError):
+        http.get(url + "/admin/v2/broker-stats/load-report")
+    assert victim in http.get(f"{plain.admin_url}/admin/v2/brokers/{plain.cluster}").json()
+    plain.advance(1)  # the simulation goes on; the broker still owns its bundles
+    assert victim in {plain.owner_of(b) for b in plain.simulation.bundle_index}
+
+
+@pytest.mark.zookeeper
+def test_stop_removes_every_ephemeral_znode(zk_hosts: str) -> None:
+    with Sandbox(SCENARIO, seed=3, zookeeper=zk_hosts) as sb:
+        sb.advance(2)
+    client = KazooClient(hosts=zk_hosts, timeout=10.0)
+    client.start(timeout=10)
+    try:
+        assert client.get_children("/loadbalance/brokers") == []
+        assert client.exists("/loadbalance/leader") is None
+    finally:
+        client.stop()
+        client.close()
+
+
+# --------------------------------------------------------------------------------------------- determinism
+
+
+def _run(seed: int) -> list[Any]:
+    """Reports of every broker after a fixed sequence of ticks and one unload, with addresses replaced."""
+    with Sandbox(SCENARIO, seed=seed, zookeeper=None) as sb, httpx.Client(timeout=10.0) as http:
+        names = {address: f"b{k}" for k, address in enumerate(sb.broker_urls)}
+        sb.advance(4)
+        bundle = _a_bundle(http, sb, list(sb.broker_urls.values())[2])
+        http.put(
+            f"{sb.admin_url}/admin/v2/namespaces/{bundle}/unload",
+            params={"destinationBroker": list(names)[8]},
+        )
+        sb.advance(8)
+        out = []
+        for _address, url in sb.broker_urls.items():
+            text = http.get(url + "/admin/v2/broker-stats/load-report").text
+            for real, alias in names.items():
+                text = text.replace(real, alias)
+            out.append(json.loads(text))
+        return out
+
+
+def test_same_seed_same_cluster() -> None:
+    assert _run(5) == _run(5)
+    assert _run(5) != _run(6)
+
+
+# -------------------------------------------------------------------------------------- clock and command
+
+
+def test_wall_clock_mode_advances_by_itself(http: httpx.Client) -> None:
+    with Sandbox(SCENARIO, seed=3, zookeeper=None, speed=600.0) as sb:  # a 60-s tick every 0.1 s
+        start = sb.now_ms
+        deadline = time.monotonic() + 60
+        while sb.now_ms < start + 3 * 60_000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sb.now_ms >= start + 3 * 60_000
+        assert http.get(f"{sb.admin_url}/admin/v2/brokers/leaderBroker").status_code == 200
+
+
+def _shedlab(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    command = [sys.executable, "-m", "shedlab", "sandbox", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+
+def test_command_prints_addresses_and_stops_after_its_duration(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("cli-secret-token\n", encoding="utf-8")
+    run = _shedlab(
+        SCENARIO, "--zookeeper", "none", "--duration", "1s", "--speed", "60", "--token-file", str(token)
+    )
+    assert run.returncode == 0, run.stderr
+    assert "admin URL   http://127.0.0.1:" in run.stdout
+    assert run.stdout.count("broker      127.0.0.1:") == 10
+    assert "cli-secret-token" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--speed", "0"), "--speed"),
+        (("--duration", "soon"), "--duration"),
+        (("--token-file", "/nonexistent/token"), "/nonexistent/token"),
+    ],
+)
+def test_command_errors_are_one_line(args: tuple[str, ...], message: str) -> None:
+    run = _shedlab(SCENARIO, "--zookeeper", "none", *args)
+    assert run.returncode == 2
+    assert message in run.stderr
+    assert "Traceback" not in run.stderr
