@@ -99,9 +99,9 @@ def test_execute_moves_exactly_two_bundles(sandbox: Sandbox, tmp_path: Path) -> 
     assert len(doc["unload"]) > 2
     unloaded = [a for a in doc["actions"] if a["action"] == "unloaded"]
     assert len(unloaded) == 2 and all(a["status"] == 204 for a in unloaded)
-    refused = [a for a in doc["actions"] if a["action"] == "refused"]
-    assert len(refused) == len(doc["unload"]) - 2 and all("--max-unloads=2" in a["detail"] for a in refused)
-    assert result.returncode == 1  # not everything asked for was done: scripts notice
+    capped = [a for a in doc["actions"] if a["action"] == "capped"]
+    assert len(capped) == len(doc["unload"]) - 2 and all("--max-unloads=2" in a["detail"] for a in capped)
+    assert result.returncode == 0, result.stderr  # the cap is the plan, not a failure
     log = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [e["action"] for e in log].count("unloaded") == 2 and len(log) == len(doc["unload"])
     assert TOKEN not in audit.read_text() + result.stdout + result.stderr
@@ -155,11 +155,8 @@ def test_broker_that_dies_mid_collect_is_recorded(sandbox: Sandbox, tmp_path: Pa
 
     def on_cycle(cycle: int, reading: ClusterReading | None, summary: CollectSummary) -> None:
         sandbox.advance(1)
-        if cycle == 1:
-            # the broker's process dies: its web server is gone, but it is still listed, as a crashed
-            # broker is until its ZooKeeper session expires (30 s by default)
-            slot = next(s for s in sandbox._servers if sandbox.names.address(s) == victim)
-            sandbox._servers[slot].stop()
+        if cycle == 1:  # its process dies: still listed until its ZooKeeper session expires
+            sandbox.crash_broker(victim)
 
     try:
         summary = collect(reader, writer, every_s=0.01, count=3, on_cycle=on_cycle)

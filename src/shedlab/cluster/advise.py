@@ -215,7 +215,7 @@ class ActionResult:
     """What ``execute`` did with one decision."""
 
     decision: Decision
-    action: str  # "unloaded", "refused", "failed", "dry-run"
+    action: str  # "unloaded"; "capped" (over --max-unloads); "refused" (the guard); "failed"; "dry-run"
     detail: str = ""
     status: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -256,7 +256,7 @@ def execute(
             result = ActionResult(decision, "refused", "; ".join(refusals))
         elif k >= guard.max_unloads:
             result = ActionResult(
-                decision, "refused", f"over --max-unloads={guard.max_unloads} for this cycle"
+                decision, "capped", f"over --max-unloads={guard.max_unloads} for this cycle"
             )
         elif decision.destination is None:
             result = ActionResult(decision, "refused", "no destination broker")
