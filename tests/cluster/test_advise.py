@@ -186,3 +186,17 @@ def test_load_data_file_is_accepted_as_is() -> None:
 
 def test_cluster_errors_are_user_errors() -> None:
     assert ClusterError.exit_code == InputError.exit_code == 2
+
+
+def test_decide_reads_bare_reports_too(tmp_path: Path) -> None:
+    """The issue's first complaint: ``decide`` on a bare load report said ``brokers: required field is
+    missing``; it now reads reports and directories of them as ``advise --snapshot`` does."""
+    folder = write_dir(tmp_path, int(time.time() * 1000))
+    single = next(folder.iterdir())
+    for path in (single, folder):
+        result = runner.invoke(app, ["decide", str(path), "--json"])
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        assert len(doc["left_alone"]) + len({u["broker"] for u in doc["unload"]}) == (
+            1 if path == single else 4
+        )

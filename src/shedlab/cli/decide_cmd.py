@@ -14,6 +14,8 @@ from rich.table import Table
 from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
 from shedlab.core.decide import Outcome, decide_on_snapshot, load_snapshot_file
 from shedlab.errors import InputError
+from shedlab.model.json_reader import load_json_file
+from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.units import general
 
 console = Console()
@@ -77,9 +79,25 @@ def print_outcome(outcome: Outcome, title: str | None = None) -> None:
         console.print("reasons: " + ", ".join(f"{k} ×{v}" for k, v in counts.items()))
 
 
+def _read_snapshot(path: Path) -> ClusterSnapshot:
+    """A LoadData document or a case as before; anything else (a bare load report, a recording, a
+    directory of per-broker reports) through advise's reader, imported only then (it loads httpx and
+    kazoo, which ``decide`` on a LoadData file does not need)."""
+    if path.is_file() and path.suffix == ".json":
+        doc = load_json_file(path)
+        if isinstance(doc, dict) and any(k in doc for k in ("brokers", "brokerData", "loadData", "ticks")):
+            return load_snapshot_file(path)
+    from shedlab.cluster.advise import read_snapshot_path, snapshot_of
+
+    return snapshot_of(read_snapshot_path(path))
+
+
 def decide(
     snapshot: Annotated[
-        Path, typer.Argument(help="LoadData JSON (the 'loadData' object of a case), or a case file.")
+        Path,
+        typer.Argument(
+            help="LoadData JSON, a case file, a bare load report, or a directory of per-broker load reports."
+        ),
     ],
     strategy: Annotated[
         str | None,
@@ -100,7 +118,7 @@ def decide(
     check_seed(seed)
     check_count(cycles, "--cycles", minimum=1, maximum=MAX_CYCLES)
     conf = cli_config(config, set_)
-    snap = load_snapshot_file(snapshot)
+    snap = _read_snapshot(snapshot)
     outcome = decide_on_snapshot(snap, conf, strategy=strategy, seed=seed, cycles=cycles)
     if as_json:
         print(json.dumps(outcome.to_json(), indent=2))
