@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -396,7 +397,14 @@ class AdminReader:
         self.token = token
         self.retry = retry or Retry()
         headers = token.header() if token is not None else {}
-        verify: str | bool = str(tls_ca) if tls_ca is not None else True
+        verify: ssl.SSLContext | bool = True
+        if tls_ca is not None:
+            try:
+                verify = ssl.create_default_context(cafile=str(tls_ca))
+            except (OSError, ssl.SSLError) as exc:
+                raise InputError(
+                    f"cannot use this CA certificate: {exc}", field="--tls-ca", value=str(tls_ca)
+                ) from None
         # No keep-alive: a read every minute gains nothing from pooled connections, and a pooled one can
         # outlive its broker's listener (a stopped or restarted broker would still seem to answer).
         self._client = httpx.Client(
