@@ -155,13 +155,7 @@ class Decider:
         while not decisions and cycle < cycles:
             decisions = manager.do_load_shedding(snapshot, now_ms)
             cycle += 1
-        skipped = list(manager.last_result.skipped) if manager.last_result is not None else []
-        skipped += manager.last_skipped
-        if snapshot.num_brokers <= 1:
-            skipped.append({"reason": "at most one broker: the leader does not shed"})
-        if not (self.conf.load_balancer_enabled and self.conf.load_balancer_shedding_enabled):
-            skipped.append({"reason": "load balancing or shedding is disabled in the configuration"})
-        outcome = Outcome(self.name, skipped=skipped, cycles=cycle)
+        outcome = Outcome(self.name, skipped=cycle_skips(snapshot, self.conf, manager), cycles=cycle)
         for d in decisions:
             reason = dict(d.reason)
             placement = reason.pop("placement", {}) or {}
@@ -214,6 +208,20 @@ def _why(entry: dict[str, Any], conf: LoadBalancerConfig) -> str:
     return reason
 
 
+def cycle_skips(
+    snapshot: ClusterSnapshot, conf: LoadBalancerConfig, manager: LoadManager
+) -> list[dict[str, Any]]:
+    """What the last :meth:`LoadManager.do_load_shedding` skipped: the strategy's entries, the leader's
+    per-bundle skips, and the leader's reasons for not calling the strategy at all."""
+    skipped = list(manager.last_result.skipped) if manager.last_result is not None else []
+    skipped += manager.last_skipped
+    if snapshot.num_brokers <= 1:
+        skipped.append({"reason": "at most one broker: the leader does not shed"})
+    if not (conf.load_balancer_enabled and conf.load_balancer_shedding_enabled):
+        skipped.append({"reason": "load balancing or shedding is disabled in the configuration"})
+    return skipped
+
+
 def explain_cycle(
     snapshot: ClusterSnapshot,
     conf: LoadBalancerConfig,
@@ -224,9 +232,7 @@ def explain_cycle(
     """The explanation of a cycle that :meth:`LoadManager.do_load_shedding` just ran (``sources``: the
     brokers of its decisions), for callers that drive the manager themselves (replay): ``left_alone`` and
     ``skipped`` filled, decisions carrying only their source."""
-    skipped = list(manager.last_result.skipped) if manager.last_result is not None else []
-    skipped += manager.last_skipped
-    outcome = Outcome(strategy, skipped=skipped)
+    outcome = Outcome(strategy, skipped=cycle_skips(snapshot, conf, manager))
     outcome.decisions = [Decision(s, "", None, {}) for s in sources]
     outcome.left_alone = explain(snapshot, conf, outcome)
     return outcome
@@ -235,8 +241,9 @@ def explain_cycle(
 def explain(snapshot: ClusterSnapshot, conf: LoadBalancerConfig, outcome: Outcome) -> list[LeftAlone]:
     """Every broker of ``snapshot`` that ``outcome`` unloads nothing from, with the reason.
 
-    The strategy's own skipped entry for a broker comes first; AvgShedder's pair entries also explain the
-    pair's less-loaded side; a broker no entry names gets the cycle's general reason, if the strategy gave
+    A destination of this cycle's unloads says so; otherwise the strategy's own skipped entry for a
+    broker comes first; AvgShedder's pair entries also explain the pair's less-loaded side; a broker no
+    entry names gets the cycle's general reason, if the strategy gave
     one (``"no broker pair reaches the low threshold"``), else ``"not selected"``, with its weighted max
     usage (the score most strategies rank by) as the number.
     """
@@ -258,6 +265,16 @@ def explain(snapshot: ClusterSnapshot, conf: LoadBalancerConfig, outcome: Outcom
             if under not in sources and under not in found:
                 why = f"the less-loaded side of a pair with {pair[1]}: {_why(entry, conf)}"
                 found[under] = LeftAlone(under, code, why, detail)
+    incoming: dict[str, list[str]] = {}
+    for d in outcome.decisions:
+        if d.destination is not None:
+            incoming.setdefault(d.destination, []).append(d.source)
+    for broker, senders in incoming.items():
+        if broker not in sources:  # a destination is not shed from: that is the point of the cycle
+            why = f"receiving {len(senders)} bundle(s) from {', '.join(sorted(set(senders)))}"
+            found[broker] = LeftAlone(
+                broker, "destination of this cycle's unloads", why, {"bundles": len(senders)}
+            )
     scores = snapshot.weighted_max_usage(conf.resource_weights()) * 100
     out: list[LeftAlone] = []
     for i, broker in enumerate(snapshot.broker_ids):
