@@ -280,3 +280,26 @@ def test_collect_ingest_replay(zk_hosts: str, tmp_path: Path, spark: object) -> 
     avg = next(r for name, r in rows.items() if name.startswith("AvgShedder"))
     reasons = json.loads(avg["reasons"])  # every tick's brokers left alone, with AvgShedder's reasons
     assert sum(reasons.values()) >= avg["ticks"] and "hit count not reached" in reasons
+
+
+def test_execute_refuses_when_a_report_is_missing(sandbox: Sandbox, tmp_path: Path) -> None:
+    """A listed broker that does not answer: the guard refuses the whole cycle, audits it, moves nothing
+    (here the strategy, seeing one broker, has nothing to do either: the refusal is still audited)."""
+    victim = sorted(sandbox.broker_urls)[-1]
+    sandbox.crash_broker(victim)
+    before = owners(sandbox)
+    audit = tmp_path / "audit.jsonl"
+    result = run(
+        "advise", "--admin-url", sandbox.admin_url, "--token-env", "PULSAR_TOKEN", "--retries", "1",
+        "--strategy", "ThresholdShedder", "--execute", "--max-unloads", "5", "--audit", str(audit), "--json",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    doc = json.loads(result.stdout)
+    assert victim in doc["snapshot"]["missing"] and doc["guard"]["refusals"]
+    assert {a["action"] for a in doc["actions"]} <= {"refused"}
+    entries = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert entries and all(
+        e["action"] == "refused" and f"report of {victim} is missing" in e["detail"] for e in entries
+    )
+    sandbox.advance(3)
+    assert owners(sandbox) == before

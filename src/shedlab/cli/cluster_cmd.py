@@ -298,7 +298,7 @@ def advise(
                 refusals,
                 dict(reading.missing) if reading else {},
             )
-            if execute_ and any(a.action in ("refused", "failed") for a in actions):
+            if execute_ and (refusals or any(a.action in ("refused", "failed") for a in actions)):
                 failures += 1
             if not watch or (count is not None and cycle >= count):
                 break
