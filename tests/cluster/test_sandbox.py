@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from shedlab.cluster.sandbox import Sandbox
+from shedlab.cluster.zookeeper_server import LocalZooKeeper
+from shedlab.core.sim.kernel import Simulation
+from shedlab.core.sim.scenario import load_scenario
+from shedlab.errors import InputError
 from shedlab.model.bundles import bundle_of_topic, parse_range
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import BundleData, LocalBrokerData, TimeAverageBrokerData
@@ -170,6 +175,7 @@ def test_broker_redirects_as_pulsar(plain: Sandbox, http: httpx.Client) -> None:
     assert second.status_code == 307
     assert second.headers["location"].startswith(plain.broker_urls[owner_id] + path)
     assert "destinationBroker" not in second.headers["location"]
+    assert "authoritative=true" in second.headers["location"]  # sent by the leader
     assert plain.owner_of(bundle) == owner_id  # nothing unloaded yet
     assert http.put(second.headers["location"]).status_code == 204
     plain.advance(1)
@@ -238,6 +244,11 @@ def test_a_failed_broker_takes_its_znode_and_web_server_with_it(
     with pytest.raises(httpx.ConnectError):
         http.get(url + "/admin/v2/broker-stats/load-report")
     assert len(zk.get_children("/loadbalance/brokers")) == 9
+
+
+def test_unknown_bundle_is_named(plain: Sandbox) -> None:
+    with pytest.raises(InputError, match="no such bundle"):
+        plain.owner_of("tenant-000/ns-0000/0x00000000_0x00000001")
 
 
 def test_a_crashed_broker_is_listed_but_does_not_answer(plain: Sandbox, http: httpx.Client) -> None:
@@ -336,3 +347,74 @@ def test_command_errors_are_one_line(args: tuple[str, ...], message: str) -> Non
     assert run.returncode == 2
     assert message in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.zookeeper
+def test_znode_writes_follow_the_report_rule(zk_sandbox: tuple[Sandbox, KazooClient]) -> None:
+    """A broker's znode changes exactly when the simulator says its report is written (spec §4.3)."""
+    sb, zk = zk_sandbox
+    slots = {address: sb.names.slot(address) for address in sb.broker_urls}
+    writes = dict.fromkeys(slots, 1)  # the first write at start created the node (version 0)
+    for _ in range(20):
+        sb.advance(1)
+        for address, slot in slots.items():
+            writes[address] += int(bool(slot is not None and sb.simulation.publishing.written[slot]))
+    for address, slot in slots.items():
+        if slot is None or not sb.simulation.cluster.alive[slot]:
+            continue  # broker 4 left at 10 min
+        raw, stat = zk.get(f"/loadbalance/brokers/{address}")
+        assert stat.version + 1 == writes[address]
+        assert json.loads(raw)["lastUpdate"] == int(sb.simulation.publishing.last_update_ms[slot])
+    assert any(n > 1 for n in writes.values()) and any(n < 21 for n in writes.values())
+
+
+def test_sigint_stops_the_command_cleanly() -> None:
+    command = [sys.executable, "-m", "shedlab", "sandbox", SCENARIO, "--zookeeper", "none", "--speed", "60"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if "Ctrl-C" in line:
+                break
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert "sandbox stopped" in out
+
+
+@pytest.mark.zookeeper
+def test_a_lost_zookeeper_stops_the_clock_with_a_reason() -> None:
+    """Kazoo's blocking calls would wait for ever on a dead server; the sandbox gives up and says why."""
+    server = LocalZooKeeper().start()
+    try:
+        sb = Sandbox(SCENARIO, seed=3, zookeeper=server.hosts, speed=600.0).start()
+    except BaseException:
+        server.stop()
+        raise
+    try:
+        server.stop()
+        deadline = time.monotonic() + 120
+        while sb.failure is None and not sb.finished and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sb.failure is not None
+        assert f"ZooKeeper {server.hosts} stopped answering" in sb.failure
+    finally:
+        sb.stop()  # returns: nothing waits for ever on the dead server
+
+
+def test_command_says_when_the_scenario_ends() -> None:
+    run = _shedlab(SCENARIO, "--zookeeper", "none", "--duration", "4s", "--speed", "100000")
+    assert run.returncode == 0, run.stderr
+    assert "the scenario has ended: serving its final state" in run.stdout
+
+
+def test_untouched_sandbox_decides_as_simulate() -> None:
+    """Stepping through the sandbox changes nothing: same decisions and summary as ``Simulation.run``."""
+    scenario = "heterogeneous-cpu-eater"
+    with Sandbox(scenario, seed=9, zookeeper=None) as sb, httpx.Client(timeout=10.0) as http:
+        while sb.advance(1):
+            http.get(next(iter(sb.broker_urls.values())) + "/admin/v2/broker-stats/load-report")
+        stepped = sb.simulation.result()
+    reference = Simulation(load_scenario(scenario), seed=9).run()
+    assert len(reference.decisions) > 0  # the leader did unload: the comparison means something
+    assert stepped.summary == reference.summary
+    assert stepped.decisions.equals(reference.decisions)

@@ -7,10 +7,13 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from shedlab.cluster.sandbox import Sandbox
 
 from shedlab.cli.settings import check_seed
 from shedlab.errors import InputError, read_user_text
@@ -44,8 +47,6 @@ def sandbox(
     ] = None,
 ) -> None:
     """Run a simulated Pulsar cluster that speaks Pulsar's admin REST API and writes its znodes."""
-    from shedlab.cluster.sandbox import Sandbox
-
     check_seed(seed)
     if speed <= 0:
         raise InputError("must be > 0", field="--speed", value=speed)
@@ -59,7 +60,9 @@ def sandbox(
     zk = None if zookeeper == "none" else zookeeper
     # kazoo logs every refused connection while a ZooKeeper starts; the sandbox reports real failures itself
     logging.getLogger("kazoo").setLevel(logging.ERROR)
-    with Sandbox(
+    from shedlab.cluster.sandbox import Sandbox
+
+    sandbox_ = Sandbox(
         scenario,
         seed=seed,
         strategy=strategy,
@@ -69,33 +72,45 @@ def sandbox(
         zookeeper=zk,
         tokens=tokens,
         cluster=cluster,
-    ) as sb:
-        console.print(f"[bold]sandbox[/] {sb.scenario.name}: cluster {sb.cluster}, speed ×{speed:g}")
-        console.print(f"admin URL   {sb.admin_url}")
-        console.print(f"ZooKeeper   {sb.zookeeper or '(none)'}")
-        console.print("authentication: " + ("bearer token from " + str(token_file) if tokens else "off"))
-        for broker, url in sb.broker_urls.items():
-            console.print(f"broker      {broker:<22} {url}")
-        console.print("Ctrl-C stops the sandbox.", style="dim")
-        _wait(stop_after)
+    )
+    # Ctrl-C and SIGTERM only ask to stop: the sandbox then closes every session, whatever it was doing
+    stop = threading.Event()
+    handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with sandbox_ as sb:
+            _announce(sb, speed, token_file)
+            _wait(sb, stop, stop_after)
+    finally:
+        for sig, previous in handlers.items():
+            signal.signal(sig, previous)
     console.print("sandbox stopped: brokers' sessions closed, ephemeral znodes removed.")
 
 
-def _wait(seconds: float | None) -> None:
-    """Until Ctrl-C, SIGTERM or ``seconds`` of wall-clock time."""
-    done = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
+def _announce(sb: Sandbox, speed: float, token_file: Path | None) -> None:
+    console.print(f"[bold]sandbox[/] {sb.scenario.name}: cluster {sb.cluster}, speed ×{speed:g}")
+    console.print(f"admin URL   {sb.admin_url}")
+    console.print(f"ZooKeeper   {sb.zookeeper or '(none)'}")
+    console.print("authentication: " + (f"bearer token from {token_file}" if token_file else "off"))
+    for broker, url in sb.broker_urls.items():
+        console.print(f"broker      {broker:<22} {url}")
+    console.print("Ctrl-C stops the sandbox.", style="dim")
+
+
+def _wait(sb: Sandbox, stop: threading.Event, seconds: float | None) -> None:
+    """Until ``stop`` is set (Ctrl-C, SIGTERM) or ``seconds`` of wall-clock time have passed; says when
+    the scenario ends (the sandbox then serves its final state) and stops if the clock failed."""
     deadline = None if seconds is None else time.monotonic() + seconds
-    try:
-        while not done.is_set():
-            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
-            if left <= 0:
-                break
-            done.wait(left)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    announced = False
+    while not stop.is_set():
+        if sb.failure is not None:
+            raise InputError(sb.failure, field="sandbox")
+        if sb.finished and not announced:
+            console.print("the scenario has ended: serving its final state until stopped", style="dim")
+            announced = True
+        left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+        if left <= 0:
+            return
+        stop.wait(left)
 
 
 def register(app: typer.Typer) -> None:

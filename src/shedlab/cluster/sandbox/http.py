@@ -254,8 +254,9 @@ def unload(
     broker that is not the leader redirects (307) to the leader (``validateLeaderBrokerAsync``), which
     sets the one-shot affinity; the namespace must exist (404) and the range be one of its bundles (412);
     an unowned bundle is left alone (204, nothing to unload); a broker that does not own the bundle
-    redirects (307) to its owner with ``destinationBroker`` dropped and ``authoritative`` set; the owner
-    unloads (204). The front door does all of this in one request, as the leader owning every bundle.
+    redirects (307) to its owner with ``destinationBroker`` dropped and ``authoritative`` set to whether it
+    is the leader; the owner unloads (204). The front door does all of this in one request, as the leader
+    owning every bundle.
     """
     names = sandbox.names
     raw_dest = query.get("destinationBroker") or None
@@ -279,7 +280,10 @@ def unload(
     if owner is None:
         return Reply(204)
     if slot is not None and slot != owner:
-        moved = _redirect(names.url(owner), raw_path, {"authoritative": "true"}, drop=("destinationBroker",))
+        authoritative = "true" if slot == sandbox.leader_slot() else "false"  # isLeaderBroker()
+        moved = _redirect(
+            names.url(owner), raw_path, {"authoritative": authoritative}, drop=("destinationBroker",)
+        )
         return Reply(307, location=moved)
     sandbox.simulation.request_unload(bundle, None)
     return Reply(204)

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from shedlab.cluster.sandbox.http import AdminServer, stop_servers
@@ -43,7 +44,7 @@ from shedlab.cluster.sandbox.zk import ZooKeeperPublisher, ensure_chroot
 from shedlab.cluster.zookeeper_server import LocalZooKeeper, ZooKeeperUnavailableError
 from shedlab.core.sim.kernel import Simulation
 from shedlab.core.sim.scenario import Scenario, load_scenario
-from shedlab.errors import InputError
+from shedlab.errors import InputError, did_you_mean
 
 __all__ = ["Sandbox"]
 
@@ -122,7 +123,8 @@ class Sandbox:
         self._topics: dict[str, dict[str, list[str]]] | None = None
         self._stop = threading.Event()
         self._runner: threading.Thread | None = None
-        self.finished = False
+        self.finished = False  # the scenario's last tick has run
+        self.failure: str | None = None  # why the clock stopped early (wall-clock mode), e.g. ZooKeeper lost
 
     # ------------------------------------------------------------------------------------ life cycle
     def start(self) -> Sandbox:
@@ -200,9 +202,18 @@ class Sandbox:
         interval = self.simulation.tick_ms / 1000.0 / self.speed
         due = time.monotonic() + interval
         while not self._stop.wait(max(due - time.monotonic(), 0.0)):
-            with self.lock:
-                if not self._step():
-                    return
+            try:
+                with self.lock:
+                    if not self._step():
+                        return
+            except Exception as exc:  # the clock thread has no caller: keep the reason for the owner
+                why = (
+                    f"ZooKeeper {self.zookeeper} stopped answering"
+                    if isinstance(exc, KazooTimeoutError | ConnectionLoss | SessionExpiredError)
+                    else f"{type(exc).__name__}: {exc}"
+                )
+                self.failure = f"the simulation stopped at {self.now_ms} ms: {why}"
+                return
             due += interval
 
     def _step(self) -> bool:
@@ -217,7 +228,6 @@ class Sandbox:
     def _sync(self, *, quota_written: bool) -> None:
         sim = self.simulation
         cluster = sim.cluster
-        now = sim.now_ms
         alive = {int(s) for s in np.flatnonzero(cluster.alive)}
         restarted = {s for s in alive if s in self._started and self._started[s] != int(cluster.start_ts[s])}
         for slot in sorted((set(self._started) - alive) | restarted):
@@ -228,7 +238,7 @@ class Sandbox:
         reports = {}
         for slot in np.flatnonzero(sim.publishing.written).tolist():
             written = self._written.get(slot, [])
-            report = local_broker_data(sim, self.names, slot, last_written=written, now_ms=now)
+            report = local_broker_data(sim, self.names, slot, last_written=written)  # lastUpdate: this write
             self._written[slot] = list(report.bundles)
             reports[self.names.address(slot)] = report.to_json()
         if zk is not None and reports:
@@ -327,7 +337,10 @@ class Sandbox:
             return [self.names.address(s) for s in np.flatnonzero(listed).tolist()]
 
     def owner_slot(self, bundle: str) -> int | None:
-        j = self.simulation.bundle_index[bundle]
+        j = self.simulation.bundle_index.get(bundle)
+        if j is None:
+            hint = did_you_mean(bundle, self.simulation.bundle_index)
+            raise InputError("no such bundle in the scenario", field="bundle", value=bundle, hint=hint)
         owner = int(self.simulation.cluster.owner[j])
         return None if owner < 0 else owner
 

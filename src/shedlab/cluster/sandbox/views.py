@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from shedlab.core.sim.kernel import Simulation
-from shedlab.core.sim.recording import BROKER_VERSION
+from shedlab.core.sim.recording import local_report
 from shedlab.model.bundles import bundle_index, even_boundaries, parse_range, topic_hash
 from shedlab.model.pulsar import (
     NUM_LONG_SAMPLES,
@@ -27,7 +27,6 @@ from shedlab.model.pulsar import (
     BundleData,
     LocalBrokerData,
     NamespaceBundleStats,
-    ResourceUsage,
     TimeAverageBrokerData,
     TimeAverageMessageData,
     namespace_of,
@@ -44,8 +43,6 @@ __all__ = [
     "topic_names",
     "topics_stats",
 ]
-
-_RESOURCES = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
 
 
 @dataclass
@@ -79,12 +76,12 @@ def _bundles_of(owner: np.ndarray[Any, Any], slot: int) -> list[int]:
 
 
 def local_broker_data(
-    sim: Simulation, names: Names, slot: int, *, last_written: Iterable[str], now_ms: int | None = None
+    sim: Simulation, names: Names, slot: int, *, last_written: Iterable[str]
 ) -> LocalBrokerData:
     """Broker ``slot``'s LocalBrokerData: its *local* report (last stats sample), as Pulsar holds it.
 
-    ``lastUpdate`` is the time of its last write to the metadata store unless ``now_ms`` is given (the
-    report being written now). ``lastBundleGains``/``Losses`` are relative to ``last_written``, the
+    ``lastUpdate`` is the time of its last write to the metadata store (for a report written in this
+    tick, that write's own time). ``lastBundleGains``/``Losses`` are relative to ``last_written``, the
     bundles of the last written report (Pulsar clears them after each write).
     """
     loc = sim.publishing.local
@@ -103,34 +100,17 @@ def local_broker_data(
         )
         for j in members
     }
-    current = set(stats)
-    previous = set(last_written)
-    address = names.address(slot)
-    host = address.rsplit(":", 1)[0]
-    resources = {
-        name: ResourceUsage(float(loc.usage[slot, r]), float(loc.limit[slot, r]))
-        for r, name in enumerate(_RESOURCES)
-    }
-    return LocalBrokerData(
-        webServiceUrl=f"http://{address}",
-        pulsarServiceUrl=f"pulsar://{host}:6650",
-        msgThroughputIn=float(loc.agg[slot, 2]),
-        msgThroughputOut=float(loc.agg[slot, 3]),
-        msgRateIn=float(loc.agg[slot, 0]),
-        msgRateOut=float(loc.agg[slot, 1]),
-        lastUpdate=int(sim.publishing.last_update_ms[slot]) if now_ms is None else now_ms,
-        lastStats=stats,
-        numTopics=int(loc.topics[slot]),
-        numBundles=len(stats),
-        numConsumers=int(loc.consumers[slot]),
-        numProducers=int(loc.producers[slot]),
-        bundles=sorted(current),
-        lastBundleGains=sorted(current - previous),
-        lastBundleLosses=sorted(previous - current),
-        brokerVersionString=BROKER_VERSION,
-        loadManagerClassName=sim.conf.load_manager_class_name,
-        startTimestamp=int(sim.cluster.start_ts[slot]),
-        **resources,  # type: ignore[arg-type]
+    return local_report(
+        names.address(slot),
+        usage=loc.usage[slot],
+        limit=loc.limit[slot],
+        agg=loc.agg[slot],
+        counts=(int(loc.topics[slot]), int(loc.consumers[slot]), int(loc.producers[slot])),
+        stats=stats,
+        last_written=set(last_written),
+        last_update_ms=int(sim.publishing.last_update_ms[slot]),
+        start_ms=int(sim.cluster.start_ts[slot]),
+        load_manager_class=sim.conf.load_manager_class_name,
     )
 
 

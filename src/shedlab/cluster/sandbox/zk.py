@@ -26,6 +26,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from kazoo.interfaces import IAsyncResult
 
 __all__ = [
     "BROKERS",
@@ -65,14 +66,18 @@ def ensure_chroot(hosts: str) -> None:
 
 
 class ZooKeeperPublisher:
-    """One session per alive broker (its ephemeral nodes live and die with it) and the leader's writes."""
+    """One session per alive broker (its ephemeral nodes live and die with it) and the leader's writes.
+
+    Every operation is asynchronous with a deadline (``_TIMEOUT_S``): kazoo's blocking calls queue while
+    the server is unreachable and would wait for ever; here a lost ZooKeeper raises after the deadline.
+    """
 
     def __init__(self, hosts: str) -> None:
         self.hosts = hosts
         self._sessions: dict[str, KazooClient] = {}
         self._admin = self._connect()
         for path in (BROKERS, BUNDLE_DATA, TIME_AVERAGE):
-            self._admin.ensure_path(path)
+            _done(self._admin.ensure_path_async(path))
         self._bundle_nodes: set[str] = set()
         self._registered: set[str] = set()  # brokers whose ephemeral report node exists
         self._averages: set[str] = set()  # brokers whose time-average node exists
@@ -82,6 +87,10 @@ class ZooKeeperPublisher:
         client = KazooClient(hosts=self.hosts, timeout=_TIMEOUT_S)
         client.start(timeout=_TIMEOUT_S)
         return client
+
+    def _delete(self, path: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            _done(self._admin.delete_async(path))
 
     # --------------------------------------------------------------------------------- brokers
     def broker_up(self, broker: str) -> None:
@@ -93,19 +102,17 @@ class ZooKeeperPublisher:
         client = self._sessions.pop(broker, None)
         self._registered.discard(broker)
         if client is not None:
-            client.stop()
-            client.close()
+            _close(client)
         if self.leader == broker:
             self.leader = None
-        with contextlib.suppress(NoNodeError):  # cleanupDeadBrokersData on the leader
-            self._admin.delete(f"{TIME_AVERAGE}/{broker}")
+        self._delete(f"{TIME_AVERAGE}/{broker}")  # cleanupDeadBrokersData on the leader
         self._averages.discard(broker)
 
     def write_reports(self, reports: Mapping[str, Mapping[str, Any]]) -> None:
         """Each broker creates its ephemeral node or replaces its content (writeBrokerDataOnZooKeeper).
 
-        The writes of one tick go out together (asynchronously, one per broker session) and are all
-        waited for before the tick ends."""
+        The writes of one tick go out together (one per broker session) and are all waited for before
+        the tick ends."""
         pending = []
         for broker, report in reports.items():
             client = self._sessions[broker]
@@ -116,19 +123,18 @@ class ZooKeeperPublisher:
                 pending.append(client.create_async(path, dump(report), ephemeral=True))
                 self._registered.add(broker)
         for result in pending:
-            result.get(timeout=_TIMEOUT_S)
+            _done(result)
 
     def elect(self, broker: str | None, service_url: str | None) -> None:
         """The leader's ephemeral election node, from the new leader's session."""
         if broker == self.leader:
             return
-        with contextlib.suppress(NoNodeError):
-            self._admin.delete(LEADER)
+        self._delete(LEADER)
         self.leader = broker
         if broker is None or service_url is None:
             return
         body = dump({"brokerId": broker, "serviceUrl": service_url})
-        self._sessions[broker].create(LEADER, body, ephemeral=True)
+        _done(self._sessions[broker].create_async(LEADER, body, ephemeral=True))
 
     # ------------------------------------------------------------------------------------ the leader
     def write_bundle_data(self, data: Mapping[str, Mapping[str, Any]]) -> None:
@@ -138,7 +144,7 @@ class ZooKeeperPublisher:
         client = self._sessions[self.leader]
         new = [b for b in data if b not in self._bundle_nodes]
         for parent in sorted({f"{BUNDLE_DATA}/{b.rsplit('/', 1)[0]}" for b in new}):
-            client.ensure_path(parent)
+            _done(client.ensure_path_async(parent))
         pending = [
             client.set_async(f"{BUNDLE_DATA}/{bundle}", dump(body))
             if bundle in self._bundle_nodes
@@ -146,18 +152,18 @@ class ZooKeeperPublisher:
             for bundle, body in data.items()
         ]
         for result in pending:
-            result.get(timeout=_TIMEOUT_S)
+            _done(result)
         self._bundle_nodes.update(new)
         self.drop_bundles(self._bundle_nodes - set(data))
 
     def drop_bundles(self, bundles: Iterable[str]) -> None:
         """The leader deletes the bundle-data of bundles no report lists (updateBundleData)."""
         for bundle in sorted(bundles):
-            with contextlib.suppress(NoNodeError):
-                self._admin.delete(f"{BUNDLE_DATA}/{bundle}")
+            self._delete(f"{BUNDLE_DATA}/{bundle}")
             self._bundle_nodes.discard(bundle)
 
     def write_time_averages(self, averages: Mapping[str, Mapping[str, Any]]) -> None:
+        """Every broker's TimeAverageBrokerData, written by the leader with the bundle data."""
         if self.leader is None:
             return
         client = self._sessions[self.leader]
@@ -168,7 +174,7 @@ class ZooKeeperPublisher:
             for broker, body in averages.items()
         ]
         for result in pending:
-            result.get(timeout=_TIMEOUT_S)
+            _done(result)
         self._averages.update(averages)
 
     @property
@@ -178,9 +184,16 @@ class ZooKeeperPublisher:
     def close(self) -> None:
         """Every session closed: the ephemeral nodes go; the persistent ones stay, as in Pulsar."""
         for broker in list(self._sessions):
-            client = self._sessions.pop(broker)
-            client.stop()
-            client.close()
+            _close(self._sessions.pop(broker))
         self.leader = None
-        self._admin.stop()
-        self._admin.close()
+        _close(self._admin)
+
+
+def _done(result: IAsyncResult) -> object:
+    """The result of an asynchronous kazoo call, or its error; KazooTimeoutError after the deadline."""
+    return result.get(timeout=_TIMEOUT_S)
+
+
+def _close(client: KazooClient) -> None:
+    client.stop()
+    client.close()

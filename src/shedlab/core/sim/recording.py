@@ -160,42 +160,75 @@ def iter_load_reports(result: Recorded) -> Iterator[dict[str, Any]]:
                 for j in members.tolist()
             }
             broker = rec.broker_ids[slot]
-            host = host_of(broker)
-            current = set(stats)
-            previous = last_written.get(slot, set())
-            report = LocalBrokerData(
-                webServiceUrl=f"http://{broker}",
-                pulsarServiceUrl=f"pulsar://{host}:6650",
-                cpu=ResourceUsage(float(tick.usage[i, 0]), float(tick.limit[i, 0])),
-                memory=ResourceUsage(float(tick.usage[i, 1]), float(tick.limit[i, 1])),
-                directMemory=ResourceUsage(float(tick.usage[i, 2]), float(tick.limit[i, 2])),
-                bandwidthIn=ResourceUsage(float(tick.usage[i, 3]), float(tick.limit[i, 3])),
-                bandwidthOut=ResourceUsage(float(tick.usage[i, 4]), float(tick.limit[i, 4])),
-                msgThroughputIn=float(tick.agg[i, 2]),
-                msgThroughputOut=float(tick.agg[i, 3]),
-                msgRateIn=float(tick.agg[i, 0]),
-                msgRateOut=float(tick.agg[i, 1]),
-                lastUpdate=int(tick.last_update_ms[i]),
-                lastStats=stats,
-                numTopics=int(tick.num_topics[i]),
-                numBundles=len(stats),
-                numConsumers=int(tick.num_consumers[i]),
-                numProducers=int(tick.num_producers[i]),
-                bundles=sorted(current),
-                lastBundleGains=sorted(current - previous),
-                lastBundleLosses=sorted(previous - current),
-                brokerVersionString=BROKER_VERSION,
-                loadManagerClassName=rec.load_manager_class,
-                startTimestamp=int(tick.start_ms[i]),
+            report = local_report(
+                broker,
+                usage=tick.usage[i],
+                limit=tick.limit[i],
+                agg=tick.agg[i],
+                counts=(int(tick.num_topics[i]), int(tick.num_consumers[i]), int(tick.num_producers[i])),
+                stats=stats,
+                last_written=last_written.get(slot, set()),
+                last_update_ms=int(tick.last_update_ms[i]),
+                start_ms=int(tick.start_ms[i]),
+                load_manager_class=rec.load_manager_class,
             )
             if int(tick.last_update_ms[i]) == tick.time_ms:
-                last_written[slot] = current
+                last_written[slot] = set(stats)
             yield {
                 "timestamp": tick.time_ms,
                 "broker": broker,
                 "cluster": rec.cluster,
                 "report": report.to_json(),
             }
+
+
+def local_report(
+    broker: str,
+    *,
+    usage: FloatArray,
+    limit: FloatArray,
+    agg: FloatArray,
+    counts: tuple[int, int, int],
+    stats: dict[str, NamespaceBundleStats],
+    last_written: set[str],
+    last_update_ms: int,
+    start_ms: int,
+    load_manager_class: str,
+) -> LocalBrokerData:
+    """One broker's LocalBrokerData from the simulator's arrays: the one builder of a simulated load report
+    (recordings here, the sandbox's endpoint and znodes in :mod:`shedlab.cluster.sandbox`).
+
+    ``usage``/``limit``: the five resources in Pulsar's order; ``agg``: rate in, rate out, throughput
+    in, throughput out; ``counts``: topics, consumers, producers; ``last_written``: the bundles of the
+    broker's last written report, which ``lastBundleGains``/``Losses`` are relative to.
+    """
+    host = host_of(broker)
+    current = set(stats)
+    return LocalBrokerData(
+        webServiceUrl=f"http://{broker}",
+        pulsarServiceUrl=f"pulsar://{host}:6650",
+        cpu=ResourceUsage(float(usage[0]), float(limit[0])),
+        memory=ResourceUsage(float(usage[1]), float(limit[1])),
+        directMemory=ResourceUsage(float(usage[2]), float(limit[2])),
+        bandwidthIn=ResourceUsage(float(usage[3]), float(limit[3])),
+        bandwidthOut=ResourceUsage(float(usage[4]), float(limit[4])),
+        msgThroughputIn=float(agg[2]),
+        msgThroughputOut=float(agg[3]),
+        msgRateIn=float(agg[0]),
+        msgRateOut=float(agg[1]),
+        lastUpdate=last_update_ms,
+        lastStats=stats,
+        numTopics=counts[0],
+        numBundles=len(stats),
+        numConsumers=counts[1],
+        numProducers=counts[2],
+        bundles=sorted(current),
+        lastBundleGains=sorted(current - last_written),
+        lastBundleLosses=sorted(last_written - current),
+        brokerVersionString=BROKER_VERSION,
+        loadManagerClassName=load_manager_class,
+        startTimestamp=start_ms,
+    )
 
 
 def prometheus_value(value: float) -> str:
@@ -285,6 +318,7 @@ __all__ = [
     "Recording",
     "host_of",
     "iter_load_reports",
+    "local_report",
     "prometheus_responses",
     "prometheus_value",
     "write_recording",
