@@ -24,6 +24,7 @@ from typing import Any, Final
 __all__ = [
     "MAX_INTEGER_BITS",
     "MAX_SEED",
+    "ClusterError",
     "ConfigError",
     "InputError",
     "ShedlabError",
@@ -71,6 +72,11 @@ class ShedlabError(Exception):
 
 class InputError(ShedlabError):
     """Malformed or inconsistent input data (JSON, snapshots, recordings)."""
+
+
+class ClusterError(ShedlabError):
+    """A running cluster that cannot be read or acted on: unreachable, refused credentials, not the
+    modular load manager, a malformed znode or report (``source`` names the host, path or znode)."""
 
 
 class ConfigError(ShedlabError):

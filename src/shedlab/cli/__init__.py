@@ -82,6 +82,15 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "Which strategy pair and settings for this cluster: a Spark sweep by successive halving, a Pareto "
         "front, and the recommendation as a broker.conf fragment.",
     ),
+    "collect": (
+        "cluster_cmd",
+        "Record a running cluster's load reports every --every into --out, in the format `ingest` reads.",
+    ),
+    "advise": (
+        "cluster_cmd",
+        "What the strategy would unload from this cluster now, to where, and why; every broker left alone "
+        "and why.",
+    ),
 }
 """Command name → (module under ``shedlab.cli``, one-line help shown by ``shedlab --help``)."""
 

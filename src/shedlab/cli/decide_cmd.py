@@ -12,8 +12,10 @@ from rich.console import Console
 from rich.table import Table
 
 from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
-from shedlab.core.decide import Decision, decide_on_snapshot, load_snapshot_file
+from shedlab.core.decide import Outcome, decide_on_snapshot, load_snapshot_file
 from shedlab.errors import InputError
+from shedlab.model.json_reader import load_json_file
+from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.units import general
 
 console = Console()
@@ -42,34 +44,60 @@ def _bundle(name: str) -> str:
     return f"{namespace}{slash}\n{bundle_range}" if slash else name
 
 
-def _print_table(decisions: list[Decision], strategy: str, skipped: list[dict[str, Any]]) -> None:
-    # Fits 80 columns: source above destination, the bundle's namespace above its range, the reason
-    # as a grid; none of the columns has to break a name or a number.
-    table = Table(title=f"{strategy}: {len(decisions)} unload decision(s)", show_lines=True)
+def print_outcome(outcome: Outcome, title: str | None = None) -> None:
+    """The unloads as a table, then every broker left alone with its reason, then the counts by reason.
+
+    Shared by ``decide`` and ``advise``. Fits 80 columns: source above destination, the bundle's namespace
+    above its range, the reason as a grid; none of the columns has to break a name or a number."""
+    decisions = outcome.decisions
+    if not decisions:
+        console.print(f"[bold]{title or outcome.strategy}: no unload decision[/bold]")
+    table = Table(title=f"{title or outcome.strategy}: {len(decisions)} unload decision(s)", show_lines=True)
     table.add_column("source\n→ destination", no_wrap=True)
     table.add_column("bundle", overflow="fold")
     table.add_column("reason")
     for d in decisions:
         table.add_row(f"{d.source}\n→ {d.destination or '-'}", _bundle(d.bundle), _reason_grid(d.reason))
-    console.print(table)
-    if skipped:
+    if decisions:
+        console.print(table)
+    if outcome.left_alone:
         # "why" is the first line of the grid, not a column of its own: two wrapping columns side by side
         # would be narrowed together below the width of a number
-        notes = Table(title="considered and left alone", show_lines=False)
+        notes = Table(title="brokers left alone", show_lines=False)
         notes.add_column("broker", no_wrap=True)
         notes.add_column("why, and the numbers")
-        for s in skipped:
-            rest = {
-                "why": s.get("reason", ""),
-                **{k: v for k, v in s.items() if k not in ("broker", "reason")},
-            }
-            notes.add_row(str(s.get("broker", "-")), _reason_grid(rest))
+        for a in outcome.left_alone:
+            notes.add_row(a.broker, _reason_grid({"why": a.why, **a.detail}))
         console.print(notes)
+    general = [s for s in outcome.skipped if "broker" not in s and "pair" not in s]
+    for s in [*general, *(s for s in outcome.skipped if "bundle" in s)]:
+        console.print(
+            _reason_grid({"skipped": s.get("reason", ""), **{k: v for k, v in s.items() if k != "reason"}})
+        )
+    counts = outcome.counts()
+    if counts:
+        console.print("reasons: " + ", ".join(f"{k} ×{v}" for k, v in counts.items()))
+
+
+def _read_snapshot(path: Path) -> ClusterSnapshot:
+    """A LoadData document or a case as before; anything else (a bare load report, a recording, a
+    directory of per-broker reports) through advise's reader, imported only then (it loads httpx and
+    kazoo, which ``decide`` on a LoadData file does not need)."""
+    if path.is_file() and path.suffix == ".json":
+        doc = load_json_file(path)
+        if isinstance(doc, dict) and any(k in doc for k in ("brokers", "brokerData", "loadData", "ticks")):
+            return load_snapshot_file(path)
+    from shedlab.cluster.advise import read_snapshot_path, snapshot_of
+
+    return snapshot_of(read_snapshot_path(path))
 
 
 def decide(
     snapshot: Annotated[
-        Path, typer.Argument(help="LoadData JSON (the 'loadData' object of a case), or a case file.")
+        Path,
+        typer.Argument(
+            help="LoadData JSON, a case file, a bare load report, or a directory of per-broker load reports."
+        ),
     ],
     strategy: Annotated[
         str | None,
@@ -90,13 +118,13 @@ def decide(
     check_seed(seed)
     check_count(cycles, "--cycles", minimum=1, maximum=MAX_CYCLES)
     conf = cli_config(config, set_)
-    snap = load_snapshot_file(snapshot)
+    snap = _read_snapshot(snapshot)
     outcome = decide_on_snapshot(snap, conf, strategy=strategy, seed=seed, cycles=cycles)
     if as_json:
         print(json.dumps(outcome.to_json(), indent=2))
     else:
         title = outcome.strategy if outcome.cycles == 1 else f"{outcome.strategy}, cycle {outcome.cycles}"
-        _print_table(outcome.decisions, title, outcome.skipped)
+        print_outcome(outcome, title)
 
 
 def conform(

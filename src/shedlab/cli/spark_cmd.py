@@ -563,6 +563,11 @@ def replay(
             f"{compact(r.mean_usage_spread, 3)} → {compact(r.est_mean_usage_spread, 3)}",
         )
     console.print(table)
+    for r in result.summary.itertuples(index=False):
+        counts = json.loads(str(getattr(r, "reasons", "{}") or "{}"))
+        if counts:
+            top = ", ".join(f"{k} ×{v}" for k, v in list(counts.items())[:6])
+            console.print(f"{r.cluster} {short_pair(str(r.strategy))} left alone / skipped: {top}")
     console.print(f"decisions, load, comparison and ownership_changes → {out}")
 
 

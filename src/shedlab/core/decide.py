@@ -8,6 +8,7 @@ missing or is its current owner.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,16 @@ from shedlab.model.pulsar import LoadData
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies import pair_config, pair_name_of, resolve_config, resolve_strategy
 
+__all__ = [
+    "Decider",
+    "Decision",
+    "LeftAlone",
+    "Outcome",
+    "decide_on_snapshot",
+    "explain",
+    "load_snapshot_file",
+]
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -34,12 +45,38 @@ class Decision:
     choices: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class LeftAlone:
+    """A broker the cycle unloaded nothing from, and why.
+
+    ``code`` is the strategy's own reason string (``"hit count not reached"``): stable, so it can be
+    counted across brokers and cycles; ``why`` is one line with the numbers (``"hit count 3 of 8 at the
+    low threshold …"``); ``detail`` holds the strategy's numbers as it reported them.
+    """
+
+    broker: str
+    code: str
+    why: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"broker": self.broker, "code": self.code, "why": self.why, "detail": self.detail}
+
+
 @dataclass
 class Outcome:
     strategy: str
     decisions: list[Decision] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     cycles: int = 1
+    left_alone: list[LeftAlone] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """Brokers left alone per reason, plus the bundles a chosen trigger skipped (``"bundle skipped:
+        <reason>"``: excluded namespace, no destination, …), in first-seen order."""
+        out: Counter[str] = Counter(a.code for a in self.left_alone)
+        out.update(f"bundle skipped: {s.get('reason', '?')}" for s in self.skipped if "bundle" in s)
+        return dict(out)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,6 +93,8 @@ class Outcome:
                 for d in self.decisions
             ],
             "skipped": self.skipped,
+            "left_alone": [a.to_json() for a in self.left_alone],
+            "counts": self.counts(),
         }
 
 
@@ -93,6 +132,40 @@ def _resolve(conf: LoadBalancerConfig, strategy: str | None) -> tuple[str, LoadB
     return pair_name_of(conf), conf
 
 
+class Decider:
+    """The leader's shedding cycles on successive snapshots, keeping strategy state between them.
+
+    Pulsar's leader keeps one strategy instance for its whole term, so AvgShedder's hit counters and
+    LeastResourceUsageWithWeight's history carry from one cycle to the next; ``advise --watch`` runs one
+    :class:`Decider` for the same reason, while ``decide`` runs a fresh one per snapshot.
+    """
+
+    def __init__(self, conf: LoadBalancerConfig, *, strategy: str | None = None, seed: int = 0) -> None:
+        self.name, self.conf = _resolve(conf, strategy)
+        self.manager = LoadManager(self.conf, seed=np.random.default_rng(seed))
+
+    def cycle(self, snapshot: ClusterSnapshot, *, cycles: int = 1) -> Outcome:
+        """One shedding cycle (repeated up to ``cycles`` times while it unloads nothing), explained."""
+        manager = self.manager
+        now_ms = snapshot.now_ms
+        for j in np.flatnonzero(snapshot.bundle_recently_unloaded).tolist():
+            manager.recently_unloaded.setdefault(snapshot.bundle_names[j], now_ms)
+        decisions = manager.do_load_shedding(snapshot, now_ms)
+        cycle = 1
+        while not decisions and cycle < cycles:
+            decisions = manager.do_load_shedding(snapshot, now_ms)
+            cycle += 1
+        outcome = Outcome(self.name, skipped=cycle_skips(snapshot, self.conf, manager), cycles=cycle)
+        for d in decisions:
+            reason = dict(d.reason)
+            placement = reason.pop("placement", {}) or {}
+            choices = tuple(placement.get("choices", ()))
+            reason["placement"] = placement.get("rule")
+            outcome.decisions.append(Decision(d.source, d.bundle, d.destination, reason, choices))
+        outcome.left_alone = explain(snapshot, self.conf, outcome)
+        return outcome
+
+
 def decide_on_snapshot(
     snapshot: ClusterSnapshot,
     conf: LoadBalancerConfig,
@@ -108,25 +181,115 @@ def decide_on_snapshot(
     this state) until it unloads something, so strategies that need several consecutive hits
     (AvgShedder) show what they would do once their counters are reached.
     """
-    name, conf = _resolve(conf, strategy)
-    manager = LoadManager(conf, seed=np.random.default_rng(seed))
-    now_ms = snapshot.now_ms
-    recent = np.flatnonzero(snapshot.bundle_recently_unloaded).tolist()
-    manager.recently_unloaded = {snapshot.bundle_names[j]: now_ms for j in recent}
-    decisions = manager.do_load_shedding(snapshot, now_ms)
-    cycle = 1
-    while not decisions and cycle < cycles:
-        decisions = manager.do_load_shedding(snapshot, now_ms)
-        cycle += 1
+    return Decider(conf, strategy=strategy, seed=seed).cycle(snapshot, cycles=cycles)
+
+
+def _why(entry: dict[str, Any], conf: LoadBalancerConfig) -> str:
+    """One line for a strategy's skipped entry, with the numbers that make it concrete."""
+    reason = str(entry.get("reason", "no reason given"))
+    if reason == "hit count not reached":
+        low = max(int(entry.get("hit_low_under", 0)), int(entry.get("hit_low_over", 0)))
+        high = max(int(entry.get("hit_high_under", 0)), int(entry.get("hit_high_over", 0)))
+        gap = float(entry.get("gap", 0.0))
+        low_max = conf.load_balancer_avg_shedder_hit_count_low_threshold
+        high_max = conf.load_balancer_avg_shedder_hit_count_high_threshold
+        return (
+            f"hit count {low} of {low_max} at the low threshold, {high} of {high_max} at the high "
+            f"(score gap {gap:.1f} points)"
+        )
+    if reason.startswith("traffic gap below minUnloadMessage"):
+        msg, tp = float(entry.get("need_msg_rate", 0.0)), float(entry.get("need_throughput", 0.0))
+        return (
+            f"amount below minUnloadMessage ({msg:.1f} ≤ {conf.min_unload_message} msg/s) and "
+            f"minUnloadMessageThroughput ({tp:.0f} ≤ {conf.min_unload_message_throughput} B/s)"
+        )
+    if "bundle" in entry:
+        return f"{reason} (bundle {entry['bundle']})"
+    return reason
+
+
+def cycle_skips(
+    snapshot: ClusterSnapshot, conf: LoadBalancerConfig, manager: LoadManager
+) -> list[dict[str, Any]]:
+    """What the last :meth:`LoadManager.do_load_shedding` skipped: the strategy's entries, the leader's
+    per-bundle skips, and the leader's reasons for not calling the strategy at all."""
     skipped = list(manager.last_result.skipped) if manager.last_result is not None else []
     skipped += manager.last_skipped
     if snapshot.num_brokers <= 1:
         skipped.append({"reason": "at most one broker: the leader does not shed"})
-    outcome = Outcome(name, skipped=skipped, cycles=cycle)
-    for d in decisions:
-        reason = dict(d.reason)
-        placement = reason.pop("placement", {}) or {}
-        choices = tuple(placement.get("choices", ()))
-        reason["placement"] = placement.get("rule")
-        outcome.decisions.append(Decision(d.source, d.bundle, d.destination, reason, choices))
+    if not (conf.load_balancer_enabled and conf.load_balancer_shedding_enabled):
+        skipped.append({"reason": "load balancing or shedding is disabled in the configuration"})
+    return skipped
+
+
+def explain_cycle(
+    snapshot: ClusterSnapshot,
+    conf: LoadBalancerConfig,
+    strategy: str,
+    manager: LoadManager,
+    sources: list[str],
+) -> Outcome:
+    """The explanation of a cycle that :meth:`LoadManager.do_load_shedding` just ran (``sources``: the
+    brokers of its decisions), for callers that drive the manager themselves (replay): ``left_alone`` and
+    ``skipped`` filled, decisions carrying only their source."""
+    outcome = Outcome(strategy, skipped=cycle_skips(snapshot, conf, manager))
+    outcome.decisions = [Decision(s, "", None, {}) for s in sources]
+    outcome.left_alone = explain(snapshot, conf, outcome)
     return outcome
+
+
+def explain(snapshot: ClusterSnapshot, conf: LoadBalancerConfig, outcome: Outcome) -> list[LeftAlone]:
+    """Every broker of ``snapshot`` that ``outcome`` unloads nothing from, with the reason.
+
+    A destination of this cycle's unloads says so; otherwise the strategy's own skipped entry for a
+    broker comes first; AvgShedder's pair entries also explain the pair's less-loaded side; a broker no
+    entry names gets the cycle's general reason, if the strategy gave
+    one (``"no broker pair reaches the low threshold"``), else ``"not selected"``, with its weighted max
+    usage (the score most strategies rank by) as the number.
+    """
+    sources = {d.source for d in outcome.decisions}
+    found: dict[str, LeftAlone] = {}
+    general: dict[str, Any] | None = None
+    for entry in outcome.skipped:
+        code = str(entry.get("reason", "no reason given"))
+        detail = {k: v for k, v in entry.items() if k not in ("reason", "strategy", "broker")}
+        broker = entry.get("broker")
+        pair = entry.get("pair")
+        if isinstance(broker, str):
+            if broker not in sources and broker not in found:
+                found[broker] = LeftAlone(broker, code, _why(entry, conf), detail)
+        elif general is None and not isinstance(pair, list):
+            general = entry
+        if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str):
+            under = pair[0]
+            if under not in sources and under not in found:
+                why = f"the less-loaded side of a pair with {pair[1]}: {_why(entry, conf)}"
+                found[under] = LeftAlone(under, code, why, detail)
+    incoming: dict[str, list[str]] = {}
+    for d in outcome.decisions:
+        if d.destination is not None:
+            incoming.setdefault(d.destination, []).append(d.source)
+    for broker, senders in incoming.items():
+        if broker not in sources:  # a destination is not shed from: that is the point of the cycle
+            why = f"receiving {len(senders)} bundle(s) from {', '.join(sorted(set(senders)))}"
+            found[broker] = LeftAlone(
+                broker, "destination of this cycle's unloads", why, {"bundles": len(senders)}
+            )
+    scores = snapshot.weighted_max_usage(conf.resource_weights()) * 100
+    out: list[LeftAlone] = []
+    for i, broker in enumerate(snapshot.broker_ids):
+        if broker in sources:
+            continue
+        if broker in found:
+            out.append(found[broker])
+            continue
+        usage = float(scores[i])
+        if general is not None:
+            code = str(general.get("reason", "no reason given"))
+            out.append(
+                LeftAlone(broker, code, f"{code} (weighted max usage {usage:.1f} %)", {"usage": usage})
+            )
+        else:
+            why = f"not selected by {outcome.strategy} (weighted max usage {usage:.1f} %)"
+            out.append(LeftAlone(broker, "not selected", why, {"usage": usage}))
+    return out

@@ -12,7 +12,9 @@ tick, builds the leader's view as a :class:`ClusterSnapshot` (:func:`build_snaps
   owner has no throughput): ``moved = usage(source) · T(bundle) / T(source)`` per resource, added to
   the destination's usage (in its own limits, so a bigger machine rises less);
 * **comparison** — per tick: the ownership changes that happened in the data next to the
-  strategy's unloads, and the max and spread of U(b) before and after.
+  strategy's unloads, the max and spread of U(b) before and after, and why the other brokers were
+  left alone (``left_alone``, ``reasons``: :func:`shedlab.core.decide.explain_cycle`; summed over
+  ticks by :func:`total_reasons`).
 
 The leader's view at a tick (documented in ``docs/spark.md``): every broker's sample of that tick
 is its report; each bundle's BundleData advances by one sample per tick from its owner's stats
@@ -29,7 +31,8 @@ period, hit counters, usage history), exactly as a leader would.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.core.decide import Outcome, explain_cycle
 from shedlab.core.grid import params_id_of
 from shedlab.core.sim.reporting import DEFAULT_VALUES, apply_samples
 from shedlab.errors import ConfigError
@@ -55,6 +59,7 @@ __all__ = [
     "ownership_changes",
     "replay_cluster",
     "strategy_configs",
+    "total_reasons",
 ]
 
 _VALUE_COLS = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
@@ -347,6 +352,7 @@ def _comparison_row(
     decisions: Sequence[ManagerDecision],
     u_now: np.ndarray,
     u_est: np.ndarray,
+    why: Outcome,
 ) -> dict[str, Any]:
     decided = {d.bundle for d in decisions}
     return {
@@ -359,7 +365,18 @@ def _comparison_row(
         "est_max_usage": float(u_est.max()) if u_est.size else None,
         "usage_spread": float(u_now.max() - u_now.min()) if u_now.size else None,
         "est_usage_spread": float(u_est.max() - u_est.min()) if u_est.size else None,
+        "left_alone": len(why.left_alone),
+        "reasons": json.dumps(why.counts(), sort_keys=True),
     }
+
+
+def total_reasons(reasons: Iterable[str | None]) -> dict[str, int]:
+    """The sum of the comparison table's per-tick ``reasons`` (JSON reason → count), most frequent first."""
+    total: Counter[str] = Counter()
+    for text in reasons:
+        if text:
+            total.update(json.loads(text))
+    return dict(total.most_common())
 
 
 def replay_cluster(
@@ -421,8 +438,11 @@ def replay_cluster(
         u_now = weighted_max_usage(snap.resource_usage, snap.resource_limit, weights)
         u_est = weighted_max_usage(np.maximum(est.usage, 0.0), snap.resource_limit, weights)
         load_rows.extend(_load_rows(base, view, est, u_now, u_est))
+        why = explain_cycle(snap, conf, config.strategy, manager, [d.source for d in decisions])
         cmp_rows.append(
-            _comparison_row(base, view.tick_ms, moved_after.get(view.tick_ms, set()), decisions, u_now, u_est)
+            _comparison_row(
+                base, view.tick_ms, moved_after.get(view.tick_ms, set()), decisions, u_now, u_est, why
+            )
         )
     return {
         "decisions": pd.DataFrame(dec_rows),

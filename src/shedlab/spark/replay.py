@@ -23,7 +23,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
-from shedlab.core.replay import StrategyConfig, ownership_changes, replay_cluster
+from shedlab.core.replay import StrategyConfig, ownership_changes, replay_cluster, total_reasons
 from shedlab.core.results import filesystem, remove_stale_temporaries
 from shedlab.errors import ConfigError, InputError
 from shedlab.spark.ingest import read_snapshots
@@ -182,6 +182,10 @@ def replay(
         )
     )
     summary_pd = comparison.orderBy("cluster", "strategy", "config_id").toPandas()
+    keys = ["cluster", "strategy", "config_id"]
+    per_tick = result.where(sf.col("table") == "comparison").select(*keys, "reasons").toPandas()
+    totals = {k: json.dumps(total_reasons(g["reasons"])) for k, g in per_tick.groupby(keys, sort=False)}
+    summary_pd["reasons"] = [totals.get(tuple(r), "{}") for r in summary_pd[keys].itertuples(index=False)]
     _write_config(root, configs, seed, snapshots_dir)
     return ReplayResult(out=out, summary=summary_pd, configs=list(configs))
 

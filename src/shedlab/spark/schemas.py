@@ -385,6 +385,10 @@ REPLAY_COMPARISON = struct(
     ("est_max_usage", "double"),
     ("usage_spread", "double"),
     ("est_usage_spread", "double"),
+    ("left_alone", "long"),
+    ("reasons", "string"),
 )
 """Per tick: ownership changes in the data next to the strategy's unloads (``both`` = the same
-bundle), and the max and max−min of U(b) before/after the strategy's moves."""
+bundle), the max and max−min of U(b) before/after the strategy's moves, how many brokers the strategy
+left alone, and ``reasons``: JSON, reason → count (brokers left alone, bundles skipped;
+:meth:`shedlab.core.decide.Outcome.counts`)."""

@@ -1,0 +1,322 @@
+"""``shedlab collect`` and ``shedlab advise``: a running Pulsar cluster, read, recorded, advised on
+(docs/operators.md). Dry-run by default; the token never appears in any output."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from shedlab.cli.decide_cmd import print_outcome
+from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
+from shedlab.cluster.access import Retry, Token, load_token
+from shedlab.cluster.advise import AuditLog, Guard, SnapshotInput, execute, read_snapshot_path, snapshot_of
+from shedlab.cluster.collect import CollectSummary, RecordWriter, collect
+from shedlab.cluster.readers import AdminReader, ClusterReading, ZooKeeperReader
+from shedlab.core.decide import Decider, Outcome
+from shedlab.errors import InputError
+from shedlab.model.pulsar import BundleData
+from shedlab.units import parse_duration
+
+console = Console(stderr=True)
+out = Console()
+
+MAX_CYCLES = 10_000_000
+
+ZooKeeperOption = Annotated[
+    str | None,
+    typer.Option("--zookeeper", help="HOST:PORT\\[,HOST:PORT…]\\[/chroot] of Pulsar's metadata store."),
+]
+AdminUrlOption = Annotated[
+    str | None, typer.Option("--admin-url", help="A broker's web address, http(s)://host:port.")
+]
+ClusterOption = Annotated[
+    str | None, typer.Option(help="Cluster name (admin API: default the only one listed; labels recordings).")
+]
+TokenFileOption = Annotated[Path | None, typer.Option("--token-file", help="File holding a JWT (Bearer).")]
+TokenEnvOption = Annotated[
+    str | None, typer.Option("--token-env", help="Environment variable holding a JWT.")
+]
+TlsCaOption = Annotated[
+    Path | None, typer.Option("--tls-ca", help="CA certificate to verify https:// brokers.")
+]
+TimeoutOption = Annotated[str, typer.Option(help="Timeout of each call (e.g. 10s).")]
+RetriesOption = Annotated[int, typer.Option(help="Attempts per call, with exponential back-off.")]
+
+
+class _Source:
+    """The one source chosen by --zookeeper / --admin-url, opened and closed once."""
+
+    def __init__(
+        self,
+        zookeeper: str | None,
+        admin_url: str | None,
+        cluster: str | None,
+        token: Token | None,
+        tls_ca: Path | None,
+        retry: Retry,
+    ) -> None:
+        self.zk = ZooKeeperReader(zookeeper, cluster=cluster, retry=retry) if zookeeper else None
+        self.admin = (
+            AdminReader(admin_url, cluster=cluster, token=token, tls_ca=tls_ca, retry=retry)
+            if admin_url
+            else None
+        )
+
+    def read(self) -> ClusterReading:
+        if self.zk is not None:
+            return self.zk.read()
+        assert self.admin is not None
+        return self.admin.read()
+
+    def close(self) -> None:
+        for reader in (self.zk, self.admin):
+            if reader is not None:
+                reader.close()
+
+
+def _retry(timeout: str, retries: int) -> Retry:
+    check_count(retries, "--retries", minimum=1, maximum=20)
+    seconds = parse_duration(timeout, field="--timeout")
+    if seconds <= 0:
+        raise InputError("must be more than 0", field="--timeout", value=timeout)
+    return Retry(attempts=retries, timeout_s=seconds)
+
+
+def _one_source(zookeeper: str | None, admin_url: str | None, snapshot: Path | None = None) -> None:
+    given = [
+        name
+        for name, v in (("--zookeeper", zookeeper), ("--admin-url", admin_url), ("--snapshot", snapshot))
+        if v
+    ]
+    if not given:
+        raise InputError(
+            "give a source: --zookeeper HOST:PORT, --admin-url URL"
+            + (" or --snapshot PATH" if snapshot is None else "")
+        )
+    if len(given) > 1 and not (given == ["--zookeeper", "--admin-url"]):
+        raise InputError(f"give one source, not {' and '.join(given)}")
+
+
+def collect_cmd(
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory for the recording (created if needed).")],
+    zookeeper: ZooKeeperOption = None,
+    admin_url: AdminUrlOption = None,
+    cluster: ClusterOption = None,
+    every: Annotated[
+        str, typer.Option(help="Interval between reads (Pulsar's brokers report every minute).")
+    ] = "60s",
+    duration: Annotated[str | None, typer.Option(help="Stop after this long (e.g. 1h).")] = None,
+    count: Annotated[int | None, typer.Option(help="Stop after this many reads.")] = None,
+    token_file: TokenFileOption = None,
+    token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
+    timeout: TimeoutOption = "10s",
+    retries: RetriesOption = 3,
+) -> None:
+    """Record a running cluster's load reports every --every into --out, in the format `ingest` reads."""
+    _one_source(zookeeper, admin_url)
+    if zookeeper and admin_url:
+        raise InputError("give one source, not --zookeeper and --admin-url")
+    check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
+    every_s = parse_duration(every, field="--every")
+    if every_s <= 0:
+        raise InputError("must be more than 0", field="--every", value=every)
+    duration_s = parse_duration(duration, field="--duration") if duration is not None else None
+    token = load_token(token_file, token_env)
+    source = _Source(zookeeper, admin_url, cluster, token, tls_ca, _retry(timeout, retries))
+    writer = RecordWriter(out_dir)
+    total = (
+        count if count is not None else (int(duration_s // every_s) + 1 if duration_s is not None else None)
+    )
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    task = progress.add_task("collecting", total=total)
+
+    def on_cycle(cycle: int, reading: ClusterReading | None, summary: CollectSummary) -> None:
+        if reading is None:
+            text = f"cycle {cycle}: failed (see {out_dir}/_collect-events.jsonl)"
+        else:
+            missing = f", [red]{len(reading.missing)} not answering[/red]" if reading.missing else ""
+            text = f"cycle {cycle}: {len(reading.reports)} brokers{missing}"
+        progress.update(task, advance=1, description=text)
+
+    try:
+        with progress:
+            summary = collect(
+                source, writer, every_s=every_s, count=count, duration_s=duration_s, on_cycle=on_cycle
+            )
+    finally:
+        source.close()
+        writer.close()
+    console.print(
+        f"{'interrupted: ' if summary.interrupted else ''}{summary.cycles} reads, "
+        f"{summary.reports} load reports, {summary.bundles} bundle samples, "
+        f"{summary.missing} missing reports, {summary.failed_cycles} failed reads → {out_dir}"
+    )
+    if summary.interrupted:
+        raise typer.Exit(130)
+
+
+def _print_cycle(
+    result: dict[str, Any],
+    outcome: Outcome,
+    title: str,
+    as_json: bool,
+    refusals: list[str],
+    missing: dict[str, str],
+) -> None:
+    if as_json:
+        print(json.dumps(result), flush=True)
+        return
+    print_outcome(outcome, title)
+    for broker, why in sorted(missing.items()):
+        out.print(f"[red]no report from {broker}[/red]: {why}")
+    for action in result["actions"]:
+        out.print(
+            f"{action['action']}: {action['bundle']} {action['broker']} → {action['destination']}"
+            + (f" ({action['detail']})" if action["detail"] else "")
+        )
+    for refusal in refusals:
+        out.print(f"[yellow]guard[/yellow]: {refusal}")
+
+
+def advise(
+    zookeeper: ZooKeeperOption = None,
+    admin_url: AdminUrlOption = None,
+    snapshot: Annotated[
+        Path | None, typer.Option(help="LoadData JSON, a load report, or a DIR of per-broker load reports.")
+    ] = None,
+    cluster: ClusterOption = None,
+    strategy: Annotated[
+        str | None, typer.Option(help="Strategy pair or shedder (default: the configured pair).")
+    ] = None,
+    config: Annotated[Path | None, typer.Option(help="broker.conf, YAML or JSON with Pulsar keys.")] = None,
+    set_: SetOption = None,
+    seed: Annotated[int, typer.Option(help="Seed for the strategies' random choices.")] = 0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per cycle instead of tables.")
+    ] = False,
+    watch: Annotated[
+        bool, typer.Option(help="Repeat every --every, keeping strategy state (hit counts).")
+    ] = False,
+    every: Annotated[
+        str, typer.Option(help="Interval of --watch cycles (Pulsar's shedding interval: 1m).")
+    ] = "60s",
+    count: Annotated[int | None, typer.Option(help="With --watch: stop after this many cycles.")] = None,
+    execute_: Annotated[
+        bool,
+        typer.Option("--execute", help="Really unload (PUT …/unload?destinationBroker=), under the guard."),
+    ] = False,
+    max_unloads: Annotated[int, typer.Option(help="At most this many unloads per cycle with --execute.")] = 1,
+    audit: Annotated[Path, typer.Option(help="Audit log (JSON lines) of every action and refusal.")] = Path(
+        "advise-audit.jsonl"
+    ),
+    token_file: TokenFileOption = None,
+    token_env: TokenEnvOption = None,
+    tls_ca: TlsCaOption = None,
+    timeout: TimeoutOption = "10s",
+    retries: RetriesOption = 3,
+) -> None:
+    """What the strategy would unload from this cluster now, to where, and why; every broker left alone
+    and why. Dry-run unless --execute."""
+    _one_source(zookeeper, admin_url, snapshot)
+    check_seed(seed)
+    check_count(max_unloads, "--max-unloads", minimum=0, maximum=1000)
+    check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
+    every_s = parse_duration(every, field="--every")
+    conf = cli_config(config, set_)
+    decider = Decider(conf, strategy=strategy, seed=seed)
+    guard = Guard(max_unloads, decider.conf.load_balancer_report_update_max_interval_minutes)
+    token = load_token(token_file, token_env)
+    retry = _retry(timeout, retries)
+    source = (
+        _Source(zookeeper, admin_url, cluster, token, tls_ca, retry) if (zookeeper or admin_url) else None
+    )
+    log = AuditLog(audit, token) if execute_ else None
+    history: dict[str, BundleData] = {}
+    failures = 0
+    try:
+        cycle = 0
+        while True:
+            cycle += 1
+            started = time.monotonic()
+            if source is not None:
+                snap_input = SnapshotInput(reading=source.read())
+            else:
+                assert snapshot is not None
+                snap_input = read_snapshot_path(snapshot)
+            snap = snapshot_of(snap_input, history)
+            outcome = decider.cycle(snap)
+            now_ms = int(time.time() * 1000)
+            refusals = guard.refusals(snap_input, now_ms)
+            actions = execute(
+                outcome,
+                snap_input,
+                guard=guard,
+                admin=source.admin if source else None,
+                audit=log,
+                cycle=cycle,
+                dry_run=not execute_,
+                now_ms=now_ms,
+            )
+            reading = snap_input.reading
+            result = {
+                **outcome.to_json(),
+                "mode": "execute" if execute_ else "dry-run",
+                "cycle": cycle,
+                "snapshot": {
+                    "source": reading.source if reading else str(snapshot),
+                    "cluster": reading.cluster if reading else None,
+                    "time_ms": reading.time_ms if reading else None,
+                    "leader": reading.leader if reading else None,
+                    "brokers": snap.num_brokers,
+                    "bundles": snap.num_bundles,
+                    "missing": dict(reading.missing) if reading else {},
+                },
+                "guard": {"max_unloads": max_unloads, "refusals": refusals},
+                "actions": [a.to_json() for a in actions],
+            }
+            title = f"{outcome.strategy}, cycle {cycle}" if watch else outcome.strategy
+            _print_cycle(
+                result,
+                outcome,
+                title,
+                as_json,
+                refusals,
+                dict(reading.missing) if reading else {},
+            )
+            if execute_ and (refusals or any(a.action in ("refused", "failed") for a in actions)):
+                failures += 1
+            if not watch or (count is not None and cycle >= count):
+                break
+            wait = every_s - (time.monotonic() - started)
+            if wait > 0:
+                time.sleep(wait)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        raise typer.Exit(130) from None
+    finally:
+        if source is not None:
+            source.close()
+        if log is not None:
+            log.close()
+    if failures:
+        raise typer.Exit(1)  # --execute did not do all it was asked: scripts must notice
+
+
+def register(app: typer.Typer) -> None:
+    app.command("collect")(collect_cmd)
+    app.command()(advise)

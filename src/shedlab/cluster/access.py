@@ -1,0 +1,114 @@
+"""Credentials and patient calls: how every network call to a real cluster is made.
+
+Three rules, in one place so that no reader or command can forget one:
+
+* **The token never leaves this module in clear.** :class:`Token` holds it; its ``repr``/``str`` say
+  ``Token(***)``; :func:`scrub` removes it from any text that goes to a log, an error, an output or the
+  audit (a server may echo a header back in an error body).
+* **Every call has a timeout and is retried with exponential back-off** (:func:`with_retries`), except
+  for answers that will not change on retry (401/403/404: :class:`PermanentError`).
+* **Failures become one line** (:class:`~shedlab.errors.ClusterError`), naming the host or path and
+  what went wrong, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from shedlab.errors import ClusterError, InputError, read_user_text
+
+__all__ = ["PermanentError", "Retry", "Token", "load_token", "scrub", "with_retries"]
+
+T = TypeVar("T")
+
+
+class Token:
+    """A bearer token that does not print itself."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def header(self) -> dict[str, str]:
+        """The ``Authorization`` header Pulsar's token authentication reads."""
+        return {"Authorization": f"Bearer {self._value}"}
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self._value, "***") if self._value else text
+
+    def __repr__(self) -> str:
+        return "Token(***)"
+
+    __str__ = __repr__
+
+
+def load_token(token_file: Path | None, token_env: str | None) -> Token | None:
+    """The token from ``--token-file`` (first line, stripped) or ``--token-env`` (a variable's name)."""
+    if token_file is not None and token_env is not None:
+        raise InputError("give one of --token-file and --token-env", field="--token-file")
+    if token_file is not None:
+        text = read_user_text(token_file, what="token file").strip()
+        if not text:
+            raise InputError("token file is empty", source=str(token_file))
+        return Token(text.splitlines()[0].strip())
+    if token_env is not None:
+        value = os.environ.get(token_env, "").strip()
+        if not value:
+            raise InputError("environment variable is not set or empty", field="--token-env", value=token_env)
+        return Token(value)
+    return None
+
+
+def scrub(text: str, token: Token | None) -> str:
+    """``text`` with the token replaced by ``***`` (a no-op without a token)."""
+    return token.scrub(text) if token is not None else text
+
+
+class PermanentError(Exception):
+    """A failure that retrying cannot fix (wrong token, no such path); carries its one-line message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Retry:
+    """``attempts`` tries, waiting ``backoff_s × 2^k`` between them; ``timeout_s`` per call."""
+
+    attempts: int = 3
+    backoff_s: float = 0.5
+    timeout_s: float = 10.0
+
+
+def with_retries(
+    call: Callable[[], T],
+    *,
+    what: str,
+    retry: Retry,
+    transient: tuple[type[BaseException], ...],
+    token: Token | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``call()``, retried on ``transient`` exceptions; raises :class:`ClusterError` naming ``what``.
+
+    A :class:`PermanentError` is not retried. The last failure's message is scrubbed of the token.
+    """
+    last = ""
+    for attempt in range(retry.attempts):
+        try:
+            return call()
+        except PermanentError as exc:
+            raise ClusterError(scrub(exc.message, token), source=what) from None
+        except transient as exc:
+            last = scrub(str(exc) or type(exc).__name__, token)
+            if attempt + 1 < retry.attempts:
+                sleep(retry.backoff_s * 2**attempt)
+    tries = f"{retry.attempts} attempt{'s' if retry.attempts != 1 else ''}"
+    raise ClusterError(f"unreachable after {tries}: {last}", source=what)

@@ -1,0 +1,287 @@
+"""``shedlab advise``: what the strategy would unload from a real cluster now, and, only when asked, doing it.
+
+The decision is :class:`~shedlab.core.decide.Decider`'s (one home for the leader's cycle and its reasons);
+this module adds what a real cluster needs around it:
+
+* :func:`read_snapshot_path`: a snapshot from files, without hand assembly: a LoadData document (as
+  ``decide`` reads), one load report, or a directory of per-broker load reports (bare LocalBrokerData as
+  ``GET /admin/v2/broker-stats/load-report`` returns it, or the recording wrapper ``collect`` writes, plus
+  BundleData dumps). The latest report per broker is taken.
+* :class:`Guard`: when executing is allowed. It refuses a whole cycle when the snapshot is older than
+  ``loadBalancerReportUpdateMaxIntervalMinutes`` (a broker writes its report at least that often, so an
+  older one means it stopped reporting or the snapshot is old), when a listed broker's report is missing,
+  or when the snapshot has no read time; and it caps the unloads per cycle (``--max-unloads``), like
+  Cruise Control's movement caps. Dry-run is the default: nothing is called without ``--execute``.
+* :class:`AuditLog`: every action and refusal as one JSON line, appended and fsynced (never the token).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from shedlab.cluster.access import Token, scrub
+from shedlab.cluster.readers import AdminReader, ClusterReading, extensible_marker
+from shedlab.core.decide import Decision, Outcome, load_snapshot_file
+from shedlab.errors import ClusterError, InputError, ShedlabError, parse_json_text, read_user_text
+from shedlab.model.pulsar import LoadData
+from shedlab.model.snapshot import ClusterSnapshot
+
+__all__ = ["AuditLog", "Guard", "SnapshotInput", "execute", "read_snapshot_path", "snapshot_of"]
+
+_SUFFIXES = (".json", ".jsonl", ".ndjson")
+
+
+@dataclass
+class SnapshotInput:
+    """A snapshot to advise on: a reading (from a cluster or files), or a LoadData document as is."""
+
+    reading: ClusterReading | None = None
+    load_data_file: Path | None = None
+
+
+def _broker_of(record: dict[str, Any], report: dict[str, Any], where: str) -> str:
+    from shedlab.core.ingest import broker_id_from_url  # pandas: only when files are read
+
+    broker = record.get("broker")
+    if isinstance(broker, str) and broker:
+        return broker
+    for key in ("webServiceUrl", "webServiceUrlTls"):
+        value = report.get(key)
+        found = broker_id_from_url(value if isinstance(value, str) else None)
+        if found:
+            return found
+    raise InputError(
+        "cannot tell which broker this report is from (no broker, no webServiceUrl)", source=where
+    )
+
+
+def _records(path: Path) -> Iterator[tuple[str, Any]]:
+    text = read_user_text(path, what="snapshot file")
+    if path.suffix == ".json":
+        doc = parse_json_text(text, str(path))
+        if isinstance(doc, list):
+            yield from ((f"{path}[{i}]", item) for i, item in enumerate(doc))
+        else:
+            yield str(path), doc
+        return
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            yield f"{path}:{number}", parse_json_text(line, f"{path}:{number}")
+
+
+def _is_load_data(doc: Any) -> bool:
+    return isinstance(doc, dict) and any(k in doc for k in ("brokers", "brokerData", "loadData", "ticks"))
+
+
+def _add(reading: ClusterReading, times: dict[str, int], where: str, record: Any) -> None:
+    if not isinstance(record, dict):
+        raise InputError("expected a JSON object (a load report)", source=where)
+    report = record.get("report", record)
+    if isinstance(record.get("data"), dict) and isinstance(record.get("bundle"), str):
+        reading.bundle_data[record["bundle"]] = record["data"]
+        return
+    if isinstance(record.get("bundleData"), dict):
+        reading.bundle_data.update(record["bundleData"])
+        return
+    if not isinstance(report, dict):
+        raise InputError("report: expected a JSON object", source=where)
+    marker = extensible_marker(report)
+    if marker is not None:
+        raise ClusterError(f"the extensible load manager's data: {marker}", source=where)
+    if record.get("error") is not None and "report" not in record:
+        return  # collect's record of a broker that did not answer
+    broker = _broker_of(record, report, where)
+    stamp = record.get("timestamp", report.get("lastUpdate", 0))
+    when = int(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else 0
+    if broker not in times or when >= times[broker]:
+        times[broker] = when
+        reading.reports[broker] = report
+        reading.origin[broker] = where
+        if isinstance(record.get("cluster"), str):
+            reading.cluster = record["cluster"]
+
+
+def read_snapshot_path(path: Path) -> SnapshotInput:
+    """A file or a directory of files (``*.json``, ``*.jsonl``; hidden and ``_`` files skipped) as a
+    snapshot; the latest report per broker (by ``timestamp``, else ``lastUpdate``) is kept."""
+    if path.is_dir():
+        files = sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file() and p.suffix in _SUFFIXES and not p.name.startswith((".", "_"))
+        )
+        if not files:
+            raise InputError("no *.json or *.jsonl load reports in this directory", source=str(path))
+    elif path.is_file():
+        if path.suffix == ".json" and _is_load_data(parse_json_text(read_user_text(path), str(path))):
+            return SnapshotInput(load_data_file=path)
+        files = [path]
+    else:
+        raise InputError("snapshot not found", source=str(path))
+    reading = ClusterReading(source=str(path), cluster="pulsar", time_ms=0)
+    times: dict[str, int] = {}
+    for file in files:
+        for where, record in _records(file):
+            if _is_load_data(record):
+                raise InputError("a LoadData document among load reports: give it on its own", source=where)
+            _add(reading, times, where, record)
+    if not reading.reports:
+        raise InputError("no load report found", source=str(path))
+    reading.time_ms = max(times.values())
+    return SnapshotInput(reading=reading)
+
+
+def snapshot_of(source: SnapshotInput, history: dict[str, Any] | None = None) -> ClusterSnapshot:
+    """The leader's columnar view of a reading (bundle histories reconstructed, see ``readers``)."""
+    if source.load_data_file is not None:
+        return load_snapshot_file(source.load_data_file)
+    reading = source.reading
+    assert reading is not None
+    load_data: LoadData = reading.load_data(history)
+    return ClusterSnapshot.from_load_data(load_data, now_ms=reading.time_ms, source=reading.source)
+
+
+# ------------------------------------------------------------------------------------------ guard
+
+
+@dataclass(frozen=True)
+class Guard:
+    """When ``--execute`` may act, and how much (see the module docstring)."""
+
+    max_unloads: int = 1
+    max_age_minutes: int = 15
+
+    def refusals(self, source: SnapshotInput, now_ms: int) -> list[str]:
+        """Why this cycle must not act (empty: it may)."""
+        reading = source.reading
+        if reading is None:
+            return [
+                "a LoadData file has no read time: its age cannot be checked (use --zookeeper or --admin-url)"
+            ]
+        out: list[str] = []
+        limit_ms = self.max_age_minutes * 60_000
+        age = now_ms - reading.time_ms
+        if age > limit_ms:
+            out.append(
+                f"snapshot is stale: read {age / 60_000:.1f} min ago, more than "
+                f"loadBalancerReportUpdateMaxIntervalMinutes={self.max_age_minutes}"
+            )
+        for broker, why in sorted(reading.missing.items()):
+            out.append(f"report of {broker} is missing: {why}")
+        for broker, report in sorted(reading.reports.items()):
+            last = report.get("lastUpdate")
+            if isinstance(last, int) and last > 0 and now_ms - last > limit_ms:
+                out.append(
+                    f"report of {broker} is stale: lastUpdate {(now_ms - last) / 60_000:.1f} min ago, more "
+                    f"than loadBalancerReportUpdateMaxIntervalMinutes={self.max_age_minutes}"
+                )
+        return out
+
+
+class AuditLog:
+    """JSON lines, one per action or refusal; each line is written whole (one ``write`` on an
+    ``O_APPEND`` descriptor) and fsynced before the next action, so a crash loses at most the line being
+    written and never leaves an action unrecorded after it was taken."""
+
+    def __init__(self, path: Path, token: Token | None = None) -> None:
+        self.path = path
+        self.token = token
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise InputError(f"cannot write the audit log: {exc.strerror or exc}", source=str(path)) from None
+
+    def write(self, entry: dict[str, Any]) -> None:
+        now = datetime.now(UTC)
+        line = json.dumps({"time": now.isoformat(timespec="milliseconds"), **entry}, sort_keys=False)
+        data = (scrub(line, self.token) + "\n").encode("utf-8")
+        os.write(self._fd, data)
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+@dataclass
+class ActionResult:
+    """What ``execute`` did with one decision."""
+
+    decision: Decision
+    action: str  # "unloaded"; "capped" (over --max-unloads); "refused" (the guard); "failed"; "dry-run"
+    detail: str = ""
+    status: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.decision
+        return {
+            "action": self.action,
+            "broker": d.source,
+            "bundle": d.bundle,
+            "destination": d.destination,
+            "status": self.status,
+            "detail": self.detail,
+        }
+
+
+def execute(
+    outcome: Outcome,
+    source: SnapshotInput,
+    *,
+    guard: Guard,
+    admin: AdminReader | None,
+    audit: AuditLog | None,
+    cycle: int,
+    dry_run: bool,
+    now_ms: int | None = None,
+) -> list[ActionResult]:
+    """Act on ``outcome``'s decisions under ``guard`` (or only record them, in dry-run), auditing each."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    results: list[ActionResult] = []
+    refusals = [] if dry_run else guard.refusals(source, now)
+    if not dry_run and admin is None:
+        refusals.append("no --admin-url to send the unloads to")
+    for k, decision in enumerate(outcome.decisions):
+        if dry_run:
+            result = ActionResult(decision, "dry-run", "nothing was called (dry-run is the default)")
+        elif refusals:
+            result = ActionResult(decision, "refused", "; ".join(refusals))
+        elif k >= guard.max_unloads:
+            result = ActionResult(
+                decision, "capped", f"over --max-unloads={guard.max_unloads} for this cycle"
+            )
+        elif decision.destination is None:
+            result = ActionResult(decision, "refused", "no destination broker")
+        else:
+            assert admin is not None
+            try:
+                status = admin.unload(decision.bundle, decision.destination)
+                result = ActionResult(decision, "unloaded", "", status)
+            except ShedlabError as exc:
+                result = ActionResult(decision, "failed", str(exc))
+        results.append(result)
+        if audit is not None:
+            audit.write(
+                {
+                    "cycle": cycle,
+                    "strategy": outcome.strategy,
+                    **result.to_json(),
+                    "reason": _reason_line(decision),
+                }
+            )
+    if refusals and not outcome.decisions and audit is not None and not dry_run:
+        audit.write({"cycle": cycle, "action": "refused", "detail": "; ".join(refusals)})
+    return results
+
+
+def _reason_line(decision: Decision) -> dict[str, Any]:
+    """The decision's reason, numbers included, for the audit (JSON-safe values only)."""
+    return {k: v for k, v in decision.reason.items() if isinstance(v, str | int | float | bool | list)}

@@ -1,0 +1,174 @@
+"""``shedlab collect``: read a running cluster at a fixed interval, record it in the format ``ingest`` reads.
+
+Layout of ``--out DIR``:
+
+* ``load-reports-<UTC time>-<cycle>.jsonl``: one file per cycle, the recording format of docs/spark.md
+  ("Accepted inputs"): one ``{"timestamp", "broker", "cluster", "report": <LocalBrokerData>}`` line per
+  broker that answered, then (ZooKeeper source) one ``{"timestamp", "cluster", "bundle", "data":
+  <BundleData>}`` line per stored bundle history. ``shedlab ingest DIR`` reads the directory as it is.
+* ``_collect-events.jsonl``: what did not go as planned, one JSON line per event (a broker that did not
+  answer, a cycle that failed, the run's start and end). Its name starts with ``_``, so ingest skips it.
+
+**No torn records.** Each cycle's file is written under a hidden temporary name (``.load-reports-….tmp``),
+fsynced, then renamed into place (atomic on POSIX) and the directory fsynced: a file either exists whole
+or not at all, whatever kills the process (Ctrl-C, SIGKILL, power loss after the rename). A temporary left
+by a kill is hidden (ingest skips hidden files) and removed by the next ``collect`` into the directory.
+Events are appended as whole lines (one ``write`` on an ``O_APPEND`` descriptor) and fsynced. Chosen over
+appending reports to one growing file because a killed append can leave half a line, which ingest would
+then quarantine.
+
+**A broker that stops answering** is left out of that cycle's file and recorded as an event; the run goes
+on. A cycle that fails as a whole (ZooKeeper lost, the cluster list unreachable) after the first is
+recorded as an event too; a failure on the first cycle (wrong address, wrong token, not Pulsar's
+modular load manager) stops the run with one line, because nothing would ever be recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from shedlab.cluster.readers import ClusterReading
+from shedlab.errors import ClusterError, InputError, ShedlabError
+
+__all__ = ["CollectSummary", "Reader", "RecordWriter", "collect"]
+
+EVENTS_FILE = "_collect-events.jsonl"
+
+
+class Reader(Protocol):
+    """Either reader of :mod:`shedlab.cluster.readers`."""
+
+    def read(self) -> ClusterReading: ...
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class RecordWriter:
+    """Writes one cycle per file, atomically, and appends events (see the module docstring)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            for stale in out.glob(".load-reports-*.tmp"):
+                stale.unlink()  # a kill mid-write: never renamed, never visible
+            self._events = os.open(out / EVENTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise InputError(f"cannot write here: {exc.strerror or exc}", source=str(out)) from None
+
+    def write_cycle(self, reading: ClusterReading, cycle: int) -> Path:
+        stamp = datetime.fromtimestamp(reading.time_ms / 1000, UTC).strftime("%Y%m%dT%H%M%S")
+        name = f"load-reports-{stamp}-{cycle:06d}.jsonl"
+        final, temp = self.out / name, self.out / f".{name}.tmp"
+        lines = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in reading.records())
+        try:
+            with open(temp, "w", encoding="utf-8") as handle:
+                handle.write(lines)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, final)
+            _fsync_dir(self.out)
+        finally:
+            if temp.exists():
+                temp.unlink()
+        return final
+
+    def event(self, entry: dict[str, Any]) -> None:
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        os.write(self._events, (json.dumps({"time": now, **entry}) + "\n").encode("utf-8"))
+        os.fsync(self._events)
+
+    def close(self) -> None:
+        os.close(self._events)
+
+
+@dataclass
+class CollectSummary:
+    cycles: int = 0
+    reports: int = 0
+    bundles: int = 0
+    missing: int = 0
+    failed_cycles: int = 0
+    files: list[Path] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def collect(
+    reader: Reader,
+    writer: RecordWriter,
+    *,
+    every_s: float,
+    count: int | None = None,
+    duration_s: float | None = None,
+    on_cycle: Callable[[int, ClusterReading | None, CollectSummary], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> CollectSummary:
+    """Read every ``every_s`` seconds until ``count`` cycles or ``duration_s`` seconds have passed (or
+    forever); a KeyboardInterrupt ends the run cleanly (``interrupted``), everything written kept."""
+    summary = CollectSummary()
+    start = clock()
+    writer.event({"event": "start", "every_s": every_s, "count": count, "duration_s": duration_s})
+    try:
+        cycle = 0
+        while count is None or cycle < count:
+            if duration_s is not None and cycle > 0 and clock() - start >= duration_s:
+                break
+            cycle += 1
+            due = start + cycle * every_s
+            reading = _one_cycle(reader, writer, cycle, summary)
+            if on_cycle is not None:
+                on_cycle(cycle, reading, summary)
+            if count is not None and cycle >= count:
+                break
+            wait = due - clock()
+            if duration_s is not None:
+                wait = min(wait, start + duration_s - clock())
+            if wait > 0:
+                sleep(wait)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    writer.event({"event": "end", "cycles": summary.cycles, "interrupted": summary.interrupted})
+    return summary
+
+
+def _one_cycle(
+    reader: Reader, writer: RecordWriter, cycle: int, summary: CollectSummary
+) -> ClusterReading | None:
+    try:
+        reading = reader.read()
+    except ShedlabError as exc:
+        if cycle == 1 or not isinstance(exc, ClusterError):
+            raise
+        summary.failed_cycles += 1
+        writer.event({"event": "cycle_failed", "cycle": cycle, "error": str(exc)})
+        return None
+    summary.files.append(writer.write_cycle(reading, cycle))
+    summary.cycles += 1
+    summary.reports += len(reading.reports)
+    summary.bundles += sum(len(r.get("lastStats") or {}) for r in reading.reports.values())
+    for broker, why in sorted(reading.missing.items()):
+        summary.missing += 1
+        writer.event(
+            {
+                "event": "broker_missing",
+                "cycle": cycle,
+                "broker": broker,
+                "error": why,
+                "timestamp": reading.time_ms,
+            }
+        )
+    return reading

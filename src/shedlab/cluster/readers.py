@@ -1,0 +1,518 @@
+"""Readers of a running Pulsar cluster: ZooKeeper (the leader's own inputs) and the admin REST API.
+
+Both return a :class:`ClusterReading`: every broker's LocalBrokerData as read, the brokers whose report
+could not be read (and why), and, from ZooKeeper, the leader's stored bundle histories and broker time
+averages. :meth:`ClusterReading.load_data` turns it into Pulsar's ``LoadData`` through the model's one
+reader of the formats (:mod:`shedlab.model.pulsar`), so a malformed value is named by its znode path or
+URL and its JSON field.
+
+**ZooKeeper** (``--zookeeper HOST:PORT[/chroot]``) — the modular load manager's znodes, as
+``ModularLoadManagerImpl`` and ``LoadBalanceResources`` name them:
+
+* ``/loadbalance/brokers/<broker>``: LocalBrokerData, one ephemeral znode per live broker
+  (``LoadManager.LOADBALANCE_BROKERS_ROOT``);
+* ``/loadbalance/bundle-data/<tenant>/<namespace>/<range>``: BundleData, written by the leader
+  (``LoadBalanceResources.BUNDLE_DATA_BASE_PATH``);
+* ``/loadbalance/broker-time-average/<broker>``: TimeAverageBrokerData
+  (``ModularLoadManagerImpl.TIME_AVERAGE_BROKER_ZPATH``);
+* ``/loadbalance/leader``: the elected leader, ``{"serviceUrl": …}``
+  (``LeaderElectionService.ELECTION_ROOT``).
+
+**Admin API** (``--admin-url URL``): ``GET /admin/v2/brokers/{cluster}`` lists the live brokers, then each
+broker's own ``GET /admin/v2/broker-stats/load-report`` (a per-broker endpoint: it answers for the broker
+it is asked on) gives its LocalBrokerData with ``lastStats`` per bundle. What this source lacks, and how it
+is made up for: the leader's **bundle histories** (BundleData: 10- and 1000-sample averages) are not served
+by any endpoint; each bundle is seeded from its one ``lastStats`` sample, as the leader seeds a bundle it
+has never seen (defaults, then one update, so both averages equal the sample); ``--watch`` and ``collect``
+then add one sample per cycle, which rebuilds the short-term average after 10 cycles and approaches the
+long-term one only slowly. The **broker time averages** are re-aggregated from those bundle averages, as
+the leader does (``TimeAverageBrokerData.reset``). Preallocations and the leader's recently unloaded
+bundles are not visible from either source.
+
+Both readers refuse the **extensible load manager** (``ExtensibleLoadManagerImpl``, PIP-192): its brokers
+register ``BrokerLookupData`` under ``/loadbalance/brokers`` and elect under
+``/loadbalance/extension/leader``; their load data lives in system topics, not in ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlparse
+
+import httpx
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    ConnectionLoss,
+    NoAuthError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+
+from shedlab.cluster.access import PermanentError, Retry, Token, scrub, with_retries
+from shedlab.errors import ClusterError, InputError, ShedlabError
+from shedlab.model.json_reader import JsonReader
+from shedlab.model.pulsar import (
+    BrokerData,
+    BundleData,
+    LoadData,
+    LocalBrokerData,
+    NamespaceBundleStats,
+    TimeAverageBrokerData,
+)
+
+__all__ = [
+    "BROKERS_PATH",
+    "BUNDLE_DATA_PATH",
+    "EXTENSIBLE_LEADER_PATH",
+    "LEADER_PATH",
+    "LOADBALANCE",
+    "TIME_AVERAGE_PATH",
+    "AdminReader",
+    "ClusterReading",
+    "ZooKeeperReader",
+    "extensible_marker",
+]
+
+LOADBALANCE = "/loadbalance"
+BROKERS_PATH = "/loadbalance/brokers"
+BUNDLE_DATA_PATH = "/loadbalance/bundle-data"
+TIME_AVERAGE_PATH = "/loadbalance/broker-time-average"
+LEADER_PATH = "/loadbalance/leader"
+EXTENSIBLE_LEADER_PATH = "/loadbalance/extension/leader"
+"""``ExtensibleLoadManagerImpl.ELECTION_ROOT``: present only on clusters running the extensible manager."""
+
+_EXTENSIBLE_CLASS = "ExtensibleLoadManager"
+_EXTENSIBLE_ONLY_FIELDS = ("weightedMaxEMA", "msgThroughputEMA", "reportedAt", "brokerVersion", "bundleCount")
+_EXTENSIBLE_HINT = (
+    "the extensible load manager keeps its load data in system topics, not here; shedlab reads the modular "
+    "load manager (ModularLoadManagerImpl) only"
+)
+
+
+def wall_clock_ms() -> int:
+    """The time of a read, epoch ms. Readers take another clock (``clock=``) for a simulated cluster whose
+    time is not the wall clock's (the sandbox stepped by hand in tests)."""
+    return int(time.time() * 1000)
+
+
+def extensible_marker(obj: Mapping[str, Any]) -> str | None:
+    """What in a broker's document says "extensible load manager", or None.
+
+    ``loadManagerClassName`` naming ``ExtensibleLoadManagerImpl`` (both its lookup data and, on the modular
+    side, a report carry it), or a field only the extensible manager's ``BrokerLookupData`` or
+    ``BrokerLoadData`` has (``brokerVersion`` instead of ``brokerVersionString``, ``weightedMaxEMA``, …)
+    without any of LocalBrokerData's ``lastStats``/``lastUpdate``."""
+    name = obj.get("loadManagerClassName")
+    if isinstance(name, str) and _EXTENSIBLE_CLASS in name:
+        return f"loadManagerClassName is {name}"
+    if "lastStats" in obj or "lastUpdate" in obj:
+        return None
+    for key in _EXTENSIBLE_ONLY_FIELDS:
+        if key in obj:
+            return f"it has {key!r}, a field of the extensible manager's BrokerLookupData/BrokerLoadData"
+    return None
+
+
+@dataclass
+class ClusterReading:
+    """One read of a cluster: raw documents as served, keyed by broker id or bundle name."""
+
+    source: str
+    cluster: str
+    time_ms: int
+    reports: dict[str, dict[str, Any]] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)  # broker → znode path or URL of its report
+    missing: dict[str, str] = field(default_factory=dict)  # broker → why no report was read
+    bundle_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    time_averages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    leader: str | None = None
+
+    def local_data(self) -> dict[str, LocalBrokerData]:
+        """Every report through the model's reader; errors name the znode/URL and the JSON field."""
+        return {
+            broker: LocalBrokerData.from_json(JsonReader(raw, self.origin.get(broker, broker)))
+            for broker, raw in sorted(self.reports.items())
+        }
+
+    def load_data(self, history: dict[str, BundleData] | None = None) -> LoadData:
+        """Pulsar's LoadData as the leader would hold it after this read (see the module docstring).
+
+        A bundle with a stored history (``/loadbalance/bundle-data``) takes it as the leader wrote it; any
+        other bundle takes its averages from ``history`` (bundle → BundleData, updated in place with this
+        read's sample, as the leader's ``updateBundleData`` does), which a caller keeps across reads.
+        Broker time averages are the stored ones, else re-aggregated from the bundles'.
+        """
+        local = self.local_data()
+        bundles = {
+            name: BundleData.from_json(JsonReader(raw, f"{BUNDLE_DATA_PATH}/{name}"))
+            for name, raw in sorted(self.bundle_data.items())
+        }
+        kept = history if history is not None else {}
+        for report in local.values():
+            for name, stats in report.lastStats.items():
+                if name not in bundles:
+                    bundles[name] = update_bundle(kept, name, stats)
+        brokers: dict[str, BrokerData] = {}
+        for broker, report in local.items():
+            stored = self.time_averages.get(broker)
+            if stored is not None:
+                average = TimeAverageBrokerData.from_json(JsonReader(stored, f"{TIME_AVERAGE_PATH}/{broker}"))
+            else:
+                average = TimeAverageBrokerData()
+                average.reset(report.bundles, bundles)
+            brokers[broker] = BrokerData(localData=report, timeAverageData=average)
+        return LoadData(brokerData=brokers, bundleData=bundles)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The recording format ``shedlab ingest`` reads (docs/spark.md, "Accepted inputs"): one wrapped
+        load report per broker, then one BundleData dump per stored bundle history."""
+        out: list[dict[str, Any]] = [
+            {"timestamp": self.time_ms, "broker": b, "cluster": self.cluster, "report": r}
+            for b, r in sorted(self.reports.items())
+        ]
+        out += [
+            {"timestamp": self.time_ms, "cluster": self.cluster, "bundle": name, "data": data}
+            for name, data in sorted(self.bundle_data.items())
+        ]
+        return out
+
+
+def update_bundle(bundles: dict[str, BundleData], name: str, stats: NamespaceBundleStats) -> BundleData:
+    """One sample into a bundle's averages; an unknown bundle starts from Pulsar's defaults, so that the
+    first sample replaces them (``numSamples`` 0 → 1), as in the leader's ``updateBundleData``."""
+    data = bundles.get(name)
+    if data is None:
+        data = bundles[name] = BundleData()
+    data.update(stats)
+    return data
+
+
+def _parse(raw: bytes, where: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ClusterError(f"not valid JSON ({exc})", source=where) from None
+    if not isinstance(obj, dict):
+        raise ClusterError(f"expected a JSON object, found {type(obj).__name__}", source=where)
+    return obj
+
+
+def _check_report(obj: dict[str, Any], where: str) -> None:
+    """Refuse the extensible manager's documents and malformed reports at read time (one line each)."""
+    marker = extensible_marker(obj)
+    if marker is not None:
+        raise ClusterError(
+            f"this cluster runs the extensible load manager: {marker}", source=where, hint=_EXTENSIBLE_HINT
+        )
+    try:
+        LocalBrokerData.from_json(JsonReader(obj, where))
+    except InputError as exc:
+        raise ClusterError(exc.message, source=exc.source, field=exc.field, value=exc.value) from None
+
+
+# ------------------------------------------------------------------------------------------ ZooKeeper
+
+_ZK_TRANSIENT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
+
+
+class ZooKeeperReader:
+    """Reads the modular load manager's znodes with kazoo; one session, kept across reads."""
+
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        cluster: str | None = None,
+        retry: Retry | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.hosts = hosts
+        self.clock = clock
+        self.cluster = cluster or "pulsar"
+        # kazoo logs every failed connection attempt; the outcome is reported as one line instead
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+        self.retry = retry or Retry()
+        self._client: KazooClient | None = None
+
+    @property
+    def what(self) -> str:
+        return f"zookeeper {self.hosts}"
+
+    def _connect(self) -> KazooClient:
+        if self._client is not None:
+            return self._client
+        client = KazooClient(hosts=self.hosts, timeout=self.retry.timeout_s)
+
+        def start() -> None:
+            try:
+                client.start(timeout=self.retry.timeout_s)
+            except ValueError as exc:  # kazoo refuses a malformed hosts string this way
+                raise PermanentError(f"not a HOST:PORT[/chroot] list ({exc})") from None
+
+        try:
+            with_retries(start, what=self.what, retry=self.retry, transient=_ZK_TRANSIENT)
+        except ShedlabError:
+            client.stop()
+            client.close()
+            raise
+        self._client = client
+        return client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.stop()
+            self._client.close()
+            self._client = None
+
+    def _call(self, fn: Callable[[], Any], path: str) -> Any:
+        def call() -> Any:
+            try:
+                return fn()
+            except NoAuthError:
+                raise PermanentError("ZooKeeper refused access (no auth)") from None
+
+        return with_retries(call, what=f"{self.what}{path}", retry=self.retry, transient=_ZK_TRANSIENT)
+
+    def _get(self, client: KazooClient, path: str) -> bytes | None:
+        try:
+            data, _stat = self._call(lambda: client.get(path), path)
+        except NoNodeError:
+            return None
+        return bytes(data or b"")
+
+    def _children(self, client: KazooClient, path: str) -> list[str]:
+        try:
+            return sorted(self._call(lambda: client.get_children(path), path))
+        except NoNodeError:
+            return []
+
+    def read(self) -> ClusterReading:
+        client = self._connect()
+        now = self.clock()
+        where = self.what
+        if self._call(lambda: client.exists(LOADBALANCE), LOADBALANCE) is None:
+            raise ClusterError(
+                "no /loadbalance znode: not a Pulsar metadata store, or the wrong chroot", source=where
+            )
+        extensible = self._call(lambda: client.exists(EXTENSIBLE_LEADER_PATH), EXTENSIBLE_LEADER_PATH)
+        if extensible is not None:
+            raise ClusterError(
+                f"this cluster runs the extensible load manager: {EXTENSIBLE_LEADER_PATH} exists",
+                source=where,
+                hint=_EXTENSIBLE_HINT,
+            )
+        if self._call(lambda: client.exists(BROKERS_PATH), BROKERS_PATH) is None:
+            raise ClusterError(
+                f"no {BROKERS_PATH} znode: no broker has registered a load report", source=where
+            )
+        reading = ClusterReading(source=where, cluster=self.cluster, time_ms=now)
+        for broker in self._children(client, BROKERS_PATH):
+            path = f"{BROKERS_PATH}/{broker}"
+            raw = self._get(client, path)
+            if raw is None:  # the ephemeral node vanished between the listing and the read
+                reading.missing[broker] = "its znode vanished (broker session ended)"
+                continue
+            if not raw.strip():
+                reading.missing[broker] = "its znode is empty (no report written yet)"
+                continue
+            obj = _parse(raw, f"{where}{path}")
+            _check_report(obj, f"{where}{path}")
+            reading.reports[broker] = obj
+            reading.origin[broker] = f"{where}{path}"
+        for tenant in self._children(client, BUNDLE_DATA_PATH):
+            for namespace in self._children(client, f"{BUNDLE_DATA_PATH}/{tenant}"):
+                ns_path = f"{BUNDLE_DATA_PATH}/{tenant}/{namespace}"
+                for bundle_range in self._children(client, ns_path):
+                    raw = self._get(client, f"{ns_path}/{bundle_range}")
+                    if raw:
+                        name = f"{tenant}/{namespace}/{bundle_range}"
+                        reading.bundle_data[name] = _parse(raw, f"{where}{ns_path}/{bundle_range}")
+        for broker in self._children(client, TIME_AVERAGE_PATH):
+            raw = self._get(client, f"{TIME_AVERAGE_PATH}/{broker}")
+            if raw:
+                reading.time_averages[broker] = _parse(raw, f"{where}{TIME_AVERAGE_PATH}/{broker}")
+        leader = self._get(client, LEADER_PATH)
+        if leader:
+            info = _parse(leader, f"{where}{LEADER_PATH}")
+            url = info.get("brokerId") or info.get("serviceUrl")
+            reading.leader = str(url) if url is not None else None
+        return reading
+
+
+# ------------------------------------------------------------------------------------------ admin API
+
+_HTTP_TRANSIENT = (httpx.TransportError, httpx.HTTPStatusError)
+
+
+_REDIRECTS = (301, 302, 303, 307, 308)
+_MAX_REDIRECTS = 5
+
+
+def _raise_for(response: httpx.Response, token: Token | None) -> None:
+    status = response.status_code
+    if status in (401, 403):
+        meaning = "Unauthorized: the token was refused" if status == 401 else "Forbidden: no permission"
+        raise PermanentError(f"HTTP {status} {meaning} (check --token-file/--token-env)")
+    if 400 <= status < 500 and status not in (408, 429):
+        try:
+            body = response.json()
+            reason = body.get("reason") if isinstance(body, dict) else None
+        except ValueError:
+            reason = None
+        text = str(reason) if reason else response.text[:160]
+        raise PermanentError(f"HTTP {status}: {scrub(text, token)}")
+    if status >= 400:
+        response.raise_for_status()  # 5xx, 408, 429: retried
+
+
+class AdminReader:
+    """Reads every broker's load report through Pulsar's admin REST API (httpx)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        cluster: str | None = None,
+        token: Token | None = None,
+        tls_ca: Path | None = None,
+        retry: Retry | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.clock = clock
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise InputError("expected an http:// or https:// URL", field="--admin-url", value=url)
+        self.url = url.rstrip("/")
+        self.scheme = parsed.scheme
+        self.cluster = cluster
+        self.token = token
+        self.retry = retry or Retry()
+        headers = token.header() if token is not None else {}
+        verify: ssl.SSLContext | bool = True
+        if tls_ca is not None:
+            try:
+                verify = ssl.create_default_context(cafile=str(tls_ca))
+            except (OSError, ssl.SSLError) as exc:
+                raise InputError(
+                    f"cannot use this CA certificate: {exc}", field="--tls-ca", value=str(tls_ca)
+                ) from None
+        # No keep-alive: a read every minute gains nothing from pooled connections, and a pooled one can
+        # outlive its broker's listener (a stopped or restarted broker would still seem to answer).
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=self.retry.timeout_s,
+            verify=verify,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def request(self, method: str, url: str, *, params: dict[str, str] | None = None) -> httpx.Response:
+        """One call with the token, timeout and retries; raises :class:`ClusterError` naming the URL.
+
+        Redirects are followed here, keeping the token, as Pulsar's admin client does: a broker redirects
+        an unload to the leader and then to the bundle's owner (httpx would drop the ``Authorization``
+        header on a redirect to another host:port). Only to the same scheme, at most 5 hops.
+        """
+
+        def call() -> httpx.Response:
+            target, query = url, params
+            for _hop in range(_MAX_REDIRECTS + 1):
+                response = self._client.request(method, target, params=query)
+                if response.status_code not in _REDIRECTS or "location" not in response.headers:
+                    _raise_for(response, self.token)
+                    return response
+                location = str(response.url.join(response.headers["location"]))
+                if urlparse(location).scheme != self.scheme:
+                    raise PermanentError(f"refused a redirect to another scheme: {location}")
+                target, query = location, None
+            raise PermanentError(f"more than {_MAX_REDIRECTS} redirects")
+
+        return with_retries(
+            call, what=f"{method} {url}", retry=self.retry, transient=_HTTP_TRANSIENT, token=self.token
+        )
+
+    def _json(self, url: str) -> Any:
+        response = self.request("GET", url)
+        try:
+            return response.json()
+        except ValueError:
+            raise ClusterError("the answer is not JSON", source=f"GET {url}") from None
+
+    def broker_url(self, broker: str) -> str:
+        """A broker's own web address from its id ``host:port`` (same scheme as ``--admin-url``)."""
+        return f"{self.scheme}://{broker}"
+
+    def resolve_cluster(self) -> str:
+        """``--cluster``, else the only name ``GET /admin/v2/clusters`` lists, else the answering broker's
+        ``clusterName`` (``GET /admin/v2/brokers/configuration/runtime``)."""
+        if self.cluster is not None:
+            return self.cluster
+        names: list[str] = []
+        try:
+            clusters = self._json(f"{self.url}/admin/v2/clusters")
+            names = [c for c in clusters if isinstance(c, str)] if isinstance(clusters, list) else []
+        except ClusterError as exc:
+            if "HTTP 401" in exc.message or "HTTP 403" in exc.message:
+                raise
+        if len(names) != 1:
+            runtime = self._json(f"{self.url}/admin/v2/brokers/configuration/runtime")
+            name = runtime.get("clusterName") if isinstance(runtime, dict) else None
+            if not isinstance(name, str) or not name:
+                raise ClusterError(
+                    f"cannot tell which cluster to read ({', '.join(names) or 'none listed'})",
+                    source=f"GET {self.url}/admin/v2/clusters",
+                    hint="name it with --cluster",
+                )
+            names = [name]
+        self.cluster = names[0]
+        return self.cluster
+
+    def read(self) -> ClusterReading:
+        cluster = self.resolve_cluster()
+        now = self.clock()
+        list_url = f"{self.url}/admin/v2/brokers/{quote(cluster, safe='')}"
+        brokers = self._json(list_url)
+        if not isinstance(brokers, list) or not all(isinstance(b, str) for b in brokers):
+            raise ClusterError("expected a list of broker ids", source=f"GET {list_url}")
+        reading = ClusterReading(source=self.url, cluster=cluster, time_ms=now)
+        for broker in sorted(brokers):
+            url = f"{self.broker_url(broker)}/admin/v2/broker-stats/load-report"
+            try:
+                obj = self._json(url)
+            except ClusterError as exc:
+                if "HTTP 401" in exc.message or "HTTP 403" in exc.message:
+                    raise
+                reading.missing[broker] = exc.message
+                continue
+            if not isinstance(obj, dict):
+                raise ClusterError("expected a JSON object (LocalBrokerData)", source=f"GET {url}")
+            _check_report(obj, f"GET {url}")
+            reading.reports[broker] = obj
+            reading.origin[broker] = f"GET {url}"
+        try:
+            leader = self._json(f"{self.url}/admin/v2/brokers/leaderBroker")
+            if isinstance(leader, dict):
+                value = leader.get("brokerId") or leader.get("serviceUrl")
+                reading.leader = str(value) if value is not None else None
+        except ClusterError:
+            pass  # older brokers have no such endpoint; the leader is informative only
+        return reading
+
+    def unload(self, bundle: str, destination: str | None) -> int:
+        """``PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload?destinationBroker=…``;
+        the HTTP status (204 on success)."""
+        namespace, _, bundle_range = bundle.rpartition("/")
+        url = f"{self.url}/admin/v2/namespaces/{namespace}/{quote(bundle_range, safe='')}/unload"
+        params = {"destinationBroker": destination} if destination else None
+        return self.request("PUT", url, params=params).status_code

@@ -1,0 +1,202 @@
+"""``advise`` on files (no network): directories of per-broker load reports, the guard, the audit log."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from shedlab.cli import app, main
+from shedlab.cluster.access import Token, load_token
+from shedlab.cluster.advise import AuditLog, Guard, SnapshotInput, read_snapshot_path, snapshot_of
+from shedlab.cluster.readers import ClusterReading
+from shedlab.config import LoadBalancerConfig
+from shedlab.core.decide import decide_on_snapshot
+from shedlab.errors import ClusterError, InputError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "snapshot.json"
+runner = CliRunner()
+
+
+def error_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the real entry point; the one stderr line of a user error (exit 2)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2, captured
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+def reports(now_ms: int) -> dict[str, dict[str, Any]]:
+    """The example's brokers as bare load reports, each bundle's sample in ``lastStats`` (what
+    ``GET /admin/v2/broker-stats/load-report`` returns): no LoadData to assemble."""
+    doc = json.loads(EXAMPLE.read_text())
+    out = {}
+    for broker, data in doc["brokers"].items():
+        local = dict(data["localData"], lastUpdate=now_ms)
+        stats = {}
+        for bundle in local["bundles"]:
+            short = doc["bundleData"][bundle]["shortTermData"]
+            stats[bundle] = {
+                k: short[k] for k in ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")
+            }
+        local["lastStats"] = stats
+        out[broker] = local
+    return out
+
+
+def write_dir(tmp: Path, now_ms: int) -> Path:
+    folder = tmp / "reports"
+    folder.mkdir()
+    for broker, report in reports(now_ms).items():
+        (folder / f"{broker.replace(':', '_')}.json").write_text(json.dumps(report))
+    return folder
+
+
+def test_directory_of_bare_reports_is_a_snapshot(tmp_path: Path) -> None:
+    now = int(time.time() * 1000)
+    source = read_snapshot_path(write_dir(tmp_path, now))
+    assert source.reading is not None and len(source.reading.reports) == 4
+    snap = snapshot_of(source)
+    assert snap.num_brokers == 4 and snap.num_bundles == sum(len(r["bundles"]) for r in reports(now).values())
+    outcome = decide_on_snapshot(snap, LoadBalancerConfig(), strategy="ThresholdShedder")
+    sources = {d.source for d in outcome.decisions}
+    assert outcome.decisions and sources.isdisjoint({a.broker for a in outcome.left_alone})
+    assert sources | {a.broker for a in outcome.left_alone} == set(snap.broker_ids)
+
+
+def test_latest_report_per_broker_wins(tmp_path: Path) -> None:
+    now = int(time.time() * 1000)
+    lines = []
+    for stamp in (now - 120_000, now):
+        for broker, report in reports(stamp).items():
+            report = dict(report, numTopics=stamp % 1000)
+            lines.append(
+                json.dumps({"timestamp": stamp, "broker": broker, "cluster": "c1", "report": report})
+            )
+    path = tmp_path / "load-reports.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    source = read_snapshot_path(path)
+    assert source.reading is not None
+    assert source.reading.time_ms == now and source.reading.cluster == "c1"
+    assert {r["numTopics"] for r in source.reading.reports.values()} == {now % 1000}
+
+
+def test_advise_snapshot_dir_cli(tmp_path: Path) -> None:
+    folder = write_dir(tmp_path, int(time.time() * 1000))
+    result = runner.invoke(app, ["advise", "--snapshot", str(folder), "--strategy", "AvgShedder", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["mode"] == "dry-run" and doc["unload"] == []
+    whys = {a["broker"]: a["why"] for a in doc["left_alone"]}
+    assert len(whys) == 4 and any("hit count 1 of 8 at the low threshold" in w for w in whys.values())
+    text = runner.invoke(
+        app, ["advise", "--snapshot", str(folder), "--strategy", "AvgShedder"], env={"COLUMNS": "100"}
+    )
+    assert "brokers left alone" in text.stdout and "hit count not reached ×4" in text.stdout
+
+
+def test_extensible_data_in_a_snapshot_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broker_load = {"cpu": {"usage": 1, "limit": 100}, "weightedMaxEMA": 0.3, "updatedAt": 1, "reportedAt": 1}
+    (tmp_path / "b1.json").write_text(json.dumps(broker_load))
+    line = error_line(["advise", "--snapshot", str(tmp_path)], capsys)
+    assert "b1.json" in line and "extensible" in line and "weightedMaxEMA" in line
+
+
+def test_guard_refuses_stale_and_missing() -> None:
+    now = int(time.time() * 1000)
+    fresh = ClusterReading("zk", "c", now, reports={"b1:8080": {"lastUpdate": now}})
+    guard = Guard(max_unloads=1, max_age_minutes=15)
+    assert guard.refusals(SnapshotInput(reading=fresh), now) == []
+    old = ClusterReading("zk", "c", now - 16 * 60_000, reports={"b1:8080": {"lastUpdate": now}})
+    assert "snapshot is stale" in guard.refusals(SnapshotInput(reading=old), now)[0]
+    quiet = ClusterReading("zk", "c", now, reports={"b1:8080": {"lastUpdate": now - 20 * 60_000}})
+    assert "report of b1:8080 is stale" in guard.refusals(SnapshotInput(reading=quiet), now)[0]
+    missing = ClusterReading("api", "c", now, reports={}, missing={"b2:8080": "HTTP 503"})
+    assert guard.refusals(SnapshotInput(reading=missing), now) == ["report of b2:8080 is missing: HTTP 503"]
+    assert "no read time" in guard.refusals(SnapshotInput(load_data_file=EXAMPLE), now)[0]
+
+
+def test_execute_on_stale_files_is_refused_and_audited(tmp_path: Path) -> None:
+    folder = write_dir(tmp_path, int(time.time() * 1000) - 3_600_000)
+    audit = tmp_path / "audit.jsonl"
+    args = [
+        "advise",
+        "--snapshot",
+        str(folder),
+        "--strategy",
+        "ThresholdShedder",
+        "--execute",
+        "--audit",
+        str(audit),
+    ]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    assert doc["unload"] and {a["action"] for a in doc["actions"]} == {"refused"}
+    entries = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert len(entries) == len(doc["unload"]) and all(e["action"] == "refused" for e in entries)
+    assert all("snapshot is stale" in e["detail"] for e in entries)
+
+
+def test_token_never_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.sig"
+    monkeypatch.setenv("MY_TOKEN", secret)
+    token = load_token(None, "MY_TOKEN")
+    assert token is not None and secret not in repr(token) and secret not in str(token)
+    audit = AuditLog(tmp_path / "a.jsonl", token)
+    audit.write({"detail": f"server said Bearer {secret}"})
+    audit.close()
+    assert (
+        secret not in (tmp_path / "a.jsonl").read_text()
+        and "Bearer ***" in (tmp_path / "a.jsonl").read_text()
+    )
+    assert Token(secret).header() == {"Authorization": f"Bearer {secret}"}
+
+
+def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for args, expected in (
+        (["advise"], "give a source"),
+        (["advise", "--snapshot", str(tmp_path / "nope")], "snapshot not found"),
+        (["advise", "--snapshot", str(tmp_path)], "no *.json or *.jsonl"),
+        (["advise", "--admin-url", "ftp://x", "--snapshot", str(EXAMPLE)], "give one source"),
+        (["advise", "--admin-url", "ftp://x"], "expected an http:// or https:// URL"),
+        (["advise", "--snapshot", str(EXAMPLE), "--token-env", "SHEDLAB_UNSET_VAR"], "not set or empty"),
+        (
+            ["collect", "--out", str(tmp_path), "--admin-url", "http://x", "--every", "0s"],
+            "must be more than 0",
+        ),
+    ):
+        assert expected in error_line(args, capsys), args
+
+
+def test_load_data_file_is_accepted_as_is() -> None:
+    result = runner.invoke(
+        app, ["advise", "--snapshot", str(EXAMPLE), "--strategy", "ThresholdShedder", "--json"]
+    )
+    decided = runner.invoke(app, ["decide", str(EXAMPLE), "--strategy", "ThresholdShedder", "--json"])
+    assert json.loads(result.stdout)["unload"] == json.loads(decided.stdout)["unload"]
+
+
+def test_cluster_errors_are_user_errors() -> None:
+    assert ClusterError.exit_code == InputError.exit_code == 2
+
+
+def test_decide_reads_bare_reports_too(tmp_path: Path) -> None:
+    """The issue's first complaint: ``decide`` on a bare load report said ``brokers: required field is
+    missing``; it now reads reports and directories of them as ``advise --snapshot`` does."""
+    folder = write_dir(tmp_path, int(time.time() * 1000))
+    single = next(folder.iterdir())
+    for path in (single, folder):
+        result = runner.invoke(app, ["decide", str(path), "--json"])
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        assert len(doc["left_alone"]) + len({u["broker"] for u in doc["unload"]}) == (
+            1 if path == single else 4
+        )

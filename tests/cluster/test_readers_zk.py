@@ -1,0 +1,171 @@
+"""The ZooKeeper reader against a real ZooKeeper, populated here with kazoo as Pulsar's brokers and leader
+write it: the decisions match ``decide`` on the same LoadData, and every failure is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from shedlab.cluster.access import Retry
+from shedlab.cluster.readers import ZooKeeperReader
+from shedlab.errors import ClusterError
+from shedlab.model.json_reader import JsonReader
+from shedlab.model.pulsar import LoadData
+
+pytestmark = pytest.mark.zookeeper
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "snapshot.json"
+SHEDLAB = [sys.executable, "-m", "shedlab"]
+
+
+def example() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(EXAMPLE.read_text())
+    return doc
+
+
+def publish(hosts: str, doc: dict[str, Any], *, now_ms: int | None = None) -> None:
+    """LoadData → the modular load manager's znodes (reports stamped ``now_ms`` as just written)."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    zk = KazooClient(hosts=hosts, timeout=5.0)
+    zk.start(timeout=10)
+    try:
+        for broker, data in doc["brokers"].items():
+            local = dict(data["localData"], lastUpdate=now)
+            zk.create(f"/loadbalance/brokers/{broker}", json.dumps(local).encode(), makepath=True)
+            average = data.get("timeAverageData")
+            if average is not None:
+                path = f"/loadbalance/broker-time-average/{broker}"
+                zk.create(path, json.dumps(average).encode(), makepath=True)
+        for bundle, data in doc.get("bundleData", {}).items():
+            zk.create(f"/loadbalance/bundle-data/{bundle}", json.dumps(data).encode(), makepath=True)
+        leader = next(iter(doc["brokers"]))
+        zk.create(
+            "/loadbalance/leader", json.dumps({"serviceUrl": f"http://{leader}"}).encode(), makepath=True
+        )
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SHEDLAB, *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def test_reads_exactly_what_was_published(zk_hosts: str) -> None:
+    doc = example()
+    publish(zk_hosts, doc)
+    reader = ZooKeeperReader(zk_hosts)
+    try:
+        reading = reader.read()
+    finally:
+        reader.close()
+    assert sorted(reading.reports) == sorted(doc["brokers"])
+    assert sorted(reading.bundle_data) == sorted(doc["bundleData"])
+    assert reading.leader == f"http://{next(iter(doc['brokers']))}"
+    load = reading.load_data()
+    expected = LoadData.from_json(JsonReader(doc, "example"))
+    assert load.to_json()["bundleData"] == expected.to_json()["bundleData"]
+    for broker, data in expected.brokerData.items():
+        assert load.brokerData[broker].timeAverageData == data.timeAverageData
+
+
+@pytest.mark.parametrize("strategy", ["ThresholdShedder", "AvgShedder"])
+def test_advise_from_zookeeper_decides_as_decide_does(zk_hosts: str, strategy: str) -> None:
+    publish(zk_hosts, example())
+    advised = run("advise", "--zookeeper", zk_hosts, "--strategy", strategy, "--json")
+    assert advised.returncode == 0, advised.stderr
+    decided = run("decide", str(EXAMPLE), "--strategy", strategy, "--json")
+    a, d = json.loads(advised.stdout), json.loads(decided.stdout)
+    key = [(u["broker"], u["bundle"], u["destination"]) for u in a["unload"]]
+    assert key == [(u["broker"], u["bundle"], u["destination"]) for u in d["unload"]]
+    assert a["mode"] == "dry-run" and all(x["action"] == "dry-run" for x in a["actions"])
+    # every broker is either a source of an unload or explained
+    sources = {u["broker"] for u in a["unload"]}
+    explained = {x["broker"] for x in a["left_alone"]}
+    assert sources | explained == set(example()["brokers"]) and not sources & explained
+    assert sum(v for k, v in a["counts"].items() if not k.startswith("bundle skipped")) == len(explained)
+
+
+def test_no_loadbalance_is_one_line(zk_hosts: str) -> None:
+    line = one_line_error(run("advise", "--zookeeper", zk_hosts))
+    assert "no /loadbalance znode" in line and zk_hosts in line
+
+
+def test_extensible_load_manager_is_recognised(zk_hosts: str) -> None:
+    zk = KazooClient(hosts=zk_hosts, timeout=5.0)
+    zk.start(timeout=10)
+    try:
+        lookup = {
+            "webServiceUrl": "http://b1:8080",
+            "pulsarServiceUrl": "pulsar://b1:6650",
+            "persistentTopicsEnabled": True,
+            "nonPersistentTopicsEnabled": True,
+            "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions."
+            "ExtensibleLoadManagerImpl",
+            "startTimestamp": 1,
+            "brokerVersion": "3.3.0",
+        }
+        zk.create("/loadbalance/brokers/b1:8080", json.dumps(lookup).encode(), makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+    line = one_line_error(run("advise", "--zookeeper", zk_hosts))
+    assert "extensible load manager" in line and "/loadbalance/brokers/b1:8080" in line
+    # and by its election node, before any broker is read
+    zk = KazooClient(hosts=zk_hosts, timeout=5.0)
+    zk.start(timeout=10)
+    zk.create("/loadbalance/extension/leader", b"{}", makepath=True)
+    zk.stop()
+    zk.close()
+    line = one_line_error(
+        run("collect", "--zookeeper", zk_hosts, "--out", "/tmp/never-written", "--count", "1")
+    )
+    assert "/loadbalance/extension/leader" in line
+
+
+def test_malformed_znode_names_path_and_field(zk_hosts: str) -> None:
+    doc = example()
+    broker = sorted(doc["brokers"])[1]
+    doc["brokers"][broker]["localData"]["cpu"] = {"usage": "lots", "limit": 800.0}
+    publish(zk_hosts, doc)
+    line = one_line_error(run("advise", "--zookeeper", zk_hosts))
+    assert f"/loadbalance/brokers/{broker}" in line and "cpu.usage" in line and "lots" in line
+
+
+def test_znode_that_is_not_json(zk_hosts: str) -> None:
+    publish(zk_hosts, example())
+    zk = KazooClient(hosts=zk_hosts, timeout=5.0)
+    zk.start(timeout=10)
+    zk.set("/loadbalance/brokers/broker-2:8080", b"{not json")
+    zk.stop()
+    zk.close()
+    line = one_line_error(run("advise", "--zookeeper", zk_hosts))
+    assert "/loadbalance/brokers/broker-2:8080" in line and "not valid JSON" in line
+
+
+def test_unreachable_zookeeper() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    line = one_line_error(
+        run("advise", "--zookeeper", f"127.0.0.1:{port}", "--timeout", "1s", "--retries", "2")
+    )
+    assert f"127.0.0.1:{port}" in line and "unreachable after 2 attempts" in line
+    with pytest.raises(ClusterError, match="unreachable"):
+        ZooKeeperReader(f"127.0.0.1:{port}", retry=Retry(attempts=1, timeout_s=0.5)).read()
