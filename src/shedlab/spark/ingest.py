@@ -31,7 +31,7 @@ merged (a later sample of the same broker in the same tick superseded it) and qu
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,12 @@ class IngestResult:
 
 
 def _read_text_sources(
-    spark: SparkSession, sources: Sources, *, default_cluster: str, web_port: int
+    spark: SparkSession,
+    sources: Sources,
+    *,
+    default_cluster: str,
+    web_port: int,
+    boundaries: Mapping[str, Sequence[int]],
 ) -> DataFrame:
     """Text files → RAW_ROW rows, parsed by :func:`shedlab.core.ingest.parse_text_batch` on the executors.
 
@@ -138,6 +143,7 @@ def _read_text_sources(
                 web_port=web_port,
                 line_offsets=offsets,
                 counters=counters,
+                boundaries=boundaries,
             )
 
     return text.mapInPandas(parse, RAW_ROW)
@@ -239,12 +245,15 @@ def ingest(
     web_port: int = 8080,
     bucket_ms: int = 3_600_000,
     progress: Callable[[str], None] | None = None,
+    boundaries: Mapping[str, Sequence[int]] | None = None,
 ) -> IngestResult:
     """Read ``sources``, validate, align to ticks of ``interval_ms`` and write the canonical tables.
 
     Output under ``out`` (the cluster/day partitions written are replaced, others kept):
     ``broker_samples/``, ``bundle_samples/``, ``bundle_data/`` and ``quarantine/`` (partitioned
-    by cluster and day; ``unknown`` where unreadable) and ``ingest_stats/``. Rows are processed
+    by cluster and day; ``unknown`` where unreadable) and ``ingest_stats/``. ``boundaries`` (namespace →
+    bundle boundaries, :func:`shedlab.model.bundles.read_bundle_boundaries`) place Prometheus topic-level
+    series in their bundles. Rows are processed
     in groups of one cluster × ``bucket_ms`` of ticks (an hour by default; lower it for clusters
     with hundreds of thousands of bundles).
     """
@@ -263,7 +272,9 @@ def ingest(
         f"reading {len(classified.json_lines)} JSON-lines, {len(classified.json_docs)} JSON and "
         f"{len(classified.parquet)} Parquet source(s)"
     )
-    raw = _read_text_sources(spark, classified, default_cluster=default_cluster, web_port=web_port)
+    raw = _read_text_sources(
+        spark, classified, default_cluster=default_cluster, web_port=web_port, boundaries=boundaries or {}
+    )
     pq = _read_parquet_sources(spark, classified.parquet)
     if pq is not None:
         raw = raw.unionByName(pq)
@@ -357,6 +368,7 @@ def ingest(
         count_if(is_kept & (kind == "bundle_data")).alias("bundle_data_rows_kept"),
         count_if(sf.col("status") == "merged").alias("rows_merged"),
         count_if(sf.col("status") == "quarantined").alias("rows_quarantined"),
+        count_if(sf.col("relabelled").isNotNull()).alias("rows_relabelled"),
     )
     stats = canonical(stats_df, INGEST_STATS).orderBy("source").toPandas()
     reasons = (
