@@ -639,9 +639,10 @@ def parse_text_batch(
     """Parse a batch of text rows (``source``, ``source_kind``, ``block``, ``value`` and optionally
     ``file_time_ms`` and ``utf8_ok``) into rows of :data:`RAW_COLUMNS`.
 
-    ``source_kind`` is ``json_lines`` (one record per row; its record number is the line number,
-    counted from ``line_offsets[(source, block)]``) or ``json_doc`` (a whole file). ``file_time_ms``
-    (the file's modification time) is the time of a BundleData record without a ``timestamp``:
+    ``source_kind`` is ``json_lines`` (one record per row; its record number is the line number:
+    ``line`` when the batch has it, else counted from ``line_offsets[(source, block)]``) or
+    ``json_doc`` (a whole file). ``file_time_ms`` (the file's modification time) is the time of a
+    BundleData record without a ``timestamp``:
     Pulsar's BundleData carries no time of its own. A row with ``utf8_ok`` false (its bytes were not
     UTF-8; ``value`` holds them repaired) is quarantined as ``invalid_utf8``. ``boundaries`` (namespace →
     bundle boundaries) place Prometheus topic-level series in their bundles; a bare BundleData in a
@@ -653,8 +654,16 @@ def parse_text_batch(
     n = len(batch)
     file_times = batch["file_time_ms"] if "file_time_ms" in batch.columns else pd.Series([None] * n)
     valid = batch["utf8_ok"] if "utf8_ok" in batch.columns else pd.Series([True] * n)
-    for source, kind, block, value, file_time, utf8_ok in zip(
-        batch["source"], batch["source_kind"], batch["block"], batch["value"], file_times, valid, strict=True
+    numbers = batch["line"] if "line" in batch.columns else pd.Series([None] * n)
+    for source, kind, block, value, file_time, utf8_ok, number in zip(
+        batch["source"],
+        batch["source_kind"],
+        batch["block"],
+        batch["value"],
+        file_times,
+        valid,
+        numbers,
+        strict=True,
     ):
         ctx = _Ctx(
             source=_clean_source(source),
@@ -668,7 +677,7 @@ def parse_text_batch(
             key = (source, int(block))
             idx = counts.get(key, 0)
             counts[key] = idx + 1
-            line_no = offsets.get(key, 0) + idx + 1
+            line_no = offsets.get(key, 0) + idx + 1 if pd.isna(number) else int(number)
             if not value or not value.strip():
                 continue
             ctx.source_kind = "load_report"
