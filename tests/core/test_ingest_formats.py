@@ -27,7 +27,7 @@ def _rows(values: list[str], kind: str = "json_lines", source: str = "f.jsonl", 
             "block": [0] * n,
             "value": values,
             "file_time_ms": [T0 * 1000] * n,
-        }  # fmt: skip
+        }
     )
     rows = parse_text_batch(batch, default_cluster="c0", web_port=8080, **kw)
     rows["tick_ms"] = (rows["time_ms"] // 60_000) * 60_000
@@ -37,16 +37,32 @@ def _rows(values: list[str], kind: str = "json_lines", source: str = "f.jsonl", 
 _AVERAGE = {"msgRateIn": 1.0, "msgRateOut": 2.0, "msgThroughputIn": 3.0, "msgThroughputOut": 4.0}
 _RESOURCE = {"usage": 10.0, "limit": 100.0}
 BROKER_LOAD_DATA = {
-    "cpu": _RESOURCE, "memory": _RESOURCE, "directMemory": _RESOURCE, "bandwidthIn": _RESOURCE,
-    "bandwidthOut": _RESOURCE, "msgThroughputIn": 1.0, "msgThroughputOut": 1.0, "msgRateIn": 1.0,
-    "msgRateOut": 1.0, "bundleCount": 3, "topics": 4, "maxResourceUsage": 0.1, "weightedMaxEMA": 0.1,
-    "msgThroughputEMA": 2.0, "updatedAt": 1735776000000, "reportedAt": 1735776000000,
-}  # fmt: skip
+    "cpu": _RESOURCE,
+    "memory": _RESOURCE,
+    "directMemory": _RESOURCE,
+    "bandwidthIn": _RESOURCE,
+    "bandwidthOut": _RESOURCE,
+    "msgThroughputIn": 1.0,
+    "msgThroughputOut": 1.0,
+    "msgRateIn": 1.0,
+    "msgRateOut": 1.0,
+    "bundleCount": 3,
+    "topics": 4,
+    "maxResourceUsage": 0.1,
+    "weightedMaxEMA": 0.1,
+    "msgThroughputEMA": 2.0,
+    "updatedAt": 1735776000000,
+    "reportedAt": 1735776000000,
+}
 LOOKUP = {
-    "webServiceUrl": "http://b1:8080", "pulsarServiceUrl": "pulsar://b1:6650", "persistentTopicsEnabled": True,
-    "nonPersistentTopicsEnabled": True, "brokerVersion": "3.3.0", "startTimestamp": 1,
+    "webServiceUrl": "http://b1:8080",
+    "pulsarServiceUrl": "pulsar://b1:6650",
+    "persistentTopicsEnabled": True,
+    "nonPersistentTopicsEnabled": True,
+    "brokerVersion": "3.3.0",
+    "startTimestamp": 1,
     "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
-}  # fmt: skip
+}
 TOP_BUNDLES = {"topBundlesLoadData": [{"bundleName": "t/n/0x00000000_0xffffffff", "stats": _AVERAGE}]}
 
 
@@ -75,8 +91,11 @@ def test_bare_bundle_data_takes_the_bundle_its_file_is_named_after() -> None:
     assert list(out["bundle"]) == ["public/default/0x40000000_0x80000000"]
     other = _rows([json.dumps(bare)], kind="json_doc", source="/dump/bundle.json")  # no name: refused
     assert list(other["reason"]) == ["missing_field"] and "bundle" in other["detail"].iloc[0]
-    wrapped = {"timestamp": T0 * 1000, "path": "/loadbalance/bundle-data/t/n/0x00000000_0xffffffff",
-               "data": bare}  # fmt: skip
+    wrapped = {
+        "timestamp": T0 * 1000,
+        "path": "/loadbalance/bundle-data/t/n/0x00000000_0xffffffff",
+        "data": bare,
+    }
     assert list(_rows([json.dumps(wrapped)])["bundle"]) == ["t/n/0x00000000_0xffffffff"]
 
 
@@ -102,12 +121,19 @@ def _quarter(topic: str) -> str:
 def _topic_doc(**extra: str) -> str:
     base = {"cluster": "c2", "namespace": "public/default", "instance": "b1:8080", **extra}
     topics = [f"persistent://public/default/t{i}" for i in range(12)]
-    series = [_series(m, 10.0 * (i + 1), topic=t, **base) for i, t in enumerate(topics)
-              for m in ("pulsar_rate_in", "pulsar_throughput_out", "pulsar_consumers_count")]  # fmt: skip
-    series.append(_series("pulsar_topics_count", 12, cluster="c2", namespace="public/default",
-                          instance="b1:8080"))  # fmt: skip
-    series.append(_series("pulsar_lb_cpu_usage", 50, cluster="c2", broker="b1", instance="b1:8080",
-                          metric="loadBalancing"))  # fmt: skip
+    series = [
+        _series(m, 10.0 * (i + 1), topic=t, **base)
+        for i, t in enumerate(topics)
+        for m in ("pulsar_rate_in", "pulsar_throughput_out", "pulsar_consumers_count")
+    ]
+    series.append(
+        _series("pulsar_topics_count", 12, cluster="c2", namespace="public/default", instance="b1:8080")
+    )
+    series.append(
+        _series(
+            "pulsar_lb_cpu_usage", 50, cluster="c2", broker="b1", instance="b1:8080", metric="loadBalancing"
+        )
+    )
     return _prom(*series)
 
 
@@ -150,7 +176,7 @@ def test_exported_labels_are_pulsars_and_the_renames_are_counted() -> None:
             broker="b1",
             instance="b1:8080",
             metric="loadBalancing",
-        ),  # fmt: skip
+        ),
         _series(
             "pulsar_rate_in",
             5,
@@ -160,7 +186,7 @@ def test_exported_labels_are_pulsars_and_the_renames_are_counted() -> None:
             exported_namespace="public/default",
             topic="persistent://public/default/x",
             instance="b1:8080",
-        ),  # fmt: skip
+        ),
     )
     out = _rows([doc], kind="json_doc", source="prom.json", boundaries=QUARTERS)
     assert set(out["cluster"].dropna()) == {"c2"}  # never the phantom cluster k8s-prod
@@ -182,7 +208,7 @@ def test_bundle_boundaries_files(tmp_path: Path) -> None:
         (
             {"public/default": {"boundaries": ["0x00000000", "0x90000000", "0x80000000", "0xffffffff"]}},
             "boundaries[2]",
-        ),  # fmt: skip
+        ),
         ({"public/default": {"boundaries": ["0x00000001", "0xffffffff"]}}, "boundaries"),
         ({"public/default": {"boundaries": ["0", "0xffffffff"]}}, "boundaries[0]"),
         ({"nonamespace": bounds}, "nonamespace"),

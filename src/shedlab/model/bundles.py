@@ -152,28 +152,49 @@ def bundles_data_boundaries(obj: Any, source: str, where: str = "") -> list[int]
         )
     raw = obj.get("boundaries")
     if not isinstance(raw, list) or len(raw) < 2:
-        raise InputError("expected a list of at least two boundaries", source=source,
-                         field=f"{prefix}boundaries", value=raw)  # fmt: skip
+        raise InputError(
+            "expected a list of at least two boundaries",
+            source=source,
+            field=f"{prefix}boundaries",
+            value=raw,
+        )
     if len(raw) > MAX_BUNDLES + 1:
-        raise InputError(f"more than {MAX_BUNDLES} bundles", source=source, field=f"{prefix}boundaries",
-                         value=len(raw))  # fmt: skip
+        raise InputError(
+            f"more than {MAX_BUNDLES} bundles", source=source, field=f"{prefix}boundaries", value=len(raw)
+        )
     bounds: list[int] = []
     for i, text in enumerate(raw):
         if not isinstance(text, str) or not _BOUNDARY.fullmatch(text):
-            raise InputError("expected a boundary like 0x40000000", source=source,
-                             field=f"{prefix}boundaries[{i}]", value=text)  # fmt: skip
+            raise InputError(
+                "expected a boundary like 0x40000000",
+                source=source,
+                field=f"{prefix}boundaries[{i}]",
+                value=text,
+            )
         bounds.append(int(text, 16))
     if bounds[0] != 0 or bounds[-1] != FULL_UPPER_BOUND:
-        raise InputError("boundaries must run from 0x00000000 to 0xffffffff", source=source,
-                         field=f"{prefix}boundaries", value=[raw[0], raw[-1]])  # fmt: skip
+        raise InputError(
+            "boundaries must run from 0x00000000 to 0xffffffff",
+            source=source,
+            field=f"{prefix}boundaries",
+            value=[raw[0], raw[-1]],
+        )
     for i in range(1, len(bounds)):
         if bounds[i] <= bounds[i - 1]:
-            raise InputError("boundaries must be strictly ascending", source=source,
-                             field=f"{prefix}boundaries[{i}]", value=raw[i])  # fmt: skip
+            raise InputError(
+                "boundaries must be strictly ascending",
+                source=source,
+                field=f"{prefix}boundaries[{i}]",
+                value=raw[i],
+            )
     num = obj.get("numBundles")
     if num is not None and (isinstance(num, bool) or not isinstance(num, int) or num != len(bounds) - 1):
-        raise InputError(f"numBundles does not match the {len(bounds) - 1} bundles of the boundaries",
-                         source=source, field=f"{prefix}numBundles", value=num)  # fmt: skip
+        raise InputError(
+            f"numBundles does not match the {len(bounds) - 1} bundles of the boundaries",
+            source=source,
+            field=f"{prefix}numBundles",
+            value=num,
+        )
     return bounds
 
 
@@ -185,8 +206,11 @@ def _is_namespace(name: str) -> bool:
 def _boundaries_document(doc: Any, source: str, namespace: str | None) -> dict[str, list[int]]:
     if isinstance(doc, Mapping) and "boundaries" in doc:
         if namespace is None:
-            raise InputError("a single BundlesData: name the file <tenant>/<namespace>.json inside a "
-                             "directory, or map namespaces to BundlesData", source=source)  # fmt: skip
+            raise InputError(
+                "a single BundlesData: name the file <tenant>/<namespace>.json inside a "
+                "directory, or map namespaces to BundlesData",
+                source=source,
+            )
         return {namespace: bundles_data_boundaries(doc, source)}
     if not isinstance(doc, Mapping) or not doc:
         raise InputError(
