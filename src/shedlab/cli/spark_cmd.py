@@ -498,7 +498,7 @@ def ingest(
             " Pulsar's values were read from exported_*"
         )
     if not boundaries and "no_bundle_boundaries" in set(result.reasons.get("reason", [])):
-        console.print("topic-level series need bundle boundaries: give --bundles (see docs/ingest.md)")
+        console.print("topic-level series need bundle boundaries: give --bundles (docs/spark.md, ingest)")
     console.print(
         f"kept {result.broker_rows:,} broker and {result.bundle_rows:,} bundle rows"
         f" ({', '.join(result.clusters) or 'no cluster'}); quarantined {result.quarantined_rows:,} → {out}"
