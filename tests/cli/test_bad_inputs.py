@@ -287,10 +287,10 @@ CASES: dict[str, list[Case]] = {
             "unsorted",
             b'{"public/default": {"boundaries": ["0x00000000", "0x90000000", "0x80000000", "0xffffffff"]}}',
             "boundaries[2]",
-        ),  # fmt: skip
+        ),
         _ingest_bundles(
             "count", b'{"p/d": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 4}}', "numBundles"
-        ),  # fmt: skip
+        ),
         _ingest_bundles("not-hex", b'{"p/d": {"boundaries": ["0", "0xffffffff"]}}', "boundaries[0]"),
     ],
 }

@@ -49,10 +49,50 @@ def _assert_same(slow: Any, fast: Any, slow_out: Path, fast_out: Path) -> None:
     assert slow.clusters == fast.clusters
 
 
+def _topic_export(path: Path) -> None:
+    """Topic-level series as a Kubernetes scrape renames them (exported_cluster, exported_namespace)."""
+    labels = {
+        "cluster": "k8s",
+        "exported_cluster": "c7",
+        "namespace": "pulsar",
+        "exported_namespace": "public/default",
+        "instance": "b1:8080",
+    }
+    result = [
+        {
+            "metric": {"__name__": m, **labels, "topic": f"persistent://public/default/t{i}"},
+            "values": [[1735776000, str(i + 1)], [1735776060, str(i + 2)]],
+        }
+        for i in range(6)
+        for m in ("pulsar_rate_in", "pulsar_producers_count")
+    ]
+    result.append(
+        {
+            "metric": {"__name__": "pulsar_lb_cpu_usage", **labels, "broker": "b1"},
+            "values": [[1735776000, "50"], [1735776060, "55"]],
+        }
+    )
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    path.write_text(json.dumps(doc))
+
+
 def test_both_paths_agree_on_the_fixtures(spark: Any, tmp_path: Path) -> None:
-    slow, fast, a, b = _both(spark, [str(FIXTURES)], tmp_path, default_cluster="c1")
+    from shedlab.model.bundles import bundle_for_topic
+
+    _topic_export(tmp_path / "topics.json")
+    halves = {"public/default": [0, 0x80000000, 0xFFFFFFFF]}
+    sources = [str(FIXTURES), str(tmp_path / "topics.json")]
+    slow, fast, a, b = _both(spark, sources, tmp_path, default_cluster="c1", boundaries=halves)
     _assert_same(slow, fast, a, b)
     assert slow.quarantined_rows > 0 and slow.broker_rows > 0
+    bundles = _table(a, "bundle_samples")
+    topics = bundles[bundles["cluster"] == "c7"]  # Pulsar's cluster, not the scraper's "k8s"
+    expected = {bundle_for_topic(f"persistent://public/default/t{i}", halves) for i in range(6)}
+    assert set(topics["bundle"]) == expected and topics["topics"].sum() == 6 * 2
+    assert set(topics["broker"]) == {"b1:8080"}
+    assert "k8s" not in set(_table(a, "broker_samples")["cluster"])
+    stats = slow.stats.set_index(slow.stats["source"].str.rsplit("/", n=1).str[-1])
+    assert stats.loc["topics.json", "rows_relabelled"] == 6 * 2 * 2 + 2
 
 
 def _recording(tmp: Path) -> list[dict[str, Any]]:
