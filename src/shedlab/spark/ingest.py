@@ -53,7 +53,7 @@ from shedlab.core.ingest import (
 )
 from shedlab.core.results import remove_stale_temporaries
 from shedlab.errors import InputError
-from shedlab.spark.ingest_fast import broker_rows, bundle_rows, fast_lines
+from shedlab.spark.ingest_fast import broker_rows, bundle_rows, flag_fast, parse_lines
 from shedlab.spark.schemas import (
     BROKER_SAMPLE,
     BUNDLE_DATA,
@@ -290,7 +290,13 @@ def _staged_rows(
     parsed: DataFrame | None = None
     reports: DataFrame | None = None
     if lines is not None and fast:
-        parsed = fast_lines(lines).persist(StorageLevel.MEMORY_AND_DISK)
+        # Spark's optimizer would replace each field read of the parsed line by its own from_json with a
+        # pruned schema: dozens of parses of every line instead of one.
+        spark.conf.set("spark.sql.optimizer.enableJsonExpressionOptimization", "false")
+        parsed = flag_fast(parse_lines(lines).localCheckpoint(eager=True)).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        say(f"parsed {parsed.count():,} lines in the JVM")
         python_text.append(parsed.where(~sf.col("fast")).select(*_TEXT_COLUMNS))
         reports = (
             broker_rows(parsed.where(sf.col("fast")), default_cluster, interval_ms)
@@ -309,6 +315,7 @@ def _staged_rows(
     native: DataFrame | None = None
     if reports is not None and parsed is not None:
         raw = raw.localCheckpoint(eager=True)
+        say("finding the groups the Python reader must see whole")
         dirty = _dirty_groups(raw, reports)
         keys = spark.createDataFrame(dirty or [], "cluster string, _bucket long")
         native = _native_rows(reports.join(sf.broadcast(keys), ["cluster", "_bucket"], "left_anti"))
@@ -328,6 +335,7 @@ def _staged_rows(
                 .withColumn("tick_ms", sf.when(sf.col("time_ms") > 0, tick))
                 .withColumn("_bucket", bucket)
             )
+    say("validating")
     processed = raw.groupBy("cluster", "_bucket").applyInPandas(process_group, STAGED_ROW)
     if native is not None:
         processed = processed.unionByName(canonical(native, STAGED_ROW))

@@ -45,7 +45,16 @@ from shedlab.model.formats import (
     Required,
 )
 
-__all__ = ["CORRUPT", "JSON_OPTIONS", "LINE_SCHEMA", "broker_rows", "bundle_rows", "fast_lines"]
+__all__ = [
+    "CORRUPT",
+    "JSON_OPTIONS",
+    "LINE_SCHEMA",
+    "broker_rows",
+    "bundle_rows",
+    "fast_lines",
+    "flag_fast",
+    "parse_lines",
+]
 
 CORRUPT = "_corrupt_record"
 
@@ -146,11 +155,20 @@ def _all_ok(fields: Sequence[Field], obj: Column) -> Column:
     return out
 
 
+def parse_lines(text: DataFrame, value: str = "value") -> DataFrame:
+    """``text`` with the parsed line ``j`` (:data:`LINE_SCHEMA`)."""
+    return text.withColumn("j", sf.from_json(sf.col(value), LINE_SCHEMA, JSON_OPTIONS))
+
+
 def fast_lines(text: DataFrame, value: str = "value") -> DataFrame:
     """``text`` with the parsed line ``j`` and ``fast``: whether the Python reader would keep the whole
     line (a wrapped LocalBrokerData, every value in range, its bundles' stats too) exactly as parsed."""
-    j = sf.from_json(sf.col(value), LINE_SCHEMA, JSON_OPTIONS)
-    parsed = text.withColumn("j", j)
+    return flag_fast(parse_lines(text, value), value)
+
+
+def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
+    """:func:`parse_lines`' output with ``fast`` (see :func:`fast_lines`). Materialise ``parsed`` first
+    (a checkpoint): Spark's optimizer copies ``from_json`` into every condition that reads ``j``."""
     r = sf.col("j.report")
     resources = sf.lit(True)
     for res in RESOURCES:
