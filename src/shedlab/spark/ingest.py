@@ -86,6 +86,7 @@ class IngestResult:
         return int(self.stats["rows_read"].sum()) if len(self.stats) else 0
 
 
+_JSON_OPTIMIZATION = "spark.sql.optimizer.enableJsonExpressionOptimization"
 _TEXT_COLUMNS = ("source", "source_kind", "block", "line", "value", "file_time_ms", "utf8_ok")
 
 
@@ -290,9 +291,6 @@ def _staged_rows(
     parsed: DataFrame | None = None
     reports: DataFrame | None = None
     if lines is not None and fast:
-        # Spark's optimizer would replace each field read of the parsed line by its own from_json with a
-        # pruned schema: dozens of parses of every line instead of one.
-        spark.conf.set("spark.sql.optimizer.enableJsonExpressionOptimization", "false")
         parsed = flag_fast(parse_lines(lines).localCheckpoint(eager=True)).persist(
             StorageLevel.MEMORY_AND_DISK
         )
@@ -421,17 +419,27 @@ def ingest(
         f"reading {len(classified.json_lines)} JSON-lines, {len(classified.json_docs)} JSON and "
         f"{len(classified.parquet)} Parquet source(s)"
     )
-    rows = _staged_rows(
-        spark,
-        classified,
-        default_cluster=default_cluster,
-        web_port=web_port,
-        boundaries=boundaries or {},
-        interval_ms=interval_ms,
-        bucket_ms=bucket_ms,
-        fast=fast,
-        say=say,
-    )
+    # Spark's optimizer would replace each field read of a parsed line by its own from_json with a pruned
+    # schema (dozens of parses of every line instead of one): off while the rows are made, then restored.
+    previous = spark.conf.get(_JSON_OPTIMIZATION, None)
+    spark.conf.set(_JSON_OPTIMIZATION, "false")
+    try:
+        rows = _staged_rows(
+            spark,
+            classified,
+            default_cluster=default_cluster,
+            web_port=web_port,
+            boundaries=boundaries or {},
+            interval_ms=interval_ms,
+            bucket_ms=bucket_ms,
+            fast=fast,
+            say=say,
+        )
+    finally:
+        if previous is None:
+            spark.conf.unset(_JSON_OPTIMIZATION)
+        else:
+            spark.conf.set(_JSON_OPTIMIZATION, previous)
     root = out.rstrip("/")
 
     def write(df: DataFrame, name: str, sort: Sequence[str]) -> None:
