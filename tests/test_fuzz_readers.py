@@ -327,7 +327,8 @@ def _ingest_and_process(value: str) -> pd.DataFrame:
 @SETTINGS
 @given(mutated(TOPIC_SERIES).map(lambda d: json.dumps(d, allow_nan=True)))
 def test_prometheus_topic_series(value: str) -> None:
-    """Topic-level series placed in bundles, with exported_* labels: parsed and pivoted, never a crash."""
+    """Topic-level series placed in bundles, with exported_* labels: parsed and pivoted, never a crash.
+    It found a series named by a JSON object (a TypeError in the name lookup), now ``unknown_metric``."""
     refused_cleanly(lambda: _ingest_and_process(value))
 
 

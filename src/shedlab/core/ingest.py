@@ -418,7 +418,7 @@ def _parse_prometheus(ctx: _Ctx, record: int, raw: str, doc: Mapping[str, Any]) 
         cluster = cluster or ctx.default_cluster
         broker = _prom_broker_id(labels, ctx.web_port)
         bundle = labels.get("bundle") if isinstance(labels.get("bundle"), str) else None
-        topic = _topic_of(labels) if name in PROMETHEUS_TOPIC_METRICS else None
+        topic = _topic_of(labels) if isinstance(name, str) and name in PROMETHEUS_TOPIC_METRICS else None
         series_problem = _series_problem(name, topic, ctx.boundaries)
         if topic is not None and series_problem is None:
             bundle = bundle_for_topic(topic, ctx.boundaries)
@@ -509,6 +509,8 @@ def _series_problem(
     name: Any, topic: str | None, boundaries: Mapping[str, Sequence[int]]
 ) -> tuple[str, str] | None:
     """Why every point of a series is quarantined (its name, or where its topic's bundle is), or None."""
+    if not isinstance(name, str):  # any JSON value may stand where the name belongs
+        return ("unknown_metric", f"{str(name)[:80]}: not a series name")
     if name in PROMETHEUS_BROKER_METRICS or name in PROMETHEUS_BUNDLE_METRICS:
         return None
     if name == "pulsar_topics_count" or (name in PROMETHEUS_TOPIC_METRICS and topic is None):
