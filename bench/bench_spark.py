@@ -1,6 +1,6 @@
 """Spark overhead and scaling of sweeps, and the ingest rate.
 
-    .venv/bin/python bench/bench_spark.py [--runs 16] [--minutes 2400] [--ingest-minutes 180]
+    .venv/bin/python bench/bench_spark.py [--runs 16] [--minutes 2400] [--ingest-minutes 180] [--ingest-only]
 
 1. The same simulation runs (``slow-balancing``, 200 brokers, its duration stretched so a run takes a
    few seconds) are executed three ways, each writing the same Parquet outputs:
@@ -12,6 +12,9 @@
    (goal ≥ 1.8).
 2. Ingest rate: a simulator recording of ``slow-balancing`` (load-report JSON lines) is ingested on
    ``local[2]``; rows read per second (broker rows + bundle rows) with the session already started.
+   It is ingested twice, in one sitting: every line through the Python reader (``fast=False``, the
+   path before the JVM reader existed) and with the JVM path (``fast=True``, the default); both
+   figures are printed with their ratio (goal ≥ 10×) and the two outputs are checked to be equal.
 
 Numbers depend on what else runs on the machine: on a shared 2-core box, run it when idle.
 """
@@ -94,14 +97,14 @@ def spark_sweep(master: str, grid_path: Path, out: Path) -> dict[str, Any]:
     }
 
 
-def spark_ingest(master: str, source: Path, out: Path) -> dict[str, Any]:
+def spark_ingest(master: str, source: Path, out: Path, path: str) -> dict[str, Any]:
     from shedlab.spark.ingest import ingest
     from shedlab.spark.session import get_spark
 
     spark = get_spark(master, log_level="ERROR")
     spark.range(1).count()
     started = time.perf_counter()
-    result = ingest(spark, [str(source)], str(out))
+    result = ingest(spark, [str(source)], str(out), fast=path == "jvm")
     elapsed = time.perf_counter() - started
     spark.stop()
     return {"rows": result.rows_read, "seconds": elapsed, "quarantined": result.quarantined_rows}
@@ -149,6 +152,7 @@ def main() -> None:
     parser.add_argument(
         "--ingest-minutes", type=int, default=180, help="simulated minutes of the ingest recording"
     )
+    parser.add_argument("--ingest-only", action="store_true", help="measure the ingest rate only")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -156,48 +160,66 @@ def main() -> None:
         if kind == "sweep":
             print(json.dumps(spark_sweep(rest[0], Path(rest[1]), Path(rest[2]))))
         elif kind == "ingest":
-            print(json.dumps(spark_ingest(rest[0], Path(rest[1]), Path(rest[2]))))
+            print(json.dumps(spark_ingest(rest[0], Path(rest[1]), Path(rest[2]), rest[3])))
         return
 
     workdir = Path(tempfile.mkdtemp(prefix="shedlab-bench-"))
     try:
-        grid = make_grid(workdir, args.runs, args.minutes)
-        print(
-            f"{args.runs} runs of {SCENARIO} ({args.minutes} simulated minutes each),"
-            f" pairs {', '.join(PAIRS)}"
-        )
-        loop = direct(grid, workdir / "direct")
-        per_run = sorted(loop["run_seconds"])
-        print(f"python loop : {loop['seconds']:7.2f} s   (runs {per_run[0]:.1f}–{per_run[-1]:.1f} s each)")
-        one = in_subprocess("sweep", "local[1]", str(grid), str(workdir / "spark1"))
-        print(f"local[1]    : {one['seconds']:7.2f} s   (+ {one['startup']:.1f} s session start-up)")
-        two = in_subprocess("sweep", "local[2]", str(grid), str(workdir / "spark2"))
-        print(f"local[2]    : {two['seconds']:7.2f} s   (+ {two['startup']:.1f} s session start-up)")
-        for name, res in (("local[1]", one), ("local[2]", two)):
-            if res["failed"] or res["runs"] != loop["runs"]:
-                raise SystemExit(f"{name}: {res['runs']} runs, {res['failed']} failed")
-        overhead = one["seconds"] / loop["seconds"] - 1.0
-        speedup = one["seconds"] / two["seconds"]
-        print(f"Spark overhead (local[1] vs loop): {overhead * 100:+.1f} %   goal < 15 %")
-        print(f"speed-up local[1] → local[2]     : {speedup:.2f}×      goal ≥ 1.8×")
-        # Robust to other load on the machine: the runs' own time inside the Spark tasks vs the wall time.
-        own = one["seconds"] - one["inside"]
-        print(
-            f"  inside the tasks: local[1] Σ runs {one['inside']:.1f} s"
-            f" (loop: {sum(loop['run_seconds']):.1f} s),"
-            f" so Spark's own cost is {own:.1f} s = {own / one['inside'] * 100:.1f} % of the work;"
-            f" local[2] Σ runs {two['inside']:.1f} s in {two['seconds']:.1f} s"
-            f" = {two['inside'] / two['seconds']:.2f} cores busy"
-        )
-        source = record(workdir, args.ingest_minutes)
-        ing = in_subprocess("ingest", "local[2]", str(source), str(workdir / "snap"))
-        print(
-            f"ingest (local[2]): {ing['rows']:,} rows in {ing['seconds']:.1f} s"
-            f" = {ing['rows'] / ing['seconds']:,.0f} rows/s"
-            f" ({source.stat().st_size / 1e6:.0f} MB of load-report JSON lines)"
-        )
+        if not args.ingest_only:
+            sweeps(workdir, args)
+        ingest_rates(workdir, args.ingest_minutes)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def sweeps(workdir: Path, args: argparse.Namespace) -> None:
+    grid = make_grid(workdir, args.runs, args.minutes)
+    print(f"{args.runs} runs of {SCENARIO} ({args.minutes} simulated minutes each), pairs {', '.join(PAIRS)}")
+    loop = direct(grid, workdir / "direct")
+    per_run = sorted(loop["run_seconds"])
+    print(f"python loop : {loop['seconds']:7.2f} s   (runs {per_run[0]:.1f}–{per_run[-1]:.1f} s each)")
+    one = in_subprocess("sweep", "local[1]", str(grid), str(workdir / "spark1"))
+    print(f"local[1]    : {one['seconds']:7.2f} s   (+ {one['startup']:.1f} s session start-up)")
+    two = in_subprocess("sweep", "local[2]", str(grid), str(workdir / "spark2"))
+    print(f"local[2]    : {two['seconds']:7.2f} s   (+ {two['startup']:.1f} s session start-up)")
+    for name, res in (("local[1]", one), ("local[2]", two)):
+        if res["failed"] or res["runs"] != loop["runs"]:
+            raise SystemExit(f"{name}: {res['runs']} runs, {res['failed']} failed")
+    overhead = one["seconds"] / loop["seconds"] - 1.0
+    speedup = one["seconds"] / two["seconds"]
+    print(f"Spark overhead (local[1] vs loop): {overhead * 100:+.1f} %   goal < 15 %")
+    print(f"speed-up local[1] → local[2]     : {speedup:.2f}×      goal ≥ 1.8×")
+    # Robust to other load on the machine: the runs' own time inside the Spark tasks vs the wall time.
+    own = one["seconds"] - one["inside"]
+    print(
+        f"  inside the tasks: local[1] Σ runs {one['inside']:.1f} s"
+        f" (loop: {sum(loop['run_seconds']):.1f} s),"
+        f" so Spark's own cost is {own:.1f} s = {own / one['inside'] * 100:.1f} % of the work;"
+        f" local[2] Σ runs {two['inside']:.1f} s in {two['seconds']:.1f} s"
+        f" = {two['inside'] / two['seconds']:.2f} cores busy"
+    )
+
+
+def ingest_rates(workdir: Path, minutes: int) -> None:
+    source = record(workdir, minutes)
+    size = source.stat().st_size / 1e6
+    rates = {}
+    for path in ("python", "jvm"):
+        ing = in_subprocess("ingest", "local[2]", str(source), str(workdir / f"snap-{path}"), path)
+        rates[path] = ing["rows"] / ing["seconds"]
+        print(
+            f"ingest (local[2], {path:6s} path): {ing['rows']:,} rows in {ing['seconds']:.1f} s"
+            f" = {rates[path]:,.0f} rows/s ({size:.0f} MB of load-report JSON lines)"
+        )
+    print(f"JVM path vs Python path: {rates['jvm'] / rates['python']:.1f}×   goal ≥ 10×")
+    import pandas as pd
+
+    for table in ("broker_samples", "bundle_samples", "quarantine"):
+        frames = [pd.read_parquet(workdir / f"snap-{p}" / table) for p in ("python", "jvm")]
+        frames = [f.sort_values(sorted(f.columns)).reset_index(drop=True) for f in frames]
+        frames = [f.astype({c: str for c in f.columns if str(f[c].dtype) == "category"}) for f in frames]
+        pd.testing.assert_frame_equal(*frames, obj=table)
+    print("the two outputs are identical (broker_samples, bundle_samples, quarantine)")
 
 
 if __name__ == "__main__":

@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.decide import load_snapshot_file
 from shedlab.core.grid import load_grid, parse_grid
-from shedlab.core.ingest import parse_text_batch
+from shedlab.core.ingest import parse_text_batch, process_group
 from shedlab.core.sim.scenario import load_scenario, parse_scenario_text
 from shedlab.errors import ShedlabError, parse_json_text
+from shedlab.model.bundles import read_bundle_boundaries
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import BundleData, LocalBrokerData
 
@@ -293,6 +294,57 @@ def test_ingest_line(kind: str, value: str) -> None:
 @given(mutated(json.loads(PROMETHEUS)).map(lambda d: json.dumps(d, allow_nan=True)))
 def test_prometheus_export(value: str) -> None:
     refused_cleanly(lambda: _ingest(value, "json_doc"))
+
+
+TOPIC_SERIES = {
+    "status": "success",
+    "data": {
+        "resultType": "matrix",
+        "result": [
+            {
+                "metric": {"__name__": name, "cluster": "k8s", "exported_cluster": "c2",
+                           "namespace": "pulsar", "exported_namespace": "public/default", "topic": topic,
+                           "partition": "1", "instance": "b1:8080"},
+                "values": [[1735776000, "12.5"], [1735776060, "13"]],
+            }
+            for name in ("pulsar_rate_in", "pulsar_throughput_out", "pulsar_topics_count")
+            for topic in ("persistent://public/default/a", "persistent://public/default/b")
+        ],
+    },
+}  # fmt: skip
+BOUNDARIES = {"public/default": [0, 0x80000000, 0xFFFFFFFF]}
+
+
+def _ingest_and_process(value: str) -> pd.DataFrame:
+    batch = pd.DataFrame(
+        {"source": ["fuzz.json"], "source_kind": ["json_doc"], "block": [0], "value": [value]}
+    )
+    rows = parse_text_batch(batch, default_cluster="c", web_port=8080, boundaries=BOUNDARIES)
+    rows["tick_ms"] = (rows["time_ms"] // 60_000) * 60_000
+    return process_group(rows)
+
+
+@SETTINGS
+@given(mutated(TOPIC_SERIES).map(lambda d: json.dumps(d, allow_nan=True)))
+def test_prometheus_topic_series(value: str) -> None:
+    """Topic-level series placed in bundles, with exported_* labels: parsed and pivoted, never a crash.
+    It found a series named by a JSON object (a TypeError in the name lookup), now ``unknown_metric``."""
+    refused_cleanly(lambda: _ingest_and_process(value))
+
+
+BUNDLES_FILE = {
+    "public/default": {
+        "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xffffffff"],
+        "numBundles": 3,
+    },
+    "t/n": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
+}
+
+
+@SETTINGS
+@given(st.binary(max_size=200) | mutated(BUNDLES_FILE).map(_json_bytes))
+def test_bundle_boundaries_file(data: bytes) -> None:
+    in_file("bundles.json", data, lambda path: read_bundle_boundaries([path]))
 
 
 # ------------------------------------------------------------------------------ the cases that broke

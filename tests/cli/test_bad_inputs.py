@@ -96,6 +96,14 @@ def _sweep(
     return Case(f"sweep-{name}", args, names or "g.yaml", {"g.yaml": data, **(files or {})})
 
 
+EXTENSIBLE = b'{"cpu": {"usage": 1, "limit": 4}, "weightedMaxEMA": 0.3, "updatedAt": 1735776000000}'
+
+
+def _ingest_bundles(name: str, data: bytes, names: str) -> Case:
+    args = ("ingest", "{dir}/r.jsonl", "--out", "{dir}/out", "--bundles", "{dir}/b.json")
+    return Case(f"ingest-bundles-{name}", args, names, {"b.json": data, "r.jsonl": b"{}\n"})
+
+
 # ------------------------------------------------------------------------------------------- the table
 
 CASES: dict[str, list[Case]] = {
@@ -274,6 +282,16 @@ CASES: dict[str, list[Case]] = {
         _simulate("top-level-list", b"- 1\n- 2\n", "s.yaml"),
         _config("bad-escape", "broker.conf", b"minUnloadMessage=\\u12\n", "broker.conf"),
         _sweep("not-a-mapping", b"- scale-out\n", "g.yaml"),
+        _decide("extensible-broker-load-data", EXTENSIBLE, "BrokerLoadData of the extensible load manager"),
+        _ingest_bundles(
+            "unsorted",
+            b'{"public/default": {"boundaries": ["0x00000000", "0x90000000", "0x80000000", "0xffffffff"]}}',
+            "boundaries[2]",
+        ),
+        _ingest_bundles(
+            "count", b'{"p/d": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 4}}', "numBundles"
+        ),
+        _ingest_bundles("not-hex", b'{"p/d": {"boundaries": ["0", "0xffffffff"]}}', "boundaries[0]"),
     ],
 }
 

@@ -410,6 +410,15 @@ def ingest(
     web_port: Annotated[
         int, typer.Option("--web-port", help="Port appended to Prometheus broker labels without one.")
     ] = 8080,
+    bundles: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--bundles",
+            help="Bundle boundaries (the admin bundles endpoint's JSON): a file {namespace: "
+            "{boundaries, numBundles}} or a directory of <tenant>/<namespace>.json; places "
+            "Prometheus topic series in their bundles.",
+        ),
+    ] = None,
     master: MasterOpt = None,
     conf: ConfOpt = None,
     spark_conf: ConfFileOpt = None,
@@ -422,10 +431,12 @@ def ingest(
     how many rows were read, kept, merged (superseded within a tick) and quarantined.
     """
     from shedlab.core.ingest import classify_sources
+    from shedlab.model.bundles import read_bundle_boundaries
     from shedlab.spark.ingest import ingest as run_ingest
 
     interval_ms = parse_duration_ms(interval)
     classify_sources(sources)  # a missing, unreadable or binary source is an error before Spark starts
+    boundaries = read_bundle_boundaries(bundles or [])  # a bad boundaries file too
     _preflight(master, out)
     with spark_session(master, conf, spark_conf, ui, "ingest") as spark, _status(as_json) as say:
         result = run_ingest(
@@ -436,6 +447,7 @@ def ingest(
             default_cluster=cluster,
             web_port=web_port,
             progress=say,
+            boundaries=boundaries,
         )
     if as_json:
         _print_json(
@@ -479,6 +491,14 @@ def ingest(
         for r in result.reasons.itertuples(index=False):
             reasons.add_row(_tail(str(r.source)), str(r.reason), compact(r.count))
         console.print(reasons)
+    relabelled = int(result.stats["rows_relabelled"].sum()) if len(result.stats) else 0
+    if relabelled:
+        console.print(
+            f"{relabelled:,} Prometheus point(s) had Pulsar's labels renamed exported_* by the scrape;"
+            " Pulsar's values were read from exported_*"
+        )
+    if not boundaries and "no_bundle_boundaries" in set(result.reasons.get("reason", [])):
+        console.print("topic-level series need bundle boundaries: give --bundles (docs/spark.md, ingest)")
     console.print(
         f"kept {result.broker_rows:,} broker and {result.bundle_rows:,} bundle rows"
         f" ({', '.join(result.clusters) or 'no cluster'}); quarantined {result.quarantined_rows:,} → {out}"

@@ -18,6 +18,7 @@ import numpy as np
 from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig
 from shedlab.errors import ConfigError, ShedlabError
 from shedlab.manager import LoadManager
+from shedlab.model.formats import extensible_kind
 from shedlab.model.json_reader import JsonReader, load_json_file
 from shedlab.model.pulsar import LoadData
 from shedlab.model.snapshot import ClusterSnapshot
@@ -112,6 +113,14 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
         inner = reader.child("loadData")
         assert inner is not None
         reader = inner
+    extensible = extensible_kind(reader.obj)
+    if extensible is not None:  # it looks like a report, but "brokers: required field is missing" misleads
+        raise ShedlabError(
+            f"a {extensible} of the extensible load manager (ExtensibleLoadManagerImpl), not the modular "
+            "manager's LoadData",
+            source=source,
+            hint="decide runs the modular strategies on a LoadData snapshot (see examples/snapshot.json)",
+        )
     return ClusterSnapshot.from_load_data(LoadData.from_json(reader), source=source)
 
 

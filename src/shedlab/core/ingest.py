@@ -24,13 +24,16 @@ from urllib.parse import urlparse
 import pandas as pd
 
 from shedlab.errors import InputError
+from shedlab.model.bundles import bundle_for_topic, namespace_of_topic, parse_range
 from shedlab.model.formats import (
     BUNDLE_DATA,
     BUNDLE_STATS,
     LOCAL_BROKER_DATA,
     PROMETHEUS_BROKER_METRICS,
     PROMETHEUS_BUNDLE_METRICS,
+    PROMETHEUS_LABELS,
     PROMETHEUS_SAMPLE,
+    PROMETHEUS_TOPIC_METRICS,
     RESOURCE_USAGE,
     RESOURCES,
     TIME_AVERAGE,
@@ -45,6 +48,7 @@ from shedlab.model.formats import (
     coerce,
     column_problems,
     columns,
+    extensible_kind,
     resource_columns,
 )
 
@@ -79,7 +83,15 @@ REASONS: dict[str, str] = {
     "invalid_value": "a value of the wrong type (e.g. a string where a number belongs)",
     "nan_value": "a NaN or infinite number",
     "negative_value": "a negative number where Pulsar never produces one",
-    "unknown_metric": "a Prometheus series that is not a pulsar_lb_*_usage or pulsar_bundle_* series",
+    "unknown_metric": "a Prometheus series that is none of pulsar_lb_*_usage, pulsar_bundle_* or a "
+    "topic-level series of bundle traffic (pulsar_rate_in/out, pulsar_throughput_in/out, "
+    "pulsar_producers/consumers_count)",
+    "aggregate_series": "a Prometheus series summed over a namespace or the broker (no topic label, e.g. "
+    "pulsar_topics_count, or exposeTopicLevelMetricsInPrometheus=false): it cannot be split into bundles",
+    "no_bundle_boundaries": "a topic-level series whose namespace has no bundle boundaries (give them with "
+    "ingest --bundles), or whose topic label is not a full topic name",
+    "extensible_load_data": "the extensible load manager's data (BrokerLoadData, TopBundlesLoadData, "
+    "BrokerLookupData): another load manager's format, which the modular strategies cannot use",
     "invalid_timestamp": "a time that is not a positive epoch-millisecond value",
     "double_claim": "a bundle claimed by two or more brokers in the same tick",
     "report_quarantined": "a bundle entry of a load report that was itself quarantined",
@@ -183,6 +195,8 @@ class _Ctx:
     default_cluster: str
     web_port: int
     file_time_ms: int | None = None  # the time of a BundleData that has none of its own
+    path_bundle: str | None = None  # the bundle a file is named after (…/tenant/ns/0x…_0x….json)
+    boundaries: Mapping[str, Sequence[int]] = field(default_factory=dict)  # namespace → bundle boundaries
     rows: list[dict[str, Any]] = field(default_factory=list)
     points: int = 0
 
@@ -398,14 +412,16 @@ def _parse_prometheus(ctx: _Ctx, record: int, raw: str, doc: Mapping[str, Any]) 
                 table="prometheus",
             )
             continue
+        label_text = json.dumps(labels, sort_keys=True)
+        labels, relabelled = _pulsar_labels(labels)
         cluster = labels.get("cluster") if isinstance(labels.get("cluster"), str) else None
         cluster = cluster or ctx.default_cluster
         broker = _prom_broker_id(labels, ctx.web_port)
         bundle = labels.get("bundle") if isinstance(labels.get("bundle"), str) else None
-        label_text = json.dumps(labels, sort_keys=True)
-        known = isinstance(name, str) and (
-            name in PROMETHEUS_BROKER_METRICS or name in PROMETHEUS_BUNDLE_METRICS
-        )
+        topic = _topic_of(labels) if isinstance(name, str) and name in PROMETHEUS_TOPIC_METRICS else None
+        series_problem = _series_problem(name, topic, ctx.boundaries)
+        if topic is not None and series_problem is None:
+            bundle = bundle_for_topic(topic, ctx.boundaries)
         for point in values:
             ctx.points += 1
             rec = ctx.points
@@ -424,11 +440,7 @@ def _parse_prometheus(ctx: _Ctx, record: int, raw: str, doc: Mapping[str, Any]) 
                     raise ValueError
             except (TypeError, ValueError, IndexError, KeyError, OverflowError):  # any shape, any size
                 problem = ("invalid_value", f"series {series_no}: malformed point {str(point)[:80]}")
-            if problem is None and not known:
-                problem = (
-                    "unknown_metric",
-                    f"{name!r}: not a pulsar_lb_*_usage or pulsar_bundle_* series (unknown units)",
-                )
+            problem = problem or series_problem
             if problem is None and broker is None:
                 problem = ("missing_field", f"{name}: no broker/instance label")
             if problem is None and name in PROMETHEUS_BUNDLE_METRICS and bundle is None:
@@ -455,12 +467,85 @@ def _parse_prometheus(ctx: _Ctx, record: int, raw: str, doc: Mapping[str, Any]) 
                     "cluster": cluster,
                     "time_ms": ts_ms,
                     "broker": broker,
-                    "bundle": bundle if name in PROMETHEUS_BUNDLE_METRICS else None,
+                    "bundle": bundle if name in PROMETHEUS_BUNDLE_METRICS or topic is not None else None,
+                    "topic": topic,
+                    "relabelled": relabelled,
                     "metric": name,
                     "value": value,
                     "raw": f"{label_text} {json.dumps(point)}"[:_RAW_LIMIT],
                 }
             )
+
+
+def _pulsar_labels(labels: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
+    """Pulsar's labels of a series, with ``exported_<name>`` renames undone, and which were renamed.
+
+    Prometheus renames a scraped label that clashes with a target label (``honor_labels: false``, its
+    default; Kubernetes service discovery adds ``namespace``, many set ``cluster``): Pulsar's value is
+    then in ``exported_<name>`` and the plain label is the scraper's. Reading the plain one would make a
+    phantom cluster (or namespace), so Pulsar's is taken back, and the rename counted."""
+    renamed = [n for n in PROMETHEUS_LABELS if isinstance(labels.get(f"exported_{n}"), str)]
+    if not renamed:
+        return labels, None
+    out = dict(labels)
+    for n in renamed:
+        out[n] = labels[f"exported_{n}"]
+    return out, ",".join(renamed)
+
+
+def _topic_of(labels: Mapping[str, Any]) -> str | None:
+    """The full name of a topic-level series' topic: ``topic``, plus ``-partition-N`` when Pulsar split
+    the partition into its own label (``splitTopicAndPartitionIndexLabel``; -1 means not partitioned)."""
+    topic = labels.get("topic")
+    if not isinstance(topic, str) or not topic:
+        return None
+    partition = labels.get("partition")
+    if isinstance(partition, str) and partition.isdigit() and "-partition-" not in topic:
+        return f"{topic}-partition-{int(partition)}"
+    return topic
+
+
+def _series_problem(
+    name: Any, topic: str | None, boundaries: Mapping[str, Sequence[int]]
+) -> tuple[str, str] | None:
+    """Why every point of a series is quarantined (its name, or where its topic's bundle is), or None."""
+    if not isinstance(name, str):  # any JSON value may stand where the name belongs
+        return ("unknown_metric", f"{str(name)[:80]}: not a series name")
+    if name in PROMETHEUS_BROKER_METRICS or name in PROMETHEUS_BUNDLE_METRICS:
+        return None
+    if name == "pulsar_topics_count" or (name in PROMETHEUS_TOPIC_METRICS and topic is None):
+        return ("aggregate_series", f"{name}: no topic label (a namespace or broker total)")
+    if name not in PROMETHEUS_TOPIC_METRICS:
+        return ("unknown_metric", f"{name!r}: not a series of broker usage or bundle traffic (unknown units)")
+    assert topic is not None
+    namespace = namespace_of_topic(topic)
+    if namespace is None:
+        return ("no_bundle_boundaries", f"{name}: topic {topic[:120]!r} is not a full topic name")
+    if not boundaries.get(namespace):
+        return ("no_bundle_boundaries", f"namespace {namespace}: no bundle boundaries (ingest --bundles)")
+    return None
+
+
+def _bundle_from_path(source: str) -> str | None:
+    """``…/tenant/namespace/0x00000000_0x40000000.json`` → ``tenant/namespace/0x00000000_0x40000000``: a
+    BundleData saved under its znode's name (``/loadbalance/bundle-data/<tenant>/<namespace>/<range>``)."""
+    name = source.rstrip("/")
+    for suffix in (".gz", ".bz2", ".json"):
+        name = name.removesuffix(suffix)
+    parts = name.split("/")
+    if len(parts) >= 3 and parse_range(parts[-1]) is not None and parts[-2] and parts[-3]:
+        return "/".join(parts[-3:])
+    return None
+
+
+def _check_not_extensible(obj: Mapping[str, Any], where: str = "") -> None:
+    found = extensible_kind(obj)
+    if found is not None:
+        raise _BadValueError(
+            "extensible_load_data",
+            f"{where}a {found} of the extensible load manager (ExtensibleLoadManagerImpl), not the modular "
+            "manager's LocalBrokerData/BundleData",
+        )
 
 
 def _parse_value(ctx: _Ctx, record: int, raw: str, obj: Any) -> None:
@@ -470,8 +555,10 @@ def _parse_value(ctx: _Ctx, record: int, raw: str, obj: Any) -> None:
     if isinstance(obj.get("data"), Mapping) and "result" in obj["data"]:
         _parse_prometheus(ctx, record, raw, obj)
         return
+    _check_not_extensible(obj)
     inner = obj.get("report")
     if isinstance(inner, Mapping):
+        _check_not_extensible(inner, "report: ")
         if _is_legacy(inner):
             raise _BadValueError(
                 "legacy_load_report", "report is a legacy LoadReport (SimpleLoadManagerImpl)"
@@ -487,6 +574,8 @@ def _parse_value(ctx: _Ctx, record: int, raw: str, obj: Any) -> None:
     data = obj.get("data")
     if isinstance(data, Mapping) and _looks_like_bundle_data(data):
         bundle = obj.get("bundle") if isinstance(obj.get("bundle"), str) else None
+        path = obj.get("path")
+        bundle = bundle or (_bundle_from_path(path) if isinstance(path, str) else None) or ctx.path_bundle
         _parse_bundle_data(ctx, record, raw, bundle, data, obj)
         return
     if isinstance(obj.get("bundleData"), Mapping):
@@ -497,7 +586,7 @@ def _parse_value(ctx: _Ctx, record: int, raw: str, obj: Any) -> None:
         return
     if _looks_like_bundle_data(obj):
         bundle = obj.get("bundle") if isinstance(obj.get("bundle"), str) else None
-        _parse_bundle_data(ctx, record, raw, bundle, obj, obj)
+        _parse_bundle_data(ctx, record, raw, bundle or ctx.path_bundle, obj, obj)
         return
     if _looks_like_report(obj):
         _parse_report(ctx, record, raw, obj, None)
@@ -547,15 +636,19 @@ def parse_text_batch(
     web_port: int,
     line_offsets: Mapping[tuple[str, int], int] | None = None,
     counters: dict[tuple[str, int], int] | None = None,
+    boundaries: Mapping[str, Sequence[int]] | None = None,
 ) -> pd.DataFrame:
     """Parse a batch of text rows (``source``, ``source_kind``, ``block``, ``value`` and optionally
     ``file_time_ms`` and ``utf8_ok``) into rows of :data:`RAW_COLUMNS`.
 
-    ``source_kind`` is ``json_lines`` (one record per row; its record number is the line number,
-    counted from ``line_offsets[(source, block)]``) or ``json_doc`` (a whole file). ``file_time_ms``
-    (the file's modification time) is the time of a BundleData record without a ``timestamp``:
+    ``source_kind`` is ``json_lines`` (one record per row; its record number is the line number:
+    ``line`` when the batch has it, else counted from ``line_offsets[(source, block)]``) or
+    ``json_doc`` (a whole file). ``file_time_ms`` (the file's modification time) is the time of a
+    BundleData record without a ``timestamp``:
     Pulsar's BundleData carries no time of its own. A row with ``utf8_ok`` false (its bytes were not
-    UTF-8; ``value`` holds them repaired) is quarantined as ``invalid_utf8``.
+    UTF-8; ``value`` holds them repaired) is quarantined as ``invalid_utf8``. ``boundaries`` (namespace →
+    bundle boundaries) place Prometheus topic-level series in their bundles; a bare BundleData in a
+    ``.json`` file named after its znode (``…/tenant/ns/0x…_0x….json``) takes that bundle name.
     """
     offsets = line_offsets or {}
     counts = counters if counters is not None else {}
@@ -563,8 +656,16 @@ def parse_text_batch(
     n = len(batch)
     file_times = batch["file_time_ms"] if "file_time_ms" in batch.columns else pd.Series([None] * n)
     valid = batch["utf8_ok"] if "utf8_ok" in batch.columns else pd.Series([True] * n)
-    for source, kind, block, value, file_time, utf8_ok in zip(
-        batch["source"], batch["source_kind"], batch["block"], batch["value"], file_times, valid, strict=True
+    numbers = batch["line"] if "line" in batch.columns else pd.Series([None] * n)
+    for source, kind, block, value, file_time, utf8_ok, number in zip(
+        batch["source"],
+        batch["source_kind"],
+        batch["block"],
+        batch["value"],
+        file_times,
+        valid,
+        numbers,
+        strict=True,
     ):
         ctx = _Ctx(
             source=_clean_source(source),
@@ -572,12 +673,13 @@ def parse_text_batch(
             default_cluster=default_cluster,
             web_port=web_port,
             file_time_ms=None if pd.isna(file_time) else int(file_time),
+            boundaries=boundaries or {},
         )
         if kind == "json_lines":
             key = (source, int(block))
             idx = counts.get(key, 0)
             counts[key] = idx + 1
-            line_no = offsets.get(key, 0) + idx + 1
+            line_no = offsets.get(key, 0) + idx + 1 if pd.isna(number) else int(number)
             if not value or not value.strip():
                 continue
             ctx.source_kind = "load_report"
@@ -587,9 +689,11 @@ def parse_text_batch(
                 _parse_one(ctx, line_no, value)
         elif _is_false(utf8_ok):
             ctx.source_kind = "json"
+            ctx.path_bundle = _bundle_from_path(ctx.source)
             ctx.quarantine(1, "invalid_utf8", "the document is not valid UTF-8", value or "")
         else:
             ctx.source_kind = "json"
+            ctx.path_bundle = _bundle_from_path(ctx.source)
             for rec, text in _split_document(value or ""):
                 _parse_one(ctx, rec, text)
         for row in ctx.rows:
@@ -627,6 +731,8 @@ RAW_COLUMNS: tuple[tuple[str, ColumnType], ...] = (
         ]
     ),
     ("metric", "string"),  # Prometheus series name (long format before pivoting)
+    ("topic", "string"),  # a topic-level Prometheus series' full topic name (its bundle is hashed from it)
+    ("relabelled", "string"),  # Pulsar's labels a Prometheus scrape had renamed exported_*, comma-separated
     ("value", "double"),
     ("reason", "string"),
     ("detail", "string"),
@@ -995,9 +1101,9 @@ def process_group(df: pd.DataFrame) -> pd.DataFrame:
         if sub.empty:
             return
         ordered = _sort_latest(sub)
-        dup = ordered.fillna({k: "" for k in keys if k in ("bundle", "broker", "metric")}).duplicated(
-            subset=keys, keep="last"
-        )
+        dup = ordered.fillna(
+            {k: "" for k in keys if k in ("bundle", "broker", "metric", "topic")}
+        ).duplicated(subset=keys, keep="last")
         status[dup[dup].index] = "merged"
 
     dedup(is_broker & valid, ["cluster", "broker", "tick_ms"])
@@ -1007,7 +1113,7 @@ def process_group(df: pd.DataFrame) -> pd.DataFrame:
     tied = is_bundle & df["report_id"].isin(list(known_reports))
     status[tied & df["report_id"].isin(list(merged_reports))] = "merged"
     dedup(is_bundle & ~tied, ["cluster", "tick_ms", "bundle", "broker"])
-    dedup((kind == "prom") & valid, ["cluster", "metric", "broker", "bundle", "tick_ms"])
+    dedup((kind == "prom") & valid, ["cluster", "metric", "broker", "bundle", "topic", "tick_ms"])
     dedup((kind == "bundle_data") & valid, ["cluster", "bundle", "tick_ms"])
 
     # A bundle claimed by two or more brokers in the same tick.
@@ -1032,12 +1138,47 @@ def process_group(df: pd.DataFrame) -> pd.DataFrame:
     return typed_frame(out, STAGED_COLUMNS)
 
 
+_TOPIC_TO_BUNDLE: dict[str, str] = {
+    topic_metric: bundle_metric
+    for topic_metric, column in PROMETHEUS_TOPIC_METRICS.items()
+    for bundle_metric, bundle_column in PROMETHEUS_BUNDLE_METRICS.items()
+    if column == bundle_column
+}
+
+
+def _bundle_points(points: pd.DataFrame) -> pd.DataFrame:
+    """Topic-level points summed into their bundle's points (as Pulsar sums a bundle's topics into its
+    NamespaceBundleStats), ``topics`` being the distinct topics seen; a bundle series of the same bundle,
+    broker, tick and metric (``exposeBundlesMetricsInPrometheus``) wins over the sum."""
+    of_topic = points["topic"].notna()
+    if not of_topic.any():
+        return points
+    keys = ["cluster", "tick_ms", "bundle", "broker"]
+    topics = points[of_topic]
+    sums = topics.groupby([*keys, "metric"]).agg(
+        value=("value", "sum"), time_ms=("time_ms", "max"), source=("source", "min")
+    )
+    sums = sums.reset_index()
+    sums["metric"] = sums["metric"].map(_TOPIC_TO_BUNDLE)
+    counts = topics.groupby(keys).agg(
+        value=("topic", "nunique"), time_ms=("time_ms", "max"), source=("source", "min")
+    )
+    counts = counts.reset_index().assign(metric="pulsar_bundle_topics_count")
+    derived = pd.concat([sums, counts], ignore_index=True)
+    derived["value"] = derived["value"].astype(float)
+    real = points[~of_topic]
+    if not real.empty:
+        seen = pd.MultiIndex.from_frame(real[[*keys, "metric"]].astype(str))
+        derived = derived[~pd.MultiIndex.from_frame(derived[[*keys, "metric"]].astype(str)).isin(seen)]
+    return pd.concat([real, derived], ignore_index=True)
+
+
 def _pivot_prometheus(points: pd.DataFrame) -> pd.DataFrame | None:
     """Kept Prometheus points → one broker row per (broker, tick) and one bundle row per (bundle, tick)."""
     if points.empty:
         return None
     frames = []
-    bundle_points = points[points["bundle"].notna()]
+    bundle_points = _bundle_points(points[points["bundle"].notna()])
     keys = ["cluster", "tick_ms", "bundle", "broker"]
     bundle_rows = pd.DataFrame(columns=[*keys, *PROMETHEUS_BUNDLE_METRICS.values()])
     if not bundle_points.empty:

@@ -35,7 +35,9 @@ __all__ = [
     "OBJECTS",
     "PROMETHEUS_BROKER_METRICS",
     "PROMETHEUS_BUNDLE_METRICS",
+    "PROMETHEUS_LABELS",
     "PROMETHEUS_SAMPLE",
+    "PROMETHEUS_TOPIC_METRICS",
     "REQUIRED",
     "RESOURCES",
     "RESOURCE_USAGE",
@@ -52,6 +54,7 @@ __all__ = [
     "coerce",
     "column_problems",
     "columns",
+    "extensible_kind",
     "read_fields",
     "resource_columns",
 ]
@@ -233,10 +236,64 @@ PROMETHEUS_BUNDLE_METRICS: dict[str, str] = {
 }
 """Prometheus per-bundle series → bundle column."""
 
+PROMETHEUS_TOPIC_METRICS: dict[str, str] = {
+    "pulsar_rate_in": "msg_rate_in",
+    "pulsar_rate_out": "msg_rate_out",
+    "pulsar_throughput_in": "msg_throughput_in",
+    "pulsar_throughput_out": "msg_throughput_out",
+    "pulsar_consumers_count": "consumer_count",
+    "pulsar_producers_count": "producer_count",
+}
+"""Pulsar's everyday topic-level series (``TopicStats.printTopicStats``/``NamespaceStatsAggregator``: labels
+``cluster``, ``namespace``, ``topic`` and, with ``splitTopicAndPartitionIndexLabel``, ``partition``) → the
+bundle column their sum over a bundle's topics fills. Summing a bundle's topics is what Pulsar's own
+NamespaceBundleStats holds (``PulsarStats.updateStats`` adds every topic of the bundle); the bundle's
+``topics`` is the number of distinct topics seen. ``pulsar_topics_count`` has no ``topic`` label (it is
+per namespace) and, like every series without one, cannot be split into bundles."""
+
+PROMETHEUS_LABELS: tuple[str, ...] = (
+    "cluster",
+    "broker",
+    "bundle",
+    "namespace",
+    "topic",
+    "partition",
+    "instance",
+    "metric",
+)
+"""The labels Pulsar itself writes (plus the scrape target's ``instance``). A Prometheus scrape whose
+target labels clash with them renames Pulsar's to ``exported_<name>`` (``honor_labels: false``, the
+default): ingest reads Pulsar's value from ``exported_<name>`` then, and counts the rename."""
+
 PROMETHEUS_SAMPLE: tuple[Field, ...] = (
     Field("value", "value", "number", REQUIRED, "one point of a series above, in the series' unit"),
 )
 """A Prometheus point's value (``[time_s, "value"]``): finite and non-negative, like the fields it reports."""
+
+
+EXTENSIBLE_MANAGER = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+
+
+def extensible_kind(obj: Mapping[str, object]) -> str | None:
+    """Which of the extensible load manager's (PIP-192) documents ``obj`` is, or None.
+
+    Its data looks like the modular manager's at a glance (``cpu``, ``bandwidthIn``, ``webServiceUrl``)
+    but is another format: ``BrokerLoadData`` (``extensions.data``; published on the system topic
+    ``loadbalancer-broker-load-data``) has ``weightedMaxEMA``/``maxResourceUsage`` and ``updatedAt``,
+    and no ``lastUpdate`` or ``lastStats``; ``TopBundlesLoadData`` is ``{"topBundlesLoadData": […]}``;
+    ``BrokerLookupData`` (``/loadbalance/brokers/<broker>`` under that manager) names ``brokerVersion``
+    where LocalBrokerData names ``brokerVersionString``, or names the extensible manager's class."""
+    if "topBundlesLoadData" in obj or "top_bundles_load_data" in obj:
+        return "TopBundlesLoadData"
+    modular = "lastUpdate" in obj or "lastStats" in obj
+    if not modular and any(k in obj for k in ("weightedMaxEMA", "maxResourceUsage", "msgThroughputEMA")):
+        return "BrokerLoadData"
+    lookup = ("brokerVersion" in obj and "brokerVersionString" not in obj) or obj.get(
+        "loadManagerClassName"
+    ) == EXTENSIBLE_MANAGER
+    if not modular and lookup and "cpu" not in obj:
+        return "BrokerLookupData"
+    return None
 
 
 # --------------------------------------------------------------------------------------- values

@@ -31,14 +31,16 @@ merged (a later sample of the same broker in the same tick superseded it) and qu
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
+from pyspark.sql.types import StructType
 
 from shedlab.core.ingest import (
     FLOAT_COLUMNS,
@@ -51,6 +53,7 @@ from shedlab.core.ingest import (
 )
 from shedlab.core.results import remove_stale_temporaries
 from shedlab.errors import InputError
+from shedlab.spark.ingest_fast import broker_rows, bundle_rows, flag_fast, parse_lines
 from shedlab.spark.schemas import (
     BROKER_SAMPLE,
     BUNDLE_DATA,
@@ -83,64 +86,81 @@ class IngestResult:
         return int(self.stats["rows_read"].sum()) if len(self.stats) else 0
 
 
-def _read_text_sources(
-    spark: SparkSession, sources: Sources, *, default_cluster: str, web_port: int
-) -> DataFrame:
-    """Text files → RAW_ROW rows, parsed by :func:`shedlab.core.ingest.parse_text_batch` on the executors.
+_JSON_OPTIMIZATION = "spark.sql.optimizer.enableJsonExpressionOptimization"
+_TEXT_COLUMNS = ("source", "source_kind", "block", "line", "value", "file_time_ms", "utf8_ok")
 
-    The file's modification time travels with each line: it is the time of a BundleData without one."""
-    frames = []
-    lines: DataFrame | None = None
+
+def _text_frames(spark: SparkSession, sources: Sources) -> tuple[DataFrame | None, DataFrame | None]:
+    """The JSON-lines sources (one row per line, numbered) and the JSON documents (one row per file).
+
+    Columns :data:`_TEXT_COLUMNS`: the file's modification time travels with each line (the time of a
+    BundleData without one). Line numbers are computed in the JVM: lines are counted per (file, split)
+    and numbered by their position in the split, the same for both readers of a line."""
     # Arrow refuses invalid UTF-8 (Spark's text reader does not check): repair it here and flag the
     # row, which the parser quarantines as invalid_utf8 instead of failing the whole job.
     utf8_ok = sf.is_valid_utf8(sf.col("value"))
     value = sf.when(utf8_ok, sf.col("value")).otherwise(sf.make_valid_utf8(sf.col("value")))
+    lines: DataFrame | None = None
+    docs: DataFrame | None = None
     if sources.json_lines:
-        lines = spark.read.text(sources.json_lines).select(
+        raw = spark.read.text(sources.json_lines).select(
             sf.col("_metadata.file_path").alias("source"),
             sf.lit("json_lines").alias("source_kind"),
             sf.col("_metadata.file_block_start").alias("block"),
+            sf.monotonically_increasing_id().alias("_id"),
             value.alias("value"),
             sf.unix_millis(sf.col("_metadata.file_modification_time")).alias("file_time_ms"),
             utf8_ok.alias("utf8_ok"),
         )
-        frames.append(lines)
+        # A split is read in order by one task, so a line's number is its file's lines before the split
+        # plus its position in the split (the ids of a split are consecutive).
+        counts = (
+            raw.groupBy("source", "block")
+            .agg(sf.count("*").alias("n"), sf.min("_id").alias("first"))
+            .orderBy("source", "block")
+            .collect()
+        )
+        running: dict[str, int] = {}
+        bases = []
+        for row in counts:
+            before = running.get(row["source"], 0)
+            bases.append((row["source"], int(row["block"]), before - int(row["first"]) + 1))
+            running[row["source"]] = before + int(row["n"])
+        base = spark.createDataFrame(bases, "source string, block long, base long")
+        lines = raw.join(sf.broadcast(base), ["source", "block"]).select(
+            "source",
+            "source_kind",
+            "block",
+            (sf.col("_id") + sf.col("base")).alias("line"),
+            "value",
+            "file_time_ms",
+            "utf8_ok",
+        )
     if sources.json_docs:
         docs = spark.read.text(sources.json_docs, wholetext=True).select(
             sf.col("_metadata.file_path").alias("source"),
             sf.lit("json_doc").alias("source_kind"),
             sf.lit(0).cast("long").alias("block"),
+            sf.lit(None).cast("long").alias("line"),
             value.alias("value"),
             sf.unix_millis(sf.col("_metadata.file_modification_time")).alias("file_time_ms"),
             utf8_ok.alias("utf8_ok"),
         )
-        frames.append(docs)
-    if not frames:
-        return spark.createDataFrame([], RAW_ROW)
-    text = frames[0]
-    for other in frames[1:]:
-        text = text.unionByName(other)
-    # Line numbers: count lines per (file, split) in the JVM, then number inside each split.
-    offsets: dict[tuple[str, int], int] = {}
-    if lines is not None:
-        counts = lines.groupBy("source", "block").count().orderBy("source", "block").collect()
-        running: dict[str, int] = {}
-        for row in counts:
-            offsets[(row["source"], int(row["block"]))] = running.get(row["source"], 0)
-            running[row["source"]] = running.get(row["source"], 0) + int(row["count"])
+    return lines, docs
+
+
+def _parse_in_python(
+    text: DataFrame, *, default_cluster: str, web_port: int, boundaries: Mapping[str, Sequence[int]]
+) -> DataFrame:
+    """Text rows → RAW_ROW rows, parsed by :func:`shedlab.core.ingest.parse_text_batch` on the executors."""
 
     def parse(batches: Iterable[pd.DataFrame]) -> Iterable[pd.DataFrame]:
-        counters: dict[tuple[str, int], int] = {}
         for batch in batches:
             yield parse_text_batch(
-                batch,
-                default_cluster=default_cluster,
-                web_port=web_port,
-                line_offsets=offsets,
-                counters=counters,
+                batch, default_cluster=default_cluster, web_port=web_port, boundaries=boundaries
             )
 
-    return text.mapInPandas(parse, RAW_ROW)
+    return text.select(*_TEXT_COLUMNS).mapInPandas(parse, RAW_ROW)
 
 
 def _read_parquet_sources(spark: SparkSession, paths: Sequence[str]) -> DataFrame | None:
@@ -229,6 +249,135 @@ def _read_parquet_sources(spark: SparkSession, paths: Sequence[str]) -> DataFram
     return out
 
 
+def canonical(df: DataFrame, schema: StructType) -> DataFrame:
+    """``df`` with exactly ``schema``'s columns, cast to its types (missing ones null)."""
+    cols = []
+    for name in field_names(schema):
+        dtype = schema[name].dataType
+        if name in df.columns:
+            cols.append(sf.col(name).cast(dtype).alias(name))
+        else:
+            cols.append(sf.lit(None).cast(dtype).alias(name))
+    return df.select(*cols)
+
+
+def _staged_rows(
+    spark: SparkSession,
+    sources: Sources,
+    *,
+    default_cluster: str,
+    web_port: int,
+    boundaries: Mapping[str, Sequence[int]],
+    interval_ms: int,
+    bucket_ms: int,
+    fast: bool,
+    say: Callable[[str], None],
+) -> DataFrame:
+    """Every row of the sources, validated and de-duplicated (STAGED_ROW plus ``day``), checkpointed.
+
+    Rows that the Python reader parses (every line when ``fast`` is off) are processed per group of
+    one cluster × ``bucket_ms`` by :func:`shedlab.core.ingest.process_group`. With ``fast``, the lines
+    :func:`shedlab.spark.ingest_fast.fast_lines` takes are parsed in the JVM; their groups are finished
+    there too, unless the group also holds rows of the Python reader (brokers, bundles, Prometheus
+    points) or a bundle claimed twice: then its lines are parsed by the Python reader as well, so that
+    every rule spanning lines sees the whole group."""
+    lines, docs = _text_frames(spark, sources)
+    parse = partial(
+        _parse_in_python, default_cluster=default_cluster, web_port=web_port, boundaries=boundaries
+    )
+    tick = (sf.floor(sf.col("time_ms") / sf.lit(interval_ms)) * sf.lit(interval_ms)).cast("long")
+    bucket = sf.floor(sf.col("tick_ms") / sf.lit(bucket_ms)).cast("long")
+    python_text = [t for t in (docs,) if t is not None]
+    parsed: DataFrame | None = None
+    reports: DataFrame | None = None
+    if lines is not None and fast:
+        parsed = flag_fast(parse_lines(lines).localCheckpoint(eager=True)).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        say(f"parsed {parsed.count():,} lines in the JVM")
+        python_text.append(parsed.where(~sf.col("fast")).select(*_TEXT_COLUMNS))
+        reports = (
+            broker_rows(parsed.where(sf.col("fast")), default_cluster, interval_ms)
+            .withColumn("_bucket", bucket)
+            .localCheckpoint(eager=True)
+        )
+    elif lines is not None:
+        python_text.append(lines)
+    say("parsing and validating")
+    frames = [parse(t) for t in python_text]
+    pq = _read_parquet_sources(spark, sources.parquet)
+    if pq is not None:
+        frames.append(pq)
+    raw = _union(frames) if frames else spark.createDataFrame([], RAW_ROW)
+    raw = raw.withColumn("tick_ms", sf.when(sf.col("time_ms") > 0, tick)).withColumn("_bucket", bucket)
+    native: DataFrame | None = None
+    if reports is not None and parsed is not None:
+        raw = raw.localCheckpoint(eager=True)
+        say("finding the groups the Python reader must see whole")
+        dirty = _dirty_groups(raw, reports)
+        keys = spark.createDataFrame(dirty or [], "cluster string, _bucket long")
+        native = _native_rows(reports.join(sf.broadcast(keys), ["cluster", "_bucket"], "left_anti"))
+        if dirty:
+            fast_in_dirty = (
+                parsed.where(sf.col("fast"))
+                .withColumn("_src", sf.regexp_replace(sf.col("source"), "^file:(//)?", ""))
+                .join(
+                    reports.join(sf.broadcast(keys), ["cluster", "_bucket"]).select(
+                        sf.col("source").alias("_src"), sf.col("record").alias("line")
+                    ),
+                    ["_src", "line"],
+                )
+            )
+            raw = raw.unionByName(
+                parse(fast_in_dirty.select(*_TEXT_COLUMNS))
+                .withColumn("tick_ms", sf.when(sf.col("time_ms") > 0, tick))
+                .withColumn("_bucket", bucket)
+            )
+    say("validating")
+    processed = raw.groupBy("cluster", "_bucket").applyInPandas(process_group, STAGED_ROW)
+    if native is not None:
+        processed = processed.unionByName(canonical(native, STAGED_ROW))
+    rows = processed.withColumn("day", sf.to_date(sf.timestamp_millis(sf.col("tick_ms")))).localCheckpoint(
+        eager=True
+    )
+    if parsed is not None:
+        parsed.unpersist()
+    return rows
+
+
+def _union(frames: Sequence[DataFrame]) -> DataFrame:
+    out = frames[0]
+    for other in frames[1:]:
+        out = out.unionByName(other)
+    return out
+
+
+def _dirty_groups(raw: DataFrame, reports: DataFrame) -> list[tuple[str, int]]:
+    """The (cluster, hour) groups whose fast lines must go through the Python reader: groups that hold
+    rows of the Python reader that rules spanning lines connect to them (brokers, bundles, Prometheus
+    points), and groups where a bundle is claimed by two brokers in one tick (its quarantine row keeps
+    the entry's text, which only the Python reader writes)."""
+    linked = raw.where(sf.col("kind").isin("broker", "bundle", "prom") & sf.col("cluster").isNotNull())
+    linked = linked.select("cluster", "_bucket")
+    claims = (
+        bundle_rows(reports.where(sf.col("status") == "kept"), keep=("_bucket",))
+        .groupBy("cluster", "_bucket", "tick_ms", "bundle")
+        .agg(sf.countDistinct("broker").alias("owners"))
+        .where(sf.col("owners") > 1)
+        .select("cluster", "_bucket")
+    )
+    found = [(r["cluster"], int(r["_bucket"])) for r in linked.union(claims).distinct().collect()]
+    return found
+
+
+def _native_rows(reports: DataFrame) -> DataFrame:
+    """STAGED_ROW rows of the fast lines' brokers and bundles (kept or merged; never quarantined)."""
+    common = {"source_kind": sf.lit("load_report"), "source": sf.col("source")}
+    brokers = reports.withColumns({"kind": sf.lit("broker"), **common})
+    bundles = bundle_rows(reports).withColumns({"kind": sf.lit("bundle"), **common})
+    return canonical(brokers, STAGED_ROW).unionByName(canonical(bundles, STAGED_ROW))
+
+
 def ingest(
     spark: SparkSession,
     sources: Sequence[str],
@@ -239,14 +388,21 @@ def ingest(
     web_port: int = 8080,
     bucket_ms: int = 3_600_000,
     progress: Callable[[str], None] | None = None,
+    boundaries: Mapping[str, Sequence[int]] | None = None,
+    fast: bool = True,
 ) -> IngestResult:
     """Read ``sources``, validate, align to ticks of ``interval_ms`` and write the canonical tables.
 
     Output under ``out`` (the cluster/day partitions written are replaced, others kept):
     ``broker_samples/``, ``bundle_samples/``, ``bundle_data/`` and ``quarantine/`` (partitioned
-    by cluster and day; ``unknown`` where unreadable) and ``ingest_stats/``. Rows are processed
+    by cluster and day; ``unknown`` where unreadable) and ``ingest_stats/``. ``boundaries`` (namespace →
+    bundle boundaries, :func:`shedlab.model.bundles.read_bundle_boundaries`) place Prometheus topic-level
+    series in their bundles. Rows are processed
     in groups of one cluster × ``bucket_ms`` of ticks (an hour by default; lower it for clusters
     with hundreds of thousands of bundles).
+
+    ``fast`` (the default) parses the common lines in the JVM (:mod:`shedlab.spark.ingest_fast`); the
+    output is the same as with ``fast=False``, where every line goes through the Python reader.
     """
 
     if interval_ms <= 0:
@@ -263,31 +419,28 @@ def ingest(
         f"reading {len(classified.json_lines)} JSON-lines, {len(classified.json_docs)} JSON and "
         f"{len(classified.parquet)} Parquet source(s)"
     )
-    raw = _read_text_sources(spark, classified, default_cluster=default_cluster, web_port=web_port)
-    pq = _read_parquet_sources(spark, classified.parquet)
-    if pq is not None:
-        raw = raw.unionByName(pq)
-    tick = (sf.floor(sf.col("time_ms") / sf.lit(interval_ms)) * sf.lit(interval_ms)).cast("long")
-    raw = raw.withColumn("tick_ms", sf.when(sf.col("time_ms") > 0, tick))
-    bucket = sf.floor(sf.col("tick_ms") / sf.lit(bucket_ms))
-    say("parsing and validating")
-    rows = (
-        raw.groupBy(sf.col("cluster"), bucket.alias("_bucket"))
-        .applyInPandas(process_group, STAGED_ROW)
-        .withColumn("day", sf.to_date(sf.timestamp_millis(sf.col("tick_ms"))))
-        .localCheckpoint(eager=True)
-    )
+    # Spark's optimizer would replace each field read of a parsed line by its own from_json with a pruned
+    # schema (dozens of parses of every line instead of one): off while the rows are made, then restored.
+    previous = spark.conf.get(_JSON_OPTIMIZATION, None)
+    spark.conf.set(_JSON_OPTIMIZATION, "false")
+    try:
+        rows = _staged_rows(
+            spark,
+            classified,
+            default_cluster=default_cluster,
+            web_port=web_port,
+            boundaries=boundaries or {},
+            interval_ms=interval_ms,
+            bucket_ms=bucket_ms,
+            fast=fast,
+            say=say,
+        )
+    finally:
+        if previous is None:
+            spark.conf.unset(_JSON_OPTIMIZATION)
+        else:
+            spark.conf.set(_JSON_OPTIMIZATION, previous)
     root = out.rstrip("/")
-
-    def canonical(df: DataFrame, schema: Any) -> DataFrame:
-        cols = []
-        for name in field_names(schema):
-            dtype = schema[name].dataType
-            if name in df.columns:
-                cols.append(sf.col(name).cast(dtype).alias(name))
-            else:
-                cols.append(sf.lit(None).cast(dtype).alias(name))
-        return df.select(*cols)
 
     def write(df: DataFrame, name: str, sort: Sequence[str]) -> None:
         say(f"writing {name}")
@@ -357,6 +510,7 @@ def ingest(
         count_if(is_kept & (kind == "bundle_data")).alias("bundle_data_rows_kept"),
         count_if(sf.col("status") == "merged").alias("rows_merged"),
         count_if(sf.col("status") == "quarantined").alias("rows_quarantined"),
+        count_if(sf.col("relabelled").isNotNull()).alias("rows_relabelled"),
     )
     stats = canonical(stats_df, INGEST_STATS).orderBy("source").toPandas()
     reasons = (

@@ -240,9 +240,12 @@ INGEST_STATS = struct(
     ("bundle_data_rows_kept", "long"),
     ("rows_merged", "long"),
     ("rows_quarantined", "long"),
+    ("rows_relabelled", "long"),
 )
 """Per source: ``rows_read = kept (all tables) + merged + quarantined`` always holds. A row is
-*merged* when a later sample of the same broker (or bundle) in the same tick supersedes it."""
+*merged* when a later sample of the same broker (or bundle) in the same tick supersedes it.
+``rows_relabelled`` counts the Prometheus points whose Pulsar labels the scrape had renamed
+``exported_*`` (read back from there)."""
 
 RAW_ROW = struct(("kind", "string", False), *RAW_COLUMNS[1:])
 """The intermediate union every parser emits (one ``kind`` per target table)."""

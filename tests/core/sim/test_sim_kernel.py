@@ -226,7 +226,7 @@ def test_recording_is_pulsar_json_and_prometheus(tmp_path: Path) -> None:
     ts, value = series["values"][0]
     assert ts == result.ticks["time_s"].iloc[0] + 1_704_067_200 and isinstance(value, str)
     bundle_series = responses["pulsar_bundle_msg_rate_in"]["data"]["result"]
-    assert {s["metric"]["metric"] for s in bundle_series} == {"bundle"}
+    assert {s["metric"]["metric"] for s in bundle_series} == {"loadBalancing"}
     paths = write_recording(result, tmp_path)
     assert (tmp_path / "load-reports.jsonl").read_text().count("\n") == len(lines)
     assert len(paths) == 1 + 5 + 7

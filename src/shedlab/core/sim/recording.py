@@ -15,7 +15,8 @@ every tick where some broker sampled its stats (:meth:`Recording.add`). It is wr
 * **Prometheus ``query_range`` responses** (``prometheus/<metric>.json``), one file per metric name, as
   ``GET /api/v1/query_range`` returns them: the ``pulsar_lb_*_usage`` gauges (labels ``cluster``,
   ``broker`` = advertised address, i.e. the host part of the broker id, ``metric="loadBalancing"``) and
-  the per-bundle ``pulsar_bundle_*`` gauges (labels ``cluster``, ``broker``, ``bundle``, ``metric="bundle"``),
+  the per-bundle ``pulsar_bundle_*`` gauges (labels ``cluster``, ``broker``, ``bundle``,
+  ``metric="loadBalancing"``, as ``ModularLoadManagerImpl.updateLoadBalancingBundlesMetrics`` labels them),
   spec §6.1, sampled at every stats time. Values are strings, timestamps unix seconds.
 """
 
@@ -283,11 +284,9 @@ def prometheus_responses(result: Recorded) -> dict[str, dict[str, Any]]:
         result_list = []
         for key, values in sorted(series.get(name, {}).items()):
             metric: dict[str, str] = {"__name__": name, "cluster": rec.cluster, "broker": key[0]}
-            if name in lb_names:
-                metric["metric"] = "loadBalancing"
-            else:
+            if name not in lb_names:
                 metric["bundle"] = key[1]
-                metric["metric"] = "bundle"
+            metric["metric"] = "loadBalancing"  # Pulsar labels both families so
             result_list.append({"metric": metric, "values": values})
         responses[name] = {"status": "success", "data": {"resultType": "matrix", "result": result_list}}
     return responses

@@ -1,0 +1,282 @@
+"""Ingest's common path in the JVM: recorded load reports parsed by Spark's JSON reader, no Python per row.
+
+Almost every line of a recording (``shedlab collect``, the simulator, the polling recipe) is the wrapper
+``{"timestamp", "broker", "cluster", "report": <LocalBrokerData>}`` with nothing wrong in it. Such a line
+is parsed here with ``from_json`` and an explicit schema built from :mod:`shedlab.model.formats` (the one
+definition: each :class:`~shedlab.model.formats.Field`'s type, default, minimum and required-ness), and
+its broker and bundle rows are produced, de-duplicated and written without leaving the JVM.
+
+The contract is exactness: the output is the one :mod:`shedlab.core.ingest` (the Python reader) gives for
+the same input, row for row. So a line takes this path only when it is certain the Python reader keeps
+all of it (:func:`fast_lines`); every other line (malformed JSON, another shape, a value out of range, a
+quoted number, NaN, invalid UTF-8, a ``null`` anywhere, a key written with ``\\u`` escapes, …) goes to
+the Python reader and, if bad, to quarantine with its reason. The rules that span lines (the latest
+report of a broker in a tick wins; a bundle claimed by two brokers in a tick is quarantined) are applied
+here only within groups (cluster × hour) holding nothing but such lines and no double claim; a group
+with anything else is parsed and processed whole by the Python reader, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as sf
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from shedlab.model.formats import (
+    BUNDLE_STATS,
+    LOCAL_BROKER_DATA,
+    OBJECTS,
+    RESOURCE_USAGE,
+    RESOURCES,
+    STRING_LISTS,
+    Field,
+    Required,
+)
+
+__all__ = [
+    "CORRUPT",
+    "JSON_OPTIONS",
+    "LINE_SCHEMA",
+    "broker_rows",
+    "bundle_rows",
+    "fast_lines",
+    "flag_fast",
+    "parse_lines",
+]
+
+CORRUPT = "_corrupt_record"
+
+_JSON_TYPES: dict[str, DataType] = {
+    "number": DoubleType(),
+    "integer": LongType(),
+    "boolean": BooleanType(),
+    "string": StringType(),
+}
+
+
+def _struct(fields: Sequence[Field]) -> StructType:
+    return StructType([StructField(f.json, _JSON_TYPES[f.kind]) for f in fields])
+
+
+_RESOURCE = _struct(RESOURCE_USAGE)
+_STATS = _struct(BUNDLE_STATS)
+
+REPORT_SCHEMA = StructType(
+    [
+        *(StructField(r.json, _RESOURCE) for r in RESOURCES),
+        *_struct(LOCAL_BROKER_DATA).fields,
+        *(StructField(name, ArrayType(StringType())) for name in STRING_LISTS),
+        StructField("lastStats", MapType(StringType(), _STATS)),
+        *(StructField(name, MapType(StringType(), StringType())) for name in OBJECTS if name != "lastStats"),
+        StructField("loadReportType", StringType()),  # "LoadReport" is the legacy format
+    ]
+)
+"""LocalBrokerData as the formats define it (every field by its JSON name and kind)."""
+
+LINE_SCHEMA = StructType(
+    [
+        StructField("timestamp", LongType()),
+        StructField("broker", StringType()),
+        StructField("cluster", StringType()),
+        StructField("report", REPORT_SCHEMA),
+        # What would make the Python reader take the wrapper for another shape (core.ingest._parse_value):
+        StructField("maxResourceUsage", StringType()),
+        StructField("loadManagerClassName", StringType()),
+        StructField(CORRUPT, StringType()),
+    ]
+)
+"""The recording wrapper; a line that does not fit it exactly (a type Jackson would coerce, a malformed
+value) gets ``_corrupt_record`` and goes to the Python reader."""
+
+JSON_OPTIONS = {
+    "mode": "PERMISSIVE",
+    "columnNameOfCorruptRecord": CORRUPT,
+    "allowSingleQuotes": "false",  # Python's json refuses what these allow: such lines go to it
+    "allowNonNumericNumbers": "false",
+    "allowUnquotedControlChars": "false",
+    "allowNumericLeadingZeros": "false",
+    "allowBackslashEscapingAnyCharacter": "false",
+    "allowComments": "false",
+}
+
+_OBJECT = "^[ \\t\\r\\n]*\\{"
+_OTHER_SHAPES = (
+    '"(data|bundleData|path|shortTermData|longTermData|topBundlesLoadData|top_bundles_load_data|'
+    'weightedMaxEMA|msgThroughputEMA|brokerVersion|underLoaded|systemResourceUsage)"'
+)
+"""Keys by which the Python reader takes a line for another shape (Prometheus, BundleData, the extensible
+manager's data, a legacy LoadReport): any line naming one goes to it."""
+_NUMBER = "^-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?$"
+_JAVA_INT = 2**31 - 1
+
+
+def _is_string(col: Column) -> Column:
+    """A string field holds a string: Spark renders any other token as its text, which the Python reader
+    refuses, so a value that reads as a number, a boolean, an object or an array is not taken here."""
+    return col.isNull() | ~(col.rlike(_NUMBER) | col.isin("true", "false") | col.rlike("^[\\[{]"))
+
+
+def _field_ok(f: Field, col: Column, siblings: Column | None = None) -> Column:
+    """The rules of :func:`shedlab.model.formats.check` for one field, as a Spark condition."""
+    ok = col.isNotNull() if isinstance(f.default, Required) else sf.lit(True)
+    if f.kind == "string":
+        return ok & _is_string(col)
+    if f.kind not in ("number", "integer"):
+        return ok
+    value_ok = sf.lit(True)
+    if f.kind == "number":
+        value_ok = ~sf.isnan(col) & (sf.abs(col) != float("inf"))
+    if f.minimum is not None:
+        above = col >= sf.lit(f.minimum)
+        if f.minimum_if_positive is not None and siblings is not None:
+            above = above | (siblings[f.minimum_if_positive] <= 0)
+        value_ok = value_ok & above
+    if f.column_type == "int":  # an int column (Pulsar's Java int)
+        value_ok = value_ok & (col <= _JAVA_INT)
+    return ok & (col.isNull() | value_ok)
+
+
+def _all_ok(fields: Sequence[Field], obj: Column) -> Column:
+    out = sf.lit(True)
+    for f in fields:
+        out = out & _field_ok(f, obj[f.json], obj)
+    return out
+
+
+def parse_lines(text: DataFrame, value: str = "value") -> DataFrame:
+    """``text`` with the parsed line ``j`` (:data:`LINE_SCHEMA`)."""
+    return text.withColumn("j", sf.from_json(sf.col(value), LINE_SCHEMA, JSON_OPTIONS))
+
+
+def fast_lines(text: DataFrame, value: str = "value") -> DataFrame:
+    """``text`` with the parsed line ``j`` and ``fast``: whether the Python reader would keep the whole
+    line (a wrapped LocalBrokerData, every value in range, its bundles' stats too) exactly as parsed."""
+    return flag_fast(parse_lines(text, value), value)
+
+
+def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
+    """:func:`parse_lines`' output with ``fast`` (see :func:`fast_lines`). Materialise ``parsed`` first
+    (a checkpoint): Spark's optimizer copies ``from_json`` into every condition that reads ``j``."""
+    r = sf.col("j.report")
+    resources = sf.lit(True)
+    for res in RESOURCES:
+        resources = resources & (r[res.json].isNull() | _all_ok(RESOURCE_USAGE, r[res.json]))
+    lists = sf.lit(True)
+    for name in STRING_LISTS:
+        lists = lists & (r[name].isNull() | ~sf.exists(r[name], lambda x: x.isNull() | ~_is_string(x)))
+    stats = r["lastStats"].isNull() | sf.forall(
+        sf.map_values(r["lastStats"]), lambda s: s.isNotNull() & _all_ok(BUNDLE_STATS, s)
+    )
+    time_ms = sf.coalesce(sf.col("j.timestamp"), r["lastUpdate"])
+    w = sf.col("j")
+    fast = (
+        sf.coalesce(sf.col("utf8_ok"), sf.lit(True))
+        & sf.col(value).rlike(_OBJECT)
+        # exactly one JSON value on the line: from_json ignores what follows the first one, Python's json
+        # refuses it (a torn write glued to the next record, a stray brace)
+        & (sf.json_array_length(sf.concat(sf.lit("["), sf.col(value), sf.lit("]"))) == 1)
+        & ~sf.col(value).rlike(_OTHER_SHAPES)
+        & ~sf.col(value).contains("null")  # Pulsar writes no nulls (NON_NULL); "k": null is not "k" absent
+        & ~sf.col(value).contains("\\u")  # a key spelled with escapes would dodge the checks above
+        & w[CORRUPT].isNull()
+        & r.isNotNull()
+        & w["maxResourceUsage"].isNull()
+        & w["loadManagerClassName"].isNull()
+        & (r["loadReportType"].isNull() | (r["loadReportType"] != "LoadReport"))
+        & r["lastUpdate"].isNotNull()  # LocalBrokerData, not the extensible manager's BrokerLoadData
+        & w["broker"].isNotNull()
+        & (w["broker"] != "")
+        & _is_string(w["broker"])
+        & _is_string(w["cluster"])
+        & (time_ms > 0)
+        & resources
+        & _all_ok(LOCAL_BROKER_DATA, r)
+        & lists
+        & stats
+    )
+    return parsed.withColumn("fast", sf.coalesce(fast, sf.lit(False)))
+
+
+def _common(default_cluster: str, interval_ms: int) -> list[Column]:
+    w = sf.col("j")
+    time_ms = sf.coalesce(w["timestamp"], w["report"]["lastUpdate"])
+    cluster = sf.when(w["cluster"].isNull() | (w["cluster"] == ""), sf.lit(default_cluster)).otherwise(
+        w["cluster"]
+    )
+    tick = (sf.floor(time_ms / sf.lit(interval_ms)) * sf.lit(interval_ms)).cast("long")
+    source = sf.regexp_replace(sf.col("source"), "^file:(//)?", "")  # core.ingest._clean_source
+    return [
+        source.alias("source"),
+        sf.col("line").alias("record"),
+        sf.concat(source, sf.lit("#"), sf.col("line").cast("string")).alias("report_id"),
+        cluster.alias("cluster"),
+        time_ms.alias("time_ms"),
+        tick.alias("tick_ms"),
+        w["broker"].alias("broker"),
+    ]
+
+
+def broker_rows(lines: DataFrame, default_cluster: str, interval_ms: int) -> DataFrame:
+    """One row per fast line: the broker's columns (as :func:`shedlab.core.ingest._parse_report` fills
+    them, Pulsar's defaults for what is missing), the ``lastStats`` map, and ``status``: kept, or merged
+    when a later report of the same broker falls in the same tick (the latest by time, line, source)."""
+    r = sf.col("j.report")
+    cols = _common(default_cluster, interval_ms)
+    for res in RESOURCES:  # a missing resource is ResourceUsage(): 0 out of 0
+        for f in RESOURCE_USAGE:
+            cols.append(sf.coalesce(r[res.json][f.json], sf.lit(0.0)).alias(f"{res.prefix}_{f.column}"))
+    for f in LOCAL_BROKER_DATA:
+        if f.column is None:
+            continue
+        value = r[f.json]
+        if f.json == "lastUpdate":  # the report's own time, null when absent (core.ingest: _time_ms)
+            cols.append(value.alias(f.column))
+            continue
+        default: Column = sf.lit(f.default)
+        if f.json == "numBundles":  # defaults to the length of ``bundles``
+            default = sf.coalesce(sf.size(r["bundles"]).cast("long"), sf.lit(0))
+            default = sf.when(r["bundles"].isNull(), sf.lit(0)).otherwise(default)
+        cols.append(sf.coalesce(value, default).alias(f.column))
+    cols.append(r["lastStats"].alias("last_stats"))
+    out = lines.select(*cols)
+    latest = Window.partitionBy("cluster", "broker", "tick_ms").orderBy(
+        sf.col("time_ms").desc(), sf.col("record").desc(), sf.col("source").desc()
+    )
+    status = sf.when(sf.row_number().over(latest) == 1, "kept").otherwise("merged")
+    return out.withColumn("status", status)
+
+
+def bundle_rows(reports: DataFrame, keep: Sequence[str] = ()) -> DataFrame:
+    """The bundle rows of :func:`broker_rows`' reports, one per ``lastStats`` entry, with their report's
+    status (a merged report's bundles are merged with it)."""
+    exploded = reports.select(
+        "source",
+        "record",
+        "report_id",
+        "cluster",
+        "time_ms",
+        "tick_ms",
+        "broker",
+        "status",
+        *keep,
+        sf.explode("last_stats").alias("bundle", "s"),
+    )
+    cols = [sf.col(c) for c in ("source", "record", "report_id", "cluster", "time_ms", "tick_ms", "broker")]
+    cols += [sf.col(c) for c in keep]
+    cols += [sf.col("bundle"), sf.col("status")]
+    for f in BUNDLE_STATS:
+        if f.column is not None:
+            cols.append(sf.coalesce(sf.col("s")[f.json], sf.lit(f.default)).alias(f.column))
+    return exploded.select(*cols)

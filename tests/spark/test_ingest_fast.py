@@ -1,0 +1,235 @@
+"""Ingest's JVM path gives exactly what the Python reader gives: the same tables, counts and quarantine.
+
+Both paths ingest the same inputs (the fixtures; a simulator recording with bad lines of every kind mixed
+in, next to a clean copy a day later) and every output table is compared row for row.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.dataset as ds
+import pytest
+
+pytestmark = pytest.mark.spark
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
+TABLES = ("broker_samples", "bundle_samples", "bundle_data", "quarantine", "ingest_stats")
+DAY_MS = 86_400_000
+
+
+def _table(root: Path, name: str) -> pd.DataFrame:
+    path = root / name
+    if not path.is_dir():
+        return pd.DataFrame()
+    frame = ds.dataset(str(path), format="parquet", partitioning="hive").to_table().to_pandas()
+    frame = frame.astype({c: str for c in frame.columns if str(frame[c].dtype) == "category"})
+    frame = frame.sort_values(sorted(frame.columns), na_position="first", kind="stable")
+    return frame.reset_index(drop=True)
+
+
+def _both(spark: Any, sources: list[str], tmp: Path, **kw: Any) -> tuple[Any, Any, Path, Path]:
+    from shedlab.spark.ingest import ingest
+
+    slow_out, fast_out = tmp / "python", tmp / "jvm"
+    slow = ingest(spark, sources, str(slow_out), fast=False, **kw)
+    fast = ingest(spark, sources, str(fast_out), fast=True, **kw)
+    return slow, fast, slow_out, fast_out
+
+
+def _assert_same(slow: Any, fast: Any, slow_out: Path, fast_out: Path) -> None:
+    for name in TABLES:
+        pd.testing.assert_frame_equal(_table(slow_out, name), _table(fast_out, name), obj=name)
+    pd.testing.assert_frame_equal(slow.stats, fast.stats)
+    pd.testing.assert_frame_equal(slow.reasons, fast.reasons)
+    assert slow.clusters == fast.clusters
+
+
+def _topic_export(path: Path) -> None:
+    """Topic-level series as a Kubernetes scrape renames them (exported_cluster, exported_namespace)."""
+    labels = {
+        "cluster": "k8s",
+        "exported_cluster": "c7",
+        "namespace": "pulsar",
+        "exported_namespace": "public/default",
+        "instance": "b1:8080",
+    }
+    result = [
+        {
+            "metric": {"__name__": m, **labels, "topic": f"persistent://public/default/t{i}"},
+            "values": [[1735776000, str(i + 1)], [1735776060, str(i + 2)]],
+        }
+        for i in range(6)
+        for m in ("pulsar_rate_in", "pulsar_producers_count")
+    ]
+    result.append(
+        {
+            "metric": {"__name__": "pulsar_lb_cpu_usage", **labels, "broker": "b1"},
+            "values": [[1735776000, "50"], [1735776060, "55"]],
+        }
+    )
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    path.write_text(json.dumps(doc))
+
+
+def test_both_paths_agree_on_the_fixtures(spark: Any, tmp_path: Path) -> None:
+    from shedlab.model.bundles import bundle_for_topic
+
+    _topic_export(tmp_path / "topics.json")
+    halves = {"public/default": [0, 0x80000000, 0xFFFFFFFF]}
+    sources = [str(FIXTURES), str(tmp_path / "topics.json")]
+    slow, fast, a, b = _both(spark, sources, tmp_path, default_cluster="c1", boundaries=halves)
+    _assert_same(slow, fast, a, b)
+    assert slow.quarantined_rows > 0 and slow.broker_rows > 0
+    bundles = _table(a, "bundle_samples")
+    topics = bundles[bundles["cluster"] == "c7"]  # Pulsar's cluster, not the scraper's "k8s"
+    expected = {bundle_for_topic(f"persistent://public/default/t{i}", halves) for i in range(6)}
+    assert set(topics["bundle"]) == expected and topics["topics"].sum() == 6 * 2
+    assert set(topics["broker"]) == {"b1:8080"}
+    assert "k8s" not in set(_table(a, "broker_samples")["cluster"])
+    stats = slow.stats.set_index(slow.stats["source"].str.rsplit("/", n=1).str[-1])
+    assert stats.loc["topics.json", "rows_relabelled"] == 6 * 2 * 2 + 2
+
+
+def _recording(tmp: Path) -> list[dict[str, Any]]:
+    from shedlab.core.sim import run_simulation
+    from shedlab.core.sim.recording import write_recording
+    from shedlab.core.sim.scenario import load_scenario
+
+    result = run_simulation(load_scenario("homogeneous-gap"), strategy="AvgShedder", seed=3, record=True)
+    write_recording(result, tmp / "sim")
+    lines = (tmp / "sim" / "load-reports.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _shifted(record: dict[str, Any], ms: int) -> dict[str, Any]:
+    out = copy.deepcopy(record)
+    if "timestamp" in out:
+        out["timestamp"] += ms
+    out["report"]["lastUpdate"] += ms
+    return out
+
+
+def _bad_lines(records: list[dict[str, Any]]) -> list[bytes]:
+    """Lines the Python reader quarantines, reads differently from Spark, or that span lines."""
+    r0, r1, r2 = records[0], records[1], records[len(records) // 2]
+
+    def dump(obj: Any) -> bytes:
+        return json.dumps(obj, allow_nan=True).encode()
+
+    def changed(rec: dict[str, Any], path: list[Any], value: Any) -> bytes:
+        out = copy.deepcopy(rec)
+        target = out
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        return dump(out)
+
+    bundle = next(iter(r0["report"]["lastStats"]))
+    other_broker = next(r["broker"] for r in records if r["broker"] != r0["broker"])
+    claim = copy.deepcopy(r0)
+    claim["broker"] = other_broker
+    claim["timestamp"] += 1  # the latest of its broker in the tick
+    claim["report"]["webServiceUrl"] = f"http://{other_broker}"
+    extensible = {"cpu": {"usage": 1.0, "limit": 2.0}, "weightedMaxEMA": 0.5, "updatedAt": r0["timestamp"]}
+    no_time = copy.deepcopy(r1)
+    del no_time["timestamp"]
+    return [
+        dump(r0)[:-12],  # torn
+        changed(r0, ["report", "msgRateIn"], float("nan")),
+        changed(r0, ["report", "lastStats", bundle, "msgRateOut"], -1.0),
+        changed(r0, ["report", "numTopics"], "12"),  # quoted: Jackson (and the Python reader) take it
+        changed(r0, ["report", "numTopics"], 12.0),
+        changed(r0, ["report", "numTopics"], 2**70),
+        changed(r0, ["report", "cpu", "usage"], 10**400),
+        changed(r0, ["report", "brokerVersionString"], None),
+        changed(r0, ["report", "brokerVersionString"], 7),
+        changed(r0, ["report", "bundles"], ["a", 5]),
+        changed(r0, ["cluster"], 5),
+        changed(r0, ["broker"], ""),  # the broker id from webServiceUrl
+        changed(r0, ["report", "bandwidthIn"], {"usage": 48211.7, "limit": 0.0}),  # Kubernetes: 0 %
+        changed(r0, ["report", "memory"], {"usage": -1.0, "limit": -1.0}),
+        changed(r0, ["report", "cpu"], {"usage": 5.0}),
+        changed(r0, ["report", "lastStats", bundle], 3),
+        changed(r0, ["report", "loadReportType"], "LoadReport"),
+        changed(r0, ["report", "extra"], [{"a": 1}, {"b": [1, 2]}]),
+        changed(r0, ["maxResourceUsage"], 0.5),
+        dump(_shifted(r2, 1)),  # a later report of the same broker in the same tick: merges the other
+        dump(claim),  # the same bundles claimed by another broker in the same tick
+        dump(no_time),
+        dump(extensible),
+        dump({"timestamp": r0["timestamp"], "broker": "x:1", "report": extensible}),
+        dump(r1) + b" trailing",
+        dump(r1) + dump(r1),
+        dump(r1) + b"}",
+        dump(r1).replace(b'"cpu"', b'"\\u0063pu"'),
+        dump(r1).replace(b'"', b"'"),
+        dump(r1).replace(b'"broker"', b'"broker" ', 1)[:-1] + b"\xff\xfe}",  # invalid UTF-8
+        b"",
+        b"   ",
+        b"[1, 2]",
+        b"\xef\xbb\xbf" + dump(r1),  # a BOM mid-file
+    ]
+
+
+def _unusual(records: list[dict[str, Any]]) -> list[bytes]:
+    """Lines the Python reader keeps that the JVM path must read the same: merges, Pulsar's defaults."""
+    r0, r2 = records[0], records[len(records) // 2]
+    out = []
+    for path, value in (
+        (["bandwidthIn"], {"usage": 48211.7, "limit": 0.0}),  # Kubernetes: NIC speed unknown, 0 %
+        (["memory"], {"usage": -1.0, "limit": -1.0}),  # not measured
+        (["directMemory"], None),  # missing: 0 out of 0
+        (["numBundles"], None),  # defaults to len(bundles)
+        (["lastUpdate"], 1),
+        (["extra"], {"nested": [1, 2, {"x": "{"}]}),  # unknown fields are ignored
+    ):
+        rec = copy.deepcopy(r0)
+        rec["timestamp"] += 7
+        if value is None:
+            del rec["report"][path[0]]
+        else:
+            rec["report"][path[0]] = value
+        out.append(json.dumps(rec).encode())
+    no_time = copy.deepcopy(r2)
+    del no_time["timestamp"]
+    out += [json.dumps(_shifted(r2, 1)).encode(), json.dumps(no_time).encode()]
+    return out
+
+
+def test_both_paths_agree_on_a_recording_with_bad_lines(spark: Any, tmp_path: Path) -> None:
+    from shedlab.spark.ingest import _text_frames
+    from shedlab.spark.ingest_fast import fast_lines
+
+    records = _recording(tmp_path)
+    bad = _bad_lines(records)
+    dirty = [json.dumps(r).encode() for r in records]
+    for i, line in enumerate(bad):  # spread through the file
+        dirty.insert((i * 7) % len(dirty), line)
+    (tmp_path / "dirty.jsonl").write_bytes(b"\n".join(dirty) + b"\n")
+    # A day later, in groups of their own: lines the JVM path takes, including the unusual ones.
+    clean = [json.dumps(_shifted(r, DAY_MS)).encode() for r in records]
+    clean += [json.dumps(_shifted(json.loads(line), DAY_MS)).encode() for line in _unusual(records)]
+    (tmp_path / "clean.jsonl").write_bytes(b"\n".join(clean) + b"\n")
+    sources = [str(tmp_path / "dirty.jsonl"), str(tmp_path / "clean.jsonl")]
+    slow, fast, a, b = _both(spark, sources, tmp_path, default_cluster="c9")
+    _assert_same(slow, fast, a, b)
+    reasons = set(slow.reasons["reason"])
+    assert {"malformed_json", "nan_value", "negative_value", "invalid_utf8", "double_claim"} <= reasons
+    assert {"extensible_load_data", "legacy_load_report", "invalid_value", "missing_field"} <= reasons
+    assert slow.stats["rows_merged"].sum() >= 2
+
+    # The JVM path is really taken: every clean line, and none of the lines that must go to Python.
+    from shedlab.core.ingest import classify_sources
+
+    lines, _docs = _text_frames(spark, classify_sources(sources))
+    assert lines is not None
+    flags = fast_lines(lines).select("source", "value", "fast").toPandas()
+    assert flags[flags["source"].str.endswith("clean.jsonl")]["fast"].all()
+    must_not = {line.decode("utf-8", "replace") for line in bad[:12] + bad[14:17] + bad[18:19] + bad[22:]}
+    taken = flags[flags["fast"] & flags["value"].isin(must_not)]
+    assert taken.empty, taken["value"].str[:80].tolist()
