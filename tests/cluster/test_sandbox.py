@@ -418,3 +418,36 @@ def test_untouched_sandbox_decides_as_simulate() -> None:
     assert len(reference.decisions) > 0  # the leader did unload: the comparison means something
     assert stepped.summary == reference.summary
     assert stepped.decisions.equals(reference.decisions)
+
+
+def _start_command(*args: str) -> tuple[subprocess.Popen[str], str]:
+    command = [sys.executable, "-m", "shedlab", "sandbox", SCENARIO, "--zookeeper", "none", *args]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    admin = ""
+    for line in process.stdout:
+        if line.startswith("admin URL"):
+            admin = line.split()[-1]
+        if "Ctrl-C" in line:
+            break
+    return process, admin
+
+
+@pytest.mark.parametrize(("start", "fresh"), [("now", True), ("scenario", False)])
+def test_the_command_starts_the_clock_now_so_advise_finds_fresh_reports(start: str, fresh: bool) -> None:
+    process, admin = _start_command("--speed", "1", "--start", start)
+    try:
+        time.sleep(1.5)
+        with httpx.Client(timeout=10.0, follow_redirects=True) as http:
+            brokers = http.get(f"{admin}/admin/v2/brokers/leaderBroker").json()
+            report = http.get(f"{brokers['serviceUrl']}/admin/v2/broker-stats/load-report")
+        age_s = time.time() - report.json()["lastUpdate"] / 1000.0
+        assert (abs(age_s) < 120) is fresh, age_s
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
+
+
+def test_start_must_be_now_or_scenario() -> None:
+    run = _shedlab(SCENARIO, "--zookeeper", "none", "--start", "yesterday")
+    assert run.returncode == 2 and "--start" in run.stderr and "Traceback" not in run.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import threading
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from shedlab.cluster.sandbox import Sandbox
 
 from shedlab.cli.settings import check_seed
+from shedlab.core.sim import load_scenario
 from shedlab.errors import InputError, read_user_text
 from shedlab.units import parse_duration
 
@@ -45,6 +47,13 @@ def sandbox(
     duration: Annotated[
         str | None, typer.Option(help="Stop after this wall-clock time (e.g. 10m); default: until Ctrl-C.")
     ] = None,
+    start: Annotated[
+        str,
+        typer.Option(
+            help="'now': the simulated clock starts at the wall clock, so reports are fresh to advise's "
+            "guard; 'scenario': at the scenario's simulation.start_time."
+        ),
+    ] = "now",
 ) -> None:
     """Run a simulated Pulsar cluster that speaks Pulsar's admin REST API and writes its znodes."""
     check_seed(seed)
@@ -57,13 +66,20 @@ def sandbox(
         if not token:
             raise InputError("the token file is empty", source=str(token_file))
         tokens = {token: "admin"}
+    if start not in ("now", "scenario"):
+        raise InputError("must be 'now' or 'scenario'", field="--start", value=start)
+    loaded = load_scenario(scenario)
+    if start == "now":
+        # a cluster whose reports are dated 2024 is stale to every real client (advise refuses it)
+        settings = dataclasses.replace(loaded.simulation, start_time_ms=int(time.time() * 1000))
+        loaded = dataclasses.replace(loaded, simulation=settings)
     zk = None if zookeeper == "none" else zookeeper
     # kazoo logs every refused connection while a ZooKeeper starts; the sandbox reports real failures itself
     logging.getLogger("kazoo").setLevel(logging.ERROR)
     from shedlab.cluster.sandbox import Sandbox
 
     sandbox_ = Sandbox(
-        scenario,
+        loaded,
         seed=seed,
         strategy=strategy,
         speed=speed,
