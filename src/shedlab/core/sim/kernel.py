@@ -49,6 +49,7 @@ from numpy.typing import NDArray
 
 from shedlab.config import LoadBalancerConfig, layered_config
 from shedlab.core.sim.events import EventQueue, initial_assignment
+from shedlab.core.sim.extensible import ExtensibleDataPath, ExtensibleManager
 from shedlab.core.sim.metrics import Churn, RunCounts, TickMetrics
 from shedlab.core.sim.publishing import Publishing
 from shedlab.core.sim.recording import Recording
@@ -58,6 +59,7 @@ from shedlab.core.sim.state import NEVER, ClusterState, TrueUsage, broker_layout
 from shedlab.core.sim.traffic import BundlePopulation, Shape, Traffic, TrafficModel, build_population
 from shedlab.manager import LoadManager, ManagerDecision
 from shedlab.strategies import pair_config, pair_name_of, resolve_config, resolve_pair_name
+from shedlab.strategies.registry import is_extensible_pair
 
 __all__ = ["Simulation", "build_config"]
 
@@ -122,6 +124,11 @@ class Simulation:
             random_phase=sim.stats_phase == "random",
             rng=rng_phase,
         )
+        # The extensible manager's data path (PIP-192: broker-side EMA, load-data topic, top-k reports),
+        # or None for the modular manager (core/sim/extensible.py); the hooks below are its only calls.
+        self.extensible: ExtensibleDataPath | None = None
+        if is_extensible_pair(conf):
+            self.extensible = ExtensibleDataPath.new(conf, cluster, pop.names, pop.consumers, pop.producers)
         self.manager = self._new_manager()
         self.retired_unloads = (0, 0)  # unload bundle/broker totals of the managers of earlier leaders
         self.next_shed_ms = NEVER
@@ -185,6 +192,8 @@ class Simulation:
             cluster, self.pop, traffic, (now - self.start_ms) / 1000.0, self.rng_events, self.weights
         )
         samplers = publishing.sample(now, true, cluster.owner, traffic, self.pop.topics)
+        if self.extensible is not None:  # hook: the extensible manager's EMA, load-data topic, top-k
+            self.extensible.advance(now, publishing.local, samplers)
         writers = publishing.writers(now, true.slots)
         extra = publishing.quota_updates_due(now)
         if writers.size or extra:
@@ -243,8 +252,11 @@ class Simulation:
         )
 
     # ------------------------------------------------------------------------------ leader and membership
-    def _new_manager(self) -> LoadManager:
-        return LoadManager(self.conf, seed=self.rng_manager.spawn(1)[0])
+    def _new_manager(self) -> LoadManager | ExtensibleManager:
+        seed = self.rng_manager.spawn(1)[0]
+        if self.extensible is not None:
+            return ExtensibleManager(self.conf, self.extensible, seed)
+        return LoadManager(self.conf, seed=seed)
 
     def _membership(self, now: int, joined: list[int], removed: list[int]) -> None:
         """Ephemeral nodes gone, then new ones: the leader's updateAll, election, onActiveBrokersChange."""
@@ -252,6 +264,8 @@ class Simulation:
         for s in removed:
             cluster.alive[s] = False
             publishing.broker_left(s)
+            if self.extensible is not None:  # hook
+                self.extensible.broker_left(s)
             lost = np.flatnonzero(cluster.owner == s)
             if lost.size:
                 self._disconnect(lost, now)
@@ -263,6 +277,8 @@ class Simulation:
             zero = np.zeros(1)
             usage = cluster.cost.usage(slot, zero, zero, zero, zero, zero, bg)[0]
             publishing.broker_joined(s, now, usage, cluster.cost.limits(slot)[0])
+            if self.extensible is not None:  # hook
+                self.extensible.broker_joined(s, now)
         writers = list(dict.fromkeys([*removed, *(s for s in joined if cluster.alive[s])]))
         self._publish(now, np.asarray(writers, dtype=np.int64), 0)
         self._elect(now)
