@@ -48,8 +48,8 @@ from shedlab.errors import (
 
 __all__ = [
     "KEY_SPECS",
-    "SPLIT_ALGORITHMS",
     "SHEDLAB_KEYS",
+    "SPLIT_ALGORITHMS",
     "STRATEGY_KEYS",
     "STRATEGY_PACKAGE",
     "ConfigLayer",
@@ -811,11 +811,12 @@ class LoadBalancerConfig:
     )
     capacity_aware_min_benefit: float = _key(
         "capacityAwareMinBenefit",
-        2.0,
+        4.0,
         java="double",
         used_by=("CapacityAwareShedder",),
-        doc="shedlab's own key. A move must lower the predicted imbalance (max-min spread plus standard "
-        "deviation of the scores, in score points) by at least this much, or the cycle stops.",
+        doc="shedlab's own key. A move must lower the predicted imbalance (max-min spread plus the total "
+        "absolute deviation of the scores from their mean, in score points) by at least this much, or the "
+        "cycle stops.",
     )
 
     # Where each explicitly set value came from (Pulsar key -> "file:line" or an override label). Kept out of
@@ -1070,7 +1071,7 @@ _RANGES: Final[Mapping[str, tuple[float | None, float | None]]] = MappingProxyTy
         "loadBalancerBrokerLoadTargetStd": _NON_NEGATIVE,
         "loadBalanceSheddingDelayInSeconds": _NON_NEGATIVE,
         "loadBalancerBrokerLoadDataTTLInSeconds": _NON_NEGATIVE,
-        "capacityAwareMinBenefit": (0, 100),  # score points (0-100 scale)
+        "capacityAwareMinBenefit": _NON_NEGATIVE,  # score points, summed over brokers
     }
 )
 """Accepted ranges ``(minimum, maximum)`` of numeric keys; keys not listed take their Java type's range.

@@ -64,7 +64,7 @@ def test_amount_evens_the_pair_by_capacity() -> None:
     assert reason["pair_even_amount"] == reason["bundle_traffic"] == 2048.0
     assert reason["destination_predicted"] == reason["source_predicted"] == 75.0 == reason["level"]
     assert reason["over_slope"] == reason["under_slope"] == SLOPE_128
-    assert reason["gain"] == 50 + 25  # spread 50 -> 0, standard deviation 25 -> 0
+    assert reason["gain"] == 50 + 50  # spread 50 -> 0, absolute deviation from the mean 25 + 25 -> 0
     assert result.skipped[-1]["reason"] == "no move lowers the imbalance by capacityAwareMinBenefit"
 
 
@@ -112,9 +112,9 @@ def test_heterogeneous_clusters_trigger_after_the_high_hit_count() -> None:
 
 def test_min_benefit_is_a_key_of_the_strategy() -> None:
     snap = cluster({"a": (128, 128, [2048.0] * 4), "b": (64, 128, [1024.0] * 4)})
-    assert run(CapacityAwareShedder(), snap, conf_with(capacityAwareMinBenefit=75), 2).unloads
-    stopped = run(CapacityAwareShedder(), snap, conf_with(capacityAwareMinBenefit=75.5), 2)
-    assert not stopped.unloads and stopped.skipped[-1]["best_gain"] == 75.0
+    assert run(CapacityAwareShedder(), snap, conf_with(capacityAwareMinBenefit=100), 2).unloads
+    stopped = run(CapacityAwareShedder(), snap, conf_with(capacityAwareMinBenefit=100.5), 2)
+    assert not stopped.unloads and stopped.skipped[-1]["best_gain"] == 100.0
 
 
 def run_avg(avg: AvgShedder, snap: ClusterSnapshot, times: int) -> SheddingResult:

@@ -549,9 +549,11 @@ def _heterogeneous(model: CapacityModel, low: float) -> bool:
 
 
 def _imbalance(predicted: FloatArray) -> float:
-    """What a move must lower: the spread of the predicted scores plus their standard deviation (the
-    deviation credits a move off one of several equally hot brokers, which alone leaves the spread)."""
-    return float(predicted.max() - predicted.min()) + float(predicted.std())
+    """What a move must lower: the spread of the predicted scores plus their total absolute deviation from
+    their mean (score points). The deviation credits every move that brings a hot broker and a cold one
+    closer, also when several brokers are equally hot and the spread alone would not move; the spread
+    adds the benefit a move has on the extremes the metric users watch."""
+    return float(predicted.max() - predicted.min()) + float(np.abs(predicted - predicted.mean()).sum())
 
 
 def _bump(counts: dict[str, int], broker: str, hit: bool) -> None:
