@@ -11,21 +11,23 @@ after consecutive hits (``loadBalancerAvgShedder*`` keys); shedding is paired an
 
 Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates it "normal"):
 
-* **Capacity is inferred** (nothing declares it, and config keys are Pulsar's). Per resource r, one
-  msg/s costs the smallest ``usage[b, r] / traffic[b]`` over brokers with traffic (background only adds
-  usage). A broker's *slope*, the score points one msg/s costs it, is ``max_r w_r · 100 · cost_r /
-  limit[b, r]``: four times the cores, a quarter of the slope. What traffic does not explain,
-  ``score − slope · traffic``, is background load. ``level`` is the score all brokers would share if
-  traffic followed capacity.
-* **Amounts even the pair's predicted scores**, ``(s_hot − s_cold) / (slope_hot + slope_cold)`` msg/s,
-  whatever the brokers' traffic (a strong cold broker already carrying more still receives load), capped
-  so that neither broker crosses ``level`` (else the hot one becomes the coldest and takes load back).
-* **Pairing skips a hot broker that has not triggered or has nothing to shed** (its load is a
-  co-located process) without using up the cold partner; hits are counted on the hot side only.
+* **Capacity is declared or inferred.** ``capacityAwareBrokerCapacities`` (shedlab's own key) declares
+  it per broker class (``pattern=capacity``); otherwise, per resource r, one msg/s costs the smallest
+  ``usage[b, r] / traffic[b]`` over brokers with traffic (background only adds usage), and a broker's
+  *slope*, the score points one msg/s costs it, is ``max_r w_r · 100 · cost_r / limit[b, r]``: four
+  times the cores, a quarter of the slope. What traffic does not explain, ``score − slope · traffic``,
+  is background load.
+* **Heterogeneous clusters trigger sooner**: low hits count after the high hit count when slopes or
+  backgrounds differ (the imbalance is the machines', not traffic that may swing back).
+* **Greedy moves that must pay**: move by move, the largest bundle of one of the three hottest triggered
+  brokers that fits the pair-evening amount ``(p_hot − p_cold) / (slope_hot + slope_cold)`` towards one of
+  the two coldest admitted brokers, the best of them, while it lowers the predicted imbalance (spread +
+  total absolute deviation from the mean) by ``capacityAwareMinBenefit``. A strong cold broker that
+  already carries more traffic still receives load; a hot broker with nothing to shed (a co-located
+  process) is skipped without using up a destination.
 * **Vetoes**: a destination's predicted score must not exceed
-  ``loadBalancerBrokerOverloadedThresholdPercentage`` (equal passes, as Pulsar's strict tests); a bundle
-  the leader's even-distribution filter would send elsewhere goes to the admitted broker with the most
-  headroom, or stays.
+  ``loadBalancerBrokerOverloadedThresholdPercentage`` (equal passes, as Pulsar's strict tests); only
+  destinations the leader's even-distribution filter admits are considered.
 * **Unplanned placements go by headroom**: the candidate with the lowest predicted score, counting the
   bundles this instance already placed on the same snapshot. No random choice is made.
 
@@ -82,10 +84,6 @@ class CapacityModel:
     slope: FloatArray
     background: FloatArray
     level: float
-
-    def predicted(self, broker: int, added: float) -> float:
-        """The score of ``broker`` after ``added`` msg/s more (negative: fewer)."""
-        return float(self.scores[broker] + self.slope[broker] * added)
 
 
 def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> CapacityModel | None:
