@@ -57,6 +57,7 @@ __all__ = [
     "abbreviate",
     "abbreviation_legend",
     "builtin_strategies",
+    "caption_legend",
     "installed_plugins",
     "is_extensible_pair",
     "overrides_and_pair",
@@ -586,6 +587,14 @@ def abbreviation_legend(pairs: Sequence[str] | None = None) -> str:
         for name, short in _ABBREVIATIONS.items()
         if not name.startswith(short) and (name in used if used is not None else name in _MODULAR)
     )
+
+
+def caption_legend(pairs: Sequence[str]) -> str:
+    """The tables' caption: Pulsar's modular abbreviations always (``LLTMR = …, LRUWW = …``), then any
+    other abbreviation ``pairs`` use (the extensible manager's ``ExtLRUWW``)."""
+    base = abbreviation_legend()
+    extra = [item for item in abbreviation_legend(pairs).split(", ") if item and item not in base]
+    return ", ".join([base, *extra])
 
 
 def pair_colour(pair: str, known: Sequence[str] = ()) -> str:
