@@ -150,7 +150,7 @@ class ExtensibleDataPath:
     interval_ms: int
     local_data: list[BrokerLoadData]
     published: dict[str, BrokerLoadData] = field(default_factory=dict)
-    top: dict[str, TopBundlesLoadData] = field(default_factory=dict)
+    top: dict[str, _TopReport] = field(default_factory=dict)
     next_report_ms: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     name_rank: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     eligible: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
@@ -274,7 +274,6 @@ class ExtensibleDataPath:
         if not self.cluster.alive[s]:
             return
         rows = np.flatnonzero(local.bundle_owner == s).astype(np.int64)
-        consumers, producers = self.bundle_consumers, self.bundle_producers
         picked = top_k_rows(
             rows,
             local.bundle_values,
@@ -284,23 +283,10 @@ class ExtensibleDataPath:
             self.eligible,
             int(self.settings.load_balancer_max_number_of_bundles_in_bundle_load_report),
         )
-        values = local.bundle_values
-        entries = tuple(
-            BundleLoadData(
-                self.bundle_names[j],
-                NamespaceBundleStats(
-                    msgRateIn=float(values[0, j]),
-                    msgThroughputIn=float(values[2, j]),
-                    msgRateOut=float(values[1, j]),
-                    msgThroughputOut=float(values[3, j]),
-                    consumerCount=int(consumers[j]),
-                    producerCount=int(producers[j]),
-                    topics=int(local.bundle_topics[j]),
-                ),
-            )
-            for j in picked.tolist()
+        # The report as sampled: its rows' values and topics, copied (the local report changes later).
+        self.top[self.cluster.ids[s]] = _TopReport(
+            picked, local.bundle_values[:, picked].copy(), local.bundle_topics[picked].copy()
         )
-        self.top[self.cluster.ids[s]] = TopBundlesLoadData(entries)
 
     # ------------------------------------------------------------------------------- the leader's view
     def available(self) -> frozenset[str]:
@@ -311,8 +297,65 @@ class ExtensibleDataPath:
     def view(self) -> ExtensibleLoadData:
         """Both load-data stores and the registry, as the leader's table views hold them now."""
         return ExtensibleLoadData(
-            brokers=dict(self.published), top_bundles=dict(self.top), available_brokers=self.available()
+            brokers=dict(self.published), top_bundles=_TopView(self), available_brokers=self.available()
         )
+
+    def top_report(self, broker: str) -> TopBundlesLoadData | None:
+        """A broker's last top-k report as Pulsar's data (built when the leader reads it)."""
+        report = self.top.get(broker)
+        if report is None:
+            return None
+        if report.built is None:
+            consumers, producers = self.bundle_consumers, self.bundle_producers
+            values = report.values
+            report.built = TopBundlesLoadData(
+                tuple(
+                    BundleLoadData(
+                        self.bundle_names[j],
+                        NamespaceBundleStats(
+                            msgRateIn=float(values[0, i]),
+                            msgThroughputIn=float(values[2, i]),
+                            msgRateOut=float(values[1, i]),
+                            msgThroughputOut=float(values[3, i]),
+                            consumerCount=int(consumers[j]),
+                            producerCount=int(producers[j]),
+                            topics=int(report.topics[i]),
+                        ),
+                    )
+                    for i, j in enumerate(report.rows.tolist())
+                )
+            )
+        return report.built
+
+
+@dataclass
+class _TopReport:
+    """A top-k report as sampled: bundle rows (smallest first), their values (4, k) and topics; the
+    TopBundlesLoadData is built on first read (most reports are replaced before the leader reads them)."""
+
+    rows: IntArray
+    values: FloatArray
+    topics: IntArray
+    built: TopBundlesLoadData | None = None
+
+
+class _TopView(Mapping[str, TopBundlesLoadData]):
+    """The top-bundles store as the leader's table view: reports built when read."""
+
+    def __init__(self, path: ExtensibleDataPath) -> None:
+        self._path = path
+
+    def __getitem__(self, broker: str) -> TopBundlesLoadData:
+        report = self._path.top_report(broker)
+        if report is None:
+            raise KeyError(broker)
+        return report
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._path.top))
+
+    def __len__(self) -> int:
+        return len(self._path.top)
 
 
 def _reported(data: BrokerLoadData, now: int) -> BrokerLoadData:
