@@ -6,6 +6,7 @@ percentages and the strategy's slopes are exact and thresholds can be hit exactl
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 
 from shedlab.cli import app
 from shedlab.config import LoadBalancerConfig
+from shedlab.core.sim import load_scenario, run_simulation
 from shedlab.model.pulsar import BrokerData, BundleData
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies.avg_shedder import AvgShedder
@@ -236,3 +238,18 @@ def test_without_traffic_placement_spreads_by_bundle_count() -> None:
     shedder = CapacityAwareShedder()
     chosen = [shedder.select_broker(["a", "b", "c"], f"t/ns/{i}", snap, CONF).broker for i in range(6)]
     assert chosen == ["a", "b", "c", "a", "b", "c"]
+
+
+def test_declared_capacities_reach_the_strategy_in_a_simulation() -> None:
+    declared = {"capacityAwareBrokerCapacities": ["broker-0004:*=4", "*=1"]}
+    result = run_simulation(
+        load_scenario("heterogeneous-strong-machine"), strategy=PLUGIN, seed=1, config_overrides=declared
+    )
+    assert result.config["capacityAwareBrokerCapacities"] == declared["capacityAwareBrokerCapacities"]
+    reasons = [json.loads(r) for r in result.decisions["reason"]]
+    assert reasons
+    for r in reasons:
+        slopes = {r["pair"][0]: r["under_slope"], r["pair"][1]: r["over_slope"]}
+        if "broker-0004:8080" in slopes and len(slopes) == 2:
+            other = next(v for b, v in slopes.items() if b != "broker-0004:8080")
+            assert abs(other / slopes["broker-0004:8080"] - 4.0) < 1e-9
