@@ -48,6 +48,7 @@ from shedlab.errors import (
 
 __all__ = [
     "KEY_SPECS",
+    "SHEDLAB_KEYS",
     "SPLIT_ALGORITHMS",
     "STRATEGY_KEYS",
     "STRATEGY_PACKAGE",
@@ -136,6 +137,11 @@ class KeySpec:
     minimum: float | None = None
     maximum: float | None = None
 
+    @property
+    def pulsar(self) -> bool:
+        """Pulsar's key (spec §5), or one of shedlab's own (its strategies' keys, in ``SHEDLAB_KEYS``)."""
+        return self.pulsar_key not in SHEDLAB_KEYS
+
 
 @dataclass(frozen=True)
 class _KeyMeta:
@@ -165,6 +171,9 @@ def _key(
 
 
 _MLM_ELM: Final = ("MLM", "ELM")
+
+SHEDLAB_KEYS: Final = frozenset({"capacityAwareBrokerCapacities", "capacityAwareMinBenefit"})
+"""shedlab's own keys: read by shedlab's strategies, unknown to Pulsar (a broker would ignore them)."""
 
 
 @dataclass(frozen=True)
@@ -790,6 +799,25 @@ class LoadBalancerConfig:
         used_by=("MLM",),
         doc="Timeout for listing available brokers; on error the manager falls back to the brokers it knows.",
     )
+    # shedlab's own keys (not Pulsar's): read by shedlab's CapacityAwareShedder (docs/capacity-aware.md).
+    capacity_aware_broker_capacities: tuple[str, ...] = _key(
+        "capacityAwareBrokerCapacities",
+        (),
+        java="List<String>",
+        used_by=("CapacityAwareShedder",),
+        doc="shedlab's own key. Declared capacity per broker class: items 'pattern=capacity', the pattern a "
+        "glob over broker ids (first match wins), the capacity a positive number relative to the other "
+        "classes (e.g. cores). Brokers no pattern matches have their capacity inferred.",
+    )
+    capacity_aware_min_benefit: float = _key(
+        "capacityAwareMinBenefit",
+        4.0,
+        java="double",
+        used_by=("CapacityAwareShedder",),
+        doc="shedlab's own key. A move must lower the predicted imbalance (max-min spread plus the total "
+        "absolute deviation of the scores from their mean, in score points) by at least this much, or the "
+        "cycle stops.",
+    )
 
     # Where each explicitly set value came from (Pulsar key -> "file:line" or an override label). Kept out of
     # equality and hashing on purpose: provenance must never change behaviour.
@@ -1043,6 +1071,7 @@ _RANGES: Final[Mapping[str, tuple[float | None, float | None]]] = MappingProxyTy
         "loadBalancerBrokerLoadTargetStd": _NON_NEGATIVE,
         "loadBalanceSheddingDelayInSeconds": _NON_NEGATIVE,
         "loadBalancerBrokerLoadDataTTLInSeconds": _NON_NEGATIVE,
+        "capacityAwareMinBenefit": _NON_NEGATIVE,  # score points, summed over brokers
     }
 )
 """Accepted ranges ``(minimum, maximum)`` of numeric keys; keys not listed take their Java type's range.
@@ -1207,12 +1236,29 @@ def _coerce(spec: KeySpec, raw: Any, *, source: str, label: str) -> Any:
     items = _to_str_items(raw)
     if items is None:
         raise bad()
+    item_rule = _ITEM_RULES.get(spec.pulsar_key)
+    if item_rule is not None:
+        pattern, expected = item_rule
+        for item in items:
+            if not pattern.fullmatch(item):
+                raise bad(expected=f"{expected} (bad item {item!r})")
     if spec.choices is not None:
         for item in items:
             if item not in spec.choices:
                 hint = did_you_mean(item, spec.choices)
                 raise bad(hint, expected=f"items from {', '.join(spec.choices)} (unknown item {item!r})")
     return frozenset(items) if kind == "set[str]" else items
+
+
+_ITEM_RULES: Final[Mapping[str, tuple[re.Pattern[str], str]]] = MappingProxyType(
+    {
+        "capacityAwareBrokerCapacities": (
+            re.compile(r"[^=\s]+=(?=[0-9.eE+-]*[1-9])(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"),
+            "items pattern=capacity with a positive capacity",
+        )
+    }
+)
+"""Per-item formats of list keys whose items are structured (shedlab's own keys)."""
 
 
 def _check_range(spec: KeySpec, number: float, bad: Callable[..., ConfigError]) -> None:

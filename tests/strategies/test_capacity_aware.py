@@ -6,6 +6,7 @@ percentages and the strategy's slopes are exact and thresholds can be hit exactl
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -15,11 +16,12 @@ from typer.testing import CliRunner
 
 from shedlab.cli import app
 from shedlab.config import LoadBalancerConfig
+from shedlab.core.sim import load_scenario, run_simulation
 from shedlab.model.pulsar import BrokerData, BundleData
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies.avg_shedder import AvgShedder
 from shedlab.strategies.base import SheddingResult
-from shedlab.strategies.capacity_aware import CapacityAwareShedder, estimate_capacity
+from shedlab.strategies.capacity_aware import CapacityAwareShedder, declared_capacities, estimate_capacity
 from tests.builders import broker_data, bundle_data, snapshot
 
 PLUGIN = "shedlab.strategies.capacity_aware:CapacityAwareShedder"
@@ -61,9 +63,11 @@ def test_amount_evens_the_pair_by_capacity() -> None:
     result = run(CapacityAwareShedder(), snap, CONF, 2)  # gap 50 >= high threshold: two hits
     assert [u.destination for u in result.unloads] == ["b"]
     reason = result.unloads[0].reason
-    assert reason["pair_even_amount"] == reason["amount_to_move"] == 2048.0
-    assert reason["destination_predicted"] == 75.0 and reason["level"] == 75.0
+    assert reason["pair_even_amount"] == reason["bundle_traffic"] == 2048.0
+    assert reason["destination_predicted"] == reason["source_predicted"] == 75.0 == reason["level"]
     assert reason["over_slope"] == reason["under_slope"] == SLOPE_128
+    assert reason["gain"] == 50 + 50  # spread 50 -> 0, absolute deviation from the mean 25 + 25 -> 0
+    assert result.skipped[-1]["reason"] == "no move lowers the imbalance by capacityAwareMinBenefit"
 
 
 def test_moves_to_a_strong_cold_broker_carrying_more_traffic() -> None:
@@ -73,13 +77,46 @@ def test_moves_to_a_strong_cold_broker_carrying_more_traffic() -> None:
     assert model is not None and model.slope[1] == model.slope[0] / 4
     result = run(CapacityAwareShedder(), snap, CONF, 2)
     assert {u.destination for u in result.unloads} == {"b"} and len(result.unloads) == 4
-    # gap 62.5 / (slope + slope / 4) = 4096 msg/s: both end at 50 (the cluster's balanced level too).
+    # gap 62.5 / (slope + slope / 4) = 4096 msg/s: four bundles of 1024, both end at 50 (the level too).
+    assert result.unloads[0].reason["pair_even_amount"] == 62.5 / (SLOPE_128 * 1.25) == 4096
     last = result.unloads[-1].reason
-    assert last["amount_to_move"] == last["amount_selected"] == 62.5 / (SLOPE_128 * 1.25) == 4096
-    assert last["destination_predicted"] == 50.0
+    assert last["source_predicted"] == last["destination_predicted"] == 50.0 == last["level"]
     # AvgShedder skips the pair: the cold broker carries more traffic.
     avg = AvgShedder()
     assert not run_avg(avg, snap, 2).unloads
+
+
+def test_declared_capacity_replaces_the_inferred_one() -> None:
+    # Same limits, so the inferred slopes are equal; the declaration says b is four times a.
+    snap = cluster({"a": (128, 128, [1024.0] * 8), "b": (48, 128, [1024.0] * 12)})
+    inferred = estimate_capacity(snap, CONF)
+    assert inferred is not None and inferred.slope[0] == inferred.slope[1]
+    conf = conf_with(capacityAwareBrokerCapacities=["a=1", "b*=4"])
+    declared = declared_capacities(["a", "b", "c"], conf)
+    assert declared is not None and declared.tolist() == [1.0, 4.0, 0.0]
+    model = estimate_capacity(snap, conf)
+    assert model is not None
+    # unit = min(score / traffic * capacity): a 100/8192*1, b 37.5/12288*4; slopes unit/1 and unit/4
+    unit = min(100 / 8192, 37.5 / 12288 * 4)
+    assert model.slope[0] == unit and model.slope[1] == unit / 4
+    assert model.background[1] == 37.5 - unit / 4 * 12288
+
+
+def test_heterogeneous_clusters_trigger_after_the_high_hit_count() -> None:
+    # gap 25 is only a low hit; a co-located process on a (25 points of background) makes the
+    # cluster heterogeneous, so two low hits trigger instead of eight.
+    snap = cluster({"a": (96, 128, [1024.0] * 4), "b": (64, 128, [1024.0] * 4), "c": (64, 128, [1024.0] * 4)})
+    shedder = CapacityAwareShedder()
+    assert not shedder.find_bundles_for_unloading(snap, CONF).unloads
+    second = shedder.find_bundles_for_unloading(snap, CONF)
+    assert second.unloads and {u.broker for u in second.unloads} == {"a"}
+
+
+def test_min_benefit_is_a_key_of_the_strategy() -> None:
+    snap = cluster({"a": (128, 128, [2048.0] * 4), "b": (64, 128, [1024.0] * 4)})
+    assert run(CapacityAwareShedder(), snap, conf_with(capacityAwareMinBenefit=100), 2).unloads
+    stopped = run(CapacityAwareShedder(), snap, conf_with(capacityAwareMinBenefit=100.5), 2)
+    assert not stopped.unloads and stopped.skipped[-1]["best_gain"] == 100.0
 
 
 def run_avg(avg: AvgShedder, snap: ClusterSnapshot, times: int) -> SheddingResult:
@@ -106,9 +143,7 @@ def test_overload_veto_passes_exactly_at_the_threshold() -> None:
         CapacityAwareShedder(), snap, conf_with(loadBalancerBrokerOverloadedThresholdPercentage=74), 2
     )
     assert not above.unloads
-    assert [s["reason"] for s in above.skipped if s.get("broker") == "a"] == [
-        "every fitting bundle would overload the destination"
-    ]
+    assert above.skipped[-1]["overload veto"] >= 1 and above.skipped[-1]["best_gain"] is None
 
 
 def test_unplanned_placement_goes_by_headroom_and_counts_what_it_placed() -> None:
@@ -160,7 +195,7 @@ brokers_st = st.lists(
 
 @settings(max_examples=60, deadline=None)
 @given(brokers_st)
-def test_moves_never_overload_their_destination_and_pairs_are_disjoint(
+def test_every_move_pays_never_overloads_and_moves_a_bundle_once(
     spec: list[tuple[float, float, list[float]]],
 ) -> None:
     cost = 1 / 64  # usage per msg/s
@@ -169,13 +204,15 @@ def test_moves_never_overload_their_destination_and_pairs_are_disjoint(
     )
     result = run(CapacityAwareShedder(), snap, CONF, 8)
     limit = CONF.load_balancer_broker_overloaded_threshold_percentage
-    pairs = {tuple(u.reason["pair"]) for u in result.unloads}
-    members = [b for pair in pairs for b in pair]
-    assert len(members) == len(set(members))
+    assert len({u.bundle for u in result.unloads}) == len(result.unloads)
+    before = [u.reason["imbalance_before"] for u in result.unloads]
+    assert before == sorted(before, reverse=True)
     for u in result.unloads:
         assert u.destination is not None and u.destination != u.broker
         assert u.reason["destination_predicted"] <= limit
-        assert u.reason["amount_selected"] <= u.reason["amount_to_move"]
+        assert u.reason["bundle_traffic"] <= u.reason["pair_even_amount"]
+        assert u.reason["gain"] >= CONF.capacity_aware_min_benefit
+        assert u.reason["destination_predicted"] <= u.reason["source_predicted"] + 1e-9
 
 
 def test_runs_through_compare_by_module_and_class() -> None:
@@ -201,3 +238,18 @@ def test_without_traffic_placement_spreads_by_bundle_count() -> None:
     shedder = CapacityAwareShedder()
     chosen = [shedder.select_broker(["a", "b", "c"], f"t/ns/{i}", snap, CONF).broker for i in range(6)]
     assert chosen == ["a", "b", "c", "a", "b", "c"]
+
+
+def test_declared_capacities_reach_the_strategy_in_a_simulation() -> None:
+    declared = {"capacityAwareBrokerCapacities": ["broker-0004:*=4", "*=1"]}
+    result = run_simulation(
+        load_scenario("heterogeneous-strong-machine"), strategy=PLUGIN, seed=1, config_overrides=declared
+    )
+    assert result.config["capacityAwareBrokerCapacities"] == declared["capacityAwareBrokerCapacities"]
+    reasons = [json.loads(r) for r in result.decisions["reason"]]
+    assert reasons
+    for r in reasons:
+        slopes = {r["pair"][0]: r["under_slope"], r["pair"][1]: r["over_slope"]}
+        if "broker-0004:8080" in slopes and len(slopes) == 2:
+            other = next(v for b, v in slopes.items() if b != "broker-0004:8080")
+            assert abs(other / slopes["broker-0004:8080"] - 4.0) < 1e-9

@@ -20,6 +20,7 @@ from shedlab.cli.settings import SetOption, check_seed, run_overrides
 from shedlab.core.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
 from shedlab.errors import ConfigError, InputError
 from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name, short_pair_name
+from shedlab.strategies.registry import caption_legend
 
 console = Console()
 err_console = Console(stderr=True)
@@ -244,7 +245,7 @@ def compare(
     columns = [(short_pair_name(r.strategy), r.summary) for r in results]
     console.print(_summary_table(f"{scen.name}: strategy pairs side by side", columns))
     console.print(
-        "LLTMR = LeastLongTermMessageRate, LRUWW = LeastResourceUsageWithWeight; metrics: docs/metrics.md",
+        f"{caption_legend([r.strategy for r in results])}; metrics: docs/metrics.md",
         style="dim",
     )
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from shedlab.core.evaluation import TOO_FEW_RUNS
 from shedlab.report.figures import short_pair
 from shedlab.report.pip364 import pair_order, params_of, problem_order
+from shedlab.strategies.registry import caption_legend
 from shedlab.units import significant
 
 __all__ = ["pip364_table"]
@@ -38,7 +39,7 @@ def pip364_table(table: pd.DataFrame) -> Table:
     show_params = keys["params_id"].nunique() > 1
     out = Table(
         title="PIP-364, measured: mean ± 95 % CI and rating (lower is better)",
-        caption="LLTMR = LeastLongTermMessageRate, LRUWW = LeastResourceUsageWithWeight",
+        caption=caption_legend([strategy for strategy, _ in rows]),
         show_lines=True,
     )
     out.add_column("strategy pair")

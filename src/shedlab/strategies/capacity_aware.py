@@ -11,21 +11,23 @@ after consecutive hits (``loadBalancerAvgShedder*`` keys); shedding is paired an
 
 Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates it "normal"):
 
-* **Capacity is inferred** (nothing declares it, and config keys are Pulsar's). Per resource r, one
-  msg/s costs the smallest ``usage[b, r] / traffic[b]`` over brokers with traffic (background only adds
-  usage). A broker's *slope*, the score points one msg/s costs it, is ``max_r w_r · 100 · cost_r /
-  limit[b, r]``: four times the cores, a quarter of the slope. What traffic does not explain,
-  ``score − slope · traffic``, is background load. ``level`` is the score all brokers would share if
-  traffic followed capacity.
-* **Amounts even the pair's predicted scores**, ``(s_hot − s_cold) / (slope_hot + slope_cold)`` msg/s,
-  whatever the brokers' traffic (a strong cold broker already carrying more still receives load), capped
-  so that neither broker crosses ``level`` (else the hot one becomes the coldest and takes load back).
-* **Pairing skips a hot broker that has not triggered or has nothing to shed** (its load is a
-  co-located process) without using up the cold partner; hits are counted on the hot side only.
+* **Capacity is declared or inferred.** ``capacityAwareBrokerCapacities`` (shedlab's own key) declares
+  it per broker class (``pattern=capacity``); otherwise, per resource r, one msg/s costs the smallest
+  ``usage[b, r] / traffic[b]`` over brokers with traffic (background only adds usage), and a broker's
+  *slope*, the score points one msg/s costs it, is ``max_r w_r · 100 · cost_r / limit[b, r]``: four
+  times the cores, a quarter of the slope. What traffic does not explain, ``score − slope · traffic``,
+  is background load.
+* **Heterogeneous clusters trigger sooner**: low hits count after the high hit count when slopes or
+  backgrounds differ (the imbalance is the machines', not traffic that may swing back).
+* **Greedy moves that must pay**: move by move, the largest bundle of one of the three hottest triggered
+  brokers that fits the pair-evening amount ``(p_hot − p_cold) / (slope_hot + slope_cold)`` towards one of
+  the two coldest admitted brokers, the best of them, while it lowers the predicted imbalance (spread +
+  total absolute deviation from the mean) by ``capacityAwareMinBenefit``. A strong cold broker that
+  already carries more traffic still receives load; a hot broker with nothing to shed (a co-located
+  process) is skipped without using up a destination.
 * **Vetoes**: a destination's predicted score must not exceed
-  ``loadBalancerBrokerOverloadedThresholdPercentage`` (equal passes, as Pulsar's strict tests); a bundle
-  the leader's even-distribution filter would send elsewhere goes to the admitted broker with the most
-  headroom, or stays.
+  ``loadBalancerBrokerOverloadedThresholdPercentage`` (equal passes, as Pulsar's strict tests); only
+  destinations the leader's even-distribution filter admits are considered.
 * **Unplanned placements go by headroom**: the candidate with the lowest predicted score, counting the
   bundles this instance already placed on the same snapshot. No random choice is made.
 
@@ -34,7 +36,8 @@ Every rule, reason and measurement: ``docs/capacity-aware.md``.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import fnmatch
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -55,7 +58,16 @@ from shedlab.model.snapshot import (
 from shedlab.strategies.base import BrokerChoices, Placement, SheddingResult, Unload, candidate_indices
 from shedlab.strategies.greedy import sort_descending
 
-__all__ = ["CapacityAwareShedder", "CapacityModel", "estimate_capacity"]
+__all__ = ["CapacityAwareShedder", "CapacityModel", "declared_capacities", "estimate_capacity"]
+
+MAX_MOVES_PER_BROKER: Final = 3
+"""A cycle plans at most this many moves per broker of the snapshot: a safety cap, never reached in the
+measurements (the minimum benefit stops a cycle first)."""
+SOURCES_TRIED: Final = 3
+"""Each move is sought among the hottest triggered brokers, this many of them."""
+DESTINATIONS_TRIED: Final = 2
+"""... towards the coldest admitted brokers, this many of them (the second coldest may take a bundle that
+is too large to even a pair with the coldest, or gain more when the coldest is a strong machine)."""
 
 
 _SCORED_RESOURCES: Final = (CPU, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT)
@@ -73,13 +85,15 @@ class CapacityModel:
     background: FloatArray
     level: float
 
-    def predicted(self, broker: int, added: float) -> float:
-        """The score of ``broker`` after ``added`` msg/s more (negative: fewer)."""
-        return float(self.scores[broker] + self.slope[broker] * added)
-
 
 def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> CapacityModel | None:
-    """The capacity model of a snapshot, or None when no broker carries traffic to estimate it from."""
+    """The capacity model of a snapshot, or None when no broker carries traffic to estimate it from.
+
+    Slopes are inferred from the machines' limits (below); brokers of a class declared in
+    ``capacityAwareBrokerCapacities`` get ``unit / capacity`` instead, ``unit`` being the smallest score per
+    msg/s × capacity over the declared brokers with traffic (background only adds usage), or, when none of
+    them carries traffic, the inferred slope of a declared broker × its capacity.
+    """
     weights = conf.resource_weights()
     scores = snapshot.weighted_max_usage(weights) * 100
     traffic = snapshot.total_msg_rate()
@@ -93,8 +107,33 @@ def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> Ca
         per_broker = np.zeros(snapshot.num_brokers)
         np.divide(w * 100.0 * cost, limit[:, r], out=per_broker, where=limit[:, r] > 0)
         slope = np.maximum(slope, per_broker)
+    declared = declared_capacities(snapshot.broker_ids, conf)
+    if declared is not None:
+        has = declared > 0
+        known = has & loaded
+        if bool(known.any()):
+            unit = float(np.min(scores[known] / traffic[known] * declared[known]))
+        else:
+            unit = float(np.max(slope[has] * declared[has]))
+        slope = np.where(has, unit / np.where(has, declared, 1.0), slope)
     background = np.maximum(scores - slope * traffic, 0.0)
     return CapacityModel(scores, traffic, slope, background, _balanced_level(traffic, slope, background))
+
+
+def declared_capacities(broker_ids: Sequence[str], conf: LoadBalancerConfig) -> FloatArray | None:
+    """Each broker's declared capacity (0: none declared) from ``capacityAwareBrokerCapacities``
+    (``pattern=capacity`` items, the first pattern matching the broker id wins); None without the key."""
+    items = conf.capacity_aware_broker_capacities
+    if not items:
+        return None
+    rules = [(pattern, float(value)) for pattern, _, value in (item.rpartition("=") for item in items)]
+    out = np.zeros(len(broker_ids))
+    for b, broker in enumerate(broker_ids):
+        for pattern, value in rules:
+            if fnmatch.fnmatchcase(broker, pattern):
+                out[b] = value
+                break
+    return out
 
 
 def _balanced_level(traffic: FloatArray, slope: FloatArray, background: FloatArray) -> float:
@@ -151,41 +190,34 @@ class CapacityAwareShedder:
             self.hit_low.clear()
             result.skipped.append({"strategy": self.name, "reason": "no broker carries traffic"})
             return result
-        triggered = self._count_hits(snapshot, model, conf)
-        cycle = _Cycle(snapshot, conf, model)
-        order = np.argsort(model.scores, kind="stable").tolist()
-        i, j = 0, len(order) - 1
-        low = conf.load_balancer_avg_shedder_low_threshold
-        while i < j:
-            cold, hot = order[i], order[j]
-            hot_id = snapshot.broker_ids[hot]
-            base = self._base(snapshot, model, cold, hot)
-            if float(model.scores[hot] - model.scores[cold]) < low:
-                result.skipped.append({**base, "broker": hot_id, "reason": "gap below the low threshold"})
-                break
-            j -= 1
-            if hot_id not in triggered:
-                result.skipped.append({**base, "broker": hot_id, "reason": "hit count not reached"})
-                continue
-            if snapshot.shedding_candidates(hot).size == 0:
-                result.skipped.append(
-                    {**base, "broker": hot_id, "reason": "no sheddable bundle (load is not traffic)"}
-                )
-                continue
-            self.hit_high.pop(hot_id, None)
-            self.hit_low.pop(hot_id, None)
-            if self._shed_pair(snapshot, cycle, (cold, hot), base, result):
-                i += 1
+        triggered = self._count_hits(snapshot, model, conf, result)
+        sources = self._sources(snapshot, model, triggered, result)
+        if not sources:
+            return result
+        moved = _Moves(snapshot, conf, model).plan(sources, result, self.name, self._base)
+        for hot in moved:
+            broker = snapshot.broker_ids[hot]
+            self.hit_high.pop(broker, None)
+            self.hit_low.pop(broker, None)
+        for unload in result.unloads:
+            assert unload.destination is not None
+            self.planned_destinations[unload.bundle] = unload.destination
         return result
 
     def _count_hits(
-        self, snapshot: ClusterSnapshot, model: CapacityModel, conf: LoadBalancerConfig
+        self,
+        snapshot: ClusterSnapshot,
+        model: CapacityModel,
+        conf: LoadBalancerConfig,
+        result: SheddingResult,
     ) -> set[str]:
         """Advance every broker's consecutive-hit counters against the coldest broker; the triggered ones.
 
         A broker is a low hit when its gap to the coldest reaches the low threshold, a high hit when it
         reaches the high one; a miss restarts the count (AvgShedder's rule, counted on the hot side only,
-        since the cold partner may change from cycle to cycle).
+        since the destination of a move may change from cycle to cycle). On a heterogeneous cluster
+        (:func:`_heterogeneous`) low hits trigger after the *high* hit count: the imbalance comes from the
+        machines, not from traffic that may swing back.
         """
         low, high = (
             conf.load_balancer_avg_shedder_low_threshold,
@@ -193,15 +225,56 @@ class CapacityAwareShedder:
         )
         hh = conf.load_balancer_avg_shedder_hit_count_high_threshold
         hl = conf.load_balancer_avg_shedder_hit_count_low_threshold
+        fast = _heterogeneous(model, low)
+        need_low = hh if fast else hl
         coldest = float(model.scores.min())
         triggered: set[str] = set()
         for b, broker in enumerate(snapshot.broker_ids):
             gap = float(model.scores[b]) - coldest
             _bump(self.hit_low, broker, gap >= low)
             _bump(self.hit_high, broker, gap >= high)
-            if self.hit_high.get(broker, 0) >= hh or self.hit_low.get(broker, 0) >= hl:
+            if self.hit_high.get(broker, 0) >= hh or self.hit_low.get(broker, 0) >= need_low:
                 triggered.add(broker)
+            elif gap >= low:
+                result.skipped.append(
+                    {
+                        **self._base(snapshot, model, int(np.argmin(model.scores)), b),
+                        "broker": broker,
+                        "reason": "hit count not reached",
+                        "heterogeneous": fast,
+                    }
+                )
         return triggered
+
+    def _sources(
+        self,
+        snapshot: ClusterSnapshot,
+        model: CapacityModel,
+        triggered: set[str],
+        result: SheddingResult,
+    ) -> dict[int, list[tuple[int, float]]]:
+        """Triggered brokers with bundles to move: their bundles with traffic, largest short-term
+        message rate first (AvgShedder's order)."""
+        sources: dict[int, list[tuple[int, float]]] = {}
+        coldest = int(np.argmin(model.scores))
+        for b, broker in enumerate(snapshot.broker_ids):
+            if broker not in triggered:
+                continue
+            candidates = snapshot.shedding_candidates(b)
+            keys = snapshot.short_msg_rate_in[candidates] + snapshot.short_msg_rate_out[candidates]
+            ordered, keys = sort_descending(candidates, keys)
+            movable = [(k, t) for k, t in zip(ordered.tolist(), keys.tolist(), strict=True) if t > 0]
+            if movable:
+                sources[b] = movable
+            else:
+                result.skipped.append(
+                    {
+                        **self._base(snapshot, model, coldest, b),
+                        "broker": broker,
+                        "reason": "no sheddable bundle (load is not traffic)",
+                    }
+                )
+        return sources
 
     def _base(self, snapshot: ClusterSnapshot, model: CapacityModel, cold: int, hot: int) -> dict[str, Any]:
         ids = snapshot.broker_ids
@@ -217,66 +290,8 @@ class CapacityAwareShedder:
             "over_background": float(model.background[hot]),
             "hit_high_over": self.hit_high.get(ids[hot], 0),
             "hit_low_over": self.hit_low.get(ids[hot], 0),
-        }
-
-    def _shed_pair(
-        self,
-        snapshot: ClusterSnapshot,
-        cycle: _Cycle,
-        pair: tuple[int, int],
-        base: dict[str, Any],
-        result: SheddingResult,
-    ) -> bool:
-        """Move bundles from ``hot`` until the pair's predicted scores are even; whether any moved."""
-        cold, hot = pair
-        model = cycle.model
-        hot_id = snapshot.broker_ids[hot]
-        even = float(model.scores[hot] - model.scores[cold]) / float(model.slope[hot] + model.slope[cold])
-        amount = min(even, *_to_level(model, cold, hot))
-        base = {
-            **base,
-            "mode": "msgRate",
-            "pair_even_amount": even,
             "level": model.level,
-            "amount_to_move": amount,
         }
-        if amount <= cycle.min_amount:
-            result.skipped.append({**base, "broker": hot_id, "reason": "amount below minUnloadMessage"})
-            return False
-        candidates = snapshot.shedding_candidates(hot)
-        keys = snapshot.short_msg_rate_in[candidates] + snapshot.short_msg_rate_out[candidates]
-        ordered, keys = sort_descending(candidates, keys)
-        remaining, selected = amount, 0.0
-        refused = {"overload veto": 0, "even-distribution filter": 0}
-        for k, traffic in zip(ordered.tolist(), keys.tolist(), strict=True):
-            if not 0 < traffic <= remaining:
-                continue
-            destination, rule, after = cycle.destination(k, traffic, cold, hot)
-            if destination is None:
-                refused[rule] += 1
-                continue
-            remaining -= traffic
-            selected += traffic
-            bundle, dest_id = snapshot.bundle_names[k], snapshot.broker_ids[destination]
-            self.planned_destinations[bundle] = dest_id
-            reason = {
-                **base,
-                "rule": rule,
-                "bundle_traffic": traffic,
-                "amount_selected": selected,
-                "destination_predicted": after,
-            }
-            result.unloads.append(Unload(hot_id, bundle, reason, destination=dest_id))
-        if selected:
-            return True
-        if refused["overload veto"]:
-            why = "every fitting bundle would overload the destination"
-        elif refused["even-distribution filter"]:
-            why = "the even-distribution filter leaves no destination with room for any fitting bundle"
-        else:
-            why = "no bundle fits the amount"
-        result.skipped.append({**base, "broker": hot_id, "reason": why, **refused})
-        return False
 
     # ------------------------------------------------------------------ placement
     def select_broker(
@@ -362,48 +377,121 @@ class _HeadroomView:
         return self.mean_rate
 
 
-class _Cycle:
-    """One shedding cycle's estimates: the capacity model, the msg/s already planned onto each broker,
-    and the namespace counts of the leader's even-distribution filter."""
+class _Moves:
+    """One cycle's plan: the predicted scores, updated move by move."""
 
     def __init__(self, snapshot: ClusterSnapshot, conf: LoadBalancerConfig, model: CapacityModel) -> None:
+        self.snapshot = snapshot
         self.model = model
         self.spread = _EvenDistribution(snapshot, conf)
         self.limit = float(conf.load_balancer_broker_overloaded_threshold_percentage)
-        self.min_amount = float(conf.min_unload_message)
-        self.added = np.zeros(snapshot.num_brokers)
+        self.min_benefit = float(conf.capacity_aware_min_benefit)
+        self.predicted = model.scores.astype(np.float64).copy()
 
-    def destination(self, bundle: int, traffic: float, cold: int, hot: int) -> tuple[int | None, str, float]:
-        """Where ``bundle`` (``traffic`` msg/s) can go: the paired ``cold`` broker, unless the
-        overload veto refuses it (predicted score above the overloaded threshold; equal passes), or the
-        even-distribution filter would not let it through; then the broker the filter admits with the
-        lowest predicted score, if that stays within the balanced level and the threshold.
+    def plan(
+        self,
+        sources: dict[int, list[tuple[int, float]]],
+        result: SheddingResult,
+        name: str,
+        base: Callable[[ClusterSnapshot, CapacityModel, int, int], dict[str, Any]],
+    ) -> set[int]:
+        """Greedy moves while one pays (lowers the imbalance by ``capacityAwareMinBenefit``); the sources
+        that moved. Each move is the best, over the hottest sources, of each source's largest bundle that
+        fits its pair-evening amount towards the coldest broker the even-distribution filter admits."""
+        ids = self.snapshot.broker_ids
+        moved: set[int] = set()
+        refused = {"overload veto": 0, "even-distribution filter": 0}
+        for _ in range(MAX_MOVES_PER_BROKER * len(ids)):
+            now = _imbalance(self.predicted)
+            best: _Move | None = None
+            hottest = sorted(sources, key=lambda b: (-self.predicted[b], b))[:SOURCES_TRIED]
+            for hot in hottest:
+                move = self._best_of(hot, sources[hot], now, refused)
+                if move is not None and (best is None or move.gain > best.gain):
+                    best = move
+            if best is None or best.gain < self.min_benefit:
+                result.skipped.append(
+                    {
+                        "strategy": name,
+                        "reason": "no move lowers the imbalance by capacityAwareMinBenefit",
+                        "best_gain": None if best is None else best.gain,
+                        "min_benefit": self.min_benefit,
+                        "imbalance": now,
+                        **refused,
+                    }
+                )
+                break
+            sources[best.hot].remove((best.bundle, best.traffic))
+            p = self.predicted
+            before = (float(p[best.hot]), float(p[best.cold]))
+            p[best.hot] -= self.model.slope[best.hot] * best.traffic
+            p[best.cold] += self.model.slope[best.cold] * best.traffic
+            self.spread.count(best.bundle, best.cold)
+            moved.add(best.hot)
+            reason = {
+                **base(self.snapshot, self.model, best.cold, best.hot),
+                "mode": "msgRate",
+                "rule": best.rule,
+                "bundle_traffic": best.traffic,
+                "pair_even_amount": best.even,
+                "gain": best.gain,
+                "imbalance_before": now,
+                "source_predicted_before": before[0],
+                "destination_predicted_before": before[1],
+                "source_predicted": float(p[best.hot]),
+                "destination_predicted": float(p[best.cold]),
+            }
+            bundle = self.snapshot.bundle_names[best.bundle]
+            result.unloads.append(Unload(ids[best.hot], bundle, reason, destination=ids[best.cold]))
+        return moved
 
-        Returns (broker, rule, predicted score) or (None, why, nan); a chosen move is counted.
-        """
-        admitted = self.spread.admitted(bundle, self.model.scores.size)
-        if admitted[cold]:
-            after = self.model.predicted(cold, self.added[cold] + traffic)
-            if after > self.limit:
-                return None, "overload veto", float("nan")
-            return self._take(bundle, cold, traffic, "paired destination", after)
-        admitted[hot] = False
-        options = np.flatnonzero(admitted)
-        if options.size == 0:
-            return None, "even-distribution filter", float("nan")
-        predicted = self.model.scores[options] + self.model.slope[options] * (self.added[options] + traffic)
-        best = int(np.argmin(predicted))
-        after = float(predicted[best])
-        if after > min(self.limit, self.model.level):
-            return None, "even-distribution filter", float("nan")
-        return self._take(bundle, int(options[best]), traffic, "redirected (even-distribution filter)", after)
+    def _best_of(
+        self, hot: int, bundles: list[tuple[int, float]], now: float, refused: dict[str, int]
+    ) -> _Move | None:
+        """The best move of ``hot``'s largest bundle that fits the pair-evening amount towards one of the
+        ``DESTINATIONS_TRIED`` coldest brokers the even-distribution filter admits."""
+        p, slope = self.predicted, self.model.slope
+        n = p.size
+        coldest = int(np.argmin(np.where(np.arange(n) == hot, np.inf, p)))
+        for k, traffic in bundles:
+            admitted = self.spread.admitted(k, n).copy()
+            admitted[hot] = False
+            options = np.flatnonzero(admitted)
+            if options.size == 0:
+                refused["even-distribution filter"] += 1
+                continue
+            best: _Move | None = None
+            for cold in options[np.argsort(p[options], kind="stable")][:DESTINATIONS_TRIED].tolist():
+                denominator = float(slope[hot] + slope[cold])
+                even = float(p[hot] - p[cold]) / denominator if denominator > 0 else 0.0
+                if not 0 < traffic <= even:
+                    continue
+                if p[cold] + slope[cold] * traffic > self.limit:
+                    refused["overload veto"] += 1
+                    continue
+                after = p.copy()
+                after[hot] -= slope[hot] * traffic
+                after[cold] += slope[cold] * traffic
+                rule = "coldest destination" if cold == coldest else "redirected (even-distribution filter)"
+                if cold != coldest and admitted[coldest]:
+                    rule = "second coldest destination"
+                move = _Move(hot, int(cold), k, traffic, even, now - _imbalance(after), rule)
+                if best is None or move.gain > best.gain:
+                    best = move
+            if best is not None:
+                return best
+        return None
 
-    def _take(
-        self, bundle: int, broker: int, traffic: float, rule: str, after: float
-    ) -> tuple[int, str, float]:
-        self.added[broker] += traffic
-        self.spread.count(bundle, broker)
-        return broker, rule, after
+
+@dataclass(frozen=True)
+class _Move:
+    hot: int
+    cold: int
+    bundle: int
+    traffic: float
+    even: float
+    gain: float
+    rule: str
 
 
 class _EvenDistribution:
@@ -449,16 +537,21 @@ class _EvenDistribution:
         return self._counts[namespace]
 
 
-def _to_level(model: CapacityModel, cold: int, hot: int) -> tuple[float, float]:
-    """The hot broker's traffic above the balanced level and the cold broker's room below it (msg/s);
-    ``inf`` where the level does not bind (the broker is on the other side of it)."""
-    excess = (
-        (model.scores[hot] - model.level) / model.slope[hot] if model.scores[hot] > model.level else np.inf
-    )
-    room = (
-        (model.level - model.scores[cold]) / model.slope[cold] if model.scores[cold] < model.level else np.inf
-    )
-    return float(excess), float(room)
+def _heterogeneous(model: CapacityModel, low: float) -> bool:
+    """Unequal machines (slopes differing by more than a quarter) or unequal background (by at least the
+    low threshold): an imbalance traffic jitter does not explain, worth acting on sooner."""
+    slopes = model.slope[model.slope > 0]
+    if slopes.size and float(slopes.max()) > 1.25 * float(slopes.min()):
+        return True
+    return float(model.background.max() - model.background.min()) >= low
+
+
+def _imbalance(predicted: FloatArray) -> float:
+    """What a move must lower: the spread of the predicted scores plus their total absolute deviation from
+    their mean (score points). The deviation credits every move that brings a hot broker and a cold one
+    closer, also when several brokers are equally hot and the spread alone would not move; the spread
+    adds the benefit a move has on the extremes the metric users watch."""
+    return float(predicted.max() - predicted.min()) + float(np.abs(predicted - predicted.mean()).sum())
 
 
 def _bump(counts: dict[str, int], broker: str, hit: bool) -> None:

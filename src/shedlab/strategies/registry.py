@@ -34,14 +34,21 @@ from shedlab.config import STRATEGY_KEYS, STRATEGY_PACKAGE, LoadBalancerConfig, 
 from shedlab.errors import ConfigError, did_you_mean
 from shedlab.strategies.avg_shedder import AvgShedder
 from shedlab.strategies.base import PlacementStrategy, SheddingStrategy
+from shedlab.strategies.extensible_least_resource_usage_with_weight import (
+    ExtensibleLeastResourceUsageWithWeight,
+)
 from shedlab.strategies.least_long_term_message_rate import LeastLongTermMessageRate
 from shedlab.strategies.least_resource_usage_with_weight import LeastResourceUsageWithWeight
 from shedlab.strategies.overload_shedder import OverloadShedder
 from shedlab.strategies.threshold_shedder import ThresholdShedder
+from shedlab.strategies.transfer_shedder import TransferShedder
 from shedlab.strategies.uniform_load_shedder import UniformLoadShedder
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "EXTENSIBLE_LOAD_MANAGER",
+    "EXTENSIBLE_PAIRS",
+    "MODULAR_LOAD_MANAGER",
     "PAIR_COLOURS",
     "PLACEMENT_STRATEGIES",
     "SHEDDING_STRATEGIES",
@@ -50,7 +57,9 @@ __all__ = [
     "abbreviate",
     "abbreviation_legend",
     "builtin_strategies",
+    "caption_legend",
     "installed_plugins",
+    "is_extensible_pair",
     "overrides_and_pair",
     "pair_colour",
     "pair_config",
@@ -85,6 +94,10 @@ class StrategyInfo:
     cls: type
     roles: frozenset[StrategyRole]
     builtin: bool
+    extensible: bool = False
+    """One of the extensible load manager's (PIP-192) classes: it reads that manager's data (broker-side
+    EMA, top-k reports), so it runs only in the simulator's extensible path (``core/sim/extensible.py``),
+    never in :class:`~shedlab.manager.LoadManager`, and pairs only with the other extensible class."""
 
     @property
     def sheds(self) -> bool:
@@ -101,13 +114,27 @@ class StrategyInfo:
 
     def shedder(self, rng: np.random.Generator) -> SheddingStrategy:
         """A fresh instance in the shedding role; every strategy takes the injected generator as ``rng``."""
+        if self.extensible:
+            raise ConfigError(_EXTENSIBLE_ONLY.format(name=self.name), field=STRATEGY_KEYS["shedding"])
         instance: SheddingStrategy = self.cls(rng=rng)
         return instance
 
     def placer(self, rng: np.random.Generator) -> PlacementStrategy:
         """A fresh instance in the placement role."""
+        if self.extensible:
+            raise ConfigError(_EXTENSIBLE_ONLY.format(name=self.name), field=STRATEGY_KEYS["placement"])
         instance: PlacementStrategy = self.cls(rng=rng)
         return instance
+
+
+_EXTENSIBLE_ONLY: Final = (
+    "{name} belongs to the extensible load manager (PIP-192): it runs in the simulator (compare, sweep, "
+    "run), not in the modular manager's decide or replay"
+)
+
+MODULAR_LOAD_MANAGER: Final = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
+EXTENSIBLE_LOAD_MANAGER: Final = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+"""``loadManagerClassName`` of the extensible manager; the extensible pair sets it (spec §8)."""
 
 
 def _roles_of(cls: type) -> frozenset[StrategyRole]:
@@ -130,20 +157,52 @@ _BUILTIN_TABLE: Final[tuple[tuple[type, str], ...]] = (
     (LeastLongTermMessageRate, "LLTMR"),
     (LeastResourceUsageWithWeight, "LRUWW"),
 )
-_BUILTINS: Final[Mapping[str, StrategyInfo]] = MappingProxyType(
+_MODULAR: Final[Mapping[str, StrategyInfo]] = MappingProxyType(
     {
         cls.__name__: StrategyInfo(cls.__name__, _PULSAR_PREFIX + cls.__name__, cls, _roles_of(cls), True)
         for cls, _ in _BUILTIN_TABLE
     }
 )
+# The extensible manager's classes (spec §8, §3.5): short name, the class name Pulsar's key would hold
+# (its placement is hard-wired in ExtensibleLoadManagerImpl.createBrokerSelectionStrategy, so the placement
+# key is shedlab's label of it), abbreviation. The extensible placement shares its Java simple name with
+# the modular LeastResourceUsageWithWeight, so shedlab names it ExtensibleLeastResourceUsageWithWeight.
+_EXTENSIBLE_TABLE: Final[tuple[tuple[type, str, str], ...]] = (
+    (
+        TransferShedder,
+        "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder",
+        "Transfer",
+    ),
+    (
+        ExtensibleLeastResourceUsageWithWeight,
+        "org.apache.pulsar.broker.loadbalance.extensions.strategy.LeastResourceUsageWithWeight",
+        "ExtLRUWW",
+    ),
+)
+_BUILTINS: Final[Mapping[str, StrategyInfo]] = MappingProxyType(
+    {
+        **_MODULAR,
+        **{
+            cls.__name__: StrategyInfo(cls.__name__, full, cls, _roles_of(cls), True, extensible=True)
+            for cls, full, _ in _EXTENSIBLE_TABLE
+        },
+    }
+)
+_FULL_NAMES: Final[Mapping[str, str]] = MappingProxyType(
+    {full: cls.__name__ for cls, full, _ in _EXTENSIBLE_TABLE}
+)
+"""Full class name → short name, for the classes outside Pulsar's modular strategy package."""
 _ABBREVIATIONS: Final[Mapping[str, str]] = MappingProxyType(
-    {cls.__name__: short for cls, short in _BUILTIN_TABLE}
+    {
+        **{cls.__name__: short for cls, short in _BUILTIN_TABLE},
+        **{cls.__name__: short for cls, _, short in _EXTENSIBLE_TABLE},
+    }
 )
 
-SHEDDING_STRATEGIES: Final[tuple[str, ...]] = tuple(n for n, i in _BUILTINS.items() if i.sheds)
-"""Short names of Pulsar's shedding strategies."""
-PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = tuple(n for n, i in _BUILTINS.items() if i.places)
-"""Short names of Pulsar's placement strategies."""
+SHEDDING_STRATEGIES: Final[tuple[str, ...]] = tuple(n for n, i in _MODULAR.items() if i.sheds)
+"""Short names of the modular manager's shedding strategies."""
+PLACEMENT_STRATEGIES: Final[tuple[str, ...]] = tuple(n for n, i in _MODULAR.items() if i.places)
+"""Short names of the modular manager's placement strategies."""
 
 STRATEGY_PAIRS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
     {
@@ -156,6 +215,16 @@ STRATEGY_PAIRS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
 )
 """The strategy pairs PIP-364 compares ("all" in a grid or ``compare``), in its order."""
 
+EXTENSIBLE_PAIRS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
+    {
+        "TransferShedder+ExtensibleLeastResourceUsageWithWeight": (
+            "TransferShedder",
+            "ExtensibleLeastResourceUsageWithWeight",
+        )
+    }
+)
+"""The extensible load manager's one pair (PIP-192): TransferShedder and its LeastResourceUsageWithWeight."""
+
 PAIR_COLOURS: Final[Mapping[str, str]] = MappingProxyType(
     {
         "AvgShedder": "#009E73",
@@ -163,10 +232,11 @@ PAIR_COLOURS: Final[Mapping[str, str]] = MappingProxyType(
         "ThresholdShedder+LeastLongTermMessageRate": "#E69F00",
         "UniformLoadShedder+LeastLongTermMessageRate": "#0072B2",
         "OverloadShedder+LeastLongTermMessageRate": "#CC79A7",
+        "TransferShedder+ExtensibleLeastResourceUsageWithWeight": "#56B4E9",
     }
 )
 """The fixed colours of PIP-364's pairs (Okabe-Ito, distinguishable with colour-blindness)."""
-_EXTRA_COLOURS: Final = ("#56B4E9", "#8C6D31", "#7F7F7F", "#17BECF", "#BCBD22", "#393B79")
+_EXTRA_COLOURS: Final = ("#8C6D31", "#7F7F7F", "#17BECF", "#BCBD22", "#393B79")
 
 
 def builtin_strategies() -> Mapping[str, StrategyInfo]:
@@ -263,7 +333,7 @@ def resolve_strategy(
     if not isinstance(name, str) or not name.strip():
         raise _error("expected a strategy name", name, role=role, source=source)
     text = name.strip()
-    short = text.removeprefix(_PULSAR_PREFIX)
+    short = _FULL_NAMES.get(text, text.removeprefix(_PULSAR_PREFIX))
     if short in _BUILTINS:  # Pulsar's names win over an entry point of the same name
         info = _BUILTINS[short]
     elif short == text and (":" in text or text in _entry_points()):
@@ -305,6 +375,12 @@ def _check_pair(shed: StrategyInfo, place: StrategyInfo, *, pulsar_exact: bool) 
     stricter by default and also rejects a two-role shedder with another placement strategy, because the
     destinations it plans would be silently ignored; ``pulsar_exact`` applies only Pulsar's own check.
     """
+    if shed.extensible != place.extensible:
+        ext, other = (shed, place) if shed.extensible else (place, shed)
+        return (
+            f"{ext.name} belongs to the extensible load manager and pairs only with its own class, "
+            f"not with {other.name} (the pair is {next(iter(EXTENSIBLE_PAIRS))})"
+        )
     if shed == place and shed.both_roles:
         return None
     if place.both_roles:
@@ -328,7 +404,7 @@ def resolve_pair(
     if not isinstance(name, str) or not name.strip():
         raise ConfigError("expected a strategy pair name", source=source, field=field, value=name)
     compact = name.replace(" ", "")
-    for known, (s, p) in STRATEGY_PAIRS.items():
+    for known, (s, p) in {**STRATEGY_PAIRS, **EXTENSIBLE_PAIRS}.items():
         if compact.lower() == known.lower():
             return _BUILTINS[s], _BUILTINS[p]
     if "+" in name:
@@ -383,12 +459,15 @@ def pair_config(
     """``conf`` with both strategy keys set to the pair's classes (in the form the keys store)."""
     shed, place = resolve_pair(pair)
     values = {STRATEGY_KEYS["shedding"]: shed.config_value, STRATEGY_KEYS["placement"]: place.config_value}
+    if shed.extensible:  # the modular pairs leave loadManagerClassName as it is (Pulsar's default)
+        values["loadManagerClassName"] = EXTENSIBLE_LOAD_MANAGER
     return (conf or LoadBalancerConfig()).with_overrides(values, source=source)
 
 
 def pair_name_of(conf: LoadBalancerConfig) -> str:
     """The pair name of a config's two strategy keys (string work only: nothing is imported)."""
-    shed, place = conf.shedding_strategy_name, conf.placement_strategy_name
+    shed = _FULL_NAMES.get(conf.shedding_strategy_name, conf.shedding_strategy_name)
+    place = _FULL_NAMES.get(conf.placement_strategy_name, conf.placement_strategy_name)
     return shed if shed == place else f"{shed}+{place}"
 
 
@@ -432,9 +511,40 @@ def resolve_config(
             key = STRATEGY_KEYS["placement" if infos["placement"].both_roles else "shedding"]
             where = sources[key] if sources[key] not in ("default", "code") else None
             raise ConfigError(problem, source=where, field=key)
+        _check_manager(conf, infos["shedding"], sources)
     for key, (value, source) in changes.items():
         conf = conf.with_overrides({key: value}, source=source)
     return conf
+
+
+def _check_manager(conf: LoadBalancerConfig, shed: StrategyInfo, sources: Mapping[str, str]) -> None:
+    """``loadManagerClassName`` must be the manager whose strategies the pair names: shedlab runs the
+    extensible path for TransferShedder and the modular one otherwise, never a mix (Pulsar's extensible
+    manager would silently replace a modular shedder by TransferShedder)."""
+    key = "loadManagerClassName"
+    manager = conf.load_manager_class_name
+    where = sources[key] if sources[key] not in ("default", "code") else None
+    if shed.extensible and manager != EXTENSIBLE_LOAD_MANAGER:
+        raise ConfigError(
+            f"{shed.name} runs in the extensible load manager",
+            source=where,
+            field=key,
+            value=manager,
+            hint=f"set {key}={EXTENSIBLE_LOAD_MANAGER}",
+        )
+    if not shed.extensible and manager == EXTENSIBLE_LOAD_MANAGER:
+        raise ConfigError(
+            f"the extensible load manager runs TransferShedder, not {shed.name}",
+            source=where,
+            field=key,
+            value=manager,
+            hint=f"use the pair {next(iter(EXTENSIBLE_PAIRS))}, or {MODULAR_LOAD_MANAGER}",
+        )
+
+
+def is_extensible_pair(conf: LoadBalancerConfig) -> bool:
+    """Whether a resolved config runs the extensible load manager (string work only)."""
+    return conf.load_manager_class_name == EXTENSIBLE_LOAD_MANAGER
 
 
 def strategy_modules(names: Sequence[str]) -> tuple[str, ...]:
@@ -467,15 +577,24 @@ def short_pair_name(pair: str, separator: str = "+") -> str:
 
 def abbreviation_legend(pairs: Sequence[str] | None = None) -> str:
     """The caption spelling out the abbreviations ``pairs`` use (all of Pulsar's that differ from
-    the class name, without ``pairs``): ``LLTMR = LeastLongTermMessageRate, LRUWW = ...``."""
+    the class name, without ``pairs``): ``LLTMR = LeastLongTermMessageRate, LRUWW = ...``. The extensible
+    manager's abbreviations appear only when ``pairs`` use them."""
     used = (
         {p.strip().removeprefix(_PULSAR_PREFIX) for pair in pairs for p in pair.split("+")} if pairs else None
     )
     return ", ".join(
         f"{short} = {name}"
         for name, short in _ABBREVIATIONS.items()
-        if not name.startswith(short) and (used is None or name in used)
+        if not name.startswith(short) and (name in used if used is not None else name in _MODULAR)
     )
+
+
+def caption_legend(pairs: Sequence[str]) -> str:
+    """The tables' caption: Pulsar's modular abbreviations always (``LLTMR = …, LRUWW = …``), then any
+    other abbreviation ``pairs`` use (the extensible manager's ``ExtLRUWW``)."""
+    base = abbreviation_legend()
+    extra = [item for item in abbreviation_legend(pairs).split(", ") if item and item not in base]
+    return ", ".join([base, *extra])
 
 
 def pair_colour(pair: str, known: Sequence[str] = ()) -> str:

@@ -362,3 +362,21 @@ def test_hashed_workloads_are_checked_when_loaded() -> None:
         _hashed([{**ORDERS, "namespace": "just-one-part"}])
     with pytest.raises(InputError, match="different bundle counts"):
         _hashed([ORDERS, {**AUDIT, "bundles": 4}])
+
+
+def test_the_extensible_pair_takes_a_pinned_start_and_leader_state() -> None:
+    """The extensible manager keeps no modular state: a pinned start still goes through its placement
+    (restricted to the pinned broker) and a scenario's leader_state is accepted and ignored."""
+    transfer = "TransferShedder+ExtensibleLeastResourceUsageWithWeight"
+    direct = _started(_variant("homogeneous-gap"), transfer)
+    placed = _started(
+        _variant(
+            "homogeneous-gap",
+            simulation={"pinned_placement": "strategy"},
+            leader_state={"brokers": [{"broker": 1, "usage_history": 0.9, "hit_high": 2}]},
+        ),
+        transfer,
+    )
+    assert (placed.cluster.owner == direct.cluster.owner).all()
+    assert placed.metrics.lookup_paths["placement"] == placed.pop.size
+    assert placed.manager.skip_log == []

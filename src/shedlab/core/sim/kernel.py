@@ -55,6 +55,7 @@ from numpy.typing import NDArray
 
 from shedlab.config import LoadBalancerConfig, layered_config
 from shedlab.core.sim.events import EventQueue, initial_assignment
+from shedlab.core.sim.extensible import ExtensibleDataPath, ExtensibleManager
 from shedlab.core.sim.metrics import Churn, RunCounts, TickMetrics
 from shedlab.core.sim.publishing import Publishing
 from shedlab.core.sim.recording import Recording
@@ -65,6 +66,7 @@ from shedlab.core.sim.traffic import BundlePopulation, Shape, Traffic, TrafficMo
 from shedlab.core.sim.windows import StatsWindows
 from shedlab.manager import LoadManager, ManagerDecision
 from shedlab.strategies import pair_config, pair_name_of, resolve_config, resolve_pair_name
+from shedlab.strategies.registry import is_extensible_pair
 
 __all__ = ["Simulation", "build_config"]
 
@@ -138,6 +140,11 @@ class Simulation:
         self.next_check_ms = self.start_ms
         if sim.resolution is not None:
             self.windows = StatsWindows.new(cluster.num_slots, pop.size, self.res_ms)
+        # The extensible manager's data path (PIP-192: broker-side EMA, load-data topic, top-k reports),
+        # or None for the modular manager (core/sim/extensible.py); the hooks below are its only calls.
+        self.extensible: ExtensibleDataPath | None = None
+        if is_extensible_pair(conf):
+            self.extensible = ExtensibleDataPath.new(conf, cluster, pop.names, pop.consumers, pop.producers)
         self.manager = self._new_manager()
         self._seed_leader_state(scenario, root)
         self.pinned_lookups: dict[int, str] = {}  # bundle -> the one broker its first lookup may pick
@@ -289,9 +296,13 @@ class Simulation:
         )
         if self.windows is None:
             samplers = publishing.sample(now, true, cluster.owner, traffic, self.pop.topics)
-            writers = publishing.writers(now, true.slots)
         else:
             samplers = self._sample_windows(now, traffic, true)
+        if self.extensible is not None:  # hook: the extensible manager's EMA, load-data topic, top-k
+            self.extensible.advance(now, publishing.local, samplers)
+        if self.windows is None:
+            writers = publishing.writers(now, true.slots)
+        else:
             writers = self._check_reports(now, true.slots)
         extra = publishing.quota_updates_due(now)
         if writers.size or extra:
@@ -374,8 +385,11 @@ class Simulation:
         )
 
     # ------------------------------------------------------------------------------ leader and membership
-    def _new_manager(self) -> LoadManager:
-        return LoadManager(self.conf, seed=self.rng_manager.spawn(1)[0])
+    def _new_manager(self) -> LoadManager | ExtensibleManager:
+        seed = self.rng_manager.spawn(1)[0]
+        if self.extensible is not None:
+            return ExtensibleManager(self.conf, self.extensible, seed)
+        return LoadManager(self.conf, seed=seed)
 
     def _seed_leader_state(self, scenario: Scenario, root: np.random.Generator) -> None:
         """The first leader's ``leader_state`` (usage histories, hit counters, recent unloads)."""
@@ -401,6 +415,8 @@ class Simulation:
         for s in removed:
             cluster.alive[s] = False
             publishing.broker_left(s)
+            if self.extensible is not None:  # hook
+                self.extensible.broker_left(s)
             lost = np.flatnonzero(cluster.owner == s)
             if lost.size:
                 self._disconnect(lost, now)
@@ -414,6 +430,8 @@ class Simulation:
             publishing.broker_joined(s, now, usage, cluster.cost.limits(slot)[0])
             if self.windows is not None:
                 self.windows.started(s, now)
+            if self.extensible is not None:  # hook
+                self.extensible.broker_joined(s, now)
         writers = list(dict.fromkeys([*removed, *(s for s in joined if cluster.alive[s])]))
         self._publish(now, np.asarray(writers, dtype=np.int64), 0)
         self._elect(now)

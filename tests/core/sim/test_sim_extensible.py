@@ -1,0 +1,248 @@
+"""The extensible manager's data path in the simulator (core/sim/extensible.py); its pair's registry rules."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from builders import cpu_broker, snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shedlab.config import LoadBalancerConfig
+from shedlab.core.decide import decide_on_snapshot
+from shedlab.core.sim import Scenario, load_scenario, run_simulation
+from shedlab.core.sim.extensible import ExtensibleManager, top_k_rows
+from shedlab.core.sim.kernel import Simulation
+from shedlab.errors import ConfigError
+from shedlab.model.pulsar import NamespaceBundleStats, ResourceUsage
+from shedlab.strategies import make_pair, pair_config, resolve_config, resolve_pair_name
+from shedlab.strategies.extensible_data import BrokerLoadData, ResourceWeights, top_k_bundles
+from shedlab.strategies.registry import EXTENSIBLE_LOAD_MANAGER, short_pair_name
+
+PAIR = "TransferShedder+ExtensibleLeastResourceUsageWithWeight"
+
+
+def small(**overrides: Any) -> Scenario:
+    doc: dict[str, Any] = {
+        "name": "small",
+        "duration": "40m",
+        "seed": 1,
+        "strategy": PAIR,
+        "hardware": {"standard": {"cores": 16, "nic_gbps": 25}},
+        "brokers": [{"count": 1}],
+        "events": [{"at": "3m", "kind": "add_brokers", "count": 3}],
+        "workloads": [
+            {
+                "tenants": 1,
+                "namespaces": 4,
+                "bundles": 24,
+                "msg_rate_in": {"dist": "lognormal", "median": 9000, "sigma": 0.4},
+            }
+        ],
+    }
+    doc.update(overrides)
+    return Scenario.from_mapping(doc, source="test")
+
+
+# ------------------------------------------------------------------------------------------- registry
+def test_pair_names_and_sets_the_extensible_manager() -> None:
+    assert resolve_pair_name("transfershedder + extensibleleastresourceusagewithweight") == PAIR
+    conf = resolve_config(pair_config(PAIR))
+    assert conf.load_manager_class_name == EXTENSIBLE_LOAD_MANAGER
+    assert conf.load_balancer_load_shedding_strategy.endswith("extensions.scheduler.TransferShedder")
+    assert short_pair_name(PAIR) == "Transfer+ExtLRUWW"
+    # the modular pairs leave Pulsar's default load manager alone
+    assert pair_config("AvgShedder").load_manager_class_name.endswith("ModularLoadManagerImpl")
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [
+        "TransferShedder+LeastResourceUsageWithWeight",
+        "ThresholdShedder+ExtensibleLeastResourceUsageWithWeight",
+    ],
+)
+def test_extensible_classes_pair_only_with_each_other(pair: str) -> None:
+    with pytest.raises(ConfigError, match="extensible load manager"):
+        resolve_pair_name(pair)
+
+
+def test_manager_class_must_match_the_pair() -> None:
+    modular_with_ext = LoadBalancerConfig().with_overrides(
+        {"loadManagerClassName": EXTENSIBLE_LOAD_MANAGER}, "f.conf"
+    )
+    with pytest.raises(ConfigError, match="runs TransferShedder") as info:
+        resolve_config(modular_with_ext)
+    assert info.value.source == "f.conf"
+    ext_with_modular = pair_config(PAIR).with_overrides(
+        {"loadManagerClassName": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"}, "g.conf"
+    )
+    with pytest.raises(ConfigError, match="runs in the extensible load manager"):
+        resolve_config(ext_with_modular)
+
+
+def test_the_modular_manager_refuses_the_extensible_pair() -> None:
+    with pytest.raises(ConfigError, match="runs in the simulator"):
+        make_pair(pair_config(PAIR))
+
+
+# ------------------------------------------------------------------------------------------- top-k
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0, 5e5), st.floats(0, 5e5), st.floats(0, 3e6), st.floats(0, 3e6), st.integers(0, 900)
+        ),
+        min_size=0,
+        max_size=25,
+    ),
+    st.integers(0, 12),
+)
+def test_vectorised_top_k_equals_the_reference(rows: list[tuple[float, ...]], k: int) -> None:
+    names = [f"t/ns{j % 3}/0x{j:08x}_0x{j + 1:08x}" for j in range(len(rows))]
+    names += ["pulsar/system/0x00000000_0xffffffff"]
+    values = np.zeros((4, len(names)))
+    topics = np.zeros(len(names), dtype=np.int64)
+    consumers = np.zeros(len(names), dtype=np.int64)
+    for j, (ri, ro, ti, to, c) in enumerate(rows):
+        values[:, j] = (ri, ro, ti, to)
+        topics[j], consumers[j] = c % 7, c
+    values[:, -1] = (1.0, 1.0, 9e6, 9e6)  # a system bundle: never reported
+    stats = {
+        n: NamespaceBundleStats(
+            msgRateIn=values[0, j],
+            msgRateOut=values[1, j],
+            msgThroughputIn=values[2, j],
+            msgThroughputOut=values[3, j],
+            consumerCount=int(consumers[j]),
+            topics=int(topics[j]),
+        )
+        for j, n in enumerate(names)
+    }
+    expected = [
+        b.bundle_name for b in top_k_bundles(stats, k, excluded_namespaces=["t/ns2"]).top_bundles_load_data
+    ]
+    rank = np.argsort(np.argsort(np.asarray(names, dtype=object), kind="stable"), kind="stable")
+    eligible = np.asarray([not (n.startswith("pulsar/") or n.startswith("t/ns2/")) for n in names])
+    got = top_k_rows(np.arange(len(names)), values, topics, consumers, rank, eligible, k)
+    assert [names[j] for j in got.tolist()] == expected
+
+
+def test_n_report_instants_are_one_update_with_history_h_to_the_n() -> None:
+    res = {
+        n: ResourceUsage(u, 100.0)
+        for n, u in zip(
+            ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut"),
+            (70.0, 0.0, 0.0, 20.0, 30.0),
+            strict=True,
+        )
+    }
+    kwargs: dict[str, Any] = dict(
+        msg_throughput_in=1e6,
+        msg_throughput_out=2e6,
+        msg_rate_in=10.0,
+        msg_rate_out=20.0,
+        bundle_count=3,
+        topics=3,
+        weights=ResourceWeights(),
+    )
+    start = BrokerLoadData(weighted_max_ema=0.2, msg_throughput_ema=5e5, updated_at=1)
+    stepped = start
+    for i in range(12):
+        stepped = stepped.updated(res, history=0.9, now_ms=1000 * (i + 2), **kwargs)
+    once = start.updated(res, history=0.9**12, now_ms=13_000, **kwargs)
+    assert once.weighted_max_ema == pytest.approx(stepped.weighted_max_ema, rel=1e-12)
+    assert once.msg_throughput_ema == pytest.approx(stepped.msg_throughput_ema, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------- simulation
+def test_same_seed_same_run_and_the_pair_is_named() -> None:
+    a = run_simulation(small(), seed=3)
+    b = run_simulation(small(), seed=3)
+    for x, y in zip((a.ticks, a.brokers, a.decisions), (b.ticks, b.brokers, b.decisions), strict=True):
+        pd.testing.assert_frame_equal(x, y)
+    assert a.strategy == PAIR
+
+
+def _traced(scenario: Scenario, seed: int = 1) -> tuple[Simulation, list[tuple[int, Any, list[Any]]]]:
+    sim = Simulation(scenario, seed=seed)
+    assert isinstance(sim.manager, ExtensibleManager)
+    trace: list[tuple[int, Any, list[Any]]] = []
+    manager = sim.manager
+    original = manager.do_load_shedding
+
+    def wrapped(snapshot: Any, now_ms: int) -> Any:
+        decisions = original(snapshot, now_ms)
+        trace.append((now_ms, manager.last_result, decisions))
+        return decisions
+
+    manager.do_load_shedding = wrapped  # type: ignore[method-assign]
+    for t in range(sim.n_ticks):
+        sim.tick(t, sim.start_ms + t * sim.tick_ms)
+    return sim, trace
+
+
+def test_transfers_land_on_their_destination_and_cool_down_follows() -> None:
+    sim, trace = _traced(small())
+    shed = [(now, r, d) for now, r, d in trace if d]
+    assert shed, "the skewed start must make TransferShedder shed"
+    result = sim.result()
+    decisions = result.decisions
+    assert (decisions["destination"] != decisions["source"]).all()
+    reasons = [json.loads(r) for r in decisions["reason"]]
+    assert all(r["strategy"] == "TransferShedder" and r["transfer"] for r in reasons)
+    # each transferred bundle is owned by its destination once its clients reconnected
+    last = decisions.drop_duplicates("bundle", keep="last")
+    for bundle, dest in zip(last["bundle"], last["destination"], strict=True):
+        assert sim.cluster.ids[int(sim.cluster.owner[sim.bundle_index[bundle]])] == dest
+    # right after a cycle that moved something, the next one waits for the sources' fresh data
+    first_now = shed[0][0]
+    after = [r for now, r, _ in trace if now > first_now]
+    assert after and after[0].reason == "CoolDown"
+    # the hit-count gate: three earlier cycles saw the condition before the first decision
+    before = [r for now, r, _ in trace if now < first_now and r is not None and r.reason == "HitCount"]
+    assert [r.hit_count for r in before[-3:]] == [1, 2, 3]
+
+
+def test_the_leader_reads_only_published_data() -> None:
+    sim, _ = _traced(small(duration="10m"))
+    path = sim.extensible
+    assert path is not None
+    for broker, data in path.published.items():
+        local = path.local_data[sim.cluster.slot_of[broker]]
+        assert data.reported_at >= data.updated_at
+        assert data.updated_at <= local.updated_at
+    assert path.reports_published >= len(path.published)
+
+
+def test_broker_loss_removes_its_data_and_assigns_its_bundles() -> None:
+    scenario = small(
+        events=[
+            {"at": "3m", "kind": "add_brokers", "count": 3},
+            {"at": "25m", "kind": "remove_brokers", "count": 1},
+        ]
+    )
+    sim, _ = _traced(scenario)
+    gone = [
+        b for s, b in enumerate(sim.cluster.ids) if not sim.cluster.alive[s] and sim.cluster.start_ts[s] >= 0
+    ]
+    path = sim.extensible
+    assert path is not None
+    assert gone and all(b not in path.published and b not in path.top for b in gone)
+    assert (sim.cluster.owner >= 0).all()
+
+
+def test_builtin_scenarios_run_with_the_extensible_pair() -> None:
+    result = run_simulation(load_scenario("over-unloading-90-10"), strategy=PAIR, seed=1)
+    assert result.summary["unloads"] > 0
+    assert result.config["loadManagerClassName"] == EXTENSIBLE_LOAD_MANAGER
+
+
+def test_decide_refuses_the_extensible_pair() -> None:
+    snap = snapshot({"a:8080": cpu_broker(90.0), "b:8080": cpu_broker(10.0)})
+    with pytest.raises(ConfigError, match="runs in the simulator"):
+        decide_on_snapshot(snap, LoadBalancerConfig(), strategy=PAIR)
