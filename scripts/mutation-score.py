@@ -1,4 +1,4 @@
-"""Summarise ``mutmut results --all true`` per module: the mutation score of scripts/mutation-test.sh.
+"""Summarise ``mutmut results --all true`` outputs (one or more files) per module: the mutation score of scripts/mutation-test.sh.
 
 A mutant counts as killed when a test failed on it or it timed out (an infinite loop the tests
 caught). Everything else ("survived", "no tests", "suspicious", "not checked") counts against the
@@ -25,10 +25,11 @@ def module_of(key: str) -> str:
     return ".".join(parts)
 
 
-def main(path: str) -> int:
+def main(paths: list[str]) -> int:
     by_module: dict[str, Counter[str]] = defaultdict(Counter)
     survivors: list[str] = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    lines = [line for path in paths for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    for line in lines:
         m = LINE.match(line)
         if not m:
             continue
@@ -55,4 +56,4 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

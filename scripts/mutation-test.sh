@@ -4,80 +4,103 @@
 # Runs OUTSIDE CI: mutmut is not a project dependency. Install it into the venv first:
 #     .venv/bin/pip install mutmut        # tested with mutmut 3.8.1
 #
-# Usage:  scripts/mutation-test.sh [TARGET ...]
-#   TARGET is a source file or directory under src/shedlab (default: the four targets below).
-#   MUTATION_DIR   where the scratch copy lives (default: /tmp/shedlab-mutation); reused between runs,
-#                  so a second run only retests what changed. Delete it to start from scratch.
+# Usage:  scripts/mutation-test.sh [GROUP ...]      (default: shedders placement manager sim)
+#   shedders   the Pulsar shedding strategies and their shared helpers
+#              (avg_shedder, threshold_shedder, uniform_load_shedder, overload_shedder, greedy, base)
+#   placement  least_resource_usage_with_weight, least_long_term_message_rate
+#   manager    manager/loop.py
+#   sim        core/sim/publishing.py and core/sim/metrics.py
+#   extra      the rest of strategies/: transfer_shedder, capacity_aware, extensible_*, registry
+#   all        every group above
+# Each group mutates its files and runs only the fast unit tests that exercise them (no Spark,
+# browser, ZooKeeper or slow tests), in its own scratch copy MUTATION_DIR/<group> (default
+# /tmp/shedlab-mutation/<group>), which is reused: a second run retests only what changed.
 #   MUTATION_JOBS  worker processes (default: 1; the machine is shared).
 #
 # Why a scratch copy: mutmut writes a mutated copy of the tree to ./mutants and reads its settings from
 # setup.cfg; doing that in a copy keeps the worktree clean and lets us give mutmut its own settings
-# without touching pyproject.toml. Only the fast unit tests run (no Spark, browser, ZooKeeper or slow
-# tests): the strategy, manager and simulator tests, plus the model tests the strategies rely on.
+# without touching pyproject.toml.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
-WORK="${MUTATION_DIR:-/tmp/shedlab-mutation}"
+BASE="${MUTATION_DIR:-/tmp/shedlab-mutation}"
 JOBS="${MUTATION_JOBS:-1}"
-if [ "$#" -gt 0 ]; then
-  TARGETS=("$@")
-else
-  TARGETS=(src/shedlab/strategies/ src/shedlab/manager/ src/shedlab/core/sim/publishing.py
-    src/shedlab/core/sim/metrics.py)
-fi
+S=src/shedlab/strategies
+
+group_targets() {
+  case "$1" in
+    shedders)
+      echo "$S/avg_shedder.py $S/threshold_shedder.py $S/uniform_load_shedder.py $S/overload_shedder.py" \
+        "$S/greedy.py $S/base.py"
+      ;;
+    placement) echo "$S/least_resource_usage_with_weight.py $S/least_long_term_message_rate.py" ;;
+    manager) echo "src/shedlab/manager/loop.py" ;;
+    sim) echo "src/shedlab/core/sim/publishing.py src/shedlab/core/sim/metrics.py" ;;
+    extra)
+      echo "$S/transfer_shedder.py $S/capacity_aware.py $S/extensible_data.py" \
+        "$S/extensible_least_resource_usage_with_weight.py $S/registry.py"
+      ;;
+    *)
+      echo "unknown group '$1' (shedders, placement, manager, sim, extra, all)" >&2
+      return 2
+      ;;
+  esac
+}
+
+group_tests() {
+  case "$1" in
+    shedders | placement | extra) echo "tests/strategies tests/manager" ;;
+    manager) echo "tests/manager tests/strategies tests/core/sim/test_sim_mechanisms.py" ;;
+    sim) echo "tests/core/sim" ;;
+  esac
+}
 
 "$PY" -c "import mutmut" 2>/dev/null || {
   echo "mutmut is not installed: run $ROOT/.venv/bin/pip install mutmut (it is not a project dependency)" >&2
   exit 2
 }
 
-mkdir -p "$WORK"
-# Sources, tests and the documents tests read, copied afresh (cp -a keeps mtimes, which mutmut's cache uses).
-for d in src tests docs; do
-  rm -rf "${WORK:?}/$d"
-  cp -a "$ROOT/$d" "$WORK/$d"
-done
-cp "$ROOT/pyproject.toml" "$ROOT/README.md" "$WORK/"
-
-ONLY=""
-for t in "${TARGETS[@]}"; do
-  t="${t#./}"
-  case "$t" in
-    *.py) ONLY+="    $t"$'\n' ;;
-    *) ONLY+="    ${t%/}/*.py"$'\n' ;;
-  esac
-done
-
-cat >"$WORK/setup.cfg" <<EOF
-[mutmut]
-source_paths = src
-also_copy =
-    docs
-    README.md
-only_mutate =
-$ONLY
-do_not_mutate =
-    src/shedlab/strategies/__init__.py
-    src/shedlab/manager/__init__.py
-pytest_add_cli_args_test_selection =
-    tests/strategies
-    tests/manager
-    tests/core/sim
-pytest_add_cli_args =
-    -p
-    no:cacheprovider
-    -m
-    not spark and not browser and not zookeeper and not slow
-EOF
-
-cd "$WORK"
-# The original sources must not shadow the mutated copy.
-unset PYTHONPATH
-echo "mutating: ${TARGETS[*]} (in $WORK, $JOBS worker)" >&2
-"$PY" -m mutmut run --max-children "$JOBS" >"$WORK/run.log" 2>&1 || {
-  tail -30 "$WORK/run.log" >&2
-  exit 1
+run_group() {
+  local group="$1"
+  local work="$BASE/$group" only="" tests="" t d
+  mkdir -p "$work"
+  # Sources, tests and the documents tests read, copied afresh (cp -a keeps mtimes, which mutmut's cache uses).
+  for d in src tests docs; do
+    rm -rf "${work:?}/$d"
+    cp -a "$ROOT/$d" "$work/$d"
+  done
+  cp "$ROOT/pyproject.toml" "$ROOT/README.md" "$work/"
+  for t in $(group_targets "$group"); do only+="    $t"$'\n'; done
+  for t in $(group_tests "$group"); do tests+="    $t"$'\n'; done
+  {
+    echo "[mutmut]"
+    echo "source_paths = src"
+    printf 'also_copy =\n    docs\n    README.md\n'
+    printf 'only_mutate =\n%s' "$only"
+    printf 'pytest_add_cli_args_test_selection =\n%s' "$tests"
+    printf 'pytest_add_cli_args =\n    -p\n    no:cacheprovider\n    -m\n'
+    echo "    not spark and not browser and not zookeeper and not slow"
+  } >"$work/setup.cfg"
+  echo "== $group: $(group_targets "$group" | wc -w) files; tests: $(group_tests "$group"); in $work" >&2
+  (
+    cd "$work"
+    unset PYTHONPATH # the original sources must not shadow the mutated copy
+    if ! "$PY" -m mutmut run --max-children "$JOBS" >"$work/run.log" 2>&1; then
+      tail -30 "$work/run.log" >&2
+      exit 1
+    fi
+    "$PY" -m mutmut results --all true >"$work/results.txt" 2>&1
+  )
 }
-"$PY" -m mutmut results --all true >"$WORK/results.txt" 2>&1 || "$PY" -m mutmut results >"$WORK/results.txt"
-"$PY" "$ROOT/scripts/mutation-score.py" "$WORK/results.txt"
+
+groups=("$@")
+if [ "${#groups[@]}" -eq 0 ]; then groups=(shedders placement manager sim); fi
+if [ "${groups[0]}" = all ]; then groups=(shedders placement manager sim extra); fi
+results=()
+for g in "${groups[@]}"; do
+  group_targets "$g" >/dev/null
+  run_group "$g"
+  results+=("$BASE/$g/results.txt")
+done
+"$PY" "$ROOT/scripts/mutation-score.py" "${results[@]}"
