@@ -10,8 +10,14 @@ import pytest
 from builders import MB, broker_data, bundle_data, cpu_broker, snapshot
 from strategies.test_thresholds import AVG, THRESHOLD, UNIFORM_RATE, avg_cluster, conf, threshold_cluster
 
-from shedlab.strategies import AvgShedder, ThresholdShedder, UniformLoadShedder
-from shedlab.strategies.base import BrokerChoices, SheddingResult
+from shedlab.strategies import (
+    AvgShedder,
+    LeastLongTermMessageRate,
+    LeastResourceUsageWithWeight,
+    ThresholdShedder,
+    UniformLoadShedder,
+)
+from shedlab.strategies.base import BrokerChoices, SheddingResult, candidate_indices
 from shedlab.strategies.greedy import sort_descending
 
 # ---------------------------------------------------------------------------------------- UniformLoadShedder
@@ -279,10 +285,48 @@ class TestHelpers:
         assert list(choices) == ["a", "c"] and len(choices) == 2
 
     def test_unsorted_or_repeated_index_candidates_are_sorted_and_deduplicated(self) -> None:
-        from shedlab.strategies.base import candidate_indices
-
         snap = snapshot({b: cpu_broker(10) for b in ("a", "b", "c", "d")})
         assert candidate_indices(snap, np.array([2, 0, 2, 3])).tolist() == [0, 2, 3]
         assert candidate_indices(snap, np.array([1, 1])).tolist() == [1]
         assert candidate_indices(snap, np.array([0, 1, 3])).tolist() == [0, 1, 3]
         assert candidate_indices(snap, ["d", "a", "d"]).tolist() == [0, 3]
+
+
+# ---------------------------------------------------------------------------------------- placement
+
+
+class TestPlacementEdges:
+    def test_no_candidates_reason(self) -> None:
+        snap = snapshot({"a": cpu_broker(10)})
+        for cls in (LeastLongTermMessageRate, LeastResourceUsageWithWeight):
+            placed = cls(np.random.default_rng(0)).select_broker([], "t/ns/0x0_0x1", snap, conf())
+            assert (placed.broker, tuple(placed.choices)) == (None, ())
+            assert placed.reason == {"strategy": cls.name, "rule": "no candidates"}
+
+    def test_lruww_reason(self) -> None:
+        snap = snapshot(
+            {b: cpu_broker(u, rate_in=1, bundles=[f"{b}/ns/0"]) for b, u in (("a", 25), ("b", 75))}
+        )
+        placed = LeastResourceUsageWithWeight(np.random.default_rng(0)).select_broker(
+            ["a", "b"], "x/ns/0", snap, conf()
+        )
+        rule = "usage + threshold <= average"
+        assert placed.reason == {"strategy": "LeastResourceUsageWithWeight", "rule": rule, "avg_usage": 0.5}
+
+    def test_lruww_history_survives_growth_and_changing_broker_lists(self) -> None:
+        keys = conf(loadBalancerHistoryResourcePercentage=0.5)
+        strategy = LeastResourceUsageWithWeight(np.random.default_rng(0))
+        first = snapshot(
+            {f"b{i:02d}": cpu_broker(50, rate_in=1, bundles=[f"b{i:02d}/ns/0"]) for i in range(3)}
+        )
+        strategy.select_broker(list(first.broker_ids), "x/ns/0", first, keys)
+        # 40 brokers (the history array grows past its initial 16 slots), with a different broker list
+        many = snapshot(
+            {f"b{i:02d}": cpu_broker(100, rate_in=1, bundles=[f"b{i:02d}/ns/0"]) for i in range(1, 41)}
+        )
+        strategy.select_broker(list(many.broker_ids), "x/ns/0", many, keys)
+        history = strategy.history
+        assert history["b00"] == 0.5  # not a candidate this time: unchanged
+        assert history["b01"] == 0.75 and history["b02"] == 0.75  # 0.5·0.5 + 0.5·1.0
+        assert history["b03"] == 1.0 and history["b40"] == 1.0  # new brokers start at their usage
+        assert len(history) == 41
