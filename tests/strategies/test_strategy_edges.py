@@ -44,6 +44,11 @@ class TestUniformExtremes:
         assert (skip["max_msg_rate"], skip["min_msg_rate"]) == (-1.0, 1.0 * 2147483647)
         assert (skip["max_throughput"], skip["min_throughput"]) == (-1.0, 1.0 * 2147483647)
 
+    def test_a_minimum_exactly_at_int_max_has_no_broker(self) -> None:
+        reason = uniform([2147483647.0, 6e9]).unloads[0].reason
+        assert reason["min_msg_rate"] == 2147483647.0
+        assert reason["underloaded_broker"] is None
+
     def test_single_broker_is_its_own_max_and_min(self) -> None:
         (skip,) = uniform([300.0]).skipped
         assert (skip["max_msg_rate"], skip["min_msg_rate"], skip["msg_rate_difference_pct"]) == (
@@ -288,6 +293,7 @@ class TestHelpers:
         snap = snapshot({b: cpu_broker(10) for b in ("a", "b", "c", "d")})
         assert candidate_indices(snap, np.array([2, 0, 2, 3])).tolist() == [0, 2, 3]
         assert candidate_indices(snap, np.array([1, 1])).tolist() == [1]
+        assert candidate_indices(snap, np.array([0, 3, 2])).tolist() == [0, 2, 3]
         assert candidate_indices(snap, np.array([0, 1, 3])).tolist() == [0, 1, 3]
         assert candidate_indices(snap, ["d", "a", "d"]).tolist() == [0, 3]
 
