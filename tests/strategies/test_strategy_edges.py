@@ -248,7 +248,8 @@ class TestAvgShedderPlacement:
         shedder = AvgShedder(np.random.default_rng(0))
         shedder.find_bundles_for_unloading(snap, conf(**AVG))
         placed = shedder.select_broker(np.array([0, 1]), "c/ns/0", snap, conf())
-        assert placed.broker == "a" and placed.reason["rule"] == "planned destination"
+        assert placed.broker == "a"
+        assert placed.reason == {"strategy": "AvgShedder", "rule": "planned destination"}
         # the planned broker is not among the index candidates: a random draw among them
         placed = shedder.select_broker(np.array([1]), "c/ns/0", snap, conf())
         assert (
