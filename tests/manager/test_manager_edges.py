@@ -81,17 +81,17 @@ class TestPreallocation:
         assert (entry.long_term_msg_rate, entry.topics) == (100.0, 0)  # 50 + 50 msg/s, no topics
 
     def test_preallocated_rates_add_up_for_the_next_lookups(self) -> None:
-        # a reports 150 msg/s, b 0. Each unknown bundle adds 100 to its broker's score:
-        # b (0) → b (100) → a (150 < 200) → b (200 < 250).
+        # a reports 200.5 msg/s, b 0. Each unknown bundle adds 100 to its broker's score:
+        # b (0) → b (100) → b (200 < 200.5) → a (200.5 < 300).
         for fresh_snapshots in (False, True):
             manager = LoadManager(conf(), seed=0)
-            snap = brokers({"a": 150.0, "b": 0.0})
+            snap = brokers({"a": 200.5, "b": 0.0})
             got = []
             for k in range(4):
                 if fresh_snapshots:
-                    snap = brokers({"a": 150.0, "b": 0.0})  # the leader's view rebuilt from its own state
+                    snap = brokers({"a": 200.5, "b": 0.0})  # the leader's view rebuilt from its own state
                 got.append(manager.assign(f"t/ns/0x0000000{k}_0x0000000{k + 1}", snap, T0))
-            assert got == ["b", "b", "a", "b"]
+            assert got == ["b", "b", "b", "a"]
             assert {b: len(v) for b, v in manager.preallocated.items()} == {"a": 1, "b": 3}
 
     def test_a_preallocation_answers_the_next_lookup_only_while_its_broker_is_alive(self) -> None:
@@ -104,7 +104,8 @@ class TestPreallocation:
         assert (without_b.broker, without_b.path) == ("a", "placement")
 
     def test_even_distribution_counts_preallocated_ranges(self) -> None:
-        manager = LoadManager(conf(loadBalancerDistributeBundlesEvenlyEnabled=True), seed=3)
+        # AvgShedder places at random (no preallocation awareness), so only the filter evens things out
+        manager = LoadManager(conf("AvgShedder", loadBalancerDistributeBundlesEvenlyEnabled=True), seed=3)
         snap = brokers({"a": 0.0, "b": 0.0, "c": 0.0})
         got = [manager.assign(f"t/ns/0x000000{k:02x}_0x000000{k + 1:02x}", snap, T0) for k in range(12)]
         counts = {b: got.count(b) for b in "abc"}
@@ -123,7 +124,13 @@ class TestPreallocation:
         assert manager.preallocated["b"][second].long_term_msg_rate == 100.0
         assert manager.preallocated_bundle_to_broker == {}
         # the kept preallocation still counts: b scores 100 < a's 150
-        assert manager.assign("t/ns/0x00000002_0x00000003", brokers({"a": 150.0, "b": 0.0}), T0) == "b"
+        snap = brokers({"a": 150.0, "b": 0.0})
+        # a new lookup of the kept bundle replaces its preallocation (counted once, not twice) …
+        assert manager.lookup(second, snap, T0).path == "placement"
+        assert manager.preallocated["b"][second].long_term_msg_rate == 100.0
+        # … so b still scores 100 < 150, then 200 > 150
+        assert manager.assign("t/ns/0x00000002_0x00000003", snap, T0) == "b"
+        assert manager.assign("t/ns/0x00000003_0x00000004", snap, T0) == "a"
 
 
 class TestLookups:
@@ -144,6 +151,20 @@ class TestLookups:
         answer = manager.lookup(decision.bundle, brokers({"h": 0.0, "d": 10.0}), T0)
         assert answer.path == "placement" and answer.broker == "h"
         assert decision.bundle not in manager.affinity  # popped even so
+
+    def test_affinity_answers_with_the_bundle(self) -> None:
+        manager = LoadManager(conf(), shedding=Recorder([("a", "t/ns/0x0_0x1")]), placement=Scripted(["b"]))
+        snap = snapshot(
+            {"a": broker_data(bundles=["t/ns/0x0_0x1"]), "b": broker_data()}, {"t/ns/0x0_0x1": bundle_data()}
+        )
+        manager.do_load_shedding(snap, T0)
+        answer = manager.lookup("t/ns/0x0_0x1", snap, T0)
+        assert (answer.bundle, answer.broker, answer.path, answer.placement) == (
+            "t/ns/0x0_0x1",
+            "b",
+            "affinity",
+            None,
+        )
 
     def test_strategies_see_the_time_of_the_call(self) -> None:
         shed = Recorder([("a", "t/ns/0x0_0x1")])
@@ -259,6 +280,8 @@ class TestRoundRobinSpec:
         assert [rr.select(["2", "3", "1"]) for _ in range(10)] == ["2", "3", "1"] * 3 + ["2"]
         assert [rr.select(["1", "2", "4"]) for _ in range(6)] == ["4", "1", "2", "4", "1", "2"]
         assert [rr.select(["2", "4"]) for _ in range(4)] == ["2", "4", "2", "4"]
+        # more candidates than cached: rebuilt (count 30 → index 0)
+        assert rr.select(["1", "2", "3"]) == "1"
 
     def test_single_candidate(self) -> None:
         assert [_RoundRobin().select(["only"]) for _ in range(2)] == ["only", "only"]
