@@ -9,7 +9,7 @@
 #              (avg_shedder, threshold_shedder, uniform_load_shedder, overload_shedder, greedy, base)
 #   placement  least_resource_usage_with_weight, least_long_term_message_rate
 #   manager    manager/loop.py
-#   sim        core/sim/publishing.py and core/sim/metrics.py
+#   sim        core/sim/publishing.py and core/sim/metrics.py (or one of them: publishing, metrics)
 #   extra      the rest of strategies/: transfer_shedder, capacity_aware, extensible_*, registry
 #   all        every group above
 # Each group mutates its files and runs only the fast unit tests that exercise them (no Spark,
@@ -39,12 +39,14 @@ group_targets() {
     placement) echo "$S/least_resource_usage_with_weight.py $S/least_long_term_message_rate.py" ;;
     manager) echo "src/shedlab/manager/loop.py" ;;
     sim) echo "src/shedlab/core/sim/publishing.py src/shedlab/core/sim/metrics.py" ;;
+    publishing) echo "src/shedlab/core/sim/publishing.py" ;;
+    metrics) echo "src/shedlab/core/sim/metrics.py" ;;
     extra)
       echo "$S/transfer_shedder.py $S/capacity_aware.py $S/extensible_data.py" \
         "$S/extensible_least_resource_usage_with_weight.py $S/registry.py"
       ;;
     *)
-      echo "unknown group '$1' (shedders, placement, manager, sim, extra, all)" >&2
+      echo "unknown group '$1' (shedders, placement, manager, sim, publishing, metrics, extra, all)" >&2
       return 2
       ;;
   esac
@@ -56,7 +58,7 @@ group_tests() {
     manager) echo "tests/manager tests/strategies tests/core/sim/test_sim_mechanisms.py" ;;
     # the simulator's unit tests and the kernel tests (whole small runs); the slower property and
     # mechanism tests are left out to keep a run under an hour on one core
-    sim)
+    sim | publishing | metrics)
       echo "tests/core/sim/test_metric_values.py tests/core/sim/test_sim_metrics.py" \
         "tests/core/sim/test_publishing_thresholds.py tests/core/sim/test_sim_publishing.py" \
         "tests/core/sim/test_sim_kernel.py"

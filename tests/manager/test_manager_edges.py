@@ -292,3 +292,25 @@ class TestRoundRobinSpec:
         assert rr.select(["1", "2", "3"]) == "2"  # 2147483647 mod 3 = 1
         assert rr.count == 0
         assert rr.select(["1", "2", "3"]) == "1"
+
+
+class TestMaxTopics:
+    def test_preallocated_topics_count_against_the_limit_inclusively(self) -> None:
+        # limit 5 topics. a is preferred (long-term rate 0 < 1000) until its reported + preallocated topics
+        # exceed 5: X (5 topics) → a (5 ≤ 5), Y (1) → a (checked before: 5 ≤ 5), Z (1) → b (6 > 5).
+        data = {
+            n: bundle_data(topics=t)
+            for n, t in (("t/ns/0x0_0x1", 5), ("t/ns/0x1_0x2", 1), ("t/ns/0x2_0x3", 1))
+        }
+        for fresh_snapshots in (False, True):
+            manager = LoadManager(conf(loadBalancerBrokerMaxTopics=5), seed=0)
+            snap = snapshot({"a": broker_data(long_rate_in=0.0), "b": broker_data(long_rate_in=1000.0)}, data)
+            got = []
+            for bundle in data:
+                if fresh_snapshots:
+                    snap = snapshot(
+                        {"a": broker_data(long_rate_in=0.0), "b": broker_data(long_rate_in=1000.0)}, data
+                    )
+                got.append(manager.assign(bundle, snap, T0))
+            assert got == ["a", "a", "b"]
+            assert manager.preallocated["a"]["t/ns/0x0_0x1"].topics == 5
