@@ -1,4 +1,6 @@
-"""Summarise ``mutmut results --all true`` outputs (one or more files) per module: the mutation score of scripts/mutation-test.sh.
+"""Summarise ``mutmut results --all true`` outputs (one or more files) per module.
+
+This is the mutation score that scripts/mutation-test.sh prints.
 
 A mutant counts as killed when a test failed on it or it timed out (an infinite loop the tests
 caught). Everything else ("survived", "no tests", "suspicious", "not checked") counts against the

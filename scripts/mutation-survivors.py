@@ -65,11 +65,8 @@ def main(groups: list[str]) -> int:
             plain = base[2:].replace("\u01c1", ".").strip(".")
             line = original_lines(group / rel).get(plain, 0)
             print(f"### {rel}:{line} {plain} {full.rsplit('__', 1)[1]} ({m['status'].strip()})")
-            a = orig_src.replace("__mutmut_orig", "").splitlines()
-            b = mutant_src.replace(func.rsplit("__", 1)[1], "").replace("__" + func.rsplit("__", 1)[1], "").splitlines()
-            b = [s.replace(func, base) for s in mutant_src.splitlines()]
-            a = orig_src.splitlines()
-            a = [s.replace(base + "__mutmut_orig", base) for s in a]
+            a = [line.replace(base + "__mutmut_orig", base) for line in orig_src.splitlines()]
+            b = [line.replace(func, base) for line in mutant_src.splitlines()]
             for d in difflib.unified_diff(a, b, lineterm="", n=0):
                 if d.startswith(("+++", "---", "@@")):
                     continue
