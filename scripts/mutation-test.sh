@@ -61,6 +61,7 @@ group_tests() {
     sim | publishing | metrics)
       echo "tests/core/sim/test_metric_values.py tests/core/sim/test_sim_metrics.py" \
         "tests/core/sim/test_publishing_thresholds.py tests/core/sim/test_sim_publishing.py" \
+        "tests/core/sim/test_publishing_values.py" \
         "tests/core/sim/test_sim_kernel.py"
       ;;
   esac
