@@ -1,0 +1,399 @@
+"""The simulator's metrics, hardware model and recording checked for *values* against hand-made inputs.
+
+Shape checks (a column exists, a count is non-negative) cannot catch a sample standard deviation in
+place of the population one, minutes counted in ticks, or gains and losses swapped; these can. Every
+expected number is worked out by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shedlab.core.sim.hardware import MIB, CostModel, HardwareClass
+from shedlab.core.sim.metrics import (
+    Churn,
+    event_time_to_balance,
+    imbalance,
+    over_placement,
+    over_unloading_flip,
+    ratio,
+    scores,
+    summarize,
+    time_to_balance,
+)
+from shedlab.core.sim.recording import (
+    RecordedTick,
+    Recording,
+    iter_load_reports,
+    prometheus_responses,
+    prometheus_value,
+)
+
+# ------------------------------------------------------------------------------------------- imbalance
+
+
+class TestImbalance:
+    def test_population_standard_deviation(self) -> None:
+        # scores 10, 20, 30, 40: mean 25; squared deviations 225 + 25 + 25 + 225 = 500;
+        # population variance 500/4 = 125 (std 11.180…), the sample one would be 500/3 (std 12.909…).
+        stats = imbalance(np.array([10.0, 20.0, 30.0, 40.0]))
+        assert stats["score_std"] == pytest.approx(math.sqrt(125.0), rel=1e-12)
+        assert stats["score_mean"] == 25.0
+        assert stats["score_cv"] == pytest.approx(math.sqrt(125.0) / 25.0, rel=1e-12)
+        assert stats["score_spread"] == 30.0
+        assert stats["score_max"] == 40.0 and stats["score_min"] == 10.0
+        assert stats["score_max_over_mean"] == 1.6
+
+    def test_single_broker_has_zero_spread_and_std(self) -> None:
+        stats = imbalance(np.array([42.0]))
+        assert stats["score_std"] == 0.0 and stats["score_spread"] == 0.0
+        assert stats["score_max_over_mean"] == 1.0
+
+    def test_zero_mean_leaves_ratios_undefined(self) -> None:
+        stats = imbalance(np.array([0.0, 0.0]))
+        assert math.isnan(stats["score_cv"]) and math.isnan(stats["score_max_over_mean"])
+        assert stats["score_std"] == 0.0
+
+    def test_empty(self) -> None:
+        assert all(math.isnan(v) for v in imbalance(np.zeros(0)).values())
+        assert len(imbalance(np.zeros(0))) == 7
+
+
+class TestRatio:
+    @pytest.mark.parametrize(
+        ("values", "expected"),
+        [([2.0, 8.0, 4.0], 4.0), ([5.0, 5.0], 1.0), ([0.0, 0.0], 1.0), ([0.0, 3.0], math.inf),
+         ([-1.0, 3.0], math.inf), ([-2.0, -1.0], 1.0), ([0.25, 1.0], 4.0)],
+    )  # fmt: skip
+    def test_max_over_min(self, values: list[float], expected: float) -> None:
+        assert ratio(np.array(values)) == expected
+
+    def test_empty_is_nan(self) -> None:
+        assert math.isnan(ratio(np.zeros(0)))
+
+
+class TestOverPlacementAndFlips:
+    def test_crossing_the_overload_line(self) -> None:
+        # overload 85, mean 0 + margin 1000 (out of reach): only the overload line matters.
+        with_ = np.array([86.0, 86.0, 85.0, 90.0])
+        without = np.array([85.0, 84.0, 80.0, 85.5])
+        assert over_placement(with_, without, 0.0, 85.0, 1000.0).tolist() == [True, True, False, False]
+
+    def test_crossing_the_mean_plus_margin_line(self) -> None:
+        # line = 40 + 10 = 50; at or below before, above after.
+        with_ = np.array([50.5, 50.0, 60.0, 51.0])
+        without = np.array([50.0, 40.0, 50.5, 49.0])
+        assert over_placement(with_, without, 40.0, 1000.0, 10.0).tolist() == [True, False, False, True]
+
+    def test_flip_needs_the_coldest_and_margin_below_the_mean(self) -> None:
+        now = np.array([10.0, 20.0, 30.0])  # mean 20
+        assert over_unloading_flip(10.0, now, 5.0)  # coldest and 10 < 20 − 5
+        assert not over_unloading_flip(10.0, now, 10.0)  # 10 < 20 − 10 is false: exactly on the margin
+        assert not over_unloading_flip(20.0, now, 0.0)  # not the coldest
+        assert over_unloading_flip(9.0, now, 5.0)  # below the minimum counts as coldest
+        assert not over_unloading_flip(10.0, np.zeros(0), 0.0)
+
+
+class TestTimeToBalance:
+    times = np.array([0.0, 60.0, 120.0, 180.0, 240.0, 300.0])
+
+    def test_first_tick_below_the_threshold_that_stays_for_the_hold(self) -> None:
+        spread = np.array([30.0, 10.0, 20.0, 10.0, 10.0, 10.0])
+        # t=60 is below but t=120 is not; t=180 stays below for 120 s (until 300).
+        assert time_to_balance(self.times, spread, 15.0, 120.0, 0.0, 1e9) == 180.0
+        assert time_to_balance(self.times, spread, 15.0, 121.0, 0.0, 1e9) == 180.0  # window ends at 300
+        assert time_to_balance(self.times, spread, 15.0, 60.0, 30.0, 1e9) == 150.0  # from start=30
+
+    def test_the_threshold_is_strict(self) -> None:
+        spread = np.array([15.0, 15.0, 15.0, 15.0, 15.0, 15.0])
+        assert time_to_balance(self.times, spread, 15.0, 60.0, 0.0, 1e9) is None
+        assert time_to_balance(self.times, spread, 15.0001, 60.0, 0.0, 1e9) == 0.0
+
+    def test_the_window_ends_at_the_next_event(self) -> None:
+        spread = np.array([30.0, 30.0, 10.0, 30.0, 10.0, 10.0])
+        # window [0, 180): t=120 is the last tick in it, below: balanced at 120 although t=180 is not.
+        assert time_to_balance(self.times, spread, 15.0, 600.0, 0.0, 180.0) == 120.0
+        assert time_to_balance(self.times, spread, 15.0, 600.0, 0.0, 120.0) is None
+        assert time_to_balance(self.times, spread, 15.0, 60.0, 500.0, 600.0) is None
+
+    def test_events_get_their_own_windows(self) -> None:
+        ticks = pd.DataFrame({"time_s": self.times, "score_spread": [30.0, 10.0, 10.0, 30.0, 10.0, 10.0]})
+        events = [
+            {"time_s": 0.0, "kind": "start"},
+            {"time_s": 120.0, "kind": "leader_change"},  # not a disturbance: no window of its own
+            {"time_s": 180.0, "kind": "remove_brokers"},
+        ]
+        event_time_to_balance(events, ticks, 15.0, 60.0, 300.0)
+        assert [e.get("time_to_balance_s") for e in events] == [60.0, None, 60.0]
+
+
+def summary_inputs(tick_s: float = 30.0):
+    ticks = pd.DataFrame(
+        {
+            "score_spread": [10.0, 20.0, 30.0],
+            "score_std": [1.0, 2.0, 6.0],
+            "score_cv": [0.1, np.nan, 0.3],
+            "score_max_over_mean": [1.0, 1.5, 2.0],
+            "msg_rate_max_min_ratio": [1.0, 2.0, 3.5],
+            "throughput_max_min_ratio": [1.0, 2.0, 4.5],
+            "balanced": [True, False, False],
+            "topics_disconnected": [0, 3, 4],
+            "clients_disconnected": [0, 5, 6],
+            "unloads": [0, 2, 1],
+            "over_placements": [0, 1, 1],
+            "hot_placements": [1, 0, 2],
+            "over_unloading_flips": [0, 0, 1],
+        }
+    )
+    # 3 ticks × 2 brokers; scores above 85 (strictly) at 4 broker-ticks; one exactly 85.
+    brokers = pd.DataFrame({"score": [90.0, 10.0, 85.0, 86.0, 99.0, 100.0]})
+    decisions = pd.DataFrame(
+        {"bundle": ["x", "y", "x"], "msg_rate": [10.0, 20.0, 5.0], "throughput": [1.0, 2.0, 3.0]}
+    )
+    events = pd.DataFrame({"time_to_balance_s": [60.0, np.nan, 120.0]})
+    return ticks, brokers, decisions, events
+
+
+class TestSummary:
+    def test_values(self) -> None:
+        out = summarize(*summary_inputs(), tick_s=30.0, overload=85.0, extra={"seed": 7})
+        assert out["seed"] == 7
+        assert out["ticks"] == 3
+        assert out["score_spread_mean"] == 20.0
+        assert out["score_spread_final"] == 30.0
+        assert out["score_spread_max"] == 30.0
+        assert out["score_std_p95"] == pytest.approx(
+            2.0 + 0.9 * 4.0
+        )  # linear percentile between 2 and 6: 5.6
+        assert out["score_cv_mean"] == pytest.approx(0.2)  # the NaN tick is left out
+        assert out["msg_rate_ratio_final"] == 3.5
+        assert out["throughput_ratio_final"] == 4.5
+        assert out["balanced_fraction"] == pytest.approx(1 / 3)
+        assert out["unloads"] == 3
+        assert out["bundles_moved"] == 2
+        assert out["msg_rate_moved"] == 35.0
+        assert out["throughput_moved"] == 6.0
+        assert out["topics_disconnected"] == 7
+        assert out["clients_disconnected"] == 11
+        assert out["shedding_cycles_with_unloads"] == 2
+        assert out["over_placement_events"] == 2
+        assert out["hot_placements"] == 3
+        assert out["over_unloading_flips"] == 1
+        assert out["time_to_balance_s_max"] == 120.0
+        assert out["time_to_balance_s_last_event"] == 120.0
+        assert out["events_never_balanced"] == 1
+
+    def test_overloaded_broker_minutes_are_minutes_not_ticks(self) -> None:
+        # 4 broker-ticks strictly above 85 (85 itself is not overloaded) × 30 s = 120 s = 2 minutes.
+        out = summarize(*summary_inputs(), tick_s=30.0, overload=85.0, extra={})
+        assert out["broker_minutes_overloaded"] == 2.0
+        out = summarize(*summary_inputs(), tick_s=90.0, overload=85.0, extra={})
+        assert out["broker_minutes_overloaded"] == 6.0
+
+    def test_non_finite_values_become_none(self) -> None:
+        ticks, brokers, decisions, events = summary_inputs()
+        ticks["score_cv"] = np.nan
+        events = pd.DataFrame({"time_to_balance_s": [np.nan]})
+        out = summarize(ticks, brokers, decisions, events, tick_s=30.0, overload=85.0, extra={})
+        assert out["score_cv_mean"] is None and out["score_cv_final"] is None
+        assert out["time_to_balance_s_max"] is None and out["time_to_balance_s_last_event"] is None
+        json.dumps(out)  # serialisable
+
+    def test_empty_run(self) -> None:
+        empty = pd.DataFrame()
+        decisions = pd.DataFrame(columns=["bundle", "msg_rate", "throughput"])
+        out = summarize(
+            empty, pd.DataFrame(), decisions, pd.DataFrame(), tick_s=30.0, overload=85.0, extra={}
+        )
+        assert out["ticks"] == 0 and out["unloads"] == 0 and out["broker_minutes_overloaded"] == 0.0
+        assert (
+            out["bundles_moved"] == 0 and out["msg_rate_moved"] == 0.0 and out["events_never_balanced"] == 0
+        )
+
+
+class TestChurn:
+    def test_repeat_moves_within_grace_and_window_boundaries_included(self) -> None:
+        churn = Churn.new(3, grace_ms=1000, window_ms=5000)
+        churn.count(np.array([0, 1]), 10_000)  # first moves: never moved before
+        assert (churn.within_grace, churn.within_window) == (0, 0)
+        churn.count(np.array([0]), 11_000)  # exactly the grace period later: within both
+        assert (churn.within_grace, churn.within_window) == (1, 1)
+        churn.count(np.array([1]), 15_000)  # 5 s later: within the window only
+        assert (churn.within_grace, churn.within_window) == (1, 2)
+        churn.count(np.array([0, 2]), 16_001)  # 0: 5.001 s later; 2: first move
+        assert (churn.within_grace, churn.within_window) == (1, 2)
+        assert churn.last_move_ms.tolist() == [16_001, 15_000, 16_001]
+
+
+class TestScores:
+    def test_weighted_max_of_cpu_direct_memory_and_bandwidth_ignoring_heap(self) -> None:
+        # cpu 50 %, heap 90 %, direct 12.5 %, in 25 %, out 37.5 % (exact in float32)
+        usage = np.array([[50.0, 900.0, 12.5, 25.0, 37.5]])
+        limit = np.array([[100.0, 1000.0, 100.0, 100.0, 100.0]])
+        assert scores(usage, limit, (1.0, 1.0, 1.0, 1.0)).tolist() == [50.0]  # heap 90 % ignored
+        assert scores(usage, limit, (0.5, 1.0, 1.0, 1.0)).tolist() == [37.5]
+        assert scores(usage, limit, (0.25, 2.0, 1.0, 0.5)).tolist() == [25.0]
+
+
+# ------------------------------------------------------------------------------------------- hardware
+
+
+class TestCostModel:
+    hw = HardwareClass(
+        cores=4.0, nic_gbps=1.0, direct_memory_gb=1.0, heap_gb=2.0, cpu_idle=0.5, cpu_us_per_msg=100.0,
+        cpu_ms_per_mib=10.0, bookkeeper_copies=2.0, bookkeeper_read_fraction=0.25,
+        direct_memory_base_mb=100.0, direct_memory_mb_per_mibps=8.0, heap_base_mb=512.0,
+        heap_mb_per_topic=1.0,
+    )  # fmt: skip
+
+    def usage(self, *, rate=(0.0, 0.0), tp=(0.0, 0.0), topics=0.0, background=(0.0, 0.0, 0.0)):  # type: ignore[no-untyped-def]
+        model = CostModel([self.hw])
+        slots = np.array([0])
+        return model.usage(
+            slots,
+            np.array([rate[0]]),
+            np.array([rate[1]]),
+            np.array([tp[0]]),
+            np.array([tp[1]]),
+            np.array([topics]),
+            np.array([background]),
+        )[0]
+
+    def test_limits(self) -> None:
+        limits = CostModel([self.hw]).limits(np.array([0]))[0]
+        assert limits.tolist() == [400.0, 2048.0, 1024.0, 1024.0 * 1000.0, 1024.0 * 1000.0]
+
+    def test_cpu(self) -> None:
+        # 100 × (0.5 × 4 + 100e-6 × (3000 + 1000) + 10e-3 × (2 + 2) MiB/s) + 100 × 4 × 0.25
+        # = 100 × (2 + 0.4 + 0.04) + 100 = 344
+        u = self.usage(rate=(3000.0, 1000.0), tp=(2 * MIB, 2 * MIB), background=(0.25, 0.0, 0.0))
+        assert u[0] == pytest.approx(344.0, rel=1e-12)
+
+    def test_direct_memory_grows_with_throughput_and_is_capped(self) -> None:
+        # 100 + 8 × (10 + 20) MiB/s = 340 MiB, below the 1024 MiB cap.
+        assert self.usage(tp=(10 * MIB, 20 * MIB))[2] == pytest.approx(340.0)
+        # 100 + 8 × 200 = 1700 > 1024: capped at the limit.
+        assert self.usage(tp=(100 * MIB, 100 * MIB))[2] == 1024.0
+        # exactly at the cap: 100 + 8 × 115.5 = 1024.
+        assert self.usage(tp=(115.5 * MIB, 0.0))[2] == 1024.0
+
+    def test_heap_grows_with_topics_and_is_capped(self) -> None:
+        assert self.usage(topics=100.0)[1] == 612.0
+        assert self.usage(topics=10_000.0)[1] == 2048.0
+
+    def test_bandwidth_in_and_out_in_kbit(self) -> None:
+        # in: (tp_in + 0.25 × tp_out) × 8/1024 + nic × bg_in;
+        # out: (tp_out + 2 × tp_in) × 8/1024 + nic × bg_out.
+        u = self.usage(tp=(1024.0, 4096.0), background=(0.0, 0.5, 0.25))
+        nic = 1024.0 * 1000.0
+        assert u[3] == pytest.approx((1024.0 + 1024.0) * 8 / 1024 + nic * 0.5)
+        assert u[4] == pytest.approx((4096.0 + 2048.0) * 8 / 1024 + nic * 0.25)
+
+    def test_set_class_changes_one_slot(self) -> None:
+        model = CostModel([HardwareClass(), HardwareClass()])
+        model.set_class(1, HardwareClass(cores=64.0))
+        assert model.limits(np.array([0, 1]))[:, 0].tolist() == [1600.0, 6400.0]
+
+
+# ------------------------------------------------------------------------------------------- recording
+
+
+@dataclass
+class _Result:
+    reports: Recording | None
+
+
+def _recording() -> Recording:
+    """Two brokers, three bundles, two stats times. Bundle values rows: rate in, rate out, tp in, tp out."""
+    values = np.array([[1.0, 2.0, 3.0], [10.0, 20.0, 30.0], [100.0, 200.0, 300.0], [1000.0, 2000.0, 3000.0]])
+
+    def tick(time_ms: int, owner: list[int], last_update: list[int]) -> RecordedTick:
+        return RecordedTick(
+            time_ms=time_ms,
+            slots=np.array([0, 1]),
+            usage=np.array([[50.0, 100.0, 10.0, 20.0, 30.0], [5.0, 1.0, 1.0, 2.0, 3.0]]),
+            limit=np.array([[100.0, 1000.0, 100.0, 100.0, 100.0]] * 2),
+            agg=np.array([[3.0, 30.0, 300.0, 3000.0], [3.0, 30.0, 300.0, 3000.0]]),
+            num_topics=np.array([7, 8]),
+            num_consumers=np.array([1, 2]),
+            num_producers=np.array([3, 4]),
+            last_update_ms=np.array(last_update),
+            start_ms=np.array([0, 0]),
+            bundle_owner=np.array(owner),
+            bundle_values=values,
+        )
+
+    return Recording(
+        cluster="c1",
+        broker_ids=["broker-a:8080", "broker-b:8080"],
+        bundle_names=("t/ns/0x0_0x1", "t/ns/0x1_0x2", "t/ns/0x2_0x3"),
+        bundle_topics=np.array([5, 6, 7]),
+        bundle_consumers=np.array([11, 12, 13]),
+        bundle_producers=np.array([21, 22, 23]),
+        load_manager_class="org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
+        ticks=[
+            tick(60_000, [0, 0, 1], [60_000, 60_000]),  # both write at 60 s
+            tick(120_000, [0, 1, 1], [120_000, 60_000]),  # bundle 1 moved a → b; only a writes
+        ],
+    )
+
+
+class TestRecording:
+    def test_bundle_stats_come_from_the_right_rows(self) -> None:
+        reports = list(iter_load_reports(_Result(_recording())))
+        first = reports[0]["report"]
+        stats = first["lastStats"]["t/ns/0x1_0x2"]
+        assert (stats["msgRateIn"], stats["msgRateOut"]) == (2.0, 20.0)
+        assert (stats["msgThroughputIn"], stats["msgThroughputOut"]) == (200.0, 2000.0)
+        assert (stats["topics"], stats["consumerCount"], stats["producerCount"]) == (6, 12, 22)
+        assert (first["msgRateIn"], first["msgRateOut"]) == (3.0, 30.0)
+        assert (first["msgThroughputIn"], first["msgThroughputOut"]) == (300.0, 3000.0)
+        assert first["cpu"] == {"usage": 50.0, "limit": 100.0}
+        assert first["directMemory"] == {"usage": 10.0, "limit": 100.0}
+        assert first["bandwidthOut"] == {"usage": 30.0, "limit": 100.0}
+        assert (first["numTopics"], first["numConsumers"], first["numProducers"]) == (7, 1, 3)
+
+    def test_gains_and_losses_relative_to_the_last_written_report(self) -> None:
+        reports = [
+            (r["timestamp"], r["broker"], r["report"]) for r in iter_load_reports(_Result(_recording()))
+        ]
+        by = {(t, b): rep for t, b, rep in reports}
+        a1, b1 = by[(60_000, "broker-a:8080")], by[(60_000, "broker-b:8080")]
+        assert a1["bundles"] == ["t/ns/0x0_0x1", "t/ns/0x1_0x2"] and a1["numBundles"] == 2
+        assert a1["lastBundleGains"] == ["t/ns/0x0_0x1", "t/ns/0x1_0x2"] and a1["lastBundleLosses"] == []
+        assert b1["lastBundleGains"] == ["t/ns/0x2_0x3"]
+        a2, b2 = by[(120_000, "broker-a:8080")], by[(120_000, "broker-b:8080")]
+        assert a2["lastBundleGains"] == [] and a2["lastBundleLosses"] == ["t/ns/0x1_0x2"]
+        assert b2["lastBundleGains"] == ["t/ns/0x1_0x2"] and b2["lastBundleLosses"] == []
+        assert (a2["lastUpdate"], b2["lastUpdate"]) == (120_000, 60_000)
+        assert [t for t, _, _ in reports] == [60_000, 60_000, 120_000, 120_000]
+
+    def test_prometheus_values_are_percentages_and_bundle_rows(self) -> None:
+        responses = prometheus_responses(_Result(_recording()))
+        cpu = responses["pulsar_lb_cpu_usage"]["data"]["result"]
+        assert [s["metric"]["broker"] for s in cpu] == ["broker-a", "broker-b"]
+        assert cpu[0]["values"] == [[60, "50"], [120, "50"]]
+        assert responses["pulsar_lb_memory_usage"]["data"]["result"][0]["values"][0] == [60, "10"]
+        rate_out = {
+            (s["metric"]["broker"], s["metric"]["bundle"]): s["values"]
+            for s in responses["pulsar_bundle_msg_rate_out"]["data"]["result"]
+        }
+        assert rate_out[("broker-a", "t/ns/0x1_0x2")] == [[60, "20"]]
+        assert rate_out[("broker-b", "t/ns/0x1_0x2")] == [[120, "20"]]
+        tp_in = responses["pulsar_bundle_msg_throughput_in"]["data"]["result"]
+        assert tp_in[0]["values"][0] == [60, "100"]
+        topics = responses["pulsar_bundle_topics_count"]["data"]["result"]
+        assert topics[0]["values"][0] == [60, "5"]
+
+    @pytest.mark.parametrize(
+        ("value", "text"), [(1.5, "1.5"), (100.0, "100"), (1e-7, "0.0000001"), (math.nan, "NaN"),
+                            (math.inf, "+Inf"), (-math.inf, "-Inf")],
+    )  # fmt: skip
+    def test_prometheus_value(self, value: float, text: str) -> None:
+        assert prometheus_value(value) == text

@@ -1,0 +1,88 @@
+"""The leader's view built by report publishing, checked for values (docs/mutation-testing.md survivors).
+
+The snapshot's per-broker long-term rates are the sums of the leader's time averages of the bundles
+each broker's *published* report lists; a broker that left stops listing anything; a broker that joins
+starts from an empty report and samples after its stats phase.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from core.sim.test_sim_publishing import IDS, START, TRAFFIC, cluster, joined, population, publishing, sampled
+
+from shedlab.core.sim.state import measure
+
+
+def test_snapshot_long_term_rates_are_per_owner_sums_of_the_leaders_averages() -> None:
+    pub, c = sampled()
+    pub.published.bundle_owner = np.array([2, 0, 2])  # broker 2 lists bundles 0 and 2, broker 0 bundle 1
+    pub.view.cached = None
+    snap = pub.snapshot(START + 5, c.alive)
+    ld = pub.leader_data
+    assert snap.broker_ids == tuple(IDS)
+    assert snap.now_ms == START + 5
+    np.testing.assert_array_equal(
+        snap.long_term_msg_rate_in, [ld.long[0][1], 0.0, ld.long[0][0] + ld.long[0][2]]
+    )
+    np.testing.assert_array_equal(
+        snap.long_term_msg_rate_out, [ld.long[1][1], 0.0, ld.long[1][0] + ld.long[1][2]]
+    )
+    assert snap.long_term_msg_rate_in[2] > 0 and snap.long_term_msg_rate_out[0] > 0
+    np.testing.assert_array_equal(snap.bundle_topics, ld.topics)
+    assert snap.bundle_owner.tolist() == [2, 0, 2]
+
+
+def test_snapshot_leaves_out_alive_brokers_without_a_report() -> None:
+    pub, c = sampled()
+    pub.has_report[1] = False
+    pub.view.cached = None
+    snap = pub.snapshot(START, c.alive)
+    assert snap.broker_ids == (IDS[0], IDS[2])
+    assert pub.view.slot_to_row.tolist() == [0, -1, 1, -1]
+    pub.view.cached = None
+    c.alive[2] = False  # dead but still holding a report: left out as well
+    assert pub.snapshot(START, c.alive).broker_ids == (IDS[0],)
+
+
+def test_a_leaving_broker_stops_listing_its_bundles() -> None:
+    pub, c = publishing(), cluster([1, 0, 1])
+    joined(pub, c, START)
+    true = measure(c, population(), TRAFFIC, 0.0, np.random.default_rng(0), pub.weights)
+    pub.sample(START, true, c.owner, TRAFFIC, population().topics)
+    assert pub.local.bundle_owner.tolist() == [1, 0, 1]
+    pub.broker_left(1)
+    assert pub.local.bundle_owner.tolist() == [-1, 0, -1]
+    assert not pub.has_report[1] and pub.has_report[0]
+
+
+def test_a_joining_broker_starts_empty_and_samples_after_its_phase() -> None:
+    pub, _ = sampled()
+    pub.local.agg[1] = [5.0, 6.0, 7.0, 8.0]
+    pub.local.bundles[1] = pub.local.topics[1] = pub.local.consumers[1] = pub.local.producers[1] = 9
+    pub.stats_phase_ms[1] = 120_000
+    usage, limit = np.arange(5.0), np.full(5, 100.0)
+    pub.broker_joined(1, START + 60_000, usage, limit)
+    assert pub.local.agg[1].tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert [
+        int(a[1]) for a in (pub.local.bundles, pub.local.topics, pub.local.consumers, pub.local.producers)
+    ] == [0] * 4
+    assert pub.local.usage[1].tolist() == usage.tolist() and pub.local.limit[1].tolist() == limit.tolist()
+    assert pub.next_sample_ms[1] == START + 180_000
+
+
+def test_a_partial_sample_moves_only_the_samplers_listings() -> None:
+    pub, c = publishing(), cluster([0, 1, 2])
+    joined(pub, c, START)
+    true = measure(c, population(), TRAFFIC, 0.0, np.random.default_rng(0), pub.weights)
+    pub.sample(START, true, c.owner, TRAFFIC, population().topics)
+    # bundle 1 moves from broker 1 to broker 0 and bundle 0 from broker 0 to broker 2; only broker 0 samples
+    pub.next_sample_ms[:] = [START + 60_000, START + 120_000, START + 120_000]
+    c.owner[:] = [2, 0, 2]
+    traffic = type(TRAFFIC)(TRAFFIC.rate_in * 2, TRAFFIC.rate_out * 2, TRAFFIC.tp_in * 2, TRAFFIC.tp_out * 2)
+    true = measure(c, population(), traffic, 60.0, np.random.default_rng(0), pub.weights)
+    assert pub.sample(START + 60_000, true, c.owner, traffic, population().topics).tolist() == [0]
+    # broker 0 no longer lists bundle 0 (stale) and now lists bundle 1 with its new values; broker 2's
+    # listing is its last sample's: bundle 2 only
+    assert pub.local.bundle_owner.tolist() == [-1, 0, 2]
+    assert pub.local.bundle_values[:, 1].tolist() == [400.0, 40.0, 4e5, 4e4]
+    assert pub.local.bundle_values[:, 2].tolist() == [300.0, 30.0, 3e5, 3e4]  # not re-sampled
