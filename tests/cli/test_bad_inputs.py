@@ -23,7 +23,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = (ROOT / "examples" / "snapshot.json").read_text(encoding="utf-8")
-TIMEOUT_S = 30
+# a hang is caught all the same; a Spark command starts a JVM, which took over 30 s on a loaded machine
+TIMEOUT_S = 60
 
 SCENARIO = """\
 name: small

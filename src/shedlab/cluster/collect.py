@@ -70,21 +70,35 @@ class RecordWriter:
             raise InputError(f"cannot write here: {exc.strerror or exc}", source=str(out)) from None
 
     def write_cycle(self, reading: ClusterReading, cycle: int) -> Path:
+        """The cycle's file, made visible whole by a hard link that never replaces an existing record: a
+        rerun into the same directory within the same second numbers its cycles from 1 again, and an
+        ``os.replace`` there silently overwrote the earlier run's record."""
         stamp = datetime.fromtimestamp(reading.time_ms / 1000, UTC).strftime("%Y%m%dT%H%M%S")
-        name = f"load-reports-{stamp}-{cycle:06d}.jsonl"
-        final, temp = self.out / name, self.out / f".{name}.tmp"
+        name = f"load-reports-{stamp}-{cycle:06d}"
+        temp = self.out / f".{name}.jsonl.tmp"
         lines = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in reading.records())
         try:
             with open(temp, "w", encoding="utf-8") as handle:
                 handle.write(lines)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(temp, final)
+            final = self._link_new(temp, name)
             _fsync_dir(self.out)
         finally:
             if temp.exists():
                 temp.unlink()
         return final
+
+    def _link_new(self, temp: Path, name: str) -> Path:
+        """Link ``temp`` under ``name.jsonl``, or ``name-2.jsonl``, … the first name no record has."""
+        for attempt in range(1, 10_000):
+            final = self.out / (f"{name}.jsonl" if attempt == 1 else f"{name}-{attempt}.jsonl")
+            try:
+                os.link(temp, final)
+            except FileExistsError:
+                continue
+            return final
+        raise InputError("too many records with the same name", source=str(self.out / name))
 
     def event(self, entry: dict[str, Any]) -> None:
         now = datetime.now(UTC).isoformat(timespec="milliseconds")

@@ -59,6 +59,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from shedlab.cluster.access import PermanentError, Retry, Token, scrub, with_retries
 from shedlab.errors import ClusterError, InputError, ShedlabError
+from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import (
     BrokerData,
@@ -91,7 +92,6 @@ EXTENSIBLE_LEADER_PATH = "/loadbalance/extension/leader"
 """``ExtensibleLoadManagerImpl.ELECTION_ROOT``: present only on clusters running the extensible manager."""
 
 _EXTENSIBLE_CLASS = "ExtensibleLoadManager"
-_EXTENSIBLE_ONLY_FIELDS = ("weightedMaxEMA", "msgThroughputEMA", "reportedAt", "brokerVersion", "bundleCount")
 _EXTENSIBLE_HINT = (
     "the extensible load manager keeps its load data in system topics, not here; shedlab reads the modular "
     "load manager (ModularLoadManagerImpl) only"
@@ -105,21 +105,20 @@ def wall_clock_ms() -> int:
 
 
 def extensible_marker(obj: Mapping[str, Any]) -> str | None:
-    """What in a broker's document says "extensible load manager", or None.
-
-    ``loadManagerClassName`` naming ``ExtensibleLoadManagerImpl`` (both its lookup data and, on the modular
-    side, a report carry it), or a field only the extensible manager's ``BrokerLookupData`` or
-    ``BrokerLoadData`` has (``brokerVersion`` instead of ``brokerVersionString``, ``weightedMaxEMA``, …)
-    without any of LocalBrokerData's ``lastStats``/``lastUpdate``."""
+    """What in a broker's document says "extensible load manager", or None: ``loadManagerClassName``
+    naming ``ExtensibleLoadManagerImpl`` (its lookup data and, on the modular side, a report carry it), or
+    the shape of one of its documents (:func:`shedlab.model.formats.extensible_kind`, the one definition)."""
     name = obj.get("loadManagerClassName")
     if isinstance(name, str) and _EXTENSIBLE_CLASS in name:
         return f"loadManagerClassName is {name}"
-    if "lastStats" in obj or "lastUpdate" in obj:
+    kind = extensible_kind(obj)
+    if kind is None:
         return None
-    for key in _EXTENSIBLE_ONLY_FIELDS:
-        if key in obj:
-            return f"it has {key!r}, a field of the extensible manager's BrokerLookupData/BrokerLoadData"
-    return None
+    evidence = next(
+        (k for k in (*EXTENSIBLE_LOAD_FIELDS, "brokerVersion", "topBundlesLoadData") if k in obj), ""
+    )
+    it_has = f": it has {evidence!r}" if evidence else ""
+    return f"a {kind} of the extensible load manager (ExtensibleLoadManagerImpl){it_has}"
 
 
 @dataclass

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pandas is imported by column_problems alone: see there
 __all__ = [
     "BUNDLE_DATA",
     "BUNDLE_STATS",
+    "EXTENSIBLE_LOAD_FIELDS",
     "LOCAL_BROKER_DATA",
     "OBJECTS",
     "PROMETHEUS_BROKER_METRICS",
@@ -272,6 +273,14 @@ PROMETHEUS_SAMPLE: tuple[Field, ...] = (
 
 
 EXTENSIBLE_MANAGER = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+EXTENSIBLE_LOAD_FIELDS = (
+    "weightedMaxEMA",
+    "maxResourceUsage",
+    "msgThroughputEMA",
+    "reportedAt",
+    "bundleCount",
+)
+"""Fields of the extensible manager's BrokerLoadData that the modular manager's LocalBrokerData lacks."""
 
 
 def extensible_kind(obj: Mapping[str, object]) -> str | None:
@@ -286,7 +295,7 @@ def extensible_kind(obj: Mapping[str, object]) -> str | None:
     if "topBundlesLoadData" in obj or "top_bundles_load_data" in obj:
         return "TopBundlesLoadData"
     modular = "lastUpdate" in obj or "lastStats" in obj
-    if not modular and any(k in obj for k in ("weightedMaxEMA", "maxResourceUsage", "msgThroughputEMA")):
+    if not modular and any(k in obj for k in EXTENSIBLE_LOAD_FIELDS):
         return "BrokerLoadData"
     lookup = ("brokerVersion" in obj and "brokerVersionString" not in obj) or obj.get(
         "loadManagerClassName"

@@ -1,0 +1,32 @@
+"""collect's record writer: whole files only, and never one record written over another."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from shedlab.cluster.collect import RecordWriter
+from shedlab.cluster.readers import ClusterReading
+
+
+def _reading(load: float) -> ClusterReading:
+    return ClusterReading("admin", "c", 1_700_000_000_000, reports={"b1:8080": {"cpu": {"usage": load}}})
+
+
+def test_a_rerun_in_the_same_second_keeps_both_records(tmp_path: Path) -> None:
+    first = RecordWriter(tmp_path)
+    a = first.write_cycle(_reading(1.0), 1)
+    first.close()
+    second = RecordWriter(tmp_path)  # a rerun numbers its cycles from 1 again, at the same reading time
+    b = second.write_cycle(_reading(2.0), 1)
+    c = second.write_cycle(_reading(3.0), 1)
+    second.close()
+    assert len({a, b, c}) == 3
+    assert [p.name for p in (a, b, c)] == [
+        "load-reports-20231114T221320-000001.jsonl",
+        "load-reports-20231114T221320-000001-2.jsonl",
+        "load-reports-20231114T221320-000001-3.jsonl",
+    ]
+    loads = [json.loads(p.read_text())["report"]["cpu"]["usage"] for p in (a, b, c)]
+    assert loads == [1.0, 2.0, 3.0]  # nothing overwritten
+    assert not list(tmp_path.glob(".*.tmp"))
