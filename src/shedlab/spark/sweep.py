@@ -295,6 +295,10 @@ def sweep(
     if failure:
         raise failure[0]
     summaries = pd.DataFrame([r.asDict() for r in collected], columns=field_names(RUN_SUMMARY))
+    # Every task of this sweep has renamed its temporaries by now, so any left is a dead writer's: a
+    # Python worker of a killed earlier sweep can outlive its JVM by a moment and touch its temporary
+    # after this sweep started, which the cleanup at the start then (rightly) could not remove.
+    removed += remove_stale_temporaries(out, time.time())
     if progress is not None:
         progress(len(summaries), n, 0)
     failed = int((summaries["status"] != "ok").sum()) if len(summaries) else 0
