@@ -2,7 +2,7 @@
 
 This module is the one home of the layout (``docs/spark.md``)::
 
-    DIR/<table>/scenario=S/strategy=P/run-<id>.parquet   table ∈ runs, ticks, decisions, brokers, events
+    DIR/<table>/scenario=S/strategy=P/run-<id>.parquet   runs, ticks, decisions, brokers, events, skips
     DIR/sweep.json                                        the grid(s) swept into DIR
 
 Partition values are escaped exactly as Spark escapes them (so ``spark.read.parquet(DIR/runs)``
@@ -71,7 +71,7 @@ __all__ = [
     "write_manifest",
 ]
 
-OUTPUT_TABLES = ("runs", "ticks", "decisions", "brokers", "events")
+OUTPUT_TABLES = ("runs", "ticks", "decisions", "brokers", "events", "skips")
 """The tables of a sweep directory, one file per run each (``runs`` holds the summary row)."""
 PARTITION_KEYS = ("scenario", "strategy")
 """The partition columns of every table (directories ``scenario=S/strategy=P``)."""
@@ -372,6 +372,7 @@ def _run_tables(result: Any, brokers_every: int) -> dict[str, pd.DataFrame]:
         "ticks": result.ticks,
         "decisions": result.decisions,
         "events": result.events,
+        "skips": result.skips,
     }
     if brokers_every > 0:
         brokers = result.brokers

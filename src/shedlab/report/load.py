@@ -31,7 +31,7 @@ from shedlab.core.evaluation import DEFINITIONS_FILE
 from shedlab.core.grid import params_label
 from shedlab.core.results import MANIFEST, read_partitioned, read_run_table, read_sweep_runs
 from shedlab.errors import InputError
-from shedlab.report.model import ReplayData, ReportData, RunSeries, ScenarioInfo
+from shedlab.report.model import SKIP_REPORT_COLUMNS, ReplayData, ReportData, RunSeries, ScenarioInfo
 from shedlab.report.pip364 import pair_order
 
 __all__ = [
@@ -116,6 +116,7 @@ def _series(
     decisions: pd.DataFrame,
     events: pd.DataFrame,
     label: str = "",
+    skips: pd.DataFrame | None = None,
 ) -> RunSeries:
     """A run's time series in the report's columns (simulator output columns in)."""
     cluster = ticks[["time_s", "score_spread", *(["unloads"] if "unloads" in ticks else [])]]
@@ -134,7 +135,16 @@ def _series(
         else pd.DataFrame(columns=EVENT_COLUMNS),
         label=label,
         imbalance_label=IMBALANCE_LABEL,
+        skips=_skips(skips),
     )
+
+
+def _skips(skips: pd.DataFrame | None) -> pd.DataFrame:
+    """The simulator's ``skips`` rows in the report's columns (none for outputs that predate the table)."""
+    columns = list(SKIP_REPORT_COLUMNS)
+    if skips is None or skips.empty or not set(columns) <= set(skips.columns):
+        return pd.DataFrame(columns=columns)
+    return skips[columns].reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------ simulate / compare
@@ -177,6 +187,7 @@ def read_simulation_dir(path: Path) -> tuple[dict[str, Any], RunSeries]:
         _read_parquet(path / "decisions.parquet"),
         _read_parquet(path / "events.parquet"),
         label=f"seed {seed}" if seed is not None else "",
+        skips=_read_parquet(path / "skips.parquet") if (path / "skips.parquet").exists() else None,
     )
     return summary, series
 
@@ -338,6 +349,7 @@ def _load_sweep(root: Path, evaluation: EvaluationTables | None) -> ReportData:
             _run_table(root, "decisions", row),
             _run_table(root, "events", row),
             label,
+            _run_table(root, "skips", row),
         )
         s.params_id = str(row["params_id"])
         series.setdefault(s.scenario, []).append(s)

@@ -13,7 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["ReplayData", "ReportData", "RunSeries", "ScenarioInfo"]
+__all__ = ["SKIP_REPORT_COLUMNS", "ReplayData", "ReportData", "RunSeries", "ScenarioInfo"]
+
+SKIP_REPORT_COLUMNS = ("time_s", "role", "kind", "broker", "count", "message")
+"""The columns of :attr:`RunSeries.skips`: the simulator's ``skips`` table without its tick number."""
 
 
 @dataclass
@@ -25,6 +28,8 @@ class RunSeries:
       recorded, ``unloads`` (unloads of the tick).
     * ``decisions``: ``time_s``, ``source``, ``destination``, ``bundle`` (one row per unload).
     * ``events``: ``time_s``, ``kind``, ``detail`` (scale-out, broker loss, restarts, traffic changes).
+    * ``skips``: decisions not taken (``docs/metrics.md``, "skips"): ``time_s``, ``role``, ``kind``,
+      ``broker``, ``count``, ``message``; empty for outputs written before the table existed.
     """
 
     scenario: str
@@ -36,6 +41,7 @@ class RunSeries:
     label: str = ""
     params_id: str = ""
     imbalance_label: str = "max − min broker score"
+    skips: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(SKIP_REPORT_COLUMNS)))
 
 
 @dataclass
@@ -56,7 +62,8 @@ class ReplayData:
 
     * ``comparison``: ``cluster``, ``strategy``, ``config_id``, ``tick_ms``, ``actual_moves``,
       ``strategy_unloads``, ``both``, ``max_usage``, ``est_max_usage``, ``usage_spread``,
-      ``est_usage_spread`` (usage figures 0–1).
+      ``est_usage_spread`` (usage figures 0–1) and, in replays since explanations were recorded,
+      ``left_alone`` (brokers the strategy left alone at the tick) and ``reasons`` (JSON reason → count).
     * ``load``: ``cluster``, ``strategy``, ``tick_ms``, ``broker``, ``usage``, ``est_usage`` (0–1).
     * ``decisions``: ``cluster``, ``strategy``, ``tick_ms``, ``source``, ``bundle``, ``destination``,
       ``actually_moved``, ``actual_destination``.

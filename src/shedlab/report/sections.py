@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from shedlab.core.evaluation import MIN_RUNS_TO_RATE, TOO_FEW_RUNS
+from shedlab.core.replay import total_reasons
 from shedlab.report import figures
 from shedlab.report.builder import Page, fmt, pair_label, table_html
 from shedlab.report.meta import environment_versions
@@ -332,6 +333,53 @@ def _key_figures(data: ReportData, scenario: str, runs: Sequence[RunSeries]) -> 
     )
 
 
+SKIPS_SHOWN = 8
+"""Kinds of skipped decision listed per strategy pair (the most frequent first); the rest are summed."""
+
+
+def skips_summary(skips: pd.DataFrame) -> pd.DataFrame:
+    """One row per kind of decision not taken: ``role``, ``kind``, ``message``, ``times`` (the sum of
+    ``count``), ``ticks`` (distinct times it happened at) and ``brokers`` (distinct brokers named), the
+    most frequent first (ties by kind, so the order is reproducible)."""
+    columns = ["role", "kind", "message", "times", "ticks", "brokers"]
+    if skips.empty:
+        return pd.DataFrame(columns=columns)
+    grouped = skips.groupby(["role", "kind", "message"], sort=True, dropna=False)
+    table = grouped.agg(
+        times=("count", "sum"), ticks=("time_s", "nunique"), brokers=("broker", "nunique")
+    ).reset_index()
+    return table.sort_values(["times", "kind"], ascending=[False, True], kind="stable")[columns]
+
+
+def _skips_table(runs: Sequence[RunSeries]) -> str:
+    """What each drawn run's load manager did *not* do, per kind (the ``skips`` table)."""
+    rows: list[tuple[str, str, str, object, object, object]] = []
+    for run in runs:
+        table = skips_summary(run.skips)
+        for i, r in enumerate(table.itertuples(index=False)):
+            if i == SKIPS_SHOWN:
+                rest = table.iloc[SKIPS_SHOWN:]
+                rows.append((run.strategy, "…", f"{len(rest)} other kinds", rest["times"].sum(), "", ""))
+                break
+            rows.append((run.strategy, f"{r.role}: {r.kind}", str(r.message), r.times, r.ticks, r.brokers))
+    if not rows:
+        return (
+            '<p class="muted">No decision was skipped in the runs drawn (or they were written before '
+            "shedlab recorded skips).</p>"
+        )
+    frame = pd.DataFrame(
+        rows, columns=["strategy pair", "kind", "what", "times", "ticks with it", "brokers named"]
+    )
+    frame["strategy pair"] = [pair_label(str(s)) for s in frame["strategy pair"]]
+    body = table_html(frame, text_columns=["strategy pair", "kind", "what"], html_columns=["strategy pair"])
+    return (
+        '<p class="muted small">Decisions not taken in the runs drawn: triggers a strategy skipped, '
+        "brokers it left alone, random placement fallbacks and unloads the leader dropped "
+        "(<code>docs/metrics.md</code>, <em>skips</em>).</p>"
+        f'<div class="scroll">{body}</div>'
+    )
+
+
 def _heatmap_note(n_brokers: int, what: str) -> str:
     """How to read the per-broker figure when it is a heatmap (more than a dozen brokers)."""
     if n_brokers <= figures.HEATMAP_ABOVE:
@@ -366,6 +414,7 @@ def scenario_sections(page: Page, data: ReportData) -> str:
         first = next((r for r in runs if not r.events.empty), runs[0])
         out.append(_details("Scenario events", _events_table(first), pre=False))
         out.append(_key_figures(data, scenario, runs))
+        out.append(_details("Decisions not taken", _skips_table(runs), pre=False))
         labels = sorted({r.label for r in runs if r.label})
         drawn = f" Runs drawn: {html.escape('; '.join(labels))}." if labels else ""
         out.append(
@@ -430,6 +479,34 @@ def _replay_summary_table(comp: pd.DataFrame) -> str:
     return f'<div class="scroll">{table_html(pd.DataFrame(rows), text_columns=["strategy"])}</div>'
 
 
+REASONS_SHOWN = 10
+"""Reasons listed per replayed strategy (the most frequent first)."""
+
+
+def _replay_reasons_table(comp: pd.DataFrame) -> str:
+    """Why each strategy left brokers alone over the replay: its reasons summed over ticks."""
+    if "reasons" not in comp:
+        return '<p class="muted">This replay was written before shedlab recorded its reasons.</p>'
+    rows = []
+    for strategy, sub in sorted(comp.groupby("strategy"), key=lambda kv: pair_order(str(kv[0]))):
+        totals = total_reasons(sub["reasons"].tolist())
+        left = pd.to_numeric(sub["left_alone"], errors="coerce") if "left_alone" in sub else pd.Series([])
+        for i, (reason, count) in enumerate(totals.items()):
+            if i == REASONS_SHOWN:
+                rest = sum(list(totals.values())[REASONS_SHOWN:])
+                rows.append((str(strategy), f"{len(totals) - REASONS_SHOWN} other reasons", rest, ""))
+                break
+            rows.append((str(strategy), reason, count, fmt(left.mean()) if i == 0 else ""))
+    if not rows:
+        return '<p class="muted">No strategy left a broker alone with a recorded reason.</p>'
+    frame = pd.DataFrame(rows, columns=["strategy", "reason", "times", "brokers left alone per tick"])
+    return (
+        '<p class="muted small">Why each strategy left brokers alone, summed over the replayed ticks '
+        "(the per-tick counts are the <code>reasons</code> column of <code>comparison/</code>).</p>"
+        f'<div class="scroll">{table_html(frame, text_columns=["strategy", "reason"])}</div>'
+    )
+
+
 def replay_section(page: Page, data: ReportData) -> str:
     replay = data.replay
     if replay is None or (replay.comparison is None and replay.load is None):
@@ -448,6 +525,7 @@ def replay_section(page: Page, data: ReportData) -> str:
         if replay.comparison is not None:
             comp = replay.comparison[replay.comparison["cluster"].astype(str) == cluster]
             out.append(_replay_summary_table(comp))
+            out.append(_details("Brokers left alone, and why", _replay_reasons_table(comp), pre=False))
             out.append(
                 page.figure(
                     figures.replay_activity_figure(replay, cluster, max_points=page.max_points),

@@ -104,6 +104,8 @@ def test_uniform_load_shedder_sheds_only_on_the_instantaneous_view() -> None:
     assert (first["tick"], first["source"]) == (1, "broker-0002:8080")  # the steady broker
     # the metrics keep one row per tick, at the tick's time
     assert fine.ticks["time_s"].tolist() == coarse.ticks["time_s"].tolist()
+    # the summary says which resolution it was measured at (absent: one step per tick)
+    assert fine.summary["resolution_s"] == 10.0 and "resolution_s" not in coarse.summary
 
 
 def test_a_bundle_acquired_mid_window_is_under_reported_for_that_window() -> None:

@@ -102,6 +102,8 @@ class SimulationResult:
         }
         if warmup > 0:
             extra["warmup_s"] = warmup
+        if scenario.simulation.resolution is not None:  # like warmup_s: present only when asked for
+            extra["resolution_s"] = float(scenario.simulation.resolution)
         summary = summarize(
             measured_ticks,
             measured_brokers,
