@@ -215,8 +215,7 @@ def small_multiples(
             cell_budget=point_budget * 2,
             y_floor=y_floor,
         )
-    n = len(panels)
-    rows, cols = _grid(n)
+    rows, cols = _grid(len(panels))
     fig = make_subplots(
         rows=rows,
         cols=cols,
@@ -227,95 +226,167 @@ def small_multiples(
         horizontal_spacing=0.06,
     )
     brokers = sorted({b for p in panels for b in p.lines})
-    colours = _broker_colours(brokers)
     legend_brokers = len(brokers) <= MAX_BROKER_LEGEND
     n_traces = max(1, sum(len(p.lines) for p in panels))
-    per_trace = max(100, min(max_points, point_budget // n_traces))
+    style = _LineStyle(
+        colours=_broker_colours(brokers),
+        legend_brokers=legend_brokers,
+        per_trace=max(100, min(max_points, point_budget // n_traces)),
+        max_points=max_points,
+        to_x=to_x,
+        hover_x=hover_x,
+        y_title=y_title,
+        move_name=move_name,
+    )
     y_top, panel_peaks = shared_scale([list(p.lines.values()) for p in panels], y_floor)
     shown: set[str] = set()
     for k, panel in enumerate(panels):
-        row, col = k // cols + 1, k % cols + 1
-        for broker, (x, y) in panel.lines.items():
-            xs, ys = decimate(x, y, per_trace)
-            fig.add_trace(
-                go.Scatter(
-                    x=to_x(xs),
-                    y=_f32(np.round(ys, 2)),
-                    mode="lines",
-                    name=broker,
-                    legendgroup=broker,
-                    showlegend=legend_brokers and broker not in shown,
-                    line={"width": 1.3, "color": colours[broker]},
-                    hovertemplate=f"{broker}<br>{hover_x}<br>{y_title} %{{y:.1f}}<extra></extra>",
-                ),
-                row=row,
-                col=col,
-            )
-            shown.add(broker)
-        moves = panel.moves
-        if not moves.empty:
-            if len(moves) > max_points:
-                moves = moves.iloc[np.linspace(0, len(moves) - 1, max_points).astype(int)]
-            mx = moves["x"].to_numpy(dtype=float)
-            my = np.array(
-                [_value_at(panel.lines.get(str(src)), t) for src, t in zip(moves["source"], mx, strict=True)]
-            )
-            custom = np.stack(
-                [
-                    moves["source"].fillna("(none)").astype(str).to_numpy(),
-                    moves["destination"].fillna("(none)").astype(str).to_numpy(),
-                    moves["bundle"].astype(str).to_numpy(),
-                ],
-                axis=1,
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=to_x(mx),
-                    y=_f32(np.round(my, 2)),
-                    mode="markers",
-                    name=move_name,
-                    legendgroup="unload",
-                    showlegend="unload" not in shown,
-                    marker={
-                        "symbol": "triangle-down",
-                        "size": 7,
-                        "color": _UNLOAD_COLOUR,
-                        "line": {"width": 0},
-                    },
-                    customdata=custom,
-                    hovertemplate="%{customdata[0]} → %{customdata[1]}<br>bundle %{customdata[2]}<br>"
-                    f"{hover_x}<extra>unload</extra>",
-                ),
-                row=row,
-                col=col,
-            )
-            shown.add("unload")
-        if not panel.events.empty:
-            ex = panel.events["x"].to_numpy(dtype=float)
-            fig.add_trace(
-                go.Scatter(
-                    x=to_x(ex),
-                    y=_f32(np.full(len(ex), y_top * 0.97)),
-                    mode="markers",
-                    name="scenario event",
-                    legendgroup="event",
-                    showlegend="event" not in shown,
-                    text=panel.events["text"].astype(str).tolist(),
-                    marker={"symbol": "diamond", "size": 8, "color": _EVENT_COLOUR},
-                    hovertemplate=f"%{{text}}<br>{hover_x}<extra>event</extra>",
-                ),
-                row=row,
-                col=col,
-            )
-            shown.add("event")
-            for t in sorted(set(ex.tolist())):
-                fig.add_vline(
-                    x=to_x(np.array([t]))[0],
-                    line={"color": _EVENT_COLOUR, "dash": "dot", "width": 1},
-                    row=row,
-                    col=col,
-                )
+        cell = (k // cols + 1, k % cols + 1)
+        _broker_lines(fig, panel, cell, style, shown)
+        _move_markers(fig, panel, cell, style, shown)
+        _event_markers(fig, panel, cell, style, shown, y_top)
     fig.update_yaxes(range=[0, y_top])
+    _label_panels(fig, panel_peaks, y_top, cols, x_title, y_title)
+    legend = (
+        {"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top", "font": {"size": 11}}
+        if legend_brokers
+        else {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}}
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=260 * rows + 110,
+        hovermode="closest",
+        legend=legend,
+        margin={"t": 70 if not legend_brokers else 40, "b": 50, "r": 10},
+    )
+    fig.update_annotations(font_size=12)
+    return fig
+
+
+@dataclass(frozen=True)
+class _LineStyle:
+    """What every panel of one :func:`small_multiples` figure draws with."""
+
+    colours: dict[str, str]
+    legend_brokers: bool
+    per_trace: int
+    max_points: int
+    to_x: Callable[[NDArray[Any]], Any]
+    hover_x: str
+    y_title: str
+    move_name: str
+
+
+def _broker_lines(
+    fig: go.Figure, panel: LoadPanel, cell: tuple[int, int], style: _LineStyle, shown: set[str]
+) -> None:
+    """One decimated line per broker; each broker in the legend once (the first panel it appears in)."""
+    for broker, (x, y) in panel.lines.items():
+        xs, ys = decimate(x, y, style.per_trace)
+        fig.add_trace(
+            go.Scatter(
+                x=style.to_x(xs),
+                y=_f32(np.round(ys, 2)),
+                mode="lines",
+                name=broker,
+                legendgroup=broker,
+                showlegend=style.legend_brokers and broker not in shown,
+                line={"width": 1.3, "color": style.colours[broker]},
+                hovertemplate=f"{broker}<br>{style.hover_x}<br>{style.y_title} %{{y:.1f}}<extra></extra>",
+            ),
+            row=cell[0],
+            col=cell[1],
+        )
+        shown.add(broker)
+
+
+def _thinned(moves: pd.DataFrame, max_points: int) -> pd.DataFrame:
+    """At most ``max_points`` moves, evenly spaced (first and last kept)."""
+    if len(moves) <= max_points:
+        return moves
+    return moves.iloc[np.linspace(0, len(moves) - 1, max_points).astype(int)]
+
+
+def _move_markers(
+    fig: go.Figure, panel: LoadPanel, cell: tuple[int, int], style: _LineStyle, shown: set[str]
+) -> None:
+    """▼ at each move's time on its source broker's line (hover: source → destination, bundle)."""
+    if panel.moves.empty:
+        return
+    moves = _thinned(panel.moves, style.max_points)
+    mx = moves["x"].to_numpy(dtype=float)
+    my = np.array(
+        [_value_at(panel.lines.get(str(src)), t) for src, t in zip(moves["source"], mx, strict=True)]
+    )
+    custom = np.stack(
+        [
+            moves["source"].fillna("(none)").astype(str).to_numpy(),
+            moves["destination"].fillna("(none)").astype(str).to_numpy(),
+            moves["bundle"].astype(str).to_numpy(),
+        ],
+        axis=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=style.to_x(mx),
+            y=_f32(np.round(my, 2)),
+            mode="markers",
+            name=style.move_name,
+            legendgroup="unload",
+            showlegend="unload" not in shown,
+            marker={"symbol": "triangle-down", "size": 7, "color": _UNLOAD_COLOUR, "line": {"width": 0}},
+            customdata=custom,
+            hovertemplate="%{customdata[0]} → %{customdata[1]}<br>bundle %{customdata[2]}<br>"
+            f"{style.hover_x}<extra>unload</extra>",
+        ),
+        row=cell[0],
+        col=cell[1],
+    )
+    shown.add("unload")
+
+
+def _event_lines(
+    fig: go.Figure, events: pd.DataFrame, to_x: Callable[[NDArray[Any]], Any], colour: str, row: int, col: int
+) -> None:
+    """A dotted vertical line at each distinct event time of a panel."""
+    times = sorted(set(events["x"].to_numpy(dtype=float).tolist())) if not events.empty else []
+    for t in times:
+        fig.add_vline(
+            x=to_x(np.array([t]))[0], line={"color": colour, "dash": "dot", "width": 1}, row=row, col=col
+        )
+
+
+def _event_markers(
+    fig: go.Figure, panel: LoadPanel, cell: tuple[int, int], style: _LineStyle, shown: set[str], y_top: float
+) -> None:
+    """◆ near the top of the panel at each scenario event (hover: its detail), with its dotted line."""
+    if panel.events.empty:
+        return
+    ex = panel.events["x"].to_numpy(dtype=float)
+    fig.add_trace(
+        go.Scatter(
+            x=style.to_x(ex),
+            y=_f32(np.full(len(ex), y_top * 0.97)),
+            mode="markers",
+            name="scenario event",
+            legendgroup="event",
+            showlegend="event" not in shown,
+            text=panel.events["text"].astype(str).tolist(),
+            marker={"symbol": "diamond", "size": 8, "color": _EVENT_COLOUR},
+            hovertemplate=f"%{{text}}<br>{style.hover_x}<extra>event</extra>",
+        ),
+        row=cell[0],
+        col=cell[1],
+    )
+    shown.add("event")
+    _event_lines(fig, panel.events, style.to_x, _EVENT_COLOUR, *cell)
+
+
+def _label_panels(
+    fig: go.Figure, panel_peaks: Sequence[float], y_top: float, cols: int, x_title: str, y_title: str
+) -> None:
+    """Axis titles on the outer panels; a note on each panel whose values reach above the shared scale."""
+    n = len(panel_peaks)
     for k in range(n):
         row, col = k // cols + 1, k % cols + 1
         if panel_peaks[k] > y_top:
@@ -337,20 +408,6 @@ def small_multiples(
             fig.update_yaxes(title_text=y_title, row=row, col=col)
         if k + cols >= n:
             fig.update_xaxes(title_text=x_title, showticklabels=True, row=row, col=col)
-    legend = (
-        {"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top", "font": {"size": 11}}
-        if legend_brokers
-        else {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}}
-    )
-    fig.update_layout(
-        template=TEMPLATE,
-        height=260 * rows + 110,
-        hovermode="closest",
-        legend=legend,
-        margin={"t": 70 if not legend_brokers else 40, "b": 50, "r": 10},
-    )
-    fig.update_annotations(font_size=12)
-    return fig
 
 
 def shared_scale(
@@ -460,12 +517,7 @@ def heatmap_multiples(
     fig.update_layout(
         template=TEMPLATE,
         height=max(220, min(700, 6 * len(brokers))) * n + 120,
-        coloraxis={
-            "colorscale": "Viridis",
-            "cmin": 0.0,
-            "cmax": top,
-            "colorbar": {"title": {"text": y_title}},
-        },
+        coloraxis=_colour_axis(top, y_title),
         legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
         margin={"t": 70, "b": 50, "r": 10},
         hovermode="closest",
@@ -490,10 +542,8 @@ def _heat_marks(
     shown: bool,
 ) -> None:
     """A heatmap panel's moves (▼ on the source broker's row) and events (dotted vertical lines)."""
-    moves = panel.moves
+    moves = _thinned(panel.moves, max_points)
     if not moves.empty:
-        if len(moves) > max_points:
-            moves = moves.iloc[np.linspace(0, len(moves) - 1, max_points).astype(int)]
         custom = np.stack(
             [
                 moves["destination"].fillna("(none)").astype(str).to_numpy(),
@@ -517,10 +567,7 @@ def _heat_marks(
             row=row,
             col=1,
         )
-    for t in sorted(set(panel.events["x"].to_numpy(dtype=float).tolist())) if not panel.events.empty else []:
-        fig.add_vline(
-            x=to_x(np.array([t]))[0], line={"color": "#ffffff", "dash": "dot", "width": 1}, row=row, col=1
-        )
+    _event_lines(fig, panel.events, to_x, "#ffffff", row, 1)
 
 
 def broker_load_figure(runs: Sequence[RunSeries], *, max_points: int = 2000) -> go.Figure:
