@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.decide import Outcome, explain_cycle
@@ -140,6 +141,73 @@ def _as_int(value: Any) -> int:
     return int(value)
 
 
+class _BundleHistory:
+    """The leader's BundleData for every bundle of one cluster, carried from tick to tick (the time
+    averages :func:`apply_samples` advances; topics; which bundles have data)."""
+
+    def __init__(self, names: NDArray[Any], dumps: pd.DataFrame | None) -> None:
+        m = len(names)
+        self.names = names
+        self.index = {b: i for i, b in enumerate(names.tolist())}
+        self.has = np.zeros(m, dtype=np.bool_)
+        self.short_n = np.zeros(m, dtype=np.int64)
+        self.long_n = np.zeros(m, dtype=np.int64)
+        self.short = np.repeat(DEFAULT_VALUES[:, None], m, axis=1).astype(float)
+        self.long = np.repeat(DEFAULT_VALUES[:, None], m, axis=1).astype(float)
+        self.topics = np.zeros(m, dtype=np.int64)
+        self.system = np.array([is_system_heartbeat_bundle(b) for b in names.tolist()], dtype=np.bool_)
+        self.dumps = _dump_table(dumps)
+
+    def forget_missing(self, present: NDArray[np.int64]) -> None:
+        """updateBundleData: bundles no broker reports lose their data (back to defaults)."""
+        now_present = np.zeros(self.has.size, dtype=np.bool_)
+        now_present[present] = True
+        dropped = self.has & ~now_present
+        if dropped.any():
+            self.has[dropped] = False
+            self.short_n[dropped] = 0
+            self.long_n[dropped] = 0
+            self.short[:, dropped] = DEFAULT_VALUES[:, None]
+            self.long[:, dropped] = DEFAULT_VALUES[:, None]
+
+    def seed_new(self, present: NDArray[np.int64], t: int) -> None:
+        """A bundle that (re)appears starts from its latest BundleData dump at or before ``t``, if any."""
+        for j in present[~self.has[present]].tolist():
+            seeded = [d for d in self.dumps.get(str(self.names[j]), []) if d[0] <= t]
+            if seeded:
+                _, sv, lv, sn, ln, tp = seeded[-1]
+                self.short[:, j], self.long[:, j] = sv, lv
+                self.short_n[j], self.long_n[j], self.topics[j] = sn, ln, tp
+
+    def sample(
+        self, present: NDArray[np.int64], values: NDArray[np.float64], topics: NDArray[np.int64]
+    ) -> None:
+        """One sample of every present bundle into its short- and long-term averages."""
+        if present.size:
+            ones = np.ones(present.size, dtype=np.int64)
+            sub_sn, sub_sv = apply_samples(
+                self.short_n[present], self.short[:, present], values, ones, NUM_SHORT_SAMPLES
+            )
+            sub_ln, sub_lv = apply_samples(
+                self.long_n[present], self.long[:, present], values, ones, NUM_LONG_SAMPLES
+            )
+            self.short_n[present], self.short[:, present] = sub_sn, sub_sv
+            self.long_n[present], self.long[:, present] = sub_ln, sub_lv
+            self.topics[present] = topics
+        self.has[present] = True
+
+
+def _resources(b_rows: pd.DataFrame) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The brokers' (n, 5) resource usage and limits, in :data:`_RESOURCES` order (null → 0)."""
+    n = len(b_rows)
+    usage = np.zeros((n, 5))
+    limit = np.zeros((n, 5))
+    for r, prefix in enumerate(_RESOURCES):
+        usage[:, r] = b_rows[f"{prefix}_usage"].fillna(0.0).to_numpy(dtype=float)
+        limit[:, r] = b_rows[f"{prefix}_limit"].fillna(0.0).to_numpy(dtype=float)
+    return usage, limit
+
+
 def build_snapshots(
     brokers: pd.DataFrame, bundles: pd.DataFrame, dumps: pd.DataFrame | None = None
 ) -> list[TickView]:
@@ -148,110 +216,66 @@ def build_snapshots(
         return []
     brokers = brokers.sort_values(["tick_ms", "broker"], kind="stable")
     bundles = bundles.sort_values(["tick_ms", "bundle"], kind="stable")
-    names = np.array(sorted(set(bundles["bundle"].astype(str))), dtype=object)
-    index = {b: i for i, b in enumerate(names.tolist())}
-    m = len(names)
-    has = np.zeros(m, dtype=np.bool_)
-    short_n = np.zeros(m, dtype=np.int64)
-    long_n = np.zeros(m, dtype=np.int64)
-    short = np.repeat(DEFAULT_VALUES[:, None], m, axis=1).astype(float)
-    long = np.repeat(DEFAULT_VALUES[:, None], m, axis=1).astype(float)
-    topics_state = np.zeros(m, dtype=np.int64)
-    system = np.array([is_system_heartbeat_bundle(b) for b in names.tolist()], dtype=np.bool_)
-    dump_table = _dump_table(dumps)
+    history = _BundleHistory(np.array(sorted(set(bundles["bundle"].astype(str))), dtype=object), dumps)
     bundle_groups = {_as_int(t): g for t, g in bundles.groupby("tick_ms", sort=True)}
     views: list[TickView] = []
     tick: Any
     for tick, b_rows in brokers.groupby("tick_ms", sort=True):
         t = _as_int(tick)
-        b_rows = b_rows.drop_duplicates("broker", keep="last")
-        ids = tuple(str(b) for b in b_rows["broker"])
-        bidx = {b: i for i, b in enumerate(ids)}
-        n = len(ids)
-        usage = np.zeros((n, 5))
-        limit = np.zeros((n, 5))
-        for r, prefix in enumerate(_RESOURCES):
-            usage[:, r] = b_rows[f"{prefix}_usage"].fillna(0.0).to_numpy(dtype=float)
-            limit[:, r] = b_rows[f"{prefix}_limit"].fillna(0.0).to_numpy(dtype=float)
         s_rows = bundle_groups.get(t)
-        if s_rows is None:
-            s_rows = bundles.iloc[0:0]
-        s_rows = s_rows.drop_duplicates("bundle", keep="last")
-        present = np.array([index[b] for b in s_rows["bundle"].astype(str)], dtype=np.int64)
-        owners = np.array([bidx.get(str(b), -1) for b in s_rows["broker"]], dtype=np.int64)
-        values = np.vstack([s_rows[c].fillna(0.0).to_numpy(dtype=float) for c in _VALUE_COLS]).reshape(4, -1)
-        # Pulsar's columns are (rateIn, rateOut, tpIn, tpOut) = our _VALUE_COLS order.
-        # updateBundleData: bundles no broker reports lose their data; new ones start from a dump or defaults.
-        now_present = np.zeros(m, dtype=np.bool_)
-        now_present[present] = True
-        dropped = has & ~now_present
-        if dropped.any():
-            has[dropped] = False
-            short_n[dropped] = 0
-            long_n[dropped] = 0
-            short[:, dropped] = DEFAULT_VALUES[:, None]
-            long[:, dropped] = DEFAULT_VALUES[:, None]
-        for j in present[~has[present]].tolist():
-            seeded = [d for d in dump_table.get(str(names[j]), []) if d[0] <= t]
-            if seeded:
-                _, sv, lv, sn, ln, tp = seeded[-1]
-                short[:, j], long[:, j], short_n[j], long_n[j], topics_state[j] = sv, lv, sn, ln, tp
-        if present.size:
-            sub_sn, sub_sv = apply_samples(
-                short_n[present],
-                short[:, present],
-                values,
-                np.ones(present.size, dtype=np.int64),
-                NUM_SHORT_SAMPLES,
-            )
-            sub_ln, sub_lv = apply_samples(
-                long_n[present],
-                long[:, present],
-                values,
-                np.ones(present.size, dtype=np.int64),
-                NUM_LONG_SAMPLES,
-            )
-            short_n[present], short[:, present] = sub_sn, sub_sv
-            long_n[present], long[:, present] = sub_ln, sub_lv
-            topics_state[present] = s_rows["topics"].fillna(0).to_numpy(dtype=np.int64)
-        has[present] = True
-        # The snapshot lists the bundles with data (all present ones), in name order.
-        order = np.sort(present)
-        pos_of = {int(j): k for k, j in enumerate(present.tolist())}
-        k_idx = np.array([pos_of[int(j)] for j in order.tolist()], dtype=np.int64)
-        owner = owners[k_idx] if order.size else np.zeros(0, dtype=np.int64)
-        owned_count = (
-            np.bincount(owner[owner >= 0], minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
-        )
-        # TimeAverageBrokerData: Σ long-term rates of the broker's reported bundles.
-        lt_in = np.zeros(n)
-        lt_out = np.zeros(n)
-        valid = owner >= 0
-        if valid.any():
-            np.add.at(lt_in, owner[valid], long[0, order][valid])
-            np.add.at(lt_out, owner[valid], long[1, order][valid])
-        rates = b_rows[["msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out"]]
-        snap = ClusterSnapshot.from_columns(
-            broker_ids=ids,
-            resource_usage=usage,
-            resource_limit=limit,
-            broker_rates=rates.fillna(0.0).to_numpy(dtype=float),
-            num_owned_bundles=owned_count,
-            num_topics=b_rows["num_topics"].fillna(0).to_numpy(dtype=np.int64),
-            long_term_msg_rate_in=lt_in,
-            long_term_msg_rate_out=lt_out,
-            bundle_names=tuple(names[order].tolist()),
-            bundle_owner=owner.astype(np.int64),
-            bundle_has_data=np.ones(order.size, dtype=np.bool_),
-            bundle_sheddable=~system[order],
-            short=short[:, order],
-            long=long[:, order],
-            bundle_topics=topics_state[order].copy(),
-            now_ms=t,
-        )
-        inst = values[:, k_idx] if order.size else np.zeros((4, 0))
-        views.append(TickView(t, snap, inst[2] + inst[3], inst[0] + inst[1]))
+        views.append(_tick_view(t, b_rows, bundles.iloc[0:0] if s_rows is None else s_rows, history))
     return views
+
+
+def _tick_view(t: int, b_rows: pd.DataFrame, s_rows: pd.DataFrame, history: _BundleHistory) -> TickView:
+    """One tick: the samples into the history, then the snapshot of the bundles with data."""
+    b_rows = b_rows.drop_duplicates("broker", keep="last")
+    ids = tuple(str(b) for b in b_rows["broker"])
+    bidx = {b: i for i, b in enumerate(ids)}
+    n = len(ids)
+    s_rows = s_rows.drop_duplicates("bundle", keep="last")
+    present = np.array([history.index[b] for b in s_rows["bundle"].astype(str)], dtype=np.int64)
+    owners = np.array([bidx.get(str(b), -1) for b in s_rows["broker"]], dtype=np.int64)
+    # Pulsar's columns are (rateIn, rateOut, tpIn, tpOut) = our _VALUE_COLS order.
+    values = np.vstack([s_rows[c].fillna(0.0).to_numpy(dtype=float) for c in _VALUE_COLS]).reshape(4, -1)
+    history.forget_missing(present)
+    history.seed_new(present, t)
+    history.sample(present, values, s_rows["topics"].fillna(0).to_numpy(dtype=np.int64))
+    # The snapshot lists the bundles with data (all present ones), in name order.
+    order = np.sort(present)
+    pos_of = {int(j): k for k, j in enumerate(present.tolist())}
+    k_idx = np.array([pos_of[int(j)] for j in order.tolist()], dtype=np.int64)
+    owner = owners[k_idx] if order.size else np.zeros(0, dtype=np.int64)
+    owned_count = np.bincount(owner[owner >= 0], minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
+    # TimeAverageBrokerData: Σ long-term rates of the broker's reported bundles.
+    lt_in = np.zeros(n)
+    lt_out = np.zeros(n)
+    valid = owner >= 0
+    if valid.any():
+        np.add.at(lt_in, owner[valid], history.long[0, order][valid])
+        np.add.at(lt_out, owner[valid], history.long[1, order][valid])
+    usage, limit = _resources(b_rows)
+    rates = b_rows[["msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out"]]
+    snap = ClusterSnapshot.from_columns(
+        broker_ids=ids,
+        resource_usage=usage,
+        resource_limit=limit,
+        broker_rates=rates.fillna(0.0).to_numpy(dtype=float),
+        num_owned_bundles=owned_count,
+        num_topics=b_rows["num_topics"].fillna(0).to_numpy(dtype=np.int64),
+        long_term_msg_rate_in=lt_in,
+        long_term_msg_rate_out=lt_out,
+        bundle_names=tuple(history.names[order].tolist()),
+        bundle_owner=owner.astype(np.int64),
+        bundle_has_data=np.ones(order.size, dtype=np.bool_),
+        bundle_sheddable=~history.system[order],
+        short=history.short[:, order],
+        long=history.long[:, order],
+        bundle_topics=history.topics[order].copy(),
+        now_ms=t,
+    )
+    inst = values[:, k_idx] if order.size else np.zeros((4, 0))
+    return TickView(t, snap, inst[2] + inst[3], inst[0] + inst[1])
 
 
 @dataclass

@@ -76,15 +76,62 @@ def replay(
         raise ConfigError("name at least one strategy pair", field="--strategies")
     remove_stale_temporaries(out, time.time())  # a killed replay's staging directories
     ship_strategy_modules(spark, [c.strategy for c in configs])
+    brokers, bundles, dumps = _read_inputs(spark, snapshots_dir, clusters)
+    found = [r["cluster"] for r in brokers.select("cluster").distinct().collect()]
+    if not found:
+        raise InputError("no broker samples to replay", source=snapshots_dir)
+    say(f"replaying {len(found)} cluster(s) × {len(configs)} strategy configuration(s)")
+    result = _replay_groups(spark, brokers, _bundle_side(bundles, dumps), configs, seed)
+    root = out.rstrip("/")
+    _write_tables(result, bundles, root, say)
+    summary_pd = _summary(result)
+    _write_config(root, configs, seed, snapshots_dir)
+    return ReplayResult(out=out, summary=summary_pd, configs=list(configs))
+
+
+_GROUP_KEYS = ["cluster", "strategy", "config_id"]
+"""One replay per cluster × strategy configuration."""
+
+
+def _read_inputs(spark: Any, snapshots_dir: str, clusters: Sequence[str] | None) -> tuple[Any, Any, Any]:
+    """The ingest output's broker samples, bundle samples and BundleData dumps (None if it has none),
+    limited to ``clusters`` when given."""
     brokers, bundles, dumps = read_snapshots(spark, snapshots_dir)
     if clusters:
         brokers = brokers.where(sf.col("cluster").isin(list(clusters)))
         bundles = bundles.where(sf.col("cluster").isin(list(clusters)))
         dumps = dumps.where(sf.col("cluster").isin(list(clusters))) if dumps is not None else None
-    found = [r["cluster"] for r in brokers.select("cluster").distinct().collect()]
-    if not found:
-        raise InputError("no broker samples to replay", source=snapshots_dir)
-    say(f"replaying {len(found)} cluster(s) × {len(configs)} strategy configuration(s)")
+    return brokers, bundles, dumps
+
+
+def _bundle_side(bundles: Any, dumps: Any) -> Any:
+    """Bundle samples and BundleData dumps as one frame with a ``row_kind`` (cogroup takes two sides)."""
+    sample_cols = field_names(BUNDLE_SAMPLE)
+    dump_cols = [c for c in field_names(BUNDLE_DATA) if c not in sample_cols]
+    right = bundles.select(
+        *sample_cols,
+        *[sf.lit(None).cast(BUNDLE_DATA[c].dataType).alias(c) for c in dump_cols],
+        sf.lit("sample").alias("row_kind"),
+    )
+    if dumps is None:
+        return right
+    return right.unionByName(
+        dumps.select(
+            *[
+                (sf.col(c) if c in BUNDLE_DATA.fieldNames() else sf.lit(None))
+                .cast(BUNDLE_SAMPLE[c].dataType)
+                .alias(c)
+                for c in sample_cols
+            ],
+            *dump_cols,
+            sf.lit("dump").alias("row_kind"),
+        )
+    )
+
+
+def _replay_groups(spark: Any, brokers: Any, right: Any, configs: Sequence[StrategyConfig], seed: int) -> Any:
+    """Every cluster × configuration replayed in a pandas task; the tables stacked with a ``table``
+    column, checkpointed (each is written and summarised from it)."""
     by_id = {(c.strategy, c.config_id): c for c in configs}
 
     def config_frame() -> Any:  # one per side: a shared frame would make the cogroup keys ambiguous
@@ -93,29 +140,6 @@ def replay(
             struct(("strategy", "string"), ("config_id", "string")),
         )
 
-    # Bundle samples and BundleData dumps travel together (cogroup takes two sides).
-    sample_cols = field_names(BUNDLE_SAMPLE)
-    dump_cols = [c for c in field_names(BUNDLE_DATA) if c not in sample_cols]
-    right = bundles.select(
-        *sample_cols,
-        *[sf.lit(None).cast(BUNDLE_DATA[c].dataType).alias(c) for c in dump_cols],
-        sf.lit("sample").alias("row_kind"),
-    )
-    if dumps is not None:
-        right = right.unionByName(
-            dumps.select(
-                *[
-                    (sf.col(c) if c in BUNDLE_DATA.fieldNames() else sf.lit(None))
-                    .cast(BUNDLE_SAMPLE[c].dataType)
-                    .alias(c)
-                    for c in sample_cols
-                ],
-                *dump_cols,
-                sf.lit("dump").alias("row_kind"),
-            )
-        )
-    left = brokers.crossJoin(sf.broadcast(config_frame()))
-    right = right.crossJoin(sf.broadcast(config_frame()))
     out_schema = _replay_out_schema()
     out_names = field_names(out_schema)
 
@@ -130,14 +154,18 @@ def replay(
             return conform(pd.DataFrame(columns=out_names), out_schema)
         return conform(pd.concat(frames, ignore_index=True), out_schema)
 
-    keys = ["cluster", "strategy", "config_id"]
-    result = (
-        left.groupBy(*keys)
-        .cogroup(right.groupBy(*keys))
+    left = brokers.crossJoin(sf.broadcast(config_frame()))
+    right = right.crossJoin(sf.broadcast(config_frame()))
+    return (
+        left.groupBy(*_GROUP_KEYS)
+        .cogroup(right.groupBy(*_GROUP_KEYS))
         .applyInPandas(run_group, out_schema)
         .localCheckpoint(eager=True)
     )
-    root = out.rstrip("/")
+
+
+def _write_tables(result: Any, bundles: Any, root: str, say: Any) -> None:
+    """decisions, load and comparison from the replay; ownership_changes from the recorded samples."""
     for name, schema in (
         ("decisions", REPLAY_DECISION),
         ("load", REPLAY_LOAD),
@@ -167,9 +195,13 @@ def replay(
         ("cluster",),
     )
 
-    comparison = (
-        result.where(sf.col("table") == "comparison")
-        .groupBy("cluster", "strategy", "config_id")
+
+def _summary(result: Any) -> pd.DataFrame:
+    """One row per cluster × configuration: ticks, unloads, recorded moves, usage figures, and the
+    reasons for leaving brokers alone summed over ticks."""
+    comparison = result.where(sf.col("table") == "comparison")
+    summary_pd: pd.DataFrame = (
+        comparison.groupBy(*_GROUP_KEYS)
         .agg(
             sf.count("*").alias("ticks"),
             sf.sum("strategy_unloads").alias("strategy_unloads"),
@@ -180,14 +212,17 @@ def replay(
             sf.avg("usage_spread").alias("mean_usage_spread"),
             sf.avg("est_usage_spread").alias("est_mean_usage_spread"),
         )
+        .orderBy(*_GROUP_KEYS)
+        .toPandas()
     )
-    summary_pd = comparison.orderBy("cluster", "strategy", "config_id").toPandas()
-    keys = ["cluster", "strategy", "config_id"]
-    per_tick = result.where(sf.col("table") == "comparison").select(*keys, "reasons").toPandas()
-    totals = {k: json.dumps(total_reasons(g["reasons"])) for k, g in per_tick.groupby(keys, sort=False)}
-    summary_pd["reasons"] = [totals.get(tuple(r), "{}") for r in summary_pd[keys].itertuples(index=False)]
-    _write_config(root, configs, seed, snapshots_dir)
-    return ReplayResult(out=out, summary=summary_pd, configs=list(configs))
+    per_tick = comparison.select(*_GROUP_KEYS, "reasons").toPandas()
+    totals = {
+        k: json.dumps(total_reasons(g["reasons"])) for k, g in per_tick.groupby(_GROUP_KEYS, sort=False)
+    }
+    summary_pd["reasons"] = [
+        totals.get(tuple(r), "{}") for r in summary_pd[_GROUP_KEYS].itertuples(index=False)
+    ]
+    return summary_pd
 
 
 def _write_partitioned(df: Any, path: str, keys: tuple[str, ...]) -> None:

@@ -185,6 +185,73 @@ def _poll_progress(
             last = now
 
 
+def _task_plan(pending: pd.DataFrame, task_of: list[int]) -> dict[str, Any]:
+    """What the tasks read from the broadcast: each task's run specs (without scenario texts) and each
+    distinct scenario text once, by digest."""
+    scenarios: dict[str, str] = {}
+    by_task: dict[int, list[dict[str, Any]]] = {}
+    spec_columns = [c for c in field_names(RUN_SPEC) if c != "scenario_spec"]
+    for task, (_, row) in zip(task_of, pending.iterrows(), strict=True):
+        scenarios[str(row["scenario_digest"])] = str(row["scenario_spec"])
+        spec = {
+            c: (None if isinstance(row[c], float) and math.isnan(row[c]) else row[c]) for c in spec_columns
+        }
+        by_task.setdefault(int(task), []).append(spec)
+    return {"tasks": by_task, "scenarios": scenarios}
+
+
+def _collect_watched(
+    spark: Any,
+    results_df: Any,
+    group: str,
+    description: str,
+    counter: _RunCounter,
+    n: int,
+    progress: ProgressFn | None,
+) -> list[Any]:
+    """``results_df.collect()`` in a thread of its own, so that the caller can report progress (a
+    poller counts finished run files) and Ctrl-C cancels the Spark job group instead of leaving it
+    running."""
+    sc = spark.sparkContext
+    collected: list[Any] = []
+    failure: list[BaseException] = []
+
+    def action() -> None:
+        try:
+            sc.setJobGroup(group, description, interruptOnCancel=True)
+            collected.extend(results_df.collect())
+        except BaseException as exc:  # re-raised in the caller
+            failure.append(exc)
+
+    worker = threading.Thread(target=action, name="shedlab-sweep", daemon=True)
+    stop = threading.Event()
+    poller = None
+    if progress is not None:
+        progress(0, n, 0)
+        poller = threading.Thread(
+            target=_poll_progress,
+            args=(spark, group, counter, n, progress, stop),
+            name="shedlab-progress",
+            daemon=True,
+        )
+        poller.start()
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        sc.cancelJobGroup(group)
+        worker.join(30)
+        raise
+    finally:
+        stop.set()
+        if poller is not None:
+            poller.join(2)
+    if failure:
+        raise failure[0]
+    return collected
+
+
 def sweep(
     spark: Any,
     grid: Grid,
@@ -242,58 +309,18 @@ def sweep(
     # Exact placement without a Python stage: spark.range gives partition k exactly the row k (the
     # k-th task, scheduled k-th); the specs travel once per executor as a broadcast, scenario texts
     # once per distinct scenario.
-    scenarios: dict[str, str] = {}
-    by_task: dict[int, list[dict[str, Any]]] = {}
-    spec_columns = [c for c in field_names(RUN_SPEC) if c != "scenario_spec"]
-    for task, (_, row) in zip(task_of, pending.iterrows(), strict=True):
-        scenarios[str(row["scenario_digest"])] = str(row["scenario_spec"])
-        spec = {
-            c: (None if isinstance(row[c], float) and math.isnan(row[c]) else row[c]) for c in spec_columns
-        }
-        by_task.setdefault(int(task), []).append(spec)
-    plan = sc.broadcast({"tasks": by_task, "scenarios": scenarios})
+    plan = sc.broadcast(_task_plan(pending, task_of))
     results_df = spark.range(0, tasks, 1, numPartitions=tasks).mapInPandas(
         run_tasks(out, timeout_s, plan), RUN_SUMMARY
     )
     group = f"shedlab-sweep-{os.getpid()}-{int(started * 1000)}"
-    collected: list[Any] = []
-    failure: list[BaseException] = []
-
-    def action() -> None:
-        try:
-            sc.setJobGroup(group, f"shedlab sweep {grid.name}: {n} runs", interruptOnCancel=True)
-            collected.extend(results_df.collect())
-        except BaseException as exc:  # re-raised in the caller
-            failure.append(exc)
-
-    worker = threading.Thread(target=action, name="shedlab-sweep", daemon=True)
-    stop = threading.Event()
-    poller = None
-    if progress is not None:
-        progress(0, n, 0)
-        counter = _RunCounter(out, set(pending["run_id"]), started if retry_failed else None)
-        poller = threading.Thread(
-            target=_poll_progress,
-            args=(spark, group, counter, n, progress, stop),
-            name="shedlab-progress",
-            daemon=True,
-        )
-        poller.start()
-    worker.start()
+    counter = _RunCounter(out, set(pending["run_id"]), started if retry_failed else None)
     try:
-        while worker.is_alive():
-            worker.join(0.2)
-    except KeyboardInterrupt:
-        sc.cancelJobGroup(group)
-        worker.join(30)
-        raise
+        collected = _collect_watched(
+            spark, results_df, group, f"shedlab sweep {grid.name}: {n} runs", counter, n, progress
+        )
     finally:
-        stop.set()
-        if poller is not None:
-            poller.join(2)
         plan.unpersist()
-    if failure:
-        raise failure[0]
     summaries = pd.DataFrame([r.asDict() for r in collected], columns=field_names(RUN_SUMMARY))
     # Every task of this sweep has renamed its temporaries by now, so any left is a dead writer's: a
     # Python worker of a killed earlier sweep can outlive its JVM by a moment and touch its temporary
