@@ -310,68 +310,15 @@ def _load_sweep(root: Path, evaluation: EvaluationTables | None) -> ReportData:
     runs = read_sweep_runs(root)
     manifest = _read_json(root / MANIFEST) if (root / MANIFEST).is_file() else {}
     grids = manifest.get("grids", []) if isinstance(manifest, dict) else []
-    scenarios: dict[str, ScenarioInfo] = {}
-    files: dict[str, str] = {}
-    for grid in grids:
-        if grid.get("text"):
-            files[f"grid {grid.get('name')} ({grid.get('source', '')})"] = str(grid["text"])
-        for name, sc in (grid.get("scenarios") or {}).items():
-            text = str(sc.get("text") or "")
-            spec = _yaml_mapping(text)
-            scenarios[name] = ScenarioInfo(
-                name=name,
-                description=str((spec or {}).get("description") or "").strip(),
-                source=str(sc.get("source") or ""),
-                spec=spec,
-                text=text,
-                digest=str(sc.get("digest") or ""),
-            )
-    chosen: dict[tuple[str, str], str] = {}
+    scenarios, files = _sweep_scenarios(grids)
     pip = evaluation.pip_table if evaluation is not None else None
-    if pip is not None and "params_id" in pip:
-        for strategy, params_id, names in pip[["strategy", "params_id", "scenarios"]].itertuples(index=False):
-            for scenario in str(names or "").split(","):
-                if scenario.strip() and isinstance(params_id, str):
-                    chosen.setdefault((scenario.strip(), str(strategy)), params_id)
-    series: dict[str, list[RunSeries]] = {}
-    for row in _drawn_runs(runs, chosen) if not runs.empty else []:
-        ticks = _run_table(root, "ticks", row)
-        if ticks.empty:
-            continue
-        label = f"seed {int(row['seed'])}"
-        if str(row["params_id"]) != "default":
-            label = f"{params_label(row['params_json'])}; {label}"
-        s = _series(
-            str(row["scenario"]),
-            str(row["strategy"]),
-            ticks,
-            _run_table(root, "brokers", row, ["time_s", "broker", "score"]),
-            _run_table(root, "decisions", row),
-            _run_table(root, "events", row),
-            label,
-            _run_table(root, "skips", row),
-        )
-        s.params_id = str(row["params_id"])
-        series.setdefault(s.scenario, []).append(s)
-    for drawn in series.values():
-        drawn.sort(key=lambda r: pair_order(r.strategy))
+    series = _sweep_series(root, runs, _pip_params(pip))
     ok = runs[runs["status"] == "ok"].reset_index(drop=True)
     failed = runs[runs["status"] != "ok"]
     if not ok.empty:
         ok["churn"] = ok.get("unloads")
         ok["imbalance"] = ok.get("score_spread_mean")
         ok["params_label"] = ok["params_json"].map(params_label)
-    notes = []
-    if len(failed):
-        first = failed.iloc[0]
-        notes.append(
-            f"{len(failed)} of {len(runs)} runs failed and are left out (first: {first['scenario']} / "
-            f"{first['strategy']} / seed {first['seed']}: {first.get('error_type')}: {first.get('error')})."
-        )
-    if evaluation is None:
-        notes.append("This sweep has not been evaluated: run shedlab evaluate on it for the PIP-364 table.")
-    if runs.empty:
-        notes.append("This sweep directory holds no run summaries yet.")
     info: dict[str, Any] = {
         "grids": ", ".join(str(g.get("name")) for g in grids) or "(no sweep.json)",
         "sweep": str(root),
@@ -399,11 +346,88 @@ def _load_sweep(root: Path, evaluation: EvaluationTables | None) -> ReportData:
         runs=ok,
         churn_label="unloads per run",
         imbalance_label=f"mean {IMBALANCE_LABEL}",
-        series=dict(sorted(series.items())),
+        series=series,
         scenarios=scenarios,
         run_info=info,
-        notes=notes,
+        notes=_sweep_notes(runs, failed, evaluation),
     )
+
+
+def _sweep_scenarios(grids: list[Any]) -> tuple[dict[str, ScenarioInfo], dict[str, str]]:
+    """The scenarios the sweep's grids recorded (with their texts), and the grid files by label."""
+    scenarios: dict[str, ScenarioInfo] = {}
+    files: dict[str, str] = {}
+    for grid in grids:
+        if grid.get("text"):
+            files[f"grid {grid.get('name')} ({grid.get('source', '')})"] = str(grid["text"])
+        for name, sc in (grid.get("scenarios") or {}).items():
+            text = str(sc.get("text") or "")
+            spec = _yaml_mapping(text)
+            scenarios[name] = ScenarioInfo(
+                name=name,
+                description=str((spec or {}).get("description") or "").strip(),
+                source=str(sc.get("source") or ""),
+                spec=spec,
+                text=text,
+                digest=str(sc.get("digest") or ""),
+            )
+    return scenarios, files
+
+
+def _pip_params(pip: pd.DataFrame | None) -> dict[tuple[str, str], str]:
+    """(scenario, strategy) → the parameter set the PIP-364 table rates, for choosing the drawn run."""
+    chosen: dict[tuple[str, str], str] = {}
+    if pip is not None and "params_id" in pip:
+        for strategy, params_id, names in pip[["strategy", "params_id", "scenarios"]].itertuples(index=False):
+            for scenario in str(names or "").split(","):
+                if scenario.strip() and isinstance(params_id, str):
+                    chosen.setdefault((scenario.strip(), str(strategy)), params_id)
+    return chosen
+
+
+def _sweep_series(
+    root: Path, runs: pd.DataFrame, chosen: dict[tuple[str, str], str]
+) -> dict[str, list[RunSeries]]:
+    """Per scenario, the time series of the drawn run of each strategy pair, in pair order."""
+    series: dict[str, list[RunSeries]] = {}
+    for row in _drawn_runs(runs, chosen) if not runs.empty else []:
+        ticks = _run_table(root, "ticks", row)
+        if ticks.empty:
+            continue
+        label = f"seed {int(row['seed'])}"
+        if str(row["params_id"]) != "default":
+            label = f"{params_label(row['params_json'])}; {label}"
+        s = _series(
+            str(row["scenario"]),
+            str(row["strategy"]),
+            ticks,
+            _run_table(root, "brokers", row, ["time_s", "broker", "score"]),
+            _run_table(root, "decisions", row),
+            _run_table(root, "events", row),
+            label,
+            _run_table(root, "skips", row),
+        )
+        s.params_id = str(row["params_id"])
+        series.setdefault(s.scenario, []).append(s)
+    for drawn in series.values():
+        drawn.sort(key=lambda r: pair_order(r.strategy))
+    return dict(sorted(series.items()))
+
+
+def _sweep_notes(runs: pd.DataFrame, failed: pd.DataFrame, evaluation: EvaluationTables | None) -> list[str]:
+    """What the reader should know about what is missing: failed runs, no evaluation, no runs."""
+    notes = []
+    if len(failed):
+        first = failed.iloc[0]
+        notes.append(
+            f"{len(failed)} of {len(runs)} runs failed and are left out (first: {first['scenario']} / "
+            f"{first['strategy']} / seed {first['seed']}: {first.get('error_type')}: {first.get('error')})."
+        )
+    if evaluation is None:
+        notes.append("This sweep has not been evaluated: run shedlab evaluate on it for the PIP-364 table.")
+    if runs.empty:
+        notes.append("This sweep directory holds no run summaries yet.")
+    return notes
 
 
 # ------------------------------------------------------------------------------------- evaluations
