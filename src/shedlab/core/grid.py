@@ -296,56 +296,11 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
                 field=str(key),
                 hint=did_you_mean(str(key), _GRID_FIELDS) or f"known fields: {', '.join(_GRID_FIELDS)}",
             )
-    name = str(data.get("name") or (Path(source).stem if source else "grid"))
-    raw_scenarios = data.get("scenarios", "all")
-    if raw_scenarios == "all" or raw_scenarios == ["all"]:
-        items: list[Any] = list(builtin_scenarios())
-    elif isinstance(raw_scenarios, str):
-        items = [raw_scenarios]
-    elif isinstance(raw_scenarios, list):
-        items = []
-        for item in raw_scenarios:
-            if isinstance(item, str) and any(c in item for c in "*?[") and "/" not in item:
-                matched = [n for n in builtin_scenarios() if fnmatch.fnmatch(n, item)]
-                if not matched:
-                    raise ConfigError(
-                        "pattern matches no built-in scenario", source=source, field="scenarios", value=item
-                    )
-                items.extend(matched)
-            else:
-                items.append(item)
-    else:
-        raise ConfigError("expected a list of scenarios or 'all'", source=source, field="scenarios")
-    if not items:
-        raise ConfigError(
-            "expected at least one scenario", source=source, field="scenarios", value=raw_scenarios
-        )
-    scenarios = tuple(_scenario_ref(item, base, source) for item in items)
-    names = [s.name for s in scenarios]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigError(
-            "two scenarios of the grid have the same name", source=source, field="scenarios", value=dupes
-        )
-    raw_strategies = data.get("strategies", "all")
-    if raw_strategies == "all" or raw_strategies == ["all"]:
-        strategies = tuple(STRATEGY_PAIRS)
-    else:
-        values = raw_strategies if isinstance(raw_strategies, list) else [raw_strategies]
-        strategies = tuple(resolve_pair_name(str(v)) for v in values)
-    if not strategies:
-        raise ConfigError("expected at least one strategy pair", source=source, field="strategies")
+    scenarios = _grid_scenarios(data.get("scenarios", "all"), base, source)
+    strategies = _grid_strategies(data.get("strategies", "all"), source)
     seeds = _parse_seeds(data.get("seeds", [1]), source)
     parameters = _check_params(data.get("parameters") or {}, source, "parameters")
-    per_pair = []
-    raw_pp = data.get("strategy_parameters") or {}
-    if not isinstance(raw_pp, Mapping):
-        raise ConfigError(
-            "expected a mapping of strategy pair → parameters", source=source, field="strategy_parameters"
-        )
-    for pair, axes in raw_pp.items():
-        resolved = resolve_pair_name(str(pair))
-        per_pair.append((resolved, _check_params(axes, source, f"strategy_parameters.{pair}")))
+    per_pair = _strategy_parameters(data.get("strategy_parameters") or {}, source)
     overrides_raw = data.get("overrides") or {}
     if not isinstance(overrides_raw, Mapping):
         raise ConfigError("expected a mapping of Pulsar keys to values", source=source, field="overrides")
@@ -359,18 +314,76 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
     if not isinstance(pip, Mapping):
         raise ConfigError("expected a mapping of problem → definition", source=source, field="pip364")
     return Grid(
-        name=name,
+        name=str(data.get("name") or (Path(source).stem if source else "grid")),
         description=str(data.get("description") or ""),
         scenarios=scenarios,
         strategies=strategies,
         seeds=seeds,
         parameters=parameters,
-        strategy_parameters=tuple(per_pair),
+        strategy_parameters=per_pair,
         overrides=tuple((str(k), v) for k, v in overrides_raw.items()),
         brokers_every=every,
         pip364=dict(pip),
         source=source,
         text=text,
+    )
+
+
+def _grid_scenarios(raw: Any, base: Path | None, source: str) -> tuple[ScenarioRef, ...]:
+    """``scenarios:``: ``all``, names, files or glob patterns over the built-in names; distinct names."""
+    if raw == "all" or raw == ["all"]:
+        items: list[Any] = list(builtin_scenarios())
+    elif isinstance(raw, str):
+        items = [raw]
+    elif isinstance(raw, list):
+        items = []
+        for item in raw:
+            if isinstance(item, str) and any(c in item for c in "*?[") and "/" not in item:
+                matched = [n for n in builtin_scenarios() if fnmatch.fnmatch(n, item)]
+                if not matched:
+                    raise ConfigError(
+                        "pattern matches no built-in scenario", source=source, field="scenarios", value=item
+                    )
+                items.extend(matched)
+            else:
+                items.append(item)
+    else:
+        raise ConfigError("expected a list of scenarios or 'all'", source=source, field="scenarios")
+    if not items:
+        raise ConfigError("expected at least one scenario", source=source, field="scenarios", value=raw)
+    scenarios = tuple(_scenario_ref(item, base, source) for item in items)
+    names = [s.name for s in scenarios]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(
+            "two scenarios of the grid have the same name", source=source, field="scenarios", value=dupes
+        )
+    return scenarios
+
+
+def _grid_strategies(raw: Any, source: str) -> tuple[str, ...]:
+    """``strategies:``: ``all`` (every Pulsar pair) or pair names, resolved (abbreviations, plugins)."""
+    if raw == "all" or raw == ["all"]:
+        strategies = tuple(STRATEGY_PAIRS)
+    else:
+        values = raw if isinstance(raw, list) else [raw]
+        strategies = tuple(resolve_pair_name(str(v)) for v in values)
+    if not strategies:
+        raise ConfigError("expected at least one strategy pair", source=source, field="strategies")
+    return strategies
+
+
+def _strategy_parameters(
+    raw: Any, source: str
+) -> tuple[tuple[str, tuple[tuple[str, tuple[Any, ...]], ...]], ...]:
+    """``strategy_parameters:``: per pair, parameter axes of its own."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            "expected a mapping of strategy pair → parameters", source=source, field="strategy_parameters"
+        )
+    return tuple(
+        (resolve_pair_name(str(pair)), _check_params(axes, source, f"strategy_parameters.{pair}"))
+        for pair, axes in raw.items()
     )
 
 
