@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from shedlab.errors import InputError
 from shedlab.units import megabytes
+
+if TYPE_CHECKING:  # the CLI imports Spark and pandas only when a command runs (start-up time)
+    from shedlab.core.grid import Grid
+    from shedlab.spark.evaluate import EvaluationResult
+    from shedlab.spark.sweep import SweepResult
 
 console = Console()
 err_console = Console(stderr=True)
@@ -109,25 +114,57 @@ def demo(
     Then, from a recorded cluster to a recommendation: the shipped recording of a cluster on Pulsar's old
     default strategy is ingested, fitted by a twin, tuned, and the advice printed as a broker.conf."""
     from shedlab.cli.spark_cmd import spark_session
-    from shedlab.core.grid import load_grid
     from shedlab.report import build_report
-    from shedlab.report.terminal import pip364_table
     from shedlab.spark.evaluate import evaluate
     from shedlab.spark.sweep import sweep
 
     started = time.monotonic()
+    the_grid = _demo_grid(grid, seeds)
+    out = _output_dir(out)
+    sweep_dir = out / "sweep"
+    _announce(the_grid, out)
+    with (
+        spark_session(master, None, None, False, "demo") as spark,
+        _DemoProgress(the_grid.size) as progress,
+    ):
+        err_console.print(f"Spark {spark.version} on {spark.sparkContext.master}", style="dim")
+        result = sweep(spark, the_grid, str(sweep_dir), progress=progress.runs)
+        task = progress.stage("evaluate (Spark SQL)")
+        evaluation = evaluate(spark, str(sweep_dir), str(out / "evaluation"))
+        progress.done(task)
+        task = progress.stage("report (HTML)")
+        path = build_report(out, out / "report.html")
+        progress.done(task)
+    _print_outcome(result, evaluation, sweep_dir, path, time.monotonic() - started)
+    if recommend:
+        from shedlab.cli.tune_cmd import tune_demo
+
+        err_console.print("[bold]From a recorded cluster to a recommendation[/] (shedlab tune --demo)")
+        tune_demo(str(out / "recommendation"), 5, 8, master, None, None, False)
+
+
+def _demo_grid(grid: str, seeds: int) -> Grid:
+    """The grid to sweep: ``grid`` with seeds first..first+N-1 (its own seeds for N = 0)."""
+    from shedlab.core.grid import load_grid
+
     the_grid = load_grid(grid)
     if seeds > 0:
         first = the_grid.seeds[0] if the_grid.seeds else 1
         the_grid = dataclasses.replace(the_grid, seeds=tuple(range(first, first + seeds)))
+    return the_grid
+
+
+def _output_dir(out: Path) -> Path:
+    """``out``, absolute and created (a user error if it cannot be)."""
     out = out.resolve()
-    sweep_dir = out / "sweep"
-    eval_dir = out / "evaluation"
-    report_path = out / "report.html"
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the output directory: {exc.strerror}", source=str(out)) from None
+    return out
+
+
+def _announce(the_grid: Grid, out: Path) -> None:
     product = len(the_grid.scenarios) * len(the_grid.strategies) * len(the_grid.seeds)
     params = " × parameter sets" if the_grid.size != product else ""
     err_console.print(
@@ -136,18 +173,14 @@ def demo(
         f"{the_grid.size} runs\n→ {out}",
         highlight=False,
     )
-    with (
-        spark_session(master, None, None, False, "demo") as spark,
-        _DemoProgress(the_grid.size) as progress,
-    ):
-        err_console.print(f"Spark {spark.version} on {spark.sparkContext.master}", style="dim")
-        result = sweep(spark, the_grid, str(sweep_dir), progress=progress.runs)
-        task = progress.stage("evaluate (Spark SQL)")
-        evaluation = evaluate(spark, str(sweep_dir), str(eval_dir))
-        progress.done(task)
-        task = progress.stage("report (HTML)")
-        path = build_report(out, report_path)
-        progress.done(task)
+
+
+def _print_outcome(
+    result: SweepResult, evaluation: EvaluationResult, sweep_dir: Path, path: Path, elapsed: float
+) -> None:
+    """Runs reused and failed, the evaluation's notes, the PIP-364 table and where the report is."""
+    from shedlab.report.terminal import pip364_table
+
     if result.skipped:
         err_console.print(f"{result.skipped} runs were already in {sweep_dir} and were not run again.")
     if result.failed or evaluation.runs_failed:
@@ -157,17 +190,11 @@ def demo(
     for note in evaluation.notes:
         err_console.print(f"note: {note}", style="dim", highlight=False)
     console.print(pip364_table(evaluation.pip364))
-    elapsed = time.monotonic() - started
     console.print(
         f"{evaluation.runs_ok} runs in {elapsed:.0f} s. Report: [bold]{path}[/] "
         f"({megabytes(path.stat().st_size)} MB; open it in a browser, no network needed).",
         highlight=False,
     )
-    if recommend:
-        from shedlab.cli.tune_cmd import tune_demo
-
-        err_console.print("[bold]From a recorded cluster to a recommendation[/] (shedlab tune --demo)")
-        tune_demo(str(out / "recommendation"), 5, 8, master, None, None, False)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.resources
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -484,21 +484,23 @@ def _check_event_brokers(root: Node, events: tuple[Event, ...], initial: int) ->
             )
 
 
-def _parse_scenario(root: Node, source: str) -> Scenario:
-    name = root.string("name")
-    seed = root.integer("seed", 0, minimum=0)
-    duration = root.duration("duration", 3600.0)
+def _parse_strategy(root: Node, source: str) -> str:
+    """``strategy``: a pair name (abbreviations, plugins), Pulsar's default pair if absent."""
     strategy_raw = root.string("strategy", "ThresholdShedder+LeastLongTermMessageRate")
     try:
-        strategy = resolve_pair_name(strategy_raw)
+        return resolve_pair_name(strategy_raw)
     except ShedlabError as exc:
         raise ConfigError(
             exc.message, source=source, field="strategy", value=strategy_raw, hint=exc.hint
         ) from None
+
+
+def _parse_configs(root: Node, source: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``config`` (Pulsar keys for every pair) and ``strategy_config`` (per pair), both validated
+    against the key table, as are the strategy names a key may set (the pair itself is set later)."""
     config_node = root.child("config", {})
     config = dict(config_node.data)
     config_node.finish(tuple(config))
-    # validates keys and values, and the strategy names a key may set (the pair is set below)
     resolve_config(LoadBalancerConfig().with_overrides(config, source=f"{source}: config"), pair=False)
     strategy_config: dict[str, dict[str, Any]] = {}
     for pair_raw, pair_node in root.items("strategy_config"):
@@ -514,29 +516,25 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
             LoadBalancerConfig().with_overrides(overrides, source=f"{source}: {pair_node.path}"), pair=False
         )
         strategy_config[pair] = overrides
-    simulation = _parse_simulation(root)
-    if duration < simulation.tick:
-        raise root.error("duration", "must be at least one tick long", root.raw("duration"))
-    hardware: dict[str, HardwareClass] = {"standard": HardwareClass()}
-    for hw_name, hw_node in root.items("hardware"):
-        hardware[hw_name] = parse_hardware(hw_name, hw_node, hardware.get(hw_name))
+    return config, strategy_config
+
+
+def _parse_broker_groups(root: Node, hardware: Mapping[str, HardwareClass]) -> list[BrokerGroup]:
+    """``brokers``: groups of a count, a hardware class and a background; three standard brokers if
+    absent."""
+    if not root.has("brokers"):
+        return [BrokerGroup(3)]
     groups = []
     for node in root.nodes("brokers"):
         hw = node.string("hardware", "standard")
         _check_hardware(node, "hardware", hw, hardware)
         groups.append(BrokerGroup(node.integer("count", 1, minimum=1), hw, parse_background(node)))
         node.finish(("count", "hardware", "background"))
-    if not root.has("brokers"):
-        groups = [BrokerGroup(3)]
-    workloads = tuple(parse_workload(node, i) for i, node in enumerate(root.nodes("workloads")))
-    if not root.has("workloads"):
-        workloads = (Workload("workload-0"),)
-    if not workloads:
-        raise root.error("workloads", "at least one workload is needed")
-    initial = sum(g.count for g in groups)
-    if initial == 0:
-        raise root.error("brokers", "at least one broker is needed", root.raw("brokers"))
-    _check_limits(root, duration, simulation, initial, workloads)
+    return groups
+
+
+def _check_workloads(root: Node, source: str, workloads: Sequence[Workload], initial: int) -> None:
+    """Workloads sharing a namespace agree on its bundle count; pinned brokers exist at the start."""
     bundles_of: dict[str, int] = {}
     for w_index, workload in enumerate(workloads):
         ns = workload.namespace
@@ -555,6 +553,31 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
                 source=source,
                 field=f"workloads[{w_index}].brokers",
             )
+
+
+def _parse_scenario(root: Node, source: str) -> Scenario:
+    name = root.string("name")
+    seed = root.integer("seed", 0, minimum=0)
+    duration = root.duration("duration", 3600.0)
+    strategy = _parse_strategy(root, source)
+    config, strategy_config = _parse_configs(root, source)
+    simulation = _parse_simulation(root)
+    if duration < simulation.tick:
+        raise root.error("duration", "must be at least one tick long", root.raw("duration"))
+    hardware: dict[str, HardwareClass] = {"standard": HardwareClass()}
+    for hw_name, hw_node in root.items("hardware"):
+        hardware[hw_name] = parse_hardware(hw_name, hw_node, hardware.get(hw_name))
+    groups = _parse_broker_groups(root, hardware)
+    workloads = tuple(parse_workload(node, i) for i, node in enumerate(root.nodes("workloads")))
+    if not root.has("workloads"):
+        workloads = (Workload("workload-0"),)
+    if not workloads:
+        raise root.error("workloads", "at least one workload is needed")
+    initial = sum(g.count for g in groups)
+    if initial == 0:
+        raise root.error("brokers", "at least one broker is needed", root.raw("brokers"))
+    _check_limits(root, duration, simulation, initial, workloads)
+    _check_workloads(root, source, workloads, initial)
     events = tuple(_parse_event(node, hardware) for node in root.nodes("events"))
     _check_event_brokers(root, events, initial)
     metrics = _parse_metrics(root)
