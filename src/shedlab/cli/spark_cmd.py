@@ -8,6 +8,7 @@ Every command takes ``--master`` (default ``local[*]``; ``spark://host:7077``, `
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -38,6 +39,8 @@ from shedlab.units import compact, parse_duration
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from shedlab.spark.sweep import SweepResult
 
 console = Console()
 err_console = Console(stderr=True)
@@ -154,7 +157,7 @@ def sweep(
     """Run a grid of simulations (scenarios × strategy pairs × parameters × seeds) as Spark tasks.
 
     Outputs partitioned Parquet under OUT: runs/ (one summary row per run, status ok/error),
-    ticks/, decisions/, brokers/, events/. Re-running the same command skips the runs already
+    ticks/, decisions/, brokers/, events/, skips/. Re-running the same command skips the runs already
     complete, so an interrupted sweep resumes without duplicates.
     """
     from shedlab.core.grid import load_grid
@@ -171,47 +174,61 @@ def sweep(
             f" × {len(g.seeds)} seed(s) = {g.size} runs"
         )
     with spark_session(master, conf, spark_conf, ui, "sweep") as spark:
+        run = functools.partial(
+            run_sweep, spark, g, out, retry_failed=retry_failed, limit=limit, timeout_s=timeout
+        )
         if as_json:
-            result = run_sweep(spark, g, out, retry_failed=retry_failed, limit=limit, timeout_s=timeout)
+            result = run()
         else:
-            with Progress(
-                TextColumn("[bold]runs"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("{task.fields[note]}"),
-                console=err_console,
-                transient=False,
-            ) as bar:
-                task = bar.add_task("runs", total=None, note="")
-
-                def progress(done: int, total: int, failed_tasks: int) -> None:
-                    note = f"[red]{failed_tasks} task failure(s)" if failed_tasks else ""
-                    bar.update(task, completed=done, total=total, note=note)
-
-                result = run_sweep(
-                    spark,
-                    g,
-                    out,
-                    progress=progress,
-                    retry_failed=retry_failed,
-                    limit=limit,
-                    timeout_s=timeout,
-                )
-    doc = {
-        "out": out,
-        "grid": g.name,
-        "runs": result.total,
-        "skipped": result.skipped,
-        "ran": result.ran,
-        "failed": result.failed,
-        "elapsed_s": round(result.elapsed_s, 2),
-        "quarantined": [{"file": path, "reason": why} for path, why in result.quarantined],
-        "temporaries_removed": result.temporaries_removed,
-    }
+            with _RunsBar() as bar:
+                result = run(progress=bar.update)
     if as_json:
-        _print_json(doc)
+        _print_json(
+            {
+                "out": out,
+                "grid": g.name,
+                "runs": result.total,
+                "skipped": result.skipped,
+                "ran": result.ran,
+                "failed": result.failed,
+                "elapsed_s": round(result.elapsed_s, 2),
+                "quarantined": [{"file": path, "reason": why} for path, why in result.quarantined],
+                "temporaries_removed": result.temporaries_removed,
+            }
+        )
         return
+    _print_sweep_outcome(result, out)
+
+
+class _RunsBar:
+    """The sweep's progress bar: finished runs of the total, and task failures when Spark retries."""
+
+    def __init__(self) -> None:
+        self.bar = Progress(
+            TextColumn("[bold]runs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[note]}"),
+            console=err_console,
+            transient=False,
+        )
+        self.task = self.bar.add_task("runs", total=None, note="")
+
+    def __enter__(self) -> _RunsBar:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(None, None, None)
+
+    def update(self, done: int, total: int, failed_tasks: int) -> None:
+        note = f"[red]{failed_tasks} task failure(s)" if failed_tasks else ""
+        self.bar.update(self.task, completed=done, total=total, note=note)
+
+
+def _print_sweep_outcome(result: SweepResult, out: str) -> None:
+    """Quarantined files, the per-pair table, the counts, the first failures and what is still pending."""
     _print_quarantined(result.quarantined, "ran again")
     _print_sweep_table(result.summaries)
     console.print(
