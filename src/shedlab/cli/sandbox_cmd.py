@@ -44,6 +44,11 @@ def sandbox(
         Path | None, typer.Option(help="File holding the super-user token; requests must then send it.")
     ] = None,
     cluster: Annotated[str | None, typer.Option(help="Cluster name (default: the scenario's).")] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(help="PEM certificate (chain) of the brokers: serve HTTPS only (with --tls-key)."),
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert (unencrypted).")] = None,
     duration: Annotated[
         str | None, typer.Option(help="Stop after this wall-clock time (e.g. 10m); default: until Ctrl-C.")
     ] = None,
@@ -88,13 +93,15 @@ def sandbox(
         zookeeper=zk,
         tokens=tokens,
         cluster=cluster,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
     )
     # Ctrl-C and SIGTERM only ask to stop: the sandbox then closes every session, whatever it was doing
     stop = threading.Event()
     handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with sandbox_ as sb:
-            _announce(sb, speed, token_file)
+            _announce(sb, speed, token_file, tls_cert)
             _wait(sb, stop, stop_after)
     finally:
         for sig, previous in handlers.items():
@@ -102,11 +109,12 @@ def sandbox(
     console.print("sandbox stopped: brokers' sessions closed, ephemeral znodes removed.")
 
 
-def _announce(sb: Sandbox, speed: float, token_file: Path | None) -> None:
+def _announce(sb: Sandbox, speed: float, token_file: Path | None, tls_cert: Path | None) -> None:
     console.print(f"[bold]sandbox[/] {sb.scenario.name}: cluster {sb.cluster}, speed ×{speed:g}")
     console.print(f"admin URL   {sb.admin_url}")
     console.print(f"ZooKeeper   {sb.zookeeper or '(none)'}")
     console.print("authentication: " + (f"bearer token from {token_file}" if token_file else "off"))
+    console.print("TLS: " + (f"HTTPS only, certificate {tls_cert}" if tls_cert else "off (plain HTTP)"))
     for broker, url in sb.broker_urls.items():
         console.print(f"broker      {broker:<22} {url}")
     console.print("Ctrl-C stops the sandbox.", style="dim")

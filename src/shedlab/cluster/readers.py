@@ -58,6 +58,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 
 from shedlab.cluster.access import PermanentError, Retry, Token, scrub, with_retries
+from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
 from shedlab.errors import ClusterError, InputError, ShedlabError
 from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind
 from shedlab.model.json_reader import JsonReader
@@ -352,6 +353,14 @@ class ZooKeeperReader:
 _HTTP_TRANSIENT = (httpx.TransportError, httpx.HTTPStatusError)
 
 
+_TLS_HINT = "give the CA certificate that signed the brokers' certificates with --tls-ca"
+
+
+def _refused(exc: ClusterError) -> bool:
+    """The token or the TLS trust was refused: every other path would answer the same, so stop here."""
+    return any(mark in exc.message for mark in ("HTTP 401", "HTTP 403", UNTRUSTED, NOT_TLS))
+
+
 _REDIRECTS = (301, 302, 303, 307, 308)
 _MAX_REDIRECTS = 5
 
@@ -396,14 +405,8 @@ class AdminReader:
         self.token = token
         self.retry = retry or Retry()
         headers = token.header() if token is not None else {}
-        verify: ssl.SSLContext | bool = True
-        if tls_ca is not None:
-            try:
-                verify = ssl.create_default_context(cafile=str(tls_ca))
-            except (OSError, ssl.SSLError) as exc:
-                raise InputError(
-                    f"cannot use this CA certificate: {exc}", field="--tls-ca", value=str(tls_ca)
-                ) from None
+        self.tls_ca = tls_ca
+        verify: ssl.SSLContext | bool = True if tls_ca is None else client_context(tls_ca)
         # No keep-alive: a read every minute gains nothing from pooled connections, and a pooled one can
         # outlive its broker's listener (a stopped or restarted broker would still seem to answer).
         self._client = httpx.Client(
@@ -427,7 +430,7 @@ class AdminReader:
         def call() -> httpx.Response:
             target, query = url, params
             for _hop in range(_MAX_REDIRECTS + 1):
-                response = self._client.request(method, target, params=query)
+                response = self._send(method, target, query)
                 if response.status_code not in _REDIRECTS or "location" not in response.headers:
                     _raise_for(response, self.token)
                     return response
@@ -440,6 +443,20 @@ class AdminReader:
         return with_retries(
             call, what=f"{method} {url}", retry=self.retry, transient=_HTTP_TRANSIENT, token=self.token
         )
+
+    def _send(self, method: str, url: str, params: dict[str, str] | None) -> httpx.Response:
+        """One HTTP exchange; a TLS failure no retry can fix (an untrusted certificate) is permanent."""
+        try:
+            return self._client.request(method, url, params=params)
+        except httpx.TransportError as exc:
+            failure = verification_failure(exc)
+            if failure is None:
+                raise
+            if failure.startswith(UNTRUSTED):
+                failure += "; " + (
+                    _TLS_HINT if self.tls_ca is None else f"is it signed by the CA in {self.tls_ca}?"
+                )
+            raise PermanentError(failure) from None
 
     def _json(self, url: str) -> Any:
         response = self.request("GET", url)
@@ -462,7 +479,7 @@ class AdminReader:
             clusters = self._json(f"{self.url}/admin/v2/clusters")
             names = [c for c in clusters if isinstance(c, str)] if isinstance(clusters, list) else []
         except ClusterError as exc:
-            if "HTTP 401" in exc.message or "HTTP 403" in exc.message:
+            if _refused(exc):
                 raise
         if len(names) != 1:
             runtime = self._json(f"{self.url}/admin/v2/brokers/configuration/runtime")
@@ -490,7 +507,7 @@ class AdminReader:
             try:
                 obj = self._json(url)
             except ClusterError as exc:
-                if "HTTP 401" in exc.message or "HTTP 403" in exc.message:
+                if _refused(exc):
                     raise
                 reading.missing[broker] = exc.message
                 continue

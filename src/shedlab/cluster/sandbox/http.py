@@ -7,6 +7,11 @@ balancer in front of the brokers: it answers cluster-wide endpoints and, determi
 current leader (its ``broker-stats`` are the leader's, and it performs an unload in one request where a
 broker would redirect; see :func:`unload`).
 
+With a TLS context (``shedlab sandbox --tls-cert/--tls-key``) every server speaks HTTPS only, as a
+broker with ``webServicePortTls`` and no ``webServicePort``: each accepted connection does its TLS
+handshake in its own request thread (with a deadline), so a client that never completes one holds up
+nobody; a handshake the client refuses (it does not trust the certificate) just closes the connection.
+
 Status codes and error bodies follow Pulsar (``{"reason": "..."}``, ``RestException``); each handler
 names the Pulsar method it reproduces. Authentication: ``Authorization: Bearer <token>``. A missing or
 unknown token gets 401 (``AuthenticationFilter``); a known token whose role is not a super-user also
@@ -19,6 +24,8 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["AdminServer", "Reply", "handle", "stop_servers"]
 
 PREFIX = "/admin/v2"
+HANDSHAKE_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -53,10 +61,17 @@ class AdminServer(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(
-        self, address: tuple[str, int], sandbox: Sandbox, slot: int | None, bound: socket.socket | None = None
+        self,
+        address: tuple[str, int],
+        sandbox: Sandbox,
+        slot: int | None,
+        bound: socket.socket | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        """``bound``: a socket already bound to ``address`` (a port reserved earlier), used as is."""
+        """``bound``: a socket already bound to ``address`` (a port reserved earlier), used as is;
+        ``tls``: a server context (``PROTOCOL_TLS_SERVER``) to speak HTTPS with."""
         super().__init__(address, _Handler, bind_and_activate=bound is None)
+        self.tls = tls
         if bound is not None:
             self.socket.close()
             self.socket = bound
@@ -78,6 +93,28 @@ class AdminServer(ThreadingHTTPServer):
 
     def stop(self) -> None:
         stop_servers([self])
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """In the connection's own thread: the TLS handshake first, when the server speaks TLS."""
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(HANDSHAKE_TIMEOUT_S)
+        try:
+            secure = self.tls.wrap_socket(request, server_side=True)
+        except OSError:  # the client refused our certificate, spoke plain HTTP, or hung up: nothing to serve
+            return
+        try:
+            secure.settimeout(None)
+            super().finish_request(secure, client_address)
+        finally:
+            self.shutdown_request(secure)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that breaks (reset, TLS alert) is the client's business: nothing is printed.
+        Anything else is a bug and keeps its traceback."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 def stop_servers(servers: list[AdminServer]) -> None:

@@ -17,6 +17,7 @@ After the scenario's last tick the simulation stops and the sandbox keeps servin
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -41,6 +42,7 @@ from shedlab.cluster.sandbox.views import (
     topics_stats,
 )
 from shedlab.cluster.sandbox.zk import ZooKeeperPublisher, ensure_chroot
+from shedlab.cluster.tls import server_context
 from shedlab.cluster.zookeeper_server import LocalZooKeeper, ZooKeeperUnavailableError
 from shedlab.core.sim.kernel import Simulation
 from shedlab.core.sim.scenario import Scenario, load_scenario
@@ -63,6 +65,16 @@ def _reserve(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _tls_context(cert: str | Path | None, key: str | Path | None) -> ssl.SSLContext | None:
+    """The servers' TLS context from a certificate (chain) and its key, or None for plain HTTP."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        given, missing = ("--tls-cert", "--tls-key") if cert is not None else ("--tls-key", "--tls-cert")
+        raise InputError(f"needs {missing} too (certificate and private key go together)", field=given)
+    return server_context(Path(cert), Path(key))
+
+
 class Sandbox:
     """``with Sandbox("broker-loss", seed=1) as sb: sb.advance(3); httpx.get(sb.admin_url + …)``.
 
@@ -71,7 +83,9 @@ class Sandbox:
     bearer tokens to their role (None: no authentication); ``superuser_roles`` are Pulsar's
     ``superUserRoles``. ``speed``: None or 0 for manual stepping; otherwise simulated seconds per
     wall-clock second. ``port`` 0 picks free ports; a fixed ``port`` P puts the front door on P and
-    broker slot k on P + 1 + k.
+    broker slot k on P + 1 + k. ``tls_cert``/``tls_key`` (PEM files, both or neither): every web server
+    speaks HTTPS only, and every address the sandbox gives out (admin URL, brokers, leader, load
+    reports' ``webServiceUrl``/``webServiceUrlTls``, redirects) is https://.
     """
 
     def __init__(
@@ -88,7 +102,10 @@ class Sandbox:
         tokens: Mapping[str, str] | None = None,
         superuser_roles: tuple[str, ...] = ("admin",),
         cluster: str | None = None,
+        tls_cert: str | Path | None = None,
+        tls_key: str | Path | None = None,
     ) -> None:
+        self.tls = _tls_context(tls_cert, tls_key)
         self.scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         self.simulation = Simulation(
             self.scenario, strategy=strategy, config_overrides=config_overrides, seed=seed
@@ -116,7 +133,8 @@ class Sandbox:
             raise
         self._ports = [int(self._reserved[s].getsockname()[1]) for s in range(n_slots)]
         self._front_port = int(self._reserved[None].getsockname()[1])
-        self.names = Names(self.simulation.cluster.ids, [f"{host}:{p}" for p in self._ports])
+        self.scheme = "https" if self.tls is not None else "http"
+        self.names = Names(self.simulation.cluster.ids, [f"{host}:{p}" for p in self._ports], self.scheme)
         self._servers: dict[int, AdminServer] = {}
         self._front: AdminServer | None = None
         self._written: dict[int, list[str]] = {}  # bundles of each broker's last written report
@@ -282,7 +300,9 @@ class Sandbox:
 
     def _listen(self, port: int, slot: int | None) -> AdminServer:
         try:
-            return AdminServer((self.host, port), self, slot, self._reserved.pop(slot, None)).start()
+            return AdminServer(
+                (self.host, port), self, slot, self._reserved.pop(slot, None), self.tls
+            ).start()
         except OSError as exc:
             what = "the admin port" if slot is None else f"broker {self.simulation.cluster.ids[slot]}'s port"
             raise InputError(f"cannot listen on {what}: {exc.strerror}", field="--port", value=port) from None
@@ -315,7 +335,7 @@ class Sandbox:
     def admin_url(self) -> str:
         if self._front is None:
             raise InputError("the sandbox is not running: call start() or use it in a with block")
-        return f"http://{self.host}:{self._front.port}"
+        return f"{self.scheme}://{self.host}:{self._front.port}"
 
     @property
     def broker_urls(self) -> dict[str, str]:

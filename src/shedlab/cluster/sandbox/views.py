@@ -47,10 +47,12 @@ __all__ = [
 
 @dataclass
 class Names:
-    """Simulator broker ids ↔ the addresses the sandbox's brokers listen on (``host:port``)."""
+    """Simulator broker ids ↔ the addresses the sandbox's brokers listen on (``host:port``), and the
+    scheme of their web addresses (``https`` when the sandbox serves TLS)."""
 
     sim_ids: list[str]
     addresses: list[str]  # per slot, same order as sim_ids
+    scheme: str = "http"
     by_address: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -60,7 +62,7 @@ class Names:
         return self.addresses[slot]
 
     def url(self, slot: int) -> str:
-        return f"http://{self.addresses[slot]}"
+        return f"{self.scheme}://{self.addresses[slot]}"
 
     def slot(self, address: str) -> int | None:
         """The slot of ``host:port`` (a leading ``http://``/``https://`` is dropped, as Pulsar does)."""
@@ -111,6 +113,7 @@ def local_broker_data(
         last_update_ms=int(sim.publishing.last_update_ms[slot]),
         start_ms=int(sim.cluster.start_ts[slot]),
         load_manager_class=sim.conf.load_manager_class_name,
+        tls=names.scheme == "https",
     )
 
 

@@ -195,6 +195,7 @@ def local_report(
     last_update_ms: int,
     start_ms: int,
     load_manager_class: str,
+    tls: bool = False,
 ) -> LocalBrokerData:
     """One broker's LocalBrokerData from the simulator's arrays: the one builder of a simulated load report
     (recordings here, the sandbox's endpoint and znodes in :mod:`shedlab.cluster.sandbox`).
@@ -202,12 +203,22 @@ def local_report(
     ``usage``/``limit``: the five resources in Pulsar's order; ``agg``: rate in, rate out, throughput
     in, throughput out; ``counts``: topics, consumers, producers; ``last_written``: the bundles of the
     broker's last written report, which ``lastBundleGains``/``Losses`` are relative to.
+
+    ``tls``: the broker's web service listens with TLS only, on the id's port (``webServicePortTls`` set,
+    ``webServicePort`` unset, so the id is ``advertisedAddress:webServicePortTls``), and its binary
+    protocol on ``brokerServicePortTls=6651`` beside ``brokerServicePort=6650``. Pulsar's
+    ``ModularLoadManagerImpl.start`` fills ``webServiceUrl`` with ``getSafeWebServiceAddress()`` (the
+    http:// address, else the https:// one), ``webServiceUrlTls`` with ``getWebServiceAddressTls()`` and
+    ``pulsarServiceUrlTls`` with ``pulsar+ssl://host:port``: both web URLs are then https://.
     """
     host = host_of(broker)
     current = set(stats)
+    web = f"https://{broker}" if tls else f"http://{broker}"
     return LocalBrokerData(
-        webServiceUrl=f"http://{broker}",
+        webServiceUrl=web,
+        webServiceUrlTls=web if tls else None,
         pulsarServiceUrl=f"pulsar://{host}:6650",
+        pulsarServiceUrlTls=f"pulsar+ssl://{host}:6651" if tls else None,
         cpu=ResourceUsage(float(usage[0]), float(limit[0])),
         memory=ResourceUsage(float(usage[1]), float(limit[1])),
         directMemory=ResourceUsage(float(usage[2]), float(limit[2])),
