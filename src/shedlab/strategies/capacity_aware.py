@@ -30,6 +30,10 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   destinations the leader's even-distribution filter admits are considered.
 * **Unplanned placements go by headroom**: the candidate with the lowest predicted score, counting the
   bundles this instance already placed on the same snapshot. No random choice is made.
+* **A stopped plan stays stopped** until the imbalance has grown by ``capacityAwareMinBenefit`` (noise
+  does not let a move through that just failed to pay), and **reports that do not show a move yet are
+  corrected by it**: a broker whose published report is the very one the move was planned on has not
+  reported since (Pulsar rewrites a report only on a large enough change).
 
 Every rule, reason and measurement: ``docs/capacity-aware.md``.
 """
@@ -58,11 +62,12 @@ from shedlab.model.snapshot import (
 from shedlab.strategies.base import BrokerChoices, Placement, SheddingResult, Unload, candidate_indices
 from shedlab.strategies.greedy import sort_descending
 
-__all__ = ["CapacityAwareShedder", "CapacityModel", "declared_capacities", "estimate_capacity"]
+__all__ = ["CapacityAwareShedder", "CapacityModel", "UnseenMoves", "declared_capacities", "estimate_capacity"]
 
 MAX_MOVES_PER_BROKER: Final = 3
-"""A cycle plans at most this many moves per broker of the snapshot: a safety cap, never reached in the
-measurements (the minimum benefit stops a cycle first)."""
+"""A cycle plans at most this many moves per broker of the snapshot: a safety cap. The minimum benefit stops
+a cycle first except where one empty strong machine joins (``heterogeneous-strong-joins``: 15 moves for
+five brokers, the rest in the next cycle, once the reports show the first ones)."""
 SOURCES_TRIED: Final = 3
 """Each move is sought among the hottest triggered brokers, this many of them."""
 DESTINATIONS_TRIED: Final = 2
@@ -168,6 +173,8 @@ class CapacityAwareShedder:
         self.hit_high: dict[str, int] = {}
         self.hit_low: dict[str, int] = {}
         self.planned_destinations: dict[str, str] = {}
+        self.unseen: dict[str, UnseenMoves] = {}
+        self.settled: float | None = None
         self._headroom: _HeadroomView | None = None
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
@@ -178,6 +185,9 @@ class CapacityAwareShedder:
                 del counts[broker]
         for bundle in [k for k, b in self.planned_destinations.items() if b not in alive]:
             del self.planned_destinations[bundle]
+        for broker in [b for b in self.unseen if b not in alive]:
+            del self.unseen[broker]
+        self.settled = None
 
     # ------------------------------------------------------------------ shedding
     def find_bundles_for_unloading(
@@ -190,11 +200,14 @@ class CapacityAwareShedder:
             self.hit_low.clear()
             result.skipped.append({"strategy": self.name, "reason": "no broker carries traffic"})
             return result
+        model = self._with_unseen_moves(snapshot, model, result)
         triggered = self._count_hits(snapshot, model, conf, result)
         sources = self._sources(snapshot, model, triggered, result)
-        if not sources:
+        if not sources or self._still_settled(model, conf, result):
             return result
-        moved = _Moves(snapshot, conf, model).plan(sources, result, self.name, self._base)
+        moves = _Moves(snapshot, conf, model)
+        moved = moves.plan(sources, result, self.name, self._base)
+        self.settled = moves.settled_at
         for hot in moved:
             broker = snapshot.broker_ids[hot]
             self.hit_high.pop(broker, None)
@@ -202,7 +215,82 @@ class CapacityAwareShedder:
         for unload in result.unloads:
             assert unload.destination is not None
             self.planned_destinations[unload.bundle] = unload.destination
+            self._remember_unseen(snapshot, model, unload)
         return result
+
+    def _still_settled(self, model: CapacityModel, conf: LoadBalancerConfig, result: SheddingResult) -> bool:
+        """Whether the cluster is still where the last plan stopped (rule 3, hysteresis).
+
+        A plan stops when no move lowers the imbalance by ``capacityAwareMinBenefit``; it is planned again
+        only once the imbalance has grown by that much over where it stopped. Without this, noise in the
+        reports lets a move that was just below the minimum through a few cycles later (measured on
+        ``heterogeneous-cpu-eater``: a third move of gain 4.0-4.5 two to seventeen minutes after the
+        first two). The settled imbalance follows the cluster down when it balances by itself.
+        """
+        if self.settled is None:
+            return False
+        now = _imbalance(model.scores)
+        if now >= self.settled + float(conf.capacity_aware_min_benefit):
+            self.settled = None
+            return False
+        self.settled = min(self.settled, now)
+        result.skipped.append(
+            {
+                "strategy": self.name,
+                "reason": "settled: the imbalance has not grown by capacityAwareMinBenefit",
+                "imbalance": now,
+                "settled": self.settled,
+            }
+        )
+        return True
+
+    def _with_unseen_moves(
+        self, snapshot: ClusterSnapshot, model: CapacityModel, result: SheddingResult
+    ) -> CapacityModel:
+        """The model with the moves the reports do not show yet (rule 7).
+
+        A broker rewrites its report only when its usage changed enough or its report is old (spec §4.3),
+        so after a move its published score may still be the one from before: planning on it would move
+        again what has already moved. A broker whose report is exactly the one the moves were planned on
+        (:func:`_report_fingerprint`) has not reported since; its score and traffic are corrected by the
+        moves' predicted effect. A broker that has reported since shows them: its entry is dropped.
+        """
+        if not self.unseen:
+            return model
+        scores, traffic = model.scores.copy(), model.traffic.copy()
+        corrected: list[str] = []
+        for broker in list(self.unseen):
+            b = snapshot.broker_index.get(broker)
+            pending = self.unseen[broker]
+            if b is None or _report_fingerprint(snapshot, b) != pending.fingerprint:
+                del self.unseen[broker]
+                continue
+            scores[b] += pending.score
+            traffic[b] += pending.traffic
+            corrected.append(broker)
+        if not corrected:
+            return model
+        scores = np.clip(scores, 0.0, None)
+        traffic = np.clip(traffic, 0.0, None)
+        background = np.maximum(scores - model.slope * traffic, 0.0)
+        level = _balanced_level(traffic, model.slope, background)
+        result.skipped.append(
+            {"strategy": self.name, "reason": "reports do not show earlier moves yet", "brokers": corrected}
+        )
+        return CapacityModel(scores, traffic, model.slope, background, level)
+
+    def _remember_unseen(self, snapshot: ClusterSnapshot, model: CapacityModel, unload: Unload) -> None:
+        """Record a planned move's predicted effect on both brokers until their reports show it."""
+        moved = float(unload.reason["bundle_traffic"])
+        assert unload.destination is not None
+        for broker, sign in ((unload.broker, -1.0), (unload.destination, 1.0)):
+            b = snapshot.broker_index[broker]
+            fingerprint = _report_fingerprint(snapshot, b)
+            pending = self.unseen.get(broker)
+            if pending is None or pending.fingerprint != fingerprint:
+                pending = self.unseen[broker] = UnseenMoves(fingerprint)
+            pending.score += sign * float(model.slope[b]) * moved
+            pending.traffic += sign * moved
 
     def _count_hits(
         self,
@@ -348,6 +436,27 @@ class CapacityAwareShedder:
 
 
 @dataclass
+class UnseenMoves:
+    """A broker's planned moves its report does not show yet: the report they were planned on and their
+    predicted effect on its score (points) and traffic (msg/s)."""
+
+    fingerprint: tuple[float, ...]
+    score: float = 0.0
+    traffic: float = 0.0
+
+
+def _report_fingerprint(snapshot: ClusterSnapshot, b: int) -> tuple[float, ...]:
+    """What identifies a broker's published report: its resource usage, message rates and bundle count.
+    Any rewrite changes at least one of them (the rates and usage are measured, not copied)."""
+    return (
+        *snapshot.resource_usage[b].tolist(),
+        float(snapshot.msg_rate_in[b]),
+        float(snapshot.msg_rate_out[b]),
+        float(snapshot.num_owned_bundles[b]),
+    )
+
+
+@dataclass
 class _HeadroomView:
     """A snapshot's scores, slopes and short-term bundle rates, and the msg/s placed on each broker."""
 
@@ -387,6 +496,8 @@ class _Moves:
         self.limit = float(conf.load_balancer_broker_overloaded_threshold_percentage)
         self.min_benefit = float(conf.capacity_aware_min_benefit)
         self.predicted = model.scores.astype(np.float64).copy()
+        self.settled_at: float | None = None
+        """The predicted imbalance where the plan stopped because no move paid (None: stopped by the cap)."""
 
     def plan(
         self,
@@ -410,6 +521,7 @@ class _Moves:
                 if move is not None and (best is None or move.gain > best.gain):
                     best = move
             if best is None or best.gain < self.min_benefit:
+                self.settled_at = now
                 result.skipped.append(
                     {
                         "strategy": name,
