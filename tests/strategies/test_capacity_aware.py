@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -303,3 +304,45 @@ def test_a_settled_plan_waits_until_the_imbalance_grows_by_the_min_benefit() -> 
     replanned = shedder.find_bundles_for_unloading(grown, CONF)
     assert replanned.skipped[-1]["reason"] == "no move lowers the imbalance by capacityAwareMinBenefit"
     assert shedder.settled == replanned.skipped[-1]["imbalance"] == 187.5
+
+
+def test_deviation_is_measured_from_the_balanced_level_not_the_mean() -> None:
+    # Three 128 machines at 75 % and an empty-ish 512 machine at 3.125 %; bundles of 1024 msg/s are 12.5
+    # points on a small machine and 3.125 on the big one. Moving one lowers a small machine by 12.5 and
+    # raises the big one by 3.125: both closer to the level (33.9), and the minimum rises by 3.125.
+    snap = cluster(
+        {
+            "a": (96, 128, [1024.0] * 6),
+            "b": (96, 128, [1024.0] * 6),
+            "c": (96, 128, [1024.0] * 6),
+            "d": (16, 512, [1024.0]),
+        }
+    )
+    first = run(CapacityAwareShedder(), snap, CONF, 2).unloads[0]
+    assert first.destination == "d"
+    # 12.5 + 3.125 of deviation and 3.125 of spread. From the mean (which falls by 2.34 as load moves to
+    # the strong machine, so that the two other small machines look further off) it would be 14.06.
+    assert first.reason["gain"] == pytest.approx(18.75)
+
+
+def test_a_smaller_bundle_may_go_where_the_largest_one_is_not_admitted() -> None:
+    # a: 100 % with a 2048 msg/s bundle of t/shared and six of 1024; b (12.5 %) owns the other t/shared
+    # bundle, so the even-distribution filter admits only c (50 %) for it. Moving it to c gains 33.3;
+    # moving a 1024 bundle of another namespace to b gains 50 (both brokers 12.5 closer to the level, and
+    # the spread 25 narrower): the best move is not the largest bundle's.
+    shared = ["t/shared/0x00000000_0x80000000", "t/shared/0x80000000_0xffffffff"]
+    own = [f"t/a-ns{i}/0x00000000_0xffffffff" for i in range(6)]
+    mid = [f"t/c-ns{i}/0x00000000_0xffffffff" for i in range(4)]
+    bundles = {shared[0]: bundle_data(rate_in=2048.0), shared[1]: bundle_data(rate_in=1024.0)}
+    bundles.update({n: bundle_data(rate_in=1024.0) for n in own + mid})
+    snap = snapshot(
+        {
+            "a": broker_data(cpu=(128, 128), rate_in=8192.0, bundles=[shared[0], *own]),
+            "b": broker_data(cpu=(16, 128), rate_in=1024.0, bundles=[shared[1]]),
+            "c": broker_data(cpu=(64, 128), rate_in=4096.0, bundles=mid),
+        },
+        bundles,
+    )
+    first = run(CapacityAwareShedder(), snap, CONF, 2).unloads[0]
+    assert (first.destination, first.reason["bundle_traffic"]) == ("b", 1024.0)
+    assert first.reason["gain"] == pytest.approx(50.0)

@@ -229,7 +229,7 @@ class CapacityAwareShedder:
         """
         if self.settled is None:
             return False
-        now = _imbalance(model.scores)
+        now = _imbalance(model.scores, _targets(model))
         if now >= self.settled + float(conf.capacity_aware_min_benefit):
             self.settled = None
             return False
@@ -496,6 +496,7 @@ class _Moves:
         self.limit = float(conf.load_balancer_broker_overloaded_threshold_percentage)
         self.min_benefit = float(conf.capacity_aware_min_benefit)
         self.predicted = model.scores.astype(np.float64).copy()
+        self.target = _targets(model)
         self.settled_at: float | None = None
         """The predicted imbalance where the plan stopped because no move paid (None: stopped by the cap)."""
 
@@ -507,17 +508,19 @@ class _Moves:
         base: Callable[[ClusterSnapshot, CapacityModel, int, int], dict[str, Any]],
     ) -> set[int]:
         """Greedy moves while one pays (lowers the imbalance by ``capacityAwareMinBenefit``); the sources
-        that moved. Each move is the best, over the hottest sources, of each source's largest bundle that
-        fits its pair-evening amount towards the coldest broker the even-distribution filter admits."""
+        that moved. Each move is the best, over the hottest sources and all their bundles, of a bundle
+        that fits its pair-evening amount towards one of the coldest brokers the even-distribution filter
+        admits for its namespace."""
         ids = self.snapshot.broker_ids
         moved: set[int] = set()
         refused = {"overload veto": 0, "even-distribution filter": 0}
         for _ in range(MAX_MOVES_PER_BROKER * len(ids)):
-            now = _imbalance(self.predicted)
+            now = _imbalance(self.predicted, self.target)
+            ends = _Ends(self.predicted)
             best: _Move | None = None
             hottest = sorted(sources, key=lambda b: (-self.predicted[b], b))[:SOURCES_TRIED]
             for hot in hottest:
-                move = self._best_of(hot, sources[hot], now, refused)
+                move = self._best_of(hot, sources[hot], ends, refused)
                 if move is not None and (best is None or move.gain > best.gain):
                     best = move
             if best is None or best.gain < self.min_benefit:
@@ -558,22 +561,33 @@ class _Moves:
         return moved
 
     def _best_of(
-        self, hot: int, bundles: list[tuple[int, float]], now: float, refused: dict[str, int]
+        self, hot: int, bundles: list[tuple[int, float]], ends: _Ends, refused: dict[str, int]
     ) -> _Move | None:
-        """The best move of ``hot``'s largest bundle that fits the pair-evening amount towards one of the
-        ``DESTINATIONS_TRIED`` coldest brokers the even-distribution filter admits."""
+        """The best move of any of ``hot``'s bundles, each towards the ``DESTINATIONS_TRIED`` coldest
+        brokers the even-distribution filter admits for its namespace, that fits the pair-evening amount
+        and passes the overload veto.
+
+        Every bundle is tried, not only the largest that fits: with the filter, the largest bundle's
+        namespace may admit only brokers already above the balanced level while a smaller bundle of
+        another namespace may go to the coldest (a strong machine owning none of its bundles)."""
         p, slope = self.predicted, self.model.slope
         n = p.size
-        coldest = int(np.argmin(np.where(np.arange(n) == hot, np.inf, p)))
+        coldest = ends.coldest_except(hot)
+        destinations: dict[str, tuple[list[int], bool]] = {}
+        best: _Move | None = None
         for k, traffic in bundles:
-            admitted = self.spread.admitted(k, n).copy()
-            admitted[hot] = False
-            options = np.flatnonzero(admitted)
-            if options.size == 0:
+            namespace = namespace_of(self.snapshot.bundle_names[k])
+            if namespace not in destinations:
+                admitted = self.spread.admitted(k, n).copy()
+                admitted[hot] = False
+                options = np.flatnonzero(admitted)
+                ordered = options[np.argsort(p[options], kind="stable")][:DESTINATIONS_TRIED].tolist()
+                destinations[namespace] = (ordered, bool(admitted[coldest]))
+            ordered, coldest_admitted = destinations[namespace]
+            if not ordered:
                 refused["even-distribution filter"] += 1
                 continue
-            best: _Move | None = None
-            for cold in options[np.argsort(p[options], kind="stable")][:DESTINATIONS_TRIED].tolist():
+            for cold in ordered:
                 denominator = float(slope[hot] + slope[cold])
                 even = float(p[hot] - p[cold]) / denominator if denominator > 0 else 0.0
                 if not 0 < traffic <= even:
@@ -581,18 +595,54 @@ class _Moves:
                 if p[cold] + slope[cold] * traffic > self.limit:
                     refused["overload veto"] += 1
                     continue
-                after = p.copy()
-                after[hot] -= slope[hot] * traffic
-                after[cold] += slope[cold] * traffic
+                gain = self._gain(hot, cold, traffic, ends)
+                if best is not None and gain <= best.gain:
+                    continue
                 rule = "coldest destination" if cold == coldest else "redirected (even-distribution filter)"
-                if cold != coldest and admitted[coldest]:
+                if cold != coldest and coldest_admitted:
                     rule = "second coldest destination"
-                move = _Move(hot, int(cold), k, traffic, even, now - _imbalance(after), rule)
-                if best is None or move.gain > best.gain:
-                    best = move
-            if best is not None:
-                return best
-        return None
+                best = _Move(hot, int(cold), k, traffic, even, gain, rule)
+        return best
+
+    def _gain(self, hot: int, cold: int, traffic: float, ends: _Ends) -> float:
+        """How much moving ``traffic`` msg/s from ``hot`` to ``cold`` lowers the imbalance (spread + total
+        absolute deviation from the targets): only two scores change, so only two deviations and the
+        extremes are recomputed."""
+        p, t, slope = self.predicted, self.target, self.model.slope
+        new_hot = float(p[hot] - slope[hot] * traffic)
+        new_cold = float(p[cold] + slope[cold] * traffic)
+        deviation = (
+            abs(new_hot - t[hot]) - abs(p[hot] - t[hot]) + abs(new_cold - t[cold]) - abs(p[cold] - t[cold])
+        )
+        high = max(new_hot, new_cold, ends.highest_except(hot, cold))
+        low = min(new_hot, new_cold, ends.lowest_except(hot, cold))
+        return float(ends.spread - (high - low) - deviation)
+
+
+class _Ends:
+    """The predicted scores' order at one step of a plan: the extremes other than a move's two brokers in
+    O(1), so that every candidate move's gain is O(1)."""
+
+    def __init__(self, predicted: FloatArray) -> None:
+        self.scores = predicted
+        self.order = np.argsort(predicted, kind="stable")
+        self.spread = float(predicted[self.order[-1]] - predicted[self.order[0]])
+
+    def highest_except(self, a: int, b: int) -> float:
+        for i in self.order[::-1][:3].tolist():
+            if i not in (a, b):
+                return float(self.scores[i])
+        return -np.inf
+
+    def lowest_except(self, a: int, b: int) -> float:
+        for i in self.order[:3].tolist():
+            if i not in (a, b):
+                return float(self.scores[i])
+        return np.inf
+
+    def coldest_except(self, a: int) -> int:
+        first = int(self.order[0])
+        return first if first != a or self.order.size == 1 else int(self.order[1])
 
 
 @dataclass(frozen=True)
@@ -658,12 +708,25 @@ def _heterogeneous(model: CapacityModel, low: float) -> bool:
     return float(model.background.max() - model.background.min()) >= low
 
 
-def _imbalance(predicted: FloatArray) -> float:
+def _imbalance(predicted: FloatArray, target: FloatArray) -> float:
     """What a move must lower: the spread of the predicted scores plus their total absolute deviation from
-    their mean (score points). The deviation credits every move that brings a hot broker and a cold one
-    closer, also when several brokers are equally hot and the spread alone would not move; the spread
-    adds the benefit a move has on the extremes the metric users watch."""
-    return float(predicted.max() - predicted.min()) + float(np.abs(predicted - predicted.mean()).sum())
+    their targets (score points, :func:`_targets`). The deviation credits every move that brings a hot
+    broker and a cold one closer to where they belong, also when several brokers are equally hot and the
+    spread alone would not move; the spread adds the benefit a move has on the extremes the metric users
+    watch."""
+    return float(predicted.max() - predicted.min()) + float(np.abs(predicted - target).sum())
+
+
+def _targets(model: CapacityModel) -> FloatArray:
+    """Each broker's score once traffic follows capacity: the balanced level, or its background when that
+    alone is above the level (it then carries nothing). Moves do not change it (traffic is conserved and
+    background is not traffic), unlike the mean of the scores, which falls when load moves to a strong
+    machine and so made the other hot brokers look further off, a bias that stalled moves onto a joining
+    strong machine. Without a level (no broker with a scored limit), the mean of the scores."""
+    if not np.isfinite(model.level):
+        return np.full(model.scores.size, float(model.scores.mean()))
+    result: FloatArray = np.maximum(model.level, model.background)
+    return result
 
 
 def _bump(counts: dict[str, int], broker: str, hit: bool) -> None:
