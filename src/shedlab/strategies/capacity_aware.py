@@ -19,12 +19,13 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   is background load.
 * **Heterogeneous clusters trigger sooner**: low hits count after the high hit count when slopes or
   backgrounds differ (the imbalance is the machines', not traffic that may swing back).
-* **Greedy moves that must pay**: move by move, the largest bundle of one of the three hottest triggered
+* **Greedy moves that must pay**: move by move, the best of any bundle of the three hottest triggered
   brokers that fits the pair-evening amount ``(p_hot − p_cold) / (slope_hot + slope_cold)`` towards one of
-  the two coldest admitted brokers, the best of them, while it lowers the predicted imbalance (spread +
-  total absolute deviation from the mean) by ``capacityAwareMinBenefit``. A strong cold broker that
-  already carries more traffic still receives load; a hot broker with nothing to shed (a co-located
-  process) is skipped without using up a destination.
+  the two coldest brokers admitted for its namespace, while it lowers the predicted imbalance (spread +
+  total absolute deviation from each broker's target: the balanced level, or its background when that is
+  higher) by ``capacityAwareMinBenefit``. A strong cold broker that already carries more traffic still
+  receives load; a hot broker with nothing to shed (a co-located process) is skipped without using up a
+  destination.
 * **Vetoes**: a destination's predicted score must not exceed
   ``loadBalancerBrokerOverloadedThresholdPercentage`` (equal passes, as Pulsar's strict tests); only
   destinations the leader's even-distribution filter admits are considered.
