@@ -815,8 +815,8 @@ class LoadBalancerConfig:
         java="double",
         used_by=("CapacityAwareShedder",),
         doc="shedlab's own key. A move must lower the predicted imbalance (max-min spread plus the total "
-        "absolute deviation of the scores from their mean, in score points) by at least this much, or the "
-        "cycle stops.",
+        "absolute deviation of the scores from their capacity-balanced targets, in score points) by at "
+        "least this much, or the cycle stops; a stopped plan resumes once the imbalance grew by as much.",
     )
 
     # Where each explicitly set value came from (Pulsar key -> "file:line" or an override label). Kept out of

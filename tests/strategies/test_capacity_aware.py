@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -21,7 +22,12 @@ from shedlab.model.pulsar import BrokerData, BundleData
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies.avg_shedder import AvgShedder
 from shedlab.strategies.base import SheddingResult
-from shedlab.strategies.capacity_aware import CapacityAwareShedder, declared_capacities, estimate_capacity
+from shedlab.strategies.capacity_aware import (
+    CapacityAwareShedder,
+    UnseenMoves,
+    declared_capacities,
+    estimate_capacity,
+)
 from tests.builders import broker_data, bundle_data, snapshot
 
 PLUGIN = "shedlab.strategies.capacity_aware:CapacityAwareShedder"
@@ -44,9 +50,13 @@ def cluster(
 def run(
     shedder: CapacityAwareShedder, snap: ClusterSnapshot, conf: LoadBalancerConfig, times: int
 ) -> SheddingResult:
+    """Up to ``times`` cycles on the same snapshot: the first that unloads, else the last. (Later cycles on
+    the same snapshot see reports that do not show the moves yet, rule 7, and move nothing more.)"""
     result = SheddingResult()
     for _ in range(times):
         result = shedder.find_bundles_for_unloading(snap, conf)
+        if result.unloads:
+            break
     return result
 
 
@@ -178,8 +188,11 @@ def test_forgets_brokers_that_left() -> None:
     shedder = CapacityAwareShedder()
     shedder.hit_low.update(a=3, b=2)
     shedder.planned_destinations.update({"x": "a", "y": "b"})
+    shedder.unseen.update(a=UnseenMoves((1.0,)), b=UnseenMoves((2.0,)))
+    shedder.settled = 10.0
     shedder.on_active_brokers_change(["b"])
     assert shedder.hit_low == {"b": 2} and shedder.planned_destinations == {"y": "b"}
+    assert list(shedder.unseen) == ["b"] and shedder.settled is None  # a new cluster: plan afresh
 
 
 brokers_st = st.lists(
@@ -253,3 +266,83 @@ def test_declared_capacities_reach_the_strategy_in_a_simulation() -> None:
         if "broker-0004:8080" in slopes and len(slopes) == 2:
             other = next(v for b, v in slopes.items() if b != "broker-0004:8080")
             assert abs(other / slopes["broker-0004:8080"] - 4.0) < 1e-9
+
+
+def test_a_report_that_does_not_show_the_moves_yet_is_corrected_by_them() -> None:
+    # The move of test_amount_evens_the_pair_by_capacity: a 100 -> 75, b 50 -> 75.
+    snap = cluster({"a": (128, 128, [2048.0] * 4), "b": (64, 128, [1024.0] * 4)})
+    shedder = CapacityAwareShedder()
+    moved = run(shedder, snap, CONF, 2).unloads
+    assert len(moved) == 1 and shedder.unseen["a"].score == -25.0 and shedder.unseen["b"].score == 25.0
+    # The same reports again (neither broker has reported since): planned on as 75 / 75, nothing moves,
+    # not even the moved bundle, which this snapshot still lists under a.
+    for _ in range(4):
+        again = shedder.find_bundles_for_unloading(snap, CONF)
+        assert not again.unloads
+        stale = [s for s in again.skipped if s["reason"] == "reports do not show earlier moves yet"]
+        assert stale and stale[0]["brokers"] == ["a", "b"]
+    # a reports again (its report changed): its entry goes, b's report is still the old one.
+    after = cluster({"a": (96, 128, [2048.0] * 3), "b": (64, 128, [1024.0] * 4)})
+    result = shedder.find_bundles_for_unloading(after, CONF)
+    assert "a" not in shedder.unseen and shedder.unseen["b"].score == 25.0
+    stale = [s for s in result.skipped if s["reason"] == "reports do not show earlier moves yet"]
+    assert stale[0]["brokers"] == ["b"]
+
+
+def test_a_settled_plan_waits_until_the_imbalance_grows_by_the_min_benefit() -> None:
+    # a: two bundles of 4096 msg/s (50 points each) at 100 %; b at 12.5 %. Gap 87.5: moving one bundle
+    # (3584 msg/s would even the pair) overshoots, so no move fits and the plan stops at imbalance 175.
+    first = cluster({"a": (128, 128, [4096.0] * 2), "b": (16, 128, [1024.0])})
+    shedder = CapacityAwareShedder()
+    stopped = run(shedder, first, CONF, 2)
+    assert not stopped.unloads and stopped.skipped[-1]["imbalance"] == 175.0 and shedder.settled == 175.0
+    # Still triggered, same cluster: not planned again.
+    again = shedder.find_bundles_for_unloading(first, CONF)
+    assert again.skipped[-1]["reason"] == "settled: the imbalance has not grown by capacityAwareMinBenefit"
+    # b loses half its traffic: imbalance 187.5 >= 175 + 4, planned again (and settled there).
+    grown = cluster({"a": (128, 128, [4096.0] * 2), "b": (8, 128, [512.0])})
+    replanned = shedder.find_bundles_for_unloading(grown, CONF)
+    assert replanned.skipped[-1]["reason"] == "no move lowers the imbalance by capacityAwareMinBenefit"
+    assert shedder.settled == replanned.skipped[-1]["imbalance"] == 187.5
+
+
+def test_deviation_is_measured_from_the_balanced_level_not_the_mean() -> None:
+    # Three 128 machines at 75 % and an empty-ish 512 machine at 3.125 %; bundles of 1024 msg/s are 12.5
+    # points on a small machine and 3.125 on the big one. Moving one lowers a small machine by 12.5 and
+    # raises the big one by 3.125: both closer to the level (33.9), and the minimum rises by 3.125.
+    snap = cluster(
+        {
+            "a": (96, 128, [1024.0] * 6),
+            "b": (96, 128, [1024.0] * 6),
+            "c": (96, 128, [1024.0] * 6),
+            "d": (16, 512, [1024.0]),
+        }
+    )
+    first = run(CapacityAwareShedder(), snap, CONF, 2).unloads[0]
+    assert first.destination == "d"
+    # 12.5 + 3.125 of deviation and 3.125 of spread. From the mean (which falls by 2.34 as load moves to
+    # the strong machine, so that the two other small machines look further off) it would be 14.06.
+    assert first.reason["gain"] == pytest.approx(18.75)
+
+
+def test_a_smaller_bundle_may_go_where_the_largest_one_is_not_admitted() -> None:
+    # a: 100 % with a 2048 msg/s bundle of t/shared and six of 1024; b (12.5 %) owns the other t/shared
+    # bundle, so the even-distribution filter admits only c (50 %) for it. Moving it to c gains 33.3;
+    # moving a 1024 bundle of another namespace to b gains 50 (both brokers 12.5 closer to the level, and
+    # the spread 25 narrower): the best move is not the largest bundle's.
+    shared = ["t/shared/0x00000000_0x80000000", "t/shared/0x80000000_0xffffffff"]
+    own = [f"t/a-ns{i}/0x00000000_0xffffffff" for i in range(6)]
+    mid = [f"t/c-ns{i}/0x00000000_0xffffffff" for i in range(4)]
+    bundles = {shared[0]: bundle_data(rate_in=2048.0), shared[1]: bundle_data(rate_in=1024.0)}
+    bundles.update({n: bundle_data(rate_in=1024.0) for n in own + mid})
+    snap = snapshot(
+        {
+            "a": broker_data(cpu=(128, 128), rate_in=8192.0, bundles=[shared[0], *own]),
+            "b": broker_data(cpu=(16, 128), rate_in=1024.0, bundles=[shared[1]]),
+            "c": broker_data(cpu=(64, 128), rate_in=4096.0, bundles=mid),
+        },
+        bundles,
+    )
+    first = run(CapacityAwareShedder(), snap, CONF, 2).unloads[0]
+    assert (first.destination, first.reason["bundle_traffic"]) == ("b", 1024.0)
+    assert first.reason["gain"] == pytest.approx(50.0)

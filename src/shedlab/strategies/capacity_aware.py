@@ -19,17 +19,22 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   is background load.
 * **Heterogeneous clusters trigger sooner**: low hits count after the high hit count when slopes or
   backgrounds differ (the imbalance is the machines', not traffic that may swing back).
-* **Greedy moves that must pay**: move by move, the largest bundle of one of the three hottest triggered
+* **Greedy moves that must pay**: move by move, the best of any bundle of the three hottest triggered
   brokers that fits the pair-evening amount ``(p_hot − p_cold) / (slope_hot + slope_cold)`` towards one of
-  the two coldest admitted brokers, the best of them, while it lowers the predicted imbalance (spread +
-  total absolute deviation from the mean) by ``capacityAwareMinBenefit``. A strong cold broker that
-  already carries more traffic still receives load; a hot broker with nothing to shed (a co-located
-  process) is skipped without using up a destination.
+  the two coldest brokers admitted for its namespace, while it lowers the predicted imbalance (spread +
+  total absolute deviation from each broker's target: the balanced level, or its background when that is
+  higher) by ``capacityAwareMinBenefit``. A strong cold broker that already carries more traffic still
+  receives load; a hot broker with nothing to shed (a co-located process) is skipped without using up a
+  destination.
 * **Vetoes**: a destination's predicted score must not exceed
   ``loadBalancerBrokerOverloadedThresholdPercentage`` (equal passes, as Pulsar's strict tests); only
   destinations the leader's even-distribution filter admits are considered.
 * **Unplanned placements go by headroom**: the candidate with the lowest predicted score, counting the
   bundles this instance already placed on the same snapshot. No random choice is made.
+* **A stopped plan stays stopped** until the imbalance has grown by ``capacityAwareMinBenefit`` (noise
+  does not let a move through that just failed to pay), and **reports that do not show a move yet are
+  corrected by it**: a broker whose published report is the very one the move was planned on has not
+  reported since (Pulsar rewrites a report only on a large enough change).
 
 Every rule, reason and measurement: ``docs/capacity-aware.md``.
 """
@@ -58,11 +63,12 @@ from shedlab.model.snapshot import (
 from shedlab.strategies.base import BrokerChoices, Placement, SheddingResult, Unload, candidate_indices
 from shedlab.strategies.greedy import sort_descending
 
-__all__ = ["CapacityAwareShedder", "CapacityModel", "declared_capacities", "estimate_capacity"]
+__all__ = ["CapacityAwareShedder", "CapacityModel", "UnseenMoves", "declared_capacities", "estimate_capacity"]
 
 MAX_MOVES_PER_BROKER: Final = 3
-"""A cycle plans at most this many moves per broker of the snapshot: a safety cap, never reached in the
-measurements (the minimum benefit stops a cycle first)."""
+"""A cycle plans at most this many moves per broker of the snapshot: a safety cap. The minimum benefit stops
+a cycle first except where one empty strong machine joins (``heterogeneous-strong-joins``: 15 moves for
+five brokers, the rest in the next cycle, once the reports show the first ones)."""
 SOURCES_TRIED: Final = 3
 """Each move is sought among the hottest triggered brokers, this many of them."""
 DESTINATIONS_TRIED: Final = 2
@@ -168,6 +174,8 @@ class CapacityAwareShedder:
         self.hit_high: dict[str, int] = {}
         self.hit_low: dict[str, int] = {}
         self.planned_destinations: dict[str, str] = {}
+        self.unseen: dict[str, UnseenMoves] = {}
+        self.settled: float | None = None
         self._headroom: _HeadroomView | None = None
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
@@ -178,6 +186,9 @@ class CapacityAwareShedder:
                 del counts[broker]
         for bundle in [k for k, b in self.planned_destinations.items() if b not in alive]:
             del self.planned_destinations[bundle]
+        for broker in [b for b in self.unseen if b not in alive]:
+            del self.unseen[broker]
+        self.settled = None
 
     # ------------------------------------------------------------------ shedding
     def find_bundles_for_unloading(
@@ -190,11 +201,14 @@ class CapacityAwareShedder:
             self.hit_low.clear()
             result.skipped.append({"strategy": self.name, "reason": "no broker carries traffic"})
             return result
+        model = self._with_unseen_moves(snapshot, model, result)
         triggered = self._count_hits(snapshot, model, conf, result)
         sources = self._sources(snapshot, model, triggered, result)
-        if not sources:
+        if not sources or self._still_settled(model, conf, result):
             return result
-        moved = _Moves(snapshot, conf, model).plan(sources, result, self.name, self._base)
+        moves = _Moves(snapshot, conf, model)
+        moved = moves.plan(sources, result, self.name, self._base)
+        self.settled = moves.settled_at
         for hot in moved:
             broker = snapshot.broker_ids[hot]
             self.hit_high.pop(broker, None)
@@ -202,7 +216,82 @@ class CapacityAwareShedder:
         for unload in result.unloads:
             assert unload.destination is not None
             self.planned_destinations[unload.bundle] = unload.destination
+            self._remember_unseen(snapshot, model, unload)
         return result
+
+    def _still_settled(self, model: CapacityModel, conf: LoadBalancerConfig, result: SheddingResult) -> bool:
+        """Whether the cluster is still where the last plan stopped (rule 3, hysteresis).
+
+        A plan stops when no move lowers the imbalance by ``capacityAwareMinBenefit``; it is planned again
+        only once the imbalance has grown by that much over where it stopped. Without this, noise in the
+        reports lets a move that was just below the minimum through a few cycles later (measured on
+        ``heterogeneous-cpu-eater``: a third move of gain 4.0-4.5 two to seventeen minutes after the
+        first two). The settled imbalance follows the cluster down when it balances by itself.
+        """
+        if self.settled is None:
+            return False
+        now = _imbalance(model.scores, _targets(model))
+        if now >= self.settled + float(conf.capacity_aware_min_benefit):
+            self.settled = None
+            return False
+        self.settled = min(self.settled, now)
+        result.skipped.append(
+            {
+                "strategy": self.name,
+                "reason": "settled: the imbalance has not grown by capacityAwareMinBenefit",
+                "imbalance": now,
+                "settled": self.settled,
+            }
+        )
+        return True
+
+    def _with_unseen_moves(
+        self, snapshot: ClusterSnapshot, model: CapacityModel, result: SheddingResult
+    ) -> CapacityModel:
+        """The model with the moves the reports do not show yet (rule 7).
+
+        A broker rewrites its report only when its usage changed enough or its report is old (spec §4.3),
+        so after a move its published score may still be the one from before: planning on it would move
+        again what has already moved. A broker whose report is exactly the one the moves were planned on
+        (:func:`_report_fingerprint`) has not reported since; its score and traffic are corrected by the
+        moves' predicted effect. A broker that has reported since shows them: its entry is dropped.
+        """
+        if not self.unseen:
+            return model
+        scores, traffic = model.scores.copy(), model.traffic.copy()
+        corrected: list[str] = []
+        for broker in list(self.unseen):
+            b = snapshot.broker_index.get(broker)
+            pending = self.unseen[broker]
+            if b is None or _report_fingerprint(snapshot, b) != pending.fingerprint:
+                del self.unseen[broker]
+                continue
+            scores[b] += pending.score
+            traffic[b] += pending.traffic
+            corrected.append(broker)
+        if not corrected:
+            return model
+        scores = np.clip(scores, 0.0, None)
+        traffic = np.clip(traffic, 0.0, None)
+        background = np.maximum(scores - model.slope * traffic, 0.0)
+        level = _balanced_level(traffic, model.slope, background)
+        result.skipped.append(
+            {"strategy": self.name, "reason": "reports do not show earlier moves yet", "brokers": corrected}
+        )
+        return CapacityModel(scores, traffic, model.slope, background, level)
+
+    def _remember_unseen(self, snapshot: ClusterSnapshot, model: CapacityModel, unload: Unload) -> None:
+        """Record a planned move's predicted effect on both brokers until their reports show it."""
+        moved = float(unload.reason["bundle_traffic"])
+        assert unload.destination is not None
+        for broker, sign in ((unload.broker, -1.0), (unload.destination, 1.0)):
+            b = snapshot.broker_index[broker]
+            fingerprint = _report_fingerprint(snapshot, b)
+            pending = self.unseen.get(broker)
+            if pending is None or pending.fingerprint != fingerprint:
+                pending = self.unseen[broker] = UnseenMoves(fingerprint)
+            pending.score += sign * float(model.slope[b]) * moved
+            pending.traffic += sign * moved
 
     def _count_hits(
         self,
@@ -348,6 +437,27 @@ class CapacityAwareShedder:
 
 
 @dataclass
+class UnseenMoves:
+    """A broker's planned moves its report does not show yet: the report they were planned on and their
+    predicted effect on its score (points) and traffic (msg/s)."""
+
+    fingerprint: tuple[float, ...]
+    score: float = 0.0
+    traffic: float = 0.0
+
+
+def _report_fingerprint(snapshot: ClusterSnapshot, b: int) -> tuple[float, ...]:
+    """What identifies a broker's published report: its resource usage, message rates and bundle count.
+    Any rewrite changes at least one of them (the rates and usage are measured, not copied)."""
+    return (
+        *snapshot.resource_usage[b].tolist(),
+        float(snapshot.msg_rate_in[b]),
+        float(snapshot.msg_rate_out[b]),
+        float(snapshot.num_owned_bundles[b]),
+    )
+
+
+@dataclass
 class _HeadroomView:
     """A snapshot's scores, slopes and short-term bundle rates, and the msg/s placed on each broker."""
 
@@ -387,6 +497,9 @@ class _Moves:
         self.limit = float(conf.load_balancer_broker_overloaded_threshold_percentage)
         self.min_benefit = float(conf.capacity_aware_min_benefit)
         self.predicted = model.scores.astype(np.float64).copy()
+        self.target = _targets(model)
+        self.settled_at: float | None = None
+        """The predicted imbalance where the plan stopped because no move paid (None: stopped by the cap)."""
 
     def plan(
         self,
@@ -396,20 +509,23 @@ class _Moves:
         base: Callable[[ClusterSnapshot, CapacityModel, int, int], dict[str, Any]],
     ) -> set[int]:
         """Greedy moves while one pays (lowers the imbalance by ``capacityAwareMinBenefit``); the sources
-        that moved. Each move is the best, over the hottest sources, of each source's largest bundle that
-        fits its pair-evening amount towards the coldest broker the even-distribution filter admits."""
+        that moved. Each move is the best, over the hottest sources and all their bundles, of a bundle
+        that fits its pair-evening amount towards one of the coldest brokers the even-distribution filter
+        admits for its namespace."""
         ids = self.snapshot.broker_ids
         moved: set[int] = set()
         refused = {"overload veto": 0, "even-distribution filter": 0}
         for _ in range(MAX_MOVES_PER_BROKER * len(ids)):
-            now = _imbalance(self.predicted)
+            now = _imbalance(self.predicted, self.target)
+            ends = _Ends(self.predicted)
             best: _Move | None = None
             hottest = sorted(sources, key=lambda b: (-self.predicted[b], b))[:SOURCES_TRIED]
             for hot in hottest:
-                move = self._best_of(hot, sources[hot], now, refused)
+                move = self._best_of(hot, sources[hot], ends, refused)
                 if move is not None and (best is None or move.gain > best.gain):
                     best = move
             if best is None or best.gain < self.min_benefit:
+                self.settled_at = now
                 result.skipped.append(
                     {
                         "strategy": name,
@@ -446,22 +562,33 @@ class _Moves:
         return moved
 
     def _best_of(
-        self, hot: int, bundles: list[tuple[int, float]], now: float, refused: dict[str, int]
+        self, hot: int, bundles: list[tuple[int, float]], ends: _Ends, refused: dict[str, int]
     ) -> _Move | None:
-        """The best move of ``hot``'s largest bundle that fits the pair-evening amount towards one of the
-        ``DESTINATIONS_TRIED`` coldest brokers the even-distribution filter admits."""
+        """The best move of any of ``hot``'s bundles, each towards the ``DESTINATIONS_TRIED`` coldest
+        brokers the even-distribution filter admits for its namespace, that fits the pair-evening amount
+        and passes the overload veto.
+
+        Every bundle is tried, not only the largest that fits: with the filter, the largest bundle's
+        namespace may admit only brokers already above the balanced level while a smaller bundle of
+        another namespace may go to the coldest (a strong machine owning none of its bundles)."""
         p, slope = self.predicted, self.model.slope
         n = p.size
-        coldest = int(np.argmin(np.where(np.arange(n) == hot, np.inf, p)))
+        coldest = ends.coldest_except(hot)
+        destinations: dict[str, tuple[list[int], bool]] = {}
+        best: _Move | None = None
         for k, traffic in bundles:
-            admitted = self.spread.admitted(k, n).copy()
-            admitted[hot] = False
-            options = np.flatnonzero(admitted)
-            if options.size == 0:
+            namespace = namespace_of(self.snapshot.bundle_names[k])
+            if namespace not in destinations:
+                admitted = self.spread.admitted(k, n).copy()
+                admitted[hot] = False
+                options = np.flatnonzero(admitted)
+                ordered = options[np.argsort(p[options], kind="stable")][:DESTINATIONS_TRIED].tolist()
+                destinations[namespace] = (ordered, bool(admitted[coldest]))
+            ordered, coldest_admitted = destinations[namespace]
+            if not ordered:
                 refused["even-distribution filter"] += 1
                 continue
-            best: _Move | None = None
-            for cold in options[np.argsort(p[options], kind="stable")][:DESTINATIONS_TRIED].tolist():
+            for cold in ordered:
                 denominator = float(slope[hot] + slope[cold])
                 even = float(p[hot] - p[cold]) / denominator if denominator > 0 else 0.0
                 if not 0 < traffic <= even:
@@ -469,18 +596,54 @@ class _Moves:
                 if p[cold] + slope[cold] * traffic > self.limit:
                     refused["overload veto"] += 1
                     continue
-                after = p.copy()
-                after[hot] -= slope[hot] * traffic
-                after[cold] += slope[cold] * traffic
+                gain = self._gain(hot, cold, traffic, ends)
+                if best is not None and gain <= best.gain:
+                    continue
                 rule = "coldest destination" if cold == coldest else "redirected (even-distribution filter)"
-                if cold != coldest and admitted[coldest]:
+                if cold != coldest and coldest_admitted:
                     rule = "second coldest destination"
-                move = _Move(hot, int(cold), k, traffic, even, now - _imbalance(after), rule)
-                if best is None or move.gain > best.gain:
-                    best = move
-            if best is not None:
-                return best
-        return None
+                best = _Move(hot, int(cold), k, traffic, even, gain, rule)
+        return best
+
+    def _gain(self, hot: int, cold: int, traffic: float, ends: _Ends) -> float:
+        """How much moving ``traffic`` msg/s from ``hot`` to ``cold`` lowers the imbalance (spread + total
+        absolute deviation from the targets): only two scores change, so only two deviations and the
+        extremes are recomputed."""
+        p, t, slope = self.predicted, self.target, self.model.slope
+        new_hot = float(p[hot] - slope[hot] * traffic)
+        new_cold = float(p[cold] + slope[cold] * traffic)
+        deviation = (
+            abs(new_hot - t[hot]) - abs(p[hot] - t[hot]) + abs(new_cold - t[cold]) - abs(p[cold] - t[cold])
+        )
+        high = max(new_hot, new_cold, ends.highest_except(hot, cold))
+        low = min(new_hot, new_cold, ends.lowest_except(hot, cold))
+        return float(ends.spread - (high - low) - deviation)
+
+
+class _Ends:
+    """The predicted scores' order at one step of a plan: the extremes other than a move's two brokers in
+    O(1), so that every candidate move's gain is O(1)."""
+
+    def __init__(self, predicted: FloatArray) -> None:
+        self.scores = predicted
+        self.order = np.argsort(predicted, kind="stable")
+        self.spread = float(predicted[self.order[-1]] - predicted[self.order[0]])
+
+    def highest_except(self, a: int, b: int) -> float:
+        for i in self.order[::-1][:3].tolist():
+            if i not in (a, b):
+                return float(self.scores[i])
+        return -np.inf
+
+    def lowest_except(self, a: int, b: int) -> float:
+        for i in self.order[:3].tolist():
+            if i not in (a, b):
+                return float(self.scores[i])
+        return np.inf
+
+    def coldest_except(self, a: int) -> int:
+        first = int(self.order[0])
+        return first if first != a or self.order.size == 1 else int(self.order[1])
 
 
 @dataclass(frozen=True)
@@ -546,12 +709,25 @@ def _heterogeneous(model: CapacityModel, low: float) -> bool:
     return float(model.background.max() - model.background.min()) >= low
 
 
-def _imbalance(predicted: FloatArray) -> float:
+def _imbalance(predicted: FloatArray, target: FloatArray) -> float:
     """What a move must lower: the spread of the predicted scores plus their total absolute deviation from
-    their mean (score points). The deviation credits every move that brings a hot broker and a cold one
-    closer, also when several brokers are equally hot and the spread alone would not move; the spread
-    adds the benefit a move has on the extremes the metric users watch."""
-    return float(predicted.max() - predicted.min()) + float(np.abs(predicted - predicted.mean()).sum())
+    their targets (score points, :func:`_targets`). The deviation credits every move that brings a hot
+    broker and a cold one closer to where they belong, also when several brokers are equally hot and the
+    spread alone would not move; the spread adds the benefit a move has on the extremes the metric users
+    watch."""
+    return float(predicted.max() - predicted.min()) + float(np.abs(predicted - target).sum())
+
+
+def _targets(model: CapacityModel) -> FloatArray:
+    """Each broker's score once traffic follows capacity: the balanced level, or its background when that
+    alone is above the level (it then carries nothing). Moves do not change it (traffic is conserved and
+    background is not traffic), unlike the mean of the scores, which falls when load moves to a strong
+    machine and so made the other hot brokers look further off, a bias that stalled moves onto a joining
+    strong machine. Without a level (no broker with a scored limit), the mean of the scores."""
+    if not np.isfinite(model.level):
+        return np.full(model.scores.size, float(model.scores.mean()))
+    result: FloatArray = np.maximum(model.level, model.background)
+    return result
 
 
 def _bump(counts: dict[str, int], broker: str, hit: bool) -> None:
