@@ -77,9 +77,11 @@ class LeaderView:
         bins = np.where(pub_owner >= 0, pub_owner, n_slots)
         owner_idx = self.slot_to_row[bins]
         ld = leader_data
-        listed = (pub_owner >= 0) & ld.has
-        long_in = np.bincount(bins, weights=np.where(listed, ld.long[0], 0.0), minlength=n_slots + 1)
-        long_out = np.bincount(bins, weights=np.where(listed, ld.long[1], 0.0), minlength=n_slots + 1)
+        # a bundle without data counts in the overflow bin (dropped below): each broker's sum adds the
+        # same values in the same order as summing zeros for it, without two (m,) selects
+        sums = np.where(ld.has, bins, n_slots)
+        long_in = np.bincount(sums, weights=ld.long[0], minlength=n_slots + 1)
+        long_out = np.bincount(sums, weights=ld.long[1], minlength=n_slots + 1)
         snap = ClusterSnapshot.from_columns(
             broker_ids=self.row_ids,
             resource_usage=published.usage[slots],

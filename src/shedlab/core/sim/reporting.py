@@ -307,21 +307,26 @@ class LeaderBundleData:
             return listed_by
         # write_position with a trailing 0, so that a lister of -1 (none) reads "does not write"
         position = np.append(write_position, 0)
-        old_pos = position[listed_by]
+        writes_at = position > 0
         new_pos = position[new_listed_by]
         gained = new_pos > 0
-        listed_before = listed_by >= 0
+        keep = (listed_by >= 0) & self.has  # listed with data before the tick
+        # samples of the old listing: up to the first write that changes it (all updates if none does);
+        # by lister first, a gather instead of three (m,) passes, then the few bundles whose lister changes
+        old_count = np.where(writes_at, position - 1, total)[new_listed_by]
+        changed = np.flatnonzero(new_listed_by != listed_by)
+        old_pos = position[listed_by[changed]]
         # the old lister writes a report that no longer lists the bundle (before the new lister: effective)
-        loss = (old_pos > 0) & (new_listed_by != listed_by)
-        loss_effective = loss & ~(gained & (new_pos < old_pos))
-        first_change = np.where(gained, new_pos, total + 1)
-        np.minimum(first_change, np.where(loss, old_pos, total + 1), out=first_change)
-        first_change -= 1
-        old_count = np.where(listed_before & self.has, first_change, 0)
-        reset_mask = gained & (loss_effective | ~listed_before | ~self.has)
+        lost = old_pos > 0
+        loss, loss_pos = changed[lost], old_pos[lost]
+        old_count[loss] = np.minimum(old_count[loss], loss_pos - 1)
+        effective = loss[~(gained[loss] & (new_pos[loss] < loss_pos))]
+        old_count *= keep
+        reset_mask = gained & ~keep
+        reset_mask[effective[gained[effective]]] = True
         run_old = bool(old_count.any())
         run_new = bool(gained.any())
-        new_count = np.where(gained, total + 1 - new_pos, 0) if run_new else old_count[:0]
+        new_count = np.where(writes_at, total + 1 - position, 0)[new_listed_by] if run_new else old_count[:0]
         old_steps = old_count if run_old else old_count[:0]
         rows = self.long.shape[0]  # 2: the rates only; 4 when the throughputs are tracked too
         sn, sv, ln, lv = self.short_n, self.short, self.long_n, self.long
@@ -349,14 +354,18 @@ class LeaderBundleData:
                     n, v = _advance(n, v, new_values[:r, special], nc, max_samples, total)
                 n_out[special] = n
                 v_out[:, special] = v
-        self.has = (listed_before & self.has & ~loss_effective) | gained
+        has = keep
+        has[effective] = False
+        has |= gained
+        self.has = has
         self.topics = np.where(gained, new_topics, self.topics)
-        removed = ~self.has
-        sn_out[removed] = 0
-        ln_out[removed] = 0
+        sn_out *= has  # a bundle without data has no samples
+        ln_out *= has
         self.short_n, self.short, self.long_n, self.long = sn_out, out_s, ln_out, out_l
         self.updates += total
-        result: IntArray = np.where(gained, new_listed_by, np.where(loss_effective, -1, listed_by))
+        listing = listed_by.copy()
+        listing[effective] = -1
+        result: IntArray = np.where(gained, new_listed_by, listing)
         return result
 
 
