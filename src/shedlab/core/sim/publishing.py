@@ -279,10 +279,10 @@ class Publishing:
             write_position=position,
             writes=k,
             extra_updates=extra,
+            republish=True,  # pub.bundle_values: the writers' bundles take their local values
         )
         if k:
             gained = position[new_owner] > 0  # an unlisted bundle (-1) reads position[n_slots] = 0
-            pub.bundle_values = np.where(gained, loc.bundle_values, pub.bundle_values)
             pub.bundle_topics = np.where(gained, loc.bundle_topics, pub.bundle_topics)
             live = writers[alive[writers]]
             pub.usage[live] = loc.usage[live]

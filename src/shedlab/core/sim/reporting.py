@@ -279,6 +279,7 @@ class LeaderBundleData:
         write_position: IntArray,
         writes: int,
         extra_updates: int = 0,
+        republish: bool = False,
     ) -> IntArray:
         """One tick of ``updateBundleData`` runs; returns the bundles' listing broker after the tick.
 
@@ -291,6 +292,10 @@ class LeaderBundleData:
         bundle-data write, §4.9). A broker's write replaces its listing: bundles it no longer lists
         lose their BundleData unless another write lists them, and re-listed bundles start again from
         Pulsar's defaults.
+
+        With ``republish``, ``values`` is updated in place to what the published reports say after
+        the tick: the bundles listed by a write take ``new_values`` (the caller's published copy, updated
+        in the same pass over memory as the averages).
 
         Simplification: a bundle listed by two published reports at once (the stale report of its
         previous owner and its new owner's) counts once, under the most recent write; Pulsar would
@@ -329,17 +334,20 @@ class LeaderBundleData:
         run_old = bool(old_count.any())
         run_new = bool(gained.any())
         new_count = np.where(writes_at, total + 1 - position, 0)[new_listed_by] if run_new else old_count[:0]
-        old_steps = old_count if run_old else old_count[:0]
         rows = self.long.shape[0]  # 2: the rates only; 4 when the throughputs are tracked too
         sn, sv, ln, lv = self.short_n, self.short, self.long_n, self.long
         # not the current arrays (snapshots hold them); the saturated bundles' counts stay at the maximum
         out_s, out_l = _recycle(self._spare, 0, sv), _recycle(self._spare, 1, lv)
         self._spare = [sv, lv]
-        _saturated_steps(out_s, sv, values, new_values, old_steps, new_count, NUM_SHORT_SAMPLES, total)
-        long_x = (values[:rows], new_values[:rows])
-        _saturated_steps(out_l, lv, *long_x, old_steps, new_count, NUM_LONG_SAMPLES, total)
-        sn_out, ln_out = sn.copy(), ln.copy()
         special = np.flatnonzero((sn < NUM_SHORT_SAMPLES) | (ln < NUM_LONG_SAMPLES) | reset_mask)
+        x_special = values[:, special]  # before ``values`` is republished below
+        tables = _decay_table(NUM_SHORT_SAMPLES, total), _decay_table(NUM_LONG_SAMPLES, total)
+        blocks = [
+            (out, v, table[old_count] if run_old else None, table[new_count] if run_new else None)
+            for out, v, table in ((out_s, sv, tables[0]), (out_l, lv, tables[1]))
+        ]
+        _saturated_steps(blocks, values, new_values, gained if republish else None)
+        sn_out, ln_out = sn.copy(), ln.copy()
         if special.size:
             reset = reset_mask[special]
             oc = old_count[special]
@@ -350,7 +358,7 @@ class LeaderBundleData:
             ):
                 n, v = n_full[special], v_full[:, special]
                 if run_old:
-                    n, v = _advance(n, v, values[:r, special], oc, max_samples, total)
+                    n, v = _advance(n, v, x_special[:r], oc, max_samples, total)
                 n = np.where(reset, 0, n)
                 v = np.where(reset, DEFAULT_VALUES[:r, None], v)
                 if run_new:
@@ -394,39 +402,42 @@ _BLOCK = 4096
 
 
 def _saturated_steps(
-    out: FloatArray,
-    values: FloatArray,
+    blocks: list[tuple[FloatArray, FloatArray, FloatArray | None, FloatArray | None]],
     x_old: FloatArray,
     x_new: FloatArray,
-    old_count: IntArray,
-    new_count: IntArray,
-    max_samples: int,
-    top: int,
+    republish: BoolArray | None,
 ) -> None:
-    """Both runs of :func:`_advance` for bundles whose count stays at ``max_samples``, into ``out``.
+    """Both runs of :func:`_advance` for bundles whose counts stay at the maximum, block by block.
 
-    Saturated, a run of ``c`` samples of ``x`` is ``(v − x)·(1 − 1/max)^c + x`` (no mean step; a factor
-    ``1.0`` where ``c = 0``): exactly the operations :func:`_advance` performs on such a bundle. An
-    empty ``old_count`` or ``new_count`` skips that run, as :meth:`LeaderBundleData.apply_writes`
-    skips a run nobody samples in. Evaluated block by block of columns, so that the six passes read
-    memory once instead of six times; every element sees the same operations in the same order.
+    ``blocks``: (out, values, d_old, d_new) with ``values`` (R, m) and the decay factors of the old and
+    the new listing's runs (None: that run is skipped, as :meth:`LeaderBundleData.apply_writes` skips a
+    run nobody samples in); the R rows read the first R rows of the samples. Saturated, a run of ``c``
+    samples of ``x`` is ``(v − x)·(1 − 1/max)^c + x`` (no mean step; a factor ``1.0`` where ``c = 0``):
+    exactly the operations :func:`_advance` performs on such a bundle.
+
+    With ``republish``, ``x_old`` then becomes what the published reports say after the tick: the
+    columns of ``republish`` take ``x_new``. Everything runs column block by column block, so that
+    the samples are read from memory once for every pass and both averages; every element sees the
+    same operations in the same order.
     """
-    table = _decay_table(max_samples, top)
-    d_old = table[old_count] if old_count.size else None
-    d_new = table[new_count] if new_count.size else None
-    m = values.shape[1]
+    m = x_old.shape[1]
     for lo in range(0, m, _BLOCK):
         cols = slice(lo, min(lo + _BLOCK, m))
-        o = out[:, cols]
-        if d_old is not None:
-            xo = x_old[:, cols]
-            np.subtract(values[:, cols], xo, out=o)
-            o *= d_old[cols]
-            o += xo
-        else:
-            o[...] = values[:, cols]
-        if d_new is not None:
-            xn = x_new[:, cols]
-            o -= xn
-            o *= d_new[cols]
-            o += xn
+        xo, xn = x_old[:, cols], x_new[:, cols]
+        for out, values, d_old, d_new in blocks:
+            rows = values.shape[0]
+            o = out[:, cols]
+            if d_old is not None:
+                x = xo[:rows]
+                np.subtract(values[:, cols], x, out=o)
+                o *= d_old[cols]
+                o += x
+            else:
+                o[...] = values[:, cols]
+            if d_new is not None:
+                x = xn[:rows]
+                o -= x
+                o *= d_new[cols]
+                o += x
+        if republish is not None:
+            np.copyto(xo, np.where(republish[cols], xn, xo))
