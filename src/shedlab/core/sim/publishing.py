@@ -209,7 +209,9 @@ class Publishing:
         loc.topics[samplers] = true.slot_topics[samplers]
         loc.consumers[samplers] = true.slot_consumers[samplers]
         loc.producers[samplers] = true.slot_producers[samplers]
-        values = np.stack((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out))
+        values = traffic.block  # a new array every tick, never written into: the report may hold it
+        if values is None:
+            values = np.stack((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out))
         if samplers.size == alive.size:
             loc.bundle_owner = owner.copy()
             loc.bundle_values = values
