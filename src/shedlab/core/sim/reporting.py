@@ -396,9 +396,10 @@ def _recycle(spare: list[FloatArray], k: int, like: FloatArray) -> FloatArray:
     return np.empty_like(like)
 
 
-# Columns per block of :func:`_saturated_steps`: the block's rows of the four (R, m) operands
-# (values, both samples, result) stay in a core's L2 cache through the six passes.
-_BLOCK = 4096
+# Columns per block of :func:`_saturated_steps`: the block's rows of the operands (averages, both
+# samples, result) stay in cache through the passes; smaller blocks cost more in per-call overhead
+# than they save (measured: 1,024 columns twice as slow as 16,384 on 100,000 bundles).
+_BLOCK = 16384
 
 
 def _saturated_steps(
