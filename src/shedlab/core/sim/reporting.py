@@ -342,11 +342,14 @@ class LeaderBundleData:
         special = np.flatnonzero((sn < NUM_SHORT_SAMPLES) | (ln < NUM_LONG_SAMPLES) | reset_mask)
         x_special = values[:, special]  # before ``values`` is republished below
         tables = _decay_table(NUM_SHORT_SAMPLES, total), _decay_table(NUM_LONG_SAMPLES, total)
-        blocks = [
-            (out, v, table[old_count] if run_old else None, table[new_count] if run_new else None)
-            for out, v, table in ((out_s, sv, tables[0]), (out_l, lv, tables[1]))
-        ]
-        _saturated_steps(blocks, values, new_values, gained if republish else None)
+        _saturated_steps(
+            [(out_s, sv, tables[0]), (out_l, lv, tables[1])],
+            values,
+            new_values,
+            old_count if run_old else None,
+            new_count if run_new else None,
+            gained if republish else None,
+        )
         sn_out, ln_out = sn.copy(), ln.copy()
         if special.size:
             reset = reset_mask[special]
@@ -403,42 +406,47 @@ _BLOCK = 16384
 
 
 def _saturated_steps(
-    blocks: list[tuple[FloatArray, FloatArray, FloatArray | None, FloatArray | None]],
+    blocks: list[tuple[FloatArray, FloatArray, FloatArray]],
     x_old: FloatArray,
     x_new: FloatArray,
+    old_count: IntArray | None,
+    new_count: IntArray | None,
     republish: BoolArray | None,
 ) -> None:
     """Both runs of :func:`_advance` for bundles whose counts stay at the maximum, block by block.
 
-    ``blocks``: (out, values, d_old, d_new) with ``values`` (R, m) and the decay factors of the old and
-    the new listing's runs (None: that run is skipped, as :meth:`LeaderBundleData.apply_writes` skips a
-    run nobody samples in); the R rows read the first R rows of the samples. Saturated, a run of ``c``
-    samples of ``x`` is ``(v − x)·(1 − 1/max)^c + x`` (no mean step; a factor ``1.0`` where ``c = 0``):
-    exactly the operations :func:`_advance` performs on such a bundle.
+    ``blocks``: (out, values, decay table) with ``values`` (R, m), whose R rows read the first R rows
+    of the samples; ``old_count``/``new_count`` are the samples of the old and the new listing's runs
+    (None: that run is skipped, as :meth:`LeaderBundleData.apply_writes` skips a run nobody samples
+    in). Saturated, a run of ``c`` samples of ``x`` is ``(v − x)·table[c] + x`` (no mean step; a
+    factor ``table[0] = 1.0`` where ``c = 0``): exactly the operations :func:`_advance` performs on
+    such a bundle.
 
     With ``republish``, ``x_old`` then becomes what the published reports say after the tick: the
-    columns of ``republish`` take ``x_new``. Everything runs column block by column block, so that
-    the samples are read from memory once for every pass and both averages; every element sees the
-    same operations in the same order.
+    columns of ``republish`` take ``x_new``. Everything runs column block by column block (the decay
+    factors too), so that the samples are read from memory once for every pass and both averages;
+    every element sees the same operations in the same order.
     """
     m = x_old.shape[1]
     for lo in range(0, m, _BLOCK):
         cols = slice(lo, min(lo + _BLOCK, m))
         xo, xn = x_old[:, cols], x_new[:, cols]
-        for out, values, d_old, d_new in blocks:
+        c_old = None if old_count is None else old_count[cols]
+        c_new = None if new_count is None else new_count[cols]
+        for out, values, table in blocks:
             rows = values.shape[0]
             o = out[:, cols]
-            if d_old is not None:
+            if c_old is not None:
                 x = xo[:rows]
                 np.subtract(values[:, cols], x, out=o)
-                o *= d_old[cols]
+                o *= table[c_old]
                 o += x
             else:
                 o[...] = values[:, cols]
-            if d_new is not None:
+            if c_new is not None:
                 x = xn[:rows]
                 o -= x
-                o *= d_new[cols]
+                o *= table[c_new]
                 o += x
         if republish is not None:
             np.copyto(xo, np.where(republish[cols], xn, xo))
