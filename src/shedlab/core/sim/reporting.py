@@ -350,8 +350,12 @@ class LeaderBundleData:
             new_count if run_new else None,
             gained if republish else None,
         )
-        sn_out, ln_out = sn.copy(), ln.copy()
+        has = keep  # not read again as ``keep``
+        has[effective] = False
+        has |= gained
+        sn_out, ln_out = sn * has, ln * has  # a bundle without data has no samples
         if special.size:
+            kept = has[special]
             reset = reset_mask[special]
             oc = old_count[special]
             nc = new_count[special] if run_new else oc
@@ -366,20 +370,14 @@ class LeaderBundleData:
                 v = np.where(reset, DEFAULT_VALUES[:r, None], v)
                 if run_new:
                     n, v = _advance(n, v, new_values[:r, special], nc, max_samples, total)
-                n_out[special] = n
+                n_out[special] = n * kept
                 v_out[:, special] = v
-        has = keep
-        has[effective] = False
-        has |= gained
         self.has = has
         self.topics = np.where(gained, new_topics, self.topics)
-        sn_out *= has  # a bundle without data has no samples
-        ln_out *= has
         self.short_n, self.short, self.long_n, self.long = sn_out, out_s, ln_out, out_l
         self.updates += total
-        listing = listed_by.copy()
-        listing[effective] = -1
-        result: IntArray = np.where(gained, new_listed_by, listing)
+        result: IntArray = np.where(gained, new_listed_by, listed_by)
+        result[effective[~gained[effective]]] = -1  # lost, and no write lists it again
         return result
 
 
