@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_simulator.py                 # the full day: 1,440 one-minute ticks
     .venv/bin/python bench/bench_simulator.py --ticks 120     # shorter
     .venv/bin/python bench/bench_simulator.py --initial-assignment placement   # Pulsar's lookups at start
+    .venv/bin/python bench/bench_simulator.py --resolution 30s   # two steps per tick (simulation.resolution)
 
 Peak memory is the process's maximum resident set size (``resource.getrusage``), which includes the
 Python interpreter and the imported libraries (about 150 MB before the simulation starts).
@@ -18,7 +19,9 @@ import time
 from shedlab.core.sim import Scenario, run_simulation
 
 
-def scenario(brokers: int, bundles: int, ticks: int, assignment: str, strategy: str, seed: int) -> Scenario:
+def scenario(
+    brokers: int, bundles: int, ticks: int, assignment: str, strategy: str, seed: int, resolution: str | None
+) -> Scenario:
     namespaces = max(bundles // 16, 1)
     tenants = max(namespaces // 25, 1)
     per_tenant = max(namespaces // tenants, 1)
@@ -28,7 +31,10 @@ def scenario(brokers: int, bundles: int, ticks: int, assignment: str, strategy: 
             "duration": f"{(ticks - 1) * 60}s",
             "seed": seed,
             "strategy": strategy,
-            "simulation": {"initial_assignment": assignment},
+            "simulation": {
+                "initial_assignment": assignment,
+                **({"resolution": resolution} if resolution else {}),
+            },
             "brokers": [
                 {"count": brokers * 3 // 4},
                 {"count": brokers - brokers * 3 // 4, "hardware": "big", "background": {"cpu": 0.05}},
@@ -71,8 +77,17 @@ def main(argv: list[str] | None = None) -> int:
         "--initial-assignment", default="round_robin", choices=["placement", "round_robin", "random"]
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--resolution", default=None, help="simulation.resolution, e.g. 30s (default: off)")
     args = parser.parse_args(argv)
-    scen = scenario(args.brokers, args.bundles, args.ticks, args.initial_assignment, args.strategy, args.seed)
+    scen = scenario(
+        args.brokers,
+        args.bundles,
+        args.ticks,
+        args.initial_assignment,
+        args.strategy,
+        args.seed,
+        args.resolution,
+    )
     started = time.perf_counter()
     cpu_started = time.process_time()
     first_tick: list[float] = []
@@ -91,7 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     first = first_tick[0] if first_tick else 0.0
     steady = (ticks - 1) / (elapsed - first) if elapsed > first else float("nan")
     rows = [
-        ("scenario", f"{scen.name}, {result.strategy}, initial assignment: {args.initial_assignment}"),
+        (
+            "scenario",
+            f"{scen.name}, {result.strategy}, initial assignment: {args.initial_assignment}"
+            + (f", resolution: {args.resolution}" if args.resolution else ""),
+        ),
         ("brokers/bundles", f"{args.brokers} / {result.summary['bundles']}"),
         ("ticks", f"{ticks}"),
         ("wall time", f"{elapsed:.1f} s (first tick, with the initial assignment: {first:.1f} s)"),

@@ -147,7 +147,7 @@ class ClusterSnapshot:
         n = len(self.broker_ids)
         owners = self.bundle_owner
         if n < _RADIX_MAX and (owners.size == 0 or (owners.min() >= -1 and owners.max() < n)):
-            order = np.argsort(owners.astype(np.int16), kind="stable").astype(np.int64)
+            order = np.argsort(owners.astype(np.int16), kind="stable").astype(np.int64, copy=False)
             counts = np.bincount(owners + 1, minlength=n + 1)
             offsets = np.zeros(n + 2, dtype=np.int64)
             np.cumsum(counts, out=offsets[1:])

@@ -161,9 +161,17 @@ def test_apply_writes_equals_the_full_recomputation(
             writes=int(writers.size),
             extra_updates=extra,
         )
-        got = fast.apply_writes(topics=np.zeros(m, dtype=np.int64), **kwargs)  # type: ignore[arg-type]
+        published = values.copy()
+        got = fast.apply_writes(
+            topics=np.zeros(m, dtype=np.int64),
+            **{**kwargs, "values": published},  # type: ignore[arg-type]
+            republish=True,
+        )
         want = reference_apply_writes(ref, **kwargs)  # type: ignore[arg-type]
         assert got.tolist() == want.tolist()
+        # republished in place: the bundles listed by a write now read the writer's values
+        listed_by_writer = position[want] > 0
+        assert _bits(published) == _bits(np.where(listed_by_writer, new_values, values))
         for name in ("short_n", "long_n", "has", "topics"):
             assert getattr(fast, name).tolist() == getattr(ref, name).tolist(), name
         assert _bits(fast.short) == _bits(ref.short)

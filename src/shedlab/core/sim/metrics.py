@@ -370,6 +370,14 @@ class TickMetrics:
         self.lookups = 0
         self.moves = TickMoves()
         self._pending_flips: list[tuple[int, bool]] = []  # sources of the last unloads: (slot, was hot)
+        self._positions: tuple[bytes, dict[int, int]] = (b"", {})  # alive slots -> slot → row
+
+    def _position(self, slots: IntArray) -> dict[int, int]:
+        """Slot → row in ``slots`` (the alive brokers), rebuilt only when the alive set changes."""
+        key = slots.tobytes()
+        if key != self._positions[0]:
+            self._positions = (key, {s: i for i, s in enumerate(slots.tolist())})
+        return self._positions[1]
 
     def begin_tick(self) -> None:
         self.landed = []
@@ -480,7 +488,7 @@ class TickMetrics:
         tp = agg[:, 2] + agg[:, 3]
         stats = imbalance(score)
         margin = self.settings
-        position = {int(s): i for i, s in enumerate(slots.tolist())}
+        position = self._position(slots)
         flips = self._flips(score, position, decisions, stats["score_mean"])
         over = self._over_placements(t, traffic, true, owner, position, stats["score_mean"])
         snap = view.cached

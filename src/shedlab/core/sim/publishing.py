@@ -77,9 +77,11 @@ class LeaderView:
         bins = np.where(pub_owner >= 0, pub_owner, n_slots)
         owner_idx = self.slot_to_row[bins]
         ld = leader_data
-        listed = (pub_owner >= 0) & ld.has
-        long_in = np.bincount(bins, weights=np.where(listed, ld.long[0], 0.0), minlength=n_slots + 1)
-        long_out = np.bincount(bins, weights=np.where(listed, ld.long[1], 0.0), minlength=n_slots + 1)
+        # a bundle without data counts in the overflow bin (dropped below): each broker's sum adds the
+        # same values in the same order as summing zeros for it, without two (m,) selects
+        sums = np.where(ld.has, bins, n_slots)
+        long_in = np.bincount(sums, weights=ld.long[0], minlength=n_slots + 1)
+        long_out = np.bincount(sums, weights=ld.long[1], minlength=n_slots + 1)
         snap = ClusterSnapshot.from_columns(
             broker_ids=self.row_ids,
             resource_usage=published.usage[slots],
@@ -207,7 +209,9 @@ class Publishing:
         loc.topics[samplers] = true.slot_topics[samplers]
         loc.consumers[samplers] = true.slot_consumers[samplers]
         loc.producers[samplers] = true.slot_producers[samplers]
-        values = np.stack((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out))
+        values = traffic.block  # a new array every tick, never written into: the report may hold it
+        if values is None:
+            values = np.stack((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out))
         if samplers.size == alive.size:
             loc.bundle_owner = owner.copy()
             loc.bundle_values = values
@@ -220,7 +224,8 @@ class Publishing:
             loc.bundle_owner[stale] = -1
             fresh = sampling[true.bundle_bin]
             loc.bundle_owner[fresh] = owner[fresh]
-            np.copyto(loc.bundle_values, values, where=fresh)
+            # a new array (a masked copyto over (4, m) costs several times more), same values
+            loc.bundle_values = np.where(fresh, values, loc.bundle_values)
             loc.bundle_topics[fresh] = topics[fresh]
         step = self.stats_ms
         behind = (now - self.next_sample_ms[samplers]) // step + 1
@@ -276,10 +281,10 @@ class Publishing:
             write_position=position,
             writes=k,
             extra_updates=extra,
+            republish=True,  # pub.bundle_values: the writers' bundles take their local values
         )
         if k:
-            gained = (new_owner >= 0) & (position[np.where(new_owner >= 0, new_owner, n_slots)] > 0)
-            np.copyto(pub.bundle_values, loc.bundle_values, where=gained)
+            gained = position[new_owner] > 0  # an unlisted bundle (-1) reads position[n_slots] = 0
             pub.bundle_topics = np.where(gained, loc.bundle_topics, pub.bundle_topics)
             live = writers[alive[writers]]
             pub.usage[live] = loc.usage[live]

@@ -821,6 +821,9 @@ class Traffic:
     rate_out: FloatArray
     tp_in: FloatArray
     tp_out: FloatArray
+    block: FloatArray | None = field(default=None, repr=False, compare=False)
+    """When the four are the rows of one (4, m) array (the model's own traffic), that array: a local
+    report takes it as its bundle values without a copy. Nobody writes into a tick's traffic."""
 
 
 @dataclass
@@ -875,33 +878,60 @@ class TrafficModel:
             self.shapes.append(compiled)
 
     def at(self, t: float) -> Traffic:
+        """Every bundle's traffic at ``t`` seconds: the product of the shapes' factors times the base rates.
+
+        The factors multiply in the shapes' order, starting from 1.0. Two shortcuts give the same
+        bits: the first whole-population factor *is* the product so far (``1.0·f = f``), and a spike
+        multiplies only the bundles it raises (``x·1.0 = x`` elsewhere).
+        """
         pop = self.pop
-        factor = np.ones(pop.size)
+        factor: FloatArray | None = None  # None: all ones so far
         onoff: list[_CompiledShape] = []
         for c in self.shapes:
             kind = c.shape.kind
             if kind == "onoff":
                 onoff.append(c)
                 continue
+            if kind == "spikes":
+                raised, amplitude = self._spikes(c, t)
+                if raised.size:
+                    if factor is None:
+                        factor = np.ones(pop.size)
+                    factor[raised if c.idx is None else c.idx[raised]] *= amplitude
+                continue
             f = self._factor(c, t)
             if f is None:
                 continue
-            if c.idx is None:
+            if c.idx is None and factor is None:
+                factor = np.full(pop.size, f) if isinstance(f, float) else f  # f: a fresh array
+            elif c.idx is None:
+                assert factor is not None
                 factor *= f
             else:
+                if factor is None:
+                    factor = np.ones(pop.size)
                 factor[c.idx] *= f
-        rate_in = pop.base_rate_in * factor
-        rate_out = rate_in * pop.fanout
-        for c in onoff:
-            self._apply_onoff(c, t, rate_in, rate_out)
+        if factor is None:
+            factor = np.ones(pop.size)
         if self.into is not None:
+            rate_in = np.multiply(pop.base_rate_in, factor, out=factor)
+            rate_out = rate_in * pop.fanout
+            for c in onoff:
+                self._apply_onoff(c, t, rate_in, rate_out)
             into, n = self.into, self.bundles
             summed = [
                 np.bincount(into, weights=v, minlength=n).astype(np.float64)
                 for v in (rate_in, rate_out, rate_in * pop.msg_size, rate_out * pop.msg_size)
             ]
             return Traffic(*summed)
-        return Traffic(rate_in, rate_out, rate_in * pop.msg_size, rate_out * pop.msg_size)
+        block = np.empty((4, pop.size))
+        rate_in = np.multiply(pop.base_rate_in, factor, out=block[0])
+        rate_out = np.multiply(rate_in, pop.fanout, out=block[1])
+        for c in onoff:
+            self._apply_onoff(c, t, rate_in, rate_out)
+        np.multiply(rate_in, pop.msg_size, out=block[2])
+        np.multiply(rate_out, pop.msg_size, out=block[3])
+        return Traffic(block[0], block[1], block[2], block[3], block=block)
 
     def _factor(self, c: _CompiledShape, t: float) -> FloatArray | float | None:
         p = dict(c.shape.params)
@@ -920,19 +950,25 @@ class TrafficModel:
             sigma = p["sigma"]
             if sigma == 0:
                 return None
-            noise: FloatArray = np.exp(sigma * self.rng.standard_normal(n) - 0.5 * sigma * sigma)
-            return noise
-        if kind == "spikes":
-            assert c.state is not None
-            prob = 1.0 - math.exp(-p["rate_per_hour"] / 3600.0 * self.tick_s)
-            starts = int(self.rng.binomial(n, prob)) if n else 0
-            if starts:
-                chosen = self.rng.integers(0, n, starts)
-                idle = c.state[chosen] <= t
-                c.state[chosen[idle]] = t + p["duration"]
-            spikes: FloatArray = np.where(c.state > t, p["amplitude"], 1.0)
-            return spikes
+            # exp(sigma·z − sigma²/2), in place: the same operations on a fresh array
+            noise: FloatArray = self.rng.standard_normal(n)
+            noise *= sigma
+            noise -= 0.5 * sigma * sigma
+            return np.exp(noise, out=noise)
         raise ValueError(kind)  # pragma: no cover
+
+    def _spikes(self, c: _CompiledShape, t: float) -> tuple[IntArray, float]:
+        """Start this tick's spikes; the positions (in the shape's selection) raised at ``t``, and by what."""
+        p = dict(c.shape.params)
+        n = self.pop.size if c.idx is None else c.idx.size
+        assert c.state is not None
+        prob = 1.0 - math.exp(-p["rate_per_hour"] / 3600.0 * self.tick_s)
+        starts = int(self.rng.binomial(n, prob)) if n else 0
+        if starts:
+            chosen = self.rng.integers(0, n, starts)
+            idle = c.state[chosen] <= t
+            c.state[chosen[idle]] = t + p["duration"]
+        return np.flatnonzero(c.state > t), float(p["amplitude"])
 
     def _apply_onoff(self, c: _CompiledShape, t: float, rate_in: FloatArray, rate_out: FloatArray) -> None:
         p = dict(c.shape.params)
