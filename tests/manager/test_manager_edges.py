@@ -331,9 +331,7 @@ class Watcher(Scripted):
         conf: LoadBalancerConfig,
     ) -> Placement:
         rates, topics = snap.preallocated_long_term_msg_rate, snap.preallocated_topics
-        self.prealloc.append(
-            {b: (float(rates[i]), int(topics[i])) for i, b in enumerate(snap.broker_ids)}
-        )
+        self.prealloc.append({b: (float(rates[i]), int(topics[i])) for i, b in enumerate(snap.broker_ids)})
         return super().select_broker(candidates, bundle, snap, conf)
 
 
@@ -379,9 +377,7 @@ class TestPreallocationBookkeeping:
         manager = LoadManager(conf(loadBalancerBrokerMaxTopics=5), seed=0)
 
         def snap() -> ClusterSnapshot:
-            return snapshot(
-                {"a": broker_data(long_rate_in=0.0), "b": broker_data(long_rate_in=1000.0)}, data
-            )
+            return snapshot({"a": broker_data(long_rate_in=0.0), "b": broker_data(long_rate_in=1000.0)}, data)
 
         first = snap()
         assert manager.assign("t/ns/0x0_0x1", first, T0) == "a"
