@@ -7,6 +7,7 @@ expected number is worked out by hand in the comments.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from dataclasses import dataclass
@@ -14,10 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pytest
+from builders import broker_data, snapshot
 
 from shedlab.core.sim.hardware import MIB, CostModel, HardwareClass
 from shedlab.core.sim.metrics import (
+    SKIP_COLUMNS,
     Churn,
+    TickMetrics,
     event_time_to_balance,
     imbalance,
     over_placement,
@@ -27,6 +31,7 @@ from shedlab.core.sim.metrics import (
     summarize,
     time_to_balance,
 )
+from shedlab.core.sim.publishing import LeaderView
 from shedlab.core.sim.recording import (
     RecordedTick,
     Recording,
@@ -34,6 +39,11 @@ from shedlab.core.sim.recording import (
     prometheus_responses,
     prometheus_value,
 )
+from shedlab.core.sim.scenario import MetricsSettings
+from shedlab.core.sim.state import TrueUsage
+from shedlab.core.sim.traffic import Traffic
+from shedlab.manager import ManagerDecision
+from shedlab.strategies import Skip, SkipKind
 
 # ------------------------------------------------------------------------------------------- imbalance
 
@@ -397,3 +407,237 @@ class TestRecording:
     )  # fmt: skip
     def test_prometheus_value(self, value: float, text: str) -> None:
         assert prometheus_value(value) == text
+
+
+# ------------------------------------------------------------------------------ collecting a run by hand
+
+
+START_MS = 1_000_000_000
+TICK_MS = 60_000
+IDS3 = ("b0", "b1", "b2")
+
+
+def hand_true_usage(slots: list[int], score: list[float], agg: list[list[float]]) -> TrueUsage:
+    """A TrueUsage of the alive ``slots`` (of 3): usage in % of a 100 limit, the given scores and rates."""
+    n = len(slots)
+    usage = np.array([[50.0, 0.0, 10.0, 20.0, 30.0], [10.0, 0.0, 5.0, 5.0, 25.0]][:n]).reshape(n, 5)
+    return TrueUsage(
+        slots=np.array(slots, dtype=np.int64),
+        usage=usage,
+        limit=np.full((n, 5), 100.0),
+        score=np.array(score),
+        background=np.zeros((n, 3)),
+        agg=np.array(agg).reshape(n, 4),
+        bundles=np.array([2, 1][:n], dtype=np.int64),
+        topics=np.array([5, 3][:n], dtype=np.int64),
+        slot_agg=np.zeros((3, 4)),
+        slot_bundles=np.zeros(3, dtype=np.int64),
+        slot_topics=np.zeros(3, dtype=np.int64),
+        slot_consumers=np.zeros(3, dtype=np.int64),
+        slot_producers=np.zeros(3, dtype=np.int64),
+        bundle_bin=np.array([0, 3], dtype=np.int64),
+    )
+
+
+def tick_metrics(margin: float = 10.0) -> TickMetrics:
+    return TickMetrics(
+        start_ms=START_MS,
+        tick_ms=TICK_MS,
+        weights=(1.0, 1.0, 1.0, 1.0),
+        overload_pct=85.0,
+        settings=MetricsSettings(over_placement_margin=margin),
+        cost=CostModel([HardwareClass()] * 3),
+        bundle_topics=np.array([4, 6], dtype=np.int64),
+        clients=np.array([7, 9], dtype=np.int64),
+        slot_of={b: i for i, b in enumerate(IDS3)},
+        churn=Churn.new(2, 1000, 2000),
+    )
+
+
+# two bundles: rates 100+10 and 200+20 msg/s, throughputs 1000+100 and 2000+200 bytes/s
+HAND_TRAFFIC = Traffic(
+    rate_in=np.array([100.0, 200.0]),
+    rate_out=np.array([10.0, 20.0]),
+    tp_in=np.array([1000.0, 2000.0]),
+    tp_out=np.array([100.0, 200.0]),
+)
+
+
+class TestTickMetricsByHand:
+    """TickMetrics' tables from hand-made true usage, decisions and skips: each value worked out here."""
+
+    # slots 0 and 2 alive (1 died); scores 90 and 30: mean 60, hot line 60 + 10 = 70
+    true = hand_true_usage([0, 2], [90.0, 30.0], [[100.0, 10.0, 1000.0, 500.0], [50.0, 5.0, 200.0, 100.0]])
+    now = START_MS + 3 * TICK_MS + 30_000  # half-way through tick 3
+
+    def run_tick(self) -> TickMetrics:
+        tm = tick_metrics()
+        tm.begin_tick()
+        hot_line, true_score = tm.true_scores(self.true)
+        assert hot_line == 70.0 and true_score == {0: 90.0, 2: 30.0}
+        decisions = [
+            # owned bundle 0 onto the cool b2: 110 msg/s, 1100 bytes/s, 4 topics, 7 clients
+            ManagerDecision(self.now, "b0", "t/ns/0x0_0x1", "b2", {"z": 1, "a": 2}),
+            # an unowned bundle from the dead b1 onto the hot b0 (90 > 70): no traffic disconnected
+            ManagerDecision(self.now, "b1", "t/ns/0x1_0x2", "b0", {}),
+            # owned bundle 1 onto the dead b1 (the leader's stale view): its score is unknown, not hot
+            ManagerDecision(self.now, "b0", "t/ns/0x1_0x2", "b1", {}),
+        ]
+        for d, j, owned in zip(decisions, (0, 1, 1), (True, False, True), strict=True):
+            tm.unloaded(self.now, d, j, owned, HAND_TRAFFIC, hot_line, true_score)
+        tm.skipped(
+            self.now,
+            [
+                Skip(SkipKind.NO_PAIR, "b0"),
+                Skip(SkipKind.RANDOM_FALLBACK, None),
+                Skip(SkipKind.NO_PAIR, "b0"),
+                Skip(SkipKind.NO_PAIR, "b2"),
+            ],
+        )
+        tm.log_event(START_MS + 120_000, "remove_brokers", "b1")
+        view = LeaderView(list(IDS3), ("t/ns/0x0_0x1", "t/ns/0x1_0x2"))
+        view.cached = snapshot({"b0": broker_data(cpu=(40.0, 100.0))})  # only b0 reported so far
+        view.slot_to_row = np.array([0, -1, -1, -1])
+        tm.end_tick(
+            3,
+            self.now,
+            HAND_TRAFFIC,
+            self.true,
+            decisions,
+            owner=np.array([0, -1], dtype=np.int64),
+            view=view,
+            written=np.array([True, False, False]),
+            leader=2,
+            unload_totals=(4, 2),
+        )
+        return tm
+
+    def test_the_tick_row(self) -> None:
+        (row,) = self.run_tick().collector.tick_rows
+        expected = {
+            "tick": 3, "time_s": 210.0, "brokers": 2, "bundles_unowned": 1,
+            "msg_rate_total": 165.0,  # 110 + 55
+            "throughput_total": 1800.0,  # (1000 + 500) + (200 + 100)
+            "score_max": 90.0, "score_min": 30.0, "score_mean": 60.0, "score_std": 30.0, "score_cv": 0.5,
+            "score_spread": 60.0, "score_max_over_mean": 1.5,
+            "msg_rate_max_min_ratio": 2.0, "throughput_max_min_ratio": 5.0,
+            "brokers_overloaded": 1,  # 90 > 85
+            "unloads": 3,
+            "msg_rate_moved": 330.0,  # 110 + 0 (unowned) + 220
+            "throughput_moved": 3300.0,  # 1100 + 0 + 2200
+            "topics_disconnected": 10, "clients_disconnected": 16,  # 4 + 6, 7 + 9
+            "lookups": 0, "over_placements": 0, "hot_placements": 1, "over_unloading_flips": 0,
+            "reports_published": 1,
+            "reported_score_spread": 0.0,  # one reported broker
+            "balanced": False,  # spread 60 ≥ 15
+            "unload_bundle_total": 4, "unload_broker_total": 2,
+        }  # fmt: skip
+        assert row == expected
+
+    def test_the_broker_rows(self) -> None:
+        _, brokers, _, _ = self.run_tick().collector.frames(IDS3)
+        assert brokers["broker"].tolist() == ["b0", "b2"]
+        assert brokers["tick"].tolist() == [3, 3] and brokers["time_s"].tolist() == [210.0, 210.0]
+        assert brokers["cpu_pct"].tolist() == [50.0, 10.0]
+        assert brokers["bandwidth_out_pct"].tolist() == [30.0, 25.0]
+        assert brokers["throughput"].tolist() == [1500.0, 300.0]
+        # b0's report says 40 % cpu; b2 has no report in the leader's view
+        assert brokers["reported_score"].iloc[0] == 40.0 and math.isnan(brokers["reported_score"].iloc[1])
+        assert brokers["published"].tolist() == [True, False]
+        assert brokers["leader"].tolist() == [False, True]
+
+    def test_the_decision_rows(self) -> None:
+        _, _, decisions, _ = self.run_tick().collector.frames(IDS3)
+        assert decisions["tick"].tolist() == [3, 3, 3]
+        assert decisions["time_s"].tolist() == [210.0] * 3
+        assert decisions["source"].tolist() == ["b0", "b1", "b0"]
+        assert decisions["bundle"].tolist() == ["t/ns/0x0_0x1", "t/ns/0x1_0x2", "t/ns/0x1_0x2"]
+        assert decisions["destination"].tolist() == ["b2", "b0", "b1"]
+        assert decisions["msg_rate"].tolist() == [110.0, 0.0, 220.0]
+        assert decisions["throughput"].tolist() == [1100.0, 0.0, 2200.0]
+        assert decisions["topics"].tolist() == [4, 0, 6] and decisions["clients"].tolist() == [7, 0, 9]
+        scores_ = decisions[["source_score", "destination_score"]].to_numpy()
+        np.testing.assert_array_equal(scores_, [[90.0, 30.0], [np.nan, 90.0], [90.0, np.nan]])
+        assert decisions["reason"].iloc[0] == '{"a": 2, "z": 1}'  # keys sorted: byte-identical outputs
+
+    def test_the_skips_rows_count_per_kind_and_broker_in_first_seen_order(self) -> None:
+        skips = self.run_tick().collector.skips_frame()
+        assert list(skips.columns) == list(SKIP_COLUMNS)
+        assert skips["count"].dtype == np.int64
+        rows = skips[["tick", "time_s", "role", "kind", "broker", "count", "message"]].to_dict("records")
+        no_pair, fallback = SkipKind.NO_PAIR, SkipKind.RANDOM_FALLBACK
+        assert rows == [
+            {"tick": 3, "time_s": 210.0, "role": "shedding", "kind": "no_pair", "broker": "b0", "count": 2,
+             "message": no_pair.message},
+            {"tick": 3, "time_s": 210.0, "role": "placement", "kind": "random_fallback", "broker": None,
+             "count": 1, "message": fallback.message},
+            {"tick": 3, "time_s": 210.0, "role": "shedding", "kind": "no_pair", "broker": "b2", "count": 1,
+             "message": no_pair.message},
+        ]  # fmt: skip
+
+    def test_the_events_rows(self) -> None:
+        _, _, _, events = self.run_tick().collector.frames(IDS3)
+        assert list(events.columns) == ["time_s", "kind", "detail", "time_to_balance_s"]
+        assert events.to_dict("records") == [
+            {"time_s": 120.0, "kind": "remove_brokers", "detail": "b1", "time_to_balance_s": None}
+        ]
+
+    def test_empty_tables_keep_their_columns(self) -> None:
+        collector = tick_metrics().collector
+        ticks, brokers, decisions, events = collector.frames(IDS3)  # no rows at all: no broker column
+        assert len(ticks) == len(brokers) == len(decisions) == len(events) == 0
+        assert list(events.columns) == ["time_s", "kind", "detail", "time_to_balance_s"]
+        assert "source_score" in decisions.columns and "destination_score" in decisions.columns
+        skips = collector.skips_frame()
+        assert list(skips.columns) == list(SKIP_COLUMNS) and skips["count"].dtype == np.int64
+
+    def test_hot_placement_is_strictly_above_the_hot_line(self) -> None:
+        # margin 30: hot line 60 + 30 = 90, exactly b0's score, so landing on b0 is not hot
+        tm = tick_metrics(margin=30.0)
+        hot_line, true_score = tm.true_scores(self.true)
+        assert hot_line == 90.0
+        tm.unloaded(self.now, ManagerDecision(self.now, "b2", "x", "b0", {}), 0, True, HAND_TRAFFIC,
+                    hot_line, true_score)  # fmt: skip
+        assert tm.moves.hot_placements == 0
+
+    def test_no_alive_broker_puts_the_hot_line_out_of_reach(self) -> None:
+        empty = hand_true_usage([], [], [])
+        hot_line, true_score = tick_metrics().true_scores(empty)
+        assert hot_line == math.inf and true_score == {}
+
+    def test_reasons_with_numpy_values_and_sets_are_json(self) -> None:
+        # json.dumps handles Python floats (np.float64 included) and tuples itself; the rest comes here
+        tm = tick_metrics()
+        reason = {"f": np.float32(0.5), "s": frozenset({8, 1}), "d": datetime.date(2026, 11, 23)}
+        tm.unloaded(self.now, ManagerDecision(self.now, "b0", "x", "b2", reason), 0, True, HAND_TRAFFIC,
+                    70.0, {0: 90.0, 2: 30.0})  # fmt: skip
+        assert json.loads(tm.collector.decision_rows[0]["reason"]) == {
+            "d": "2026-11-23",
+            "f": 0.5,
+            "s": [1, 8],
+        }
+
+
+class TestTimeToBalanceRuns:
+    times = np.array([0.0, 60.0, 120.0, 180.0])
+
+    def test_a_run_that_ends_before_the_window_does_not_count(self) -> None:
+        # below at 0 (alone) and at 180 (the last tick): only the last tick's run reaches the window's end
+        spread = np.array([10.0, 30.0, 30.0, 10.0])
+        assert time_to_balance(self.times, spread, 15.0, 600.0, 0.0, 1e9) == 180.0
+
+    def test_a_run_followed_by_a_spread_above_the_threshold(self) -> None:
+        # below at 0 and 60, above after: balanced at 0 for a 60 s hold
+        spread = np.array([10.0, 10.0, 30.0, 30.0])
+        assert time_to_balance(self.times, spread, 15.0, 60.0, 0.0, 1e9) == 0.0
+
+    def test_a_single_tick_window(self) -> None:
+        assert time_to_balance(self.times[:1], np.array([10.0]), 15.0, 600.0, 0.0, 1e9) == 0.0
+
+    def test_an_event_window_ends_at_the_next_event_and_the_last_at_the_last_tick(self) -> None:
+        times = np.array([0.0, 60.0, 120.0, 180.0, 240.0, 300.0])
+        ticks = pd.DataFrame({"time_s": times, "score_spread": [30.0, 30.0, 10.0, 30.0, 30.0, 10.0]})
+        events = [{"time_s": 0.0, "kind": "start"}, {"time_s": 180.0, "kind": "remove_brokers"}]
+        event_time_to_balance(events, ticks, 15.0, 600.0, 300.0)
+        # [0, 180): 120 is its last tick and below; [180, 300]: only 300 is below, and it counts
+        assert [e["time_to_balance_s"] for e in events] == [120.0, 120.0]
