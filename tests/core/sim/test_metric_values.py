@@ -11,6 +11,7 @@ import datetime
 import json
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from shedlab.core.sim.metrics import (
     SKIP_COLUMNS,
     Churn,
     TickMetrics,
+    TickMoves,
     event_time_to_balance,
     imbalance,
     over_placement,
@@ -417,41 +419,76 @@ TICK_MS = 60_000
 IDS3 = ("b0", "b1", "b2")
 
 
-def hand_true_usage(slots: list[int], score: list[float], agg: list[list[float]]) -> TrueUsage:
-    """A TrueUsage of the alive ``slots`` (of 3): usage in % of a 100 limit, the given scores and rates."""
+def hand_true_usage(
+    slots: list[int],
+    score: list[float],
+    agg: list[list[float]],
+    *,
+    limit: np.ndarray | None = None,
+    extra_cpu: np.ndarray | None = None,
+) -> TrueUsage:
+    """A TrueUsage of the alive ``slots`` (of at most 5): usage in % of a 100 limit unless ``limit`` is
+    given, the given scores and rates."""
     n = len(slots)
-    usage = np.array([[50.0, 0.0, 10.0, 20.0, 30.0], [10.0, 0.0, 5.0, 5.0, 25.0]][:n]).reshape(n, 5)
+    rows = [[50.0, 0.0, 10.0, 20.0, 30.0], [10.0, 0.0, 5.0, 5.0, 25.0]] + [[0.0] * 5] * 3
     return TrueUsage(
         slots=np.array(slots, dtype=np.int64),
-        usage=usage,
-        limit=np.full((n, 5), 100.0),
+        usage=np.array(rows[:n]).reshape(n, 5),
+        limit=np.full((n, 5), 100.0) if limit is None else limit,
         score=np.array(score),
         background=np.zeros((n, 3)),
         agg=np.array(agg).reshape(n, 4),
-        bundles=np.array([2, 1][:n], dtype=np.int64),
-        topics=np.array([5, 3][:n], dtype=np.int64),
-        slot_agg=np.zeros((3, 4)),
-        slot_bundles=np.zeros(3, dtype=np.int64),
-        slot_topics=np.zeros(3, dtype=np.int64),
-        slot_consumers=np.zeros(3, dtype=np.int64),
-        slot_producers=np.zeros(3, dtype=np.int64),
-        bundle_bin=np.array([0, 3], dtype=np.int64),
+        bundles=np.array([2, 1, 0, 0, 0][:n], dtype=np.int64),
+        topics=np.array([5, 3, 0, 0, 0][:n], dtype=np.int64),
+        slot_agg=np.zeros((5, 4)),
+        slot_bundles=np.zeros(5, dtype=np.int64),
+        slot_topics=np.zeros(5, dtype=np.int64),
+        slot_consumers=np.zeros(5, dtype=np.int64),
+        slot_producers=np.zeros(5, dtype=np.int64),
+        bundle_bin=np.zeros(2, dtype=np.int64),
+        extra_cpu=extra_cpu,
     )
 
 
-def tick_metrics(margin: float = 10.0) -> TickMetrics:
+def tick_metrics(margin: float = 10.0, bundles: int = 2) -> TickMetrics:
     return TickMetrics(
         start_ms=START_MS,
         tick_ms=TICK_MS,
         weights=(1.0, 1.0, 1.0, 1.0),
         overload_pct=85.0,
         settings=MetricsSettings(over_placement_margin=margin),
-        cost=CostModel([HardwareClass()] * 3),
-        bundle_topics=np.array([4, 6], dtype=np.int64),
-        clients=np.array([7, 9], dtype=np.int64),
-        slot_of={b: i for i, b in enumerate(IDS3)},
-        churn=Churn.new(2, 1000, 2000),
+        cost=CostModel([HardwareClass()] * 5),
+        bundle_topics=np.array([4, 6, 1, 1, 1][:bundles], dtype=np.int64),
+        clients=np.array([7, 9, 1, 1, 1][:bundles], dtype=np.int64),
+        slot_of={f"b{k}": k for k in range(5)},
+        churn=Churn.new(bundles, 1000, 2000),
     )
+
+
+def end_tick(
+    tm: TickMetrics,
+    t: int,
+    true: TrueUsage,
+    traffic: Traffic,
+    owner: list[int],
+    decisions: Sequence[ManagerDecision] = (),
+) -> dict[str, Any]:
+    """One tick with no leader view; returns its tick row."""
+    ids = [f"b{k}" for k in range(5)]
+    tm.end_tick(
+        t,
+        START_MS + t * TICK_MS,
+        traffic,
+        true,
+        list(decisions),
+        owner=np.array(owner, dtype=np.int64),
+        view=LeaderView(ids, tuple(f"t/ns/{j}" for j in range(len(owner)))),
+        written=np.zeros(5, dtype=np.bool_),
+        leader=None,
+        unload_totals=(0, 0),
+    )
+    row: dict[str, Any] = tm.collector.tick_rows[-1]
+    return row
 
 
 # two bundles: rates 100+10 and 200+20 msg/s, throughputs 1000+100 and 2000+200 bytes/s
@@ -641,3 +678,101 @@ class TestTimeToBalanceRuns:
         event_time_to_balance(events, ticks, 15.0, 600.0, 300.0)
         # [0, 180): 120 is its last tick and below; [180, 300]: only 300 is below, and it counts
         assert [e["time_to_balance_s"] for e in events] == [120.0, 120.0]
+
+
+class TestTickMetricsOverTicks:
+    def test_a_new_collector_counts_nothing(self) -> None:
+        tm = tick_metrics()
+        assert tm.lookups_total == 0 and tm.lookups == 0 and tm.landed == []
+        assert tm.lookup_paths == {"affinity": 0, "preallocated": 0, "placement": 0, "none": 0}
+        assert tm.moves == TickMoves()
+
+    def test_over_unloading_flips_count_hot_sources_that_became_the_coldest(self) -> None:
+        # tick 1: scores 90, 80, 60, 10 (mean 60): sources b0, b1 hot (above the mean), b2 at the mean and
+        # b3 below are not. Tick 2: 5, 5, 5, 85 (mean 25): b0, b1, b2 are the coldest and 5 < 25 − 5;
+        # only the hot ones flip: 2.
+        tm = tick_metrics()
+        zeros = [[0.0] * 4] * 4
+        first = hand_true_usage([0, 1, 2, 3], [90.0, 80.0, 60.0, 10.0], zeros)
+        decisions = [ManagerDecision(0, f"b{k}", "x", "b3", {}) for k in range(4)]
+        assert end_tick(tm, 1, first, HAND_TRAFFIC, [0, 0], decisions)["over_unloading_flips"] == 0
+        second = hand_true_usage([0, 1, 2, 3], [5.0, 5.0, 5.0, 85.0], zeros)
+        assert end_tick(tm, 2, second, HAND_TRAFFIC, [0, 0])["over_unloading_flips"] == 2
+        assert end_tick(tm, 3, second, HAND_TRAFFIC, [0, 0])["over_unloading_flips"] == 0  # counted once
+
+    # Five bundles land this tick, on slots 3, 0, 1, 2 and the dead slot 4. Without the landed bundles:
+    # slot 0 still carries 1.5 M msg/s in (cpu 2 % idle + 1.5e6 × 10 µs / 16 cores = 95.75 %), slot 1
+    # 2e9 bytes/s in (direct memory capped at 100 %), slot 2 an extra 1340 cpu points (2 % + 83.75 % =
+    # 85.75 %): all stay above 85, no crossing. Slot 3 carried only its landed bundle (1.5 M msg/s): it
+    # drops to direct memory's base, 256 MiB / 4 GiB = 6.25 % ≤ 85, and its score with it is 95 > 85: one
+    # over-placement. (The mean line, 98 + 10, is out of reach.)
+    landed_traffic = Traffic(
+        rate_in=np.array([1.5e6, 0.0, 0.0, 0.0, 0.0]),
+        rate_out=np.zeros(5),
+        tp_in=np.zeros(5),
+        tp_out=np.zeros(5),
+    )
+
+    def landed_true(self) -> TrueUsage:
+        agg = [[1.5e6, 0.0, 0.0, 0.0], [0.0, 0.0, 2e9, 0.0], [0.0] * 4, [1.5e6, 0.0, 0.0, 0.0]]
+        limit = CostModel([HardwareClass()] * 5).limits(np.arange(4))
+        return hand_true_usage(
+            [0, 1, 2, 3],
+            [99.0, 99.0, 99.0, 95.0],
+            agg,
+            limit=limit,
+            extra_cpu=np.array([0.0, 0.0, 1340.0, 0.0]),
+        )
+
+    def test_over_placement_subtracts_the_landed_bundles_per_destination(self) -> None:
+        tm = tick_metrics(bundles=5)
+        tm.begin_tick()
+        tm.lookups_done([0, 1, 2, 3, 4])
+        row = end_tick(tm, 2, self.landed_true(), self.landed_traffic, [3, 0, 1, 2, 4])
+        assert row["over_placements"] == 1 and row["lookups"] == 5
+
+    def test_no_over_placement_at_the_first_tick_or_on_dead_brokers_only(self) -> None:
+        tm = tick_metrics(bundles=5)
+        tm.begin_tick()
+        tm.lookups_done([0, 1, 2, 3, 4])  # the initial assignment at tick 0 is not an over-placement
+        assert (
+            end_tick(tm, 0, self.landed_true(), self.landed_traffic, [3, 0, 1, 2, 4])["over_placements"] == 0
+        )
+        tm.begin_tick()
+        tm.lookups_done([4])  # a bundle that landed on a broker dead by the end of the tick
+        assert (
+            end_tick(tm, 1, self.landed_true(), self.landed_traffic, [3, 0, 1, 2, 4])["over_placements"] == 0
+        )
+
+
+class TestSummaryEdges:
+    def test_an_empty_run_counts_zero_and_has_no_balance_times(self) -> None:
+        decisions = pd.DataFrame(columns=["bundle", "msg_rate", "throughput"])
+        out = summarize(
+            pd.DataFrame(), pd.DataFrame(), decisions, pd.DataFrame(), tick_s=30.0, overload=85.0, extra={}
+        )
+        for key in ("topics_disconnected", "clients_disconnected", "shedding_cycles_with_unloads",
+                    "over_placement_events", "hot_placements", "over_unloading_flips"):  # fmt: skip
+            assert out[key] == 0, key
+        assert out["throughput_moved"] == 0.0
+        assert out["time_to_balance_s_max"] is None and out["time_to_balance_s_last_event"] is None
+
+    def test_numpy_values_and_unfilled_balance_times(self) -> None:
+        # events straight from Collector.frames hold None until event_time_to_balance fills them
+        ticks, brokers, decisions, _ = summary_inputs()
+        events = pd.DataFrame({"time_to_balance_s": [None]})
+        extra = {"seed": np.int64(7), "flag": np.bool_(True)}
+        out = summarize(ticks, brokers, decisions, events, tick_s=30.0, overload=85.0, extra=extra)
+        assert out["events_never_balanced"] == 1 and out["time_to_balance_s_max"] is None
+        assert type(out["seed"]) is int and out["seed"] == 7 and out["flag"] is True
+        json.dumps(out)
+
+    def test_imbalance_has_the_same_keys_without_scores(self) -> None:
+        assert imbalance(np.zeros(0)).keys() == imbalance(np.array([1.0])).keys()
+
+    def test_ratios_to_a_mean_below_one(self) -> None:
+        stats = imbalance(np.array([0.5, 1.0]))  # mean 0.75, population std 0.25
+        assert stats["score_cv"] == pytest.approx(1 / 3) and stats["score_max_over_mean"] == pytest.approx(
+            4 / 3
+        )
+        assert ratio(np.array([0.0, 0.5])) == math.inf
