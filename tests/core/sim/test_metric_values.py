@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
