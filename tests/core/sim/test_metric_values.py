@@ -505,7 +505,14 @@ class TestTickMetricsByHand:
     """TickMetrics' tables from hand-made true usage, decisions and skips: each value worked out here."""
 
     # slots 0 and 2 alive (1 died); scores 90 and 30: mean 60, hot line 60 + 10 = 70
-    true = hand_true_usage([0, 2], [90.0, 30.0], [[100.0, 10.0, 1000.0, 500.0], [50.0, 5.0, 200.0, 100.0]])
+    # b2's memory limit is 0 (its percentage reads 0, not a division by zero) and its direct memory
+    # limit 0.5 (5 / 0.5 = 1000 %)
+    true = hand_true_usage(
+        [0, 2],
+        [90.0, 30.0],
+        [[100.0, 10.0, 1000.0, 500.0], [50.0, 5.0, 200.0, 100.0]],
+        limit=np.array([[100.0] * 5, [100.0, 0.0, 0.5, 100.0, 100.0]]),
+    )
     now = START_MS + 3 * TICK_MS + 30_000  # half-way through tick 3
 
     def run_tick(self) -> TickMetrics:
@@ -577,8 +584,21 @@ class TestTickMetricsByHand:
         assert brokers["broker"].tolist() == ["b0", "b2"]
         assert brokers["tick"].tolist() == [3, 3] and brokers["time_s"].tolist() == [210.0, 210.0]
         assert brokers["cpu_pct"].tolist() == [50.0, 10.0]
+        assert brokers["memory_pct"].tolist() == [0.0, 0.0]
+        assert brokers["direct_memory_pct"].tolist() == [10.0, 1000.0]
+        assert brokers["bandwidth_in_pct"].tolist() == [20.0, 5.0]
         assert brokers["bandwidth_out_pct"].tolist() == [30.0, 25.0]
+        assert brokers["msg_rate_in"].tolist() == [100.0, 50.0] and brokers["msg_rate_out"].tolist() == [
+            10.0,
+            5.0,
+        ]
+        assert brokers["msg_rate"].tolist() == [110.0, 55.0]
+        assert brokers["throughput_in"].tolist() == [1000.0, 200.0]
+        assert brokers["throughput_out"].tolist() == [500.0, 100.0]
         assert brokers["throughput"].tolist() == [1500.0, 300.0]
+        assert brokers["bundles"].tolist() == [2, 1] and brokers["topics"].tolist() == [5, 3]
+        numeric = brokers.drop(columns=["broker"])  # every other column is a number or a flag
+        assert all(dtype.kind in "biuf" for dtype in numeric.dtypes), numeric.dtypes
         # b0's report says 40 % cpu; b2 has no report in the leader's view
         assert brokers["reported_score"].iloc[0] == 40.0 and math.isnan(brokers["reported_score"].iloc[1])
         assert brokers["published"].tolist() == [True, False]
@@ -777,3 +797,35 @@ class TestSummaryEdges:
             4 / 3
         )
         assert ratio(np.array([0.0, 0.5])) == math.inf
+
+
+class TestTickRowLines:
+    """The lines of the tick row: overloaded strictly above 85, balanced strictly below the spread
+    threshold (15), no broker alive: not balanced; no leader: no broker row marked as the leader."""
+
+    zeros = [[0.0] * 4] * 2
+
+    def test_overloaded_is_strictly_above_the_line(self) -> None:
+        row = end_tick(
+            tick_metrics(), 1, hand_true_usage([0, 1], [85.0, 86.0], self.zeros), HAND_TRAFFIC, [0, 0]
+        )
+        assert row["brokers_overloaded"] == 1
+
+    def test_balanced_is_strictly_below_the_threshold(self) -> None:
+        tm = tick_metrics()
+        assert end_tick(tm, 1, hand_true_usage([0, 1], [50.0, 60.0], self.zeros), HAND_TRAFFIC, [0, 0])[
+            "balanced"
+        ]
+        row = end_tick(tm, 2, hand_true_usage([0, 1], [50.0, 65.0], self.zeros), HAND_TRAFFIC, [0, 0])
+        assert row["score_spread"] == 15.0 and not row["balanced"]
+
+    def test_no_broker_alive(self) -> None:
+        tm = tick_metrics()
+        row = end_tick(tm, 1, hand_true_usage([], [], []), HAND_TRAFFIC, [-1, -1])
+        assert row["brokers"] == 0 and row["bundles_unowned"] == 2 and row["balanced"] is False
+
+    def test_without_a_leader_no_broker_is_marked(self) -> None:
+        tm = tick_metrics()
+        end_tick(tm, 1, hand_true_usage([0, 1], [50.0, 60.0], self.zeros), HAND_TRAFFIC, [0, 0])
+        _, brokers, _, _ = tm.collector.frames()
+        assert brokers["leader"].tolist() == [False, False]
