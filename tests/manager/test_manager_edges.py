@@ -15,7 +15,7 @@ from shedlab.manager import LoadManager
 from shedlab.manager.loop import _RoundRobin
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
 from shedlab.strategies import LeastResourceUsageWithWeight, make_shedding, pair_config
-from shedlab.strategies.base import Placement, SheddingResult, Unload
+from shedlab.strategies.base import Placement, SheddingResult, Skip, SkipKind, Unload
 
 T0 = 1_700_000_000_000
 
@@ -401,3 +401,67 @@ class TestPreallocationBookkeeping:
         assert place.prealloc[-1] == {"c": (100.0, 0), "a": (42.0, 3), "b": (0.0, 0)}
         manager.assign("t/ns/0x3_0x4", snapshot({"a": broker_data(), "b": broker_data()}, data), T0)
         assert place.prealloc[-1] == {"a": (142.0, 3), "b": (0.0, 0)}
+
+
+class TestSkipLogAndSeeding:
+    """The leader's skip log (one entry per decision not taken, with its kind and broker), lookups
+    restricted to candidates, and the state a leader starts with."""
+
+    def test_a_cycle_logs_excluded_namespaces_and_owner_destinations(self) -> None:
+        unloads = [("a", "x/ex/0x0_0x1"), ("a", "t/ns/0x0_0x1"), ("a", "t/ns/0x1_0x2")]
+        manager = LoadManager(
+            conf(loadBalancerSheddingExcludedNamespaces="x/ex"),
+            shedding=Recorder(unloads),
+            placement=Scripted(["a", "b"]),
+        )
+        manager.do_load_shedding(TestSheddingCycle().snap(), T0)
+        assert manager.skip_log == [
+            Skip(SkipKind.EXCLUDED_NAMESPACE, "a"),
+            Skip(SkipKind.DESTINATION_IS_OWNER, "a"),
+        ]
+
+    def test_a_cycle_logs_no_destination(self) -> None:
+        unloads = [("a", "t/ns/0x0_0x1"), ("a", "t/ns/0x1_0x2")]
+        manager = LoadManager(conf(), shedding=Recorder(unloads), placement=Scripted([None, "c"]))
+        manager.do_load_shedding(TestSheddingCycle().snap(), T0)
+        assert manager.skip_log == [Skip(SkipKind.NO_DESTINATION, "a")]
+
+    def test_a_placement_skip_is_logged_with_the_broker_it_landed_on(self) -> None:
+        class Fallback(Scripted):
+            def select_broker(
+                self,
+                candidates: Sequence[str] | IntArray,
+                bundle: str,
+                snap: ClusterSnapshot,
+                conf: LoadBalancerConfig,
+            ) -> Placement:
+                return Placement("b", ("a", "b"), {}, skip=SkipKind.RANDOM_FALLBACK)
+
+        manager = LoadManager(conf(), placement=Fallback([]))
+        assert manager.assign("t/ns/0x0_0x1", brokers({"a": 0.0, "b": 0.0}), T0) == "b"
+        assert manager.skip_log == [Skip(SkipKind.RANDOM_FALLBACK, "b")]
+
+    def test_a_lookup_restricted_to_candidates_offers_only_those_alive(self) -> None:
+        place = Scripted(["c"])
+        manager = LoadManager(conf(), placement=place)
+        answer = manager.lookup(
+            "t/ns/0x0_0x1", brokers({"a": 0.0, "b": 0.0, "c": 0.0}), T0, candidates=["c", "zzz", "a"]
+        )
+        assert answer.broker == "c" and place.calls[-1][1] == ("a", "c")
+
+    def test_seeded_histories_reach_both_strategies_and_unloads_wait_their_grace(self) -> None:
+        manager = LoadManager(conf("ThresholdShedder+LeastResourceUsageWithWeight"), seed=0)
+        manager.seed_state(recently_unloaded={"t/ns/0x0_0x1": T0})  # no history given: none seeded
+        manager.seed_state(usage_history={"a": 0.5})
+        shedding: Any = manager.shedding
+        placement: Any = manager.placement
+        assert shedding.history == {"a": 0.5} and placement.history == {"a": 0.5}
+        assert manager.recently_unloaded == {"t/ns/0x0_0x1": T0}
+        assert manager.assign("t/ns/0x1_0x2", brokers({"a": 0.0}), T0) == "a"  # the view is rebuilt
+
+    def test_seeded_hit_counts_reach_avg_shedder(self) -> None:
+        manager = LoadManager(conf("AvgShedder"), seed=0)
+        manager.seed_state(usage_history={"a": 0.5})  # AvgShedder keeps no history: nothing to seed
+        manager.seed_state(hit_counts={"a": (2, 1)})
+        shedding: Any = manager.shedding
+        assert (shedding.hit_high, shedding.hit_low) == ({"a": 2}, {"a": 1})
