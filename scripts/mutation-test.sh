@@ -106,7 +106,7 @@ run_group() {
       # of that same run can still be tried with the old test map (seen here: a killing test not run).
       # One cheap run of a single killed mutant brings the map up to date first.
       local first_killed
-      first_killed="$(sed -n 's/^ *\([^ ]*__mutmut_[0-9]*\): killed$/\1/p' "$work/results.txt" | head -1)"
+      first_killed="$(sed -n '/: killed$/{s/^ *\([^ ]*__mutmut_[0-9]*\): killed$/\1/p;q;}' "$work/results.txt")"
       if [ -n "$first_killed" ]; then
         "$PY" -m mutmut run --max-children "$JOBS" "$first_killed" >"$work/refresh.log" 2>&1 || true
       fi
