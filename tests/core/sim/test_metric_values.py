@@ -829,3 +829,14 @@ class TestTickRowLines:
         end_tick(tm, 1, hand_true_usage([0, 1], [50.0, 60.0], self.zeros), HAND_TRAFFIC, [0, 0])
         _, brokers, _, _ = tm.collector.frames()
         assert brokers["leader"].tolist() == [False, False]
+
+
+def test_hot_placements_add_up_within_a_tick() -> None:
+    # two bundles land on b0 (score 90, above the hot line 60 + 10 = 70) in the same tick: two hot placements
+    tm = tick_metrics()
+    true = hand_true_usage([0, 2], [90.0, 30.0], [[0.0] * 4] * 2)
+    hot_line, true_score = tm.true_scores(true)
+    for bundle in ("x", "y"):
+        decision = ManagerDecision(0, "b2", bundle, "b0", {})
+        tm.unloaded(START_MS, decision, 0, True, HAND_TRAFFIC, hot_line, true_score)
+    assert tm.moves.hot_placements == 2
