@@ -840,3 +840,16 @@ def test_hot_placements_add_up_within_a_tick() -> None:
         decision = ManagerDecision(0, "b2", bundle, "b0", {})
         tm.unloaded(START_MS, decision, 0, True, HAND_TRAFFIC, hot_line, true_score)
     assert tm.moves.hot_placements == 2
+
+
+def test_a_bundle_landed_on_a_dead_broker_is_not_subtracted_from_another() -> None:
+    # alive slots 0 and 2, slot 1 died this tick. Slot 2 still carries 1.5 M msg/s of its own (95.75 %
+    # without the zero-traffic bundle that landed on it): no crossing. The 1.5 M msg/s bundle that landed on
+    # the dead slot 1 belongs to no alive destination and must not be taken off slot 2.
+    tm = tick_metrics(bundles=2)
+    tm.begin_tick()
+    tm.lookups_done([0, 1])
+    traffic = Traffic(np.array([0.0, 1.5e6]), np.zeros(2), np.zeros(2), np.zeros(2))
+    limit = CostModel([HardwareClass()] * 5).limits(np.array([0, 2]))
+    true = hand_true_usage([0, 2], [10.0, 99.0], [[0.0] * 4, [1.5e6, 0.0, 0.0, 0.0]], limit=limit)
+    assert end_tick(tm, 2, true, traffic, [2, 1])["over_placements"] == 0
