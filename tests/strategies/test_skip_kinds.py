@@ -5,9 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies.test_thresholds import DEFAULT, THRESHOLD, conf, threshold_cluster
+from strategies.test_thresholds import (
+    AVG,
+    DEFAULT,
+    THRESHOLD,
+    UNIFORM_RATE,
+    avg_cluster,
+    conf,
+    threshold_cluster,
+    uniform_cluster,
+)
 
-from shedlab.strategies import OverloadShedder, SheddingResult, ThresholdShedder
+from shedlab.strategies import (
+    AvgShedder,
+    OverloadShedder,
+    SheddingResult,
+    ThresholdShedder,
+    UniformLoadShedder,
+)
+from shedlab.strategies.base import Skip, SkipKind
 
 
 def twins(result: SheddingResult) -> None:
@@ -53,3 +69,29 @@ def test_threshold_no_traffic() -> None:
 def test_overload_shedder() -> None:
     twins(OverloadShedder().find_bundles_for_unloading(threshold_cluster([95, 10], bundles=1), DEFAULT))
     twins(OverloadShedder().find_bundles_for_unloading(threshold_cluster([95, 10], bundles=0), DEFAULT))
+
+
+def test_uniform_load_shedder() -> None:
+    keys = conf(**{**UNIFORM_RATE, "loadBalancerMsgRateDifferenceShedderThreshold": 10})
+    one = UniformLoadShedder().find_bundles_for_unloading(uniform_cluster(142, 100, n_bundles=1), keys)
+    assert one.skips == [Skip(SkipKind.SOLE_BUNDLE, "hot")]
+    keys = conf(
+        **{**UNIFORM_RATE, "loadBalancerMsgRateDifferenceShedderThreshold": 10, "minUnloadMessage": 22}
+    )
+    small = UniformLoadShedder().find_bundles_for_unloading(uniform_cluster(142, 100), keys)
+    assert small.skips == [Skip(SkipKind.AMOUNT_BELOW_MINIMUM, "hot")]
+
+
+def test_avg_shedder() -> None:
+    hits = {
+        **AVG,
+        "loadBalancerAvgShedderHitCountLowThreshold": 2,
+        "loadBalancerAvgShedderHitCountHighThreshold": 2,
+    }
+    snap = avg_cluster({"a": 10, "c": 90}, rate={"a": 0, "c": 202}, bundles=4)
+    assert AvgShedder().find_bundles_for_unloading(snap, conf(**hits)).skips == [
+        Skip(SkipKind.HIT_COUNT_NOT_REACHED, "c")
+    ]
+    low_gap = {**AVG, "loadBalancerAvgShedderHighThreshold": 90}
+    result = AvgShedder().find_bundles_for_unloading(avg_cluster({"a": 10, "c": 90}), conf(**low_gap))
+    assert result.skips == [Skip(SkipKind.AMOUNT_BELOW_MINIMUM, "c")]
