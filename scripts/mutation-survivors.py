@@ -16,6 +16,8 @@ import re
 import sys
 from pathlib import Path
 
+SKIP = {"killed", "timeout", "caught by type check", "not checked"}
+"""Statuses left out: the killed ones, and those not run yet (a run still under way)."""
 LINE = re.compile(r"^\s*(?P<name>[\w.\u01c1]+__mutmut_\d+): (?P<status>.+)$")
 
 
@@ -23,10 +25,12 @@ def functions(path: Path) -> dict[str, tuple[str, int]]:
     """Every top-level or method-level function of a mutated file: name → (source, first line)."""
     text = path.read_text(encoding="utf-8")
     tree = ast.parse(text)
+    lines = text.splitlines()  # sliced by line numbers: ast.get_source_segment re-splits the file per call
     out: dict[str, tuple[str, int]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in node.name:
-            out[node.name] = (ast.get_source_segment(text, node) or "", node.lineno)
+            end = node.end_lineno or node.lineno
+            out[node.name] = ("\n".join(lines[node.lineno - 1 : end]), node.lineno)
     return out
 
 
@@ -47,9 +51,10 @@ def original_lines(source: Path) -> dict[str, int]:
 def main(groups: list[str]) -> int:
     for group in map(Path, groups):
         cache: dict[Path, dict[str, tuple[str, int]]] = {}
+        lines_of: dict[Path, dict[str, int]] = {}
         for raw in (group / "results.txt").read_text(encoding="utf-8").splitlines():
             m = LINE.match(raw)
-            if not m or m["status"].strip() == "killed":
+            if not m or m["status"].strip() in SKIP:
                 continue
             full = m["name"]
             module, _, func = full.rpartition(".x")
@@ -63,7 +68,9 @@ def main(groups: list[str]) -> int:
             mutant_src = table.get(func, ("", 0))[0]
             orig_src = table.get(base + "__mutmut_orig", ("", 0))[0]
             plain = base[2:].replace("\u01c1", ".").strip(".")
-            line = original_lines(group / rel).get(plain, 0)
+            if rel not in lines_of:
+                lines_of[rel] = original_lines(group / rel)
+            line = lines_of[rel].get(plain, 0)
             print(f"### {rel}:{line} {plain} {full.rsplit('__', 1)[1]} ({m['status'].strip()})")
             a = [line.replace(base + "__mutmut_orig", base) for line in orig_src.splitlines()]
             b = [line.replace(func, base) for line in mutant_src.splitlines()]

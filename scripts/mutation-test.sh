@@ -102,6 +102,14 @@ run_group() {
       mapfile -t names < <(grep -v ': killed$' "$work/results.txt" | sed -n 's/^ *\([^ ]*__mutmut_[0-9]*\): .*/\1/p')
       echo "   retesting ${#names[@]} mutants not killed before" >&2
       [ "${#names[@]}" -gt 0 ] || return 0
+      # mutmut 3.8 collects the coverage of tests added since its last run during a run, but the mutants
+      # of that same run can still be tried with the old test map (seen here: a killing test not run).
+      # One cheap run of a single killed mutant brings the map up to date first.
+      local first_killed
+      first_killed="$(sed -n '/: killed$/{s/^ *\([^ ]*__mutmut_[0-9]*\): killed$/\1/p;q;}' "$work/results.txt")"
+      if [ -n "$first_killed" ]; then
+        "$PY" -m mutmut run --max-children "$JOBS" "$first_killed" >"$work/refresh.log" 2>&1 || true
+      fi
     fi
     if ! "$PY" -m mutmut run --max-children "$JOBS" "${names[@]}" >"$work/run.log" 2>&1; then
       tail -30 "$work/run.log" >&2

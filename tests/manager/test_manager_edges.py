@@ -15,7 +15,7 @@ from shedlab.manager import LoadManager
 from shedlab.manager.loop import _RoundRobin
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
 from shedlab.strategies import LeastResourceUsageWithWeight, make_shedding, pair_config
-from shedlab.strategies.base import Placement, SheddingResult, Unload
+from shedlab.strategies.base import Placement, SheddingResult, Skip, SkipKind, Unload
 
 T0 = 1_700_000_000_000
 
@@ -314,3 +314,154 @@ class TestMaxTopics:
                 got.append(manager.assign(bundle, snap, T0))
             assert got == ["a", "a", "b"]
             assert manager.preallocated["a"]["t/ns/0x0_0x1"].topics == 5
+
+
+class Watcher(Scripted):
+    """A scripted placement that also records the leader's preallocations the snapshot shows it."""
+
+    def __init__(self, answers: list[str | None]) -> None:
+        super().__init__(answers)
+        self.prealloc: list[dict[str, tuple[float, int]]] = []
+
+    def select_broker(
+        self,
+        candidates: Sequence[str] | IntArray,
+        bundle: str,
+        snap: ClusterSnapshot,
+        conf: LoadBalancerConfig,
+    ) -> Placement:
+        rates, topics = snap.preallocated_long_term_msg_rate, snap.preallocated_topics
+        self.prealloc.append({b: (float(rates[i]), int(topics[i])) for i, b in enumerate(snap.broker_ids)})
+        return super().select_broker(candidates, bundle, snap, conf)
+
+
+class TestPreallocationBookkeeping:
+    """What the leader's preallocations add to the counts and sums the filters and strategies read."""
+
+    def test_even_distribution_counts_a_reported_preallocation_once_and_skips_dead_brokers(self) -> None:
+        # Pins the even-distribution count (Pulsar's brokerToNamespaceToBundleRange holds each range once):
+        # a preallocation its broker already reports is not counted again, one of a broker missing from
+        # the snapshot is skipped without ending the count, each other one counts 1.
+        place = Scripted(["c", "a", "b", "a"])
+        manager = LoadManager(conf(loadBalancerDistributeBundlesEvenlyEnabled=True), placement=place)
+        dead, x, w, v, u, z = (f"t/ns/0x{k}_0x{k + 1}" for k in range(6))
+        empty = snapshot({"c": broker_data(), "a": broker_data(), "b": broker_data()})
+        for bundle in (dead, x, w):  # preallocated in this order: dead → c, x → a, w → b
+            manager.assign(bundle, empty, T0)
+        # c is gone; a now reports x (and v), b reports u; w is still only preallocated to b.
+        later = snapshot(
+            {"a": broker_data(bundles=[x, v]), "b": broker_data(bundles=[u])},
+            {n: bundle_data() for n in (x, v, u)},
+        )
+        assert manager.assign(z, later, T0) == "a"
+        # counts in t/ns: a = 2 reported (x counted once), b = 1 reported + 1 preallocated = 2: a tie
+        assert place.calls[-1][1] == ("a", "b")
+
+    def test_preallocations_kept_by_a_report_still_count_for_even_distribution(self) -> None:
+        # Pins the namespace index rebuilt by on_bundle_data_update: a leader-owned preallocation that
+        # survives the report is still one range of its namespace on its broker.
+        place = Scripted(["a", "a"])
+        manager = LoadManager(conf(loadBalancerDistributeBundlesEvenlyEnabled=True), placement=place)
+        snap = snapshot({"a": broker_data(), "b": broker_data()})
+        kept = "t/ns/0x0_0x1"
+        manager.assign(kept, snap, T0)
+        manager.on_bundle_data_update(snap, leader_owned={kept})
+        assert list(manager.preallocated["a"]) == [kept]
+        manager.assign("t/ns/0x1_0x2", snapshot({"a": broker_data(), "b": broker_data()}), T0)
+        assert place.calls[-1][1] == ("b",)  # a holds one range of t/ns, b none
+
+    def test_a_repeated_preallocation_replaces_its_topics(self) -> None:
+        # Pins the replacement of a re-preallocated bundle's topics (not added twice, not set to the old
+        # value): with loadBalancerBrokerMaxTopics 5 and 5 preallocated topics, a stays a candidate.
+        data = {"t/ns/0x0_0x1": bundle_data(topics=5)}
+        manager = LoadManager(conf(loadBalancerBrokerMaxTopics=5), seed=0)
+
+        def snap() -> ClusterSnapshot:
+            return snapshot({"a": broker_data(long_rate_in=0.0), "b": broker_data(long_rate_in=1000.0)}, data)
+
+        first = snap()
+        assert manager.assign("t/ns/0x0_0x1", first, T0) == "a"
+        manager.on_bundle_data_update(first, leader_owned={"t/ns/0x0_0x1"})  # kept: a does not report it
+        again = snap()
+        assert manager.lookup("t/ns/0x0_0x1", again, T0).path == "placement"
+        assert manager.preallocated["a"]["t/ns/0x0_0x1"].topics == 5
+        # a: 0 reported + 5 preallocated topics ≤ 5 → still a candidate, and the cheapest (0 < 1000 msg/s)
+        assert manager.assign("t/ns/0x1_0x2", again, T0) == "a"
+
+    def test_strategies_see_the_preallocated_rates_and_topics_of_live_brokers(self) -> None:
+        # Pins the snapshot given to the placement strategy: preallocatedBundleData summed per broker (rate
+        # and topics), a preallocation of a broker missing from the snapshot skipped, the others kept.
+        place = Watcher(["c", "a", "a", "b"])
+        manager = LoadManager(conf(), placement=place)
+        data = {"t/ns/0x1_0x2": bundle_data(rate_in=30.0, rate_out=12.0, topics=3)}
+        three = snapshot({"c": broker_data(), "a": broker_data(), "b": broker_data()}, data)
+        manager.assign("t/ns/0x0_0x1", three, T0)  # c: Pulsar's default 100 msg/s, 0 topics
+        manager.assign("t/ns/0x1_0x2", three, T0)  # a: 42 msg/s, 3 topics
+        manager.assign("t/ns/0x2_0x3", three, T0)  # a: + 100 msg/s, 0 topics
+        assert place.prealloc[-1] == {"c": (100.0, 0), "a": (42.0, 3), "b": (0.0, 0)}
+        manager.assign("t/ns/0x3_0x4", snapshot({"a": broker_data(), "b": broker_data()}, data), T0)
+        assert place.prealloc[-1] == {"a": (142.0, 3), "b": (0.0, 0)}
+
+
+class TestSkipLogAndSeeding:
+    """The leader's skip log (one entry per decision not taken, with its kind and broker), lookups
+    restricted to candidates, and the state a leader starts with."""
+
+    def test_a_cycle_logs_excluded_namespaces_and_owner_destinations(self) -> None:
+        unloads = [("a", "x/ex/0x0_0x1"), ("a", "t/ns/0x0_0x1"), ("a", "t/ns/0x1_0x2")]
+        manager = LoadManager(
+            conf(loadBalancerSheddingExcludedNamespaces="x/ex"),
+            shedding=Recorder(unloads),
+            placement=Scripted(["a", "b"]),
+        )
+        manager.do_load_shedding(TestSheddingCycle().snap(), T0)
+        assert manager.skip_log == [
+            Skip(SkipKind.EXCLUDED_NAMESPACE, "a"),
+            Skip(SkipKind.DESTINATION_IS_OWNER, "a"),
+        ]
+
+    def test_a_cycle_logs_no_destination(self) -> None:
+        unloads = [("a", "t/ns/0x0_0x1"), ("a", "t/ns/0x1_0x2")]
+        manager = LoadManager(conf(), shedding=Recorder(unloads), placement=Scripted([None, "c"]))
+        manager.do_load_shedding(TestSheddingCycle().snap(), T0)
+        assert manager.skip_log == [Skip(SkipKind.NO_DESTINATION, "a")]
+
+    def test_a_placement_skip_is_logged_with_the_broker_it_landed_on(self) -> None:
+        class Fallback(Scripted):
+            def select_broker(
+                self,
+                candidates: Sequence[str] | IntArray,
+                bundle: str,
+                snap: ClusterSnapshot,
+                conf: LoadBalancerConfig,
+            ) -> Placement:
+                return Placement("b", ("a", "b"), {}, skip=SkipKind.RANDOM_FALLBACK)
+
+        manager = LoadManager(conf(), placement=Fallback([]))
+        assert manager.assign("t/ns/0x0_0x1", brokers({"a": 0.0, "b": 0.0}), T0) == "b"
+        assert manager.skip_log == [Skip(SkipKind.RANDOM_FALLBACK, "b")]
+
+    def test_a_lookup_restricted_to_candidates_offers_only_those_alive(self) -> None:
+        place = Scripted(["c"])
+        manager = LoadManager(conf(), placement=place)
+        answer = manager.lookup(
+            "t/ns/0x0_0x1", brokers({"a": 0.0, "b": 0.0, "c": 0.0}), T0, candidates=["c", "zzz", "a"]
+        )
+        assert answer.broker == "c" and place.calls[-1][1] == ("a", "c")
+
+    def test_seeded_histories_reach_both_strategies_and_unloads_wait_their_grace(self) -> None:
+        manager = LoadManager(conf("ThresholdShedder+LeastResourceUsageWithWeight"), seed=0)
+        manager.seed_state(recently_unloaded={"t/ns/0x0_0x1": T0})  # no history given: none seeded
+        manager.seed_state(usage_history={"a": 0.5})
+        shedding: Any = manager.shedding
+        placement: Any = manager.placement
+        assert shedding.history == {"a": 0.5} and placement.history == {"a": 0.5}
+        assert manager.recently_unloaded == {"t/ns/0x0_0x1": T0}
+        assert manager.assign("t/ns/0x1_0x2", brokers({"a": 0.0}), T0) == "a"  # the view is rebuilt
+
+    def test_seeded_hit_counts_reach_avg_shedder(self) -> None:
+        manager = LoadManager(conf("AvgShedder"), seed=0)
+        manager.seed_state(usage_history={"a": 0.5})  # AvgShedder keeps no history: nothing to seed
+        manager.seed_state(hit_counts={"a": (2, 1)})
+        shedding: Any = manager.shedding
+        assert (shedding.hit_high, shedding.hit_low) == ({"a": 2}, {"a": 1})

@@ -7,17 +7,24 @@ expected number is worked out by hand in the comments.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from builders import broker_data, snapshot
 
 from shedlab.core.sim.hardware import MIB, CostModel, HardwareClass
 from shedlab.core.sim.metrics import (
+    SKIP_COLUMNS,
     Churn,
+    TickMetrics,
+    TickMoves,
     event_time_to_balance,
     imbalance,
     over_placement,
@@ -27,6 +34,7 @@ from shedlab.core.sim.metrics import (
     summarize,
     time_to_balance,
 )
+from shedlab.core.sim.publishing import LeaderView
 from shedlab.core.sim.recording import (
     RecordedTick,
     Recording,
@@ -34,6 +42,11 @@ from shedlab.core.sim.recording import (
     prometheus_responses,
     prometheus_value,
 )
+from shedlab.core.sim.scenario import MetricsSettings
+from shedlab.core.sim.state import TrueUsage
+from shedlab.core.sim.traffic import Traffic
+from shedlab.manager import ManagerDecision
+from shedlab.strategies import Skip, SkipKind
 
 # ------------------------------------------------------------------------------------------- imbalance
 
@@ -397,3 +410,446 @@ class TestRecording:
     )  # fmt: skip
     def test_prometheus_value(self, value: float, text: str) -> None:
         assert prometheus_value(value) == text
+
+
+# ------------------------------------------------------------------------------ collecting a run by hand
+
+
+START_MS = 1_000_000_000
+TICK_MS = 60_000
+IDS3 = ("b0", "b1", "b2")
+
+
+def hand_true_usage(
+    slots: list[int],
+    score: list[float],
+    agg: list[list[float]],
+    *,
+    limit: np.ndarray | None = None,
+    extra_cpu: np.ndarray | None = None,
+) -> TrueUsage:
+    """A TrueUsage of the alive ``slots`` (of at most 5): usage in % of a 100 limit unless ``limit`` is
+    given, the given scores and rates."""
+    n = len(slots)
+    rows = [[50.0, 0.0, 10.0, 20.0, 30.0], [10.0, 0.0, 5.0, 5.0, 25.0]] + [[0.0] * 5] * 3
+    return TrueUsage(
+        slots=np.array(slots, dtype=np.int64),
+        usage=np.array(rows[:n]).reshape(n, 5),
+        limit=np.full((n, 5), 100.0) if limit is None else limit,
+        score=np.array(score),
+        background=np.zeros((n, 3)),
+        agg=np.array(agg).reshape(n, 4),
+        bundles=np.array([2, 1, 0, 0, 0][:n], dtype=np.int64),
+        topics=np.array([5, 3, 0, 0, 0][:n], dtype=np.int64),
+        slot_agg=np.zeros((5, 4)),
+        slot_bundles=np.zeros(5, dtype=np.int64),
+        slot_topics=np.zeros(5, dtype=np.int64),
+        slot_consumers=np.zeros(5, dtype=np.int64),
+        slot_producers=np.zeros(5, dtype=np.int64),
+        bundle_bin=np.zeros(2, dtype=np.int64),
+        extra_cpu=extra_cpu,
+    )
+
+
+def tick_metrics(margin: float = 10.0, bundles: int = 2) -> TickMetrics:
+    return TickMetrics(
+        start_ms=START_MS,
+        tick_ms=TICK_MS,
+        weights=(1.0, 1.0, 1.0, 1.0),
+        overload_pct=85.0,
+        settings=MetricsSettings(over_placement_margin=margin),
+        cost=CostModel([HardwareClass()] * 5),
+        bundle_topics=np.array([4, 6, 1, 1, 1][:bundles], dtype=np.int64),
+        clients=np.array([7, 9, 1, 1, 1][:bundles], dtype=np.int64),
+        slot_of={f"b{k}": k for k in range(5)},
+        churn=Churn.new(bundles, 1000, 2000),
+    )
+
+
+def end_tick(
+    tm: TickMetrics,
+    t: int,
+    true: TrueUsage,
+    traffic: Traffic,
+    owner: list[int],
+    decisions: Sequence[ManagerDecision] = (),
+) -> dict[str, Any]:
+    """One tick with no leader view; returns its tick row."""
+    ids = [f"b{k}" for k in range(5)]
+    tm.end_tick(
+        t,
+        START_MS + t * TICK_MS,
+        traffic,
+        true,
+        list(decisions),
+        owner=np.array(owner, dtype=np.int64),
+        view=LeaderView(ids, tuple(f"t/ns/{j}" for j in range(len(owner)))),
+        written=np.zeros(5, dtype=np.bool_),
+        leader=None,
+        unload_totals=(0, 0),
+    )
+    row: dict[str, Any] = tm.collector.tick_rows[-1]
+    return row
+
+
+# two bundles: rates 100+10 and 200+20 msg/s, throughputs 1000+100 and 2000+200 bytes/s
+HAND_TRAFFIC = Traffic(
+    rate_in=np.array([100.0, 200.0]),
+    rate_out=np.array([10.0, 20.0]),
+    tp_in=np.array([1000.0, 2000.0]),
+    tp_out=np.array([100.0, 200.0]),
+)
+
+
+class TestTickMetricsByHand:
+    """TickMetrics' tables from hand-made true usage, decisions and skips: each value worked out here."""
+
+    # slots 0 and 2 alive (1 died); scores 90 and 30: mean 60, hot line 60 + 10 = 70
+    # b2's memory limit is 0 (its percentage reads 0, not a division by zero) and its direct memory
+    # limit 0.5 (5 / 0.5 = 1000 %)
+    true = hand_true_usage(
+        [0, 2],
+        [90.0, 30.0],
+        [[100.0, 10.0, 1000.0, 500.0], [50.0, 5.0, 200.0, 100.0]],
+        limit=np.array([[100.0] * 5, [100.0, 0.0, 0.5, 100.0, 100.0]]),
+    )
+    now = START_MS + 3 * TICK_MS + 30_000  # half-way through tick 3
+
+    def run_tick(self) -> TickMetrics:
+        tm = tick_metrics()
+        tm.begin_tick()
+        hot_line, true_score = tm.true_scores(self.true)
+        assert hot_line == 70.0 and true_score == {0: 90.0, 2: 30.0}
+        decisions = [
+            # owned bundle 0 onto the cool b2: 110 msg/s, 1100 bytes/s, 4 topics, 7 clients
+            ManagerDecision(self.now, "b0", "t/ns/0x0_0x1", "b2", {"z": 1, "a": 2}),
+            # an unowned bundle from the dead b1 onto the hot b0 (90 > 70): no traffic disconnected
+            ManagerDecision(self.now, "b1", "t/ns/0x1_0x2", "b0", {}),
+            # owned bundle 1 onto the dead b1 (the leader's stale view): its score is unknown, not hot
+            ManagerDecision(self.now, "b0", "t/ns/0x1_0x2", "b1", {}),
+        ]
+        for d, j, owned in zip(decisions, (0, 1, 1), (True, False, True), strict=True):
+            tm.unloaded(self.now, d, j, owned, HAND_TRAFFIC, hot_line, true_score)
+        tm.skipped(
+            self.now,
+            [
+                Skip(SkipKind.NO_PAIR, "b0"),
+                Skip(SkipKind.RANDOM_FALLBACK, None),
+                Skip(SkipKind.NO_PAIR, "b0"),
+                Skip(SkipKind.NO_PAIR, "b2"),
+            ],
+        )
+        tm.log_event(START_MS + 120_000, "remove_brokers", "b1")
+        view = LeaderView(list(IDS3), ("t/ns/0x0_0x1", "t/ns/0x1_0x2"))
+        view.cached = snapshot({"b0": broker_data(cpu=(40.0, 100.0))})  # only b0 reported so far
+        view.slot_to_row = np.array([0, -1, -1, -1])
+        tm.end_tick(
+            3,
+            self.now,
+            HAND_TRAFFIC,
+            self.true,
+            decisions,
+            owner=np.array([0, -1], dtype=np.int64),
+            view=view,
+            written=np.array([True, False, False]),
+            leader=2,
+            unload_totals=(4, 2),
+        )
+        return tm
+
+    def test_the_tick_row(self) -> None:
+        (row,) = self.run_tick().collector.tick_rows
+        expected = {
+            "tick": 3, "time_s": 210.0, "brokers": 2, "bundles_unowned": 1,
+            "msg_rate_total": 165.0,  # 110 + 55
+            "throughput_total": 1800.0,  # (1000 + 500) + (200 + 100)
+            "score_max": 90.0, "score_min": 30.0, "score_mean": 60.0, "score_std": 30.0, "score_cv": 0.5,
+            "score_spread": 60.0, "score_max_over_mean": 1.5,
+            "msg_rate_max_min_ratio": 2.0, "throughput_max_min_ratio": 5.0,
+            "brokers_overloaded": 1,  # 90 > 85
+            "unloads": 3,
+            "msg_rate_moved": 330.0,  # 110 + 0 (unowned) + 220
+            "throughput_moved": 3300.0,  # 1100 + 0 + 2200
+            "topics_disconnected": 10, "clients_disconnected": 16,  # 4 + 6, 7 + 9
+            "lookups": 0, "over_placements": 0, "hot_placements": 1, "over_unloading_flips": 0,
+            "reports_published": 1,
+            "reported_score_spread": 0.0,  # one reported broker
+            "balanced": False,  # spread 60 ≥ 15
+            "unload_bundle_total": 4, "unload_broker_total": 2,
+        }  # fmt: skip
+        assert row == expected
+
+    def test_the_broker_rows(self) -> None:
+        _, brokers, _, _ = self.run_tick().collector.frames(IDS3)
+        assert brokers["broker"].tolist() == ["b0", "b2"]
+        assert brokers["tick"].tolist() == [3, 3] and brokers["time_s"].tolist() == [210.0, 210.0]
+        assert brokers["cpu_pct"].tolist() == [50.0, 10.0]
+        assert brokers["memory_pct"].tolist() == [0.0, 0.0]
+        assert brokers["direct_memory_pct"].tolist() == [10.0, 1000.0]
+        assert brokers["bandwidth_in_pct"].tolist() == [20.0, 5.0]
+        assert brokers["bandwidth_out_pct"].tolist() == [30.0, 25.0]
+        assert brokers["msg_rate_in"].tolist() == [100.0, 50.0] and brokers["msg_rate_out"].tolist() == [
+            10.0,
+            5.0,
+        ]
+        assert brokers["msg_rate"].tolist() == [110.0, 55.0]
+        assert brokers["throughput_in"].tolist() == [1000.0, 200.0]
+        assert brokers["throughput_out"].tolist() == [500.0, 100.0]
+        assert brokers["throughput"].tolist() == [1500.0, 300.0]
+        assert brokers["bundles"].tolist() == [2, 1] and brokers["topics"].tolist() == [5, 3]
+        numeric = brokers.drop(columns=["broker"])  # every other column is a number or a flag
+        assert all(dtype.kind in "biuf" for dtype in numeric.dtypes), numeric.dtypes
+        # b0's report says 40 % cpu; b2 has no report in the leader's view
+        assert brokers["reported_score"].iloc[0] == 40.0 and math.isnan(brokers["reported_score"].iloc[1])
+        assert brokers["published"].tolist() == [True, False]
+        assert brokers["leader"].tolist() == [False, True]
+
+    def test_the_decision_rows(self) -> None:
+        _, _, decisions, _ = self.run_tick().collector.frames(IDS3)
+        assert decisions["tick"].tolist() == [3, 3, 3]
+        assert decisions["time_s"].tolist() == [210.0] * 3
+        assert decisions["source"].tolist() == ["b0", "b1", "b0"]
+        assert decisions["bundle"].tolist() == ["t/ns/0x0_0x1", "t/ns/0x1_0x2", "t/ns/0x1_0x2"]
+        assert decisions["destination"].tolist() == ["b2", "b0", "b1"]
+        assert decisions["msg_rate"].tolist() == [110.0, 0.0, 220.0]
+        assert decisions["throughput"].tolist() == [1100.0, 0.0, 2200.0]
+        assert decisions["topics"].tolist() == [4, 0, 6] and decisions["clients"].tolist() == [7, 0, 9]
+        scores_ = decisions[["source_score", "destination_score"]].to_numpy()
+        np.testing.assert_array_equal(scores_, [[90.0, 30.0], [np.nan, 90.0], [90.0, np.nan]])
+        assert decisions["reason"].iloc[0] == '{"a": 2, "z": 1}'  # keys sorted: byte-identical outputs
+
+    def test_the_skips_rows_count_per_kind_and_broker_in_first_seen_order(self) -> None:
+        skips = self.run_tick().collector.skips_frame()
+        assert list(skips.columns) == list(SKIP_COLUMNS)
+        assert skips["count"].dtype == np.int64
+        rows = skips[["tick", "time_s", "role", "kind", "broker", "count", "message"]].to_dict("records")
+        no_pair, fallback = SkipKind.NO_PAIR, SkipKind.RANDOM_FALLBACK
+        assert rows == [
+            {"tick": 3, "time_s": 210.0, "role": "shedding", "kind": "no_pair", "broker": "b0", "count": 2,
+             "message": no_pair.message},
+            {"tick": 3, "time_s": 210.0, "role": "placement", "kind": "random_fallback", "broker": None,
+             "count": 1, "message": fallback.message},
+            {"tick": 3, "time_s": 210.0, "role": "shedding", "kind": "no_pair", "broker": "b2", "count": 1,
+             "message": no_pair.message},
+        ]  # fmt: skip
+
+    def test_the_events_rows(self) -> None:
+        _, _, _, events = self.run_tick().collector.frames(IDS3)
+        assert list(events.columns) == ["time_s", "kind", "detail", "time_to_balance_s"]
+        assert events.to_dict("records") == [
+            {"time_s": 120.0, "kind": "remove_brokers", "detail": "b1", "time_to_balance_s": None}
+        ]
+
+    def test_empty_tables_keep_their_columns(self) -> None:
+        collector = tick_metrics().collector
+        ticks, brokers, decisions, events = collector.frames(IDS3)  # no rows at all: no broker column
+        assert len(ticks) == len(brokers) == len(decisions) == len(events) == 0
+        assert list(events.columns) == ["time_s", "kind", "detail", "time_to_balance_s"]
+        assert "source_score" in decisions.columns and "destination_score" in decisions.columns
+        skips = collector.skips_frame()
+        assert list(skips.columns) == list(SKIP_COLUMNS) and skips["count"].dtype == np.int64
+
+    def test_hot_placement_is_strictly_above_the_hot_line(self) -> None:
+        # margin 30: hot line 60 + 30 = 90, exactly b0's score, so landing on b0 is not hot
+        tm = tick_metrics(margin=30.0)
+        hot_line, true_score = tm.true_scores(self.true)
+        assert hot_line == 90.0
+        tm.unloaded(self.now, ManagerDecision(self.now, "b2", "x", "b0", {}), 0, True, HAND_TRAFFIC,
+                    hot_line, true_score)  # fmt: skip
+        assert tm.moves.hot_placements == 0
+
+    def test_no_alive_broker_puts_the_hot_line_out_of_reach(self) -> None:
+        empty = hand_true_usage([], [], [])
+        hot_line, true_score = tick_metrics().true_scores(empty)
+        assert hot_line == math.inf and true_score == {}
+
+    def test_reasons_with_numpy_values_and_sets_are_json(self) -> None:
+        # json.dumps handles Python floats (np.float64 included) and tuples itself; the rest comes here
+        tm = tick_metrics()
+        reason = {"f": np.float32(0.5), "s": frozenset({8, 1}), "d": datetime.date(2026, 11, 23)}
+        tm.unloaded(self.now, ManagerDecision(self.now, "b0", "x", "b2", reason), 0, True, HAND_TRAFFIC,
+                    70.0, {0: 90.0, 2: 30.0})  # fmt: skip
+        assert json.loads(tm.collector.decision_rows[0]["reason"]) == {
+            "d": "2026-11-23",
+            "f": 0.5,
+            "s": [1, 8],
+        }
+
+
+class TestTimeToBalanceRuns:
+    times = np.array([0.0, 60.0, 120.0, 180.0])
+
+    def test_a_run_that_ends_before_the_window_does_not_count(self) -> None:
+        # below at 0 (alone) and at 180 (the last tick): only the last tick's run reaches the window's end
+        spread = np.array([10.0, 30.0, 30.0, 10.0])
+        assert time_to_balance(self.times, spread, 15.0, 600.0, 0.0, 1e9) == 180.0
+
+    def test_a_run_followed_by_a_spread_above_the_threshold(self) -> None:
+        # below at 0 and 60, above after: balanced at 0 for a 60 s hold
+        spread = np.array([10.0, 10.0, 30.0, 30.0])
+        assert time_to_balance(self.times, spread, 15.0, 60.0, 0.0, 1e9) == 0.0
+
+    def test_a_single_tick_window(self) -> None:
+        assert time_to_balance(self.times[:1], np.array([10.0]), 15.0, 600.0, 0.0, 1e9) == 0.0
+
+    def test_an_event_window_ends_at_the_next_event_and_the_last_at_the_last_tick(self) -> None:
+        times = np.array([0.0, 60.0, 120.0, 180.0, 240.0, 300.0])
+        ticks = pd.DataFrame({"time_s": times, "score_spread": [30.0, 30.0, 10.0, 30.0, 30.0, 10.0]})
+        events = [{"time_s": 0.0, "kind": "start"}, {"time_s": 180.0, "kind": "remove_brokers"}]
+        event_time_to_balance(events, ticks, 15.0, 600.0, 300.0)
+        # [0, 180): 120 is its last tick and below; [180, 300]: only 300 is below, and it counts
+        assert [e["time_to_balance_s"] for e in events] == [120.0, 120.0]
+
+
+class TestTickMetricsOverTicks:
+    def test_a_new_collector_counts_nothing(self) -> None:
+        tm = tick_metrics()
+        assert tm.lookups_total == 0 and tm.lookups == 0 and tm.landed == []
+        assert tm.lookup_paths == {"affinity": 0, "preallocated": 0, "placement": 0, "none": 0}
+        assert tm.moves == TickMoves()
+
+    def test_over_unloading_flips_count_hot_sources_that_became_the_coldest(self) -> None:
+        # tick 1: scores 90, 80, 60, 10 (mean 60): sources b0, b1 hot (above the mean), b2 at the mean and
+        # b3 below are not. Tick 2: 5, 5, 5, 85 (mean 25): b0, b1, b2 are the coldest and 5 < 25 − 5;
+        # only the hot ones flip: 2.
+        tm = tick_metrics()
+        zeros = [[0.0] * 4] * 4
+        first = hand_true_usage([0, 1, 2, 3], [90.0, 80.0, 60.0, 10.0], zeros)
+        decisions = [ManagerDecision(0, f"b{k}", "x", "b3", {}) for k in range(4)]
+        assert end_tick(tm, 1, first, HAND_TRAFFIC, [0, 0], decisions)["over_unloading_flips"] == 0
+        second = hand_true_usage([0, 1, 2, 3], [5.0, 5.0, 5.0, 85.0], zeros)
+        assert end_tick(tm, 2, second, HAND_TRAFFIC, [0, 0])["over_unloading_flips"] == 2
+        assert end_tick(tm, 3, second, HAND_TRAFFIC, [0, 0])["over_unloading_flips"] == 0  # counted once
+
+    # Five bundles land this tick, on slots 3, 0, 1, 2 and the dead slot 4. Without the landed bundles:
+    # slot 0 still carries 1.5 M msg/s in (cpu 2 % idle + 1.5e6 × 10 µs / 16 cores = 95.75 %), slot 1
+    # 2e9 bytes/s in (direct memory capped at 100 %), slot 2 an extra 1340 cpu points (2 % + 83.75 % =
+    # 85.75 %): all stay above 85, no crossing. Slot 3 carried only its landed bundle (1.5 M msg/s): it
+    # drops to direct memory's base, 256 MiB / 4 GiB = 6.25 % ≤ 85, and its score with it is 95 > 85: one
+    # over-placement. (The mean line, 98 + 10, is out of reach.)
+    landed_traffic = Traffic(
+        rate_in=np.array([1.5e6, 0.0, 0.0, 0.0, 0.0]),
+        rate_out=np.zeros(5),
+        tp_in=np.zeros(5),
+        tp_out=np.zeros(5),
+    )
+
+    def landed_true(self) -> TrueUsage:
+        agg = [[1.5e6, 0.0, 0.0, 0.0], [0.0, 0.0, 2e9, 0.0], [0.0] * 4, [1.5e6, 0.0, 0.0, 0.0]]
+        limit = CostModel([HardwareClass()] * 5).limits(np.arange(4))
+        return hand_true_usage(
+            [0, 1, 2, 3],
+            [99.0, 99.0, 99.0, 95.0],
+            agg,
+            limit=limit,
+            extra_cpu=np.array([0.0, 0.0, 1340.0, 0.0]),
+        )
+
+    def test_over_placement_subtracts_the_landed_bundles_per_destination(self) -> None:
+        tm = tick_metrics(bundles=5)
+        tm.begin_tick()
+        tm.lookups_done([0, 1, 2, 3, 4])
+        row = end_tick(tm, 2, self.landed_true(), self.landed_traffic, [3, 0, 1, 2, 4])
+        assert row["over_placements"] == 1 and row["lookups"] == 5
+
+    def test_no_over_placement_at_the_first_tick_or_on_dead_brokers_only(self) -> None:
+        tm = tick_metrics(bundles=5)
+        tm.begin_tick()
+        tm.lookups_done([0, 1, 2, 3, 4])  # the initial assignment at tick 0 is not an over-placement
+        assert (
+            end_tick(tm, 0, self.landed_true(), self.landed_traffic, [3, 0, 1, 2, 4])["over_placements"] == 0
+        )
+        tm.begin_tick()
+        tm.lookups_done([4])  # a bundle that landed on a broker dead by the end of the tick
+        assert (
+            end_tick(tm, 1, self.landed_true(), self.landed_traffic, [3, 0, 1, 2, 4])["over_placements"] == 0
+        )
+
+
+class TestSummaryEdges:
+    def test_an_empty_run_counts_zero_and_has_no_balance_times(self) -> None:
+        decisions = pd.DataFrame(columns=["bundle", "msg_rate", "throughput"])
+        out = summarize(
+            pd.DataFrame(), pd.DataFrame(), decisions, pd.DataFrame(), tick_s=30.0, overload=85.0, extra={}
+        )
+        for key in ("topics_disconnected", "clients_disconnected", "shedding_cycles_with_unloads",
+                    "over_placement_events", "hot_placements", "over_unloading_flips"):  # fmt: skip
+            assert out[key] == 0, key
+        assert out["throughput_moved"] == 0.0
+        assert out["time_to_balance_s_max"] is None and out["time_to_balance_s_last_event"] is None
+
+    def test_numpy_values_and_unfilled_balance_times(self) -> None:
+        # events straight from Collector.frames hold None until event_time_to_balance fills them
+        ticks, brokers, decisions, _ = summary_inputs()
+        events = pd.DataFrame({"time_to_balance_s": [None]})
+        extra = {"seed": np.int64(7), "flag": np.bool_(True)}
+        out = summarize(ticks, brokers, decisions, events, tick_s=30.0, overload=85.0, extra=extra)
+        assert out["events_never_balanced"] == 1 and out["time_to_balance_s_max"] is None
+        assert type(out["seed"]) is int and out["seed"] == 7 and out["flag"] is True
+        json.dumps(out)
+
+    def test_imbalance_has_the_same_keys_without_scores(self) -> None:
+        assert imbalance(np.zeros(0)).keys() == imbalance(np.array([1.0])).keys()
+
+    def test_ratios_to_a_mean_below_one(self) -> None:
+        stats = imbalance(np.array([0.5, 1.0]))  # mean 0.75, population std 0.25
+        assert stats["score_cv"] == pytest.approx(1 / 3) and stats["score_max_over_mean"] == pytest.approx(
+            4 / 3
+        )
+        assert ratio(np.array([0.0, 0.5])) == math.inf
+
+
+class TestTickRowLines:
+    """The lines of the tick row: overloaded strictly above 85, balanced strictly below the spread
+    threshold (15), no broker alive: not balanced; no leader: no broker row marked as the leader."""
+
+    zeros = [[0.0] * 4] * 2
+
+    def test_overloaded_is_strictly_above_the_line(self) -> None:
+        row = end_tick(
+            tick_metrics(), 1, hand_true_usage([0, 1], [85.0, 86.0], self.zeros), HAND_TRAFFIC, [0, 0]
+        )
+        assert row["brokers_overloaded"] == 1
+
+    def test_balanced_is_strictly_below_the_threshold(self) -> None:
+        tm = tick_metrics()
+        assert end_tick(tm, 1, hand_true_usage([0, 1], [50.0, 60.0], self.zeros), HAND_TRAFFIC, [0, 0])[
+            "balanced"
+        ]
+        row = end_tick(tm, 2, hand_true_usage([0, 1], [50.0, 65.0], self.zeros), HAND_TRAFFIC, [0, 0])
+        assert row["score_spread"] == 15.0 and not row["balanced"]
+
+    def test_no_broker_alive(self) -> None:
+        tm = tick_metrics()
+        row = end_tick(tm, 1, hand_true_usage([], [], []), HAND_TRAFFIC, [-1, -1])
+        assert row["brokers"] == 0 and row["bundles_unowned"] == 2 and row["balanced"] is False
+
+    def test_without_a_leader_no_broker_is_marked(self) -> None:
+        tm = tick_metrics()
+        end_tick(tm, 1, hand_true_usage([0, 1], [50.0, 60.0], self.zeros), HAND_TRAFFIC, [0, 0])
+        _, brokers, _, _ = tm.collector.frames()
+        assert brokers["leader"].tolist() == [False, False]
+
+
+def test_hot_placements_add_up_within_a_tick() -> None:
+    # two bundles land on b0 (score 90, above the hot line 60 + 10 = 70) in the same tick: two hot placements
+    tm = tick_metrics()
+    true = hand_true_usage([0, 2], [90.0, 30.0], [[0.0] * 4] * 2)
+    hot_line, true_score = tm.true_scores(true)
+    for bundle in ("x", "y"):
+        decision = ManagerDecision(0, "b2", bundle, "b0", {})
+        tm.unloaded(START_MS, decision, 0, True, HAND_TRAFFIC, hot_line, true_score)
+    assert tm.moves.hot_placements == 2
+
+
+def test_a_bundle_landed_on_a_dead_broker_is_not_subtracted_from_another() -> None:
+    # alive slots 0 and 2, slot 1 died this tick. Slot 2 still carries 1.5 M msg/s of its own (95.75 %
+    # without the zero-traffic bundle that landed on it): no crossing. The 1.5 M msg/s bundle that landed on
+    # the dead slot 1 belongs to no alive destination and must not be taken off slot 2.
+    tm = tick_metrics(bundles=2)
+    tm.begin_tick()
+    tm.lookups_done([0, 1])
+    traffic = Traffic(np.array([0.0, 1.5e6]), np.zeros(2), np.zeros(2), np.zeros(2))
+    limit = CostModel([HardwareClass()] * 5).limits(np.array([0, 2]))
+    true = hand_true_usage([0, 2], [10.0, 99.0], [[0.0] * 4, [1.5e6, 0.0, 0.0, 0.0]], limit=limit)
+    assert end_tick(tm, 2, true, traffic, [2, 1])["over_placements"] == 0

@@ -8,8 +8,20 @@ starts from an empty report and samples after its stats phase.
 from __future__ import annotations
 
 import numpy as np
-from core.sim.test_sim_publishing import IDS, START, TRAFFIC, cluster, joined, population, publishing, sampled
+from core.sim.test_sim_publishing import (
+    IDS,
+    NAMES,
+    START,
+    TRAFFIC,
+    cluster,
+    conf,
+    joined,
+    population,
+    publishing,
+    sampled,
+)
 
+from shedlab.core.sim.publishing import Publishing
 from shedlab.core.sim.state import measure
 
 
@@ -86,3 +98,64 @@ def test_a_partial_sample_moves_only_the_samplers_listings() -> None:
     assert pub.local.bundle_owner.tolist() == [-1, 0, 2]
     assert pub.local.bundle_values[:, 1].tolist() == [400.0, 40.0, 4e5, 4e4]
     assert pub.local.bundle_values[:, 2].tolist() == [300.0, 30.0, 3e5, 3e4]  # not re-sampled
+
+
+def test_before_any_report_the_leader_sees_no_broker_and_no_owner() -> None:
+    # Pins the leader's view before the first write: no broker rows, every bundle unowned (-1), every
+    # slot mapped to no row; owners stay integers (the manager counts them with np.bincount). Also pins
+    # that a tick with no writer publishes nothing but still runs the leader's periodic update.
+    pub, c = publishing(), cluster([0, 1, 2])
+    alive = np.arange(3, dtype=np.int64)
+    writers = pub.writers(START, alive)
+    assert writers.size == 0
+    pub.publish(START, writers, 1, c.alive)
+    assert not pub.written.any() and not pub.has_report.any()
+    assert pub.leader_data.updates == 1
+    snap = pub.snapshot(START, c.alive)
+    assert snap.broker_ids == () and snap.num_brokers == 0
+    assert snap.bundle_owner.tolist() == [-1, -1, -1] and snap.bundle_owner.dtype.kind == "i"
+    assert pub.view.slot_to_row.tolist() == [-1, -1, -1, -1]
+
+
+def test_the_leaders_owners_are_integers_after_reports() -> None:
+    # Pins the slot → row map rebuilt when the broker rows change: integer rows, so owners index arrays.
+    pub, c = sampled()
+    snap = pub.snapshot(START, c.alive)
+    assert snap.bundle_owner.tolist() == [0, 1, 2] and snap.bundle_owner.dtype.kind == "i"
+    assert np.bincount(snap.bundle_owner, minlength=3).tolist() == [1, 1, 1]
+
+
+def test_publish_takes_bundle_values_and_topics_from_the_writers_reports_only() -> None:
+    # Pins which bundles a write updates: those the *writers'* local reports list (broker slot 0
+    # included); a broker that sampled but did not write keeps its published values, and the leader's
+    # topic counts are the written reports' (spec §4.2: updateBundleData reads the written reports).
+    pub, c = sampled()
+    pub.begin_tick()
+    pub.local.bundle_values[:, 0] = [7.0, 8.0, 9.0, 10.0]  # bundle 0: listed by slot 0, which writes
+    pub.local.bundle_values[:, 1] = [1.0, 2.0, 3.0, 4.0]  # bundle 1: listed by slot 1, which does not
+    pub.local.bundle_topics = np.array([12, 13, 14], dtype=np.int64)
+    pub.publish(START + 60_000, np.array([0], dtype=np.int64), 0, c.alive)
+    assert pub.published.bundle_values[:, 0].tolist() == [7.0, 8.0, 9.0, 10.0]
+    assert pub.published.bundle_values[:, 1].tolist() == [200.0, 20.0, 2e5, 2e4]  # the last written
+    assert pub.published.bundle_values[:, 2].tolist() == [300.0, 30.0, 3e5, 3e4]
+    assert pub.leader_data.topics.tolist() == [12, 3, 4]
+    assert pub.written.tolist() == [True, False, False]
+
+
+def test_stats_phases_are_whole_ticks_drawn_only_when_asked() -> None:
+    # Pins Publishing.new's phases: zero without random_phase; with it, whole ticks in
+    # [0, statsUpdateFrequency) — both 0 and one tick occur among 40 brokers for a 2-tick interval, and a
+    # 1-tick interval leaves no room for a phase.
+    ids = [f"broker-{k:04d}:8080" for k in range(40)]
+
+    def phases(stats_s: int, random_phase: bool) -> set[int]:
+        c = conf().with_overrides({"statsUpdateFrequencyInSecs": stats_s})
+        pub = Publishing.new(
+            c, ids, NAMES, start_ms=START, tick_ms=60_000, random_phase=random_phase,
+            rng=np.random.default_rng(1),
+        )  # fmt: skip
+        return set(pub.stats_phase_ms.tolist())
+
+    assert phases(120, random_phase=False) == {0}
+    assert phases(120, random_phase=True) == {0, 60_000}
+    assert phases(60, random_phase=True) == {0}
