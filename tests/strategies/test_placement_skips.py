@@ -54,3 +54,15 @@ def test_seeded_history_of_many_brokers_is_kept_whole() -> None:
     assert strategy.history == {**values, "broker-99": 0.5}
     strategy.on_active_brokers_change({b for b in values if b != "broker-3"})
     assert strategy.history == {b: v for b, v in values.items() if b != "broker-3"}
+
+
+def test_a_broker_first_seen_after_the_seeded_history_grew_starts_without_history() -> None:
+    # 20 seeded brokers outgrow the history's first allocation; the slots the growth added are "no
+    # history yet" (NaN), so a broker first seen at placement starts from its current usage
+    strategy = LeastResourceUsageWithWeight(np.random.default_rng(0))
+    strategy.seed_history({str(k): 0.5 for k in range(20)})
+    loads = {**{str(k): 50.0 for k in range(20)}, "new": 10.0}
+    conf = placement_tests.TestLeastResourceUsageWithWeight.CONF
+    placement = strategy.select_broker(list(loads), BUNDLE, placement_tests.lruww_snapshot(loads), conf)
+    assert placement.skip is None and placement.choices == ("new",)
+    assert 0.0 < strategy.history["new"] <= 0.5

@@ -95,3 +95,22 @@ def test_avg_shedder() -> None:
     low_gap = {**AVG, "loadBalancerAvgShedderHighThreshold": 90}
     result = AvgShedder().find_bundles_for_unloading(avg_cluster({"a": 10, "c": 90}), conf(**low_gap))
     assert result.skips == [Skip(SkipKind.AMOUNT_BELOW_MINIMUM, "c")]
+
+
+def test_whole_cycle_skips_name_no_broker() -> None:
+    # AvgShedder: no pair's gap reaches the low threshold (25): one skip for the cycle, no broker
+    close = AvgShedder().find_bundles_for_unloading(avg_cluster({"a": 40, "b": 50}), conf(**AVG))
+    assert close.skips == [Skip(SkipKind.NO_PAIR, None)] and not close.unloads
+    # UniformLoadShedder: the rate difference (10 %) is below its threshold (50 %), no throughput test
+    keys = conf(**UNIFORM_RATE)
+    level = UniformLoadShedder().find_bundles_for_unloading(uniform_cluster(110, 100), keys)
+    assert level.skips == [Skip(SkipKind.BELOW_THRESHOLDS, None)] and not level.unloads
+
+
+def test_avg_shedder_skips_a_pair_when_no_bundle_fits_the_amount() -> None:
+    # amount (190 − 0) × 0.5 = 95 msg/s is above minUnloadMessage (10) but every bundle carries 100
+    keys = conf(**{**AVG, "minUnloadMessage": 10})
+    snap = avg_cluster({"a": 10, "c": 90}, rate={"a": 0, "c": 190}, bundles=2)
+    result = AvgShedder().find_bundles_for_unloading(snap, keys)
+    assert result.skips == [Skip(SkipKind.NO_BUNDLE_FITS, "c")] and not result.unloads
+    twins(result)
