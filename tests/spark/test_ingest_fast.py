@@ -233,3 +233,23 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: Any, tmp_path: Pa
     must_not = {line.decode("utf-8", "replace") for line in bad[:12] + bad[14:17] + bad[18:19] + bad[22:]}
     taken = flags[flags["fast"] & flags["value"].isin(must_not)]
     assert taken.empty, taken["value"].str[:80].tolist()
+
+
+def test_a_clean_recording_takes_no_python(spark: Any, tmp_path: Path) -> None:
+    """The common case: every line taken by the JVM path, no Python reader at all, the same tables and
+    counts as the Python reader's (a later report of a broker in its tick merges the earlier one)."""
+    from shedlab.spark.ingest import ingest
+
+    records = _recording(tmp_path)
+    lines = [json.dumps(r).encode() for r in records] + _unusual(records)
+    (tmp_path / "clean.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    sources = [str(tmp_path / "clean.jsonl")]
+    said: list[str] = []
+    slow = ingest(spark, sources, str(tmp_path / "python"), fast=False, default_cluster="c9")
+    fast = ingest(
+        spark, sources, str(tmp_path / "jvm"), fast=True, default_cluster="c9", progress=said.append
+    )
+    _assert_same(slow, fast, tmp_path / "python", tmp_path / "jvm")
+    assert any(m.endswith(" 0 of them for the Python reader") for m in said), said
+    assert "parsing and validating" not in said
+    assert slow.stats["rows_merged"].sum() >= 2 and slow.bundle_rows > 0

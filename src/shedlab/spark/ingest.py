@@ -86,6 +86,9 @@ class IngestResult:
         return int(self.stats["rows_read"].sum()) if len(self.stats) else 0
 
 
+Numbering = Callable[[DataFrame], DataFrame]
+"""Adds ``line`` (the line's number in its file) to rows with ``source``, ``block`` and ``_id``."""
+
 _JSON_OPTIMIZATION = "spark.sql.optimizer.enableJsonExpressionOptimization"
 _TEXT_COLUMNS = ("source", "source_kind", "block", "line", "value", "file_time_ms", "utf8_ok")
 
@@ -109,31 +112,42 @@ def _raw_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     )
 
 
-def _line_bases(spark: SparkSession, lines: DataFrame, *extra: Column) -> tuple[DataFrame, list[Row]]:
-    """Per (file, split) of :func:`_raw_lines`' rows: ``base``, which added to ``_id`` gives the line's
-    number, and the per-split counts (``extra`` aggregates too), in one job.
+_LITERAL_SPLITS = 256
+"""Up to this many (file, split) pairs, the line numbers' bases are a literal map in the query (no join)."""
+
+
+def _line_bases(spark: SparkSession, lines: DataFrame, *extra: Column) -> tuple[Numbering, list[Row]]:
+    """Numbering of :func:`_raw_lines`' rows (or rows derived from them, with ``source``, ``block`` and
+    ``_id``), and the per-split counts (``extra`` aggregates too), in one job.
 
     A split is read in order by one task, so a line's number is its file's lines before the split plus
     its position in the split (the ids of a split are consecutive)."""
-    counts = (
-        lines.groupBy("source", "block")
-        .agg(sf.count("*").alias("n"), sf.min("_id").alias("first"), *extra)
-        .orderBy("source", "block")
-        .collect()
+    counts = lines.groupBy("source", "block").agg(
+        sf.count("*").alias("n"), sf.min("_id").alias("first"), *extra
     )
+    rows = sorted(counts.collect(), key=lambda r: (r["source"], int(r["block"])))
     running: dict[str, int] = {}
     bases = []
-    for row in counts:
+    for row in rows:
         before = running.get(row["source"], 0)
         bases.append((row["source"], int(row["block"]), before - int(row["first"]) + 1))
         running[row["source"]] = before + int(row["n"])
-    return spark.createDataFrame(bases, "source string, block long, base long"), counts
+    if len(bases) <= _LITERAL_SPLITS:
+        pairs = [sf.lit(x) for src, block, b in bases for x in (f"{block}#{src}", b)]
+        table = sf.create_map(*pairs) if pairs else sf.create_map().cast("map<string,bigint>")
+        key = sf.concat_ws("#", sf.col("block").cast("string"), sf.col("source"))
 
+        def number(frame: DataFrame) -> DataFrame:
+            return frame.withColumn("line", sf.col("_id") + table[key]).drop("_id")
 
-def _numbered(lines: DataFrame, base: DataFrame) -> DataFrame:
-    """:func:`_raw_lines`' rows (or rows derived from them) with ``line``, their line's number."""
-    joined = lines.join(sf.broadcast(base), ["source", "block"])
-    return joined.withColumn("line", sf.col("_id") + sf.col("base")).drop("_id", "base")
+        return number, rows
+    base = spark.createDataFrame(bases, "source string, block long, base long")
+
+    def join(frame: DataFrame) -> DataFrame:
+        joined = frame.join(sf.broadcast(base), ["source", "block"])
+        return joined.withColumn("line", sf.col("_id") + sf.col("base")).drop("_id", "base")
+
+    return join, rows
 
 
 def _text_frames(spark: SparkSession, sources: Sources) -> tuple[DataFrame | None, DataFrame | None]:
@@ -147,8 +161,8 @@ def _text_frames(spark: SparkSession, sources: Sources) -> tuple[DataFrame | Non
     docs: DataFrame | None = None
     if sources.json_lines:
         raw = _raw_lines(spark, sources.json_lines)
-        base, _counts = _line_bases(spark, raw)
-        lines = _numbered(raw, base).select(*_TEXT_COLUMNS)
+        number, _counts = _line_bases(spark, raw)
+        lines = number(raw).select(*_TEXT_COLUMNS)
     if sources.json_docs:
         docs = spark.read.text(sources.json_docs, wholetext=True).select(
             sf.col("_metadata.file_path").alias("source"),
@@ -284,8 +298,7 @@ class _Tables:
     bundles: DataFrame
     bundle_data: DataFrame
     quarantine: DataFrame
-    counted: DataFrame
-    clusters: DataFrame
+    count: Callable[[], tuple[pd.DataFrame, pd.DataFrame, list[str]]]
     cached: list[DataFrame]
 
 
@@ -294,7 +307,6 @@ def _src() -> Column:
     return sf.regexp_replace(sf.col("source"), "^file:(//)?", "")
 
 
-_COUNTED = ("source", "source_kind", "record", "kind", "status", "relabelled", "bundle", "reason")
 
 
 def _stage(
@@ -338,11 +350,11 @@ def _stage(
         sf.when(~sf.col("fast"), sf.col("value")).alias("value"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     slow_count = sf.sum(sf.when(sf.col("fast"), 0).otherwise(1)).alias("slow")
-    base, counts = _line_bases(spark, parsed, slow_count)
+    number, counts = _line_bases(spark, parsed, slow_count)
     slow = sum(int(r["slow"]) for r in counts)
     total = sum(int(r["n"]) for r in counts)
     say(f"parsed {total:,} lines in the JVM, {slow:,} of them for the Python reader")
-    numbered = _numbered(parsed, base)
+    numbered = number(parsed)
     reports = (
         broker_rows(numbered.where(sf.col("fast")), default_cluster, interval_ms)
         .withColumn("_bucket", bucket)
@@ -363,7 +375,7 @@ def _stage(
         lines = reports.join(sf.broadcast(keys), ["cluster", "_bucket"]).select(
             sf.col("source").alias("_src"), sf.col("record").alias("line")
         )
-        text = _numbered(raw_lines, base).withColumn("_src", _src())
+        text = number(raw_lines).withColumn("_src", _src())
         return text.join(lines, ["_src", "line"]).select(*_TEXT_COLUMNS)
 
     return _python_tables(
@@ -443,8 +455,11 @@ def _python_tables(
         bundles=canonical(rows.where(kept & kind.isin("bundle", "prom_bundle")), BUNDLE_SAMPLE),
         bundle_data=canonical(rows.where(kept & (kind == "bundle_data")), BUNDLE_DATA),
         quarantine=canonical(quarantine, QUARANTINE).repartition("cluster", "day"),
-        counted=rows.where(sf.col("status") != "derived").withColumn("source", _src()).select(*_COUNTED),
-        clusters=rows.where(kept).select("cluster"),
+        count=partial(
+            _count,
+            rows.where(sf.col("status") != "derived").withColumn("source", _src()),
+            rows.where(kept).select("cluster"),
+        ),
         cached=[*cached, rows],
     )
 
@@ -454,14 +469,12 @@ def _native_tables(spark: SparkSession, reports: DataFrame, cached: list[DataFra
     every row kept or merged, none quarantined, the same rows :func:`_python_tables` would write."""
     kept = reports.where(sf.col("status") == "kept")
     brokers, bundles = (canonical(df, STAGED_ROW, keep=["day"]) for df in _native_parts(kept))
-    every = [canonical(df, STAGED_ROW).select(*_COUNTED) for df in _native_parts(reports)]
     return _Tables(
         brokers=canonical(brokers, BROKER_SAMPLE),
         bundles=canonical(bundles, BUNDLE_SAMPLE),
         bundle_data=spark.createDataFrame([], BUNDLE_DATA),
         quarantine=spark.createDataFrame([], QUARANTINE),
-        counted=_union(every),
-        clusters=kept.select("cluster"),
+        count=partial(_native_count, spark, reports),
         cached=cached,
     )
 
@@ -510,10 +523,9 @@ def _native_rows(reports: DataFrame) -> DataFrame:
     return canonical(brokers, STAGED_ROW).unionByName(canonical(bundles, STAGED_ROW))
 
 
-def _count(tables: _Tables) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+def _count(counted: DataFrame, kept: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """Per source: rows read, kept (by table), merged, quarantined, relabelled; per source and reason the
     quarantined rows; the clusters of the kept rows."""
-    counted = tables.counted
     kind = sf.col("kind")
     is_prom = kind == "prom"
     is_kept = sf.col("status") == "kept"
@@ -542,7 +554,31 @@ def _count(tables: _Tables) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
         .orderBy("source", "reason")
         .toPandas()
     )
-    clusters = sorted(r["cluster"] for r in tables.clusters.distinct().collect() if r["cluster"] is not None)
+    clusters = sorted(r["cluster"] for r in kept.distinct().collect() if r["cluster"] is not None)
+    return stats, reasons, clusters
+
+
+def _native_count(spark: SparkSession, reports: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """:func:`_count` of the JVM path's rows, from its reports in one job: a line is one record, its
+    broker row and one bundle row per ``lastStats`` entry, all kept or all merged, none quarantined."""
+    kept = sf.col("status") == "kept"
+    bundles = sf.when(sf.col("last_stats").isNull(), 0).otherwise(sf.size("last_stats")).cast("long")
+    zero = sf.lit(0).cast("long")
+    stats_df = reports.groupBy("source").agg(
+        sf.lit("load_report").alias("source_kind"),
+        sf.count("*").alias("records_read"),
+        (sf.count("*") + sf.sum(bundles)).alias("rows_read"),
+        sf.sum(sf.when(kept, 1).otherwise(0)).alias("broker_rows_kept"),
+        sf.sum(sf.when(kept, bundles).otherwise(0)).alias("bundle_rows_kept"),
+        zero.alias("bundle_data_rows_kept"),
+        sf.sum(sf.when(kept, 0).otherwise(bundles + 1)).alias("rows_merged"),
+        zero.alias("rows_quarantined"),
+        zero.alias("rows_relabelled"),
+        sf.collect_set(sf.when(kept, sf.col("cluster"))).alias("_clusters"),
+    )
+    stats = canonical(stats_df, INGEST_STATS, keep=["_clusters"]).orderBy("source").toPandas()
+    clusters = sorted({c for cs in stats.pop("_clusters") for c in cs})
+    reasons = spark.createDataFrame([], "source string, reason string, count long").toPandas()
     return stats, reasons, clusters
 
 
@@ -620,7 +656,7 @@ def ingest(
         write(tables.bundle_data, "bundle_data", ["tick_ms", "bundle"])
         write(tables.quarantine, "quarantine", ["source", "record"])
         say("counting")
-        stats, reasons, clusters = _count(tables)
+        stats, reasons, clusters = tables.count()
     finally:
         if previous is None:
             spark.conf.unset(_JSON_OPTIMIZATION)
