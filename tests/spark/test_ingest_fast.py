@@ -253,3 +253,24 @@ def test_a_clean_recording_takes_no_python(spark: Any, tmp_path: Path) -> None:
     assert any(m.endswith(" 0 of them for the Python reader") for m in said), said
     assert "parsing and validating" not in said
     assert slow.stats["rows_merged"].sum() >= 2 and slow.bundle_rows > 0
+
+
+def test_line_numbers_are_the_same_with_a_join(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond a few hundred splits the line numbers' bases are joined instead of a literal map: the same."""
+    import shedlab.spark.ingest as spark_ingest
+    from shedlab.core.ingest import classify_sources
+
+    sources = classify_sources([str(FIXTURES)])
+
+    def numbers() -> pd.DataFrame:
+        lines, _docs = spark_ingest._text_frames(spark, sources)
+        assert lines is not None
+        frame = lines.select("source", "line", "value").toPandas()
+        return frame.sort_values(["source", "line"]).reset_index(drop=True)
+
+    literal = numbers()
+    monkeypatch.setattr(spark_ingest, "_LITERAL_SPLITS", 0)
+    joined = numbers()
+    pd.testing.assert_frame_equal(literal, joined)
+    for _source, group in literal.groupby("source"):
+        assert list(group["line"]) == list(range(1, len(group) + 1))
