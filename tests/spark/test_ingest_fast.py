@@ -233,3 +233,44 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: Any, tmp_path: Pa
     must_not = {line.decode("utf-8", "replace") for line in bad[:12] + bad[14:17] + bad[18:19] + bad[22:]}
     taken = flags[flags["fast"] & flags["value"].isin(must_not)]
     assert taken.empty, taken["value"].str[:80].tolist()
+
+
+def test_a_clean_recording_takes_no_python(spark: Any, tmp_path: Path) -> None:
+    """The common case: every line taken by the JVM path, no Python reader at all, the same tables and
+    counts as the Python reader's (a later report of a broker in its tick merges the earlier one)."""
+    from shedlab.spark.ingest import ingest
+
+    records = _recording(tmp_path)
+    lines = [json.dumps(r).encode() for r in records] + _unusual(records)
+    (tmp_path / "clean.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    sources = [str(tmp_path / "clean.jsonl")]
+    said: list[str] = []
+    slow = ingest(spark, sources, str(tmp_path / "python"), fast=False, default_cluster="c9")
+    fast = ingest(
+        spark, sources, str(tmp_path / "jvm"), fast=True, default_cluster="c9", progress=said.append
+    )
+    _assert_same(slow, fast, tmp_path / "python", tmp_path / "jvm")
+    assert any(m.endswith(" 0 of them for the Python reader") for m in said), said
+    assert "parsing and validating" not in said
+    assert slow.stats["rows_merged"].sum() >= 2 and slow.bundle_rows > 0
+
+
+def test_line_numbers_are_the_same_with_a_join(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond a few hundred splits the line numbers' bases are joined instead of a literal map: the same."""
+    import shedlab.spark.ingest as spark_ingest
+    from shedlab.core.ingest import classify_sources
+
+    sources = classify_sources([str(FIXTURES)])
+
+    def numbers() -> pd.DataFrame:
+        lines, _docs = spark_ingest._text_frames(spark, sources)
+        assert lines is not None
+        frame = lines.select("source", "line", "value").toPandas()
+        return frame.sort_values(["source", "line"]).reset_index(drop=True)
+
+    literal = numbers()
+    monkeypatch.setattr(spark_ingest, "_LITERAL_SPLITS", 0)
+    joined = numbers()
+    pd.testing.assert_frame_equal(literal, joined)
+    for _source, group in literal.groupby("source"):
+        assert list(group["line"]) == list(range(1, len(group) + 1))

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import StructType
 
@@ -86,56 +86,83 @@ class IngestResult:
         return int(self.stats["rows_read"].sum()) if len(self.stats) else 0
 
 
+Numbering = Callable[[DataFrame], DataFrame]
+"""Adds ``line`` (the line's number in its file) to rows with ``source``, ``block`` and ``_id``."""
+
 _JSON_OPTIMIZATION = "spark.sql.optimizer.enableJsonExpressionOptimization"
 _TEXT_COLUMNS = ("source", "source_kind", "block", "line", "value", "file_time_ms", "utf8_ok")
+
+
+def _raw_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """One row per line of the JSON-lines sources, with its split (``block``) and an id consecutive within
+    the split (``_id``), which :func:`_line_bases` turns into the line's number. The file's modification
+    time travels with each line (the time of a BundleData without one)."""
+    # Arrow refuses invalid UTF-8 (Spark's text reader does not check): repair it here and flag the
+    # row, which the parser quarantines as invalid_utf8 instead of failing the whole job.
+    utf8_ok = sf.is_valid_utf8(sf.col("value"))
+    value = sf.when(utf8_ok, sf.col("value")).otherwise(sf.make_valid_utf8(sf.col("value")))
+    return spark.read.text(list(paths)).select(
+        sf.col("_metadata.file_path").alias("source"),
+        sf.lit("json_lines").alias("source_kind"),
+        sf.col("_metadata.file_block_start").alias("block"),
+        sf.monotonically_increasing_id().alias("_id"),
+        value.alias("value"),
+        sf.unix_millis(sf.col("_metadata.file_modification_time")).alias("file_time_ms"),
+        utf8_ok.alias("utf8_ok"),
+    )
+
+
+_LITERAL_SPLITS = 256
+"""Up to this many (file, split) pairs, the line numbers' bases are a literal map in the query (no join)."""
+
+
+def _line_bases(spark: SparkSession, lines: DataFrame, *extra: Column) -> tuple[Numbering, list[Row]]:
+    """Numbering of :func:`_raw_lines`' rows (or rows derived from them, with ``source``, ``block`` and
+    ``_id``), and the per-split counts (``extra`` aggregates too), in one job.
+
+    A split is read in order by one task, so a line's number is its file's lines before the split plus
+    its position in the split (the ids of a split are consecutive)."""
+    counts = lines.groupBy("source", "block").agg(
+        sf.count("*").alias("n"), sf.min("_id").alias("first"), *extra
+    )
+    rows = sorted(counts.collect(), key=lambda r: (r["source"], int(r["block"])))
+    running: dict[str, int] = {}
+    bases = []
+    for row in rows:
+        before = running.get(row["source"], 0)
+        bases.append((row["source"], int(row["block"]), before - int(row["first"]) + 1))
+        running[row["source"]] = before + int(row["n"])
+    if len(bases) <= _LITERAL_SPLITS:
+        pairs = [sf.lit(x) for src, block, b in bases for x in (f"{block}#{src}", b)]
+        table = sf.create_map(*pairs) if pairs else sf.create_map().cast("map<string,bigint>")
+        key = sf.concat_ws("#", sf.col("block").cast("string"), sf.col("source"))
+
+        def number(frame: DataFrame) -> DataFrame:
+            return frame.withColumn("line", sf.col("_id") + table[key]).drop("_id")
+
+        return number, rows
+    base = spark.createDataFrame(bases, "source string, block long, base long")
+
+    def join(frame: DataFrame) -> DataFrame:
+        joined = frame.join(sf.broadcast(base), ["source", "block"])
+        return joined.withColumn("line", sf.col("_id") + sf.col("base")).drop("_id", "base")
+
+    return join, rows
 
 
 def _text_frames(spark: SparkSession, sources: Sources) -> tuple[DataFrame | None, DataFrame | None]:
     """The JSON-lines sources (one row per line, numbered) and the JSON documents (one row per file).
 
-    Columns :data:`_TEXT_COLUMNS`: the file's modification time travels with each line (the time of a
-    BundleData without one). Line numbers are computed in the JVM: lines are counted per (file, split)
-    and numbered by their position in the split, the same for both readers of a line."""
-    # Arrow refuses invalid UTF-8 (Spark's text reader does not check): repair it here and flag the
-    # row, which the parser quarantines as invalid_utf8 instead of failing the whole job.
+    Columns :data:`_TEXT_COLUMNS`. Line numbers are computed in the JVM, the same for both readers of a
+    line (:func:`_line_bases`)."""
     utf8_ok = sf.is_valid_utf8(sf.col("value"))
     value = sf.when(utf8_ok, sf.col("value")).otherwise(sf.make_valid_utf8(sf.col("value")))
     lines: DataFrame | None = None
     docs: DataFrame | None = None
     if sources.json_lines:
-        raw = spark.read.text(sources.json_lines).select(
-            sf.col("_metadata.file_path").alias("source"),
-            sf.lit("json_lines").alias("source_kind"),
-            sf.col("_metadata.file_block_start").alias("block"),
-            sf.monotonically_increasing_id().alias("_id"),
-            value.alias("value"),
-            sf.unix_millis(sf.col("_metadata.file_modification_time")).alias("file_time_ms"),
-            utf8_ok.alias("utf8_ok"),
-        )
-        # A split is read in order by one task, so a line's number is its file's lines before the split
-        # plus its position in the split (the ids of a split are consecutive).
-        counts = (
-            raw.groupBy("source", "block")
-            .agg(sf.count("*").alias("n"), sf.min("_id").alias("first"))
-            .orderBy("source", "block")
-            .collect()
-        )
-        running: dict[str, int] = {}
-        bases = []
-        for row in counts:
-            before = running.get(row["source"], 0)
-            bases.append((row["source"], int(row["block"]), before - int(row["first"]) + 1))
-            running[row["source"]] = before + int(row["n"])
-        base = spark.createDataFrame(bases, "source string, block long, base long")
-        lines = raw.join(sf.broadcast(base), ["source", "block"]).select(
-            "source",
-            "source_kind",
-            "block",
-            (sf.col("_id") + sf.col("base")).alias("line"),
-            "value",
-            "file_time_ms",
-            "utf8_ok",
-        )
+        raw = _raw_lines(spark, sources.json_lines)
+        number, _counts = _line_bases(spark, raw)
+        lines = number(raw).select(*_TEXT_COLUMNS)
     if sources.json_docs:
         docs = spark.read.text(sources.json_docs, wholetext=True).select(
             sf.col("_metadata.file_path").alias("source"),
@@ -249,9 +276,9 @@ def _read_parquet_sources(spark: SparkSession, paths: Sequence[str]) -> DataFram
     return out
 
 
-def canonical(df: DataFrame, schema: StructType) -> DataFrame:
-    """``df`` with exactly ``schema``'s columns, cast to its types (missing ones null)."""
-    cols = []
+def canonical(df: DataFrame, schema: StructType, keep: Sequence[str] = ()) -> DataFrame:
+    """``df`` with exactly ``schema``'s columns, cast to its types (missing ones null), and ``keep``."""
+    cols: list[Column | str] = [*keep]
     for name in field_names(schema):
         dtype = schema[name].dataType
         if name in df.columns:
@@ -261,7 +288,28 @@ def canonical(df: DataFrame, schema: StructType) -> DataFrame:
     return df.select(*cols)
 
 
-def _staged_rows(
+@dataclass
+class _Tables:
+    """What an ingest writes: the four tables (each hash-partitioned by cluster and day, but for the
+    quarantine), the rows counted per source (:func:`_count`), the clusters of the kept rows, and the
+    frames persisted on the way (unpersisted at the end)."""
+
+    brokers: DataFrame
+    bundles: DataFrame
+    bundle_data: DataFrame
+    quarantine: DataFrame
+    count: Callable[[], tuple[pd.DataFrame, pd.DataFrame, list[str]]]
+    cached: list[DataFrame]
+
+
+def _src() -> Column:
+    """``source`` as the Python reader writes it (:func:`shedlab.core.ingest._clean_source`)."""
+    return sf.regexp_replace(sf.col("source"), "^file:(//)?", "")
+
+
+
+
+def _stage(
     spark: SparkSession,
     sources: Sources,
     *,
@@ -272,77 +320,163 @@ def _staged_rows(
     bucket_ms: int,
     fast: bool,
     say: Callable[[str], None],
-) -> DataFrame:
-    """Every row of the sources, validated and de-duplicated (STAGED_ROW plus ``day``), checkpointed.
+) -> _Tables:
+    """Every row of the sources, validated and de-duplicated, as the tables to write.
 
     Rows that the Python reader parses (every line when ``fast`` is off) are processed per group of
-    one cluster × ``bucket_ms`` by :func:`shedlab.core.ingest.process_group`. With ``fast``, the lines
-    :func:`shedlab.spark.ingest_fast.fast_lines` takes are parsed in the JVM; their groups are finished
-    there too, unless the group also holds rows of the Python reader (brokers, bundles, Prometheus
-    points) or a bundle claimed twice: then its lines are parsed by the Python reader as well, so that
-    every rule spanning lines sees the whole group."""
-    lines, docs = _text_frames(spark, sources)
+    one cluster × ``bucket_ms`` by :func:`shedlab.core.ingest.process_group`. With ``fast``, the lines are
+    parsed once, in the JVM (:func:`shedlab.spark.ingest_fast.flag_fast` says which the JVM path takes);
+    their groups are finished there too, unless the group also holds rows of the Python reader (brokers,
+    bundles, Prometheus points) or a bundle claimed twice: then its lines are parsed by the Python reader as
+    well, so that every rule spanning lines sees the whole group. When nothing at all needs the Python
+    reader (a clean recording: the common case), no Python runs and the tables come straight from the
+    parsed lines (:func:`_native_tables`)."""
     parse = partial(
         _parse_in_python, default_cluster=default_cluster, web_port=web_port, boundaries=boundaries
     )
+    bucket = sf.floor(sf.col("tick_ms") / sf.lit(bucket_ms)).cast("long")
+    if not (fast and sources.json_lines):
+        lines, docs = _text_frames(spark, sources)
+        say("parsing and validating")
+        frames = [parse(t) for t in (lines, docs) if t is not None]
+        return _python_tables(spark, frames, sources, None, interval_ms, bucket_ms, [])
+    raw_lines = _raw_lines(spark, sources.json_lines)
+    flagged = flag_fast(parse_lines(raw_lines))
+    # One parse of every line, kept: the parsed report of the lines the JVM path takes, the others' text.
+    parsed = flagged.select(
+        *(c for c in raw_lines.columns if c != "value"),
+        "fast",
+        sf.when(sf.col("fast"), sf.col("j")).alias("j"),
+        sf.when(~sf.col("fast"), sf.col("value")).alias("value"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    slow_count = sf.sum(sf.when(sf.col("fast"), 0).otherwise(1)).alias("slow")
+    number, counts = _line_bases(spark, parsed, slow_count)
+    slow = sum(int(r["slow"]) for r in counts)
+    total = sum(int(r["n"]) for r in counts)
+    say(f"parsed {total:,} lines in the JVM, {slow:,} of them for the Python reader")
+    numbered = number(parsed)
+    reports = (
+        broker_rows(numbered.where(sf.col("fast")), default_cluster, interval_ms)
+        .withColumn("_bucket", bucket)
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    claims = _claimed_groups(reports)
+    cached = [parsed, reports]
+    if not (slow or sources.json_docs or sources.parquet or claims):
+        return _native_tables(spark, reports, cached)
+    say("parsing and validating")
+    _text, docs = _text_frames(spark, Sources(json_lines=[], json_docs=sources.json_docs, parquet=[]))
+    frames = [parse(t) for t in (docs,) if t is not None]
+    if slow:
+        frames.append(parse(numbered.where(~sf.col("fast")).select(*_TEXT_COLUMNS)))
+
+    def dirty_lines(keys: DataFrame) -> DataFrame:
+        """The text of the fast lines in groups ``keys`` (read again: the parsed lines keep no text)."""
+        lines = reports.join(sf.broadcast(keys), ["cluster", "_bucket"]).select(
+            sf.col("source").alias("_src"), sf.col("record").alias("line")
+        )
+        text = number(raw_lines).withColumn("_src", _src())
+        return text.join(lines, ["_src", "line"]).select(*_TEXT_COLUMNS)
+
+    return _python_tables(
+        spark, frames, sources, (reports, claims, dirty_lines, parse), interval_ms, bucket_ms, cached
+    )
+
+
+_Native = tuple[
+    DataFrame,
+    list[tuple[str, int]],
+    Callable[[DataFrame], DataFrame],
+    Callable[[DataFrame], DataFrame],
+]
+"""The JVM path's reports, its double-claimed groups, the text of its lines in given groups, the parser."""
+
+
+def _python_tables(
+    spark: SparkSession,
+    frames: list[DataFrame],
+    sources: Sources,
+    native: _Native | None,
+    interval_ms: int,
+    bucket_ms: int,
+    cached: list[DataFrame],
+) -> _Tables:
+    """The tables when the Python reader has rows (``frames``, plus the Parquet sources): its groups
+    processed by :func:`shedlab.core.ingest.process_group`, the JVM path's rows (``native``) in the
+    groups it does not touch."""
     tick = (sf.floor(sf.col("time_ms") / sf.lit(interval_ms)) * sf.lit(interval_ms)).cast("long")
     bucket = sf.floor(sf.col("tick_ms") / sf.lit(bucket_ms)).cast("long")
-    python_text = [t for t in (docs,) if t is not None]
-    parsed: DataFrame | None = None
-    reports: DataFrame | None = None
-    if lines is not None and fast:
-        parsed = flag_fast(parse_lines(lines).localCheckpoint(eager=True)).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
-        say(f"parsed {parsed.count():,} lines in the JVM")
-        python_text.append(parsed.where(~sf.col("fast")).select(*_TEXT_COLUMNS))
-        reports = (
-            broker_rows(parsed.where(sf.col("fast")), default_cluster, interval_ms)
-            .withColumn("_bucket", bucket)
-            .localCheckpoint(eager=True)
-        )
-    elif lines is not None:
-        python_text.append(lines)
-    say("parsing and validating")
-    frames = [parse(t) for t in python_text]
     pq = _read_parquet_sources(spark, sources.parquet)
     if pq is not None:
-        frames.append(pq)
+        frames = [*frames, pq]
     raw = _union(frames) if frames else spark.createDataFrame([], RAW_ROW)
     raw = raw.withColumn("tick_ms", sf.when(sf.col("time_ms") > 0, tick)).withColumn("_bucket", bucket)
-    native: DataFrame | None = None
-    if reports is not None and parsed is not None:
-        raw = raw.localCheckpoint(eager=True)
-        say("finding the groups the Python reader must see whole")
-        dirty = _dirty_groups(raw, reports)
-        keys = spark.createDataFrame(dirty or [], "cluster string, _bucket long")
-        native = _native_rows(reports.join(sf.broadcast(keys), ["cluster", "_bucket"], "left_anti"))
-        if dirty:
-            fast_in_dirty = (
-                parsed.where(sf.col("fast"))
-                .withColumn("_src", sf.regexp_replace(sf.col("source"), "^file:(//)?", ""))
-                .join(
-                    reports.join(sf.broadcast(keys), ["cluster", "_bucket"]).select(
-                        sf.col("source").alias("_src"), sf.col("record").alias("line")
-                    ),
-                    ["_src", "line"],
-                )
-            )
-            raw = raw.unionByName(
-                parse(fast_in_dirty.select(*_TEXT_COLUMNS))
-                .withColumn("tick_ms", sf.when(sf.col("time_ms") > 0, tick))
-                .withColumn("_bucket", bucket)
-            )
-    say("validating")
-    processed = raw.groupBy("cluster", "_bucket").applyInPandas(process_group, STAGED_ROW)
+    finished: DataFrame | None = None
     if native is not None:
-        processed = processed.unionByName(canonical(native, STAGED_ROW))
-    rows = processed.withColumn("day", sf.to_date(sf.timestamp_millis(sf.col("tick_ms")))).localCheckpoint(
-        eager=True
+        reports, claims, dirty_lines, parse = native
+        raw = raw.localCheckpoint(eager=True)
+        dirty = sorted(set(_linked_groups(raw)) | set(claims))
+        keys = spark.createDataFrame(dirty, "cluster string, _bucket long")
+        finished = canonical(
+            _native_rows(reports.join(sf.broadcast(keys), ["cluster", "_bucket"], "left_anti")), STAGED_ROW
+        )
+        if dirty:
+            again = parse(dirty_lines(keys)).withColumn("tick_ms", sf.when(sf.col("time_ms") > 0, tick))
+            raw = raw.unionByName(again.withColumn("_bucket", bucket))
+    processed = raw.groupBy("cluster", "_bucket").applyInPandas(process_group, STAGED_ROW)
+    if finished is not None:
+        processed = processed.unionByName(finished)
+    day = sf.to_date(sf.timestamp_millis(sf.col("tick_ms")))
+    rows = processed.withColumn("day", day).repartition("cluster", "day")
+    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+    kept = sf.col("status").isin("kept", "derived")
+    kind = sf.col("kind")
+    quarantine = rows.where(sf.col("status") == "quarantined").select(
+        sf.coalesce(sf.col("cluster"), sf.lit("unknown")).alias("cluster"),
+        sf.coalesce(sf.col("day").cast("string"), sf.lit("unknown")).alias("day"),
+        _src().alias("source"),
+        "source_kind",
+        "record",
+        sf.when(kind == "broker", sf.lit("broker_samples"))
+        .when(kind == "bundle", sf.lit("bundle_samples"))
+        .when(kind == "bundle_data", sf.lit("bundle_data"))
+        .when(kind == "prom", sf.lit("prometheus"))
+        .otherwise(sf.coalesce(sf.col("metric"), sf.lit("record")))
+        .alias("table"),
+        "reason",
+        "detail",
+        "broker",
+        "bundle",
+        "time_ms",
+        "raw",
     )
-    if parsed is not None:
-        parsed.unpersist()
-    return rows
+    return _Tables(
+        brokers=canonical(rows.where(kept & kind.isin("broker", "prom_broker")), BROKER_SAMPLE),
+        bundles=canonical(rows.where(kept & kind.isin("bundle", "prom_bundle")), BUNDLE_SAMPLE),
+        bundle_data=canonical(rows.where(kept & (kind == "bundle_data")), BUNDLE_DATA),
+        quarantine=canonical(quarantine, QUARANTINE).repartition("cluster", "day"),
+        count=partial(
+            _count,
+            rows.where(sf.col("status") != "derived").withColumn("source", _src()),
+            rows.where(kept).select("cluster"),
+        ),
+        cached=[*cached, rows],
+    )
+
+
+def _native_tables(spark: SparkSession, reports: DataFrame, cached: list[DataFrame]) -> _Tables:
+    """The tables straight from the JVM path's reports (nothing for the Python reader, no double claim):
+    every row kept or merged, none quarantined, the same rows :func:`_python_tables` would write."""
+    kept = reports.where(sf.col("status") == "kept")
+    brokers, bundles = (canonical(df, STAGED_ROW, keep=["day"]) for df in _native_parts(kept))
+    return _Tables(
+        brokers=canonical(brokers, BROKER_SAMPLE),
+        bundles=canonical(bundles, BUNDLE_SAMPLE),
+        bundle_data=spark.createDataFrame([], BUNDLE_DATA),
+        quarantine=spark.createDataFrame([], QUARANTINE),
+        count=partial(_native_count, spark, reports),
+        cached=cached,
+    )
 
 
 def _union(frames: Sequence[DataFrame]) -> DataFrame:
@@ -352,30 +486,100 @@ def _union(frames: Sequence[DataFrame]) -> DataFrame:
     return out
 
 
-def _dirty_groups(raw: DataFrame, reports: DataFrame) -> list[tuple[str, int]]:
-    """The (cluster, hour) groups whose fast lines must go through the Python reader: groups that hold
-    rows of the Python reader that rules spanning lines connect to them (brokers, bundles, Prometheus
-    points), and groups where a bundle is claimed by two brokers in one tick (its quarantine row keeps
-    the entry's text, which only the Python reader writes)."""
+def _linked_groups(raw: DataFrame) -> list[tuple[str, int]]:
+    """The (cluster, hour) groups holding rows of the Python reader that rules spanning lines connect to
+    the JVM path's lines (brokers, bundles, Prometheus points): their fast lines go to the Python reader."""
     linked = raw.where(sf.col("kind").isin("broker", "bundle", "prom") & sf.col("cluster").isNotNull())
-    linked = linked.select("cluster", "_bucket")
+    found = linked.select("cluster", "_bucket").distinct().collect()
+    return [(r["cluster"], int(r["_bucket"])) for r in found]
+
+
+def _claimed_groups(reports: DataFrame) -> list[tuple[str, int]]:
+    """The (cluster, hour) groups where a bundle is claimed by two brokers in one tick (its quarantine row
+    keeps the entry's text, which only the Python reader writes): their fast lines go to the Python reader.
+    Grouped within ``reports``' partitions by (cluster, day): no shuffle."""
     claims = (
         bundle_rows(reports.where(sf.col("status") == "kept"), keep=("_bucket",))
-        .groupBy("cluster", "_bucket", "tick_ms", "bundle")
+        .groupBy("cluster", "day", "_bucket", "tick_ms", "bundle")
         .agg(sf.countDistinct("broker").alias("owners"))
         .where(sf.col("owners") > 1)
         .select("cluster", "_bucket")
+        .distinct()
     )
-    found = [(r["cluster"], int(r["_bucket"])) for r in linked.union(claims).distinct().collect()]
-    return found
+    return [(r["cluster"], int(r["_bucket"])) for r in claims.collect()]
+
+
+def _native_parts(reports: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The broker rows and the bundle rows of the JVM path's reports, in the columns of STAGED_ROW."""
+    common = {"source_kind": sf.lit("load_report"), "source": sf.col("source")}
+    brokers = reports.withColumns({"kind": sf.lit("broker"), **common})
+    bundles = bundle_rows(reports).withColumns({"kind": sf.lit("bundle"), **common})
+    return brokers, bundles
 
 
 def _native_rows(reports: DataFrame) -> DataFrame:
     """STAGED_ROW rows of the fast lines' brokers and bundles (kept or merged; never quarantined)."""
-    common = {"source_kind": sf.lit("load_report"), "source": sf.col("source")}
-    brokers = reports.withColumns({"kind": sf.lit("broker"), **common})
-    bundles = bundle_rows(reports).withColumns({"kind": sf.lit("bundle"), **common})
+    brokers, bundles = _native_parts(reports)
     return canonical(brokers, STAGED_ROW).unionByName(canonical(bundles, STAGED_ROW))
+
+
+def _count(counted: DataFrame, kept: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Per source: rows read, kept (by table), merged, quarantined, relabelled; per source and reason the
+    quarantined rows; the clusters of the kept rows."""
+    kind = sf.col("kind")
+    is_prom = kind == "prom"
+    is_kept = sf.col("status") == "kept"
+    broker_row = (kind == "broker") | (is_prom & sf.col("bundle").isNull())
+    bundle_row = (kind == "bundle") | (is_prom & sf.col("bundle").isNotNull())
+
+    def count_if(cond: Column) -> Column:
+        return sf.sum(sf.when(cond, 1).otherwise(0)).cast("long")
+
+    stats_df = counted.groupBy("source").agg(
+        sf.first("source_kind", ignorenulls=True).alias("source_kind"),
+        sf.countDistinct("record").alias("records_read"),
+        sf.count("*").alias("rows_read"),
+        count_if(is_kept & broker_row).alias("broker_rows_kept"),
+        count_if(is_kept & bundle_row).alias("bundle_rows_kept"),
+        count_if(is_kept & (kind == "bundle_data")).alias("bundle_data_rows_kept"),
+        count_if(sf.col("status") == "merged").alias("rows_merged"),
+        count_if(sf.col("status") == "quarantined").alias("rows_quarantined"),
+        count_if(sf.col("relabelled").isNotNull()).alias("rows_relabelled"),
+    )
+    stats = canonical(stats_df, INGEST_STATS).orderBy("source").toPandas()
+    reasons = (
+        counted.where(sf.col("status") == "quarantined")
+        .groupBy("source", "reason")
+        .count()
+        .orderBy("source", "reason")
+        .toPandas()
+    )
+    clusters = sorted(r["cluster"] for r in kept.distinct().collect() if r["cluster"] is not None)
+    return stats, reasons, clusters
+
+
+def _native_count(spark: SparkSession, reports: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """:func:`_count` of the JVM path's rows, from its reports in one job: a line is one record, its
+    broker row and one bundle row per ``lastStats`` entry, all kept or all merged, none quarantined."""
+    kept = sf.col("status") == "kept"
+    bundles = sf.when(sf.col("last_stats").isNull(), 0).otherwise(sf.size("last_stats")).cast("long")
+    zero = sf.lit(0).cast("long")
+    stats_df = reports.groupBy("source").agg(
+        sf.lit("load_report").alias("source_kind"),
+        sf.count("*").alias("records_read"),
+        (sf.count("*") + sf.sum(bundles)).alias("rows_read"),
+        sf.sum(sf.when(kept, 1).otherwise(0)).alias("broker_rows_kept"),
+        sf.sum(sf.when(kept, bundles).otherwise(0)).alias("bundle_rows_kept"),
+        zero.alias("bundle_data_rows_kept"),
+        sf.sum(sf.when(kept, 0).otherwise(bundles + 1)).alias("rows_merged"),
+        zero.alias("rows_quarantined"),
+        zero.alias("rows_relabelled"),
+        sf.collect_set(sf.when(kept, sf.col("cluster"))).alias("_clusters"),
+    )
+    stats = canonical(stats_df, INGEST_STATS, keep=["_clusters"]).orderBy("source").toPandas()
+    clusters = sorted({c for cs in stats.pop("_clusters") for c in cs})
+    reasons = spark.createDataFrame([], "source string, reason string, count long").toPandas()
+    return stats, reasons, clusters
 
 
 def ingest(
@@ -424,7 +628,7 @@ def ingest(
     previous = spark.conf.get(_JSON_OPTIMIZATION, None)
     spark.conf.set(_JSON_OPTIMIZATION, "false")
     try:
-        rows = _staged_rows(
+        tables = _stage(
             spark,
             classified,
             default_cluster=default_cluster,
@@ -435,98 +639,33 @@ def ingest(
             fast=fast,
             say=say,
         )
+        root = out.rstrip("/")
+
+        def write(df: DataFrame, name: str, sort: Sequence[str]) -> None:
+            # ``df`` is hash-partitioned by (cluster, day): one file per partition directory, sorted.
+            say(f"writing {name}")
+            (
+                df.sortWithinPartitions("cluster", "day", *sort)
+                .write.mode("overwrite")
+                .partitionBy("cluster", "day")
+                .parquet(f"{root}/{name}")
+            )
+
+        write(tables.brokers, "broker_samples", ["tick_ms", "broker"])
+        write(tables.bundles, "bundle_samples", ["tick_ms", "broker", "bundle"])
+        write(tables.bundle_data, "bundle_data", ["tick_ms", "bundle"])
+        write(tables.quarantine, "quarantine", ["source", "record"])
+        say("counting")
+        stats, reasons, clusters = tables.count()
     finally:
         if previous is None:
             spark.conf.unset(_JSON_OPTIMIZATION)
         else:
             spark.conf.set(_JSON_OPTIMIZATION, previous)
-    root = out.rstrip("/")
-
-    def write(df: DataFrame, name: str, sort: Sequence[str]) -> None:
-        say(f"writing {name}")
-        (
-            df.repartition("cluster", "day")
-            .sortWithinPartitions(*sort)
-            .write.mode("overwrite")
-            .partitionBy("cluster", "day")
-            .parquet(f"{root}/{name}")
-        )
-
-    kept = sf.col("status").isin("kept", "derived")
-    kind = sf.col("kind")
-    write(
-        canonical(rows.where(kept & kind.isin("broker", "prom_broker")), BROKER_SAMPLE),
-        "broker_samples",
-        ["tick_ms", "broker"],
-    )
-    write(
-        canonical(rows.where(kept & kind.isin("bundle", "prom_bundle")), BUNDLE_SAMPLE),
-        "bundle_samples",
-        ["tick_ms", "broker", "bundle"],
-    )
-    write(
-        canonical(rows.where(kept & (kind == "bundle_data")), BUNDLE_DATA),
-        "bundle_data",
-        ["tick_ms", "bundle"],
-    )
-    src = sf.regexp_replace(sf.col("source"), "^file:(//)?", "")
-    quarantine = rows.where(sf.col("status") == "quarantined").select(
-        sf.coalesce(sf.col("cluster"), sf.lit("unknown")).alias("cluster"),
-        sf.coalesce(sf.col("day").cast("string"), sf.lit("unknown")).alias("day"),
-        src.alias("source"),
-        "source_kind",
-        "record",
-        sf.when(kind == "broker", sf.lit("broker_samples"))
-        .when(kind == "bundle", sf.lit("bundle_samples"))
-        .when(kind == "bundle_data", sf.lit("bundle_data"))
-        .when(kind == "prom", sf.lit("prometheus"))
-        .otherwise(sf.coalesce(sf.col("metric"), sf.lit("record")))
-        .alias("table"),
-        "reason",
-        "detail",
-        "broker",
-        "bundle",
-        "time_ms",
-        "raw",
-    )
-    write(canonical(quarantine, QUARANTINE), "quarantine", ["source", "record"])
-
-    say("counting")
-    counted = rows.where(sf.col("status") != "derived").withColumn("source", src)
-    is_prom = kind == "prom"
-    is_kept = sf.col("status") == "kept"
-    broker_row = (kind == "broker") | (is_prom & sf.col("bundle").isNull())
-    bundle_row = (kind == "bundle") | (is_prom & sf.col("bundle").isNotNull())
-
-    def count_if(cond: Column) -> Column:
-        return sf.sum(sf.when(cond, 1).otherwise(0)).cast("long")
-
-    stats_df = counted.groupBy("source").agg(
-        sf.first("source_kind", ignorenulls=True).alias("source_kind"),
-        sf.countDistinct("record").alias("records_read"),
-        sf.count("*").alias("rows_read"),
-        count_if(is_kept & broker_row).alias("broker_rows_kept"),
-        count_if(is_kept & bundle_row).alias("bundle_rows_kept"),
-        count_if(is_kept & (kind == "bundle_data")).alias("bundle_data_rows_kept"),
-        count_if(sf.col("status") == "merged").alias("rows_merged"),
-        count_if(sf.col("status") == "quarantined").alias("rows_quarantined"),
-        count_if(sf.col("relabelled").isNotNull()).alias("rows_relabelled"),
-    )
-    stats = canonical(stats_df, INGEST_STATS).orderBy("source").toPandas()
-    reasons = (
-        counted.where(sf.col("status") == "quarantined")
-        .groupBy("source", "reason")
-        .count()
-        .orderBy("source", "reason")
-        .toPandas()
-    )
+    for frame in tables.cached:
+        frame.unpersist()
     spark.createDataFrame(stats, INGEST_STATS).coalesce(1).write.mode("overwrite").parquet(
         f"{root}/ingest_stats"
-    )
-    clusters = sorted(
-        r["cluster"]
-        for r in rows.where(kept).select("cluster").distinct().collect()
-        if r["cluster"] is not None
     )
     return IngestResult(
         out=out,

@@ -230,8 +230,9 @@ def _common(default_cluster: str, interval_ms: int) -> list[Column]:
 
 def broker_rows(lines: DataFrame, default_cluster: str, interval_ms: int) -> DataFrame:
     """One row per fast line: the broker's columns (as :func:`shedlab.core.ingest._parse_report` fills
-    them, Pulsar's defaults for what is missing), the ``lastStats`` map, and ``status``: kept, or merged
-    when a later report of the same broker falls in the same tick (the latest by time, line, source)."""
+    them, Pulsar's defaults for what is missing), the ``lastStats`` map, ``day``, and ``status``: kept, or
+    merged when a later report of the same broker falls in the same tick (the latest by time, line,
+    source). Hash-partitioned by (cluster, day)."""
     r = sf.col("j.report")
     cols = _common(default_cluster, interval_ms)
     for res in RESOURCES:  # a missing resource is ResourceUsage(): 0 out of 0
@@ -250,8 +251,11 @@ def broker_rows(lines: DataFrame, default_cluster: str, interval_ms: int) -> Dat
             default = sf.when(r["bundles"].isNull(), sf.lit(0)).otherwise(default)
         cols.append(sf.coalesce(value, default).alias(f.column))
     cols.append(r["lastStats"].alias("last_stats"))
-    out = lines.select(*cols)
-    latest = Window.partitionBy("cluster", "broker", "tick_ms").orderBy(
+    day = sf.to_date(sf.timestamp_millis(sf.col("tick_ms")))
+    # Partitioned once by what the tables are partitioned by: the de-duplication below (a day holds whole
+    # ticks), the double claims and the writes then need no other shuffle.
+    out = lines.select(*cols).withColumn("day", day).repartition("cluster", "day")
+    latest = Window.partitionBy("cluster", "day", "broker", "tick_ms").orderBy(
         sf.col("time_ms").desc(), sf.col("record").desc(), sf.col("source").desc()
     )
     status = sf.when(sf.row_number().over(latest) == 1, "kept").otherwise("merged")
@@ -269,11 +273,13 @@ def bundle_rows(reports: DataFrame, keep: Sequence[str] = ()) -> DataFrame:
         "time_ms",
         "tick_ms",
         "broker",
+        "day",
         "status",
         *keep,
         sf.explode("last_stats").alias("bundle", "s"),
     )
-    cols = [sf.col(c) for c in ("source", "record", "report_id", "cluster", "time_ms", "tick_ms", "broker")]
+    names = ("source", "record", "report_id", "cluster", "time_ms", "tick_ms", "broker", "day")
+    cols = [sf.col(c) for c in names]
     cols += [sf.col(c) for c in keep]
     cols += [sf.col("bundle"), sf.col("status")]
     for f in BUNDLE_STATS:
