@@ -307,8 +307,6 @@ def _src() -> Column:
     return sf.regexp_replace(sf.col("source"), "^file:(//)?", "")
 
 
-
-
 def _stage(
     spark: SparkSession,
     sources: Sources,
