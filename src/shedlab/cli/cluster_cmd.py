@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -245,61 +246,23 @@ def advise(
     source = (
         _Source(zookeeper, admin_url, cluster, token, tls_ca, retry) if (zookeeper or admin_url) else None
     )
-    log = AuditLog(audit, token) if execute_ else None
-    history: dict[str, BundleData] = {}
+    advisor = _Advisor(
+        decider,
+        guard,
+        source,
+        snapshot,
+        AuditLog(audit, token) if execute_ else None,
+        execute_,
+        watch,
+        as_json,
+    )
     failures = 0
     try:
         cycle = 0
         while True:
             cycle += 1
             started = time.monotonic()
-            if source is not None:
-                snap_input = SnapshotInput(reading=source.read())
-            else:
-                assert snapshot is not None
-                snap_input = read_snapshot_path(snapshot)
-            snap = snapshot_of(snap_input, history)
-            outcome = decider.cycle(snap)
-            now_ms = int(time.time() * 1000)
-            refusals = guard.refusals(snap_input, now_ms)
-            actions = execute(
-                outcome,
-                snap_input,
-                guard=guard,
-                admin=source.admin if source else None,
-                audit=log,
-                cycle=cycle,
-                dry_run=not execute_,
-                now_ms=now_ms,
-            )
-            reading = snap_input.reading
-            result = {
-                **outcome.to_json(),
-                "mode": "execute" if execute_ else "dry-run",
-                "cycle": cycle,
-                "snapshot": {
-                    "source": reading.source if reading else str(snapshot),
-                    "cluster": reading.cluster if reading else None,
-                    "time_ms": reading.time_ms if reading else None,
-                    "leader": reading.leader if reading else None,
-                    "brokers": snap.num_brokers,
-                    "bundles": snap.num_bundles,
-                    "missing": dict(reading.missing) if reading else {},
-                },
-                "guard": {"max_unloads": max_unloads, "refusals": refusals},
-                "actions": [a.to_json() for a in actions],
-            }
-            title = f"{outcome.strategy}, cycle {cycle}" if watch else outcome.strategy
-            _print_cycle(
-                result,
-                outcome,
-                title,
-                as_json,
-                refusals,
-                dict(reading.missing) if reading else {},
-            )
-            if execute_ and (refusals or any(a.action in ("refused", "failed") for a in actions)):
-                failures += 1
+            failures += advisor.cycle(cycle)
             if not watch or (count is not None and cycle >= count):
                 break
             wait = every_s - (time.monotonic() - started)
@@ -309,12 +272,75 @@ def advise(
         console.print("interrupted")
         raise typer.Exit(130) from None
     finally:
-        if source is not None:
-            source.close()
-        if log is not None:
-            log.close()
+        advisor.close()
     if failures:
         raise typer.Exit(1)  # --execute did not do all it was asked: scripts must notice
+
+
+@dataclass
+class _Advisor:
+    """One ``advise`` cycle after another: read, decide (keeping the strategy's state, as the leader
+    does), check the guard, act or not, print; the BundleData history carries over between cycles."""
+
+    decider: Decider
+    guard: Guard
+    source: _Source | None
+    snapshot: Path | None
+    log: AuditLog | None
+    execute: bool
+    watch: bool
+    as_json: bool
+    history: dict[str, BundleData] = field(default_factory=dict)
+
+    def cycle(self, cycle: int) -> int:
+        """Run one cycle; 1 if ``--execute`` did not do all it was asked (a refusal or failure), else 0."""
+        if self.source is not None:
+            snap_input = SnapshotInput(reading=self.source.read())
+        else:
+            assert self.snapshot is not None
+            snap_input = read_snapshot_path(self.snapshot)
+        snap = snapshot_of(snap_input, self.history)
+        outcome = self.decider.cycle(snap)
+        now_ms = int(time.time() * 1000)
+        refusals = self.guard.refusals(snap_input, now_ms)
+        actions = execute(
+            outcome,
+            snap_input,
+            guard=self.guard,
+            admin=self.source.admin if self.source else None,
+            audit=self.log,
+            cycle=cycle,
+            dry_run=not self.execute,
+            now_ms=now_ms,
+        )
+        reading = snap_input.reading
+        missing = dict(reading.missing) if reading else {}
+        result = {
+            **outcome.to_json(),
+            "mode": "execute" if self.execute else "dry-run",
+            "cycle": cycle,
+            "snapshot": {
+                "source": reading.source if reading else str(self.snapshot),
+                "cluster": reading.cluster if reading else None,
+                "time_ms": reading.time_ms if reading else None,
+                "leader": reading.leader if reading else None,
+                "brokers": snap.num_brokers,
+                "bundles": snap.num_bundles,
+                "missing": missing,
+            },
+            "guard": {"max_unloads": self.guard.max_unloads, "refusals": refusals},
+            "actions": [a.to_json() for a in actions],
+        }
+        title = f"{outcome.strategy}, cycle {cycle}" if self.watch else outcome.strategy
+        _print_cycle(result, outcome, title, self.as_json, refusals, missing)
+        failed = refusals or any(a.action in ("refused", "failed") for a in actions)
+        return int(bool(self.execute and failed))
+
+    def close(self) -> None:
+        if self.source is not None:
+            self.source.close()
+        if self.log is not None:
+            self.log.close()
 
 
 def register(app: typer.Typer) -> None:
