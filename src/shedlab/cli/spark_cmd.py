@@ -40,6 +40,7 @@ from shedlab.units import compact, parse_duration
 if TYPE_CHECKING:
     import pandas as pd
 
+    from shedlab.spark.ingest import IngestResult
     from shedlab.spark.sweep import SweepResult
 
 console = Console()
@@ -476,6 +477,12 @@ def ingest(
             }
         )
         return
+    _print_ingest_outcome(result, out, has_boundaries=bool(boundaries))
+
+
+def _print_ingest_outcome(result: IngestResult, out: str, *, has_boundaries: bool) -> None:
+    """Per source: rows read, kept, merged and quarantined; the quarantine reasons; label renames; what
+    to give when topic series had no bundle boundaries; the totals."""
     table = _table(
         "ingest, per source",
         (
@@ -514,7 +521,7 @@ def ingest(
             f"{relabelled:,} Prometheus point(s) had Pulsar's labels renamed exported_* by the scrape;"
             " Pulsar's values were read from exported_*"
         )
-    if not boundaries and "no_bundle_boundaries" in set(result.reasons.get("reason", [])):
+    if not has_boundaries and "no_bundle_boundaries" in set(result.reasons.get("reason", [])):
         console.print("topic-level series need bundle boundaries: give --bundles (docs/spark.md, ingest)")
     console.print(
         f"kept {result.broker_rows:,} broker and {result.bundle_rows:,} bundle rows"
