@@ -48,7 +48,9 @@ def test_best_set_reason_names_average_threshold_and_brokers_without_data() -> N
     """Hand computation: loads a=0.10, b=0.50, c=0.60 → average 0.40; with 10 % only a (0.20 ≤ 0.40) is
     best; "z" has no load data and is reported, kept out of the average and out of the best set."""
     store = {"a": ema(0.10), "b": ema(0.50), "c": ema(0.60)}
-    placement = strategy().select_broker(["c", "z", "a", "b"], BUNDLE, store, difference_threshold_percentage=10)
+    placement = strategy().select_broker(
+        ["c", "z", "a", "b"], BUNDLE, store, difference_threshold_percentage=10
+    )
     assert placement.broker == "a"
     assert placement.choices == ("a",)
     assert placement.reason == {
@@ -90,7 +92,9 @@ def test_default_difference_threshold_is_ten_percent() -> None:
     loadBalancerAverageResourceUsageDifferenceThresholdPercentage), not at 11 %."""
     store = {"a": ema(0.20), "b": ema(0.41)}
     assert strategy().select_broker(["a", "b"], BUNDLE, store).choices == ("a",)
-    assert strategy().select_broker(["a", "b"], BUNDLE, store, difference_threshold_percentage=11).choices == (
+    assert strategy().select_broker(
+        ["a", "b"], BUNDLE, store, difference_threshold_percentage=11
+    ).choices == (
         "a",
         "b",
     )
@@ -155,7 +159,9 @@ def test_top_bundles_not_a_list_message_names_file_field_and_value() -> None:
 
 
 def test_bad_entry_in_top_bundles_names_the_file_and_the_entry_index() -> None:
-    doc = {"topBundlesLoadData": {"b1": {"topBundlesLoadData": [{"bundleName": BUNDLE}, {"bundleName": "x"}]}}}
+    doc = {
+        "topBundlesLoadData": {"b1": {"topBundlesLoadData": [{"bundleName": BUNDLE}, {"bundleName": "x"}]}}
+    }
     with pytest.raises(InputError) as info:
         read_extensible_load_data(doc, "load.json")
     assert str(info.value).startswith("load.json: topBundlesLoadData.b1.topBundlesLoadData[1].bundleName: ")

@@ -105,3 +105,10 @@ def test_a_manager_set_in_code_is_not_reported_as_a_file() -> None:
     assert config_error(conf).startswith(
         "loadManagerClassName: the extensible load manager runs TransferShedder, not ThresholdShedder"
     )
+
+
+def test_a_misspelt_plugin_class_keeps_the_loaders_did_you_mean_hint() -> None:
+    assert error_of("shedlab.strategies.capacity_aware:CapacityAwareShedde") == (
+        "s.yaml: pair: no such strategy class (got 'shedlab.strategies.capacity_aware:CapacityAwareShedde'); "
+        "did you mean 'CapacityAwareShedder'?"
+    )
