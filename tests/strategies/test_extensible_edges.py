@@ -10,13 +10,16 @@ import pytest
 
 from shedlab.errors import InputError
 from shedlab.model.json_reader import JsonReader
-from shedlab.model.pulsar import NamespaceBundleStats, ResourceUsage
+from shedlab.model.pulsar import RESOURCE_NAMES, NamespaceBundleStats, ResourceUsage
 from shedlab.strategies.base import Placement
 from shedlab.strategies.extensible_data import (
     BrokerLoadData,
     BundleLoadData,
+    ResourceWeights,
     TopBundlesLoadData,
+    bundle_stats_key,
     read_extensible_load_data,
+    top_k_bundles,
 )
 from shedlab.strategies.extensible_least_resource_usage_with_weight import (
     ExtensibleLeastResourceUsageWithWeight,
@@ -181,3 +184,80 @@ def test_available_brokers_survive_the_json_round_trip_even_when_null_or_not_in_
 def test_document_without_top_bundles_reads_as_an_empty_top_bundles_store() -> None:
     data = read_extensible_load_data({"brokerLoadData": {"b1": {}}}, "load.json")
     assert data.top_bundles == {} and data.brokers == {"b1": BrokerLoadData()}
+
+
+# ------------------------------------------------------------- the top-k report's compareTo and sampling
+
+
+def test_bundle_stats_key_by_hand() -> None:
+    """NamespaceBundleStats.compareTo as a key (spec §1.2), each part computed by hand: throughput in
+    250,000 → round(2.5) = 3 and out 150,000 → round(1.5) = 2 (Math.round: halves up); rates 120 + 30 →
+    round(1.5) = 2; topics + consumers + producers = 300 + 150 + 50 → 500 // 500 = 1;
+    cache 100,000 // 1e5 = 1."""
+    stats = NamespaceBundleStats(
+        msgThroughputIn=250_000.0,
+        msgThroughputOut=150_000.0,
+        msgRateIn=120.0,
+        msgRateOut=30.0,
+        topics=300,
+        consumerCount=150,
+        producerCount=50,
+        cacheSize=100_000,
+    )
+    assert bundle_stats_key(stats) == (3, 2, 2, 1, 1)
+
+
+def test_top_k_drops_only_bundles_without_any_throughput_and_keeps_none_for_k_zero() -> None:
+    """A bundle with only outbound throughput, or as much in as out, is not idle (in + out > 0) and is
+    reported; k = 0 reports nothing. Order: the compareTo key, smallest first — throughput in first, so
+    (in 0, out 3) < (1, 1) < (2, 0) < (5, 0) in units of 1e5 rounded."""
+    stats = {
+        "t/ns/0x00000000_0x40000000": NamespaceBundleStats(msgThroughputOut=300_000.0),
+        "t/ns/0x40000000_0x80000000": NamespaceBundleStats(msgThroughputIn=500_000.0, msgThroughputOut=1.0),
+        "t/ns/0x80000000_0xc0000000": NamespaceBundleStats(msgThroughputIn=200_000.0),
+        "t/ns/0xc0000000_0xffffffff": NamespaceBundleStats(),
+        "u/ns/0x00000000_0xffffffff": NamespaceBundleStats(
+            msgThroughputIn=50_000.0, msgThroughputOut=50_000.0
+        ),
+    }
+    names = [b.bundle_name for b in top_k_bundles(stats, 10).top_bundles_load_data]
+    assert names == [
+        "t/ns/0x00000000_0x40000000",
+        "u/ns/0x00000000_0xffffffff",
+        "t/ns/0x80000000_0xc0000000",
+        "t/ns/0x40000000_0x80000000",
+    ]
+    assert len(top_k_bundles(stats, 0)) == 0
+
+
+def test_updated_stores_the_sampled_counters_and_resources_and_names_missing_resources() -> None:
+    usage = {name: ResourceUsage(10.0 * (i + 1), 100.0) for i, name in enumerate(RESOURCE_NAMES)}
+    weights = ResourceWeights(1.0, 1.0, 1.0, 1.0, 1.0)
+    new = BrokerLoadData().updated(
+        usage,
+        msg_throughput_in=1.0,
+        msg_throughput_out=2.0,
+        msg_rate_in=3.0,
+        msg_rate_out=4.0,
+        bundle_count=5,
+        topics=6,
+        weights=weights,
+        history=0.9,
+        now_ms=7,
+    )
+    assert (new.msg_rate_in, new.msg_rate_out, new.bundle_count, new.topics) == (3.0, 4.0, 5, 6)
+    assert new.resources() == tuple(usage[name] for name in RESOURCE_NAMES)
+    partial = {k: v for k, v in usage.items() if k != "bandwidthIn"}
+    with pytest.raises(ValueError, match=r"missing resources: \['bandwidthIn'\]"):
+        BrokerLoadData().updated(
+            partial,
+            msg_throughput_in=0,
+            msg_throughput_out=0,
+            msg_rate_in=0,
+            msg_rate_out=0,
+            bundle_count=0,
+            topics=0,
+            weights=weights,
+            history=0.9,
+            now_ms=1,
+        )
