@@ -112,3 +112,37 @@ def test_a_misspelt_plugin_class_keeps_the_loaders_did_you_mean_hint() -> None:
         "s.yaml: pair: no such strategy class (got 'shedlab.strategies.capacity_aware:CapacityAwareShedde'); "
         "did you mean 'CapacityAwareShedder'?"
     )
+
+
+def test_a_pair_problem_names_the_shedding_key_and_its_file() -> None:
+    """AvgShedder set from a file with the placement key at its default: the shedding key is the one to
+    fix (the placement strategy is not two-role), and the line names the file that set it."""
+    conf = LoadBalancerConfig().with_overrides({SHED: "AvgShedder"}, source="s.yaml")
+    assert config_error(conf) == (
+        "s.yaml: loadBalancerLoadSheddingStrategy: shedding is AvgShedder but placement is "
+        "LeastLongTermMessageRate; AvgShedder must be configured for both"
+    )
+
+
+def test_a_pair_problem_on_a_key_at_its_default_or_set_in_code_names_no_file() -> None:
+    """The extensible placement set from a file against the modular shedder: the shedding key is blamed;
+    at Pulsar's default or set by construction it has no file, so the line starts with the key."""
+    place = {PLACE: "ExtensibleLeastResourceUsageWithWeight"}
+    line = (
+        "loadBalancerLoadSheddingStrategy: ExtensibleLeastResourceUsageWithWeight belongs to the extensible "
+        "load manager and pairs only with its own class, not with {shed} "
+        "(the pair is TransferShedder+ExtensibleLeastResourceUsageWithWeight)"
+    )
+    at_default = LoadBalancerConfig().with_overrides(place, source="s.yaml")
+    assert config_error(at_default) == line.format(shed="ThresholdShedder")
+    in_code = LoadBalancerConfig(load_balancer_load_shedding_strategy="UniformLoadShedder")
+    assert config_error(in_code.with_overrides(place, source="s.yaml")) == line.format(
+        shed="UniformLoadShedder"
+    )
+
+
+def test_an_unknown_strategy_set_in_code_names_no_file() -> None:
+    conf = LoadBalancerConfig(load_balancer_load_shedding_strategy="Nope")
+    assert config_error(conf).startswith(
+        "loadBalancerLoadSheddingStrategy: unknown shedding strategy (got 'Nope')"
+    )
