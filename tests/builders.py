@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
+from shedlab.core.sim.scenario import Scenario, load_scenario
 from shedlab.model.pulsar import (
     BrokerData,
     BundleData,
@@ -125,3 +129,11 @@ metrics:
   balance_threshold: 12
   balance_hold: 5m
 """
+
+
+def fresh_scenario(name: str) -> Scenario:
+    """A shipped scenario whose clock starts now, so its reports are as fresh as a live cluster's (the
+    cluster tests' guard refuses stale snapshots)."""
+    sc = load_scenario(name)
+    start = int(time.time() * 1000) - 60_000
+    return dataclasses.replace(sc, simulation=dataclasses.replace(sc.simulation, start_time_ms=start))

@@ -4,7 +4,6 @@ tokens and unreachable hosts as one line."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -16,12 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from builders import fresh_scenario
 
 from shedlab.cluster.access import Retry, Token
 from shedlab.cluster.collect import EVENTS_FILE, CollectSummary, RecordWriter, collect
 from shedlab.cluster.readers import AdminReader, ClusterReading, ZooKeeperReader
 from shedlab.cluster.sandbox import Sandbox
-from shedlab.core.sim.scenario import load_scenario
 
 pytestmark = pytest.mark.zookeeper
 
@@ -30,19 +29,12 @@ TOKEN = "sandbox-super-user-token-7f3a"
 SHEDLAB = [sys.executable, "-m", "shedlab"]
 
 
-def scenario(name: str) -> object:
-    """A shipped scenario whose clock starts now, so its reports are as fresh as a live cluster's."""
-    sc = load_scenario(name)
-    start = int(time.time() * 1000) - 60_000
-    return dataclasses.replace(sc, simulation=dataclasses.replace(sc.simulation, start_time_ms=start))
-
-
 @pytest.fixture
 def sandbox(zk_hosts: str) -> Iterator[Sandbox]:
     """over-unloading-90-10 after its second broker joined; the sandbox's own leader does not shed, so
     every move is one that ``advise --execute`` asked for."""
     with Sandbox(
-        scenario("over-unloading-90-10"),  # type: ignore[arg-type]
+        fresh_scenario("over-unloading-90-10"),
         seed=1,
         zookeeper=zk_hosts,
         tokens={TOKEN: "admin"},
@@ -254,7 +246,7 @@ def test_collect_ingest_replay(zk_hosts: str, tmp_path: Path, spark: object) -> 
     goes through Spark's ``ingest`` untouched (nothing quarantined) and ``replay`` sees the moves."""
     del spark  # the session fixture: Java is installed; the commands start their own Spark
     rec, snaps, replayed = tmp_path / "rec", tmp_path / "snap", tmp_path / "replay"
-    with Sandbox(scenario("over-unloading-90-10"), seed=1, zookeeper=zk_hosts) as sb:  # type: ignore[arg-type]
+    with Sandbox(fresh_scenario("over-unloading-90-10"), seed=1, zookeeper=zk_hosts) as sb:
         # the sandbox is stepped by hand here, one minute per read: its clock is the read time
         reader = ZooKeeperReader(str(sb.zookeeper), cluster="sandbox", clock=lambda: sb.now_ms)
         writer = RecordWriter(rec)

@@ -8,24 +8,22 @@ Real components only: httpx and the CLI over loopback TLS, kazoo against a real 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+from builders import fresh_scenario
 from kazoo.client import KazooClient
 
 from shedlab.cluster.sandbox import Sandbox
 from shedlab.cluster.tls import client_context
-from shedlab.core.sim.scenario import Scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 SHEDLAB = [sys.executable, "-m", "shedlab"]
@@ -83,18 +81,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki(ca=d / "ca.pem", cert=d / "server.pem", key=d / "server.key", other_key=d / "ca.key")
 
 
-def fresh(name: str) -> Scenario:
-    """A shipped scenario whose clock starts now, so its reports are as fresh as a live cluster's."""
-    sc = load_scenario(name)
-    start = int(time.time() * 1000) - 60_000
-    return dataclasses.replace(sc, simulation=dataclasses.replace(sc.simulation, start_time_ms=start))
-
-
 @pytest.fixture
 def https(pki: Pki) -> Iterator[Sandbox]:
     """over-unloading-90-10 (two brokers) behind HTTPS with a token; no ZooKeeper (admin API only)."""
     with Sandbox(
-        fresh("over-unloading-90-10"),
+        fresh_scenario("over-unloading-90-10"),
         seed=1,
         zookeeper=None,
         tokens={SECRET: "admin"},
