@@ -91,6 +91,13 @@ class CapacityModel:
     background: FloatArray
     level: float
 
+    @classmethod
+    def of(cls, scores: FloatArray, traffic: FloatArray, slope: FloatArray) -> CapacityModel:
+        """The model from scores, traffic and slopes: background is what traffic does not explain, the
+        level is where the brokers would balance."""
+        background = np.maximum(scores - slope * traffic, 0.0)
+        return cls(scores, traffic, slope, background, _balanced_level(traffic, slope, background))
+
 
 def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> CapacityModel | None:
     """The capacity model of a snapshot, or None when no broker carries traffic to estimate it from.
@@ -122,8 +129,7 @@ def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> Ca
         else:
             unit = float(np.max(slope[has] * declared[has]))
         slope = np.where(has, unit / np.where(has, declared, 1.0), slope)
-    background = np.maximum(scores - slope * traffic, 0.0)
-    return CapacityModel(scores, traffic, slope, background, _balanced_level(traffic, slope, background))
+    return CapacityModel.of(scores, traffic, slope)
 
 
 def declared_capacities(broker_ids: Sequence[str], conf: LoadBalancerConfig) -> FloatArray | None:
@@ -271,14 +277,10 @@ class CapacityAwareShedder:
             corrected.append(broker)
         if not corrected:
             return model
-        scores = np.clip(scores, 0.0, None)
-        traffic = np.clip(traffic, 0.0, None)
-        background = np.maximum(scores - model.slope * traffic, 0.0)
-        level = _balanced_level(traffic, model.slope, background)
         result.skipped.append(
             {"strategy": self.name, "reason": "reports do not show earlier moves yet", "brokers": corrected}
         )
-        return CapacityModel(scores, traffic, model.slope, background, level)
+        return CapacityModel.of(np.clip(scores, 0.0, None), np.clip(traffic, 0.0, None), model.slope)
 
     def _remember_unseen(self, snapshot: ClusterSnapshot, model: CapacityModel, unload: Unload) -> None:
         """Record a planned move's predicted effect on both brokers until their reports show it."""
