@@ -472,7 +472,7 @@ def _native_tables(spark: SparkSession, reports: DataFrame, cached: list[DataFra
         bundles=canonical(bundles, BUNDLE_SAMPLE),
         bundle_data=spark.createDataFrame([], BUNDLE_DATA),
         quarantine=spark.createDataFrame([], QUARANTINE),
-        count=partial(_native_count, spark, reports),
+        count=partial(_native_count, reports),
         cached=cached,
     )
 
@@ -556,7 +556,7 @@ def _count(counted: DataFrame, kept: DataFrame) -> tuple[pd.DataFrame, pd.DataFr
     return stats, reasons, clusters
 
 
-def _native_count(spark: SparkSession, reports: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+def _native_count(reports: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """:func:`_count` of the JVM path's rows, from its reports in one job: a line is one record, its
     broker row and one bundle row per ``lastStats`` entry, all kept or all merged, none quarantined."""
     kept = sf.col("status") == "kept"
@@ -576,7 +576,9 @@ def _native_count(spark: SparkSession, reports: DataFrame) -> tuple[pd.DataFrame
     )
     stats = canonical(stats_df, INGEST_STATS, keep=["_clusters"]).orderBy("source").toPandas()
     clusters = sorted({c for cs in stats.pop("_clusters") for c in cs})
-    reasons = spark.createDataFrame([], "source string, reason string, count long").toPandas()
+    # none quarantined: the reasons table empty, with the dtypes a grouped count's toPandas() has
+    reasons = pd.DataFrame({"source": pd.Series(dtype=object), "reason": pd.Series(dtype=object)})
+    reasons["count"] = pd.Series(dtype="int64")
     return stats, reasons, clusters
 
 
