@@ -11,6 +11,7 @@
 #   manager    manager/loop.py
 #   sim        core/sim/publishing.py and core/sim/metrics.py (or one of them: publishing, metrics)
 #   extra      the rest of strategies/: transfer_shedder, capacity_aware, extensible_*, registry
+#              (or one part of it: transfer, capacity, extensible, registry)
 #   all        every group above
 # Each group mutates its files and runs only the fast unit tests that exercise them (no Spark,
 # browser, ZooKeeper or slow tests), in its own scratch copy MUTATION_DIR/<group> (default
@@ -45,8 +46,13 @@ group_targets() {
       echo "$S/transfer_shedder.py $S/capacity_aware.py $S/extensible_data.py" \
         "$S/extensible_least_resource_usage_with_weight.py $S/registry.py"
       ;;
+    transfer) echo "$S/transfer_shedder.py" ;;
+    capacity) echo "$S/capacity_aware.py" ;;
+    extensible) echo "$S/extensible_data.py $S/extensible_least_resource_usage_with_weight.py" ;;
+    registry) echo "$S/registry.py" ;;
     *)
-      echo "unknown group '$1' (shedders, placement, manager, sim, publishing, metrics, extra, all)" >&2
+      echo "unknown group '$1' (shedders, placement, manager, sim, publishing, metrics, extra, transfer," \
+        "capacity, extensible, registry, all)" >&2
       return 2
       ;;
   esac
@@ -54,7 +60,7 @@ group_targets() {
 
 group_tests() {
   case "$1" in
-    shedders | placement | extra) echo "tests/strategies tests/manager" ;;
+    shedders | placement | extra | transfer | capacity | extensible | registry) echo "tests/strategies tests/manager" ;;
     manager) echo "tests/manager tests/strategies tests/core/sim/test_sim_mechanisms.py" ;;
     # the simulator's unit tests and the kernel tests (whole small runs); the slower property and
     # mechanism tests are left out to keep a run under an hour on one core
