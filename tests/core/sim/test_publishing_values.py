@@ -134,7 +134,11 @@ def test_publish_takes_bundle_values_and_topics_from_the_writers_reports_only() 
     pub.local.bundle_values[:, 0] = [7.0, 8.0, 9.0, 10.0]  # bundle 0: listed by slot 0, which writes
     pub.local.bundle_values[:, 1] = [1.0, 2.0, 3.0, 4.0]  # bundle 1: listed by slot 1, which does not
     pub.local.bundle_topics = np.array([12, 13, 14], dtype=np.int64)
+    before = pub.published.bundle_topics.tolist()
     pub.publish(START + 60_000, np.array([0], dtype=np.int64), 0, c.alive)
+    # the published reports' topic counts: the writer's bundle takes its local count, the others keep theirs
+    assert pub.published.bundle_topics.tolist() == [12, before[1], before[2]]
+    assert before[1:] != [13, 14]
     assert pub.published.bundle_values[:, 0].tolist() == [7.0, 8.0, 9.0, 10.0]
     assert pub.published.bundle_values[:, 1].tolist() == [200.0, 20.0, 2e5, 2e4]  # the last written
     assert pub.published.bundle_values[:, 2].tolist() == [300.0, 30.0, 3e5, 3e4]
