@@ -62,6 +62,16 @@ def test_settings_defaults_and_overrides() -> None:
         spark_settings(None, log_level="LOUD")
 
 
+def test_user_jvm_options_keep_the_quiet_log_configuration() -> None:
+    key = "spark.driver.extraJavaOptions"
+    ours = spark_settings("local[2]", log_level="ERROR")[key]
+    assert ours.startswith("-Dlog4j2.configurationFile=file:") and ours.endswith("error.properties")
+    both = spark_settings("local[2]", {key: "-XX:TieredStopAtLevel=1"}, log_level="ERROR")[key]
+    assert both == f"{ours} -XX:TieredStopAtLevel=1"
+    own = "-Dlog4j2.configurationFile=file:/etc/mine.properties -Xss4m"
+    assert spark_settings("local[2]", {key: own})[key] == own  # their log file alone
+
+
 def test_unknown_master_is_a_config_error() -> None:
     from shedlab.spark.session import get_spark
 
