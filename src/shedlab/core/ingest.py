@@ -248,32 +248,50 @@ def _looks_like_bundle_data(obj: Mapping[str, Any]) -> bool:
 def _parse_report(
     ctx: _Ctx, record: int, raw: str, report: Mapping[str, Any], wrapper: Mapping[str, Any] | None
 ) -> None:
-    w = wrapper or {}
+    """One load report: its broker row, then one row per ``lastStats`` bundle (or a quarantine row)."""
+    cluster, broker, time_ms = _report_identity(ctx, report, wrapper or {})
+    key = {
+        "source": ctx.source,
+        "source_kind": ctx.source_kind,
+        "record": record,
+        "report_id": f"{ctx.source}#{record}",
+        "cluster": cluster,
+        "time_ms": time_ms,
+        "broker": broker,
+    }
+    row = _broker_row(key, raw, report)
+    stats = report.get("lastStats", {})
+    if stats is None:
+        stats = {}
+    if not isinstance(stats, Mapping):
+        raise _BadValueError(
+            "invalid_value", f"report.lastStats: expected an object, got {type(stats).__name__}"
+        )
+    bundle_rows = [_bundle_row(key, bundle, s) for bundle, s in stats.items()]
+    ctx.rows.append(row)
+    ctx.rows.extend(bundle_rows)
+
+
+def _report_identity(
+    ctx: _Ctx, report: Mapping[str, Any], w: Mapping[str, Any]
+) -> tuple[str, str | None, int | None]:
+    """Cluster, broker and time of a report: the recording's wrapper first, then the report's own
+    fields (``webServiceUrl``, else ``webServiceUrlTls``; ``lastUpdate``)."""
     cluster = w.get("cluster") if isinstance(w.get("cluster"), str) else None
-    cluster = cluster or ctx.default_cluster
     broker = w.get("broker") if isinstance(w.get("broker"), str) else None
-    broker_src = "broker"
     if not broker:
         broker = broker_id_from_url(_str(report, "webServiceUrl", "report."))
-        broker_src = "report.webServiceUrl"
         if not broker:
             broker = broker_id_from_url(_str(report, "webServiceUrlTls", "report."))
     time_ms = _time_ms(w.get("timestamp"), "timestamp") if "timestamp" in w else None
     if time_ms is None:
         time_ms = _time_ms(report.get("lastUpdate"), "report.lastUpdate")
-    del broker_src
-    report_id = f"{ctx.source}#{record}"
-    row: dict[str, Any] = {
-        "kind": "broker",
-        "source": ctx.source,
-        "source_kind": ctx.source_kind,
-        "record": record,
-        "report_id": report_id,
-        "cluster": cluster,
-        "time_ms": time_ms,
-        "broker": broker,
-        "raw": _raw(raw),
-    }
+    return cluster or ctx.default_cluster, broker, time_ms
+
+
+def _broker_row(key: Mapping[str, Any], raw: str, report: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's broker row: resources (absent: Pulsar's default, 0 out of 0), counts, collections."""
+    row: dict[str, Any] = {"kind": "broker", **key, "raw": _raw(raw)}
     for name, prefix in _RESOURCES:
         res = report.get(name)
         if res is None:  # Pulsar's default: ResourceUsage(), 0 out of 0
@@ -290,54 +308,37 @@ def _parse_report(
     except FieldError as exc:
         raise _BadValueError(exc.reason, f"report.{exc.field}: {exc.message}") from None
     row["last_update_ms"] = _time_ms(report.get("lastUpdate"), "report.lastUpdate")
-    stats = report.get("lastStats", {})
-    if stats is None:
-        stats = {}
-    if not isinstance(stats, Mapping):
-        raise _BadValueError(
-            "invalid_value", f"report.lastStats: expected an object, got {type(stats).__name__}"
+    return row
+
+
+def _bundle_row(key: Mapping[str, Any], bundle: str, s: object) -> dict[str, Any]:
+    """One ``lastStats`` entry as a bundle row, or as a quarantine row with its reason."""
+    brow: dict[str, Any] = {"kind": "bundle", **key, "bundle": bundle}
+    if not isinstance(s, Mapping):
+        brow.update(
+            kind="quarantine",
+            metric="bundle_samples",
+            reason="invalid_value",
+            detail=f"report.lastStats.{bundle}: expected an object",
+            raw=_raw(json.dumps(s)),
         )
-    bundle_rows: list[dict[str, Any]] = []
-    for bundle, s in stats.items():
-        brow: dict[str, Any] = {
-            "kind": "bundle",
-            "source": ctx.source,
-            "source_kind": ctx.source_kind,
-            "record": record,
-            "report_id": report_id,
-            "cluster": cluster,
-            "time_ms": time_ms,
-            "broker": broker,
+        return brow
+    try:
+        _extract(brow, s, BUNDLE_STATS, f"report.lastStats.{bundle}.")
+    except _BadValueError as bad:
+        brow = {
+            **{k: key[k] for k in ("source", "source_kind", "record", "report_id", "cluster")},
+            "kind": "quarantine",
+            "time_ms": key["time_ms"],
+            "broker": key["broker"],
             "bundle": bundle,
+            "metric": "bundle_samples",
+            "reason": bad.reason,
+            "detail": bad.detail,
+            "raw": _raw(json.dumps(s)),
         }
-        if not isinstance(s, Mapping):
-            brow.update(
-                kind="quarantine",
-                metric="bundle_samples",
-                reason="invalid_value",
-                detail=f"report.lastStats.{bundle}: expected an object",
-                raw=_raw(json.dumps(s)),
-            )
-            bundle_rows.append(brow)
-            continue
-        try:
-            _extract(brow, s, BUNDLE_STATS, f"report.lastStats.{bundle}.")
-        except _BadValueError as bad:
-            brow = {
-                **{k: brow[k] for k in ("source", "source_kind", "record", "report_id", "cluster")},
-                "kind": "quarantine",
-                "time_ms": time_ms,
-                "broker": broker,
-                "bundle": bundle,
-                "metric": "bundle_samples",
-                "reason": bad.reason,
-                "detail": bad.detail,
-                "raw": _raw(json.dumps(s)),
-            }
-        brow["raw"] = brow.get("raw") or _raw(json.dumps(s, allow_nan=True))
-        bundle_rows.append(brow)
-    ctx.rows.append(row)
-    ctx.rows.extend(bundle_rows)
+    brow["raw"] = brow.get("raw") or _raw(json.dumps(s, allow_nan=True))
+    return brow
 
 
 def _bundle_count(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -395,10 +396,6 @@ def _parse_prometheus(ctx: _Ctx, record: int, raw: str, doc: Mapping[str, Any]) 
         raise _BadValueError("unknown_record", f"Prometheus response with status {doc.get('status')!r}")
     del record  # Prometheus rows are numbered by point, across the whole file
     for series_no, series in enumerate(data["result"]):
-        labels = series.get("metric", {}) if isinstance(series, Mapping) else {}
-        if not isinstance(labels, Mapping):
-            labels = {}
-        name = labels.get("__name__")
         values = series.get("values") if isinstance(series, Mapping) else None
         if values is None and isinstance(series, Mapping) and "value" in series:
             values = [series["value"]]
@@ -412,69 +409,108 @@ def _parse_prometheus(ctx: _Ctx, record: int, raw: str, doc: Mapping[str, Any]) 
                 table="prometheus",
             )
             continue
-        label_text = json.dumps(labels, sort_keys=True)
-        labels, relabelled = _pulsar_labels(labels)
-        cluster = labels.get("cluster") if isinstance(labels.get("cluster"), str) else None
-        cluster = cluster or ctx.default_cluster
-        broker = _prom_broker_id(labels, ctx.web_port)
-        bundle = labels.get("bundle") if isinstance(labels.get("bundle"), str) else None
-        topic = _topic_of(labels) if isinstance(name, str) and name in PROMETHEUS_TOPIC_METRICS else None
-        series_problem = _series_problem(name, topic, ctx.boundaries)
-        if topic is not None and series_problem is None:
-            bundle = bundle_for_topic(topic, ctx.boundaries)
-        for point in values:
-            ctx.points += 1
-            rec = ctx.points
-            ts_ms: int | None = None
-            value: float | None = None
-            problem: tuple[str, str] | None = None
-            try:
-                ts = float(point[0])
-                ms = round(ts * 1000.0)
-                if not -(2**63) <= ms < 2**63:  # no time Pulsar (or Prometheus) could have written
-                    raise ValueError
-                ts_ms = ms
-                text = point[1]
-                value = float(text) if not isinstance(text, bool) else None
-                if value is None:
-                    raise ValueError
-            except (TypeError, ValueError, IndexError, KeyError, OverflowError):  # any shape, any size
-                problem = ("invalid_value", f"series {series_no}: malformed point {str(point)[:80]}")
-            problem = problem or series_problem
-            if problem is None and broker is None:
-                problem = ("missing_field", f"{name}: no broker/instance label")
-            if problem is None and name in PROMETHEUS_BUNDLE_METRICS and bundle is None:
-                problem = ("missing_field", f"{name}: no bundle label")
-            if problem is not None:
-                ctx.quarantine(
-                    rec,
-                    problem[0],
-                    problem[1],
-                    f"{label_text} {json.dumps(point)}",
-                    table="prometheus",
-                    cluster=cluster,
-                    broker=broker,
-                    bundle=bundle,
-                    time_ms=ts_ms,
-                )
-                continue
-            ctx.rows.append(
-                {
-                    "kind": "prom",
-                    "source": ctx.source,
-                    "source_kind": "prometheus",
-                    "record": rec,
-                    "cluster": cluster,
-                    "time_ms": ts_ms,
-                    "broker": broker,
-                    "bundle": bundle if name in PROMETHEUS_BUNDLE_METRICS or topic is not None else None,
-                    "topic": topic,
-                    "relabelled": relabelled,
-                    "metric": name,
-                    "value": value,
-                    "raw": f"{label_text} {json.dumps(point)}"[:_RAW_LIMIT],
-                }
-            )
+        labels = series.get("metric", {})
+        _prom_series(ctx, series_no, labels if isinstance(labels, Mapping) else {}, values)
+
+
+@dataclass(frozen=True)
+class _Series:
+    """What every point of one Prometheus series shares: its metric, where it belongs, its problem."""
+
+    no: int
+    name: object
+    label_text: str
+    relabelled: str | None
+    cluster: str
+    broker: str | None
+    bundle: str | None
+    topic: str | None
+    problem: tuple[str, str] | None
+
+
+def _prom_series(ctx: _Ctx, series_no: int, labels: Mapping[str, Any], values: list[Any]) -> None:
+    """The rows of one series: a topic-level series is mapped to its bundle by hashing the topic."""
+    name = labels.get("__name__")
+    label_text = json.dumps(labels, sort_keys=True)
+    labels, relabelled = _pulsar_labels(labels)
+    cluster = labels.get("cluster") if isinstance(labels.get("cluster"), str) else None
+    bundle = labels.get("bundle") if isinstance(labels.get("bundle"), str) else None
+    topic = _topic_of(labels) if isinstance(name, str) and name in PROMETHEUS_TOPIC_METRICS else None
+    problem = _series_problem(name, topic, ctx.boundaries)
+    if topic is not None and problem is None:
+        bundle = bundle_for_topic(topic, ctx.boundaries)
+    series = _Series(
+        series_no,
+        name,
+        label_text,
+        relabelled,
+        cluster or ctx.default_cluster,
+        _prom_broker_id(labels, ctx.web_port),
+        bundle,
+        topic,
+        problem,
+    )
+    for point in values:
+        ctx.points += 1
+        _prom_point(ctx, series, ctx.points, point)
+
+
+def _prom_point(ctx: _Ctx, series: _Series, rec: int, point: Any) -> None:
+    """One ``[time, "value"]`` point: a row, or a quarantine row naming what is wrong with it."""
+    name, broker, bundle = series.name, series.broker, series.bundle
+    ts_ms, value, problem = _point_values(series.no, point)
+    problem = problem or series.problem
+    if problem is None and broker is None:
+        problem = ("missing_field", f"{name}: no broker/instance label")
+    if problem is None and name in PROMETHEUS_BUNDLE_METRICS and bundle is None:
+        problem = ("missing_field", f"{name}: no bundle label")
+    raw = f"{series.label_text} {json.dumps(point)}"
+    if problem is not None:
+        ctx.quarantine(
+            rec,
+            problem[0],
+            problem[1],
+            raw,
+            table="prometheus",
+            cluster=series.cluster,
+            broker=broker,
+            bundle=bundle,
+            time_ms=ts_ms,
+        )
+        return
+    ctx.rows.append(
+        {
+            "kind": "prom",
+            "source": ctx.source,
+            "source_kind": "prometheus",
+            "record": rec,
+            "cluster": series.cluster,
+            "time_ms": ts_ms,
+            "broker": broker,
+            "bundle": bundle if name in PROMETHEUS_BUNDLE_METRICS or series.topic is not None else None,
+            "topic": series.topic,
+            "relabelled": series.relabelled,
+            "metric": name,
+            "value": value,
+            "raw": raw[:_RAW_LIMIT],
+        }
+    )
+
+
+def _point_values(series_no: int, point: Any) -> tuple[int | None, float | None, tuple[str, str] | None]:
+    """A point's time in ms and value, or the problem that makes it unreadable (any shape, any size)."""
+    ts_ms: int | None = None
+    try:
+        ms = round(float(point[0]) * 1000.0)
+        if not -(2**63) <= ms < 2**63:  # no time Pulsar (or Prometheus) could have written
+            raise ValueError
+        ts_ms = ms
+        text = point[1]
+        if isinstance(text, bool):
+            raise ValueError
+        return ts_ms, float(text), None
+    except (TypeError, ValueError, IndexError, KeyError, OverflowError):
+        return ts_ms, None, ("invalid_value", f"series {series_no}: malformed point {str(point)[:80]}")
 
 
 def _pulsar_labels(labels: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:

@@ -31,7 +31,8 @@ merged (a later sample of the same broker in the same tick superseded it) and qu
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -195,85 +196,87 @@ def _read_parquet_sources(spark: SparkSession, paths: Sequence[str]) -> DataFram
 
     out: DataFrame | None = None
     for path in paths:
-        tables: list[tuple[str, str]] = []
-        local = Path(path)
-        if (
-            not is_remote(path)
-            and local.is_dir()
-            and any((local / t).is_dir() for t in ("broker_samples", "bundle_samples", "bundle_data"))
-        ):
-            for table in ("broker_samples", "bundle_samples", "bundle_data"):
-                if (local / table).is_dir():
-                    tables.append((table, str(local / table)))
-        else:
-            tables.append(("auto", path))
-        for table, tpath in tables:
+        for table, tpath in _parquet_tables(path):
             try:
                 df = spark.read.option("mergeSchema", "false").parquet(tpath)
             except Exception as exc:  # AnalysisException: unreadable / not Parquet
                 raise InputError(f"cannot read Parquet: {str(exc).splitlines()[0]}", source=tpath) from None
             cols = set(df.columns)
             if table == "auto":
-                if "cpu_usage" in cols:
-                    table = "broker_samples"
-                elif "short_msg_rate_in" in cols:
-                    table = "bundle_data"
-                elif "bundle" in cols and "broker" in cols:
-                    table = "bundle_samples"
-                else:
-                    raise InputError(
-                        "Parquet columns match none of broker_samples, bundle_samples, bundle_data",
-                        source=tpath,
-                        value=sorted(cols)[:12],
-                    )
-            schema = {
-                "broker_samples": BROKER_SAMPLE,
-                "bundle_samples": BUNDLE_SAMPLE,
-                "bundle_data": BUNDLE_DATA,
-            }[table]
-            kind = {"broker_samples": "broker", "bundle_samples": "bundle", "bundle_data": "bundle_data"}[
-                table
-            ]
+                table = _table_of_columns(cols, tpath)
+            kind = _KIND_OF_TABLE[table]
             required = {"cluster", "time_ms"} | ({"broker"} if kind != "bundle_data" else set())
             required |= {"bundle"} if kind != "broker" else set()
             missing = sorted(required - cols)
             if missing:
                 raise InputError("Parquet source lacks required columns", source=tpath, value=missing)
-            selected = []
-            for name in field_names(RAW_ROW):
-                dtype = RAW_ROW[name].dataType
-                if name == "kind":
-                    selected.append(sf.lit(kind).alias(name))
-                elif name == "source":
-                    selected.append(sf.lit(path).alias(name))
-                elif name == "source_kind":
-                    selected.append(sf.lit("parquet").alias(name))
-                elif name == "record":
-                    selected.append(sf.monotonically_increasing_id().alias(name))
-                elif name == "report_id":
-                    selected.append(
-                        (sf.col("report_id") if "report_id" in cols else sf.lit(None)).cast(dtype).alias(name)
-                    )
-                elif name == "raw":
-                    selected.append(sf.lit(None).cast(dtype).alias(name))
-                elif name == "nonfinite":
-                    floats = [c for c in FLOAT_COLUMNS if c in cols and c in field_names(schema)]
-                    marks = [
-                        sf.when(sf.isnan(sf.col(c)) | (sf.abs(sf.col(c)) == float("inf")), sf.lit(f"{c}=NaN"))
-                        for c in floats
-                    ]
-                    selected.append(
-                        (sf.nullif(sf.concat_ws(",", *marks), sf.lit("")) if marks else sf.lit(None))
-                        .cast(dtype)
-                        .alias(name)
-                    )
-                elif name in cols and name in field_names(schema):
-                    selected.append(sf.col(name).cast(dtype).alias(name))
-                else:
-                    selected.append(sf.lit(None).cast(dtype).alias(name))
-            part = df.select(*selected)
+            part = df.select(*_raw_row_columns(path, kind, cols, _SCHEMA_OF_TABLE[table]))
             out = part if out is None else out.unionByName(part)
     return out
+
+
+_TABLES = ("broker_samples", "bundle_samples", "bundle_data")
+_KIND_OF_TABLE = {"broker_samples": "broker", "bundle_samples": "bundle", "bundle_data": "bundle_data"}
+_SCHEMA_OF_TABLE = {
+    "broker_samples": BROKER_SAMPLE,
+    "bundle_samples": BUNDLE_SAMPLE,
+    "bundle_data": BUNDLE_DATA,
+}
+
+
+def _parquet_tables(path: str) -> list[tuple[str, str]]:
+    """(table, path) pairs of one Parquet source: an ingest output's tables, or the path itself
+    (``auto``: the table is told by its columns)."""
+    local = Path(path)
+    if not is_remote(path) and local.is_dir() and any((local / t).is_dir() for t in _TABLES):
+        return [(table, str(local / table)) for table in _TABLES if (local / table).is_dir()]
+    return [("auto", path)]
+
+
+def _table_of_columns(cols: set[str], tpath: str) -> str:
+    if "cpu_usage" in cols:
+        return "broker_samples"
+    if "short_msg_rate_in" in cols:
+        return "bundle_data"
+    if "bundle" in cols and "broker" in cols:
+        return "bundle_samples"
+    raise InputError(
+        "Parquet columns match none of broker_samples, bundle_samples, bundle_data",
+        source=tpath,
+        value=sorted(cols)[:12],
+    )
+
+
+def _raw_row_columns(path: str, kind: str, cols: set[str], schema: StructType) -> list[Column]:
+    """RAW_ROW's columns from a canonical table: its own columns cast, the rest null or constant, and
+    ``nonfinite`` marking the NaN and infinite floats (quarantined later, like a JSON line's)."""
+    own = set(field_names(schema)) & cols
+    selected = []
+    for name in field_names(RAW_ROW):
+        dtype = RAW_ROW[name].dataType
+        if name == "kind":
+            col = sf.lit(kind)
+        elif name == "source":
+            col = sf.lit(path)
+        elif name == "source_kind":
+            col = sf.lit("parquet")
+        elif name == "record":
+            col = sf.monotonically_increasing_id()
+        elif name == "report_id":
+            col = (sf.col("report_id") if "report_id" in cols else sf.lit(None)).cast(dtype)
+        elif name == "nonfinite":
+            marks = [
+                sf.when(sf.isnan(sf.col(c)) | (sf.abs(sf.col(c)) == float("inf")), sf.lit(f"{c}=NaN"))
+                for c in FLOAT_COLUMNS
+                if c in own
+            ]
+            col = (sf.nullif(sf.concat_ws(",", *marks), sf.lit("")) if marks else sf.lit(None)).cast(dtype)
+        elif name in own and name != "raw":
+            col = sf.col(name).cast(dtype)
+        else:
+            col = sf.lit(None).cast(dtype)
+        selected.append(col.alias(name))
+    return selected
 
 
 def canonical(df: DataFrame, schema: StructType, keep: Sequence[str] = ()) -> DataFrame:
@@ -623,11 +626,7 @@ def ingest(
         f"reading {len(classified.json_lines)} JSON-lines, {len(classified.json_docs)} JSON and "
         f"{len(classified.parquet)} Parquet source(s)"
     )
-    # Spark's optimizer would replace each field read of a parsed line by its own from_json with a pruned
-    # schema (dozens of parses of every line instead of one): off while the rows are made, then restored.
-    previous = spark.conf.get(_JSON_OPTIMIZATION, None)
-    spark.conf.set(_JSON_OPTIMIZATION, "false")
-    try:
+    with _json_optimization_off(spark):
         tables = _stage(
             spark,
             classified,
@@ -640,41 +639,62 @@ def ingest(
             say=say,
         )
         root = out.rstrip("/")
-
-        def write(df: DataFrame, name: str, sort: Sequence[str]) -> None:
-            # ``df`` is hash-partitioned by (cluster, day): one file per partition directory, sorted.
-            say(f"writing {name}")
-            (
-                df.sortWithinPartitions("cluster", "day", *sort)
-                .write.mode("overwrite")
-                .partitionBy("cluster", "day")
-                .parquet(f"{root}/{name}")
-            )
-
-        write(tables.brokers, "broker_samples", ["tick_ms", "broker"])
-        write(tables.bundles, "bundle_samples", ["tick_ms", "broker", "bundle"])
-        write(tables.bundle_data, "bundle_data", ["tick_ms", "bundle"])
-        write(tables.quarantine, "quarantine", ["source", "record"])
+        _write_tables(tables, root, say)
         say("counting")
         stats, reasons, clusters = tables.count()
-    finally:
-        if previous is None:
-            spark.conf.unset(_JSON_OPTIMIZATION)
-        else:
-            spark.conf.set(_JSON_OPTIMIZATION, previous)
     for frame in tables.cached:
         frame.unpersist()
     spark.createDataFrame(stats, INGEST_STATS).coalesce(1).write.mode("overwrite").parquet(
         f"{root}/ingest_stats"
     )
+    return _result(out, stats, reasons, clusters)
+
+
+@contextmanager
+def _json_optimization_off(spark: SparkSession) -> Iterator[None]:
+    """Spark's optimizer would replace each field read of a parsed line by its own from_json with a
+    pruned schema (dozens of parses of every line instead of one): off while the rows are made, then
+    restored to what it was."""
+    previous = spark.conf.get(_JSON_OPTIMIZATION, None)
+    spark.conf.set(_JSON_OPTIMIZATION, "false")
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(_JSON_OPTIMIZATION)
+        else:
+            spark.conf.set(_JSON_OPTIMIZATION, previous)
+
+
+def _write_tables(tables: _Tables, root: str, say: Callable[[str], None]) -> None:
+    """The four tables, each hash-partitioned by (cluster, day): one sorted file per partition directory."""
+    for df, name, sort in (
+        (tables.brokers, "broker_samples", ["tick_ms", "broker"]),
+        (tables.bundles, "bundle_samples", ["tick_ms", "broker", "bundle"]),
+        (tables.bundle_data, "bundle_data", ["tick_ms", "bundle"]),
+        (tables.quarantine, "quarantine", ["source", "record"]),
+    ):
+        say(f"writing {name}")
+        (
+            df.sortWithinPartitions("cluster", "day", *sort)
+            .write.mode("overwrite")
+            .partitionBy("cluster", "day")
+            .parquet(f"{root}/{name}")
+        )
+
+
+def _result(out: str, stats: pd.DataFrame, reasons: pd.DataFrame, clusters: list[str]) -> IngestResult:
+    def total(column: str) -> int:
+        return int(stats[column].sum()) if len(stats) else 0
+
     return IngestResult(
         out=out,
         stats=stats,
         reasons=reasons,
-        broker_rows=int(stats["broker_rows_kept"].sum()) if len(stats) else 0,
-        bundle_rows=int(stats["bundle_rows_kept"].sum()) if len(stats) else 0,
-        bundle_data_rows=int(stats["bundle_data_rows_kept"].sum()) if len(stats) else 0,
-        quarantined_rows=int(stats["rows_quarantined"].sum()) if len(stats) else 0,
+        broker_rows=total("broker_rows_kept"),
+        bundle_rows=total("bundle_rows_kept"),
+        bundle_data_rows=total("bundle_data_rows_kept"),
+        quarantined_rows=total("rows_quarantined"),
         clusters=clusters,
     )
 
