@@ -659,3 +659,44 @@ def test_settings_errors_name_the_source() -> None:
     with pytest.raises(ConfigError) as named:
         TransferShedderSettings.from_pulsar(bad, "broker.conf")
     assert str(named.value).startswith("broker.conf: loadBalancerSheddingConditionHitCountThreshold: ")
+
+
+def test_a_booked_swap_gain_makes_room_for_the_next_bundle() -> None:
+    """b (1.0, 400 B/s) → a (0.0, 50 B/s): offload 0.5, offloadTp = 400 × 0.5 / 1.0 = 200.
+
+    b's report [150, 100, 20, 300]: 150 moves; 100 overshoots (250 > 200) → maxNew = 150, minNew = 300;
+    a's 80: (230, 220), balanced and 230 < 300 → swap. In debug mode gained = 80, so 20 fits:
+    250 − 80 + 20 = 190 ≤ 200; without debug 250 + 20 = 270 > 200 and the exhausted swap stops the walk.
+    Estimates: debug (270 − 80)/400 = 0.475 moved → 0.525/0.475 → std 0.025; otherwise 250/400 = 0.625
+    → 0.375/0.625 → std 0.125.
+    """
+    data = cluster(
+        {"a": load(0.0, 50), "b": load(1.0, 400)},
+        {"b": report("t/b", 150, 100, 20, 300), "a": report("t/a", 80)},
+    )
+    on = run(data, JAVA)
+    assert moves(on) == [
+        ("b", name("t/b", 0), "a"),
+        ("a", name("t/a", 0), "b"),
+        ("b", name("t/b", 1), "a"),
+        ("b", name("t/b", 2), "a"),
+    ]
+    assert on.load_std_after == pytest.approx(0.025, rel=1e-12)
+    off = run(data, dataclasses.replace(JAVA, load_balancer_debug_mode_enabled=False))
+    assert moves(off) == moves(on)[:3]
+    assert off.load_std_after == pytest.approx(0.125, rel=1e-12)
+
+
+def test_is_transferable_removes_the_source_from_the_candidates() -> None:
+    """Java's isTransferable: after the filters, the destination must be a candidate; then the source is
+    removed, and a transfer needs the destination among the rest while an unload needs anyone left.
+    So a "transfer" to the bundle's own broker is refused, an unload from it is not."""
+    available = frozenset({"a", "b"})
+    policies = TransferPolicies()
+    off = dataclasses.replace(JAVA, load_balancer_transfer_enabled=False)
+    bundle_name = name("t/a", 0)
+    assert TransferShedder.is_transferable(bundle_name, "b", "a", available, JAVA, policies)
+    assert not TransferShedder.is_transferable(bundle_name, "a", "a", available, JAVA, policies)
+    assert TransferShedder.is_transferable(bundle_name, "a", "a", available, off, policies)
+    assert not TransferShedder.is_transferable(bundle_name, "a", "a", frozenset({"a"}), off, policies)
+    assert not TransferShedder.is_transferable(bundle_name, "b", "c", available, off, policies)
