@@ -1,12 +1,14 @@
 """Edges of TransferShedder (spec §8) that the mutation run of its file left unpinned.
 
-Every cluster here is made by hand with dyadic loads and throughputs, so each value below follows from
-spec §8.3 with exact arithmetic (the derivation is in each docstring): the strict comparisons sat on
+Every cluster here is made by hand, and each value below follows from spec §8.3 by hand (the derivation
+is in each docstring); where a test sits on a threshold, the loads and throughputs are chosen so that
+both sides are exact in binary floating point. Pinned: the strict comparisons sat on
 exactly (``std > target``, ``marked − gained + tp > offloadTp``, the swap's three ``<``), the per-pair
-bookkeeping (shed count, min index), the swap iterator's skips, the scheduler's plumbing, and the
-``skipped`` entries and ``reason`` dicts each decision carries (``docs/transfer-shedder.md``: "per-broker
-and per-bundle ``skipped`` entries saying why each was passed over"), which the simulator keeps with its
-decisions. If those formats change on purpose, change them here.
+bookkeeping (shed count, min index), the swap iterator's skips, the scheduler's plumbing, and what a
+cycle says about itself: each decision's ``reason`` dict (copied into the simulator's decision table)
+and the ``skipped`` entries ("per-broker and per-bundle entries saying why each was passed over",
+``docs/transfer-shedder.md``; the extensible manager keeps them in its ``last_result``). If those
+formats change on purpose, change them here.
 """
 
 from __future__ import annotations
