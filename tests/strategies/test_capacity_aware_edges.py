@@ -235,6 +235,19 @@ def test_backgrounds_differing_by_the_low_threshold_are_heterogeneous() -> None:
     at = conf_with(loadBalancerAvgShedderLowThreshold=25, loadBalancerAvgShedderHighThreshold=60)
     above = conf_with(loadBalancerAvgShedderLowThreshold=26, loadBalancerAvgShedderHighThreshold=60)
     assert heterogeneity(snap, at) and not heterogeneity(snap, above)
+    # level (6144 + 25 * 81.92) / 163.84 = 50: a's background is below it
+    model = estimate_capacity(snap, CONF)
+    assert model is not None and model.level == 50.0
+    # Both with background: a cpu 75 %, bandwidth out 50 % for 4096 msg/s; b cpu 6.25 %, out 25 % for
+    # 1024. Costs: cpu 8/1024 (b), out 64/4096 (a): slopes max(S/2, S) = S on both. Backgrounds: a 75 - 50
+    # = 25, b 25 - 12.5 = 12.5: they differ by 12.5, below a low threshold of 16 (gap 50).
+    brokers = {
+        "a": broker_data(cpu=(96, 128), bw_out=(64, 128), rate_in=4096.0),
+        "b": broker_data(cpu=(8, 128), bw_out=(32, 128), rate_in=1024.0),
+    }
+    both = estimate_capacity(snapshot(brokers), CONF)
+    assert both is not None and both.background.tolist() == [25.0, 12.5] and both.slope.tolist() == [S, S]
+    assert not heterogeneity(snapshot(brokers), conf_with(loadBalancerAvgShedderLowThreshold=16))
     # heterogeneous: the second low hit triggers (the high hit count), not the eighth
     assert not last(snap, at, 1).unloads and last(snap, at, 2).unloads
     assert not last(snap, above, 2).unloads
@@ -287,23 +300,30 @@ def test_a_bundle_with_any_traffic_is_sheddable(rate: float, sheddable: bool) ->
 
 def test_only_the_three_hottest_sources_are_tried() -> None:
     # h1-h3: 87.5 with one 7168 msg/s bundle each, too large to even a pair with any colder broker
-    # (87.5 / 2S = 3584 msg/s towards c at 0); h4: 75 with six 1024 bundles that would fit towards c.
-    # All four are triggered (gaps >= 40), but h4 is the fourth hottest: nothing moves.
+    # (87.5 / 2S = 3584 msg/s towards z at 0); a: 75 with six 1024 bundles that would fit towards z.
+    # All four are triggered (gaps >= 40), but a is the fourth hottest (though first by id): nothing moves.
     snap = cluster(
         {
+            "a": (96, 128, [1024.0] * 6),
             "h1": (112, 128, [7168.0]),
             "h2": (112, 128, [7168.0]),
             "h3": (112, 128, [7168.0]),
-            "h4": (96, 128, [1024.0] * 6),
-            "c": (0, 128, []),
+            "z": (0, 128, []),
         }
     )
     result = last(snap)
     assert not result.unloads and result.skipped[-1]["best_gain"] is None
     assert not skipped(result, NOT_REACHED)  # every hot broker was triggered
-    # without the three tied h's, h4 is among the hottest and sheds to c
-    alone = cluster({"h4": (96, 128, [1024.0] * 6), "c": (0, 128, [])})
-    assert moves(last(alone))[:1] == [("h4", "c")]
+    # without the three tied h's, a is among the hottest and sheds to z
+    alone = cluster({"a": (96, 128, [1024.0] * 6), "z": (0, 128, [])})
+    assert moves(last(alone))[:1] == [("a", "z")]
+
+
+def test_equal_moves_from_two_sources_go_by_broker_id() -> None:
+    # h1 and h2 identical (100, eight 1024 bundles), c empty: the first move is h1's, then h2's (now
+    # the hotter), alternately.
+    snap = cluster({"c": (0, 128, []), "h1": (128, 128, [1024.0] * 8), "h2": (128, 128, [1024.0] * 8)})
+    assert [b for b, _ in moves(last(snap))][:3] == ["h1", "h2", "h1"]
 
 
 def test_only_the_two_coldest_destinations_are_tried() -> None:
@@ -467,11 +487,12 @@ def test_declared_brokers_without_traffic_scale_the_largest_inferred_slope() -> 
 
 
 def test_the_first_matching_pattern_wins() -> None:
-    # "b*" matches both b and bb first; bb's own pattern comes too late. unit from a loaded declared
-    # broker: b (25 / 2048 * 2); slopes unit / 2 for both.
-    snap = cluster({"a": (64, 128, [1024.0] * 4), "b": (32, 128, [1024.0] * 2), "bb": (0, 128, [])})
+    # "b*" matches both b and bb first; bb's own pattern comes too late. unit from the loaded declared
+    # broker b (37.5 points for 2048 msg/s, some of it background): 37.5 / 2048 * 2 = 3S; slopes unit / 2
+    # for both. (Inferred, all three would be S: cost min(64/4096, 48/2048) = 1/64.)
+    snap = cluster({"a": (64, 128, [1024.0] * 4), "b": (48, 128, [1024.0] * 2), "bb": (0, 128, [])})
     model = estimate_capacity(snap, conf_with(capacityAwareBrokerCapacities=["b*=2", "bb=8"]))
-    assert model is not None and model.slope.tolist() == [S, S, S]
+    assert model is not None and model.slope.tolist() == [S, 1.5 * S, 1.5 * S]
 
 
 def test_slope_is_the_steepest_weighted_resource() -> None:
@@ -498,6 +519,10 @@ def test_a_resource_without_a_limit_costs_nothing() -> None:
     model = estimate_capacity(snapshot(brokers), CONF)
     # cpu cost 16/1024 = 1/64 (b's cpu usage counts, its limit does not); direct cost min(0, 1/64) = 0.
     assert model is not None and model.slope.tolist() == [S, 0.0]
+    # b, without a scored limit, takes no traffic at the level: all 5120 msg/s on a, 5120 / 81.92
+    assert model.level == 62.5
+    # nor does it make the slopes unequal; its background (12.5, all of its score) is 12.5 above a's
+    assert not heterogeneity(snapshot(brokers), CONF)
 
 
 def test_without_any_slope_the_targets_are_the_mean_and_nothing_moves() -> None:
@@ -573,8 +598,22 @@ def test_corrected_scores_and_traffic_stay_non_negative() -> None:
         0.0,
     )
     assert waiting["gap"] == 25.0 and waiting["heterogeneous"] is False
+    assert waiting["level"] == 2048 / 163.84  # b's traffic alone, over both brokers' capacity
     # a broker no longer in the snapshot has reported nothing the strategy could wait for: forgotten
     assert list(shedder.unseen) == ["a"]
+
+
+def test_a_report_not_showing_a_move_is_corrected_by_its_predicted_effect() -> None:
+    # a (50, 4096 msg/s) has sent 409.6 msg/s (5 points) away since its report: planned on as 45 with
+    # 3686.4 msg/s (background still 0); b (25) as reported. Gap 20: a low hit. Level (3686.4 + 2048) /
+    # 163.84 = 35.
+    shedder = CapacityAwareShedder()
+    shedder.unseen["a"] = UnseenMoves(fingerprint(64.0, 4096.0, 4), score=-5.0, traffic=-409.6)
+    (waiting,) = skipped(shedder.find_bundles_for_unloading(cluster(HOMOGENEOUS), CONF), NOT_REACHED)
+    assert (waiting["over_score"], waiting["under_score"], waiting["gap"]) == (45.0, 25.0, 20.0)
+    assert waiting["over_background"] == pytest.approx(0.0, abs=1e-12) and waiting["level"] == pytest.approx(
+        35.0
+    )
 
 
 def test_a_new_report_restarts_the_predicted_effect() -> None:
@@ -611,7 +650,12 @@ def test_a_planned_destination_that_is_no_candidate_falls_back_to_headroom() -> 
     for bundle in ("t/x/0x0_0x1", "t/y/0x0_0x1"):
         placed = shedder.select_broker(["b", "a"], bundle, snap, CONF)
         assert placed.broker == "a" and placed.reason["rule"] == "headroom"
+        assert tuple(placed.choices) == ("a", "b")  # the whole set, sorted
         assert shedder.planned_destinations[bundle] == "a"
+    # a planned destination among the candidates is the choice, and the only one
+    planned = shedder.select_broker(["b", "a"], "t/x/0x0_0x1", snap, CONF)
+    assert (planned.broker, tuple(planned.choices)) == ("a", ("a",))
+    assert planned.reason == {"strategy": NAME, "rule": "planned destination"}
 
 
 def test_headroom_counts_each_bundle_at_its_own_rate_or_the_mean() -> None:
@@ -659,3 +703,119 @@ def test_headroom_prefers_the_lower_score_over_fewer_bundles() -> None:
         shedder.select_broker(["a", "b", "c"], f"t/new/0x{i}_0x{i + 1}", idle, CONF).broker for i in range(4)
     ]
     assert chosen == ["a", "c", "b", "a"]
+
+
+# ---------------------------------------------------------------------------------------- more edges
+
+
+def test_every_bundle_is_tried_towards_both_destinations() -> None:
+    # c1 (128 machine) and c2 (1024 machine) both at 62.5, c1 the coldest by id; h 100 with eight 1024
+    # bundles. Level 54272 / 819.2 = 66.25. Towards c1 (+12.5 to 75): deviation -12.5 + (8.75 - 3.75),
+    # spread 37.5 -> 25: gain 20. Towards c2 (+1.5625): deviation -12.5 - 1.5625, same spread: 26.5625.
+    # h's first bundle (t/a, the largest name-first) may only go to c1, since c2 owns a t/a bundle; the
+    # next bundle, of its own namespace, is tried towards c1 (20, no better) and then c2 (better).
+    ns = {"h-ns0": "t/a", "c2-ns0": "t/a"}
+    snap = cluster(
+        {"c1": (80, 128, [1024.0] * 5), "c2": (640, 1024, [4096.0] * 10), "h": (128, 128, [1024.0] * 8)}, ns
+    )
+    first = last(snap).unloads[0]
+    assert (first.destination, first.reason["rule"], first.reason["gain"]) == (
+        "c2",
+        "second coldest destination",
+        26.5625,
+    )
+    assert not first.bundle.startswith("t/a/")
+
+
+def test_a_hot_broker_with_no_low_hit_can_shed_on_high_hits() -> None:
+    # Thresholds the other way round (high 20 below low 30): a (50) is 25 above b (25), a high hit but
+    # no low hit. Two high hits trigger; its move reports no low hit, and shedding restarts both counts.
+    conf = conf_with(loadBalancerAvgShedderLowThreshold=30, loadBalancerAvgShedderHighThreshold=20)
+    shedder = CapacityAwareShedder()
+    result = cycles(shedder, cluster(HOMOGENEOUS), conf)[-1]
+    assert moves(result) == [("a", "b")]  # 25 / 2S = 1024 msg/s: one bundle evens them at 37.5
+    assert (result.unloads[0].reason["hit_high_over"], result.unloads[0].reason["hit_low_over"]) == (2, 0)
+    assert shedder.hit_high == {} and shedder.hit_low == {}
+
+
+def test_a_miss_restarts_the_count() -> None:
+    shedder = CapacityAwareShedder()
+    hit = conf_with(loadBalancerAvgShedderLowThreshold=25)
+    miss = conf_with(loadBalancerAvgShedderLowThreshold=26)
+    cycles(shedder, cluster(HOMOGENEOUS), hit)
+    assert shedder.hit_low == {"a": 2}
+    shedder.find_bundles_for_unloading(cluster(HOMOGENEOUS), miss)
+    assert shedder.hit_low == {}
+    shedder.find_bundles_for_unloading(cluster(HOMOGENEOUS), hit)
+    assert shedder.hit_low == {"a": 1}
+
+
+def test_a_single_broker_has_nowhere_to_shed() -> None:
+    # With thresholds of 0 a lone broker is a hit (gap 0 >= 0) and triggers: there is no destination.
+    conf = conf_with(
+        loadBalancerAvgShedderLowThreshold=0,
+        loadBalancerAvgShedderHighThreshold=0,
+        loadBalancerAvgShedderHitCountHighThreshold=1,
+    )
+    result = last(cluster({"a": (64, 128, [1024.0] * 4)}), conf, 1)
+    assert not result.unloads
+    assert result.skipped[-1]["reason"] == NO_MOVE and result.skipped[-1]["best_gain"] is None
+
+
+def test_one_msg_per_second_on_a_one_unit_limit_is_traffic_and_capacity() -> None:
+    # Limits of 1 (cpu 1.0) and rates of 1 msg/s: a at 100 % with two 0.5 msg/s bundles, b idle. Cost 1
+    # per msg/s, slope 100 / 1 = 100 points per msg/s; the amount (100 - 0) / 200 = 0.5 msg/s: one bundle,
+    # both end at 50 (the level, 1 / (2 / 100)), gain 200 (spread 100 -> 0, deviation 100 -> 0).
+    snap = cluster({"a": (1.0, 1.0, [0.5, 0.5]), "b": (0.0, 1.0, [])})
+    model = estimate_capacity(snap, CONF)
+    assert model is not None and model.slope.tolist() == [100.0, 100.0] and model.level == 50.0
+    result = last(snap)
+    assert moves(result) == [("a", "b")]
+    assert (result.unloads[0].reason["gain"], result.unloads[0].reason["destination_predicted"]) == (
+        200.0,
+        50.0,
+    )
+
+
+def test_the_highest_other_broker_bounds_the_spread() -> None:
+    # y (93.75, nothing to shed) is the second highest, above what h (100) falls to with one 1024 bundle
+    # (87.5); c 0, m 12.5. Level: y's background is above it, so (8192 + 1024) / (3 * 81.92) = 37.5.
+    # Move h -> c: deviation (50 - 62.5) + (25 - 37.5) = -25; spread 100 - 0 -> 93.75 - 12.5: 18.75.
+    snap = cluster(
+        {"c": (0, 128, []), "h": (128, 128, [1024.0] * 8), "m": (16, 128, [1024.0]), "y": (120, 128, [])}
+    )
+    first = last(snap).unloads[0]
+    assert (first.broker, first.destination) == ("h", "c")
+    assert first.reason["level"] == 37.5 and first.reason["gain"] == 25 + 18.75
+
+
+def test_without_any_bundle_placement_goes_by_count_then_score() -> None:
+    # No bundle anywhere (no rate to average): fewest bundles first, then the lower score: b, then a.
+    snap = cluster({"a": (12.8, 128, []), "b": (6.4, 128, [])})
+    shedder = CapacityAwareShedder()
+    assert [
+        shedder.select_broker(["a", "b"], f"t/new/0x{i}_0x{i + 1}", snap, CONF).broker for i in range(2)
+    ] == [
+        "b",
+        "a",
+    ]
+
+
+def test_each_placement_counts_one_bundle() -> None:
+    # No traffic: a (10) owns none, b (5) two idle bundles. a, a (now one fewer than b), then b (tied at 2,
+    # lower score), then a.
+    snap = cluster({"a": (12.8, 128, []), "b": (6.4, 128, [0.0, 0.0])})
+    shedder = CapacityAwareShedder()
+    chosen = [
+        shedder.select_broker(["a", "b"], f"t/new/0x{i}_0x{i + 1}", snap, CONF).broker for i in range(4)
+    ]
+    assert chosen == ["a", "a", "b", "a"]
+
+
+def test_a_bundle_of_one_msg_per_second_counts_at_its_rate() -> None:
+    # x's bundle carries 1 msg/s, y's 4095: mean 2048. Placing x's bundle on y adds 1 msg/s (S points).
+    snap = cluster({"x": (0.015625, 128, [1.0]), "y": (63.984375, 128, [4095.0])})
+    shedder = CapacityAwareShedder()
+    shedder.select_broker(["y"], snap.bundle_names[snap.bundles_of(0)[0]], snap, CONF)
+    after = shedder.select_broker(["y"], "t/new/0x0_0x1", snap, CONF)
+    assert after.reason["predicted_score"] == pytest.approx(49.98779296875 + S)
