@@ -117,6 +117,7 @@ def test_every_reason_field_by_hand_on_unequal_machines() -> None:
     # Each 1024 msg/s move: a -12.5, b +3.125; spread -15.625 and deviation -15.625: gain 31.25, until a
     # reaches its target 25 with all four bundles gone. The amount evening the pair: 68.75 / (S + S/4).
     assert moves(second) == [("a", "b")] * 4
+    # equal gains: the first found, i.e. bundle-name order (the tie rule)
     assert [u.bundle for u in second.unloads] == sorted(u.bundle for u in second.unloads)
     assert second.unloads[0].reason == {
         **base,
