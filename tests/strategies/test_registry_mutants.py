@@ -435,6 +435,8 @@ def test_abbreviations_of_full_class_names() -> None:
     assert reg.abbreviate(f" {IMPL}.LeastLongTermMessageRate ") == "LLTMR"
     assert reg.abbreviate("ExtensibleLeastResourceUsageWithWeight") == "ExtLRUWW"
     assert reg.abbreviate("HottestBroker") == "HottestBroker"
+    # a plugin's label is the attribute the loader looks up: ``module:rest`` splits at the first colon
+    assert reg.abbreviate("pkg.mod:Outer:Inner") == "Outer:Inner"
     assert reg.abbreviation_legend([f"{IMPL}.ThresholdShedder+{IMPL}.LeastResourceUsageWithWeight"]) == (
         "LRUWW = LeastResourceUsageWithWeight"
     )

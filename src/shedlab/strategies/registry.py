@@ -566,7 +566,8 @@ def abbreviate(name: str) -> str:
     text = name.strip().removeprefix(_PULSAR_PREFIX)
     if text in _ABBREVIATIONS:
         return _ABBREVIATIONS[text]
-    return text.rpartition(":")[2] if ":" in text else text
+    # the attribute the loader looks up: a ``module:Class`` reference splits at its first colon
+    return text.partition(":")[2] if ":" in text else text
 
 
 def short_pair_name(pair: str, separator: str = "+") -> str:
