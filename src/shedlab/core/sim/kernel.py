@@ -154,9 +154,16 @@ class Simulation:
         self.next_shed_ms = NEVER
         self.events = EventQueue(scenario, self.start_ms, layout.initial_slots, layout.add_slots)
 
+        self.metrics = self._new_metrics()
+        self.next_tick = 0  # the tick :meth:`step` runs next (the sandbox drives the loop one tick at a time)
+        self.recording = self._new_recording() if record else None
+
+    def _new_metrics(self) -> TickMetrics:
+        """The metrics' collector: the grace period bounds the churn's repeat-move window by default."""
+        conf, cluster, pop, scenario = self.conf, self.cluster, self.pop, self.scenario
         grace_ms = int(conf.load_balancer_shedding_grace_period_minutes) * 60_000
         window = scenario.metrics.repeat_move_window
-        self.metrics = TickMetrics(
+        return TickMetrics(
             start_ms=self.start_ms,
             tick_ms=self.tick_ms,
             weights=self.weights,
@@ -168,19 +175,20 @@ class Simulation:
             slot_of=cluster.slot_of,
             churn=Churn.new(pop.size, grace_ms, 2 * grace_ms if window is None else round(window * 1000)),
         )
-        self.next_tick = 0  # the tick :meth:`step` runs next (the sandbox drives the loop one tick at a time)
-        self.recording: Recording | None = None
-        if record:
-            self.recording = Recording(
-                cluster=sim.cluster,
-                broker_ids=cluster.ids,
-                bundle_names=pop.names,
-                bundle_topics=pop.topics,
-                bundle_consumers=pop.consumers,
-                bundle_producers=pop.producers,
-                load_manager_class=conf.load_manager_class_name,
-                ticks=[],
-            )
+
+    def _new_recording(self) -> Recording:
+        """An empty recording of the reports the brokers will write (``record=True``)."""
+        pop = self.pop
+        return Recording(
+            cluster=self.scenario.simulation.cluster,
+            broker_ids=self.cluster.ids,
+            bundle_names=pop.names,
+            bundle_topics=pop.topics,
+            bundle_consumers=pop.consumers,
+            bundle_producers=pop.producers,
+            load_manager_class=self.conf.load_manager_class_name,
+            ticks=[],
+        )
 
     # ------------------------------------------------------------------------------------------- the loop
     def run(self) -> SimulationResult:
