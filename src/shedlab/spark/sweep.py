@@ -252,6 +252,40 @@ def _collect_watched(
     return collected
 
 
+def _run_pending(
+    spark: Any,
+    grid: Grid,
+    out: str,
+    pending: pd.DataFrame,
+    started: float,
+    retry_failed: bool,
+    max_tasks: int,
+    timeout_s: float | None,
+    progress: ProgressFn | None,
+) -> list[Any]:
+    """The pending runs as one Spark job of planned tasks; the summaries' rows as they come back."""
+    sc = spark.sparkContext
+    ship_strategy_modules(spark, grid.strategy_names())
+    task_of = plan_tasks(pending["cost"].tolist(), sc.defaultParallelism, max_tasks=max_tasks)
+    tasks = max(task_of) + 1
+    # Exact placement without a Python stage: spark.range gives partition k exactly the row k (the
+    # k-th task, scheduled k-th); the specs travel once per executor as a broadcast, scenario texts
+    # once per distinct scenario.
+    plan = sc.broadcast(_task_plan(pending, task_of))
+    results_df = spark.range(0, tasks, 1, numPartitions=tasks).mapInPandas(
+        run_tasks(out, timeout_s, plan), RUN_SUMMARY
+    )
+    group = f"shedlab-sweep-{os.getpid()}-{int(started * 1000)}"
+    counter = _RunCounter(out, set(pending["run_id"]), started if retry_failed else None)
+    n = len(pending)
+    try:
+        return _collect_watched(
+            spark, results_df, group, f"shedlab sweep {grid.name}: {n} runs", counter, n, progress
+        )
+    finally:
+        plan.unpersist()
+
+
 def sweep(
     spark: Any,
     grid: Grid,
@@ -302,25 +336,7 @@ def sweep(
             len(removed),
         )
     n = len(pending)
-    sc = spark.sparkContext
-    ship_strategy_modules(spark, grid.strategy_names())
-    task_of = plan_tasks(pending["cost"].tolist(), sc.defaultParallelism, max_tasks=max_tasks)
-    tasks = max(task_of) + 1
-    # Exact placement without a Python stage: spark.range gives partition k exactly the row k (the
-    # k-th task, scheduled k-th); the specs travel once per executor as a broadcast, scenario texts
-    # once per distinct scenario.
-    plan = sc.broadcast(_task_plan(pending, task_of))
-    results_df = spark.range(0, tasks, 1, numPartitions=tasks).mapInPandas(
-        run_tasks(out, timeout_s, plan), RUN_SUMMARY
-    )
-    group = f"shedlab-sweep-{os.getpid()}-{int(started * 1000)}"
-    counter = _RunCounter(out, set(pending["run_id"]), started if retry_failed else None)
-    try:
-        collected = _collect_watched(
-            spark, results_df, group, f"shedlab sweep {grid.name}: {n} runs", counter, n, progress
-        )
-    finally:
-        plan.unpersist()
+    collected = _run_pending(spark, grid, out, pending, started, retry_failed, max_tasks, timeout_s, progress)
     summaries = pd.DataFrame([r.asDict() for r in collected], columns=field_names(RUN_SUMMARY))
     # Every task of this sweep has renamed its temporaries by now, so any left is a dead writer's: a
     # Python worker of a killed earlier sweep can outlive its JVM by a moment and touch its temporary
