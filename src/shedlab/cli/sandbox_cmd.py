@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from shedlab.cluster.sandbox import Sandbox
 
 from shedlab.cli.settings import check_seed
-from shedlab.core.sim import load_scenario
+from shedlab.core.sim import Scenario, load_scenario
 from shedlab.errors import InputError, read_user_text
 from shedlab.units import parse_duration
 
@@ -65,19 +65,8 @@ def sandbox(
     if speed <= 0:
         raise InputError("must be > 0", field="--speed", value=speed)
     stop_after = None if duration is None else parse_duration(duration, field="--duration")
-    tokens = None
-    if token_file is not None:
-        token = read_user_text(token_file).strip()
-        if not token:
-            raise InputError("the token file is empty", source=str(token_file))
-        tokens = {token: "admin"}
-    if start not in ("now", "scenario"):
-        raise InputError("must be 'now' or 'scenario'", field="--start", value=start)
-    loaded = load_scenario(scenario)
-    if start == "now":
-        # a cluster whose reports are dated 2024 is stale to every real client (advise refuses it)
-        settings = dataclasses.replace(loaded.simulation, start_time_ms=int(time.time() * 1000))
-        loaded = dataclasses.replace(loaded, simulation=settings)
+    tokens = _tokens(token_file)
+    loaded = _load_starting(scenario, start)
     zk = None if zookeeper == "none" else zookeeper
     # kazoo logs every refused connection while a ZooKeeper starts; the sandbox reports real failures itself
     logging.getLogger("kazoo").setLevel(logging.ERROR)
@@ -107,6 +96,28 @@ def sandbox(
         for sig, previous in handlers.items():
             signal.signal(sig, previous)
     console.print("sandbox stopped: brokers' sessions closed, ephemeral znodes removed.")
+
+
+def _tokens(token_file: Path | None) -> dict[str, str] | None:
+    """The super-user token the brokers require (None: no authentication)."""
+    if token_file is None:
+        return None
+    token = read_user_text(token_file).strip()
+    if not token:
+        raise InputError("the token file is empty", source=str(token_file))
+    return {token: "admin"}
+
+
+def _load_starting(scenario: str, start: str) -> Scenario:
+    """The scenario, its simulated clock started at the wall clock for ``--start now``."""
+    if start not in ("now", "scenario"):
+        raise InputError("must be 'now' or 'scenario'", field="--start", value=start)
+    loaded = load_scenario(scenario)
+    if start == "now":
+        # a cluster whose reports are dated 2024 is stale to every real client (advise refuses it)
+        settings = dataclasses.replace(loaded.simulation, start_time_ms=int(time.time() * 1000))
+        loaded = dataclasses.replace(loaded, simulation=settings)
+    return loaded
 
 
 def _announce(sb: Sandbox, speed: float, token_file: Path | None, tls_cert: Path | None) -> None:
