@@ -76,6 +76,12 @@ DESTINATIONS_TRIED: Final = 2
 is too large to even a pair with the coldest, or gain more when the coldest is a strong machine)."""
 
 
+NO_PAYING_MOVE: Final = "no move lowers the imbalance by capacityAwareMinBenefit"
+BALANCED_STOP: Final = (
+    "balanced enough: within capacityAwareBalancedSpread, no move lowers the imbalance by "
+    "capacityAwareBalancedMinBenefit"
+)
+
 _SCORED_RESOURCES: Final = (CPU, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT)
 """The resources of Pulsar's weighted max usage, in the order of ``conf.resource_weights()``."""
 
@@ -498,6 +504,8 @@ class _Moves:
         self.spread = _EvenDistribution(snapshot, conf)
         self.limit = float(conf.load_balancer_broker_overloaded_threshold_percentage)
         self.min_benefit = float(conf.capacity_aware_min_benefit)
+        self.balanced_spread = float(conf.capacity_aware_balanced_spread)
+        self.balanced_min_benefit = float(conf.capacity_aware_balanced_min_benefit)
         self.predicted = model.scores.astype(np.float64).copy()
         self.target = _targets(model)
         self.settled_at: float | None = None
@@ -526,14 +534,17 @@ class _Moves:
                 move = self._best_of(hot, sources[hot], ends, refused)
                 if move is not None and (best is None or move.gain > best.gain):
                     best = move
-            if best is None or best.gain < self.min_benefit:
+            balanced = self.balanced_enough(ends.spread)
+            required = self.balanced_min_benefit if balanced else self.min_benefit
+            if best is None or best.gain < required:
                 self.settled_at = now
                 result.skipped.append(
                     {
                         "strategy": name,
-                        "reason": "no move lowers the imbalance by capacityAwareMinBenefit",
+                        "reason": BALANCED_STOP if balanced else NO_PAYING_MOVE,
                         "best_gain": None if best is None else best.gain,
-                        "min_benefit": self.min_benefit,
+                        "min_benefit": required,
+                        "spread": ends.spread,
                         "imbalance": now,
                         **refused,
                     }
@@ -562,6 +573,14 @@ class _Moves:
             bundle = self.snapshot.bundle_names[best.bundle]
             result.unloads.append(Unload(ids[best.hot], bundle, reason, destination=ids[best.cold]))
         return moved
+
+    def balanced_enough(self, spread: float) -> bool:
+        """Whether the predicted spread is within ``capacityAwareBalancedSpread`` (rule 3, "balanced
+        enough"; 0 disables it). Within it a move must pay ``capacityAwareBalancedMinBenefit``: near
+        balance every move of these clusters' one-size bundles buys about the same few points, so the
+        last stretch of balance costs as many unloads as the first and is worth fewer of them. Exactly at
+        the band counts as within, as AvgShedder's thresholds count a gap equal to them as a hit."""
+        return self.balanced_spread > 0 and spread <= self.balanced_spread
 
     def _best_of(
         self, hot: int, bundles: list[tuple[int, float]], ends: _Ends, refused: dict[str, int]
