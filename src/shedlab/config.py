@@ -830,13 +830,13 @@ class LoadBalancerConfig:
         25.0,
         java="double",
         used_by=("CapacityAwareShedder",),
-        doc="shedlab's own key. 'Balanced enough': once the predicted spread (max-min) of the scores is at or "
-        "below this many score points, a move must pay capacityAwareBalancedMinBenefit instead of "
+        doc="shedlab's own key. 'Balanced enough': once the predicted spread (max-min) of the scores is at "
+        "or below this many score points, a move must pay capacityAwareBalancedMinBenefit instead of "
         "capacityAwareMinBenefit, so fewer unloads buy the last stretch of balance. 0 disables it.",
     )
     capacity_aware_balanced_min_benefit: float = _key(
         "capacityAwareBalancedMinBenefit",
-        7.0,
+        6.5,
         java="double",
         used_by=("CapacityAwareShedder",),
         doc="shedlab's own key. The minimum benefit (score points, as capacityAwareMinBenefit) of a move "

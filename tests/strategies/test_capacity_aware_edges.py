@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.errors import ConfigError
 from shedlab.model.pulsar import BrokerData, BundleData
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies.base import SheddingResult
@@ -27,6 +28,10 @@ NAME = "CapacityAwareShedder"
 S = 100 / 8192  # slope of a 128 machine
 NO_MOVE = "no move lowers the imbalance by capacityAwareMinBenefit"
 NOT_REACHED = "hit count not reached"
+BALANCED_STOP = (
+    "balanced enough: within capacityAwareBalancedSpread, no move lowers the imbalance by "
+    "capacityAwareBalancedMinBenefit"
+)
 NOTHING_TO_SHED = "no sheddable bundle (load is not traffic)"
 SETTLED = "settled: the imbalance has not grown by capacityAwareMinBenefit"
 
@@ -826,3 +831,58 @@ def test_a_bundle_of_one_msg_per_second_counts_at_its_rate() -> None:
     shedder.select_broker(["y"], snap.bundle_names[snap.bundles_of(0)[0]], snap, CONF)
     after = shedder.select_broker(["y"], "t/new/0x0_0x1", snap, CONF)
     assert after.reason["predicted_score"] == pytest.approx(49.98779296875 + S)
+
+
+# --- "balanced enough" (rule 3): capacityAwareBalancedSpread / capacityAwareBalancedMinBenefit -------------
+# a: 100 with eight 1024 msg/s bundles (12.5 points each), b empty; level 50. Every move gains 50 (spread
+# -25, deviation from the level -25); the spreads before the four moves are 100, 75, 50 and 25.
+EIGHT_BUNDLES = {"a": (128.0, 128.0, [1024.0] * 8), "b": (0.0, 128.0, [])}
+
+
+def test_balanced_band_off_every_paying_move_is_made() -> None:
+    result = last(cluster(EIGHT_BUNDLES), conf_with(capacityAwareBalancedMinBenefit=1000))
+    assert moves(result) == [("a", "b")] * 4
+    assert [u.reason["imbalance_before"] for u in result.unloads] == [200.0, 150.0, 100.0, 50.0]
+
+
+def test_a_spread_exactly_at_the_band_is_within_it() -> None:
+    # third move: spread 50 = band, so it must pay 50.5; it gains 50.
+    conf = conf_with(capacityAwareBalancedSpread=50, capacityAwareBalancedMinBenefit=50.5)
+    result = last(cluster(EIGHT_BUNDLES), conf)
+    assert moves(result) == [("a", "b")] * 2
+    assert result.skipped[-1] == {
+        "strategy": NAME,
+        "reason": BALANCED_STOP,
+        "best_gain": 50.0,
+        "min_benefit": 50.5,
+        "spread": 50.0,
+        "imbalance": 100.0,
+        "overload veto": 0,
+        "even-distribution filter": 0,
+    }
+
+
+def test_a_move_gaining_exactly_the_balanced_min_benefit_is_made() -> None:
+    conf = conf_with(capacityAwareBalancedSpread=50, capacityAwareBalancedMinBenefit=50)
+    assert moves(last(cluster(EIGHT_BUNDLES), conf)) == [("a", "b")] * 4
+
+
+def test_above_the_band_the_ordinary_min_benefit_applies() -> None:
+    # band 49.5: the third move (spread 50) needs only 4; the fourth (spread 25) needs 50.5 and gains 50.
+    conf = conf_with(capacityAwareBalancedSpread=49.5, capacityAwareBalancedMinBenefit=50.5)
+    shedder = CapacityAwareShedder()
+    result = cycles(shedder, cluster(EIGHT_BUNDLES), conf)[-1]
+    assert moves(result) == [("a", "b")] * 3
+    assert result.skipped[-1]["reason"] == BALANCED_STOP and result.skipped[-1]["spread"] == 25.0
+    # the stop is remembered like any other: 50 (spread 25 + deviation 12.5 + 12.5)
+    assert shedder.settled == 50.0
+
+
+def test_the_balanced_keys_are_validated_and_default_on() -> None:
+    conf = LoadBalancerConfig()
+    assert conf.capacity_aware_balanced_spread == 25.0
+    assert conf.capacity_aware_balanced_min_benefit == 6.5
+    with pytest.raises(ConfigError):
+        conf_with(capacityAwareBalancedSpread=-1)
+    with pytest.raises(ConfigError):
+        conf_with(capacityAwareBalancedMinBenefit=-0.5)
