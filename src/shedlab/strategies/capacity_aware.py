@@ -23,9 +23,11 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   brokers that fits the pair-evening amount ``(p_hot − p_cold) / (slope_hot + slope_cold)`` towards one of
   the two coldest brokers admitted for its namespace, while it lowers the predicted imbalance (spread +
   total absolute deviation from each broker's target: the balanced level, or its background when that is
-  higher) by ``capacityAwareMinBenefit``. A strong cold broker that already carries more traffic still
-  receives load; a hot broker with nothing to shed (a co-located process) is skipped without using up a
-  destination.
+  higher) by ``capacityAwareMinBenefit`` — by ``capacityAwareBalancedMinBenefit`` once the predicted
+  spread is within ``capacityAwareBalancedSpread`` ("balanced enough": near balance the last moves of
+  one-size bundles buy as little as the first, so only those that still do a lot are made). A strong
+  cold broker that already carries more traffic still receives load; a hot broker with nothing to shed (a
+  co-located process) is skipped without using up a destination.
 * **Vetoes**: a destination's predicted score must not exceed
   ``loadBalancerBrokerOverloadedThresholdPercentage`` (equal passes, as Pulsar's strict tests); only
   destinations the leader's even-distribution filter admits are considered.
@@ -518,7 +520,8 @@ class _Moves:
         name: str,
         base: Callable[[ClusterSnapshot, CapacityModel, int, int], dict[str, Any]],
     ) -> set[int]:
-        """Greedy moves while one pays (lowers the imbalance by ``capacityAwareMinBenefit``); the sources
+        """Greedy moves while one pays (lowers the imbalance by ``capacityAwareMinBenefit``, or by
+        ``capacityAwareBalancedMinBenefit`` while the predicted spread is within the band); the sources
         that moved. Each move is the best, over the hottest sources and all their bundles, of a bundle
         that fits its pair-evening amount towards one of the coldest brokers the even-distribution filter
         admits for its namespace."""
