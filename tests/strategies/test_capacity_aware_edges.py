@@ -886,3 +886,23 @@ def test_the_balanced_keys_are_validated_and_default_on() -> None:
         conf_with(capacityAwareBalancedSpread=-1)
     with pytest.raises(ConfigError):
         conf_with(capacityAwareBalancedMinBenefit=-0.5)
+
+
+def test_a_band_below_one_point_still_applies() -> None:
+    # a: 100 with 4064, 4112 and 16 msg/s (49.609375, 50.1953125 and 0.1953125 points), b empty. The first
+    # move (4064: the 4112 one exceeds the amount, 4096) leaves a 50.390625, b 49.609375: spread 0.78125.
+    # The 16 msg/s bundle then fits (amount 32) and gains 0.390625 + 0.390625 = 0.78125: with the minimum at
+    # 0 it pays, but the spread is within a band of 1, where it must pay 100.
+    snap = cluster({"a": (128.0, 128.0, [4064.0, 4112.0, 16.0]), "b": (0.0, 128.0, [])})
+    banded = last(
+        snap,
+        conf_with(
+            capacityAwareMinBenefit=0, capacityAwareBalancedSpread=1, capacityAwareBalancedMinBenefit=100
+        ),
+    )
+    assert moves(banded) == [("a", "b")]
+    assert banded.skipped[-1]["reason"] == BALANCED_STOP
+    assert banded.skipped[-1]["best_gain"] == 0.78125 and banded.skipped[-1]["spread"] == 0.78125
+    unbanded = last(snap, conf_with(capacityAwareMinBenefit=0, capacityAwareBalancedMinBenefit=100))
+    assert moves(unbanded) == [("a", "b")] * 2
+    assert unbanded.unloads[1].reason["gain"] == 0.78125
