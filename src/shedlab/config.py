@@ -172,7 +172,14 @@ def _key(
 
 _MLM_ELM: Final = ("MLM", "ELM")
 
-SHEDLAB_KEYS: Final = frozenset({"capacityAwareBrokerCapacities", "capacityAwareMinBenefit"})
+SHEDLAB_KEYS: Final = frozenset(
+    {
+        "capacityAwareBrokerCapacities",
+        "capacityAwareMinBenefit",
+        "capacityAwareBalancedSpread",
+        "capacityAwareBalancedMinBenefit",
+    }
+)
 """shedlab's own keys: read by shedlab's strategies, unknown to Pulsar (a broker would ignore them)."""
 
 
@@ -818,6 +825,23 @@ class LoadBalancerConfig:
         "absolute deviation of the scores from their capacity-balanced targets, in score points) by at "
         "least this much, or the cycle stops; a stopped plan resumes once the imbalance grew by as much.",
     )
+    capacity_aware_balanced_spread: float = _key(
+        "capacityAwareBalancedSpread",
+        25.0,
+        java="double",
+        used_by=("CapacityAwareShedder",),
+        doc="shedlab's own key. 'Balanced enough': once the predicted spread (max-min) of the scores is at "
+        "or below this many score points, a move must pay capacityAwareBalancedMinBenefit instead of "
+        "capacityAwareMinBenefit, so fewer unloads buy the last stretch of balance. 0 disables it.",
+    )
+    capacity_aware_balanced_min_benefit: float = _key(
+        "capacityAwareBalancedMinBenefit",
+        6.5,
+        java="double",
+        used_by=("CapacityAwareShedder",),
+        doc="shedlab's own key. The minimum benefit (score points, as capacityAwareMinBenefit) of a move "
+        "planned while the predicted spread is within capacityAwareBalancedSpread.",
+    )
 
     # Where each explicitly set value came from (Pulsar key -> "file:line" or an override label). Kept out of
     # equality and hashing on purpose: provenance must never change behaviour.
@@ -1072,6 +1096,8 @@ _RANGES: Final[Mapping[str, tuple[float | None, float | None]]] = MappingProxyTy
         "loadBalanceSheddingDelayInSeconds": _NON_NEGATIVE,
         "loadBalancerBrokerLoadDataTTLInSeconds": _NON_NEGATIVE,
         "capacityAwareMinBenefit": _NON_NEGATIVE,  # score points, summed over brokers
+        "capacityAwareBalancedSpread": _NON_NEGATIVE,  # score points (max - min)
+        "capacityAwareBalancedMinBenefit": _NON_NEGATIVE,  # score points, summed over brokers
     }
 )
 """Accepted ranges ``(minimum, maximum)`` of numeric keys; keys not listed take their Java type's range.

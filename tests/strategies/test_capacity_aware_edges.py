@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.errors import ConfigError
 from shedlab.model.pulsar import BrokerData, BundleData
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies.base import SheddingResult
@@ -25,15 +26,26 @@ from tests.builders import broker_data, bundle_data, snapshot
 
 NAME = "CapacityAwareShedder"
 S = 100 / 8192  # slope of a 128 machine
-CONF = LoadBalancerConfig()
 NO_MOVE = "no move lowers the imbalance by capacityAwareMinBenefit"
 NOT_REACHED = "hit count not reached"
+BALANCED_STOP = (
+    "balanced enough: within capacityAwareBalancedSpread, no move lowers the imbalance by "
+    "capacityAwareBalancedMinBenefit"
+)
 NOTHING_TO_SHED = "no sheddable bundle (load is not traffic)"
 SETTLED = "settled: the imbalance has not grown by capacityAwareMinBenefit"
 
 
+BAND_OFF: dict[str, Any] = {"capacityAwareBalancedSpread": 0}
+"""The rules other than "balanced enough" are tested without it (their hand-computed values predate it);
+its own tests set it explicitly."""
+
+
 def conf_with(**values: Any) -> LoadBalancerConfig:
-    return LoadBalancerConfig().with_overrides(values, source="test")
+    return LoadBalancerConfig().with_overrides({**BAND_OFF, **values}, source="test")
+
+
+CONF = conf_with()
 
 
 def cluster(
@@ -153,6 +165,7 @@ def test_every_reason_field_by_hand_on_unequal_machines() -> None:
             "reason": NO_MOVE,
             "best_gain": None,
             "min_benefit": 4.0,
+            "spread": 6.25,
             "imbalance": 6.25,
             "overload veto": 0,
             "even-distribution filter": 0,
@@ -818,3 +831,78 @@ def test_a_bundle_of_one_msg_per_second_counts_at_its_rate() -> None:
     shedder.select_broker(["y"], snap.bundle_names[snap.bundles_of(0)[0]], snap, CONF)
     after = shedder.select_broker(["y"], "t/new/0x0_0x1", snap, CONF)
     assert after.reason["predicted_score"] == pytest.approx(49.98779296875 + S)
+
+
+# --- "balanced enough" (rule 3): capacityAwareBalancedSpread / capacityAwareBalancedMinBenefit -------------
+# a: 100 with eight 1024 msg/s bundles (12.5 points each), b empty; level 50. Every move gains 50 (spread
+# -25, deviation from the level -25); the spreads before the four moves are 100, 75, 50 and 25.
+EIGHT_BUNDLES = {"a": (128.0, 128.0, [1024.0] * 8), "b": (0.0, 128.0, [])}
+
+
+def test_balanced_band_off_every_paying_move_is_made() -> None:
+    result = last(cluster(EIGHT_BUNDLES), conf_with(capacityAwareBalancedMinBenefit=1000))
+    assert moves(result) == [("a", "b")] * 4
+    assert [u.reason["imbalance_before"] for u in result.unloads] == [200.0, 150.0, 100.0, 50.0]
+
+
+def test_a_spread_exactly_at_the_band_is_within_it() -> None:
+    # third move: spread 50 = band, so it must pay 50.5; it gains 50.
+    conf = conf_with(capacityAwareBalancedSpread=50, capacityAwareBalancedMinBenefit=50.5)
+    result = last(cluster(EIGHT_BUNDLES), conf)
+    assert moves(result) == [("a", "b")] * 2
+    assert result.skipped[-1] == {
+        "strategy": NAME,
+        "reason": BALANCED_STOP,
+        "best_gain": 50.0,
+        "min_benefit": 50.5,
+        "spread": 50.0,
+        "imbalance": 100.0,
+        "overload veto": 0,
+        "even-distribution filter": 0,
+    }
+
+
+def test_a_move_gaining_exactly_the_balanced_min_benefit_is_made() -> None:
+    conf = conf_with(capacityAwareBalancedSpread=50, capacityAwareBalancedMinBenefit=50)
+    assert moves(last(cluster(EIGHT_BUNDLES), conf)) == [("a", "b")] * 4
+
+
+def test_above_the_band_the_ordinary_min_benefit_applies() -> None:
+    # band 49.5: the third move (spread 50) needs only 4; the fourth (spread 25) needs 50.5 and gains 50.
+    conf = conf_with(capacityAwareBalancedSpread=49.5, capacityAwareBalancedMinBenefit=50.5)
+    shedder = CapacityAwareShedder()
+    result = cycles(shedder, cluster(EIGHT_BUNDLES), conf)[-1]
+    assert moves(result) == [("a", "b")] * 3
+    assert result.skipped[-1]["reason"] == BALANCED_STOP and result.skipped[-1]["spread"] == 25.0
+    # the stop is remembered like any other: 50 (spread 25 + deviation 12.5 + 12.5)
+    assert shedder.settled == 50.0
+
+
+def test_the_balanced_keys_are_validated_and_default_on() -> None:
+    conf = LoadBalancerConfig()
+    assert conf.capacity_aware_balanced_spread == 25.0
+    assert conf.capacity_aware_balanced_min_benefit == 6.5
+    with pytest.raises(ConfigError):
+        conf_with(capacityAwareBalancedSpread=-1)
+    with pytest.raises(ConfigError):
+        conf_with(capacityAwareBalancedMinBenefit=-0.5)
+
+
+def test_a_band_below_one_point_still_applies() -> None:
+    # a: 100 with 4064, 4112 and 16 msg/s (49.609375, 50.1953125 and 0.1953125 points), b empty. The first
+    # move (4064: the 4112 one exceeds the amount, 4096) leaves a 50.390625, b 49.609375: spread 0.78125.
+    # The 16 msg/s bundle then fits (amount 32) and gains 0.390625 + 0.390625 = 0.78125: with the minimum at
+    # 0 it pays, but the spread is within a band of 1, where it must pay 100.
+    snap = cluster({"a": (128.0, 128.0, [4064.0, 4112.0, 16.0]), "b": (0.0, 128.0, [])})
+    banded = last(
+        snap,
+        conf_with(
+            capacityAwareMinBenefit=0, capacityAwareBalancedSpread=1, capacityAwareBalancedMinBenefit=100
+        ),
+    )
+    assert moves(banded) == [("a", "b")]
+    assert banded.skipped[-1]["reason"] == BALANCED_STOP
+    assert banded.skipped[-1]["best_gain"] == 0.78125 and banded.skipped[-1]["spread"] == 0.78125
+    unbanded = last(snap, conf_with(capacityAwareMinBenefit=0, capacityAwareBalancedMinBenefit=100))
+    assert moves(unbanded) == [("a", "b")] * 2
+    assert unbanded.unloads[1].reason["gain"] == 0.78125

@@ -23,9 +23,11 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   brokers that fits the pair-evening amount ``(p_hot − p_cold) / (slope_hot + slope_cold)`` towards one of
   the two coldest brokers admitted for its namespace, while it lowers the predicted imbalance (spread +
   total absolute deviation from each broker's target: the balanced level, or its background when that is
-  higher) by ``capacityAwareMinBenefit``. A strong cold broker that already carries more traffic still
-  receives load; a hot broker with nothing to shed (a co-located process) is skipped without using up a
-  destination.
+  higher) by ``capacityAwareMinBenefit`` — by ``capacityAwareBalancedMinBenefit`` once the predicted
+  spread is within ``capacityAwareBalancedSpread`` ("balanced enough": near balance the last moves of
+  one-size bundles buy as little as the first, so only those that still do a lot are made). A strong
+  cold broker that already carries more traffic still receives load; a hot broker with nothing to shed (a
+  co-located process) is skipped without using up a destination.
 * **Vetoes**: a destination's predicted score must not exceed
   ``loadBalancerBrokerOverloadedThresholdPercentage`` (equal passes, as Pulsar's strict tests); only
   destinations the leader's even-distribution filter admits are considered.
@@ -75,6 +77,12 @@ DESTINATIONS_TRIED: Final = 2
 """... towards the coldest admitted brokers, this many of them (the second coldest may take a bundle that
 is too large to even a pair with the coldest, or gain more when the coldest is a strong machine)."""
 
+
+NO_PAYING_MOVE: Final = "no move lowers the imbalance by capacityAwareMinBenefit"
+BALANCED_STOP: Final = (
+    "balanced enough: within capacityAwareBalancedSpread, no move lowers the imbalance by "
+    "capacityAwareBalancedMinBenefit"
+)
 
 _SCORED_RESOURCES: Final = (CPU, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT)
 """The resources of Pulsar's weighted max usage, in the order of ``conf.resource_weights()``."""
@@ -498,6 +506,8 @@ class _Moves:
         self.spread = _EvenDistribution(snapshot, conf)
         self.limit = float(conf.load_balancer_broker_overloaded_threshold_percentage)
         self.min_benefit = float(conf.capacity_aware_min_benefit)
+        self.balanced_spread = float(conf.capacity_aware_balanced_spread)
+        self.balanced_min_benefit = float(conf.capacity_aware_balanced_min_benefit)
         self.predicted = model.scores.astype(np.float64).copy()
         self.target = _targets(model)
         self.settled_at: float | None = None
@@ -510,7 +520,8 @@ class _Moves:
         name: str,
         base: Callable[[ClusterSnapshot, CapacityModel, int, int], dict[str, Any]],
     ) -> set[int]:
-        """Greedy moves while one pays (lowers the imbalance by ``capacityAwareMinBenefit``); the sources
+        """Greedy moves while one pays (lowers the imbalance by ``capacityAwareMinBenefit``, or by
+        ``capacityAwareBalancedMinBenefit`` while the predicted spread is within the band); the sources
         that moved. Each move is the best, over the hottest sources and all their bundles, of a bundle
         that fits its pair-evening amount towards one of the coldest brokers the even-distribution filter
         admits for its namespace."""
@@ -526,14 +537,17 @@ class _Moves:
                 move = self._best_of(hot, sources[hot], ends, refused)
                 if move is not None and (best is None or move.gain > best.gain):
                     best = move
-            if best is None or best.gain < self.min_benefit:
+            balanced = self.balanced_enough(ends.spread)
+            required = self.balanced_min_benefit if balanced else self.min_benefit
+            if best is None or best.gain < required:
                 self.settled_at = now
                 result.skipped.append(
                     {
                         "strategy": name,
-                        "reason": "no move lowers the imbalance by capacityAwareMinBenefit",
+                        "reason": BALANCED_STOP if balanced else NO_PAYING_MOVE,
                         "best_gain": None if best is None else best.gain,
-                        "min_benefit": self.min_benefit,
+                        "min_benefit": required,
+                        "spread": ends.spread,
                         "imbalance": now,
                         **refused,
                     }
@@ -562,6 +576,14 @@ class _Moves:
             bundle = self.snapshot.bundle_names[best.bundle]
             result.unloads.append(Unload(ids[best.hot], bundle, reason, destination=ids[best.cold]))
         return moved
+
+    def balanced_enough(self, spread: float) -> bool:
+        """Whether the predicted spread is within ``capacityAwareBalancedSpread`` (rule 3, "balanced
+        enough"; 0 disables it). Within it a move must pay ``capacityAwareBalancedMinBenefit``: near
+        balance every move of these clusters' one-size bundles buys about the same few points, so the
+        last stretch of balance costs as many unloads as the first and is worth fewer of them. Exactly at
+        the band counts as within, as AvgShedder's thresholds count a gap equal to them as a hit."""
+        return self.balanced_spread > 0 and spread <= self.balanced_spread
 
     def _best_of(
         self, hot: int, bundles: list[tuple[int, float]], ends: _Ends, refused: dict[str, int]
