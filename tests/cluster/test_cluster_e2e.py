@@ -227,8 +227,16 @@ def test_ctrl_c_ends_collect_cleanly(sandbox: Sandbox, tmp_path: Path) -> None:
         "--out",
         str(out),
     ]
+    # A shell starts background jobs with SIGINT ignored, and a child inherits that (Python then installs
+    # no KeyboardInterrupt handler): the collect process gets Ctrl-C's default back, as in a terminal.
     proc = subprocess.Popen(
-        [*SHEDLAB, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*SHEDLAB, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while len(list(out.glob("load-reports-*.jsonl"))) < 2 and time.monotonic() < deadline:
