@@ -256,18 +256,8 @@ def advise(
         watch,
         as_json,
     )
-    failures = 0
     try:
-        cycle = 0
-        while True:
-            cycle += 1
-            started = time.monotonic()
-            failures += advisor.cycle(cycle)
-            if not watch or (count is not None and cycle >= count):
-                break
-            wait = every_s - (time.monotonic() - started)
-            if wait > 0:
-                time.sleep(wait)
+        failures = _advise_cycles(advisor, watch, every_s, count)
     except KeyboardInterrupt:
         console.print("interrupted")
         raise typer.Exit(130) from None
@@ -275,6 +265,21 @@ def advise(
         advisor.close()
     if failures:
         raise typer.Exit(1)  # --execute did not do all it was asked: scripts must notice
+
+
+def _advise_cycles(advisor: _Advisor, watch: bool, every_s: float, count: int | None) -> int:
+    """One cycle, or with ``--watch`` one every ``every_s`` (``count`` of them, or until Ctrl-C); the
+    number of failed actions."""
+    failures, cycle = 0, 0
+    while True:
+        cycle += 1
+        started = time.monotonic()
+        failures += advisor.cycle(cycle)
+        if not watch or (count is not None and cycle >= count):
+            return failures
+        wait = every_s - (time.monotonic() - started)
+        if wait > 0:
+            time.sleep(wait)
 
 
 @dataclass
