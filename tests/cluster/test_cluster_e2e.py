@@ -213,7 +213,11 @@ def test_killing_collect_loses_nothing_written(sandbox: Sandbox, tmp_path: Path)
     assert not list(out.glob(".*.tmp")) and len(list(out.glob("load-reports-*.jsonl"))) == len(files) + 1
 
 
-def test_ctrl_c_ends_collect_cleanly(sandbox: Sandbox, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_ends_collect_cleanly(
+    sandbox: Sandbox, tmp_path: Path, stop: signal.Signals, status: int
+) -> None:
+    """Ctrl-C, or SIGTERM as a service manager stops it: the summary, 128 + the signal, the ``end`` event."""
     out = tmp_path / "rec"
     env = dict(os.environ, PULSAR_TOKEN=TOKEN)
     args = [
@@ -241,9 +245,9 @@ def test_ctrl_c_ends_collect_cleanly(sandbox: Sandbox, tmp_path: Path) -> None:
     deadline = time.monotonic() + 120
     while len(list(out.glob("load-reports-*.jsonl"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "interrupted:" in err and "Traceback" not in err
+    assert proc.returncode == status and "interrupted:" in err and "Traceback" not in err
     events = [json.loads(line) for line in (out / EVENTS_FILE).read_text().splitlines()]
     assert events[-1]["event"] == "end" and events[-1]["interrupted"] is True
 

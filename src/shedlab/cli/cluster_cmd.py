@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -155,7 +159,7 @@ def collect_cmd(
         progress.update(task, advance=1, description=text)
 
     try:
-        with progress:
+        with progress, _terminate_as_interrupt() as terminated:
             summary = collect(
                 source, writer, every_s=every_s, count=count, duration_s=duration_s, on_cycle=on_cycle
             )
@@ -168,7 +172,25 @@ def collect_cmd(
         f"{summary.missing} missing reports, {summary.failed_cycles} failed reads → {out_dir}"
     )
     if summary.interrupted:
-        raise typer.Exit(130)
+        raise typer.Exit(143 if terminated else 130)  # 128 + the signal, as a shell reports it
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[list[bool]]:
+    """SIGTERM (a service manager's stop, ``kill PID``) ends a collect as Ctrl-C does: the cycle under way
+    is abandoned, everything written stays, and the events file gets its ``end`` line. The yielded list
+    becomes true when SIGTERM was the cause."""
+    terminated: list[bool] = []
+
+    def on_term(_signum: int, _frame: FrameType | None) -> None:
+        terminated.append(True)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield terminated
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _print_cycle(
