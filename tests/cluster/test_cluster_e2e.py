@@ -242,11 +242,16 @@ def test_ctrl_c_or_sigterm_ends_collect_cleanly(
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 120
-    while len(list(out.glob("load-reports-*.jsonl"))) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(stop)
-    _, err = proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(out.glob("load-reports-*.jsonl"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(stop)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # a collect that ignored the signal must not outlive the test
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == status and "interrupted:" in err and "Traceback" not in err
     events = [json.loads(line) for line in (out / EVENTS_FILE).read_text().splitlines()]
     assert events[-1]["event"] == "end" and events[-1]["interrupted"] is True
