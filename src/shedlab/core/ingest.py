@@ -312,33 +312,18 @@ def _broker_row(key: Mapping[str, Any], raw: str, report: Mapping[str, Any]) -> 
 
 
 def _bundle_row(key: Mapping[str, Any], bundle: str, s: object) -> dict[str, Any]:
-    """One ``lastStats`` entry as a bundle row, or as a quarantine row with its reason."""
-    brow: dict[str, Any] = {"kind": "bundle", **key, "bundle": bundle}
-    if not isinstance(s, Mapping):
-        brow.update(
-            kind="quarantine",
-            metric="bundle_samples",
-            reason="invalid_value",
-            detail=f"report.lastStats.{bundle}: expected an object",
-            raw=_raw(json.dumps(s)),
-        )
-        return brow
+    """One ``lastStats`` entry as a bundle row, or as a quarantine row with its reason (a fresh row: no
+    field read before the bad one is kept)."""
+    row: dict[str, Any] = {"kind": "bundle", **key, "bundle": bundle}
     try:
-        _extract(brow, s, BUNDLE_STATS, f"report.lastStats.{bundle}.")
+        if not isinstance(s, Mapping):
+            raise _BadValueError("invalid_value", f"report.lastStats.{bundle}: expected an object")
+        _extract(row, s, BUNDLE_STATS, f"report.lastStats.{bundle}.")
     except _BadValueError as bad:
-        brow = {
-            **{k: key[k] for k in ("source", "source_kind", "record", "report_id", "cluster")},
-            "kind": "quarantine",
-            "time_ms": key["time_ms"],
-            "broker": key["broker"],
-            "bundle": bundle,
-            "metric": "bundle_samples",
-            "reason": bad.reason,
-            "detail": bad.detail,
-            "raw": _raw(json.dumps(s)),
-        }
-    brow["raw"] = brow.get("raw") or _raw(json.dumps(s, allow_nan=True))
-    return brow
+        row = {"kind": "quarantine", **key, "bundle": bundle, "metric": "bundle_samples"}
+        row.update(reason=bad.reason, detail=bad.detail)
+    row["raw"] = _raw(json.dumps(s))
+    return row
 
 
 def _bundle_count(report: Mapping[str, Any]) -> dict[str, Any]:
