@@ -400,7 +400,8 @@ def _parse_prometheus(ctx: _Ctx, record: int, raw: str, doc: Mapping[str, Any]) 
 
 @dataclass(frozen=True)
 class _Series:
-    """What every point of one Prometheus series shares: its metric, where it belongs, its problem."""
+    """What every point of one Prometheus series shares: its metric, where it belongs, and its problem
+    (an unknown or unmappable series, no broker, a bundle metric without a bundle), if any."""
 
     no: int
     name: object
@@ -424,17 +425,13 @@ def _prom_series(ctx: _Ctx, series_no: int, labels: Mapping[str, Any], values: l
     problem = _series_problem(name, topic, ctx.boundaries)
     if topic is not None and problem is None:
         bundle = bundle_for_topic(topic, ctx.boundaries)
-    series = _Series(
-        series_no,
-        name,
-        label_text,
-        relabelled,
-        cluster or ctx.default_cluster,
-        _prom_broker_id(labels, ctx.web_port),
-        bundle,
-        topic,
-        problem,
-    )
+    broker = _prom_broker_id(labels, ctx.web_port)
+    if problem is None and broker is None:
+        problem = ("missing_field", f"{name}: no broker/instance label")
+    if problem is None and name in PROMETHEUS_BUNDLE_METRICS and bundle is None:
+        problem = ("missing_field", f"{name}: no bundle label")
+    cluster = cluster or ctx.default_cluster
+    series = _Series(series_no, name, label_text, relabelled, cluster, broker, bundle, topic, problem)
     for point in values:
         ctx.points += 1
         _prom_point(ctx, series, ctx.points, point)
@@ -444,11 +441,7 @@ def _prom_point(ctx: _Ctx, series: _Series, rec: int, point: Any) -> None:
     """One ``[time, "value"]`` point: a row, or a quarantine row naming what is wrong with it."""
     name, broker, bundle = series.name, series.broker, series.bundle
     ts_ms, value, problem = _point_values(series.no, point)
-    problem = problem or series.problem
-    if problem is None and broker is None:
-        problem = ("missing_field", f"{name}: no broker/instance label")
-    if problem is None and name in PROMETHEUS_BUNDLE_METRICS and bundle is None:
-        problem = ("missing_field", f"{name}: no bundle label")
+    problem = problem or series.problem  # a malformed point first, then what all the series' points share
     raw = f"{series.label_text} {json.dumps(point)}"
     if problem is not None:
         ctx.quarantine(
