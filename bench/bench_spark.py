@@ -20,6 +20,13 @@
    second, in the warmed JVM, is the rate of a long ingest (the JVM's just-in-time compilation, a fixed
    ~30 CPU s, spread over hours).
 
+3. Ingest at scale (``--ingest-scale N``): the recording given N times (symlinks in one directory) is
+   ingested once by a fresh process, timed from before ``get_spark`` to the end of ``ingest`` (a cold
+   ``shedlab ingest`` command: session start included), with the CPU seconds of the process tree.
+   ``--recording FILE`` reuses a recording (to compare checkouts on the same input: run the bench with
+   ``PYTHONPATH=<other checkout>/src``; only ``get_spark`` and ``ingest(spark, sources, out)`` are
+   called); ``--java-options`` adds driver JVM flags (e.g. ``-XX:TieredStopAtLevel=1``).
+
 Numbers depend on what else runs on the machine: on a shared 2-core box, run it when idle.
 """
 
@@ -194,6 +201,11 @@ def main() -> None:
         "--ingest-minutes", type=int, default=180, help="simulated minutes of the ingest recording"
     )
     parser.add_argument("--ingest-only", action="store_true", help="measure the ingest rate only")
+    parser.add_argument(
+        "--ingest-scale", type=int, default=0, help="instead: one cold ingest of the recording given N times"
+    )
+    parser.add_argument("--recording", type=Path, help="with --ingest-scale: this recording, not a new one")
+    parser.add_argument("--java-options", default="", help="with --ingest-scale: extra driver JVM flags")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -202,10 +214,15 @@ def main() -> None:
             print(json.dumps(spark_sweep(rest[0], Path(rest[1]), Path(rest[2]))))
         elif kind == "ingest":
             print(json.dumps(spark_ingest(rest[0], Path(rest[1]), Path(rest[2]), rest[3])))
+        elif kind == "cold":
+            print(json.dumps(cold_ingest(Path(rest[0]), Path(rest[1]), rest[2] if len(rest) > 2 else "")))
         return
 
     workdir = Path(tempfile.mkdtemp(prefix="shedlab-bench-"))
     try:
+        if args.ingest_scale > 0:
+            ingest_at_scale(workdir, args)
+            return
         if not args.ingest_only:
             sweeps(workdir, args)
         ingest_rates(workdir, args.ingest_minutes)
@@ -264,6 +281,36 @@ def ingest_rates(workdir: Path, minutes: int) -> None:
         frames = [_read_table(workdir / f"snap-{p}" / table) for p in ("python", "jvm")]
         pd.testing.assert_frame_equal(*frames, obj=table)
     print("the two outputs are identical (every table, ingest_stats too)")
+
+
+def ingest_at_scale(workdir: Path, args: argparse.Namespace) -> None:
+    source = args.recording or record(workdir, args.ingest_minutes)
+    copies = workdir / "copies"
+    copies.mkdir()
+    for k in range(args.ingest_scale):
+        (copies / f"part{k + 1}.jsonl").symlink_to(source.resolve())
+    size = source.stat().st_size * args.ingest_scale / 1e6
+    cold = in_subprocess("cold", str(copies), str(workdir / "snap"), args.java_options)
+    print(
+        f"cold ingest (local[2]) of {args.ingest_scale} × {source.name} ({size:,.0f} MB)"
+        f"{' with ' + args.java_options if args.java_options else ''}: {cold['rows']:,} rows in"
+        f" {cold['seconds']:.1f} s = {cold['rows'] / cold['seconds']:,.0f} rows/s,"
+        f" {cold['cpu']:.1f} CPU s (process tree, session start included)"
+    )
+
+
+def cold_ingest(source: Path, out: Path, java_options: str) -> dict[str, Any]:
+    """One ingest as a ``shedlab ingest`` command runs it: the session started inside the timing."""
+    from shedlab.spark.ingest import ingest
+    from shedlab.spark.session import get_spark
+
+    cpu_before, started = _tree_cpu(), time.perf_counter()
+    conf = {"spark.driver.extraJavaOptions": java_options} if java_options else None
+    spark = get_spark("local[2]", conf=conf, log_level="ERROR")
+    result = ingest(spark, [str(source)], str(out))
+    seconds, cpu = time.perf_counter() - started, _tree_cpu() - cpu_before
+    spark.stop()
+    return {"rows": result.rows_read, "seconds": seconds, "cpu": cpu}
 
 
 def _read_table(path: Path) -> Any:
