@@ -667,7 +667,7 @@ def imbalance_figure(runs: Sequence[RunSeries], *, max_points: int = 2000) -> go
         template=TEMPLATE,
         height=420,
         hovermode="x unified",
-        legend={"orientation": "h", "y": -0.22, "yanchor": "top", "x": 0},
+        legend=_legend_below(-0.22),
         margin={"t": 20},
     )
     return fig
@@ -746,7 +746,7 @@ def tradeoff_figure(runs: pd.DataFrame, *, churn_label: str, imbalance_label: st
         template=TEMPLATE,
         height=300 * rows + 140,
         hovermode="closest",
-        legend={"orientation": "h", "y": -0.06 if rows > 1 else -0.25, "yanchor": "top", "x": 0},
+        legend=_legend_below(-0.06 if rows > 1 else -0.25),
         margin={"t": 40},
     )
     fig.update_annotations(font_size=12)
@@ -817,16 +817,7 @@ def replay_activity_figure(replay: ReplayData, cluster: str, *, max_points: int 
                 hovertemplate=f"{strategy}<br>%{{x}}<br>%{{y:.0f}} also moved in the data<extra></extra>",
             )
         )
-    fig.update_xaxes(title_text="time (UTC)")
-    fig.update_yaxes(title_text="cumulative count", rangemode="tozero")
-    fig.update_layout(
-        template=TEMPLATE,
-        height=420,
-        hovermode="closest",
-        legend={"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0},
-        margin={"t": 20},
-    )
-    return fig
+    return _over_utc_time(fig, y_title="cumulative count", height=420, hovermode="closest")
 
 
 def replay_spread_figure(replay: ReplayData, cluster: str, *, max_points: int = 2000) -> go.Figure:
@@ -864,14 +855,20 @@ def replay_spread_figure(replay: ReplayData, cluster: str, *, max_points: int = 
                 hovertemplate=f"{strategy}<br>%{{x}}<br>estimated spread %{{y:.1f}}<extra></extra>",
             )
         )
+    return _over_utc_time(fig, y_title="max − min usage (U·100)", height=400, hovermode="x unified")
+
+
+def _legend_below(y: float) -> dict[str, Any]:
+    """A horizontal legend under the plot area, left-aligned (``y`` below 0: under the x-axis title)."""
+    return {"orientation": "h", "y": y, "yanchor": "top", "x": 0}
+
+
+def _over_utc_time(fig: go.Figure, *, y_title: str, height: int, hovermode: str) -> go.Figure:
+    """The replay figures' common frame: wall-clock x-axis, a y-axis from zero, the legend below."""
     fig.update_xaxes(title_text="time (UTC)")
-    fig.update_yaxes(title_text="max − min usage (U·100)", rangemode="tozero")
+    fig.update_yaxes(title_text=y_title, rangemode="tozero")
     fig.update_layout(
-        template=TEMPLATE,
-        height=400,
-        hovermode="x unified",
-        legend={"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0},
-        margin={"t": 20},
+        template=TEMPLATE, height=height, hovermode=hovermode, legend=_legend_below(-0.2), margin={"t": 20}
     )
     return fig
 
