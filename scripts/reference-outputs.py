@@ -74,7 +74,11 @@ def sweep_digests(work: Path) -> dict[str, str]:
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    subprocess.run([SHEDLAB, "evaluate", str(out), "--master", "local[2]", "--json"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [SHEDLAB, "evaluate", str(out), "--master", "local[2]", "--json"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     found = {
         k: v for k, v in digests(out).items() if k.startswith(("ticks/", "decisions/", "brokers/", "events/"))
     }
@@ -88,7 +92,9 @@ def sweep_digests(work: Path) -> dict[str, str]:
         elif not same_table(REFERENCE.parent / name, out / "evaluation" / name):
             found[f"evaluation/{name}"] = "differs beyond 1e-9 relative"
         else:  # equal within floating-point summation order: Spark SQL and pandas may add in other orders
-            found[f"evaluation/{name}"] = REFERENCE_DIGESTS.get("sweep tiny", {}).get(f"evaluation/{name}", "")
+            found[f"evaluation/{name}"] = REFERENCE_DIGESTS.get("sweep tiny", {}).get(
+                f"evaluation/{name}", ""
+            )
     return found
 
 
@@ -142,7 +148,9 @@ def main(argv: list[str]) -> int:
         for name, digest in files.items()
         if found.get(case, {}).get(name) != digest
     ]
-    print("\n".join(bad) if bad else f"all {sum(len(v) for v in expected.values())} reference files identical")
+    print(
+        "\n".join(bad) if bad else f"all {sum(len(v) for v in expected.values())} reference files identical"
+    )
     return 1 if bad else 0
 
 

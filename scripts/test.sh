@@ -7,7 +7,7 @@ bash scripts/ensure-zookeeper.sh || echo "warning: ZooKeeper unavailable; cluste
 bash scripts/ensure-chromium.sh || echo "warning: headless Chromium unavailable; browser tests will be skipped" >&2
 bash scripts/ensure-openssl.sh || echo "warning: openssl unavailable; TLS tests will be skipped" >&2
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
-.venv/bin/ruff check src tests bench
-.venv/bin/ruff format --check src tests bench
+.venv/bin/ruff check src tests bench scripts examples
+.venv/bin/ruff format --check src tests bench scripts examples
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"
