@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -61,7 +61,6 @@ from shedlab.model.snapshot import (
     ClusterSnapshot,
     FloatArray,
     IntArray,
-    percent_usage_array,
 )
 from shedlab.strategies.base import BrokerChoices, Placement, SheddingResult, Unload, candidate_indices
 from shedlab.strategies.greedy import sort_descending
@@ -91,57 +90,30 @@ _SCORED_RESOURCES: Final = (CPU, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT)
 
 @dataclass(frozen=True)
 class CapacityModel:
-    """Per broker: score (0..100), traffic (msg/s in + out), and per scored resource its score points
-    (``points``, weighted, as in Pulsar's score) and the points one msg/s costs it (``rates``); a broker's
-    score is the largest of its points.
-
-    ``slope`` is the steepest rate; ``background`` the part of the score its traffic does not explain,
-    on the resource the score is at (``score − rate · traffic``: a co-located process, an idle cost);
-    ``floor`` the score the broker would have without any traffic (the largest of its resources'
-    backgrounds); ``level`` the score where the brokers would balance."""
+    """Per broker: score (0..100), traffic (msg/s in + out), slope (score points per msg/s) and
+    background (score points traffic does not explain)."""
 
     scores: FloatArray
     traffic: FloatArray
-    points: FloatArray
-    rates: FloatArray
     slope: FloatArray
     background: FloatArray
-    floor: FloatArray
     level: float
 
     @classmethod
-    def of(
-        cls, scores: FloatArray, traffic: FloatArray, points: FloatArray, rates: FloatArray
-    ) -> CapacityModel:
-        """The model from scores, traffic and each resource's points and rates: a resource's background is
-        what traffic does not explain of it, the level is where the brokers would balance.
-
-        The background of the score is taken on the score's own resource (the steepest among tied ones),
-        not as the largest of the resources' backgrounds: with message rate as the one traffic unit, a
-        resource driven by one direction of traffic (bandwidth out, when consumers stop) shows a
-        background that is only the mix of directions changing, and a heterogeneity test on it fires on
-        identical machines (``load-jitter``: 31 unloads instead of 9)."""
-        base = np.maximum(points - rates * traffic[:, None], 0.0)
-        at_score = np.where(points == scores[:, None], rates, -np.inf).argmax(axis=1)
-        rows = np.arange(scores.size)
-        background = np.maximum(scores - rates[rows, at_score] * traffic, 0.0)
-        slope = rates.max(axis=1)
-        level = _balanced_level(traffic, base, rates)
-        return cls(scores, traffic, points, rates, slope, background, base.max(axis=1), level)
-
-
-def _after(points: Sequence[float], rates: Sequence[float], delta: float) -> float:
-    return max(p + r * delta for p, r in zip(points, rates, strict=True))
+    def of(cls, scores: FloatArray, traffic: FloatArray, slope: FloatArray) -> CapacityModel:
+        """The model from scores, traffic and slopes: background is what traffic does not explain, the
+        level is where the brokers would balance."""
+        background = np.maximum(scores - slope * traffic, 0.0)
+        return cls(scores, traffic, slope, background, _balanced_level(traffic, slope, background))
 
 
 def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> CapacityModel | None:
     """The capacity model of a snapshot, or None when no broker carries traffic to estimate it from.
 
-    Rates are inferred per resource from the machines' limits (below); brokers of a class declared in
-    ``capacityAwareBrokerCapacities`` get one rate, ``unit / capacity``, on their score as a whole,
-    ``unit`` being the smallest score per msg/s × capacity over the declared brokers with traffic
-    (background only adds usage), or, when none of them carries traffic, the steepest inferred rate of a
-    declared broker × its capacity.
+    Slopes are inferred from the machines' limits (below); brokers of a class declared in
+    ``capacityAwareBrokerCapacities`` get ``unit / capacity`` instead, ``unit`` being the smallest score per
+    msg/s × capacity over the declared brokers with traffic (background only adds usage), or, when none of
+    them carries traffic, the inferred slope of a declared broker × its capacity.
     """
     weights = conf.resource_weights()
     scores = snapshot.weighted_max_usage(weights) * 100
@@ -150,17 +122,12 @@ def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> Ca
     if not bool(loaded.any()):
         return None
     usage, limit = snapshot.resource_usage, snapshot.resource_limit
-    n = snapshot.num_brokers
-    rates = np.zeros((n, len(_SCORED_RESOURCES)))
-    # Each resource's weighted percentage, rounded as the score is (``weighted_max_usage`` divides by 100,
-    # the score multiplies back), so that the largest of a broker's points is its score to the bit.
-    points = percent_usage_array(usage[:, list(_SCORED_RESOURCES)], limit[:, list(_SCORED_RESOURCES)]).astype(
-        np.float64
-    ) * np.asarray(weights)
-    points = points / 100.0 * 100
-    for i, (r, w) in enumerate(zip(_SCORED_RESOURCES, weights, strict=True)):
+    slope = np.zeros(snapshot.num_brokers)
+    for r, w in zip(_SCORED_RESOURCES, weights, strict=True):
         cost = float(np.min(np.maximum(usage[loaded, r], 0.0) / traffic[loaded]))  # usage per msg/s
-        np.divide(w * 100.0 * cost, limit[:, r], out=rates[:, i], where=limit[:, r] > 0)
+        per_broker = np.zeros(snapshot.num_brokers)
+        np.divide(w * 100.0 * cost, limit[:, r], out=per_broker, where=limit[:, r] > 0)
+        slope = np.maximum(slope, per_broker)
     declared = declared_capacities(snapshot.broker_ids, conf)
     if declared is not None:
         has = declared > 0
@@ -168,13 +135,9 @@ def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> Ca
         if bool(known.any()):
             unit = float(np.min(scores[known] / traffic[known] * declared[known]))
         else:
-            unit = float(np.max(rates[has].max(axis=1) * declared[has]))
-        # A declared capacity is of the broker as a whole: one rate on its score.
-        rates[has] = 0.0
-        rates[has, 0] = unit / declared[has]
-        points[has] = 0.0
-        points[has, 0] = scores[has]
-    return CapacityModel.of(scores, traffic, points, rates)
+            unit = float(np.max(slope[has] * declared[has]))
+        slope = np.where(has, unit / np.where(has, declared, 1.0), slope)
+    return CapacityModel.of(scores, traffic, slope)
 
 
 def declared_capacities(broker_ids: Sequence[str], conf: LoadBalancerConfig) -> FloatArray | None:
@@ -193,65 +156,25 @@ def declared_capacities(broker_ids: Sequence[str], conf: LoadBalancerConfig) -> 
     return out
 
 
-def _balanced_level(traffic: FloatArray, base: FloatArray, rates: FloatArray) -> float:
+def _balanced_level(traffic: FloatArray, slope: FloatArray, background: FloatArray) -> float:
     """The score every broker would have if the cluster's traffic were spread in proportion to capacity.
 
-    A broker at score L carries ``min_r (L − base_r) / rate_r`` msg/s (its resources' backgrounds
-    ``base`` and rates; the resource that reaches L first bounds it), or nothing when a background alone
-    is at L or above (a co-located process). L solves ``Σ_b carried_b(L) = Σ_b traffic_b``: found by
-    bisection (the sum grows with L), then exactly on the pieces active there,
-    ``L = (Σ traffic + Σ base_b / rate_b) / Σ 1 / rate_b``. Brokers with no scored limit (all rates 0)
-    are left out. With one resource per broker this is the closed form of the one-slope model.
+    Solves ``Σ (L − background_b) / slope_b = Σ traffic_b`` over the brokers that can take traffic at L:
+    a broker whose background alone is above L (a co-located process) carries none and is left out, and
+    L is solved again without it. Brokers with no scored limit (slope 0) are left out too.
     """
-    usable = (rates > 0).any(axis=1) if rates.size else np.zeros(traffic.size, dtype=np.bool_)
-    if not bool(usable.any()):
-        return float("inf")
-    total = float(traffic.sum())
-    base, rates = base[usable], rates[usable]
-    floor = base.max(axis=1)
-    low, high = float(floor.min()), float((base + rates * total).max()) + 1.0
-    for _ in range(200):
-        middle = (low + high) / 2
-        if not low < middle < high:
+    usable = slope > 0
+    level = float("inf")
+    for _ in range(len(slope) + 1):
+        if not bool(usable.any()):
+            return float("inf")
+        inverse = 1.0 / slope[usable]
+        level = float((traffic.sum() + (background[usable] * inverse).sum()) / inverse.sum())
+        still = usable & (background < level)
+        if bool((still == usable).all()):
             break
-        if _carried(middle, base, rates, floor) < total:
-            low = middle
-        else:
-            high = middle
-    level = high
-    for _ in range(len(floor) + 1):
-        exact = _level_on_pieces(level, total, base, rates, floor)
-        if exact == level:
-            break
-        level = exact
+        usable = still
     return level
-
-
-def _pieces(
-    level: float, base: FloatArray, rates: FloatArray, floor: FloatArray
-) -> tuple[IntArray, IntArray]:
-    """At ``level``: the brokers that carry traffic (background below it) and, for each, the resource that
-    reaches the level first."""
-    carrying = np.flatnonzero(floor < level)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        room = np.where(rates[carrying] > 0, (level - base[carrying]) / rates[carrying], np.inf)
-    return carrying, np.argmin(room, axis=1)
-
-
-def _carried(level: float, base: FloatArray, rates: FloatArray, floor: FloatArray) -> float:
-    carrying, resource = _pieces(level, base, rates, floor)
-    rows = rates[carrying, resource]
-    return float(((level - base[carrying, resource]) / rows).sum())
-
-
-def _level_on_pieces(
-    level: float, total: float, base: FloatArray, rates: FloatArray, floor: FloatArray
-) -> float:
-    carrying, resource = _pieces(level, base, rates, floor)
-    if carrying.size == 0:
-        return float("inf")
-    inverse = 1.0 / rates[carrying, resource]
-    return float((total + (base[carrying, resource] * inverse).sum()) / inverse.sum())
 
 
 class CapacityAwareShedder:
@@ -349,7 +272,7 @@ class CapacityAwareShedder:
         """
         if not self.unseen:
             return model
-        points, traffic = model.points.copy(), model.traffic.copy()
+        scores, traffic = model.scores.copy(), model.traffic.copy()
         corrected: list[str] = []
         for broker in list(self.unseen):
             b = snapshot.broker_index.get(broker)
@@ -357,7 +280,7 @@ class CapacityAwareShedder:
             if b is None or _report_fingerprint(snapshot, b) != pending.fingerprint:
                 del self.unseen[broker]
                 continue
-            points[b] += pending.points
+            scores[b] += pending.score
             traffic[b] += pending.traffic
             corrected.append(broker)
         if not corrected:
@@ -365,8 +288,7 @@ class CapacityAwareShedder:
         result.skipped.append(
             {"strategy": self.name, "reason": "reports do not show earlier moves yet", "brokers": corrected}
         )
-        points = np.clip(points, 0.0, None)
-        return CapacityModel.of(points.max(axis=1), np.clip(traffic, 0.0, None), points, model.rates)
+        return CapacityModel.of(np.clip(scores, 0.0, None), np.clip(traffic, 0.0, None), model.slope)
 
     def _remember_unseen(self, snapshot: ClusterSnapshot, model: CapacityModel, unload: Unload) -> None:
         """Record a planned move's predicted effect on both brokers until their reports show it."""
@@ -378,7 +300,7 @@ class CapacityAwareShedder:
             pending = self.unseen.get(broker)
             if pending is None or pending.fingerprint != fingerprint:
                 pending = self.unseen[broker] = UnseenMoves(fingerprint)
-            pending.points += sign * model.rates[b] * moved
+            pending.score += sign * float(model.slope[b]) * moved
             pending.traffic += sign * moved
 
     def _count_hits(
@@ -527,21 +449,11 @@ class CapacityAwareShedder:
 @dataclass
 class UnseenMoves:
     """A broker's planned moves its report does not show yet: the report they were planned on and their
-    predicted effect on each scored resource's points and on its traffic (msg/s)."""
+    predicted effect on its score (points) and traffic (msg/s)."""
 
     fingerprint: tuple[float, ...]
-    points: FloatArray = field(default_factory=lambda: np.zeros(len(_SCORED_RESOURCES)))
+    score: float = 0.0
     traffic: float = 0.0
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, UnseenMoves)
-            and self.fingerprint == other.fingerprint
-            and self.points.tolist() == other.points.tolist()
-            and self.traffic == other.traffic
-        )
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def _report_fingerprint(snapshot: ClusterSnapshot, b: int) -> tuple[float, ...]:
@@ -597,10 +509,6 @@ class _Moves:
         self.balanced_spread = float(conf.capacity_aware_balanced_spread)
         self.balanced_min_benefit = float(conf.capacity_aware_balanced_min_benefit)
         self.predicted = model.scores.astype(np.float64).copy()
-        self.points: list[list[float]] = model.points.tolist()
-        """Each broker's predicted points per resource, updated move by move (its predicted score is the
-        largest)."""
-        self.rates: list[list[float]] = model.rates.tolist()
         self.target = _targets(model)
         self.settled_at: float | None = None
         """The predicted imbalance where the plan stopped because no move paid (None: stopped by the cap)."""
@@ -648,9 +556,8 @@ class _Moves:
             sources[best.hot].remove((best.bundle, best.traffic))
             p = self.predicted
             before = (float(p[best.hot]), float(p[best.cold]))
-            for b, delta in ((best.hot, -best.traffic), (best.cold, best.traffic)):
-                self.points[b] = [q + r * delta for q, r in zip(self.points[b], self.rates[b], strict=True)]
-                p[b] = max(self.points[b])
+            p[best.hot] -= self.model.slope[best.hot] * best.traffic
+            p[best.cold] += self.model.slope[best.cold] * best.traffic
             self.spread.count(best.bundle, best.cold)
             moved.add(best.hot)
             reason = {
@@ -688,7 +595,7 @@ class _Moves:
         Every bundle is tried, not only the largest that fits: with the filter, the largest bundle's
         namespace may admit only brokers already above the balanced level while a smaller bundle of
         another namespace may go to the coldest (a strong machine owning none of its bundles)."""
-        p = self.predicted
+        p, slope = self.predicted, self.model.slope
         n = p.size
         coldest = ends.coldest_except(hot)
         destinations: dict[str, tuple[list[int], bool]] = {}
@@ -705,45 +612,30 @@ class _Moves:
             if not ordered:
                 refused["even-distribution filter"] += 1
                 continue
-            new_hot = self.after(hot, -traffic)
             for cold in ordered:
-                new_cold = self.after(cold, traffic)
-                if not (traffic > 0 and new_cold <= new_hot):
+                denominator = float(slope[hot] + slope[cold])
+                even = float(p[hot] - p[cold]) / denominator if denominator > 0 else 0.0
+                if not 0 < traffic <= even:
                     continue
-                if new_cold > self.limit:
+                if p[cold] + slope[cold] * traffic > self.limit:
                     refused["overload veto"] += 1
                     continue
-                gain = self._gain(hot, cold, new_hot, new_cold, ends)
+                gain = self._gain(hot, cold, traffic, ends)
                 if best is not None and gain <= best.gain:
                     continue
                 rule = "coldest destination" if cold == coldest else "redirected (even-distribution filter)"
                 if cold != coldest and coldest_admitted:
                     rule = "second coldest destination"
-                best = _Move(hot, int(cold), k, traffic, self.even_amount(hot, cold), gain, rule)
+                best = _Move(hot, int(cold), k, traffic, even, gain, rule)
         return best
 
-    def after(self, b: int, delta: float) -> float:
-        """Broker ``b``'s predicted score once its predicted traffic changes by ``delta`` msg/s."""
-        return _after(self.points[b], self.rates[b], delta)
-
-    def even_amount(self, hot: int, cold: int) -> float:
-        """The msg/s that would even the pair's predicted scores at their current rates (those of the
-        resource each one's score is at, the steepest on a tie):
-        ``(p_hot − p_cold) / (rate_hot + rate_cold)``; reported with each move. Whether a bundle fits is
-        decided on the predicted scores themselves (the destination must not end hotter than the source),
-        which the amount approximates once another resource takes over."""
-        rate = [
-            max(r for q, r in zip(self.points[b], self.rates[b], strict=True) if q == max(self.points[b]))
-            for b in (hot, cold)
-        ]
-        denominator = rate[0] + rate[1]
-        return float(self.predicted[hot] - self.predicted[cold]) / denominator if denominator > 0 else 0.0
-
-    def _gain(self, hot: int, cold: int, new_hot: float, new_cold: float, ends: _Ends) -> float:
-        """How much a move that takes ``hot`` to ``new_hot`` and ``cold`` to ``new_cold`` lowers the
-        imbalance (spread + total absolute deviation from the targets): only two scores change, so only
-        two deviations and the extremes are recomputed."""
-        p, t = self.predicted, self.target
+    def _gain(self, hot: int, cold: int, traffic: float, ends: _Ends) -> float:
+        """How much moving ``traffic`` msg/s from ``hot`` to ``cold`` lowers the imbalance (spread + total
+        absolute deviation from the targets): only two scores change, so only two deviations and the
+        extremes are recomputed."""
+        p, t, slope = self.predicted, self.target, self.model.slope
+        new_hot = float(p[hot] - slope[hot] * traffic)
+        new_cold = float(p[cold] + slope[cold] * traffic)
         deviation = (
             abs(new_hot - t[hot]) - abs(p[hot] - t[hot]) + abs(new_cold - t[cold]) - abs(p[cold] - t[cold])
         )
@@ -858,7 +750,7 @@ def _targets(model: CapacityModel) -> FloatArray:
     strong machine. Without a level (no broker with a scored limit), the mean of the scores."""
     if not np.isfinite(model.level):
         return np.full(model.scores.size, float(model.scores.mean()))
-    result: FloatArray = np.maximum(model.level, model.floor)
+    result: FloatArray = np.maximum(model.level, model.background)
     return result
 
 
