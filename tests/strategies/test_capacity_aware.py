@@ -7,6 +7,7 @@ percentages and the strategy's slopes are exact and thresholds can be hit exactl
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 
 from shedlab.cli import app
 from shedlab.config import LoadBalancerConfig
+from shedlab.core.grid import load_grid
 from shedlab.core.sim import load_scenario, run_simulation
 from shedlab.model.pulsar import BrokerData, BundleData
 from shedlab.model.snapshot import ClusterSnapshot
@@ -351,3 +353,18 @@ def test_a_smaller_bundle_may_go_where_the_largest_one_is_not_admitted() -> None
     first = run(CapacityAwareShedder(), snap, CONF, 2).unloads[0]
     assert (first.destination, first.reason["bundle_traffic"]) == ("b", 1024.0)
     assert first.reason["gain"] == pytest.approx(50.0)
+
+
+PROBES = Path(__file__).resolve().parents[2] / "examples" / "capacity-probes"
+
+
+def test_the_probe_grid_runs_every_probe_against_all_four_pairs() -> None:
+    # docs/capacity-aware.md, "Probes": every probe file is in the grid (the out-of-sample three too),
+    # each loads as a scenario of its own name, and the grid compares the four pairs of the capacity grid.
+    grid = load_grid(PROBES / "grid.yaml")
+    files = sorted(p.stem for p in PROBES.glob("probe-*.yaml"))
+    assert sorted(ref.name for ref in grid.scenarios) == files and len(files) == 8
+    assert {"probe-five-classes", "probe-some-bookies", "probe-busy-strong-nic"} <= set(files)
+    for name in files:
+        assert load_scenario(str(PROBES / f"{name}.yaml")).name == name
+    assert set(grid.strategies) == set(load_grid("capacity").strategies)
