@@ -312,12 +312,85 @@ class LeaderBundleData:
         total = writes + extra_updates
         if total == 0:
             return listed_by
+        plan = _TickSamples.of(listed_by, self.has, new_listed_by, write_position, total)
+        rows = self.long.shape[0]  # 2: the rates only; 4 when the throughputs are tracked too
+        sn, sv, ln, lv = self.short_n, self.short, self.long_n, self.long
+        # not the current arrays (snapshots hold them); the saturated bundles' counts stay at the maximum
+        out_s, out_l = _recycle(self._spare, 0, sv), _recycle(self._spare, 1, lv)
+        self._spare = [sv, lv]
+        special = np.flatnonzero((sn < NUM_SHORT_SAMPLES) | (ln < NUM_LONG_SAMPLES) | plan.reset_mask)
+        x_special = values[:, special]  # before ``values`` is republished below
+        tables = _decay_table(NUM_SHORT_SAMPLES, total), _decay_table(NUM_LONG_SAMPLES, total)
+        _saturated_steps(
+            [(out_s, sv, tables[0]), (out_l, lv, tables[1])],
+            values,
+            new_values,
+            plan.old_count if plan.run_old else None,
+            plan.new_count if plan.run_new else None,
+            plan.gained if republish else None,
+        )
+        has = plan.keep  # not read again as ``keep``
+        has[plan.effective] = False
+        has |= plan.gained
+        sn_out, ln_out = sn * has, ln * has  # a bundle without data has no samples
+        if special.size:
+            for n_full, v_full, n_out, v_out, max_samples, r in (
+                (sn, sv, sn_out, out_s, NUM_SHORT_SAMPLES, 4),
+                (ln, lv, ln_out, out_l, NUM_LONG_SAMPLES, rows),
+            ):
+                n, v = plan.advance_special(
+                    special,
+                    n_full[special],
+                    v_full[:, special],
+                    x_special[:r],
+                    new_values[:r, special],
+                    max_samples,
+                )
+                n_out[special] = n * has[special]
+                v_out[:, special] = v
+        self.has = has
+        self.topics = np.where(plan.gained, new_topics, self.topics)
+        self.short_n, self.short, self.long_n, self.long = sn_out, out_s, ln_out, out_l
+        self.updates += total
+        return plan.listed_after(listed_by, new_listed_by)
+
+
+@dataclass
+class _TickSamples:
+    """How many samples each bundle takes in one tick of :meth:`LeaderBundleData.apply_writes`.
+
+    ``old_count``: samples of the old listing's values, up to the first write that changes the listing
+    (all ``total`` updates if none does), 0 for a bundle without data; ``new_count``: samples of the new
+    listing's, from its lister's write on; ``gained``: a write lists the bundle; ``keep``: listed with
+    data before the tick; ``effective``: bundles whose old lister's write dropped them before any new
+    write lists them; ``reset_mask``: bundles that start again from Pulsar's defaults.
+    """
+
+    total: int
+    old_count: IntArray
+    new_count: IntArray
+    gained: BoolArray
+    keep: BoolArray
+    effective: IntArray
+    reset_mask: BoolArray
+    run_old: bool
+    run_new: bool
+
+    @classmethod
+    def of(
+        cls,
+        listed_by: IntArray,
+        has: BoolArray,
+        new_listed_by: IntArray,
+        write_position: IntArray,
+        total: int,
+    ) -> _TickSamples:
         # write_position with a trailing 0, so that a lister of -1 (none) reads "does not write"
         position = np.append(write_position, 0)
         writes_at = position > 0
         new_pos = position[new_listed_by]
         gained = new_pos > 0
-        keep = (listed_by >= 0) & self.has  # listed with data before the tick
+        keep = (listed_by >= 0) & has  # listed with data before the tick
         # samples of the old listing: up to the first write that changes it (all updates if none does);
         # by lister first, a gather instead of three (m,) passes, then the few bundles whose lister changes
         old_count = np.where(writes_at, position - 1, total)[new_listed_by]
@@ -334,50 +407,33 @@ class LeaderBundleData:
         run_old = bool(old_count.any())
         run_new = bool(gained.any())
         new_count = np.where(writes_at, total + 1 - position, 0)[new_listed_by] if run_new else old_count[:0]
-        rows = self.long.shape[0]  # 2: the rates only; 4 when the throughputs are tracked too
-        sn, sv, ln, lv = self.short_n, self.short, self.long_n, self.long
-        # not the current arrays (snapshots hold them); the saturated bundles' counts stay at the maximum
-        out_s, out_l = _recycle(self._spare, 0, sv), _recycle(self._spare, 1, lv)
-        self._spare = [sv, lv]
-        special = np.flatnonzero((sn < NUM_SHORT_SAMPLES) | (ln < NUM_LONG_SAMPLES) | reset_mask)
-        x_special = values[:, special]  # before ``values`` is republished below
-        tables = _decay_table(NUM_SHORT_SAMPLES, total), _decay_table(NUM_LONG_SAMPLES, total)
-        _saturated_steps(
-            [(out_s, sv, tables[0]), (out_l, lv, tables[1])],
-            values,
-            new_values,
-            old_count if run_old else None,
-            new_count if run_new else None,
-            gained if republish else None,
-        )
-        has = keep  # not read again as ``keep``
-        has[effective] = False
-        has |= gained
-        sn_out, ln_out = sn * has, ln * has  # a bundle without data has no samples
-        if special.size:
-            kept = has[special]
-            reset = reset_mask[special]
-            oc = old_count[special]
-            nc = new_count[special] if run_new else oc
-            for n_full, v_full, n_out, v_out, max_samples, r in (
-                (sn, sv, sn_out, out_s, NUM_SHORT_SAMPLES, 4),
-                (ln, lv, ln_out, out_l, NUM_LONG_SAMPLES, rows),
-            ):
-                n, v = n_full[special], v_full[:, special]
-                if run_old:
-                    n, v = _advance(n, v, x_special[:r], oc, max_samples, total)
-                n = np.where(reset, 0, n)
-                v = np.where(reset, DEFAULT_VALUES[:r, None], v)
-                if run_new:
-                    n, v = _advance(n, v, new_values[:r, special], nc, max_samples, total)
-                n_out[special] = n * kept
-                v_out[:, special] = v
-        self.has = has
-        self.topics = np.where(gained, new_topics, self.topics)
-        self.short_n, self.short, self.long_n, self.long = sn_out, out_s, ln_out, out_l
-        self.updates += total
-        result: IntArray = np.where(gained, new_listed_by, listed_by)
-        result[effective[~gained[effective]]] = -1  # lost, and no write lists it again
+        return cls(total, old_count, new_count, gained, keep, effective, reset_mask, run_old, run_new)
+
+    def advance_special(
+        self,
+        special: IntArray,
+        n: IntArray,
+        v: FloatArray,
+        x_old: FloatArray,
+        x_new: FloatArray,
+        max_samples: int,
+    ) -> tuple[IntArray, FloatArray]:
+        """Both runs of :func:`_advance` for the ``special`` bundles (still averaging, or reset), whose
+        counts ``n`` and values ``v`` are given: the old listing's samples, the resets, the new one's."""
+        reset = self.reset_mask[special]
+        if self.run_old:
+            n, v = _advance(n, v, x_old, self.old_count[special], max_samples, self.total)
+        n = np.where(reset, 0, n)
+        v = np.where(reset, DEFAULT_VALUES[: v.shape[0], None], v)
+        if self.run_new:
+            n, v = _advance(n, v, x_new, self.new_count[special], max_samples, self.total)
+        return n, v
+
+    def listed_after(self, listed_by: IntArray, new_listed_by: IntArray) -> IntArray:
+        """Each bundle's listing broker after the tick (-1: its lister dropped it and no write lists it)."""
+        result: IntArray = np.where(self.gained, new_listed_by, listed_by)
+        effective = self.effective
+        result[effective[~self.gained[effective]]] = -1
         return result
 
 
