@@ -62,7 +62,9 @@ def test_compare_report_has_every_part(compare_dir: Path, tmp_path: Path) -> Non
     assert len(figs) == 2  # one scenario: broker load small multiples + imbalance/unloads
     brokers_fig, imbalance_fig = figs
     titles = [a["text"] for a in brokers_fig["layout"]["annotations"]]
-    assert titles == list(PAIRS)  # one panel per pair, in shedlab's pair order
+    # one panel per pair, in shedlab's pair order, abbreviated side by side; the caption spells them out
+    assert titles == ["Threshold + LRUWW", "Uniform + LLTMR", "AvgShedder"]
+    assert "LLTMR = LeastLongTermMessageRate, LRUWW = LeastResourceUsageWithWeight." in document
     unload_traces = [t for t in brokers_fig["data"] if t.get("legendgroup") == "unload"]
     assert len(unload_traces) == len(PAIRS)
     custom = unload_traces[0]["customdata"][0]
@@ -171,6 +173,22 @@ def test_sweep_and_evaluation_report(sweep_root: Path, tmp_path: Path) -> None:
     assert "grid report-test" in document and "builtin:over-unloading-90-10" in document
 
 
+@pytest.mark.spark
+def test_a_results_directory_reports_its_own_sweep_not_a_nested_one(sweep_root: Path, tmp_path: Path) -> None:
+    # the demo's layout: OUT/sweep, OUT/evaluation and, after them, OUT/recommendation/tune (a tuning
+    # sweep); "recommendation" sorts before "sweep", and a depth-first search took the nested one
+    root = tmp_path / "demo"
+    root.mkdir()
+    (root / "sweep").symlink_to(sweep_root / "sweep", target_is_directory=True)
+    decoy = root / "recommendation" / "tune"
+    (decoy / "runs").mkdir(parents=True)
+    (decoy / "ticks").mkdir()
+    data = load_results(root)
+    assert data.kind == "sweep"
+    assert sorted(data.series) == ["over-placement-lruww", "over-unloading-90-10"]
+    assert data.runs is not None and len(data.runs) == 20
+
+
 def _points(values: Any) -> int:
     """How many values a plotly data array holds (plain list or base64 typed array)."""
     if isinstance(values, list):
@@ -207,7 +225,8 @@ def test_replay_report(spark: Any, tmp_path: Path) -> None:
     figs = figures_of(document)
     assert len(figs) == 3  # activity, spread, per-broker small multiples
     titles = [a["text"] for a in figs[2]["layout"]["annotations"] if not a["text"].startswith("▲")]
-    assert titles == ["recorded", "after UniformLoadShedder+LeastLongTermMessageRate", "after AvgShedder"]
+    assert titles == ["recorded", "after Uniform + LLTMR", "after AvgShedder"]
+    assert "destination). LLTMR = LeastLongTermMessageRate." in document
     assert 'id="replay"' in document and "recorded data" in document
 
 

@@ -578,9 +578,11 @@ def broker_load_figure(runs: Sequence[RunSeries], *, max_points: int = 2000) -> 
     panels = []
     for run in runs:
         moves = run.decisions.assign(x=run.decisions["time_s"].astype(float) / scale)
+        # side by side, two full pair names overlap: abbreviated (the caption spells them out)
+        name = short_pair(run.strategy) if len(runs) > 1 else run.strategy
         panels.append(
             LoadPanel(
-                title=f"{run.strategy}{f' ({run.label})' if run.label else ''}",
+                title=f"{name}{f' ({run.label})' if run.label else ''}",
                 lines=_lines(run.brokers, "time_s", "score", x_scale=scale),
                 moves=moves.sort_values("x"),
                 events=_sim_events(run.events, scale),
@@ -903,7 +905,7 @@ def replay_load_figure(replay: ReplayData, cluster: str, *, max_points: int = 20
             dec = mine.assign(x=mine["tick_ms"].astype(float))
         panels.append(
             LoadPanel(
-                f"after {strategy}",
+                f"after {short_pair(strategy)}",
                 _lines(est, "tick_ms", "est_usage", y_scale=100.0),
                 dec.sort_values("x"),
                 no_events,

@@ -93,12 +93,23 @@ def _yaml_mapping(text: str) -> dict[str, Any] | None:
 
 
 def _iter_dirs(root: Path, max_depth: int) -> Iterator[Path]:
-    yield root
-    if max_depth <= 0:
-        return
-    for child in sorted(root.iterdir()):
-        if child.is_dir() and not child.name.startswith((".", "_")):
-            yield from _iter_dirs(child, max_depth - 1)
+    """``root`` and its directories down to ``max_depth``, shallowest first (by name within a level).
+
+    Shallowest first, so that a results directory's own sweep wins over one nested deeper: the demo's
+    ``out/demo`` holds ``sweep/`` and, after it, ``recommendation/tune/`` (a tuning sweep), and a
+    depth-first walk found the latter first ("recommendation" < "sweep") and paired its runs with
+    ``out/demo/evaluation``."""
+    level = [root]
+    for depth in range(max_depth + 1):
+        yield from level
+        if depth == max_depth:
+            return
+        level = [
+            child
+            for parent in level
+            for child in sorted(parent.iterdir())
+            if child.is_dir() and not child.name.startswith((".", "_"))
+        ]
 
 
 def _first(root: Path, test: Callable[[Path], bool], max_depth: int = 2) -> Path | None:

@@ -25,6 +25,7 @@ from shedlab.report.pip364 import (
     problem_slug,
     rating_rule,
 )
+from shedlab.strategies.registry import abbreviation_legend
 
 __all__ = ["SECTIONS", "intro"]
 
@@ -417,6 +418,7 @@ def scenario_sections(page: Page, data: ReportData) -> str:
         out.append(_details("Decisions not taken", _skips_table(runs), pre=False))
         labels = sorted({r.label for r in runs if r.label})
         drawn = f" Runs drawn: {html.escape('; '.join(labels))}." if labels else ""
+        drawn += _abbreviations([r.strategy for r in runs])
         out.append(
             page.figure(
                 figures.broker_load_figure(runs, max_points=page.max_points),
@@ -548,11 +550,17 @@ def replay_section(page: Page, data: ReportData) -> str:
                     _heatmap_note(_replay_brokers(replay, cluster), "usage")
                     + "Per-broker usage: recorded, with the recorded ownership changes (first panel), and "
                     "estimated after each strategy's moves, with its unloads (▼; hover: source → "
-                    "destination).",
+                    "destination)." + _abbreviations(replay.load["strategy"].astype(str).unique().tolist()),
                     f"replay-load:{cluster}",
                 )
             )
     return "\n".join(out)
+
+
+def _abbreviations(pairs: Sequence[str]) -> str:
+    """The caption's key to the abbreviated pair names of crowded panel titles (empty if none is used)."""
+    legend = abbreviation_legend(pairs) if len(pairs) > 1 else ""
+    return f" {html.escape(legend)}." if legend else ""
 
 
 # ---------------------------------------------------------------------------------------- all figures
