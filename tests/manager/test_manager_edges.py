@@ -107,7 +107,13 @@ class TestPreallocation:
         # AvgShedder places at random (no preallocation awareness), so only the filter evens things out
         manager = LoadManager(conf("AvgShedder", loadBalancerDistributeBundlesEvenlyEnabled=True), seed=3)
         snap = brokers({"a": 0.0, "b": 0.0, "c": 0.0})
-        got = [manager.assign(f"t/ns/0x000000{k:02x}_0x000000{k + 1:02x}", snap, T0) for k in range(12)]
+
+        def assign(k: int) -> str:
+            broker = manager.assign(f"t/ns/0x000000{k:02x}_0x000000{k + 1:02x}", snap, T0)
+            assert broker is not None  # three brokers are available
+            return broker
+
+        got = [assign(k) for k in range(12)]
         counts = {b: got.count(b) for b in "abc"}
         assert counts == {"a": 4, "b": 4, "c": 4}
         # every block of three lookups covers the three brokers once

@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -156,7 +156,7 @@ def test_sweep_and_evaluation_report(sweep_root: Path, tmp_path: Path) -> None:
     assert table.count("<tr>") == 1 + 5
     for row in pip.itertuples(index=False):
         if row.problem in ("over placement", "over unloading", "slow load balancing"):
-            assert f'href="#def-{row.problem.replace(" ", "-")}"' in table
+            assert f'href="#def-{cast(str, row.problem).replace(" ", "-")}"' in table
     assert table.count("badge") == len(pip)
     assert table.count("95&nbsp;% CI [") == int(pip["ci_low"].notna().sum())
     for problem in pip["problem"].unique():
@@ -177,7 +177,7 @@ def _points(values: Any) -> int:
         return len(values)
     import base64
 
-    width = np.dtype(values["dtype"]).itemsize
+    width: int = np.dtype(values["dtype"]).itemsize
     return len(base64.b64decode(values["bdata"])) // width
 
 

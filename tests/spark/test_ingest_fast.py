@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.dataset as ds
+import pyarrow.dataset as ds  # type: ignore[import-untyped]
 import pytest
 
 pytestmark = pytest.mark.spark
@@ -26,7 +26,7 @@ def _table(root: Path, name: str) -> pd.DataFrame:
     path = root / name
     if not path.is_dir():
         return pd.DataFrame()
-    frame = ds.dataset(str(path), format="parquet", partitioning="hive").to_table().to_pandas()
+    frame: pd.DataFrame = ds.dataset(str(path), format="parquet", partitioning="hive").to_table().to_pandas()
     frame = frame.astype({c: str for c in frame.columns if str(frame[c].dtype) == "category"})
     frame = frame.sort_values(sorted(frame.columns), na_position="first", kind="stable")
     return frame.reset_index(drop=True)
@@ -58,7 +58,7 @@ def _topic_export(path: Path) -> None:
         "exported_namespace": "public/default",
         "instance": "b1:8080",
     }
-    result = [
+    result: list[dict[str, object]] = [
         {
             "metric": {"__name__": m, **labels, "topic": f"persistent://public/default/t{i}"},
             "values": [[1735776000, str(i + 1)], [1735776060, str(i + 2)]],

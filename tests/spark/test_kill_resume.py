@@ -87,7 +87,11 @@ def test_a_sweep_killed_twice_resumes_to_the_uninterrupted_result(spark: Any, tm
     kills = 0
     for wanted in (2, 6):  # kill once a few runs are written, then again later
         proc = _shedlab("sweep", str(grid), "--out", str(out), "--json")
-        kills += _kill_when(proc, lambda n=wanted: len(_summaries(out)) >= n)
+
+        def written(n: int = wanted) -> bool:
+            return len(_summaries(out)) >= n
+
+        kills += _kill_when(proc, written)
     assert kills >= 1, "the sweep finished before it could be killed"
     assert len(_summaries(out)) < 16
     # The resume needs no new process: this one's session resumes as the CLI would.

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import pytest
@@ -92,7 +92,7 @@ def test_sweep_tiny_grid(spark: Any, tmp_path: Path) -> None:
     # unloads of the summary == decision rows of the run
     per_run = decisions.groupby("run_id").size()
     for row in runs.itertuples():
-        assert dict(row.metrics)["unloads"] == per_run.get(row.run_id, 0)
+        assert dict(cast("list[tuple[str, float]]", row.metrics))["unloads"] == per_run.get(row.run_id, 0)
     brokers = pd.read_parquet(out / "brokers")
     assert (brokers["tick"] % 5 == 0).all()  # brokers_every: 5
     manifest = json.loads((out / "sweep.json").read_text())

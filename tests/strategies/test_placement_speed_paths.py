@@ -86,10 +86,10 @@ def test_placement_by_ids_equals_placement_by_indices_and_rejects_unknown_ids() 
 
 def _pairs_one_by_one(
     avg: AvgShedder, ids: tuple[str, ...], scores: np.ndarray, low: float, high: float
-) -> list:
+) -> list[tuple[int, int, float]]:
     """AvgShedder's pairing as Pulsar writes it: one pair at a time, counters updated in pair order."""
     order = np.argsort(scores, kind="stable").tolist()
-    pairs = []
+    pairs: list[tuple[int, int, float]] = []
     i, j = 0, len(order) - 1
     while i <= j:
         lo, hi = order[i], order[j]

@@ -10,6 +10,7 @@ import pytest
 from builders import MB, broker_data, bundle_data, cpu_broker, snapshot
 from strategies.test_thresholds import AVG, THRESHOLD, UNIFORM_RATE, avg_cluster, conf, threshold_cluster
 
+from shedlab.model.pulsar import BrokerData, BundleData
 from shedlab.strategies import (
     AvgShedder,
     LeastLongTermMessageRate,
@@ -113,7 +114,8 @@ class TestThresholdEdges:
     def test_a_skipped_broker_does_not_stop_the_others(self) -> None:
         # b0 and b1 both above avg + 0.25; b0's target is below the minimum, b1's is not: b1 still sheds.
         keys = {**THRESHOLD, "loadBalancerBundleUnloadMinThroughputThreshold": 1}
-        brokers, data = {}, {}
+        brokers: dict[str, BrokerData] = {}
+        data: dict[str, BundleData] = {}
         for b, tp in (("b0", MB), ("b1", 100 * MB)):
             names = [f"{b}/ns/{k}" for k in range(3)]
             data |= {n: bundle_data(tp_in=tp / 3 + k) for k, n in enumerate(names)}
