@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pyarrow as pa  # type: ignore[import-untyped]  # no stubs (as in src/)
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
 
 from shedlab.core.grid import expand_grid, load_grid

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.dataset as ds  # type: ignore[import-untyped]
+import pyarrow.dataset as ds  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
 
 pytestmark = pytest.mark.spark

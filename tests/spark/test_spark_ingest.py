@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pyarrow as pa  # type: ignore[import-untyped]  # no stubs (as in src/)
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
 
 from shedlab.core.ingest import RAW_COLUMNS, STAGED_COLUMNS

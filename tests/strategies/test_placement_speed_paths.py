@@ -133,7 +133,7 @@ def test_avg_shedder_pairs_and_counters_equal_the_one_by_one_loop(
     for _ in range(rounds):
         scores = np.round(rng.random(n) * 100, int(rng.integers(0, 3)))  # ties too
         snap = _snapshot(rng, n, 3) if n else None
-        got = fast._find_pairs(snap, scores, conf) if snap is not None else []  # type: ignore[arg-type]
+        got = fast._find_pairs(snap, scores, conf) if snap is not None else []
         want = _pairs_one_by_one(slow, ids, scores, conf.load_balancer_avg_shedder_low_threshold,
                                  conf.load_balancer_avg_shedder_high_threshold) if n else []  # fmt: skip
         assert [(p.under, p.over, p.gap) for p in got] == want

@@ -125,6 +125,7 @@ def test_module_class_from_sys_path(plugin_module: str) -> None:
     assert info.roles == {"shedding"} and not info.builtin
     shedder = make_shedding(f"{plugin_module}:QuietShedder", 7)
     assert type(shedder).__name__ == "QuietShedder"
+    # the plugin class keeps the seeded generator; the SheddingStrategy protocol does not declare one
     assert isinstance(shedder.rng, np.random.Generator)  # type: ignore[attr-defined]
 
 

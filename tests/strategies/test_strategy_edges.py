@@ -24,7 +24,7 @@ from shedlab.strategies.greedy import sort_descending
 # ---------------------------------------------------------------------------------------- UniformLoadShedder
 
 
-def uniform(rates: list[float], tps: list[float] | None = None, **keys: object):  # type: ignore[no-untyped-def]
+def uniform(rates: list[float], tps: list[float] | None = None, **keys: object) -> SheddingResult:
     names = {f"b{i}": [f"b{i}/ns/x", f"b{i}/ns/y"] for i in range(len(rates))}
     data = {n: bundle_data(rate_in=0, tp_in=0) for ns in names.values() for n in ns}
     tps = tps or [0.0] * len(rates)

@@ -24,6 +24,7 @@ from shedlab.strategies import (
     ThresholdShedder,
     UniformLoadShedder,
 )
+from shedlab.strategies.base import SheddingResult
 from shedlab.strategies.greedy import greedy_largest_first, java_int, sort_descending
 
 DEFAULT = LoadBalancerConfig()
@@ -33,7 +34,7 @@ def conf(**keys: object) -> LoadBalancerConfig:
     return DEFAULT.with_overrides(keys)
 
 
-def moves(result) -> list[tuple[str, str, str | None]]:  # type: ignore[no-untyped-def]
+def moves(result: SheddingResult) -> list[tuple[str, str, str | None]]:
     return [(u.broker, u.bundle, u.destination) for u in result.unloads]
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
-from typing import TypedDict
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import TypedDict, Unpack
 
 import pytest
 from hypothesis import given, settings
@@ -122,14 +122,23 @@ def setup(cpu: Mapping[int, float] | None = None) -> ExtensibleLoadData:
     return make_data(loads, tops, frozenset(broker(i) for i in range(1, 6)))
 
 
+class SchedulerState(TypedDict, total=False):
+    """What the UnloadScheduler hands ``find_bundles_for_unloading`` besides the data and settings."""
+
+    recently_unloaded_bundles: Mapping[str, int] | None
+    recently_unloaded_brokers: MutableMapping[str, int] | None
+    owners: Mapping[str, str] | None
+    policies: TransferPolicies | None
+
+
 def run(
     data: ExtensibleLoadData,
     conf: TransferShedderSettings = JAVA,
     shedder: TransferShedder | None = None,
-    **kwargs: object,
+    **kwargs: Unpack[SchedulerState],
 ) -> TransferSheddingResult:
     shedder = shedder or TransferShedder()
-    return shedder.find_bundles_for_unloading(data, conf, now_ms=NOW, **kwargs)  # type: ignore[arg-type]
+    return shedder.find_bundles_for_unloading(data, conf, now_ms=NOW, **kwargs)
 
 
 def decided(result: TransferSheddingResult) -> set[tuple[str, str, str | None, str]]:

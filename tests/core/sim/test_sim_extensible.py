@@ -180,7 +180,7 @@ def _traced(scenario: Scenario, seed: int = 1) -> tuple[Simulation, list[tuple[i
         trace.append((now_ms, manager.last_result, decisions))
         return decisions
 
-    manager.do_load_shedding = wrapped  # type: ignore[method-assign]
+    manager.do_load_shedding = wrapped  # type: ignore[method-assign]  # a trace wrapper, on this instance only
     for t in range(sim.n_ticks):
         sim.tick(t, sim.start_ms + t * sim.tick_ms)
     return sim, trace

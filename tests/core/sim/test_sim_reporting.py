@@ -24,6 +24,7 @@ from shedlab.model.pulsar import (
     ResourceUsage,
     TimeAverageMessageData,
 )
+from shedlab.model.snapshot import FloatArray, IntArray
 
 NOW = 1_700_000_000_000
 
@@ -43,6 +44,20 @@ class ReportArgs(TypedDict, total=False):
     tp: float
     bundles: int
     cpu: float
+
+
+class Writes(TypedDict):
+    """The keyword arguments of ``LeaderBundleData.apply_writes``."""
+
+    listed_by: IntArray
+    values: FloatArray
+    topics: IntArray
+    new_listed_by: IntArray
+    new_values: FloatArray
+    new_topics: IntArray
+    write_position: IntArray
+    writes: int
+    extra_updates: int
 
 
 @pytest.fixture
@@ -227,7 +242,7 @@ def test_long_term_throughputs_tracked_on_request_with_the_same_rates() -> None:
     """The sandbox publishes whole BundleData: its long-term throughputs advance like the rates, and
     tracking them leaves the rates' bits exactly as the simulator's two-row arrays have them."""
     new_values = np.array([[10.0, 20.0], [11.0, 21.0], [1e4, 2e4], [3e4, 4e4]])
-    kwargs = {
+    kwargs: Writes = {
         "listed_by": np.array([-1, -1]),
         "values": np.zeros((4, 2)),
         "topics": np.zeros(2, dtype=np.int64),
@@ -240,8 +255,8 @@ def test_long_term_throughputs_tracked_on_request_with_the_same_rates() -> None:
     }
     plain, full = LeaderBundleData.empty(2), LeaderBundleData.empty(2)
     full.track_long_throughputs()
-    plain.apply_writes(**kwargs)  # type: ignore[arg-type]
-    full.apply_writes(**kwargs)  # type: ignore[arg-type]
+    plain.apply_writes(**kwargs)
+    full.apply_writes(**kwargs)
     assert plain.long.shape == (2, 2) and full.long.shape == (4, 2)
     assert full.long[:2].tobytes() == plain.long.tobytes()
     np.testing.assert_allclose(full.long[2:], new_values[2:])
