@@ -9,11 +9,14 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow.dataset as ds  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
+
+if TYPE_CHECKING:  # the tests import shedlab.spark inside themselves, not at collection
+    from shedlab.spark.ingest import IngestResult
 
 pytestmark = pytest.mark.spark
 
@@ -32,7 +35,9 @@ def _table(root: Path, name: str) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def _both(spark: Any, sources: list[str], tmp: Path, **kw: Any) -> tuple[Any, Any, Path, Path]:
+def _both(
+    spark: Any, sources: list[str], tmp: Path, **kw: Any
+) -> tuple[IngestResult, IngestResult, Path, Path]:
     from shedlab.spark.ingest import ingest
 
     slow_out, fast_out = tmp / "python", tmp / "jvm"
@@ -41,7 +46,7 @@ def _both(spark: Any, sources: list[str], tmp: Path, **kw: Any) -> tuple[Any, An
     return slow, fast, slow_out, fast_out
 
 
-def _assert_same(slow: Any, fast: Any, slow_out: Path, fast_out: Path) -> None:
+def _assert_same(slow: IngestResult, fast: IngestResult, slow_out: Path, fast_out: Path) -> None:
     for name in TABLES:
         pd.testing.assert_frame_equal(_table(slow_out, name), _table(fast_out, name), obj=name)
     pd.testing.assert_frame_equal(slow.stats, fast.stats)

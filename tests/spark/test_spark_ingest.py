@@ -14,6 +14,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs (as in 
 import pytest
 
 from shedlab.core.ingest import RAW_COLUMNS, STAGED_COLUMNS
+from shedlab.spark.ingest import IngestResult
 from shedlab.spark.schemas import RAW_ROW, STAGED_ROW, struct
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
@@ -35,21 +36,21 @@ def test_raw_row_schema_is_derived_from_the_formats() -> None:
 
 
 @pytest.fixture(scope="module")
-def fixture_ingest(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def fixture_ingest(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> IngestResult:
     from shedlab.spark.ingest import ingest
 
     out = tmp_path_factory.mktemp("ingest") / "snap"
     return ingest(spark, [str(FIXTURES)], str(out), default_cluster="c1")
 
 
-def _stats(result: Any, name: str) -> dict[str, Any]:
+def _stats(result: IngestResult, name: str) -> dict[str, Any]:
     row = result.stats[result.stats["source"].str.endswith(name)]
     assert len(row) == 1
     return dict(row.iloc[0])
 
 
 @pytest.mark.spark
-def test_ingest_load_reports(fixture_ingest: Any) -> None:
+def test_ingest_load_reports(fixture_ingest: IngestResult) -> None:
     s = _stats(fixture_ingest, "load_reports.jsonl")
     assert s["records_read"] == 18
     assert s["rows_read"] == 59
@@ -78,7 +79,7 @@ def test_ingest_load_reports(fixture_ingest: Any) -> None:
 
 
 @pytest.mark.spark
-def test_ingest_other_formats(fixture_ingest: Any) -> None:
+def test_ingest_other_formats(fixture_ingest: IngestResult) -> None:
     prom = _stats(fixture_ingest, "prometheus_query_range.json")
     assert (prom["rows_read"], prom["broker_rows_kept"], prom["bundle_rows_kept"]) == (103, 20, 25)
     assert (prom["rows_merged"], prom["rows_quarantined"]) == (48, 10)
@@ -98,7 +99,7 @@ def test_ingest_other_formats(fixture_ingest: Any) -> None:
 
 
 @pytest.mark.spark
-def test_ingest_output_tables(spark: Any, fixture_ingest: Any) -> None:
+def test_ingest_output_tables(spark: Any, fixture_ingest: IngestResult) -> None:
     from shedlab.spark.ingest import read_snapshots
 
     out = Path(fixture_ingest.out)
@@ -125,7 +126,7 @@ def test_ingest_output_tables(spark: Any, fixture_ingest: Any) -> None:
 
 
 @pytest.mark.spark
-def test_ingest_canonical_parquet(spark: Any, fixture_ingest: Any, tmp_path: Path) -> None:
+def test_ingest_canonical_parquet(spark: Any, fixture_ingest: IngestResult, tmp_path: Path) -> None:
     from shedlab.spark.ingest import ingest
 
     again = ingest(spark, [fixture_ingest.out], str(tmp_path / "again"))

@@ -15,7 +15,7 @@ import pytest
 from builders import FULL
 
 from shedlab.config import STRATEGY_PACKAGE
-from shedlab.core.sim import Scenario, load_scenario, run_simulation
+from shedlab.core.sim import Scenario, SimulationResult, load_scenario, run_simulation
 from shedlab.core.sim.kernel import Simulation, build_config
 from shedlab.core.sim.metrics import over_placement, over_unloading_flip, ratio, time_to_balance
 from shedlab.core.sim.recording import iter_load_reports, prometheus_responses, write_recording
@@ -46,7 +46,7 @@ def small(**overrides: Any) -> Scenario:
     return Scenario.from_mapping(doc, source="test")
 
 
-def frames(result: Any) -> list[pd.DataFrame]:
+def frames(result: SimulationResult) -> list[pd.DataFrame]:
     return [result.ticks, result.brokers, result.decisions, result.events]
 
 
