@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,9 @@ from shedlab.errors import InputError
 from shedlab.report import build_report, load_results
 from shedlab.report.figures import decimate
 from shedlab.report.page import plotly_js
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SCENARIO = "over-unloading-90-10"
 PAIRS = (
@@ -182,7 +185,7 @@ def _points(values: Any) -> int:
 
 
 @pytest.mark.spark
-def test_replay_report(spark: Any, tmp_path: Path) -> None:
+def test_replay_report(spark: SparkSession, tmp_path: Path) -> None:
     from shedlab.core.replay import strategy_configs
     from shedlab.core.sim.recording import write_recording
     from shedlab.spark.ingest import ingest
@@ -266,7 +269,7 @@ def test_demo_command_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_report_on_a_replay_in_which_nothing_moved(spark: Any, tmp_path: Path) -> None:
+def test_report_on_a_replay_in_which_nothing_moved(spark: SparkSession, tmp_path: Path) -> None:
     """Two ticks, no shedding, no ownership change: empty decisions/ and ownership_changes/ are written
     with their columns; and a replay written without them (older shedlab: no file at all) reads too."""
     import shutil

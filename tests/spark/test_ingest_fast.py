@@ -15,6 +15,9 @@ import pandas as pd
 import pyarrow.dataset as ds  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 if TYPE_CHECKING:  # the tests import shedlab.spark inside themselves, not at collection
     from shedlab.spark.ingest import IngestResult
 
@@ -36,7 +39,7 @@ def _table(root: Path, name: str) -> pd.DataFrame:
 
 
 def _both(
-    spark: Any, sources: list[str], tmp: Path, **kw: Any
+    spark: SparkSession, sources: list[str], tmp: Path, **kw: Any
 ) -> tuple[IngestResult, IngestResult, Path, Path]:
     from shedlab.spark.ingest import ingest
 
@@ -81,7 +84,7 @@ def _topic_export(path: Path) -> None:
     path.write_text(json.dumps(doc))
 
 
-def test_both_paths_agree_on_the_fixtures(spark: Any, tmp_path: Path) -> None:
+def test_both_paths_agree_on_the_fixtures(spark: SparkSession, tmp_path: Path) -> None:
     from shedlab.model.bundles import bundle_for_topic
 
     _topic_export(tmp_path / "topics.json")
@@ -206,7 +209,7 @@ def _unusual(records: list[dict[str, Any]]) -> list[bytes]:
     return out
 
 
-def test_both_paths_agree_on_a_recording_with_bad_lines(spark: Any, tmp_path: Path) -> None:
+def test_both_paths_agree_on_a_recording_with_bad_lines(spark: SparkSession, tmp_path: Path) -> None:
     from shedlab.spark.ingest import _text_frames
     from shedlab.spark.ingest_fast import fast_lines
 
@@ -240,7 +243,7 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: Any, tmp_path: Pa
     assert taken.empty, taken["value"].str[:80].tolist()
 
 
-def test_a_clean_recording_takes_no_python(spark: Any, tmp_path: Path) -> None:
+def test_a_clean_recording_takes_no_python(spark: SparkSession, tmp_path: Path) -> None:
     """The common case: every line taken by the JVM path, no Python reader at all, the same tables and
     counts as the Python reader's (a later report of a broker in its tick merges the earlier one)."""
     from shedlab.spark.ingest import ingest
@@ -260,7 +263,7 @@ def test_a_clean_recording_takes_no_python(spark: Any, tmp_path: Path) -> None:
     assert slow.stats["rows_merged"].sum() >= 2 and slow.bundle_rows > 0
 
 
-def test_line_numbers_are_the_same_with_a_join(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_line_numbers_are_the_same_with_a_join(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     """Beyond a few hundred splits the line numbers' bases are joined instead of a literal map: the same."""
     import shedlab.spark.ingest as spark_ingest
     from shedlab.core.ingest import classify_sources

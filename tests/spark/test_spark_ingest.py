@@ -6,7 +6,7 @@ The parsing and validation rules themselves are tested without Spark in ``tests/
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs (as in src/)
@@ -16,6 +16,9 @@ import pytest
 from shedlab.core.ingest import RAW_COLUMNS, STAGED_COLUMNS
 from shedlab.spark.ingest import IngestResult
 from shedlab.spark.schemas import RAW_ROW, STAGED_ROW, struct
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
 REPORTS = str(FIXTURES / "load_reports.jsonl")
@@ -36,7 +39,7 @@ def test_raw_row_schema_is_derived_from_the_formats() -> None:
 
 
 @pytest.fixture(scope="module")
-def fixture_ingest(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> IngestResult:
+def fixture_ingest(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> IngestResult:
     from shedlab.spark.ingest import ingest
 
     out = tmp_path_factory.mktemp("ingest") / "snap"
@@ -99,7 +102,7 @@ def test_ingest_other_formats(fixture_ingest: IngestResult) -> None:
 
 
 @pytest.mark.spark
-def test_ingest_output_tables(spark: Any, fixture_ingest: IngestResult) -> None:
+def test_ingest_output_tables(spark: SparkSession, fixture_ingest: IngestResult) -> None:
     from shedlab.spark.ingest import read_snapshots
 
     out = Path(fixture_ingest.out)
@@ -126,7 +129,7 @@ def test_ingest_output_tables(spark: Any, fixture_ingest: IngestResult) -> None:
 
 
 @pytest.mark.spark
-def test_ingest_canonical_parquet(spark: Any, fixture_ingest: IngestResult, tmp_path: Path) -> None:
+def test_ingest_canonical_parquet(spark: SparkSession, fixture_ingest: IngestResult, tmp_path: Path) -> None:
     from shedlab.spark.ingest import ingest
 
     again = ingest(spark, [fixture_ingest.out], str(tmp_path / "again"))
@@ -155,7 +158,7 @@ def test_ingest_canonical_parquet(spark: Any, fixture_ingest: IngestResult, tmp_
 
 
 @pytest.mark.spark
-def test_ingest_cli(spark: Any, tmp_path: Path) -> None:
+def test_ingest_cli(spark: SparkSession, tmp_path: Path) -> None:
     import typer
     from typer.testing import CliRunner
 
@@ -171,7 +174,7 @@ def test_ingest_cli(spark: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_ingest_bare_bundle_data_takes_its_file_time(spark: Any, tmp_path: Path) -> None:
+def test_ingest_bare_bundle_data_takes_its_file_time(spark: SparkSession, tmp_path: Path) -> None:
     """BundleData exactly as stored under /loadbalance/bundle-data (no time of its own) is kept."""
     import json
     import os

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 import pytest
@@ -24,13 +24,16 @@ from shedlab.model.pulsar import (
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies import pair_config
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 SCENARIO = "over-unloading-90-10"
 RECORDED_WITH = "ThresholdShedder+LeastLongTermMessageRate"
 STRATEGIES = [RECORDED_WITH, "AvgShedder"]
 
 
 @pytest.fixture(scope="module")
-def recorded(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def recorded(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from shedlab.core.replay import strategy_configs
     from shedlab.core.sim import load_scenario, run_simulation
     from shedlab.core.sim.recording import write_recording
@@ -158,7 +161,9 @@ def test_replay_load_estimate_and_comparison(recorded: dict[str, Any]) -> None:
 
 
 @pytest.mark.spark
-def test_replay_cli_and_prometheus_recording(spark: Any, recorded: dict[str, Any], tmp_path: Path) -> None:
+def test_replay_cli_and_prometheus_recording(
+    spark: SparkSession, recorded: dict[str, Any], tmp_path: Path
+) -> None:
     """The Prometheus export of the same run ingests to the same ownership, and replays from the CLI."""
     import typer
     from typer.testing import CliRunner
