@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TypedDict, Unpack
 
 from shedlab.core.sim.scenario import Scenario, load_scenario
 from shedlab.model.pulsar import (
@@ -79,9 +80,27 @@ def snapshot(
     )
 
 
-def cpu_broker(percent: float, **kwargs: object) -> BrokerData:
+class BrokerArgs(TypedDict, total=False):
+    """The keyword arguments of :func:`broker_data` other than ``cpu``."""
+
+    memory: tuple[float, float]
+    direct: tuple[float, float]
+    bw: tuple[float, float] | None
+    bw_in: tuple[float, float]
+    bw_out: tuple[float, float]
+    rate_in: float
+    rate_out: float
+    tp_in: float
+    tp_out: float
+    bundles: list[str] | None
+    long_rate_in: float
+    long_rate_out: float
+    preallocated: dict[str, BundleData] | None
+
+
+def cpu_broker(percent: float, **kwargs: Unpack[BrokerArgs]) -> BrokerData:
     """A broker whose only non-zero resource is cpu at ``percent`` % (the AvgShedder tests' set-up)."""
-    return broker_data(cpu=(percent, 100.0), **kwargs)  # type: ignore[arg-type]
+    return broker_data(cpu=(percent, 100.0), **kwargs)
 
 
 # A scenario that uses every feature of the format (scenario and kernel tests share it).

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +50,7 @@ def zk_hosts(zookeeper: str, request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark() -> Iterator[SparkSession]:
     if shutil.which("java") is None:
         pytest.skip("Java is not installed: Spark tests need a JDK 17")
     from shedlab.spark.session import get_spark

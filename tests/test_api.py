@@ -31,7 +31,7 @@ def test_every_public_name_resolves() -> None:
         assert getattr(shedlab, name) is not None, name
     assert set(shedlab.__all__) <= set(dir(shedlab))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        _ = shedlab.nope  # type: ignore[attr-defined]
+        _ = shedlab.nope  # type: ignore[attr-defined]  # a missing name, on purpose
 
 
 def test_decide_from_a_path_or_a_snapshot() -> None:

@@ -267,8 +267,12 @@ def test_collect_ingest_replay(zk_hosts: str, tmp_path: Path, spark: object) -> 
         # the sandbox is stepped by hand here, one minute per read: its clock is the read time
         reader = ZooKeeperReader(str(sb.zookeeper), cluster="sandbox", clock=lambda: sb.now_ms)
         writer = RecordWriter(rec)
+
+        def advance(*_: object) -> None:
+            sb.advance(1)
+
         try:
-            summary = collect(reader, writer, every_s=0.001, count=20, on_cycle=lambda *_: sb.advance(1))
+            summary = collect(reader, writer, every_s=0.001, count=20, on_cycle=advance)
         finally:
             reader.close()
             writer.close()

@@ -7,10 +7,11 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]  # no stubs (as in src/)
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
 
 from shedlab.core.grid import expand_grid, load_grid
@@ -66,8 +67,9 @@ def test_writer_replaces_and_removes_a_runs_rows(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.tmp"))
 
 
-def _one_spec(brokers_every: int = 5) -> dict[str, object]:
-    spec = expand_grid(load_grid(GRID)).iloc[-1].to_dict()
+def _one_spec(brokers_every: int = 5) -> dict[str, Any]:
+    """A run spec as the sweep hands it to ``execute_spec`` (a grid row: str, int and float values)."""
+    spec = cast("dict[str, Any]", expand_grid(load_grid(GRID)).iloc[-1].to_dict())
     return {**spec, "brokers_every": brokers_every}
 
 

@@ -235,7 +235,8 @@ def test_even_distribution_keeps_brokers_with_fewest_ranges_of_the_namespace() -
         placement=placement,
     )
     off.select_broker(ns_bundle, snap, T0)
-    assert placement.calls[-1][1] == ("broker1:8080", "broker2:8080", "broker3:8080")
+    # mypy keeps the narrowing of calls[-1][1] from the first assert across select_broker's append
+    assert placement.calls[-1][1] == ("broker1:8080", "broker2:8080", "broker3:8080")  # type: ignore[comparison-overlap]
 
 
 def test_overload_recheck_asks_again_over_every_broker() -> None:
@@ -291,7 +292,7 @@ def test_avg_shedder_destination_comes_from_its_pairing() -> None:
         bundles,
     )
     manager = LoadManager(conf, seed=1)
-    assert manager.shedding is manager.placement
+    assert manager.shedding is manager.placement  # type: ignore[comparison-overlap]  # AvgShedder plays both roles
     decisions = manager.do_load_shedding(snap, T0)
     assert decisions and {d.destination for d in decisions} == {"cold:8080"}
     assert all(d.reason["placement"]["rule"] == "planned destination" for d in decisions)

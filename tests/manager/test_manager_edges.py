@@ -5,7 +5,7 @@ selector of spec §3.4, and how strategies are told about the cluster."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from builders import broker_data, bundle_data, snapshot
@@ -14,7 +14,13 @@ from shedlab.config import LoadBalancerConfig
 from shedlab.manager import LoadManager
 from shedlab.manager.loop import _RoundRobin
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
-from shedlab.strategies import LeastResourceUsageWithWeight, make_shedding, pair_config
+from shedlab.strategies import (
+    AvgShedder,
+    LeastResourceUsageWithWeight,
+    ThresholdShedder,
+    make_shedding,
+    pair_config,
+)
 from shedlab.strategies.base import Placement, SheddingResult, Skip, SkipKind, Unload
 
 T0 = 1_700_000_000_000
@@ -107,7 +113,13 @@ class TestPreallocation:
         # AvgShedder places at random (no preallocation awareness), so only the filter evens things out
         manager = LoadManager(conf("AvgShedder", loadBalancerDistributeBundlesEvenlyEnabled=True), seed=3)
         snap = brokers({"a": 0.0, "b": 0.0, "c": 0.0})
-        got = [manager.assign(f"t/ns/0x000000{k:02x}_0x000000{k + 1:02x}", snap, T0) for k in range(12)]
+
+        def assign(k: int) -> str:
+            broker = manager.assign(f"t/ns/0x000000{k:02x}_0x000000{k + 1:02x}", snap, T0)
+            assert broker is not None  # three brokers are available
+            return broker
+
+        got = [assign(k) for k in range(12)]
         counts = {b: got.count(b) for b in "abc"}
         assert counts == {"a": 4, "b": 4, "c": 4}
         # every block of three lookups covers the three brokers once
@@ -263,7 +275,8 @@ class TestConstruction:
             {b: broker_data(cpu=(10.0, 100.0), rate_in=1, bundles=[f"{b}/ns/0x0_0x1"]) for b in "ab"}
         )
         manager.assign("t/ns/0x0_0x1", snap, T0)
-        placement: Any = manager.placement
+        placement = manager.placement
+        assert isinstance(placement, LeastResourceUsageWithWeight)
         assert set(placement.history) == {"a", "b"}
         manager.on_active_brokers_change(["a"])
         assert set(placement.history) == {"a"}
@@ -453,8 +466,8 @@ class TestSkipLogAndSeeding:
         manager = LoadManager(conf("ThresholdShedder+LeastResourceUsageWithWeight"), seed=0)
         manager.seed_state(recently_unloaded={"t/ns/0x0_0x1": T0})  # no history given: none seeded
         manager.seed_state(usage_history={"a": 0.5})
-        shedding: Any = manager.shedding
-        placement: Any = manager.placement
+        shedding, placement = manager.shedding, manager.placement
+        assert isinstance(shedding, ThresholdShedder) and isinstance(placement, LeastResourceUsageWithWeight)
         assert shedding.history == {"a": 0.5} and placement.history == {"a": 0.5}
         assert manager.recently_unloaded == {"t/ns/0x0_0x1": T0}
         assert manager.assign("t/ns/0x1_0x2", brokers({"a": 0.0}), T0) == "a"  # the view is rebuilt
@@ -463,5 +476,6 @@ class TestSkipLogAndSeeding:
         manager = LoadManager(conf("AvgShedder"), seed=0)
         manager.seed_state(usage_history={"a": 0.5})  # AvgShedder keeps no history: nothing to seed
         manager.seed_state(hit_counts={"a": (2, 1)})
-        shedding: Any = manager.shedding
+        shedding = manager.shedding
+        assert isinstance(shedding, AvgShedder)
         assert (shedding.hit_high, shedding.hit_low) == ({"a": 2}, {"a": 1})

@@ -179,7 +179,7 @@ def test_key_specs_carry_docs_and_users() -> None:
 def test_config_is_immutable_and_hashable() -> None:
     conf = LoadBalancerConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
-        conf.max_unload_percentage = 0.5  # type: ignore[misc]
+        conf.max_unload_percentage = 0.5  # type: ignore[misc]  # the write mypy refuses is the point
     assert {conf: 1}[LoadBalancerConfig()] == 1
 
 
@@ -285,7 +285,7 @@ def test_direct_construction_is_validated_and_normalised() -> None:
     assert conf.max_unload_percentage == 1.0 and isinstance(conf.max_unload_percentage, float)
     assert conf.load_balancer_load_shedding_strategy == "AvgShedder"
     with pytest.raises(ConfigError, match="min_unload_message: expected an integer"):
-        LoadBalancerConfig(min_unload_message=2.5)  # type: ignore[arg-type]
+        LoadBalancerConfig(min_unload_message=2.5)  # type: ignore[arg-type]  # a wrong type, on purpose
 
 
 # ----------------------------------------------------------------------------------- bandwidth weights

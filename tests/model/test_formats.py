@@ -13,6 +13,7 @@ from shedlab.model.formats import (
     LOCAL_BROKER_DATA,
     RESOURCE_USAGE,
     TIME_AVERAGE,
+    Field,
     FieldError,
     FormatError,
     check,
@@ -61,9 +62,9 @@ def test_integers_accept_integral_numbers_only() -> None:
         (USAGE, None, {"limit": 100.0}, "missing_field"),
     ],
 )
-def test_check_refuses(spec: object, value: float | None, siblings: dict[str, float], reason: str) -> None:
+def test_check_refuses(spec: Field, value: float | None, siblings: dict[str, float], reason: str) -> None:
     with pytest.raises(FormatError) as err:
-        check(spec, value, siblings)  # type: ignore[arg-type]
+        check(spec, value, siblings)
     assert err.value.reason == reason
 
 

@@ -18,7 +18,7 @@ from shedlab.model.pulsar import (
     TimeAverageMessageData,
     percent_usage,
 )
-from shedlab.model.snapshot import ClusterSnapshot, percent_usage_array
+from shedlab.model.snapshot import ClusterSnapshot, IntArray, percent_usage_array
 
 SPEC_REPORT = {
     "webServiceUrl": "http://b1:8080",
@@ -138,7 +138,10 @@ def test_snapshot_groups_bundles_by_owner() -> None:
         {"x": bundle_data(), "q": bundle_data()},
     )
     assert snap.broker_ids == ("a", "b")
-    names = lambda idx: [snap.bundle_names[i] for i in idx]  # noqa: E731
+
+    def names(idx: IntArray) -> list[str]:
+        return [snap.bundle_names[i] for i in idx]
+
     assert names(snap.bundles_of(0)) == ["y"] and names(snap.bundles_of(1)) == ["x", "z"]
     assert names(snap.shedding_candidates(1)) == ["x"]  # z has no BundleData: invisible to shedding
     assert snap.bundle_owner[snap.bundle_index("q")] == -1

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SWEEP_GRID = """\
 name: report-test
@@ -15,7 +18,7 @@ seeds: [1, 2]
 """
 
 
-def tiny_sweep(spark: Any, base: Path) -> Path:
+def tiny_sweep(spark: SparkSession, base: Path) -> Path:
     """A real sweep (2 scenarios × 5 pairs × 2 seeds) and its evaluation under ``base/sweep``, made once
     per test session (both report test modules use it; a marker file says it is complete)."""
     from shedlab.core.grid import load_grid
@@ -36,5 +39,5 @@ def tiny_sweep(spark: Any, base: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def sweep_root(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def sweep_root(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_sweep(spark, tmp_path_factory.getbasetemp())

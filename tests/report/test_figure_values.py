@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import pytest
+from plotly.basedatatypes import BaseTraceType
 
 from shedlab.report.figures import broker_load_figure, imbalance_figure, time_axis
 from shedlab.report.model import RunSeries
@@ -40,7 +42,7 @@ def run(
     return RunSeries("s", strategy, brokers, cluster, decisions_frame, events)
 
 
-def traces(fig, name_part: str):  # type: ignore[no-untyped-def]
+def traces(fig: go.Figure, name_part: str) -> list[BaseTraceType]:
     return [t for t in fig.data if name_part in (t.name or "")]
 
 

@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,9 @@ from shedlab.errors import InputError
 from shedlab.report import build_report, load_results
 from shedlab.report.figures import decimate
 from shedlab.report.page import plotly_js
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SCENARIO = "over-unloading-90-10"
 PAIRS = (
@@ -158,7 +161,7 @@ def test_sweep_and_evaluation_report(sweep_root: Path, tmp_path: Path) -> None:
     assert table.count("<tr>") == 1 + 5
     for row in pip.itertuples(index=False):
         if row.problem in ("over placement", "over unloading", "slow load balancing"):
-            assert f'href="#def-{row.problem.replace(" ", "-")}"' in table
+            assert f'href="#def-{cast(str, row.problem).replace(" ", "-")}"' in table
     assert table.count("badge") == len(pip)
     assert table.count("95&nbsp;% CI [") == int(pip["ci_low"].notna().sum())
     for problem in pip["problem"].unique():
@@ -195,12 +198,12 @@ def _points(values: Any) -> int:
         return len(values)
     import base64
 
-    width = np.dtype(values["dtype"]).itemsize
+    width: int = np.dtype(values["dtype"]).itemsize
     return len(base64.b64decode(values["bdata"])) // width
 
 
 @pytest.mark.spark
-def test_replay_report(spark: Any, tmp_path: Path) -> None:
+def test_replay_report(spark: SparkSession, tmp_path: Path) -> None:
     from shedlab.core.replay import strategy_configs
     from shedlab.core.sim.recording import write_recording
     from shedlab.spark.ingest import ingest
@@ -285,7 +288,7 @@ def test_demo_command_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_report_on_a_replay_in_which_nothing_moved(spark: Any, tmp_path: Path) -> None:
+def test_report_on_a_replay_in_which_nothing_moved(spark: SparkSession, tmp_path: Path) -> None:
     """Two ticks, no shedding, no ownership change: empty decisions/ and ownership_changes/ are written
     with their columns; and a replay written without them (older shedlab: no file at all) reads too."""
     import shutil

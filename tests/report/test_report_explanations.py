@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
@@ -77,7 +78,7 @@ def test_a_simulate_output_without_a_skips_file_still_reports(tmp_path: Path) ->
 
 def test_a_sweep_run_writes_its_skips_table(tmp_path: Path) -> None:
     specs = expand_grid(load_grid("tiny"))
-    spec = specs[specs["strategy"] == "AvgShedder"].iloc[0].to_dict()
+    spec = cast("dict[str, Any]", specs[specs["strategy"] == "AvgShedder"].iloc[0].to_dict())
     row = execute_spec(spec, RunWriter(str(tmp_path)))
     assert row["status"] == "ok"
     scenario, strategy, run_id = str(spec["scenario"]), "AvgShedder", str(spec["run_id"])

@@ -9,11 +9,17 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import pyarrow.dataset as ds
+import pyarrow.dataset as ds  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:  # the tests import shedlab.spark inside themselves, not at collection
+    from shedlab.spark.ingest import IngestResult
 
 pytestmark = pytest.mark.spark
 
@@ -26,13 +32,15 @@ def _table(root: Path, name: str) -> pd.DataFrame:
     path = root / name
     if not path.is_dir():
         return pd.DataFrame()
-    frame = ds.dataset(str(path), format="parquet", partitioning="hive").to_table().to_pandas()
+    frame: pd.DataFrame = ds.dataset(str(path), format="parquet", partitioning="hive").to_table().to_pandas()
     frame = frame.astype({c: str for c in frame.columns if str(frame[c].dtype) == "category"})
     frame = frame.sort_values(sorted(frame.columns), na_position="first", kind="stable")
     return frame.reset_index(drop=True)
 
 
-def _both(spark: Any, sources: list[str], tmp: Path, **kw: Any) -> tuple[Any, Any, Path, Path]:
+def _both(
+    spark: SparkSession, sources: list[str], tmp: Path, **kw: Any
+) -> tuple[IngestResult, IngestResult, Path, Path]:
     from shedlab.spark.ingest import ingest
 
     slow_out, fast_out = tmp / "python", tmp / "jvm"
@@ -41,7 +49,7 @@ def _both(spark: Any, sources: list[str], tmp: Path, **kw: Any) -> tuple[Any, An
     return slow, fast, slow_out, fast_out
 
 
-def _assert_same(slow: Any, fast: Any, slow_out: Path, fast_out: Path) -> None:
+def _assert_same(slow: IngestResult, fast: IngestResult, slow_out: Path, fast_out: Path) -> None:
     for name in TABLES:
         pd.testing.assert_frame_equal(_table(slow_out, name), _table(fast_out, name), obj=name)
     pd.testing.assert_frame_equal(slow.stats, fast.stats)
@@ -58,7 +66,7 @@ def _topic_export(path: Path) -> None:
         "exported_namespace": "public/default",
         "instance": "b1:8080",
     }
-    result = [
+    result: list[dict[str, object]] = [
         {
             "metric": {"__name__": m, **labels, "topic": f"persistent://public/default/t{i}"},
             "values": [[1735776000, str(i + 1)], [1735776060, str(i + 2)]],
@@ -76,7 +84,7 @@ def _topic_export(path: Path) -> None:
     path.write_text(json.dumps(doc))
 
 
-def test_both_paths_agree_on_the_fixtures(spark: Any, tmp_path: Path) -> None:
+def test_both_paths_agree_on_the_fixtures(spark: SparkSession, tmp_path: Path) -> None:
     from shedlab.model.bundles import bundle_for_topic
 
     _topic_export(tmp_path / "topics.json")
@@ -201,7 +209,7 @@ def _unusual(records: list[dict[str, Any]]) -> list[bytes]:
     return out
 
 
-def test_both_paths_agree_on_a_recording_with_bad_lines(spark: Any, tmp_path: Path) -> None:
+def test_both_paths_agree_on_a_recording_with_bad_lines(spark: SparkSession, tmp_path: Path) -> None:
     from shedlab.spark.ingest import _text_frames
     from shedlab.spark.ingest_fast import fast_lines
 
@@ -235,7 +243,7 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: Any, tmp_path: Pa
     assert taken.empty, taken["value"].str[:80].tolist()
 
 
-def test_a_clean_recording_takes_no_python(spark: Any, tmp_path: Path) -> None:
+def test_a_clean_recording_takes_no_python(spark: SparkSession, tmp_path: Path) -> None:
     """The common case: every line taken by the JVM path, no Python reader at all, the same tables and
     counts as the Python reader's (a later report of a broker in its tick merges the earlier one)."""
     from shedlab.spark.ingest import ingest
@@ -255,7 +263,7 @@ def test_a_clean_recording_takes_no_python(spark: Any, tmp_path: Path) -> None:
     assert slow.stats["rows_merged"].sum() >= 2 and slow.bundle_rows > 0
 
 
-def test_line_numbers_are_the_same_with_a_join(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_line_numbers_are_the_same_with_a_join(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     """Beyond a few hundred splits the line numbers' bases are joined instead of a literal map: the same."""
     import shedlab.spark.ingest as spark_ingest
     from shedlab.core.ingest import classify_sources

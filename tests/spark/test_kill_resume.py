@@ -15,13 +15,16 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
 
 from shedlab.core.grid import load_grid
 from shedlab.core.results import read_partitioned
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REPORTS = FIXTURES / "ingest" / "load_reports.jsonl"
@@ -78,7 +81,9 @@ def _run_ids(root: Path, table: str) -> pd.Series:
     return frame["run_id"]
 
 
-def test_a_sweep_killed_twice_resumes_to_the_uninterrupted_result(spark: Any, tmp_path: Path) -> None:
+def test_a_sweep_killed_twice_resumes_to_the_uninterrupted_result(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     from shedlab.spark.evaluate import evaluate
     from shedlab.spark.sweep import sweep
 
@@ -87,7 +92,11 @@ def test_a_sweep_killed_twice_resumes_to_the_uninterrupted_result(spark: Any, tm
     kills = 0
     for wanted in (2, 6):  # kill once a few runs are written, then again later
         proc = _shedlab("sweep", str(grid), "--out", str(out), "--json")
-        kills += _kill_when(proc, lambda n=wanted: len(_summaries(out)) >= n)
+
+        def written(n: int = wanted) -> bool:
+            return len(_summaries(out)) >= n
+
+        kills += _kill_when(proc, written)
     assert kills >= 1, "the sweep finished before it could be killed"
     assert len(_summaries(out)) < 16
     # The resume needs no new process: this one's session resumes as the CLI would.
@@ -123,7 +132,7 @@ def _ingested(root: Path) -> dict[str, pd.DataFrame]:
     return tables
 
 
-def test_an_ingest_killed_mid_write_and_rerun_is_complete(spark: Any, tmp_path: Path) -> None:
+def test_an_ingest_killed_mid_write_and_rerun_is_complete(spark: SparkSession, tmp_path: Path) -> None:
     from shedlab.spark.ingest import ingest
 
     out = tmp_path / "killed"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -15,6 +15,9 @@ import pytest
 from shedlab.core.evaluation import PIP364_DEFINITIONS, TOO_FEW_RUNS, evaluate_runs, rate
 from shedlab.core.results import read_sweep_runs
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 # Student's t, two-sided 95 % (from tables)
@@ -22,7 +25,7 @@ T_TABLE = {1: 12.706204736}
 
 
 @pytest.fixture(scope="module")
-def evaluated(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+def evaluated(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     from shedlab.core.grid import load_grid
     from shedlab.spark.evaluate import evaluate
     from shedlab.spark.sweep import sweep

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
@@ -18,6 +18,9 @@ from shedlab.cli import main
 from shedlab.core.grid import load_grid
 from shedlab.errors import ConfigError
 from shedlab.spark.session import validate_master
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GRID = FIXTURES / "grid_tiny.yaml"
@@ -181,7 +184,9 @@ def test_replay_refuses_what_is_not_a_whole_ingest_output_before_spark(
 
 
 @pytest.mark.spark
-def test_a_torn_line_is_quarantined_as_invalid_utf8_and_the_rest_kept(spark: Any, tmp_path: Path) -> None:
+def test_a_torn_line_is_quarantined_as_invalid_utf8_and_the_rest_kept(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     from shedlab.spark.ingest import ingest
 
     lines = REPORTS.read_bytes().splitlines(keepends=True)
@@ -200,7 +205,7 @@ def test_a_torn_line_is_quarantined_as_invalid_utf8_and_the_rest_kept(spark: Any
 
 @pytest.mark.spark
 def test_evaluate_quarantines_an_unreadable_run_file_and_a_resume_runs_it_again(
-    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from shedlab.spark.evaluate import evaluate
     from shedlab.spark.sweep import sweep
@@ -244,7 +249,7 @@ def test_evaluate_quarantines_an_unreadable_run_file_and_a_resume_runs_it_again(
 
 
 @pytest.mark.spark
-def test_empty_replay_tables_keep_their_columns(spark: Any, tmp_path: Path) -> None:
+def test_empty_replay_tables_keep_their_columns(spark: SparkSession, tmp_path: Path) -> None:
     from shedlab.spark.replay import _write_partitioned
     from shedlab.spark.schemas import OWNERSHIP_CHANGE, REPLAY_DECISION, field_names
 

@@ -6,15 +6,19 @@ The parsing and validation rules themselves are tested without Spark in ``tests/
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]  # no stubs (as in src/)
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
 
 from shedlab.core.ingest import RAW_COLUMNS, STAGED_COLUMNS
+from shedlab.spark.ingest import IngestResult
 from shedlab.spark.schemas import RAW_ROW, STAGED_ROW, struct
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
 REPORTS = str(FIXTURES / "load_reports.jsonl")
@@ -35,21 +39,21 @@ def test_raw_row_schema_is_derived_from_the_formats() -> None:
 
 
 @pytest.fixture(scope="module")
-def fixture_ingest(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def fixture_ingest(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> IngestResult:
     from shedlab.spark.ingest import ingest
 
     out = tmp_path_factory.mktemp("ingest") / "snap"
     return ingest(spark, [str(FIXTURES)], str(out), default_cluster="c1")
 
 
-def _stats(result: Any, name: str) -> dict[str, Any]:
+def _stats(result: IngestResult, name: str) -> dict[str, Any]:
     row = result.stats[result.stats["source"].str.endswith(name)]
     assert len(row) == 1
     return dict(row.iloc[0])
 
 
 @pytest.mark.spark
-def test_ingest_load_reports(fixture_ingest: Any) -> None:
+def test_ingest_load_reports(fixture_ingest: IngestResult) -> None:
     s = _stats(fixture_ingest, "load_reports.jsonl")
     assert s["records_read"] == 18
     assert s["rows_read"] == 59
@@ -78,7 +82,7 @@ def test_ingest_load_reports(fixture_ingest: Any) -> None:
 
 
 @pytest.mark.spark
-def test_ingest_other_formats(fixture_ingest: Any) -> None:
+def test_ingest_other_formats(fixture_ingest: IngestResult) -> None:
     prom = _stats(fixture_ingest, "prometheus_query_range.json")
     assert (prom["rows_read"], prom["broker_rows_kept"], prom["bundle_rows_kept"]) == (103, 20, 25)
     assert (prom["rows_merged"], prom["rows_quarantined"]) == (48, 10)
@@ -98,7 +102,7 @@ def test_ingest_other_formats(fixture_ingest: Any) -> None:
 
 
 @pytest.mark.spark
-def test_ingest_output_tables(spark: Any, fixture_ingest: Any) -> None:
+def test_ingest_output_tables(spark: SparkSession, fixture_ingest: IngestResult) -> None:
     from shedlab.spark.ingest import read_snapshots
 
     out = Path(fixture_ingest.out)
@@ -125,7 +129,7 @@ def test_ingest_output_tables(spark: Any, fixture_ingest: Any) -> None:
 
 
 @pytest.mark.spark
-def test_ingest_canonical_parquet(spark: Any, fixture_ingest: Any, tmp_path: Path) -> None:
+def test_ingest_canonical_parquet(spark: SparkSession, fixture_ingest: IngestResult, tmp_path: Path) -> None:
     from shedlab.spark.ingest import ingest
 
     again = ingest(spark, [fixture_ingest.out], str(tmp_path / "again"))
@@ -154,7 +158,7 @@ def test_ingest_canonical_parquet(spark: Any, fixture_ingest: Any, tmp_path: Pat
 
 
 @pytest.mark.spark
-def test_ingest_cli(spark: Any, tmp_path: Path) -> None:
+def test_ingest_cli(spark: SparkSession, tmp_path: Path) -> None:
     import typer
     from typer.testing import CliRunner
 
@@ -170,7 +174,7 @@ def test_ingest_cli(spark: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_ingest_bare_bundle_data_takes_its_file_time(spark: Any, tmp_path: Path) -> None:
+def test_ingest_bare_bundle_data_takes_its_file_time(spark: SparkSession, tmp_path: Path) -> None:
     """BundleData exactly as stored under /loadbalance/bundle-data (no time of its own) is kept."""
     import json
     import os

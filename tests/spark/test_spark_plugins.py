@@ -7,7 +7,7 @@ import importlib
 import importlib.util
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pytest
@@ -21,6 +21,9 @@ from shedlab.spark.ingest import ingest
 from shedlab.spark.replay import replay
 from shedlab.spark.session import ship_strategy_modules
 from shedlab.spark.sweep import sweep
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 PACKAGE = "sweep_plugin_pkg"  # a package directory, so shipping zips it
 STRATEGY = f"{PACKAGE}.shedders:OneBundle"
@@ -59,7 +62,7 @@ class OneBundle:
 '''
 
 
-def _importable_on_executor(spark: Any, module: str) -> bool:
+def _importable_on_executor(spark: SparkSession, module: str) -> bool:
     def probe(_: Any) -> list[bool]:
         import importlib.util as util
 
@@ -79,7 +82,9 @@ def _driver_only_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.spark
-def test_sweep_runs_plugins_on_executors(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sweep_runs_plugins_on_executors(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _driver_only_package(tmp_path, monkeypatch)
     (tmp_path / "scenario.yaml").write_text(SCENARIO, encoding="utf-8")
     pairs = [f"{STRATEGY}+LeastLongTermMessageRate", "HottestBroker+LeastLongTermMessageRate"]
@@ -105,7 +110,7 @@ def test_sweep_runs_plugins_on_executors(spark: Any, tmp_path: Path, monkeypatch
 
 @pytest.mark.spark
 def test_replay_runs_plugins_on_executors(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Recorded data → ingest → replay under a ``module:Class`` pair and the entry-point plugin: replay
     ships the driver-only module itself, and each plugin's decisions come back from the executors."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 import pytest
@@ -24,13 +24,16 @@ from shedlab.model.pulsar import (
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies import pair_config
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 SCENARIO = "over-unloading-90-10"
 RECORDED_WITH = "ThresholdShedder+LeastLongTermMessageRate"
 STRATEGIES = [RECORDED_WITH, "AvgShedder"]
 
 
 @pytest.fixture(scope="module")
-def recorded(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def recorded(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from shedlab.core.replay import strategy_configs
     from shedlab.core.sim import load_scenario, run_simulation
     from shedlab.core.sim.recording import write_recording
@@ -92,7 +95,10 @@ def _direct_decisions(jsonl: Path, strategy: str, seed: int = 1) -> list[tuple[i
 
 def _decisions_of(frame: pd.DataFrame, strategy: str) -> list[tuple[int, str, str, str]]:
     sub = frame[frame["strategy"] == strategy].sort_values(["tick_ms", "seq"])
-    return [(int(r.tick_ms), r.source, r.bundle, r.destination) for r in sub.itertuples()]
+    return [
+        (int(cast(int, r.tick_ms)), cast(str, r.source), cast(str, r.bundle), cast(str, r.destination))
+        for r in sub.itertuples()
+    ]
 
 
 @pytest.mark.spark
@@ -112,9 +118,9 @@ def test_replay_matches_the_simulators_truth(recorded: dict[str, Any]) -> None:
     sim = recorded["sim"].decisions
     replayed = _replayed(root, "decisions")
     mine = replayed[replayed["strategy"] == RECORDED_WITH]
-    truth = {(int(r.time_s * 1000), r.bundle) for r in sim.itertuples()}
+    truth = {(int(cast(float, r.time_s) * 1000), r.bundle) for r in sim.itertuples()}
     t0 = int(mine["tick_ms"].min()) - int(sim["time_s"].min() * 1000)
-    found = {(int(r.tick_ms) - t0, r.bundle) for r in mine.itertuples()}
+    found = {(int(cast(int, r.tick_ms)) - t0, r.bundle) for r in mine.itertuples()}
     assert len(truth & found) >= 0.9 * len(truth)
     # and what really happened afterwards is recorded next to each decision
     assert mine["actually_moved"].mean() >= 0.9
@@ -155,7 +161,9 @@ def test_replay_load_estimate_and_comparison(recorded: dict[str, Any]) -> None:
 
 
 @pytest.mark.spark
-def test_replay_cli_and_prometheus_recording(spark: Any, recorded: dict[str, Any], tmp_path: Path) -> None:
+def test_replay_cli_and_prometheus_recording(
+    spark: SparkSession, recorded: dict[str, Any], tmp_path: Path
+) -> None:
     """The Prometheus export of the same run ingests to the same ownership, and replays from the CLI."""
     import typer
     from typer.testing import CliRunner

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from shedlab.errors import ConfigError
 from shedlab.spark.session import local_cores, parse_conf_pairs, read_conf_file, spark_settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def test_parse_conf_pairs() -> None:
@@ -80,7 +83,7 @@ def test_unknown_master_is_a_config_error() -> None:
 
 
 @pytest.mark.spark
-def test_session_is_configured(spark: Any) -> None:
+def test_session_is_configured(spark: SparkSession) -> None:
     conf = spark.sparkContext.getConf()
     assert spark.sparkContext.master == "local[2]"
     assert conf.get("spark.pyspark.python") == sys.executable

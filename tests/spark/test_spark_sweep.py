@@ -7,13 +7,16 @@ import dataclasses
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 import pytest
 
 from shedlab.core.grid import expand_grid, load_grid
 from shedlab.spark.sweep import plan_tasks, sweep
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GRID = FIXTURES / "grid_tiny.yaml"
@@ -64,7 +67,7 @@ def test_tasks_are_packed_longest_first() -> None:
 
 
 @pytest.mark.spark
-def test_sweep_tiny_grid(spark: Any, tmp_path: Path) -> None:
+def test_sweep_tiny_grid(spark: SparkSession, tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     grid = load_grid(GRID)
     seen: list[tuple[int, int]] = []
@@ -92,7 +95,7 @@ def test_sweep_tiny_grid(spark: Any, tmp_path: Path) -> None:
     # unloads of the summary == decision rows of the run
     per_run = decisions.groupby("run_id").size()
     for row in runs.itertuples():
-        assert dict(row.metrics)["unloads"] == per_run.get(row.run_id, 0)
+        assert dict(cast("list[tuple[str, float]]", row.metrics))["unloads"] == per_run.get(row.run_id, 0)
     brokers = pd.read_parquet(out / "brokers")
     assert (brokers["tick"] % 5 == 0).all()  # brokers_every: 5
     manifest = json.loads((out / "sweep.json").read_text())
@@ -100,7 +103,7 @@ def test_sweep_tiny_grid(spark: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_resume_after_interruption(spark: Any, tmp_path: Path) -> None:
+def test_resume_after_interruption(spark: SparkSession, tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     grid = load_grid(GRID)
     first = sweep(spark, grid, str(out), limit=5)  # "interrupted" after 5 runs
@@ -134,7 +137,7 @@ def test_resume_after_interruption(spark: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_a_failing_run_is_recorded_and_the_sweep_goes_on(spark: Any, tmp_path: Path) -> None:
+def test_a_failing_run_is_recorded_and_the_sweep_goes_on(spark: SparkSession, tmp_path: Path) -> None:
     grid = load_grid(GRID)
     broken = dataclasses.replace(
         grid.scenarios[0], text="name: over-unloading-90-10\nduration: [not, a, time]\n"
@@ -157,7 +160,7 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(spark: Any, tmp_path: P
 
 
 @pytest.mark.spark
-def test_sweep_cli_json(spark: Any, tmp_path: Path) -> None:
+def test_sweep_cli_json(spark: SparkSession, tmp_path: Path) -> None:
     import typer
     from typer.testing import CliRunner
 

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 from shedlab.core.sim.scenario import parse_scenario_text
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
 
@@ -75,7 +78,7 @@ BACKGROUND_TOLERANCE = 0.03  # absolute error of a background CPU share
 
 
 @pytest.fixture(scope="module")
-def path(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def path(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from shedlab.core.grid import scenario_ref
     from shedlab.core.sim.kernel import Simulation
     from shedlab.core.sim.recording import iter_load_reports

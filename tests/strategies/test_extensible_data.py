@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import cast
 
 import pytest
 
@@ -143,7 +144,7 @@ def test_bad_input_raises_input_error(path: tuple[str, ...], value: object, mess
     doc = document()
     node: dict[str, object] = doc
     for key in path[:-1]:
-        node = node[key]  # type: ignore[assignment]
+        node = cast("dict[str, object]", node[key])  # a JSON object on the path
     node[path[-1]] = value
     with pytest.raises(InputError, match=message) as info:
         read_extensible_load_data(doc, "load.json")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pytest
 from builders import broker_data, bundle_data, snapshot
 
 from shedlab.config import LoadBalancerConfig
-from shedlab.strategies import AvgShedder, LeastLongTermMessageRate, LeastResourceUsageWithWeight
+from shedlab.model.pulsar import BrokerData
+from shedlab.model.snapshot import ClusterSnapshot
+from shedlab.strategies import AvgShedder, LeastLongTermMessageRate, LeastResourceUsageWithWeight, Placement
 
 DEFAULT = LoadBalancerConfig()
 BUNDLE = "tenant/ns/0x00000000_0x10000000"
@@ -19,7 +23,7 @@ class TestLeastLongTermMessageRate:
         cpu = {"1": 0.0, "2": 0.0, "3": 0.0}
         strategy = LeastLongTermMessageRate(np.random.default_rng(0))
 
-        def pick(conf: LoadBalancerConfig = DEFAULT):
+        def pick(conf: LoadBalancerConfig = DEFAULT) -> Placement:
             snap = snapshot({b: broker_data(cpu=(cpu[b], 100), long_rate_in=rates[b]) for b in rates})
             return strategy.select_broker(["1", "2", "3"], BUNDLE, snap, conf)
 
@@ -52,8 +56,8 @@ class TestLeastLongTermMessageRate:
         assert LeastLongTermMessageRate().select_broker([], BUNDLE, snap, DEFAULT).broker is None
 
 
-def lruww_snapshot(loads: dict[str, float], empty: frozenset[str] = frozenset()):
-    brokers = {}
+def lruww_snapshot(loads: Mapping[str, float], empty: frozenset[str] = frozenset()) -> ClusterSnapshot:
+    brokers: dict[str, BrokerData] = {}
     for b, pct in loads.items():
         usage = (pct, 100.0)
         brokers[b] = broker_data(

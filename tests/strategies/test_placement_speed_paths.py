@@ -86,10 +86,10 @@ def test_placement_by_ids_equals_placement_by_indices_and_rejects_unknown_ids() 
 
 def _pairs_one_by_one(
     avg: AvgShedder, ids: tuple[str, ...], scores: np.ndarray, low: float, high: float
-) -> list:
+) -> list[tuple[int, int, float]]:
     """AvgShedder's pairing as Pulsar writes it: one pair at a time, counters updated in pair order."""
     order = np.argsort(scores, kind="stable").tolist()
-    pairs = []
+    pairs: list[tuple[int, int, float]] = []
     i, j = 0, len(order) - 1
     while i <= j:
         lo, hi = order[i], order[j]
@@ -133,7 +133,7 @@ def test_avg_shedder_pairs_and_counters_equal_the_one_by_one_loop(
     for _ in range(rounds):
         scores = np.round(rng.random(n) * 100, int(rng.integers(0, 3)))  # ties too
         snap = _snapshot(rng, n, 3) if n else None
-        got = fast._find_pairs(snap, scores, conf) if snap is not None else []  # type: ignore[arg-type]
+        got = fast._find_pairs(snap, scores, conf) if snap is not None else []
         want = _pairs_one_by_one(slow, ids, scores, conf.load_balancer_avg_shedder_low_threshold,
                                  conf.load_balancer_avg_shedder_high_threshold) if n else []  # fmt: skip
         assert [(p.under, p.over, p.gap) for p in got] == want

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import TypeVar
 
 import numpy as np
 from builders import broker_data, bundle_data
@@ -51,10 +52,14 @@ def clusters(draw: st.DrawFn) -> LoadData:
     return LoadData(brokers, bundles, recent)
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
 def shuffled(data: LoadData, seed: int) -> LoadData:
     rnd = random.Random(seed)
 
-    def shuffle(d: dict) -> dict:  # type: ignore[type-arg]
+    def shuffle(d: dict[K, V]) -> dict[K, V]:
         items = list(d.items())
         rnd.shuffle(items)
         return dict(items)

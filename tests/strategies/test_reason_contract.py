@@ -24,6 +24,7 @@ from strategies.test_thresholds import (
 )
 
 from shedlab.strategies import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
+from shedlab.strategies.base import SheddingResult
 
 MB = 1024 * 1024
 BIGGEST = 20 * MB / 3 + 2  # the largest bundle of threshold_cluster(tp=20 MB, 3 bundles)
@@ -69,7 +70,7 @@ class TestThresholdShedder:
         (skip,) = ThresholdShedder().find_bundles_for_unloading(one, conf(**THRESHOLD)).skipped
         same(skip, {**THRESHOLD_UPPER, "broker": "b0", "reason": "sole namespace bundle"})
 
-    def lower(self, **extra: object):  # type: ignore[no-untyped-def]
+    def lower(self, **extra: object) -> SheddingResult:
         keys = {**THRESHOLD, "lowerBoundarySheddingEnabled": True, **extra}
         shedder = ThresholdShedder()
         shedder.find_bundles_for_unloading(threshold_cluster([50, 50, 50]), conf(**keys))

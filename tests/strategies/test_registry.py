@@ -125,6 +125,7 @@ def test_module_class_from_sys_path(plugin_module: str) -> None:
     assert info.roles == {"shedding"} and not info.builtin
     shedder = make_shedding(f"{plugin_module}:QuietShedder", 7)
     assert type(shedder).__name__ == "QuietShedder"
+    # the plugin class keeps the seeded generator; the SheddingStrategy protocol does not declare one
     assert isinstance(shedder.rng, np.random.Generator)  # type: ignore[attr-defined]
 
 
@@ -188,7 +189,7 @@ def test_two_role_plugin_named_alone_is_one_instance(plugin_module: str) -> None
     assert reg.resolve_pair_name(both) == both
     assert reg.resolve_pair_name(f"{both}+{both}") == both
     shedder, placer = make_pair(pair_config(both), seed=1)
-    assert shedder is placer
+    assert shedder is placer  # type: ignore[comparison-overlap]  # one plugin object may play both roles
     assert reg.pair_name_of(pair_config(both)) == both
 
 

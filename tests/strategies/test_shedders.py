@@ -6,12 +6,14 @@ import pytest
 from builders import MB, broker_data, bundle_data, cpu_broker, snapshot
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.model.pulsar import BrokerData, BundleData
+from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
 
 DEFAULT = LoadBalancerConfig()
 
 
-def ten_bundle_cluster(recent: dict[str, int] | None = None):
+def ten_bundle_cluster(recent: dict[str, int] | None = None) -> ClusterSnapshot:
     """broker-1 at 99.9 % owning bundle-1..10 (tp i MB each way); broker2 idle with copies."""
     bundles = {f"bundle-{i}": bundle_data(tp_in=i * MB, tp_out=i * MB) for i in range(1, 11)}
     bundles |= {f"broker2-bundle-{i + 10}": bundle_data(tp_in=i * MB, tp_out=i * MB) for i in range(1, 11)}
@@ -94,7 +96,7 @@ class TestThresholdShedder:
         shedder = ThresholdShedder()
         bundles = {f"b{i}": bundle_data(tp_in=(i + 1) * MB, tp_out=(i + 1) * MB) for i in range(20)}
 
-        def cluster(u1: float, u2: float):
+        def cluster(u1: float, u2: float) -> ClusterSnapshot:
             return snapshot(
                 {
                     "broker1": broker_data(
@@ -119,8 +121,9 @@ class TestThresholdShedder:
         assert shedder.history == pytest.approx({"broker1": 0.788, "broker2": 0.212})
         assert set(third.by_broker()) == {"broker1"}, "broker1 is now the coldest and still sheds"
 
-    def lower_boundary_cluster(self):
-        brokers, bundles = {}, {}
+    def lower_boundary_cluster(self) -> tuple[dict[str, BrokerData], dict[str, BundleData]]:
+        brokers: dict[str, BrokerData] = {}
+        bundles: dict[str, BundleData] = {}
         for b in range(10):
             owned = []
             for k in range(10):
@@ -202,10 +205,11 @@ class TestUniformLoadShedder:
         assert len(result.unloads) == 2
         assert result.unloads[0].reason["mode"] == "throughput"
 
-    def overload_select_cluster(self):
+    def overload_select_cluster(self) -> ClusterSnapshot:
         rates = [50e3, 60e3, 70e3, 10e3, 20e3]
         tps = [50, 60, 70, 80, 10]
-        brokers, bundles = {}, {}
+        brokers: dict[str, BrokerData] = {}
+        bundles: dict[str, BundleData] = {}
         for b, (r, t) in enumerate(zip(rates, tps, strict=True)):
             names = [f"broker{b}/ns/0x{k:08x}_0x{k + 1:08x}" for k in range(5)]
             for k, n in enumerate(names):
@@ -270,9 +274,11 @@ class TestUniformLoadShedder:
         assert not UniformLoadShedder().find_bundles_for_unloading(snap, DEFAULT).unloads
 
 
-def avg_cluster(cpus: list[float], rates: list[float], n_bundles: list[int]):
+def avg_cluster(cpus: list[float], rates: list[float], n_bundles: list[int]) -> ClusterSnapshot:
     """The AvgShedderTest set-up: cpu-only scores, msg rate in = out, bundles of 450+450 msg/s."""
-    brokers, bundles, sample = {}, {}, 0
+    brokers: dict[str, BrokerData] = {}
+    bundles: dict[str, BundleData] = {}
+    sample = 0
     for b, (cpu, rate, count) in enumerate(zip(cpus, rates, n_bundles, strict=True), start=1):
         names = []
         for k in range(count):

@@ -3,7 +3,7 @@ broker and the SkipKind whose message is that reason (the simulator's ``skips`` 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from strategies.test_thresholds import (
     AVG,
@@ -51,8 +51,14 @@ def test_threshold_upper_pass() -> None:
     twins(threshold([75, 25], bundles=0))  # no bundles
 
 
+class LowerBoundary(TypedDict):
+    """The key that turns ThresholdShedder's lower-boundary pass on (passed on to ``conf``)."""
+
+    lowerBoundarySheddingEnabled: bool
+
+
 def test_threshold_lower_boundary() -> None:
-    lower = {"lowerBoundarySheddingEnabled": True}
+    lower: LowerBoundary = {"lowerBoundarySheddingEnabled": True}
     twins(
         threshold([75, 50, 0], first=[50, 50, 50], loadBalancerBundleUnloadMinThroughputThreshold=3, **lower)
     )

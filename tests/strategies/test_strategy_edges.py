@@ -10,6 +10,7 @@ import pytest
 from builders import MB, broker_data, bundle_data, cpu_broker, snapshot
 from strategies.test_thresholds import AVG, THRESHOLD, UNIFORM_RATE, avg_cluster, conf, threshold_cluster
 
+from shedlab.model.pulsar import BrokerData, BundleData
 from shedlab.strategies import (
     AvgShedder,
     LeastLongTermMessageRate,
@@ -23,7 +24,7 @@ from shedlab.strategies.greedy import sort_descending
 # ---------------------------------------------------------------------------------------- UniformLoadShedder
 
 
-def uniform(rates: list[float], tps: list[float] | None = None, **keys: object):  # type: ignore[no-untyped-def]
+def uniform(rates: list[float], tps: list[float] | None = None, **keys: object) -> SheddingResult:
     names = {f"b{i}": [f"b{i}/ns/x", f"b{i}/ns/y"] for i in range(len(rates))}
     data = {n: bundle_data(rate_in=0, tp_in=0) for ns in names.values() for n in ns}
     tps = tps or [0.0] * len(rates)
@@ -113,7 +114,8 @@ class TestThresholdEdges:
     def test_a_skipped_broker_does_not_stop_the_others(self) -> None:
         # b0 and b1 both above avg + 0.25; b0's target is below the minimum, b1's is not: b1 still sheds.
         keys = {**THRESHOLD, "loadBalancerBundleUnloadMinThroughputThreshold": 1}
-        brokers, data = {}, {}
+        brokers: dict[str, BrokerData] = {}
+        data: dict[str, BundleData] = {}
         for b, tp in (("b0", MB), ("b1", 100 * MB)):
             names = [f"{b}/ns/{k}" for k in range(3)]
             data |= {n: bundle_data(tp_in=tp / 3 + k) for k, n in enumerate(names)}

@@ -14,6 +14,8 @@ import pytest
 from builders import MB, broker_data, bundle_data, cpu_broker, snapshot
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.model.pulsar import BrokerData, BundleData
+from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies import (
     AvgShedder,
     LeastLongTermMessageRate,
@@ -22,6 +24,7 @@ from shedlab.strategies import (
     ThresholdShedder,
     UniformLoadShedder,
 )
+from shedlab.strategies.base import SheddingResult
 from shedlab.strategies.greedy import greedy_largest_first, java_int, sort_descending
 
 DEFAULT = LoadBalancerConfig()
@@ -31,7 +34,7 @@ def conf(**keys: object) -> LoadBalancerConfig:
     return DEFAULT.with_overrides(keys)
 
 
-def moves(result) -> list[tuple[str, str, str | None]]:  # type: ignore[no-untyped-def]
+def moves(result: SheddingResult) -> list[tuple[str, str, str | None]]:
     return [(u.broker, u.bundle, u.destination) for u in result.unloads]
 
 
@@ -46,7 +49,7 @@ def uniform_cluster(
     min_tp: float = 0.0,
     bundle_rate: float = 10.7,
     n_bundles: int = 3,
-):
+) -> ClusterSnapshot:
     """'hot' (rates/throughputs max_*) owning n_bundles bundles of bundle_rate msg/s each; 'cold' (min_*)."""
     names = [f"hot/ns/b{i}" for i in range(n_bundles)]
     bundles = {n: bundle_data(rate_in=bundle_rate, tp_in=bundle_rate) for n in names}
@@ -225,9 +228,10 @@ THRESHOLD = {
 }
 
 
-def threshold_cluster(usages: list[float], tp: float = 20 * MB, bundles: int = 3):
+def threshold_cluster(usages: list[float], tp: float = 20 * MB, bundles: int = 3) -> ClusterSnapshot:
     """Brokers b0, b1 … at cpu usages (percent); each owns ``bundles`` bundles of tp/bundles each way."""
-    brokers, data = {}, {}
+    brokers: dict[str, BrokerData] = {}
+    data: dict[str, BundleData] = {}
     for i, u in enumerate(usages):
         names = [f"b{i}/ns/{k}" for k in range(bundles)]
         for k, n in enumerate(names):
@@ -367,7 +371,7 @@ class TestOverloadShedderThreshold:
 
 
 class TestGreedy:
-    def snap(self, tps: list[float]):
+    def snap(self, tps: list[float]) -> ClusterSnapshot:
         names = [f"a/ns/{i}" for i in range(len(tps))]
         data = {n: bundle_data(tp_in=t) for n, t in zip(names, tps, strict=True)}
         return snapshot({"a": broker_data(bundles=names), "b": broker_data()}, data)
@@ -416,9 +420,12 @@ AVG = {
 }
 
 
-def avg_cluster(scores: dict[str, float], *, rate: dict[str, float] | None = None, bundles: int = 2):
+def avg_cluster(
+    scores: dict[str, float], *, rate: dict[str, float] | None = None, bundles: int = 2
+) -> ClusterSnapshot:
     """Brokers at cpu ``scores`` %; each owns ``bundles`` bundles of 100 msg/s; broker rate from ``rate``."""
-    brokers, data = {}, {}
+    brokers: dict[str, BrokerData] = {}
+    data: dict[str, BundleData] = {}
     for b, s in scores.items():
         names = [f"{b}/ns/{k}" for k in range(bundles)]
         for n in names:
@@ -587,7 +594,7 @@ class TestAvgShedderPairs:
 
 
 class TestLeastResourceUsageWithWeight:
-    def cluster(self):
+    def cluster(self) -> ClusterSnapshot:
         brokers = {b: cpu_broker(u, rate_in=1, bundles=[f"{b}/ns/0"]) for b, u in (("lo", 25), ("hi", 75))}
         return snapshot(brokers, {})
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import TypedDict, Unpack
 
 import pytest
 from hypothesis import given, settings
@@ -121,14 +122,23 @@ def setup(cpu: Mapping[int, float] | None = None) -> ExtensibleLoadData:
     return make_data(loads, tops, frozenset(broker(i) for i in range(1, 6)))
 
 
+class SchedulerState(TypedDict, total=False):
+    """What the UnloadScheduler hands ``find_bundles_for_unloading`` besides the data and settings."""
+
+    recently_unloaded_bundles: Mapping[str, int] | None
+    recently_unloaded_brokers: MutableMapping[str, int] | None
+    owners: Mapping[str, str] | None
+    policies: TransferPolicies | None
+
+
 def run(
     data: ExtensibleLoadData,
     conf: TransferShedderSettings = JAVA,
     shedder: TransferShedder | None = None,
-    **kwargs: object,
+    **kwargs: Unpack[SchedulerState],
 ) -> TransferSheddingResult:
     shedder = shedder or TransferShedder()
-    return shedder.find_bundles_for_unloading(data, conf, now_ms=NOW, **kwargs)  # type: ignore[arg-type]
+    return shedder.find_bundles_for_unloading(data, conf, now_ms=NOW, **kwargs)
 
 
 def decided(result: TransferSheddingResult) -> set[tuple[str, str, str | None, str]]:
@@ -512,7 +522,7 @@ def test_load_more_than100() -> None:
     assert result.load_std_after == pytest.approx(2.781643776903451, rel=1e-9)
 
 
-def skewed(n: int, pcts: list[float], heavy: set[int]) -> ExtensibleLoadData:
+def skewed(n: int, pcts: Sequence[float], heavy: set[int]) -> ExtensibleLoadData:
     tops = {
         broker(i): top(f"my-tenant/my-namespace{i}", *((30e6, 70e6) if i in heavy else (0.3e6, 0.7e6)))
         for i in range(n)
@@ -540,7 +550,7 @@ def test_underload_outlier() -> None:
     assert result.load_std == pytest.approx(0.09652895938523735, abs=1e-5)
 
 
-def load_stats(pcts: list[float]) -> LoadStats:
+def load_stats(pcts: Sequence[float]) -> LoadStats:
     loads = {broker(i): cpu_load(p) for i, p in enumerate(pcts)}
     stats = LoadStats(loads)
     values = [d.weighted_max_ema for d in loads.values()]
@@ -779,6 +789,13 @@ def test_unload_scheduler_cools_both_brokers_of_a_swap_and_forgets_after_the_gra
     assert scheduler.recently_unloaded_bundles == {}
 
 
+class SchedulerSwitches(TypedDict, total=False):
+    """The settings the scheduler checks before it calls the strategy."""
+
+    load_balancer_enabled: bool
+    load_balancer_shedding_enabled: bool
+
+
 @pytest.mark.parametrize(
     ("overrides", "channel_owner", "available"),
     [
@@ -789,7 +806,7 @@ def test_unload_scheduler_cools_both_brokers_of_a_swap_and_forgets_after_the_gra
     ],
 )
 def test_unload_scheduler_skips_without_calling_the_strategy(
-    overrides: dict[str, bool], channel_owner: bool, available: frozenset[str] | None
+    overrides: SchedulerSwitches, channel_owner: bool, available: frozenset[str] | None
 ) -> None:
     scheduler = UnloadScheduler()
     data = setup() if available is None else dataclasses.replace(setup(), available_brokers=available)

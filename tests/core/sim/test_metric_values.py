@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from builders import broker_data, snapshot
+from numpy.typing import NDArray
 
 from shedlab.core.sim.hardware import MIB, CostModel, HardwareClass
 from shedlab.core.sim.metrics import (
@@ -146,7 +147,7 @@ class TestTimeToBalance:
         assert [e.get("time_to_balance_s") for e in events] == [60.0, None, 60.0]
 
 
-def summary_inputs(tick_s: float = 30.0):
+def summary_inputs(tick_s: float = 30.0) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     ticks = pd.DataFrame(
         {
             "score_spread": [10.0, 20.0, 30.0],
@@ -265,10 +266,17 @@ class TestCostModel:
         heap_mb_per_topic=1.0,
     )  # fmt: skip
 
-    def usage(self, *, rate=(0.0, 0.0), tp=(0.0, 0.0), topics=0.0, background=(0.0, 0.0, 0.0)):  # type: ignore[no-untyped-def]
+    def usage(
+        self,
+        *,
+        rate: tuple[float, float] = (0.0, 0.0),
+        tp: tuple[float, float] = (0.0, 0.0),
+        topics: float = 0.0,
+        background: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    ) -> NDArray[np.float64]:
         model = CostModel([self.hw])
         slots = np.array([0])
-        return model.usage(
+        row: NDArray[np.float64] = model.usage(
             slots,
             np.array([rate[0]]),
             np.array([rate[1]]),
@@ -277,6 +285,7 @@ class TestCostModel:
             np.array([topics]),
             np.array([background]),
         )[0]
+        return row
 
     def test_limits(self) -> None:
         limits = CostModel([self.hw]).limits(np.array([0]))[0]

@@ -18,7 +18,9 @@ from shedlab.core.sim import Scenario, load_scenario, run_simulation
 from shedlab.core.sim.extensible import ExtensibleManager, top_k_rows
 from shedlab.core.sim.kernel import Simulation
 from shedlab.errors import ConfigError
+from shedlab.manager import ManagerDecision
 from shedlab.model.pulsar import NamespaceBundleStats, ResourceUsage
+from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies import make_pair, pair_config, resolve_config, resolve_pair_name
 from shedlab.strategies.extensible_data import BrokerLoadData, ResourceWeights, top_k_bundles
 from shedlab.strategies.registry import EXTENSIBLE_LOAD_MANAGER, short_pair_name
@@ -175,12 +177,12 @@ def _traced(scenario: Scenario, seed: int = 1) -> tuple[Simulation, list[tuple[i
     manager = sim.manager
     original = manager.do_load_shedding
 
-    def wrapped(snapshot: Any, now_ms: int) -> Any:
+    def wrapped(snapshot: ClusterSnapshot, now_ms: int) -> list[ManagerDecision]:
         decisions = original(snapshot, now_ms)
         trace.append((now_ms, manager.last_result, decisions))
         return decisions
 
-    manager.do_load_shedding = wrapped  # type: ignore[method-assign]
+    manager.do_load_shedding = wrapped  # type: ignore[method-assign]  # a trace wrapper, on this instance only
     for t in range(sim.n_ticks):
         sim.tick(t, sim.start_ms + t * sim.tick_ms)
     return sim, trace

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -15,7 +15,7 @@ import pytest
 from builders import FULL
 
 from shedlab.config import STRATEGY_PACKAGE
-from shedlab.core.sim import Scenario, load_scenario, run_simulation
+from shedlab.core.sim import Scenario, SimulationResult, load_scenario, run_simulation
 from shedlab.core.sim.kernel import Simulation, build_config
 from shedlab.core.sim.metrics import over_placement, over_unloading_flip, ratio, time_to_balance
 from shedlab.core.sim.recording import iter_load_reports, prometheus_responses, write_recording
@@ -46,7 +46,7 @@ def small(**overrides: Any) -> Scenario:
     return Scenario.from_mapping(doc, source="test")
 
 
-def frames(result: Any) -> list[pd.DataFrame]:
+def frames(result: SimulationResult) -> list[pd.DataFrame]:
     return [result.ticks, result.brokers, result.decisions, result.events]
 
 
@@ -96,8 +96,8 @@ def test_unloaded_traffic_leaves_at_once_and_arrives_after_the_reconnection_dela
     brokers = result.brokers.set_index(["tick", "broker"])
     dest = first["destination"]
     assert brokers.loc[(tick + 1, dest), "bundles"] == brokers.loc[(tick, dest), "bundles"] + len(moved)
-    assert int(ticks.loc[tick, "topics_disconnected"]) == int(moved["topics"].sum()) > 0
-    assert int(ticks.loc[tick, "clients_disconnected"]) == int(moved["clients"].sum()) > 0
+    assert int(cast(int, ticks.loc[tick, "topics_disconnected"])) == int(moved["topics"].sum()) > 0
+    assert int(cast(int, ticks.loc[tick, "clients_disconnected"])) == int(moved["clients"].sum()) > 0
 
 
 def test_a_long_reconnection_delay_keeps_bundles_unowned() -> None:
@@ -142,7 +142,9 @@ def test_broker_loss_replaces_bundles_through_lookups() -> None:
     result = run_simulation(scenario, strategy="ThresholdShedder+LeastLongTermMessageRate")
     ticks = result.ticks.set_index("tick")
     assert ticks.loc[4, "brokers"] == 4 and ticks.loc[5, "brokers"] == 3
-    lost = int(result.brokers.set_index(["tick", "broker"]).loc[(4, "broker-0002:8080"), "bundles"])
+    lost = int(
+        cast(int, result.brokers.set_index(["tick", "broker"]).loc[(4, "broker-0002:8080"), "bundles"])
+    )
     assert ticks.loc[6, "lookups"] == lost and ticks.loc[6, "bundles_unowned"] == 0
     # nothing is unloaded (every bundle keeps its owner but the lost broker's), and each orphaned bundle
     # moves once, so no bundle moves again within the window

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from typing import cast
 
 import pandas as pd
 import pytest
@@ -29,6 +30,11 @@ def scores(result: SimulationResult) -> pd.DataFrame:
     return result.brokers.pivot(index="tick", columns="broker", values="score")
 
 
+def score(s: pd.DataFrame, tick: int, broker: str) -> float:
+    """One cell of :func:`scores` (pandas-stubs types a cell as any scalar; these are floats)."""
+    return cast(float, s.loc[tick, broker])
+
+
 def test_threshold_shedder_over_unloads_the_90_10_cluster() -> None:
     """History 90/10 keeps scoring broker 1 hot after the loads have met, so it keeps shedding broker 1."""
     result = run("over-unloading-90-10", THRESHOLD_LLTMR)
@@ -37,7 +43,7 @@ def test_threshold_shedder_over_unloads_the_90_10_cluster() -> None:
     assert set(d["source"].iloc[:10]) == {"broker-0001:8080"}
     first = int(d["tick"].min())
     # the first cycle already brings the two brokers within a few points...
-    assert abs(s.loc[first + 1, "broker-0001:8080"] - s.loc[first + 1, "broker-0002:8080"]) < 25
+    assert abs(score(s, first + 1, "broker-0001:8080") - score(s, first + 1, "broker-0002:8080")) < 25
     # ...yet broker 1 keeps being unloaded, because its history is still far above the average
     later = d[(d["tick"] > first) & (d["source"] == "broker-0001:8080")]
     assert len(later) > 0
@@ -66,14 +72,14 @@ def test_least_resource_usage_with_weight_places_onto_hot_brokers_when_no_candid
     mean = result.ticks.set_index("tick")["score_mean"]
     fallback = []
     for row in d.itertuples():
-        placement = json.loads(row.reason)["placement"]
+        placement = json.loads(cast(str, row.reason))["placement"]
         if placement["rule"].startswith("no broker clearly below average"):
             fallback.append((row, placement))
     assert fallback, "the 40/40/40/40/69/70 cluster leaves LRUWW without a candidate below the average"
-    hot = [row for row, _ in fallback if row.destination_score > mean.loc[row.tick] + 10]
+    hot = [row for row, _ in fallback if row.destination_score > mean.loc[cast(int, row.tick)] + 10]
     assert hot, "with the random fallback some bundles land on an already-hot broker"
-    first_tick = min(row.tick for row, _ in fallback)
-    first_choices = [set(p["choices"]) for row, p in fallback if row.tick == first_tick]
+    first_tick = min(cast(int, row.tick) for row, _ in fallback)
+    first_choices = [set(p["choices"]) for row, p in fallback if cast(int, row.tick) == first_tick]
     # in the first cycle the hot brokers are candidates for each other's bundles
     assert any({"broker-0005:8080", "broker-0006:8080"} & c for c in first_choices)
     assert all(len(c) >= 4 for c in first_choices)

@@ -65,7 +65,9 @@ def true_usage(m: TickMetrics, owner: list[int], slots: list[int]) -> TrueUsage:
             topics[s] += m.bundle_topics[j]
             bundles[s] += 1
     bg = np.zeros((alive.size, 3))
-    usage = m.cost.usage(alive, agg[alive, 0], agg[alive, 1], agg[alive, 2], agg[alive, 3], topics[alive], bg)
+    usage = m.cost.usage(
+        alive, agg[alive, 0], agg[alive, 1], agg[alive, 2], agg[alive, 3], topics[alive].astype(float), bg
+    )
     limit = m.cost.limits(alive)
     return TrueUsage(
         slots=alive,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 import pytest
 
@@ -22,6 +24,7 @@ from shedlab.model.pulsar import (
     ResourceUsage,
     TimeAverageMessageData,
 )
+from shedlab.model.snapshot import FloatArray, IntArray
 
 NOW = 1_700_000_000_000
 
@@ -32,6 +35,29 @@ def report(rate: float = 0.0, tp: float = 0.0, bundles: int = 0, cpu: float = 0.
     )
     data.lastUpdate = NOW
     return data
+
+
+class ReportArgs(TypedDict, total=False):
+    """Keyword arguments of :func:`report`, for the parametrized cases."""
+
+    rate: float
+    tp: float
+    bundles: int
+    cpu: float
+
+
+class Writes(TypedDict):
+    """The keyword arguments of ``LeaderBundleData.apply_writes``."""
+
+    listed_by: IntArray
+    values: FloatArray
+    topics: IntArray
+    new_listed_by: IntArray
+    new_values: FloatArray
+    new_topics: IntArray
+    write_position: IntArray
+    writes: int
+    extra_updates: int
 
 
 @pytest.fixture
@@ -58,7 +84,7 @@ def conf5() -> LoadBalancerConfig:
     ],
 )
 def test_need_broker_data_update_numbers(
-    conf5: LoadBalancerConfig, last: dict, now: dict, expected: bool
+    conf5: LoadBalancerConfig, last: ReportArgs, now: ReportArgs, expected: bool
 ) -> None:
     assert need_broker_data_update(report(**last), report(**now), conf5, NOW) is expected
     # the vectorised rule agrees
@@ -215,12 +241,13 @@ def test_unchanged_reports_still_add_samples_on_every_update() -> None:
 def test_long_term_throughputs_tracked_on_request_with_the_same_rates() -> None:
     """The sandbox publishes whole BundleData: its long-term throughputs advance like the rates, and
     tracking them leaves the rates' bits exactly as the simulator's two-row arrays have them."""
-    kwargs = {
+    new_values = np.array([[10.0, 20.0], [11.0, 21.0], [1e4, 2e4], [3e4, 4e4]])
+    kwargs: Writes = {
         "listed_by": np.array([-1, -1]),
         "values": np.zeros((4, 2)),
         "topics": np.zeros(2, dtype=np.int64),
         "new_listed_by": np.array([0, 1]),
-        "new_values": np.array([[10.0, 20.0], [11.0, 21.0], [1e4, 2e4], [3e4, 4e4]]),
+        "new_values": new_values,
         "new_topics": np.array([3, 4]),
         "write_position": np.array([1, 2, 0, 0]),
         "writes": 2,
@@ -228,10 +255,10 @@ def test_long_term_throughputs_tracked_on_request_with_the_same_rates() -> None:
     }
     plain, full = LeaderBundleData.empty(2), LeaderBundleData.empty(2)
     full.track_long_throughputs()
-    plain.apply_writes(**kwargs)  # type: ignore[arg-type]
-    full.apply_writes(**kwargs)  # type: ignore[arg-type]
+    plain.apply_writes(**kwargs)
+    full.apply_writes(**kwargs)
     assert plain.long.shape == (2, 2) and full.long.shape == (4, 2)
     assert full.long[:2].tobytes() == plain.long.tobytes()
-    np.testing.assert_allclose(full.long[2:], kwargs["new_values"][2:])  # type: ignore[index]
+    np.testing.assert_allclose(full.long[2:], new_values[2:])
     with pytest.raises(RuntimeError):
         full.track_long_throughputs()  # after an update: the history was not kept

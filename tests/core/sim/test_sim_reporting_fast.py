@@ -7,6 +7,8 @@ produce the same float64 bits on any finite input, not merely close values.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +18,19 @@ from shedlab.model.pulsar import NUM_LONG_SAMPLES, NUM_SHORT_SAMPLES
 
 FloatArray = np.ndarray
 IntArray = np.ndarray
+
+
+class Writes(TypedDict):
+    """The arguments both ``apply_writes`` take (the fast one also takes ``topics`` and ``republish``)."""
+
+    listed_by: IntArray
+    values: FloatArray
+    new_listed_by: IntArray
+    new_values: FloatArray
+    new_topics: IntArray
+    write_position: IntArray
+    writes: int
+    extra_updates: int
 
 
 def reference_apply_samples(
@@ -151,7 +166,7 @@ def test_apply_writes_equals_the_full_recomputation(
         writers = rng.permutation(n_slots)[: rng.integers(0, n_slots + 1)]
         position = np.zeros(n_slots + 1, dtype=np.int64)
         position[writers] = np.arange(1, writers.size + 1)
-        kwargs = dict(
+        kwargs = Writes(
             listed_by=listed_by,
             values=values,
             new_listed_by=new_listed_by,
@@ -162,12 +177,9 @@ def test_apply_writes_equals_the_full_recomputation(
             extra_updates=extra,
         )
         published = values.copy()
-        got = fast.apply_writes(
-            topics=np.zeros(m, dtype=np.int64),
-            **{**kwargs, "values": published},  # type: ignore[arg-type]
-            republish=True,
-        )
-        want = reference_apply_writes(ref, **kwargs)  # type: ignore[arg-type]
+        published_writes: Writes = {**kwargs, "values": published}
+        got = fast.apply_writes(topics=np.zeros(m, dtype=np.int64), **published_writes, republish=True)
+        want = reference_apply_writes(ref, **kwargs)
         assert got.tolist() == want.tolist()
         # republished in place: the bundles listed by a write now read the writer's values
         listed_by_writer = position[want] > 0
