@@ -18,6 +18,7 @@ decides where and when specs run (``shedlab.spark.sweep``). Nothing here imports
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -195,11 +196,12 @@ def remove_stale_temporaries(out: str, before: float) -> list[str]:
         if any(part in removed for part in _parents(info.path)):
             continue  # inside a directory already removed
         stale = info.mtime is None or info.mtime.timestamp() < before
-        if info.type == pafs.FileType.File and _TEMPORARY_FILE.fullmatch(info.base_name) and stale:
-            fs.delete_file(info.path)
-            removed.append(info.path)
-        elif info.type == pafs.FileType.Directory and _TEMPORARY_DIR.fullmatch(info.base_name) and stale:
-            fs.delete_dir(info.path)
+        is_file = info.type == pafs.FileType.File and _TEMPORARY_FILE.fullmatch(info.base_name)
+        is_dir = info.type == pafs.FileType.Directory and _TEMPORARY_DIR.fullmatch(info.base_name)
+        if (is_file or is_dir) and stale:
+            # gone between the listing and the delete (a killed writer's last act): removed all the same
+            with contextlib.suppress(FileNotFoundError):
+                fs.delete_file(info.path) if is_file else fs.delete_dir(info.path)
             removed.append(info.path)
     return removed
 
