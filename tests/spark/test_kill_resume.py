@@ -60,11 +60,24 @@ def _kill_when(proc: subprocess.Popen[bytes], ready: Callable[[], bool]) -> bool
         if ready():
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
+            _wait_group_gone(proc.pid)
             return True
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
     pytest.fail(f"the child did not reach the kill point within {SPAWN_LIMIT_S:.0f} s")
+
+
+def _wait_group_gone(pgid: int, limit_s: float = 30.0) -> None:
+    """Until no process of the killed group is left: the leader's exit does not mean its JVM and Python
+    workers are gone, and a resume that starts while one still finishes a write races it."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
 
 
 def _temporaries(root: Path) -> list[Path]:
