@@ -181,7 +181,33 @@ def _bad_lines(records: list[dict[str, Any]]) -> list[bytes]:
         b"   ",
         b"[1, 2]",
         b"\xef\xbb\xbf" + dump(r1),  # a BOM mid-file
+        _bundle_twice(r1),
+        *_other_shapes(r1),
     ]
+
+
+def _bundle_twice(record: dict[str, Any]) -> bytes:
+    """``lastStats`` naming its first bundle twice, with other stats the first time: Python's json keeps
+    the last entry, Spark's map both."""
+    stats = record["report"]["lastStats"]
+    bundle = next(iter(stats))
+    first = json.dumps({bundle: {**stats[bundle], "msgRateIn": 12345.0}})[1:-1]
+    text = json.dumps(record)
+    return text.replace('"lastStats": {', '"lastStats": {' + first + ", ", 1).encode()
+
+
+def _other_shapes(record: dict[str, Any]) -> list[bytes]:
+    """The record naming, beside its report or in it, a key by which the Python reader may take it for
+    another shape (a wrapper with ``reportedAt`` is the extensible manager's BrokerLoadData to it)."""
+    from shedlab.model.formats import OTHER_SHAPE_KEYS
+    from shedlab.spark.ingest_fast import _REPORT_SHAPE_KEYS
+
+    out = []
+    for key in OTHER_SHAPE_KEYS:
+        out.append(json.dumps({**record, key: 1}).encode())
+    for key in _REPORT_SHAPE_KEYS:
+        out.append(json.dumps({**record, "report": {**record["report"], key: {"x": 1}}}).encode())
+    return out
 
 
 def _unusual(records: list[dict[str, Any]]) -> list[bytes]:
@@ -223,7 +249,10 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: SparkSession, tmp
     clean = [json.dumps(_shifted(r, DAY_MS)).encode() for r in records]
     clean += [json.dumps(_shifted(json.loads(line), DAY_MS)).encode() for line in _unusual(records)]
     (tmp_path / "clean.jsonl").write_bytes(b"\n".join(clean) + b"\n")
-    sources = [str(tmp_path / "dirty.jsonl"), str(tmp_path / "clean.jsonl")]
+    # Two days later, alone in its group: a wrapper the Python reader takes for BrokerLoadData.
+    lone = {**_shifted(records[0], 2 * DAY_MS), "reportedAt": 1}
+    (tmp_path / "lone.jsonl").write_text(json.dumps(lone) + "\n")
+    sources = [str(tmp_path / n) for n in ("dirty.jsonl", "clean.jsonl", "lone.jsonl")]
     slow, fast, a, b = _both(spark, sources, tmp_path, default_cluster="c9")
     _assert_same(slow, fast, a, b)
     reasons = set(slow.reasons["reason"])

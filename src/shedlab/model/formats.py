@@ -34,6 +34,7 @@ __all__ = [
     "EXTENSIBLE_LOAD_FIELDS",
     "LOCAL_BROKER_DATA",
     "OBJECTS",
+    "OTHER_SHAPE_KEYS",
     "PROMETHEUS_BROKER_METRICS",
     "PROMETHEUS_BUNDLE_METRICS",
     "PROMETHEUS_LABELS",
@@ -281,6 +282,25 @@ EXTENSIBLE_LOAD_FIELDS = (
     "bundleCount",
 )
 """Fields of the extensible manager's BrokerLoadData that the modular manager's LocalBrokerData lacks."""
+
+OTHER_SHAPE_KEYS: tuple[str, ...] = (
+    "data",  # a Prometheus response; a BundleData dump
+    "bundleData",
+    "path",
+    "shortTermData",
+    "longTermData",
+    "topBundlesLoadData",  # the extensible manager's documents (extensible_kind)
+    "top_bundles_load_data",
+    "brokerVersion",
+    "loadManagerClassName",
+    *EXTENSIBLE_LOAD_FIELDS,
+    "underLoaded",  # a legacy LoadReport (SimpleLoadManagerImpl)
+    "systemResourceUsage",
+)
+"""Keys by which ingest's reader takes a JSON record for something other than a (wrapped) LocalBrokerData,
+or for a record to refuse: any of them beside ``report`` in a recording's wrapper. Inside the report, Pulsar's
+LocalBrokerData itself writes ``maxResourceUsage`` and ``loadManagerClassName`` (its getters), and a
+report with ``lastUpdate`` is modular whatever else it names, so there only the legacy ones matter."""
 
 
 def extensible_kind(obj: Mapping[str, object]) -> str | None:

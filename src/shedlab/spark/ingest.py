@@ -92,6 +92,8 @@ Numbering = Callable[[DataFrame], DataFrame]
 
 _JSON_OPTIMIZATION = "spark.sql.optimizer.enableJsonExpressionOptimization"
 _TEXT_COLUMNS = ("source", "source_kind", "block", "line", "value", "file_time_ms", "utf8_ok")
+_SLOW_TEXT = ("fast", "_text_source", "source_kind", "block", "value", "file_time_ms", "utf8_ok")
+"""What the JVM path's staged lines carry for the lines it leaves to the Python reader (their text)."""
 
 
 def _raw_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
@@ -342,34 +344,42 @@ def _stage(
         frames = [parse(t) for t in (lines, docs) if t is not None]
         return _python_tables(spark, frames, sources, None, interval_ms, bucket_ms, [])
     raw_lines = _raw_lines(spark, sources.json_lines)
-    flagged = flag_fast(parse_lines(raw_lines))
-    # One parse of every line, kept: the parsed report of the lines the JVM path takes, the others' text.
-    parsed = flagged.select(
-        *(c for c in raw_lines.columns if c != "value"),
-        "fast",
+    number, counts = _line_bases(spark, raw_lines)  # from the text alone: a cheap pass
+    # One parse of every line, in the job that makes the broker rows: the parsed report of the lines the
+    # JVM path takes, the others' text (a persisted copy of every parsed line cost a fifth of the ingest).
+    flagged = flag_fast(parse_lines(number(raw_lines)))
+    lines = flagged.select(
+        *(c for c in flagged.columns if c not in ("value", "j", "source")),
+        sf.col("source").alias("_text_source"),
+        sf.col("source"),
         sf.when(sf.col("fast"), sf.col("j")).alias("j"),
         sf.when(~sf.col("fast"), sf.col("value")).alias("value"),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    slow_count = sf.sum(sf.when(sf.col("fast"), 0).otherwise(1)).alias("slow")
-    number, counts = _line_bases(spark, parsed, slow_count)
-    slow = sum(int(r["slow"]) for r in counts)
-    total = sum(int(r["n"]) for r in counts)
-    say(f"parsed {total:,} lines in the JVM, {slow:,} of them for the Python reader")
-    numbered = number(parsed)
-    reports = (
-        broker_rows(numbered.where(sf.col("fast")), default_cluster, interval_ms)
+    )
+    staged = (
+        broker_rows(lines, default_cluster, interval_ms, keep=_SLOW_TEXT)
         .withColumn("_bucket", bucket)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
+    reports = staged.where(sf.col("fast")).drop(*_SLOW_TEXT)
+    slow_lines = staged.where(~sf.col("fast")).select(
+        sf.col("_text_source").alias("source"),
+        "source_kind",
+        "block",
+        sf.col("record").alias("line"),
+        *_TEXT_COLUMNS[4:],
+    )
+    slow = slow_lines.count()
+    total = sum(int(r["n"]) for r in counts)
+    say(f"parsed {total:,} lines in the JVM, {slow:,} of them for the Python reader")
     claims = _claimed_groups(reports)
-    cached = [parsed, reports]
+    cached = [staged]
     if not (slow or sources.json_docs or sources.parquet or claims):
         return _native_tables(spark, reports, cached)
     say("parsing and validating")
     _text, docs = _text_frames(spark, Sources(json_lines=[], json_docs=sources.json_docs, parquet=[]))
     frames = [parse(t) for t in (docs,) if t is not None]
     if slow:
-        frames.append(parse(numbered.where(~sf.col("fast")).select(*_TEXT_COLUMNS)))
+        frames.append(parse(slow_lines))
 
     def dirty_lines(keys: DataFrame) -> DataFrame:
         """The text of the fast lines in groups ``keys`` (read again: the parsed lines keep no text)."""
@@ -502,7 +512,7 @@ def _claimed_groups(reports: DataFrame) -> list[tuple[str, int]]:
     claims = (
         bundle_rows(reports.where(sf.col("status") == "kept"), keep=("_bucket",))
         .groupBy("cluster", "day", "_bucket", "tick_ms", "bundle")
-        .agg(sf.countDistinct("broker").alias("owners"))
+        .agg(sf.count("*").alias("owners"))  # a kept report per broker and tick, a bundle once in it
         .where(sf.col("owners") > 1)
         .select("cluster", "_bucket")
         .distinct()

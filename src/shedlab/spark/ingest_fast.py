@@ -9,11 +9,12 @@ its broker and bundle rows are produced, de-duplicated and written without leavi
 The contract is exactness: the output is the one :mod:`shedlab.core.ingest` (the Python reader) gives for
 the same input, row for row. So a line takes this path only when it is certain the Python reader keeps
 all of it (:func:`fast_lines`); every other line (malformed JSON, another shape, a value out of range, a
-quoted number, NaN, invalid UTF-8, a ``null`` anywhere, a key written with ``\\u`` escapes, …) goes to
-the Python reader and, if bad, to quarantine with its reason. The rules that span lines (the latest
-report of a broker in a tick wins; a bundle claimed by two brokers in a tick is quarantined) are applied
-here only within groups (cluster × hour) holding nothing but such lines and no double claim; a group
-with anything else is parsed and processed whole by the Python reader, as before.
+quoted number, NaN, invalid UTF-8, a ``null`` anywhere, a key written with ``\\u`` escapes, a bundle
+named twice in ``lastStats``, …) goes to the Python reader and, if bad, to quarantine with its reason. The
+rules that span lines (the latest report of a broker in a tick wins; a bundle claimed by two brokers in a
+tick is quarantined) are applied here only within groups (cluster × hour) holding nothing but such lines
+and no double claim; a group with anything else is parsed and processed whole by the Python reader, as
+before.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from shedlab.model.formats import (
     BUNDLE_STATS,
     LOCAL_BROKER_DATA,
     OBJECTS,
+    OTHER_SHAPE_KEYS,
     RESOURCE_USAGE,
     RESOURCES,
     STRING_LISTS,
@@ -71,6 +73,10 @@ def _struct(fields: Sequence[Field]) -> StructType:
 
 
 _RESOURCE = _struct(RESOURCE_USAGE)
+_REPORT_WRITES = ("maxResourceUsage", "loadManagerClassName")
+"""Keys of :data:`~shedlab.model.formats.OTHER_SHAPE_KEYS` that Pulsar's LocalBrokerData writes itself
+(:meth:`shedlab.model.pulsar.LocalBrokerData.to_json`): a report may name them."""
+_REPORT_SHAPE_KEYS = tuple(k for k in OTHER_SHAPE_KEYS if k not in _REPORT_WRITES)
 _STATS = _struct(BUNDLE_STATS)
 
 REPORT_SCHEMA = StructType(
@@ -81,6 +87,7 @@ REPORT_SCHEMA = StructType(
         StructField("lastStats", MapType(StringType(), _STATS)),
         *(StructField(name, MapType(StringType(), StringType())) for name in OBJECTS if name != "lastStats"),
         StructField("loadReportType", StringType()),  # "LoadReport" is the legacy format
+        *(StructField(key, StringType()) for key in _REPORT_SHAPE_KEYS),
     ]
 )
 """LocalBrokerData as the formats define it (every field by its JSON name and kind)."""
@@ -91,9 +98,9 @@ LINE_SCHEMA = StructType(
         StructField("broker", StringType()),
         StructField("cluster", StringType()),
         StructField("report", REPORT_SCHEMA),
-        # What would make the Python reader take the wrapper for another shape (core.ingest._parse_value):
-        StructField("maxResourceUsage", StringType()),
-        StructField("loadManagerClassName", StringType()),
+        # What would make the Python reader take the wrapper for another shape (core.ingest._parse_value);
+        # a string field holds any value's JSON text, so a key present (Pulsar writes no nulls) is non-null.
+        *(StructField(key, StringType()) for key in OTHER_SHAPE_KEYS),
         StructField(CORRUPT, StringType()),
     ]
 )
@@ -112,12 +119,6 @@ JSON_OPTIONS = {
 }
 
 _OBJECT = "^[ \\t\\r\\n]*\\{"
-_OTHER_SHAPES = (
-    '"(data|bundleData|path|shortTermData|longTermData|topBundlesLoadData|top_bundles_load_data|'
-    'weightedMaxEMA|msgThroughputEMA|brokerVersion|underLoaded|systemResourceUsage)"'
-)
-"""Keys by which the Python reader takes a line for another shape (Prometheus, BundleData, the extensible
-manager's data, a legacy LoadReport): any line naming one goes to it."""
 _NUMBER = "^-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 _JAVA_INT = 2**31 - 1
 
@@ -148,6 +149,13 @@ def _field_ok(f: Field, col: Column, siblings: Column | None = None) -> Column:
     return ok & (col.isNull() | value_ok)
 
 
+def _none_of(obj: Column, keys: Sequence[str]) -> Column:
+    out = sf.lit(True)
+    for key in keys:
+        out = out & obj[key].isNull()
+    return out
+
+
 def _all_ok(fields: Sequence[Field], obj: Column) -> Column:
     out = sf.lit(True)
     for f in fields:
@@ -176,8 +184,10 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
     lists = sf.lit(True)
     for name in STRING_LISTS:
         lists = lists & (r[name].isNull() | ~sf.exists(r[name], lambda x: x.isNull() | ~_is_string(x)))
-    stats = r["lastStats"].isNull() | sf.forall(
-        sf.map_values(r["lastStats"]), lambda s: s.isNotNull() & _all_ok(BUNDLE_STATS, s)
+    stats = r["lastStats"].isNull() | (
+        sf.forall(sf.map_values(r["lastStats"]), lambda s: s.isNotNull() & _all_ok(BUNDLE_STATS, s))
+        # a bundle named twice: from_json keeps both entries, Python's json the last one
+        & (sf.size(sf.array_distinct(sf.map_keys(r["lastStats"]))) == sf.size(r["lastStats"]))
     )
     time_ms = sf.coalesce(sf.col("j.timestamp"), r["lastUpdate"])
     w = sf.col("j")
@@ -187,13 +197,12 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
         # exactly one JSON value on the line: from_json ignores what follows the first one, Python's json
         # refuses it (a torn write glued to the next record, a stray brace)
         & (sf.json_array_length(sf.concat(sf.lit("["), sf.col(value), sf.lit("]"))) == 1)
-        & ~sf.col(value).rlike(_OTHER_SHAPES)
         & ~sf.col(value).contains("null")  # Pulsar writes no nulls (NON_NULL); "k": null is not "k" absent
         & ~sf.col(value).contains("\\u")  # a key spelled with escapes would dodge the checks above
         & w[CORRUPT].isNull()
         & r.isNotNull()
-        & w["maxResourceUsage"].isNull()
-        & w["loadManagerClassName"].isNull()
+        & _none_of(w, OTHER_SHAPE_KEYS)  # no key of another shape (a regex over the line cost a third)
+        & _none_of(r, _REPORT_SHAPE_KEYS)
         & (r["loadReportType"].isNull() | (r["loadReportType"] != "LoadReport"))
         & r["lastUpdate"].isNotNull()  # LocalBrokerData, not the extensible manager's BrokerLoadData
         & w["broker"].isNotNull()
@@ -228,13 +237,16 @@ def _common(default_cluster: str, interval_ms: int) -> list[Column]:
     ]
 
 
-def broker_rows(lines: DataFrame, default_cluster: str, interval_ms: int) -> DataFrame:
-    """One row per fast line: the broker's columns (as :func:`shedlab.core.ingest._parse_report` fills
+def broker_rows(
+    lines: DataFrame, default_cluster: str, interval_ms: int, keep: Sequence[str] = ()
+) -> DataFrame:
+    """One row per line: the broker's columns (as :func:`shedlab.core.ingest._parse_report` fills
     them, Pulsar's defaults for what is missing), the ``lastStats`` map, ``day``, and ``status``: kept, or
     merged when a later report of the same broker falls in the same tick (the latest by time, line,
-    source). Hash-partitioned by (cluster, day)."""
+    source); ``keep`` passed through. Hash-partitioned by (cluster, day). A line without a parsed report
+    (``j`` null: one for the Python reader) has no broker and no tick, so it ranks only among such lines."""
     r = sf.col("j.report")
-    cols = _common(default_cluster, interval_ms)
+    cols = [*_common(default_cluster, interval_ms), *(sf.col(c) for c in keep)]
     for res in RESOURCES:  # a missing resource is ResourceUsage(): 0 out of 0
         for f in RESOURCE_USAGE:
             cols.append(sf.coalesce(r[res.json][f.json], sf.lit(0.0)).alias(f"{res.prefix}_{f.column}"))
