@@ -52,7 +52,7 @@ from shedlab.core.ingest import (
     parse_text_batch,
     process_group,
 )
-from shedlab.core.results import remove_stale_temporaries
+from shedlab.core.results import filesystem, remove_stale_temporaries
 from shedlab.errors import InputError
 from shedlab.spark.ingest_fast import broker_rows, bundle_rows, flag_fast, parse_lines
 from shedlab.spark.schemas import (
@@ -305,6 +305,7 @@ class _Tables:
     quarantine: DataFrame
     count: Callable[[], tuple[pd.DataFrame, pd.DataFrame, list[str]]]
     cached: list[DataFrame]
+    empty: frozenset[str] = frozenset()  # tables known to have no rows: no Spark job writes them
 
 
 def _src() -> Column:
@@ -487,6 +488,7 @@ def _native_tables(spark: SparkSession, reports: DataFrame, cached: list[DataFra
         quarantine=spark.createDataFrame([], QUARANTINE),
         count=partial(_native_count, reports),
         cached=cached,
+        empty=frozenset({"bundle_data", "quarantine"}),
     )
 
 
@@ -685,6 +687,13 @@ def _write_tables(tables: _Tables, root: str, say: Callable[[str], None]) -> Non
         (tables.quarantine, "quarantine", ["source", "record"]),
     ):
         say(f"writing {name}")
+        if name in tables.empty and not is_remote(root):
+            # What Spark's write of no rows leaves under dynamic partition overwrite: the table's directory,
+            # its partitions untouched (a job for it cost a second of a cold ingest; other filesystems
+            # keep Spark's write).
+            fs, path = filesystem(f"{root}/{name}")
+            fs.create_dir(path, recursive=True)
+            continue
         (
             df.sortWithinPartitions("cluster", "day", *sort)
             .write.mode("overwrite")
