@@ -16,9 +16,29 @@ from shedlab.model.pulsar import (
     TimeAverageBrokerData,
     TimeAverageMessageData,
 )
-from shedlab.model.snapshot import ClusterSnapshot
+from shedlab.model.snapshot import ClusterSnapshot, FloatArray, IntArray
 
 MB = 1024 * 1024
+
+
+class Writes(TypedDict):
+    """The arguments every ``apply_writes`` of the tests takes (``LeaderBundleData.apply_writes`` also takes
+    ``topics``, see :class:`WritesWithTopics`, and ``republish``)."""
+
+    listed_by: IntArray
+    values: FloatArray
+    new_listed_by: IntArray
+    new_values: FloatArray
+    new_topics: IntArray
+    write_position: IntArray
+    writes: int
+    extra_updates: int
+
+
+class WritesWithTopics(Writes):
+    """The keyword arguments of ``LeaderBundleData.apply_writes``."""
+
+    topics: IntArray
 
 
 def bundle_data(

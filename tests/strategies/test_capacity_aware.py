@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from builders import broker_data, bundle_data, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -30,7 +31,6 @@ from shedlab.strategies.capacity_aware import (
     declared_capacities,
     estimate_capacity,
 )
-from tests.builders import broker_data, bundle_data, snapshot
 
 PLUGIN = "shedlab.strategies.capacity_aware:CapacityAwareShedder"
 SLOPE_128 = 100 / 64 / 128  # score points per msg/s on a 128-limit machine at 1/64 usage per msg/s

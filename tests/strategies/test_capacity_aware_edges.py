@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import broker_data, bundle_data, snapshot
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.errors import ConfigError
@@ -22,7 +23,6 @@ from shedlab.model.pulsar import BrokerData, BundleData
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies.base import SheddingResult
 from shedlab.strategies.capacity_aware import CapacityAwareShedder, UnseenMoves, estimate_capacity
-from tests.builders import broker_data, bundle_data, snapshot
 
 NAME = "CapacityAwareShedder"
 S = 100 / 8192  # slope of a 128 machine

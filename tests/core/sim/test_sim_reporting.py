@@ -6,6 +6,7 @@ from typing import TypedDict
 
 import numpy as np
 import pytest
+from builders import WritesWithTopics
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.sim.reporting import (
@@ -24,7 +25,6 @@ from shedlab.model.pulsar import (
     ResourceUsage,
     TimeAverageMessageData,
 )
-from shedlab.model.snapshot import FloatArray, IntArray
 
 NOW = 1_700_000_000_000
 
@@ -44,20 +44,6 @@ class ReportArgs(TypedDict, total=False):
     tp: float
     bundles: int
     cpu: float
-
-
-class Writes(TypedDict):
-    """The keyword arguments of ``LeaderBundleData.apply_writes``."""
-
-    listed_by: IntArray
-    values: FloatArray
-    topics: IntArray
-    new_listed_by: IntArray
-    new_values: FloatArray
-    new_topics: IntArray
-    write_position: IntArray
-    writes: int
-    extra_updates: int
 
 
 @pytest.fixture
@@ -242,7 +228,7 @@ def test_long_term_throughputs_tracked_on_request_with_the_same_rates() -> None:
     """The sandbox publishes whole BundleData: its long-term throughputs advance like the rates, and
     tracking them leaves the rates' bits exactly as the simulator's two-row arrays have them."""
     new_values = np.array([[10.0, 20.0], [11.0, 21.0], [1e4, 2e4], [3e4, 4e4]])
-    kwargs: Writes = {
+    kwargs: WritesWithTopics = {
         "listed_by": np.array([-1, -1]),
         "values": np.zeros((4, 2)),
         "topics": np.zeros(2, dtype=np.int64),

@@ -7,30 +7,14 @@ produce the same float64 bits on any finite input, not merely close values.
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 import numpy as np
+from builders import Writes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shedlab.core.sim.reporting import DEFAULT_VALUES, LeaderBundleData, apply_samples
 from shedlab.model.pulsar import NUM_LONG_SAMPLES, NUM_SHORT_SAMPLES
-
-FloatArray = np.ndarray
-IntArray = np.ndarray
-
-
-class Writes(TypedDict):
-    """The arguments both ``apply_writes`` take (the fast one also takes ``topics`` and ``republish``)."""
-
-    listed_by: IntArray
-    values: FloatArray
-    new_listed_by: IntArray
-    new_values: FloatArray
-    new_topics: IntArray
-    write_position: IntArray
-    writes: int
-    extra_updates: int
+from shedlab.model.snapshot import FloatArray, IntArray
 
 
 def reference_apply_samples(
