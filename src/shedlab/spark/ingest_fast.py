@@ -237,6 +237,9 @@ def _common(default_cluster: str, interval_ms: int) -> list[Column]:
     ]
 
 
+_SPREAD_FROM, _SPREAD_DAYS = "1970-01-01", 4096
+
+
 def broker_rows(
     lines: DataFrame, default_cluster: str, interval_ms: int, keep: Sequence[str] = ()
 ) -> DataFrame:
@@ -264,6 +267,11 @@ def broker_rows(
         cols.append(sf.coalesce(value, default).alias(f.column))
     cols.append(r["lastStats"].alias("last_stats"))
     day = sf.to_date(sf.timestamp_millis(sf.col("tick_ms")))
+    # A line without a parsed report has no tick: such lines are spread over made-up days by line number,
+    # or all of them (a recording of bare reports: every line) would meet in one partition and one window
+    # group. Nothing reads their day: only their text goes on, to the Python reader.
+    no_report = sf.date_add(sf.lit(_SPREAD_FROM).cast("date"), (sf.col("record") % _SPREAD_DAYS).cast("int"))
+    day = sf.when(sf.col("tick_ms").isNull(), no_report).otherwise(day)
     # Partitioned once by what the tables are partitioned by: the de-duplication below (a day holds whole
     # ticks), the double claims and the writes then need no other shuffle.
     out = lines.select(*cols).withColumn("day", day).repartition("cluster", "day")
