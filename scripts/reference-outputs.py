@@ -2,17 +2,28 @@
 
 ``python scripts/reference-outputs.py write`` records SHA-256 digests of the files that
 ``shedlab simulate`` and ``shedlab sweep`` + ``evaluate`` write for fixed scenarios, pairs and seeds
-into ``tests/reference/outputs.json``; ``check`` compares against them and names every file that
-differs. ``tests/test_reference_outputs.py`` runs the quick part of the same check in CI.
+into ``tests/reference/<family>/outputs.json``; ``check`` compares against them and names every file that
+differs. ``tests/core/test_reference_outputs.py`` runs the quick part of the same check in CI.
+
+The bits depend on the CPU through NumPy: with AVX-512 its float64 ``exp`` and ``log`` run kernels of
+its own, with AVX2 only the C library's functions, and the two differ in some last bits; a last bit can
+tip a decision. So each such family (:func:`numpy_family`) has its own set, recorded on a machine of
+that family; the outputs are identical from run to run on any one machine, and between machines of one
+family. ``avx512`` was recorded on the machines of the sessions up to 23 Nov 2026, ``avx2`` on an AMD
+EPYC (AVX2, no AVX-512) on 25 Nov 2026.
 
 A deliberate change of behaviour (a more faithful model) regenerates the file in its own commit and
-says which outputs moved and why.
+says which outputs moved and why; ``write`` removes the other families' sets, which no longer hold, so
+that they are recorded again on their machines (until then the test skips there, saying so). ``add``
+records this machine's family beside the others, for a family seen for the first time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "tests" / "reference" / "outputs.json"
+REFERENCES = ROOT / "tests" / "reference"
 SHEDLAB = str(ROOT / ".venv" / "bin" / "shedlab")
 
 PAIRS = (
@@ -43,9 +54,26 @@ FULL_SCENARIOS = (
     "scale-out",
 )
 EVALUATION_TABLES = ("metric_stats.csv", "pip364.csv", "runs.csv")
-WRITING = len(sys.argv) > 1 and sys.argv[1] == "write"
+WRITING = len(sys.argv) > 1 and sys.argv[1] in ("write", "add")
 REFERENCE_DIGESTS: dict[str, dict[str, str]] = {}
 VOLATILE = ("elapsed_s", "started_ms", "finished_ms", "host")
+
+
+def numpy_family() -> str:
+    """The family of NumPy's SIMD kernels on this CPU whose float results the outputs depend on:
+    ``avx512``, ``avx2``, or the machine's architecture (``baseline-<arch>``) otherwise."""
+    from numpy._core._multiarray_umath import __cpu_features__ as features
+
+    if features.get("AVX512F") and features.get("AVX512_SKX"):
+        return "avx512"
+    if features.get("AVX2") and features.get("FMA3"):
+        return "avx2"
+    return f"baseline-{platform.machine()}"
+
+
+def reference_dir(family: str | None = None) -> Path:
+    """Where the reference outputs of ``family`` (this CPU's by default) are kept."""
+    return REFERENCES / (family or numpy_family())
 
 
 def digests(root: Path) -> dict[str, str]:
@@ -88,8 +116,8 @@ def sweep_digests(work: Path) -> dict[str, str]:
         text = (out / "evaluation" / name).read_text(encoding="utf-8")
         found[f"evaluation/{name}"] = hashlib.sha256(text.encode()).hexdigest()
         if WRITING:
-            (REFERENCE.parent / name).write_text(text, encoding="utf-8")
-        elif not same_table(REFERENCE.parent / name, out / "evaluation" / name):
+            (reference_dir() / name).write_text(text, encoding="utf-8")
+        elif not same_table(reference_dir() / name, out / "evaluation" / name):
             found[f"evaluation/{name}"] = "differs beyond 1e-9 relative"
         else:  # equal within floating-point summation order: Spark SQL and pandas may add in other orders
             found[f"evaluation/{name}"] = REFERENCE_DIGESTS.get("sweep tiny", {}).get(
@@ -133,13 +161,21 @@ def collect(scenarios: tuple[str, ...], with_sweep: bool) -> dict[str, dict[str,
 
 def main(argv: list[str]) -> int:
     mode = argv[1] if len(argv) > 1 else "check"
-    if mode != "write":
-        REFERENCE_DIGESTS.update(json.loads(REFERENCE.read_text(encoding="utf-8")))
+    reference = reference_dir() / "outputs.json"
+    if mode in ("write", "add"):
+        for other in REFERENCES.iterdir():  # write: a new behaviour, the other families' sets no longer hold
+            if mode == "write" and other.is_dir() and other != reference.parent:
+                shutil.rmtree(other)
+        reference.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        if not reference.is_file():
+            print(f"no reference outputs for NumPy's {numpy_family()} kernels: record them with 'write'")
+            return 1
+        REFERENCE_DIGESTS.update(json.loads(reference.read_text(encoding="utf-8")))
     found = collect(FULL_SCENARIOS, with_sweep=True)
-    if mode == "write":
-        REFERENCE.parent.mkdir(parents=True, exist_ok=True)
-        REFERENCE.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        print(f"wrote {sum(len(v) for v in found.values())} digests to {REFERENCE}")
+    if mode in ("write", "add"):
+        reference.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"wrote {sum(len(v) for v in found.values())} digests to {reference}")
         return 0
     expected = REFERENCE_DIGESTS
     bad = [
