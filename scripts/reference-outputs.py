@@ -162,15 +162,16 @@ def collect(scenarios: tuple[str, ...], with_sweep: bool) -> dict[str, dict[str,
 def main(argv: list[str]) -> int:
     mode = argv[1] if len(argv) > 1 else "check"
     reference = reference_dir() / "outputs.json"
-    if mode in ("write", "add"):
-        for other in REFERENCES.iterdir():  # write: a new behaviour, the other families' sets no longer hold
-            if mode == "write" and other.is_dir() and other != reference.parent:
+    if mode == "write":  # a new behaviour: the other families' sets no longer hold
+        for other in REFERENCES.iterdir():
+            if other.is_dir() and other != reference.parent:
                 shutil.rmtree(other)
+    if mode in ("write", "add"):
         reference.parent.mkdir(parents=True, exist_ok=True)
+    elif not reference.is_file():
+        print(f"no reference outputs for NumPy's {numpy_family()} kernels: record them with 'add'")
+        return 1
     else:
-        if not reference.is_file():
-            print(f"no reference outputs for NumPy's {numpy_family()} kernels: record them with 'write'")
-            return 1
         REFERENCE_DIGESTS.update(json.loads(reference.read_text(encoding="utf-8")))
     found = collect(FULL_SCENARIOS, with_sweep=True)
     if mode in ("write", "add"):
