@@ -58,6 +58,14 @@ def test_settings_defaults_and_overrides() -> None:
     assert s["spark.sql.execution.arrow.pyspark.enabled"] == "true"
     assert s["spark.sql.session.timeZone"] == "UTC"
     assert s["spark.sql.shuffle.partitions"] == "7"
+    # PySpark's call-site capture off: four extra Py4J round trips per Column call otherwise
+    assert s["spark.python.sql.dataFrameDebugging.enabled"] == "false"
+    assert (
+        spark_settings("local[2]", {"spark.python.sql.dataFrameDebugging.enabled": "true"})[
+            "spark.python.sql.dataFrameDebugging.enabled"
+        ]
+        == "true"
+    )  # a user who wants Spark's Python call sites in its errors can have them
     assert spark_settings("local[2]", ui=True)["spark.ui.enabled"] == "true"
     cluster = spark_settings("spark://master:7077")
     assert "spark.driver.memory" not in cluster  # small-machine defaults only for local masters

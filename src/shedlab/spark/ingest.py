@@ -284,9 +284,10 @@ def _raw_row_columns(path: str, kind: str, cols: set[str], schema: StructType) -
 def canonical(df: DataFrame, schema: StructType, keep: Sequence[str] = ()) -> DataFrame:
     """``df`` with exactly ``schema``'s columns, cast to its types (missing ones null), and ``keep``."""
     cols: list[Column | str] = [*keep]
+    present = set(df.columns)  # one schema call (each ``df.columns`` asks the JVM for the analysed plan)
     for name in field_names(schema):
         dtype = schema[name].dataType
-        if name in df.columns:
+        if name in present:
             cols.append(sf.col(name).cast(dtype).alias(name))
         else:
             cols.append(sf.lit(None).cast(dtype).alias(name))

@@ -195,6 +195,11 @@ def spark_settings(
         "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
         "spark.executorEnv.MKL_NUM_THREADS": "1",
         "spark.sql.adaptive.enabled": "true",
+        # PySpark 4's call-site capture wraps every Column and DataFrame call in four more Py4J round
+        # trips (the active session, this setting, the origin set and cleared): building ingest's
+        # expressions took seconds of a short ingest. It only adds the Python line to Spark's own error
+        # text, which shedlab turns into its one-line errors anyway (docs/spark.md, 26 Nov 2026).
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if is_local_master(master):
         cores = local_cores(master)
