@@ -2,7 +2,7 @@
 
 Layers, lowest first (``docs/architecture.md``):
 
-0. foundation: ``shedlab.errors``, ``shedlab.units``
+0. foundation: ``shedlab.errors``, ``shedlab.units``, ``shedlab.kernels`` (compiled array loops)
 1. Pulsar's model: ``shedlab.config``, ``shedlab.model``
 2. ``shedlab.strategies``
 3. ``shedlab.manager``
@@ -26,7 +26,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "shedlab"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("shedlab.errors", "shedlab.units"),
+    ("shedlab.errors", "shedlab.units", "shedlab.kernels"),
     ("shedlab.config", "shedlab.model"),
     ("shedlab.strategies",),
     ("shedlab.manager",),

@@ -24,6 +24,7 @@ from shedlab.config import LoadBalancerConfig
 from shedlab.core.sim.reporting import LeaderBundleData, need_update_mask
 from shedlab.core.sim.state import NEVER, Reports, TrueUsage
 from shedlab.core.sim.traffic import Traffic
+from shedlab.kernels import bin_sums
 from shedlab.model.snapshot import ClusterSnapshot, weighted_max_percent
 
 __all__ = ["LeaderView", "Publishing"]
@@ -79,9 +80,8 @@ class LeaderView:
         ld = leader_data
         # a bundle without data counts in the overflow bin (dropped below): each broker's sum adds the
         # same values in the same order as summing zeros for it, without two (m,) selects
-        sums = np.where(ld.has, bins, n_slots)
-        long_in = np.bincount(sums, weights=ld.long[0], minlength=n_slots + 1)
-        long_out = np.bincount(sums, weights=ld.long[1], minlength=n_slots + 1)
+        long_sums = np.zeros((n_slots + 1, 2))
+        bin_sums(np.where(ld.has, bins, n_slots), ld.long[:2], long_sums)  # both bincounts, one pass
         snap = ClusterSnapshot.from_columns(
             broker_ids=self.row_ids,
             resource_usage=published.usage[slots],
@@ -89,8 +89,8 @@ class LeaderView:
             broker_rates=published.agg[slots],
             num_owned_bundles=published.bundles[slots],
             num_topics=published.topics[slots],
-            long_term_msg_rate_in=long_in[slots].astype(np.float64),
-            long_term_msg_rate_out=long_out[slots].astype(np.float64),
+            long_term_msg_rate_in=long_sums[slots, 0],
+            long_term_msg_rate_out=long_sums[slots, 1],
             bundle_names=self.bundle_names,
             bundle_owner=owner_idx,
             bundle_has_data=ld.has,

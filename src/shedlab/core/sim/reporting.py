@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.kernels import GAINED, HAS, RESET, SPECIAL, saturated_run, take_where, tick_samples
 from shedlab.model.pulsar import (
     DEFAULT_MESSAGE_RATE,
     DEFAULT_MESSAGE_THROUGHPUT,
@@ -305,20 +306,20 @@ class LeaderBundleData:
         the resets, those of the new one), and its bits are pinned. It is evaluated in two parts that
         give the same bits: the bundles whose sample counts are saturated before the tick and that are
         not reset (nearly all of them once the leader has run a few minutes) take the saturated form of
-        both runs, ``(((v − x_old)·d_old + x_old) − x_new)·d_new + x_new``, in column blocks that stay
-        in the CPU cache (:func:`_saturated_steps`); the few others run :func:`_advance` itself on their
+        both runs, ``(((v − x_old)·d_old + x_old) − x_new)·d_new + x_new``, in one compiled loop
+        (:func:`_saturated_steps`); the few others run :func:`_advance` itself on their
         columns.
         """
         total = writes + extra_updates
         if total == 0:
             return listed_by
-        plan = _TickSamples.of(listed_by, self.has, new_listed_by, write_position, total)
-        rows = self.long.shape[0]  # 2: the rates only; 4 when the throughputs are tracked too
         sn, sv, ln, lv = self.short_n, self.short, self.long_n, self.long
+        plan = _TickSamples.of(listed_by, self.has, new_listed_by, write_position, total, sn, ln)
+        rows = self.long.shape[0]  # 2: the rates only; 4 when the throughputs are tracked too
         # not the current arrays (snapshots hold them); the saturated bundles' counts stay at the maximum
         out_s, out_l = _recycle(self._spare, 0, sv), _recycle(self._spare, 1, lv)
         self._spare = [sv, lv]
-        special = np.flatnonzero((sn < NUM_SHORT_SAMPLES) | (ln < NUM_LONG_SAMPLES) | plan.reset_mask)
+        special = plan.special
         x_special = values[:, special]  # before ``values`` is republished below
         tables = _decay_table(NUM_SHORT_SAMPLES, total), _decay_table(NUM_LONG_SAMPLES, total)
         _saturated_steps(
@@ -329,10 +330,8 @@ class LeaderBundleData:
             plan.new_count if plan.run_new else None,
             plan.gained if republish else None,
         )
-        has = plan.keep  # not read again as ``keep``
-        has[plan.effective] = False
-        has |= plan.gained
-        sn_out, ln_out = sn * has, ln * has  # a bundle without data has no samples
+        has = plan.has_after
+        sn_out, ln_out = plan.samples_after  # a bundle without data has no samples
         if special.size:
             for n_full, v_full, n_out, v_out, max_samples, r in (
                 (sn, sv, sn_out, out_s, NUM_SHORT_SAMPLES, 4),
@@ -352,7 +351,7 @@ class LeaderBundleData:
         self.topics = np.where(plan.gained, new_topics, self.topics)
         self.short_n, self.short, self.long_n, self.long = sn_out, out_s, ln_out, out_l
         self.updates += total
-        return plan.listed_after(listed_by, new_listed_by)
+        return plan.listed_after
 
 
 @dataclass
@@ -361,18 +360,24 @@ class _TickSamples:
 
     ``old_count``: samples of the old listing's values, up to the first write that changes the listing
     (all ``total`` updates if none does), 0 for a bundle without data; ``new_count``: samples of the new
-    listing's, from its lister's write on; ``gained``: a write lists the bundle; ``keep``: listed with
-    data before the tick; ``effective``: bundles whose old lister's write dropped them before any new
-    write lists them; ``reset_mask``: bundles that start again from Pulsar's defaults.
+    listing's, from its lister's write on; ``gained``: a write lists the bundle; ``reset_mask``: bundles
+    that start again from Pulsar's defaults; ``has_after``: bundles with data after the tick (listed
+    with data before it and not dropped by their old lister's write before a new write lists them, or
+    listed by a write); ``special``: the bundles the saturated closed form does not cover (a count
+    below its maximum, or reset); ``listed_after``: each bundle's listing broker after the tick (-1: its
+    lister dropped it and no write lists it); ``samples_after``: the (short, long) sample counts, zeroed
+    for bundles without data. All from one compiled pass (:func:`~shedlab.kernels.tick_samples`).
     """
 
     total: int
     old_count: IntArray
     new_count: IntArray
     gained: BoolArray
-    keep: BoolArray
-    effective: IntArray
     reset_mask: BoolArray
+    has_after: BoolArray
+    special: IntArray
+    listed_after: IntArray
+    samples_after: IntArray
     run_old: bool
     run_new: bool
 
@@ -384,30 +389,43 @@ class _TickSamples:
         new_listed_by: IntArray,
         write_position: IntArray,
         total: int,
+        short_n: IntArray,
+        long_n: IntArray,
     ) -> _TickSamples:
-        # write_position with a trailing 0, so that a lister of -1 (none) reads "does not write"
-        position = np.append(write_position, 0)
-        writes_at = position > 0
-        new_pos = position[new_listed_by]
-        gained = new_pos > 0
-        keep = (listed_by >= 0) & has  # listed with data before the tick
-        # samples of the old listing: up to the first write that changes it (all updates if none does);
-        # by lister first, a gather instead of three (m,) passes, then the few bundles whose lister changes
-        old_count = np.where(writes_at, position - 1, total)[new_listed_by]
-        changed = np.flatnonzero(new_listed_by != listed_by)
-        old_pos = position[listed_by[changed]]
-        # the old lister writes a report that no longer lists the bundle (before the new lister: effective)
-        lost = old_pos > 0
-        loss, loss_pos = changed[lost], old_pos[lost]
-        old_count[loss] = np.minimum(old_count[loss], loss_pos - 1)
-        effective = loss[~(gained[loss] & (new_pos[loss] < loss_pos))]
-        old_count *= keep
-        reset_mask = gained & ~keep
-        reset_mask[effective[gained[effective]]] = True
-        run_old = bool(old_count.any())
-        run_new = bool(gained.any())
-        new_count = np.where(writes_at, total + 1 - position, 0)[new_listed_by] if run_new else old_count[:0]
-        return cls(total, old_count, new_count, gained, keep, effective, reset_mask, run_old, run_new)
+        m = listed_by.size
+        counts = np.empty((2, m), dtype=np.int64)
+        masks = np.empty((4, m), dtype=np.bool_)
+        after = np.empty(m, dtype=np.int64)
+        samples_after = np.empty((2, m), dtype=np.int64)
+        run_old, run_new = tick_samples(
+            listed_by,
+            has,
+            new_listed_by,
+            write_position,
+            total,
+            short_n,
+            long_n,
+            NUM_SHORT_SAMPLES,
+            NUM_LONG_SAMPLES,
+            counts,
+            masks,
+            after,
+            samples_after,
+        )
+        special = np.flatnonzero(masks[SPECIAL])
+        return cls(
+            total,
+            counts[0],
+            counts[1],
+            masks[GAINED],
+            masks[RESET],
+            masks[HAS],
+            special,
+            after,
+            samples_after,
+            run_old,
+            run_new,
+        )
 
     def advance_special(
         self,
@@ -429,13 +447,6 @@ class _TickSamples:
             n, v = _advance(n, v, x_new, self.new_count[special], max_samples, self.total)
         return n, v
 
-    def listed_after(self, listed_by: IntArray, new_listed_by: IntArray) -> IntArray:
-        """Each bundle's listing broker after the tick (-1: its lister dropped it and no write lists it)."""
-        result: IntArray = np.where(self.gained, new_listed_by, listed_by)
-        effective = self.effective
-        result[effective[~self.gained[effective]]] = -1
-        return result
-
 
 def _recycle(spare: list[FloatArray], k: int, like: FloatArray) -> FloatArray:
     """``spare[k]`` to write the next averages into, if no one else holds it; else a new array.
@@ -453,12 +464,6 @@ def _recycle(spare: list[FloatArray], k: int, like: FloatArray) -> FloatArray:
     return np.empty_like(like)
 
 
-# Columns per block of :func:`_saturated_steps`: the block's rows of the operands (averages, both
-# samples, result) stay in cache through the passes; smaller blocks cost more in per-call overhead
-# than they save (measured: 1,024 columns twice as slow as 16,384 on 100,000 bundles).
-_BLOCK = 16384
-
-
 def _saturated_steps(
     blocks: list[tuple[FloatArray, FloatArray, FloatArray]],
     x_old: FloatArray,
@@ -467,40 +472,33 @@ def _saturated_steps(
     new_count: IntArray | None,
     republish: BoolArray | None,
 ) -> None:
-    """Both runs of :func:`_advance` for bundles whose counts stay at the maximum, block by block.
+    """Both runs of :func:`_advance` for bundles whose counts stay at the maximum.
 
     ``blocks``: (out, values, decay table) with ``values`` (R, m), whose R rows read the first R rows
     of the samples; ``old_count``/``new_count`` are the samples of the old and the new listing's runs
     (None: that run is skipped, as :meth:`LeaderBundleData.apply_writes` skips a run nobody samples
     in). Saturated, a run of ``c`` samples of ``x`` is ``(v − x)·table[c] + x`` (no mean step; a
     factor ``table[0] = 1.0`` where ``c = 0``): exactly the operations :func:`_advance` performs on
-    such a bundle.
+    such a bundle, here in one compiled loop per block (:func:`~shedlab.core.sim.kernels.saturated_run`).
 
     With ``republish``, ``x_old`` then becomes what the published reports say after the tick: the
-    columns of ``republish`` take ``x_new``. Everything runs column block by column block (the decay
-    factors too), so that the samples are read from memory once for every pass and both averages;
-    every element sees the same operations in the same order.
+    columns of ``republish`` take ``x_new`` (after both blocks have read ``x_old``).
     """
-    m = x_old.shape[1]
-    for lo in range(0, m, _BLOCK):
-        cols = slice(lo, min(lo + _BLOCK, m))
-        xo, xn = x_old[:, cols], x_new[:, cols]
-        c_old = None if old_count is None else old_count[cols]
-        c_new = None if new_count is None else new_count[cols]
-        for out, values, table in blocks:
-            rows = values.shape[0]
-            o = out[:, cols]
-            if c_old is not None:
-                x = xo[:rows]
-                np.subtract(values[:, cols], x, out=o)
-                o *= table[c_old]
-                o += x
-            else:
-                o[...] = values[:, cols]
-            if c_new is not None:
-                x = xn[:rows]
-                o -= x
-                o *= table[c_new]
-                o += x
-        if republish is not None:
-            np.copyto(xo, np.where(republish[cols], xn, xo))
+    none = np.zeros(0, dtype=np.int64)
+    c_old = none if old_count is None else old_count
+    c_new = none if new_count is None else new_count
+    for out, values, table in blocks:
+        rows = values.shape[0]
+        saturated_run(
+            out,
+            values,
+            table,
+            x_old[:rows],
+            c_old,
+            old_count is not None,
+            x_new[:rows],
+            c_new,
+            new_count is not None,
+        )
+    if republish is not None:
+        take_where(x_old, x_new, republish)

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from shedlab.core.sim.hardware import CostModel, HardwareClass
 from shedlab.core.sim.scenario import AddBrokers, Background, Scenario
 from shedlab.core.sim.traffic import BundlePopulation, Traffic
+from shedlab.kernels import bin_sums
 from shedlab.model.snapshot import weighted_max_percent
 
 __all__ = [
@@ -274,9 +275,12 @@ def measure(
     n_slots = cluster.num_slots
     owner = cluster.owner
     idx = np.where(owner >= 0, owner, n_slots)  # unowned bundles go to an overflow bin
-    agg = np.empty((n_slots, 4))
-    for k, values in enumerate((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out)):
-        agg[:, k] = np.bincount(idx, weights=values, minlength=n_slots + 1)[:n_slots]
+    block = traffic.block
+    if block is None:
+        block = np.stack((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out))
+    sums = np.zeros((n_slots + 1, 4))
+    bin_sums(idx, block, sums)  # the four bincounts in one compiled pass, the same bits
+    agg = sums[:n_slots]
     n_bundles, topics, consumers, producers = cluster.owner_counts(idx, pop)
     alive = np.flatnonzero(cluster.alive)
     bg = cluster.background_at(alive, t, rng)

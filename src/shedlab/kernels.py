@@ -1,0 +1,208 @@
+"""The hot array loops compiled with Numba: one loop where NumPy makes several passes.
+
+Why compiled loops: a tick of a large simulated cluster (1,000 brokers, 100,000 bundles) is a few dozen
+passes over (m,) and (4, m) arrays. Those arrays fit in the CPU's last-level cache, so each NumPy pass
+costs its call, its temporaries and its own trip over the data rather than arithmetic; a loop that does
+the work of several passes in one trip is several times faster (``bench/bench_simulator.py``; the
+figures are in ``docs/simulator.md``).
+
+Why the same bits: every kernel performs, element by element, exactly the IEEE-754 operations of the
+NumPy code it replaces, in the same order. ``+ − × ÷`` are correctly rounded wherever they run, and
+Numba emits no fused multiply-add unless ``fastmath`` asks for it (it is off). What depends on a
+library's own implementation (``exp``, ``log``, power tables) stays in NumPy and reaches the kernels
+as an argument. Random draws are the one exception, and a checked one: Numba's ``Generator`` methods
+run NumPy's own algorithms on the same bit generator, so :func:`normal_affine` draws the numbers NumPy
+would and leaves the generator where NumPy would. ``tests/test_kernels.py`` compares every kernel with
+its NumPy form bit for bit; the pinned reference outputs (``tests/reference``) hold the whole simulator.
+
+Compilation: on first use, about a second per kernel, cached on disk (``cache=True``: beside this file,
+or in Numba's user cache when the package is installed read-only), so later processes (a sweep's Spark
+workers) load machine code. ``NUMBA_DISABLE_JIT=1`` runs the same functions as plain Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar, cast
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "GAINED",
+    "HAS",
+    "RESET",
+    "SPECIAL",
+    "bin_sums",
+    "group_order",
+    "normal_affine",
+    "saturated_run",
+    "take_where",
+    "tick_samples",
+]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def _compiled(fn: _F) -> _F:
+    """``fn`` compiled in nopython mode, cached on disk; typed as ``fn`` (Numba ships no stubs)."""
+    return cast(_F, numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=False)(fn))
+
+
+@_compiled
+def saturated_run(
+    out: FloatArray,
+    values: FloatArray,
+    table: FloatArray,
+    x_old: FloatArray,
+    c_old: IntArray,
+    run_old: bool,
+    x_new: FloatArray,
+    c_new: IntArray,
+    run_new: bool,
+) -> None:
+    """Both runs of the leader's saturated time average, ``(v − x)·table[c] + x``, into ``out`` (R, m).
+
+    Row r of ``values`` reads row r of the samples. A run that is off leaves its input as it is (the
+    NumPy form copied ``values`` then); with both off, ``out`` is a copy of ``values``.
+    """
+    rows, m = values.shape
+    for r in range(rows):
+        for j in range(m):
+            o = values[r, j]
+            if run_old:
+                x = x_old[r, j]
+                o = (o - x) * table[c_old[j]] + x
+            if run_new:
+                x = x_new[r, j]
+                o = (o - x) * table[c_new[j]] + x
+            out[r, j] = o
+
+
+@_compiled
+def take_where(target: FloatArray, source: FloatArray, mask: BoolArray) -> None:
+    """``target[:, mask] = source[:, mask]`` in place, without the index arrays NumPy would build."""
+    rows, m = target.shape
+    for r in range(rows):
+        for j in range(m):
+            if mask[j]:
+                target[r, j] = source[r, j]
+
+
+@_compiled
+def normal_affine(rng: np.random.Generator, out: FloatArray, scale: float, shift: float) -> None:
+    """``out[j] = z_j·scale − shift`` for ``z = rng.standard_normal(out.size)``, drawn in order.
+
+    Equal to ``z = rng.standard_normal(n); z *= scale; z -= shift`` bit for bit, the generator
+    included, at a third of NumPy's cost (its per-call dispatch and the temporary go).
+    """
+    for j in range(out.size):
+        out[j] = rng.standard_normal() * scale - shift
+
+
+@_compiled
+def bin_sums(bins: IntArray, values: FloatArray, out: FloatArray) -> None:
+    """``out[b, r]`` += ``values[r, j]`` for every j with ``bins[j] = b``, j ascending; ``out`` zeroed.
+
+    Per bin the same additions in the same order as ``np.bincount(bins, weights=values[r])`` (which
+    adds sequentially in index order), so the same bits; all R rows in one call instead of R passes.
+    """
+    rows, m = values.shape
+    for r in range(rows):
+        for j in range(m):
+            out[bins[j], r] += values[r, j]
+
+
+@_compiled
+def group_order(keys: IntArray, n_groups: int, order: IntArray, offsets: IntArray) -> None:
+    """A stable counting sort of ``keys`` (each in ``[0, n_groups)``): positions grouped by key.
+
+    Fills ``order`` (size m) with the positions j in ascending key, ascending j within a key (what a
+    stable ``argsort`` gives) and ``offsets`` (size ``n_groups + 1``) with where each key's run starts.
+    Two passes over the keys instead of a sort.
+    """
+    offsets[:] = 0
+    for j in range(keys.size):
+        offsets[keys[j] + 1] += 1
+    for g in range(n_groups):
+        offsets[g + 1] += offsets[g]
+    fill = offsets[:-1].copy()
+    for j in range(keys.size):
+        k = keys[j]
+        order[fill[k]] = j
+        fill[k] += 1
+
+
+# The rows of :func:`tick_samples`' ``masks``.
+GAINED, RESET, HAS, SPECIAL = range(4)
+
+
+@_compiled
+def tick_samples(
+    listed_by: IntArray,
+    has: BoolArray,
+    new_listed_by: IntArray,
+    position: IntArray,
+    total: int,
+    short_n: IntArray,
+    long_n: IntArray,
+    max_short: int,
+    max_long: int,
+    counts: IntArray,
+    masks: BoolArray,
+    listed_after: IntArray,
+    samples_after: IntArray,
+) -> tuple[bool, bool]:
+    """Per bundle, what one tick of the leader's ``updateBundleData`` runs does to its bookkeeping.
+
+    Inputs: ``listed_by``/``new_listed_by``, the broker slot whose published/local report lists each
+    bundle (-1: none); ``has``, it has BundleData; ``position[s]``, the 1-based write position of slot
+    s in the tick (0: no write); ``short_n``/``long_n``, the short- and long-term sample counts, whose
+    maxima are ``max_short``/``max_long``.
+
+    Outputs: ``counts`` (2, m), the samples of the old listing's values (up to the first write that
+    changes the listing, all ``total`` updates if none does; 0 without data before the tick) and of
+    the new listing's (from its lister's write on); ``masks`` (4, m), the rows ``GAINED`` (a write
+    lists the bundle), ``RESET`` (it starts again from Pulsar's defaults), ``HAS`` (it has data after
+    the tick: listed with data before and not dropped by its old lister's write before a new write
+    lists it, or listed by a write) and ``SPECIAL`` (a count below its maximum, or reset: the
+    saturated closed form does not apply); ``listed_after``, its lister after the tick (-1: none);
+    ``samples_after`` (2, m), both counts zeroed where it has no data after the tick. Returns whether any
+    bundle takes a sample of the old listing and whether any gains one. One pass for about twenty.
+    """
+    any_old = False
+    any_new = False
+    for j in range(listed_by.size):
+        old, new = listed_by[j], new_listed_by[j]
+        new_pos = position[new] if new >= 0 else 0
+        gained = new_pos > 0
+        keep = old >= 0 and has[j]
+        old_count = new_pos - 1 if gained else total
+        effective = False  # the old lister's write drops it before any new write lists it
+        if new != old:
+            old_pos = position[old] if old >= 0 else 0
+            if old_pos > 0:
+                old_count = min(old_count, old_pos - 1)
+                effective = not (gained and new_pos < old_pos)
+        if not keep:
+            old_count = 0
+        counts[0, j] = old_count
+        counts[1, j] = total + 1 - new_pos if gained else 0
+        any_old |= old_count != 0
+        any_new |= gained
+        reset = gained and (not keep or effective)
+        has_after = (keep and not effective) or gained
+        short, long = short_n[j], long_n[j]
+        masks[GAINED, j] = gained
+        masks[RESET, j] = reset
+        masks[HAS, j] = has_after
+        masks[SPECIAL, j] = short < max_short or long < max_long or reset
+        listed_after[j] = new if gained else (-1 if effective else old)
+        samples_after[0, j] = short * has_after
+        samples_after[1, j] = long * has_after
+    return any_old, any_new

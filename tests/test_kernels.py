@@ -1,0 +1,190 @@
+"""Every compiled kernel against the NumPy form it replaced, bit for bit (``shedlab.kernels``).
+
+The NumPy forms below are the code the simulator ran before the kernels (kept here as the reference);
+equal bits are what lets the kernels in without moving a pinned reference output.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.typing import NDArray
+
+from shedlab.kernels import (
+    GAINED,
+    HAS,
+    RESET,
+    SPECIAL,
+    bin_sums,
+    group_order,
+    normal_affine,
+    saturated_run,
+    take_where,
+    tick_samples,
+)
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+seeds = st.integers(0, 2**32 - 1)
+
+
+def bits(a: NDArray[np.float64]) -> NDArray[np.int64]:
+    return np.ascontiguousarray(a).view(np.int64)
+
+
+def values(rng: np.random.Generator, shape: tuple[int, ...]) -> FloatArray:
+    """Rates over many orders of magnitude, with exact zeros: where last bits differ if anything does."""
+    out: FloatArray = rng.lognormal(3.0, 3.0, shape) * (rng.random(shape) > 0.1)
+    return out
+
+
+# ------------------------------------------------------------------------------ the leader's averages
+@settings(max_examples=60, deadline=None)
+@given(seeds, st.integers(1, 300), st.booleans(), st.booleans(), st.integers(2, 4))
+def test_saturated_run_is_numpys_two_runs(seed: int, m: int, run_old: bool, run_new: bool, rows: int) -> None:
+    rng = np.random.default_rng(seed)
+    v, x_old, x_new = values(rng, (rows, m)), values(rng, (4, m)), values(rng, (4, m))
+    table = np.power(1.0 - 1.0 / 10, np.arange(40, dtype=np.float64))
+    c_old, c_new = rng.integers(0, 40, m), rng.integers(0, 40, m)
+    expected = v.copy()
+    if run_old:
+        expected = (expected - x_old[:rows]) * table[c_old] + x_old[:rows]
+    if run_new:
+        expected = (expected - x_new[:rows]) * table[c_new] + x_new[:rows]
+    out = np.empty_like(v)
+    saturated_run(out, v, table, x_old[:rows], c_old, run_old, x_new[:rows], c_new, run_new)
+    assert np.array_equal(bits(out), bits(expected))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.integers(0, 200))
+def test_take_where_is_a_masked_copy(seed: int, m: int) -> None:
+    rng = np.random.default_rng(seed)
+    target, source, mask = values(rng, (4, m)), values(rng, (4, m)), rng.random(m) < 0.3
+    expected = np.where(mask, source, target)
+    take_where(target, source, mask)
+    assert np.array_equal(bits(target), bits(expected))
+
+
+class Bookkeeping(NamedTuple):
+    old_count: IntArray
+    new_count: IntArray
+    gained: BoolArray
+    reset: BoolArray
+    has: BoolArray
+    after: IntArray
+
+
+def numpy_tick_samples(
+    listed_by: IntArray, has: BoolArray, new_listed_by: IntArray, write_position: IntArray, total: int
+) -> Bookkeeping:
+    """The NumPy ``_TickSamples.of`` and the lines of ``apply_writes`` that :func:`tick_samples` replaced."""
+    position = np.append(write_position, 0)
+    writes_at = position > 0
+    new_pos = position[new_listed_by]
+    gained = new_pos > 0
+    keep = (listed_by >= 0) & has
+    old_count = np.where(writes_at, position - 1, total)[new_listed_by]
+    changed = np.flatnonzero(new_listed_by != listed_by)
+    old_pos = position[listed_by[changed]]
+    lost = old_pos > 0
+    loss, loss_pos = changed[lost], old_pos[lost]
+    old_count[loss] = np.minimum(old_count[loss], loss_pos - 1)
+    effective = loss[~(gained[loss] & (new_pos[loss] < loss_pos))]
+    old_count *= keep
+    reset = gained & ~keep
+    reset[effective[gained[effective]]] = True
+    new_count = np.where(writes_at, total + 1 - position, 0)[new_listed_by]
+    has_after = keep.copy()
+    has_after[effective] = False
+    has_after |= gained
+    after = np.where(gained, new_listed_by, listed_by)
+    after[effective[~gained[effective]]] = -1
+    return Bookkeeping(old_count, new_count, gained, reset, has_after, after)
+
+
+@settings(max_examples=80, deadline=None)
+@given(seeds, st.integers(1, 200), st.integers(1, 12), st.integers(0, 3))
+def test_tick_samples_is_the_numpy_bookkeeping(seed: int, m: int, n_slots: int, extra: int) -> None:
+    rng = np.random.default_rng(seed)
+    listed_by = rng.integers(-1, n_slots, m)
+    new_listed_by = np.where(rng.random(m) < 0.3, rng.integers(-1, n_slots, m), listed_by)
+    has = rng.random(m) < 0.8
+    writers = rng.permutation(n_slots)[: rng.integers(0, n_slots + 1)]
+    position = np.zeros(n_slots + 1, dtype=np.int64)
+    position[writers] = np.arange(1, writers.size + 1)
+    total = writers.size + extra
+    short_n, long_n = rng.integers(0, 11, m), rng.integers(990, 1001, m)
+    counts = np.empty((2, m), dtype=np.int64)
+    masks = np.empty((4, m), dtype=np.bool_)
+    after = np.empty(m, dtype=np.int64)
+    samples_after = np.empty((2, m), dtype=np.int64)
+    run_old, run_new = tick_samples(
+        listed_by,
+        has,
+        new_listed_by,
+        position,
+        total,
+        short_n,
+        long_n,
+        10,
+        1000,
+        counts,
+        masks,
+        after,
+        samples_after,
+    )
+    ref = numpy_tick_samples(listed_by, has, new_listed_by, position, total)
+    assert np.array_equal(counts[0], ref.old_count)
+    assert np.array_equal(counts[1][ref.gained], ref.new_count[ref.gained])
+    assert not counts[1][~ref.gained].any()
+    assert np.array_equal(masks[GAINED], ref.gained)
+    assert np.array_equal(masks[RESET], ref.reset)
+    assert np.array_equal(masks[HAS], ref.has)
+    assert np.array_equal(masks[SPECIAL], (short_n < 10) | (long_n < 1000) | ref.reset)
+    assert np.array_equal(after, ref.after)
+    assert np.array_equal(samples_after, np.stack((short_n * ref.has, long_n * ref.has)))
+    assert (run_old, run_new) == (bool(ref.old_count.any()), bool(ref.gained.any()))
+
+
+# ------------------------------------------------------------------------------ sums, order and draws
+@settings(max_examples=60, deadline=None)
+@given(seeds, st.integers(0, 300), st.integers(1, 20), st.integers(1, 4))
+def test_bin_sums_are_bincounts(seed: int, m: int, n_bins: int, rows: int) -> None:
+    rng = np.random.default_rng(seed)
+    bins, v = rng.integers(0, n_bins, m), values(rng, (rows, m))
+    out = np.zeros((n_bins, rows))
+    bin_sums(bins, v, out)
+    for r in range(rows):
+        expected = np.bincount(bins, weights=v[r], minlength=n_bins).astype(np.float64)
+        assert np.array_equal(bits(out[:, r]), bits(expected))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seeds, st.integers(0, 300), st.integers(1, 20))
+def test_group_order_is_a_stable_argsort_with_offsets(seed: int, m: int, n_groups: int) -> None:
+    keys = np.random.default_rng(seed).integers(0, n_groups, m).astype(np.int64)
+    order, offsets = np.empty(m, dtype=np.int64), np.empty(n_groups + 1, dtype=np.int64)
+    group_order(keys, n_groups, order, offsets)
+    assert np.array_equal(order, np.argsort(keys, kind="stable"))
+    assert np.array_equal(offsets, np.concatenate(([0], np.cumsum(np.bincount(keys, minlength=n_groups)))))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.integers(0, 500), st.floats(0.0, 3.0))
+def test_normal_affine_draws_what_numpy_draws_and_leaves_the_generator_there(
+    seed: int, n: int, sigma: float
+) -> None:
+    ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+    out = np.empty(n)
+    normal_affine(ours, out, sigma, 0.5 * sigma * sigma)
+    expected = theirs.standard_normal(n)
+    expected *= sigma
+    expected -= 0.5 * sigma * sigma
+    assert np.array_equal(bits(out), bits(expected))
+    assert np.array_equal(ours.standard_normal(5), theirs.standard_normal(5))  # the stream goes on alike
