@@ -19,7 +19,6 @@ from shedlab.kernels import (
     RESET,
     SPECIAL,
     bin_sums,
-    group_order,
     normal_affine,
     saturated_run,
     take_where,
@@ -163,16 +162,6 @@ def test_bin_sums_are_bincounts(seed: int, m: int, n_bins: int, rows: int) -> No
     for r in range(rows):
         expected = np.bincount(bins, weights=v[r], minlength=n_bins).astype(np.float64)
         assert np.array_equal(bits(out[:, r]), bits(expected))
-
-
-@settings(max_examples=60, deadline=None)
-@given(seeds, st.integers(0, 300), st.integers(1, 20))
-def test_group_order_is_a_stable_argsort_with_offsets(seed: int, m: int, n_groups: int) -> None:
-    keys = np.random.default_rng(seed).integers(0, n_groups, m).astype(np.int64)
-    order, offsets = np.empty(m, dtype=np.int64), np.empty(n_groups + 1, dtype=np.int64)
-    group_order(keys, n_groups, order, offsets)
-    assert np.array_equal(order, np.argsort(keys, kind="stable"))
-    assert np.array_equal(offsets, np.concatenate(([0], np.cumsum(np.bincount(keys, minlength=n_groups)))))
 
 
 @settings(max_examples=30, deadline=None)

@@ -35,7 +35,6 @@ __all__ = [
     "RESET",
     "SPECIAL",
     "bin_sums",
-    "group_order",
     "normal_affine",
     "saturated_run",
     "take_where",
@@ -116,26 +115,6 @@ def bin_sums(bins: IntArray, values: FloatArray, out: FloatArray) -> None:
     for r in range(rows):
         for j in range(m):
             out[bins[j], r] += values[r, j]
-
-
-@_compiled
-def group_order(keys: IntArray, n_groups: int, order: IntArray, offsets: IntArray) -> None:
-    """A stable counting sort of ``keys`` (each in ``[0, n_groups)``): positions grouped by key.
-
-    Fills ``order`` (size m) with the positions j in ascending key, ascending j within a key (what a
-    stable ``argsort`` gives) and ``offsets`` (size ``n_groups + 1``) with where each key's run starts.
-    Two passes over the keys instead of a sort.
-    """
-    offsets[:] = 0
-    for j in range(keys.size):
-        offsets[keys[j] + 1] += 1
-    for g in range(n_groups):
-        offsets[g + 1] += offsets[g]
-    fill = offsets[:-1].copy()
-    for j in range(keys.size):
-        k = keys[j]
-        order[fill[k]] = j
-        fill[k] += 1
 
 
 # The rows of :func:`tick_samples`' ``masks``.

@@ -21,7 +21,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shedlab.errors import InputError
-from shedlab.kernels import group_order
 from shedlab.model.pulsar import (
     RESOURCE_NAMES,
     BundleData,
@@ -35,6 +34,7 @@ BoolArray = NDArray[np.bool_]
 
 CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT = range(5)
 _F32_100 = np.float32(100.0)
+_RADIX_MAX = np.iinfo(np.int16).max  # brokers below this: owners fit int16 (radix sort)
 
 
 def percent_usage_array(usage: FloatArray, limit: FloatArray) -> NDArray[np.float32]:
@@ -140,16 +140,17 @@ class ClusterSnapshot:
     def reindex_owners(self) -> None:
         """Rebuild the by-owner index; call after changing ``bundle_owner`` in place.
 
-        Owners are small integers (-1 … n−1), so a stable counting sort of them
-        (:func:`~shedlab.kernels.group_order`, two passes) gives the order a stable sort of the int64
-        values gives, and the offsets with it; other inputs take the general path.
+        Owners are small integers (-1 … n−1), so a stable sort of them as int16 (NumPy's radix sort)
+        gives the same order as sorting the int64 values, several times faster, and the offsets are a
+        cumulative count; other inputs take the general path.
         """
         n = len(self.broker_ids)
         owners = self.bundle_owner
-        if owners.size == 0 or (owners.min() >= -1 and owners.max() < n):
-            order = np.empty(owners.size, dtype=np.int64)
-            offsets = np.empty(n + 2, dtype=np.int64)
-            group_order(owners + 1, n + 1, order, offsets)
+        if n < _RADIX_MAX and (owners.size == 0 or (owners.min() >= -1 and owners.max() < n)):
+            order = np.argsort(owners.astype(np.int16), kind="stable").astype(np.int64, copy=False)
+            counts = np.bincount(owners + 1, minlength=n + 1)
+            offsets = np.zeros(n + 2, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
         else:
             order = np.argsort(owners, kind="stable").astype(np.int64)
             offsets = np.searchsorted(owners[order], np.arange(-1, n + 1)).astype(np.int64)
