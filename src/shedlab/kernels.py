@@ -22,10 +22,10 @@ workers) load machine code. ``NUMBA_DISABLE_JIT=1`` runs the same functions as p
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TypeVar, cast
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -49,8 +49,24 @@ _F = TypeVar("_F", bound=Callable[..., object])
 
 
 def _compiled(fn: _F) -> _F:
-    """``fn`` compiled in nopython mode, cached on disk; typed as ``fn`` (Numba ships no stubs)."""
-    return cast(_F, numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=False)(fn))
+    """``fn`` compiled in nopython mode on its first call, cached on disk; typed as ``fn``.
+
+    Numba is imported at the first call, not with this module: every command that reads a scenario
+    imports the simulator's package, and Numba costs 0.3 s and 110 MB at start-up (it brings SciPy),
+    which ``shedlab report`` or a sweep's driver would pay for nothing (``bench/bench_startup.py``).
+    """
+    compiled: Callable[..., object] | None = None
+
+    @functools.wraps(fn)
+    def call(*args: object) -> object:
+        nonlocal compiled
+        if compiled is None:
+            import numba  # here, not at the top: a measured start-up cost (above)
+
+            compiled = numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=False)(fn)
+        return compiled(*args)
+
+    return cast(_F, call)
 
 
 @_compiled
