@@ -18,8 +18,8 @@ from shedlab.kernels import (
     HAS,
     RESET,
     SPECIAL,
-    bin_sums,
     normal_affine,
+    owner_sums,
     saturated_run,
     take_where,
     tick_samples,
@@ -153,15 +153,20 @@ def test_tick_samples_is_the_numpy_bookkeeping(seed: int, m: int, n_slots: int, 
 
 # ------------------------------------------------------------------------------ sums, order and draws
 @settings(max_examples=60, deadline=None)
-@given(seeds, st.integers(0, 300), st.integers(1, 20), st.integers(1, 4))
-def test_bin_sums_are_bincounts(seed: int, m: int, n_bins: int, rows: int) -> None:
+@given(seeds, st.integers(0, 300), st.integers(1, 20), st.integers(1, 4), st.booleans())
+def test_owner_sums_are_the_where_and_the_bincounts(
+    seed: int, m: int, n_slots: int, rows: int, masked: bool
+) -> None:
     rng = np.random.default_rng(seed)
-    bins, v = rng.integers(0, n_bins, m), values(rng, (rows, m))
-    out = np.zeros((n_bins, rows))
-    bin_sums(bins, v, out)
+    owner, v, mask = rng.integers(-1, n_slots, m), values(rng, (rows, m)), rng.random(m) < 0.7
+    bins, sums = np.empty(m, dtype=np.int64), np.zeros((n_slots + 1, rows))
+    owner_sums(owner, n_slots, v, mask, masked, bins, sums)
+    expected_bins = np.where(owner >= 0, owner, n_slots)
+    assert np.array_equal(bins, expected_bins)
+    counted = np.where(mask, expected_bins, n_slots) if masked else expected_bins  # uncounted: overflow
     for r in range(rows):
-        expected = np.bincount(bins, weights=v[r], minlength=n_bins).astype(np.float64)
-        assert np.array_equal(bits(out[:, r]), bits(expected))
+        expected = np.bincount(counted, weights=v[r], minlength=n_slots + 1).astype(np.float64)
+        assert np.array_equal(bits(sums[:n_slots, r]), bits(expected[:n_slots]))
 
 
 @settings(max_examples=30, deadline=None)

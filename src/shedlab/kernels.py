@@ -35,8 +35,8 @@ __all__ = [
     "HAS",
     "RESET",
     "SPECIAL",
-    "bin_sums",
     "normal_affine",
+    "owner_sums",
     "saturated_run",
     "take_where",
     "tick_samples",
@@ -122,16 +122,31 @@ def normal_affine(rng: np.random.Generator, out: FloatArray, scale: float, shift
 
 
 @_compiled
-def bin_sums(bins: IntArray, values: FloatArray, out: FloatArray) -> None:
-    """``out[b, r]`` += ``values[r, j]`` for every j with ``bins[j] = b``, j ascending; ``out`` zeroed.
+def owner_sums(
+    owner: IntArray,
+    overflow: int,
+    values: FloatArray,
+    mask: BoolArray,
+    masked: bool,
+    bins: IntArray,
+    sums: FloatArray,
+) -> None:
+    """Per-owner sums of ``values`` (R, m) into ``sums`` (zeroed, one row per bin, R columns).
 
-    Per bin the same additions in the same order as ``np.bincount(bins, weights=values[r])`` (which
-    adds sequentially in index order), so the same bits; all R rows in one call instead of R passes.
+    ``bins[j]`` becomes ``owner[j]``, or ``overflow`` for an unowned bundle (-1); ``sums[bins[j], r]``
+    adds ``values[r, j]`` for every j (only where ``mask[j]`` when ``masked``), in ascending j: per bin
+    the same additions in the same order as ``np.bincount(bins, weights=values[r])`` (which adds
+    sequentially in index order, skipping nothing a zero weight would change), so the same bits. One
+    call for the ``np.where`` and the R bincounts it replaces.
     """
     rows, m = values.shape
+    for j in range(m):
+        o = owner[j]
+        bins[j] = o if o >= 0 else overflow
     for r in range(rows):
         for j in range(m):
-            out[bins[j], r] += values[r, j]
+            if not masked or mask[j]:
+                sums[bins[j], r] += values[r, j]
 
 
 # The rows of :func:`tick_samples`' ``masks``.

@@ -24,7 +24,7 @@ from shedlab.config import LoadBalancerConfig
 from shedlab.core.sim.reporting import LeaderBundleData, need_update_mask
 from shedlab.core.sim.state import NEVER, Reports, TrueUsage
 from shedlab.core.sim.traffic import Traffic
-from shedlab.kernels import bin_sums
+from shedlab.kernels import owner_sums
 from shedlab.model.snapshot import ClusterSnapshot, weighted_max_percent
 
 __all__ = ["LeaderView", "Publishing"]
@@ -74,14 +74,13 @@ class LeaderView:
             self.row_ids = tuple(self.ids[s] for s in slots.tolist())
             self.slot_to_row = np.full(n_slots + 1, -1, dtype=np.int64)
             self.slot_to_row[slots] = np.arange(slots.size)
-        pub_owner = published.bundle_owner
-        bins = np.where(pub_owner >= 0, pub_owner, n_slots)
-        owner_idx = self.slot_to_row[bins]
         ld = leader_data
-        # a bundle without data counts in the overflow bin (dropped below): each broker's sum adds the
-        # same values in the same order as summing zeros for it, without two (m,) selects
+        # each bundle's lister (unlisted ones in an overflow bin, dropped below) and each lister's sum of
+        # its bundles' long-term rates, counting only bundles with data: one compiled pass, bincount's bits
+        bins = np.empty(ld.has.size, dtype=np.int64)
         long_sums = np.zeros((n_slots + 1, 2))
-        bin_sums(np.where(ld.has, bins, n_slots), ld.long[:2], long_sums)  # both bincounts, one pass
+        owner_sums(published.bundle_owner, n_slots, ld.long[:2], ld.has, True, bins, long_sums)
+        owner_idx = self.slot_to_row[bins]
         snap = ClusterSnapshot.from_columns(
             broker_ids=self.row_ids,
             resource_usage=published.usage[slots],
@@ -281,11 +280,9 @@ class Publishing:
             write_position=position,
             writes=k,
             extra_updates=extra,
-            republish=True,  # pub.bundle_values: the writers' bundles take their local values
+            republish=True,  # pub.bundle_values/topics: the writers' bundles take their local ones
         )
         if k:
-            gained = position[new_owner] > 0  # an unlisted bundle (-1) reads position[n_slots] = 0
-            pub.bundle_topics = np.where(gained, loc.bundle_topics, pub.bundle_topics)
             live = writers[alive[writers]]
             pub.usage[live] = loc.usage[live]
             pub.limit[live] = loc.limit[live]

@@ -294,9 +294,9 @@ class LeaderBundleData:
         lose their BundleData unless another write lists them, and re-listed bundles start again from
         Pulsar's defaults.
 
-        With ``republish``, ``values`` is updated in place to what the published reports say after
-        the tick: the bundles listed by a write take ``new_values`` (the caller's published copy, updated
-        in the same pass over memory as the averages).
+        With ``republish``, ``values`` and ``topics`` are updated in place to what the published
+        reports say after the tick: the bundles listed by a write take ``new_values`` and ``new_topics``
+        (the caller's published copies; the values in the same pass over memory as the averages).
 
         Simplification: a bundle listed by two published reports at once (the stale report of its
         previous owner and its new owner's) counts once, under the most recent write; Pulsar would
@@ -349,6 +349,8 @@ class LeaderBundleData:
                 v_out[:, special] = v
         self.has = has
         self.topics = np.where(plan.gained, new_topics, self.topics)
+        if republish:
+            np.copyto(topics, new_topics, where=plan.gained)
         self.short_n, self.short, self.long_n, self.long = sn_out, out_s, ln_out, out_l
         self.updates += total
         return plan.listed_after

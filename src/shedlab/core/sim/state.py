@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from shedlab.core.sim.hardware import CostModel, HardwareClass
 from shedlab.core.sim.scenario import AddBrokers, Background, Scenario
 from shedlab.core.sim.traffic import BundlePopulation, Traffic
-from shedlab.kernels import bin_sums
+from shedlab.kernels import owner_sums
 from shedlab.model.snapshot import weighted_max_percent
 
 __all__ = [
@@ -263,6 +263,9 @@ class TrueUsage:
     """Per alive broker, the CPU of the connection and co-located-bookie terms (None: model off)."""
 
 
+_NO_MASK = np.zeros(0, dtype=np.bool_)
+
+
 def measure(
     cluster: ClusterState,
     pop: BundlePopulation,
@@ -274,12 +277,12 @@ def measure(
     """Every alive broker's true usage at ``t`` seconds (what its next stats sample would read)."""
     n_slots = cluster.num_slots
     owner = cluster.owner
-    idx = np.where(owner >= 0, owner, n_slots)  # unowned bundles go to an overflow bin
     block = traffic.block
     if block is None:
         block = np.stack((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out))
+    idx = np.empty(owner.size, dtype=np.int64)  # each bundle's owner; unowned ones in an overflow bin
     sums = np.zeros((n_slots + 1, 4))
-    bin_sums(idx, block, sums)  # the four bincounts in one compiled pass, the same bits
+    owner_sums(owner, n_slots, block, _NO_MASK, False, idx, sums)  # the four bincounts, the same bits
     agg = sums[:n_slots]
     n_bundles, topics, consumers, producers = cluster.owner_counts(idx, pop)
     alive = np.flatnonzero(cluster.alive)
