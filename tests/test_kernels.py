@@ -18,6 +18,7 @@ from shedlab.kernels import (
     HAS,
     RESET,
     SPECIAL,
+    group_order,
     normal_affine,
     owner_sums,
     saturated_run,
@@ -167,6 +168,16 @@ def test_owner_sums_are_the_where_and_the_bincounts(
     for r in range(rows):
         expected = np.bincount(counted, weights=v[r], minlength=n_slots + 1).astype(np.float64)
         assert np.array_equal(bits(sums[:n_slots, r]), bits(expected[:n_slots]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seeds, st.integers(0, 300), st.integers(1, 20))
+def test_group_order_is_a_stable_argsort_with_offsets(seed: int, m: int, n_groups: int) -> None:
+    keys = np.random.default_rng(seed).integers(0, n_groups, m).astype(np.int64)
+    order, offsets = np.empty(m, dtype=np.int64), np.empty(n_groups + 1, dtype=np.int64)
+    group_order(keys, n_groups, order, offsets)
+    assert np.array_equal(order, np.argsort(keys, kind="stable"))
+    assert np.array_equal(offsets, np.concatenate(([0], np.cumsum(np.bincount(keys, minlength=n_groups)))))
 
 
 @settings(max_examples=30, deadline=None)

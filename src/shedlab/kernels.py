@@ -35,6 +35,7 @@ __all__ = [
     "HAS",
     "RESET",
     "SPECIAL",
+    "group_order",
     "normal_affine",
     "owner_sums",
     "saturated_run",
@@ -119,6 +120,26 @@ def normal_affine(rng: np.random.Generator, out: FloatArray, scale: float, shift
     """
     for j in range(out.size):
         out[j] = rng.standard_normal() * scale - shift
+
+
+@_compiled
+def group_order(keys: IntArray, n_groups: int, order: IntArray, offsets: IntArray) -> None:
+    """A stable counting sort of ``keys`` (each in ``[0, n_groups)``): positions grouped by key.
+
+    Fills ``order`` (size m) with the positions j in ascending key, ascending j within a key (what a
+    stable ``argsort`` gives) and ``offsets`` (size ``n_groups + 1``) with where each key's run starts.
+    Two passes over the keys instead of a sort.
+    """
+    offsets[:] = 0
+    for j in range(keys.size):
+        offsets[keys[j] + 1] += 1
+    for g in range(n_groups):
+        offsets[g + 1] += offsets[g]
+    fill = offsets[:-1].copy()
+    for j in range(keys.size):
+        k = keys[j]
+        order[fill[k]] = j
+        fill[k] += 1
 
 
 @_compiled

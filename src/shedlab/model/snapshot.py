@@ -121,9 +121,13 @@ class ClusterSnapshot:
     _owner_offsets: IntArray = field(init=False, repr=False)
 
     like: InitVar[ClusterSnapshot | None] = None
+    owner_index: InitVar[tuple[IntArray, IntArray] | None] = None
 
-    def __post_init__(self, like: ClusterSnapshot | None) -> None:
-        """Indexes; ``like`` (an earlier snapshot) lends the ones that still hold, saving their rebuild."""
+    def __post_init__(
+        self, like: ClusterSnapshot | None, owner_index: tuple[IntArray, IntArray] | None
+    ) -> None:
+        """Indexes; ``like`` (an earlier snapshot) lends the ones that still hold, saving their rebuild;
+        ``owner_index``, when given, is the by-owner index already built (:attr:`by_owner_index`'s form)."""
         same_rows = like is not None and (
             like.broker_ids is self.broker_ids or like.broker_ids == self.broker_ids
         )
@@ -131,7 +135,9 @@ class ClusterSnapshot:
             self.broker_index = like.broker_index
         else:
             self.broker_index = {b: i for i, b in enumerate(self.broker_ids)}
-        if like is not None and same_rows and np.array_equal(like.bundle_owner, self.bundle_owner):
+        if owner_index is not None:
+            self._by_owner, self._owner_offsets = owner_index
+        elif like is not None and same_rows and np.array_equal(like.bundle_owner, self.bundle_owner):
             self._by_owner, self._owner_offsets = like._by_owner, like._owner_offsets
         else:
             self.reindex_owners()
@@ -156,6 +162,13 @@ class ClusterSnapshot:
             offsets = np.searchsorted(owners[order], np.arange(-1, n + 1)).astype(np.int64)
         self._by_owner = order
         self._owner_offsets = offsets
+
+    @property
+    def by_owner_index(self) -> tuple[IntArray, IntArray]:
+        """The by-owner index: bundle positions ordered by owner (-1 first; stable), and the offsets of
+        each owner's run (owner ``i``: ``offsets[i + 1]`` to ``offsets[i + 2]``); a builder that keeps it
+        across snapshots passes it back as ``owner_index``."""
+        return self._by_owner, self._owner_offsets
 
     @property
     def num_brokers(self) -> int:
@@ -332,6 +345,7 @@ class ClusterSnapshot:
         preallocated_long_term_msg_rate: FloatArray | None = None,
         preallocated_topics: IntArray | None = None,
         like: ClusterSnapshot | None = None,
+        owner_index: tuple[IntArray, IntArray] | None = None,
     ) -> ClusterSnapshot:
         """The one builder from arrays (simulator, replay); :meth:`from_load_data` reads Pulsar objects.
 
@@ -341,7 +355,8 @@ class ClusterSnapshot:
         the simulator's leader between cycles) get none; no recently-unloaded set means an empty one.
         ``like``: an earlier snapshot of the same source; its broker index and by-owner index are
         reused when the broker rows and ``bundle_owner`` are equal (checked here), which is most ticks
-        of a simulation.
+        of a simulation. ``owner_index``: the by-owner index of ``bundle_owner`` built by the caller
+        (the simulator's compiled counting sort; see :attr:`by_owner_index` for its form).
         """
         n, m = len(broker_ids), len(bundle_names)
         recent = bundle_recently_unloaded
@@ -375,6 +390,7 @@ class ClusterSnapshot:
             bundle_topics=bundle_topics,
             now_ms=now_ms,
             like=like,
+            owner_index=owner_index,
         )
 
 

@@ -24,7 +24,7 @@ from shedlab.config import LoadBalancerConfig
 from shedlab.core.sim.reporting import LeaderBundleData, need_update_mask
 from shedlab.core.sim.state import NEVER, Reports, TrueUsage
 from shedlab.core.sim.traffic import Traffic
-from shedlab.kernels import owner_sums
+from shedlab.kernels import group_order, owner_sums
 from shedlab.model.snapshot import ClusterSnapshot, weighted_max_percent
 
 __all__ = ["LeaderView", "Publishing"]
@@ -99,9 +99,21 @@ class LeaderView:
             bundle_topics=ld.topics,
             now_ms=now,
             like=self.last,  # the indexes of the last build hold while rows and owners do
+            owner_index=self._owner_index(owner_idx, slots.size),
         )
         self.cached = self.last = snap
         return snap
+
+    def _owner_index(self, owner_idx: IntArray, n_rows: int) -> tuple[IntArray, IntArray] | None:
+        """The snapshot's by-owner index by the compiled counting sort, when the last snapshot's does not
+        hold (None: it does, and the snapshot takes it over); the same arrays as the snapshot's own sort."""
+        last = self.last
+        if last is not None and last.num_brokers == n_rows and np.array_equal(last.bundle_owner, owner_idx):
+            return last.by_owner_index
+        order = np.empty(owner_idx.size, dtype=np.int64)
+        offsets = np.empty(n_rows + 2, dtype=np.int64)
+        group_order(owner_idx + 1, n_rows + 1, order, offsets)
+        return order, offsets
 
 
 @dataclass
