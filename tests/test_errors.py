@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from shedlab.errors import ConfigError, InputError, decode_user_bytes, parse_json_text, read_user_text
+from shedlab.errors import (
+    ConfigError,
+    InputError,
+    decode_user_bytes,
+    one_line,
+    parse_json_text,
+    read_user_text,
+)
 
 TEXT = "name: café\n"
 
@@ -81,3 +88,25 @@ def test_64_bit_integers_and_floats_are_kept() -> None:
         "b": -(2**63),
         "c": float("inf"),
     }
+
+
+@pytest.mark.parametrize(
+    ("field", "shown"),
+    [
+        ("a\nb", "a\\nb"),
+        ("a\r\nb", "a\\r\\nb"),
+        ("tab\there", "tab\\there"),
+        ("esc\x1b[31m", "esc\\x1b[31m"),
+        ("sep\u2028x", "sep\\u2028x"),
+        ("naïve → ×", "naïve → ×"),
+    ],
+)
+def test_an_error_naming_what_the_user_wrote_stays_one_line(field: str, shown: str) -> None:
+    # the grid fuzz test found a YAML key "\n" giving a two-line "unknown grid field" error
+    error = ConfigError("unknown grid field", source="grid.yaml", field=field, hint=f"not {field}")
+    assert str(error) == f"grid.yaml: {shown}: unknown grid field; not {shown}"
+    assert str(error).splitlines() == [str(error)]
+
+
+def test_one_line_leaves_printable_text_alone() -> None:
+    assert one_line("broker-1: 85 % → 70 %, ✓") == "broker-1: 85 % → 70 %, ✓"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import codecs
 import difflib
 import json
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -32,6 +33,7 @@ __all__ = [
     "decode_user_bytes",
     "did_you_mean",
     "int_in_range",
+    "one_line",
     "parse_json_text",
     "read_user_text",
 ]
@@ -67,7 +69,21 @@ class ShedlabError(Exception):
             text += f" (got {self.value!r})"
         if self.hint:
             text += f"; {self.hint}"
+        return one_line(text)
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control and line-separator characters escaped (``\\n``, ``\\x1b``, ``\\u2028``).
+
+    An error is one line, and names what the user wrote: a field name or a file name can hold a newline
+    (a YAML key ``"a\\nb"``, found by the grid fuzz test), which would break the line in two.
+    """
+    if text.isprintable():
         return text
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in _BREAKING else c for c in text)
+
+
+_BREAKING = ("Cc", "Zl", "Zp")  # control characters (\n, \r, \t, ESC, ...), line and paragraph separators
 
 
 class InputError(ShedlabError):

@@ -1147,9 +1147,12 @@ def process_group(df: pd.DataFrame) -> pd.DataFrame:
     out = df.assign(reason=reason, detail=detail, status=status)
     out.loc[out["status"] != "quarantined", "raw"] = None
     derived = _pivot_prometheus(out[(out["kind"] == "prom") & (out["status"] == "kept")])
-    if derived is not None:
-        out = pd.concat([out, derived], ignore_index=True)
-    return typed_frame(out, STAGED_COLUMNS)
+    if derived is None:
+        return typed_frame(out, STAGED_COLUMNS)
+    # both typed first: a column all-NA on one side then has the same dtype on both, so the concat's
+    # dtype does not depend on pandas' handling of all-NA entries (deprecated, changing in pandas 3)
+    parts = [typed_frame(out, STAGED_COLUMNS), typed_frame(derived, STAGED_COLUMNS)]
+    return pd.concat(parts, ignore_index=True)
 
 
 _TOPIC_TO_BUNDLE: dict[str, str] = {
