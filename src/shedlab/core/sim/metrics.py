@@ -172,7 +172,9 @@ class Collector:
             columns[k] = np.concatenate(self.broker_cols.pop(k))
         if "broker" in columns and broker_ids:
             columns["broker"] = np.asarray(list(broker_ids), dtype=object)[columns["broker"]]
-        brokers = pd.DataFrame(columns)
+        # the columns as they are, each its own block: consolidating a day of 1,000 brokers copied them
+        # all (0.8 s of a 16 s run); the arrays are fresh from the concatenation above, nobody else's
+        brokers = pd.DataFrame(columns, copy=False)
         decisions = pd.DataFrame(
             self.decision_rows,
             columns=[
