@@ -104,9 +104,10 @@ class LeaderView:
         self.cached = self.last = snap
         return snap
 
-    def _owner_index(self, owner_idx: IntArray, n_rows: int) -> tuple[IntArray, IntArray] | None:
-        """The snapshot's by-owner index by the compiled counting sort, when the last snapshot's does not
-        hold (None: it does, and the snapshot takes it over); the same arrays as the snapshot's own sort."""
+    def _owner_index(self, owner_idx: IntArray, n_rows: int) -> tuple[IntArray, IntArray]:
+        """The by-owner index of ``owner_idx`` (row of each bundle's lister, -1: none): the last
+        snapshot's while the owners are the same (most ticks), else a compiled counting sort, whose
+        arrays equal those of the snapshot's own NumPy sort (``tests/test_kernels.py``)."""
         last = self.last
         if last is not None and last.num_brokers == n_rows and np.array_equal(last.bundle_owner, owner_idx):
             return last.by_owner_index
