@@ -17,16 +17,16 @@ from shedlab.cli import COMMANDS, _LazyGroup, app
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "snapshot.json"
-HEAVY = ("pandas", "plotly", "pyspark")
+HEAVY = ("pandas", "plotly", "pyspark", "numba")  # numba: loaded by a simulation's first kernel call
 
-_PROBE = """
+_PROBE = f"""
 import sys
 from shedlab.cli import main
 try:
     main(sys.argv[1:])
 except SystemExit as exc:
     assert not exc.code, exc.code
-heavy = sorted({name.split(".")[0] for name in sys.modules} & {"pandas", "plotly", "pyspark"})
+heavy = sorted({{name.split(".")[0] for name in sys.modules}} & {set(HEAVY)!r})
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
 """
 
@@ -51,7 +51,7 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         ("config", "show"),
     ],
 )
-def test_light_commands_import_no_pandas_plotly_or_pyspark(args: tuple[str, ...]) -> None:
+def test_light_commands_import_no_pandas_plotly_pyspark_or_numba(args: tuple[str, ...]) -> None:
     run = _run(*args)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip()
