@@ -149,19 +149,19 @@ def owner_sums(
     overflow: int,
     values: FloatArray,
     mask: BoolArray,
-    masked: bool,
     bins: IntArray,
     sums: FloatArray,
 ) -> None:
     """Per-owner sums of ``values`` (R, m) into ``sums`` (zeroed, one row per bin, R columns).
 
     ``bins[j]`` becomes ``owner[j]``, or ``overflow`` for an unowned bundle (-1); ``sums[bins[j], r]``
-    adds ``values[r, j]`` for every j (only where ``mask[j]`` when ``masked``), in ascending j: per bin
-    the same additions in the same order as ``np.bincount(bins, weights=values[r])`` (which adds
-    sequentially in index order, skipping nothing a zero weight would change), so the same bits. One
+    adds ``values[r, j]`` for every j (only where ``mask[j]``, unless ``mask`` is empty), in ascending
+    j: per bin the same additions in the same order as ``np.bincount(bins, weights=values[r])`` (which
+    adds sequentially in index order, skipping nothing a zero weight would change), so the same bits. One
     call for the ``np.where`` and the R bincounts it replaces.
     """
     rows, m = values.shape
+    masked = mask.size > 0
     for j in range(m):
         o = owner[j]
         bins[j] = o if o >= 0 else overflow

@@ -79,7 +79,7 @@ class LeaderView:
         # its bundles' long-term rates, counting only bundles with data: one compiled pass, bincount's bits
         bins = np.empty(ld.has.size, dtype=np.int64)
         long_sums = np.zeros((n_slots + 1, 2))
-        owner_sums(published.bundle_owner, n_slots, ld.long[:2], ld.has, True, bins, long_sums)
+        owner_sums(published.bundle_owner, n_slots, ld.long[:2], ld.has, bins, long_sums)
         owner_idx = self.slot_to_row[bins]
         snap = ClusterSnapshot.from_columns(
             broker_ids=self.row_ids,

@@ -481,7 +481,7 @@ def _saturated_steps(
     (None: that run is skipped, as :meth:`LeaderBundleData.apply_writes` skips a run nobody samples
     in). Saturated, a run of ``c`` samples of ``x`` is ``(v − x)·table[c] + x`` (no mean step; a
     factor ``table[0] = 1.0`` where ``c = 0``): exactly the operations :func:`_advance` performs on
-    such a bundle, here in one compiled loop per block (:func:`~shedlab.core.sim.kernels.saturated_run`).
+    such a bundle, here in one compiled loop per average (:func:`~shedlab.kernels.saturated_run`).
 
     With ``republish``, ``x_old`` then becomes what the published reports say after the tick: the
     columns of ``republish`` take ``x_new`` (after both blocks have read ``x_old``).

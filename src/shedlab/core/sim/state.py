@@ -263,7 +263,7 @@ class TrueUsage:
     """Per alive broker, the CPU of the connection and co-located-bookie terms (None: model off)."""
 
 
-_NO_MASK = np.zeros(0, dtype=np.bool_)
+_NO_MASK = np.zeros(0, dtype=np.bool_)  # owner_sums: count every bundle
 
 
 def measure(
@@ -282,7 +282,7 @@ def measure(
         block = np.stack((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out))
     idx = np.empty(owner.size, dtype=np.int64)  # each bundle's owner; unowned ones in an overflow bin
     sums = np.zeros((n_slots + 1, 4))
-    owner_sums(owner, n_slots, block, _NO_MASK, False, idx, sums)  # the four bincounts, the same bits
+    owner_sums(owner, n_slots, block, _NO_MASK, idx, sums)  # the four bincounts, the same bits
     agg = sums[:n_slots]
     n_bundles, topics, consumers, producers = cluster.owner_counts(idx, pop)
     alive = np.flatnonzero(cluster.alive)
