@@ -27,6 +27,13 @@
    ``PYTHONPATH=<other checkout>/src``; only ``get_spark`` and ``ingest(spark, sources, out)`` are
    called); ``--java-options`` adds driver JVM flags (e.g. ``-XX:TieredStopAtLevel=1``).
 
+4. Warm rounds and the floor (``--ingest-warm N --recording FILE [--floor]``): one fresh process ingests
+   the recording once to warm the JVM, then N more times, printing each round's wall and CPU seconds
+   (process tree: the driver, the JVM, Python workers). With ``--floor`` each round also times the least
+   any ingest built on Spark's JSON reader must do: read the text, ``from_json`` with the formats'
+   schema, explode ``lastStats``, write the rows as Parquet (no checks, no de-duplication, no counts).
+   Run it with ``PYTHONPATH=<issue-time checkout>/src`` without ``--floor`` for that commit's rounds.
+
 Numbers depend on what else runs on the machine: on a shared 2-core box, run it when idle.
 """
 
@@ -206,6 +213,8 @@ def main() -> None:
     )
     parser.add_argument("--recording", type=Path, help="with --ingest-scale: this recording, not a new one")
     parser.add_argument("--java-options", default="", help="with --ingest-scale: extra driver JVM flags")
+    parser.add_argument("--ingest-warm", type=int, default=0, help="instead: N warm ingests of --recording")
+    parser.add_argument("--floor", action="store_true", help="with --ingest-warm: time the bare JSON reader")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -220,6 +229,9 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="shedlab-bench-"))
     try:
+        if args.ingest_warm > 0:
+            warm_rounds(workdir, args)
+            return
         if args.ingest_scale > 0:
             ingest_at_scale(workdir, args)
             return
@@ -297,6 +309,49 @@ def ingest_at_scale(workdir: Path, args: argparse.Namespace) -> None:
         f" {cold['seconds']:.1f} s = {cold['rows'] / cold['seconds']:,.0f} rows/s,"
         f" {cold['cpu']:.1f} CPU s (process tree, session start included)"
     )
+
+
+def warm_rounds(workdir: Path, args: argparse.Namespace) -> None:
+    """``--ingest-warm``: rounds of ``ingest`` (and the bare reader) in one JVM, after a first ingest."""
+    from shedlab.spark.ingest import ingest
+    from shedlab.spark.session import get_spark
+
+    source = args.recording or record(workdir, args.ingest_minutes)
+    spark = get_spark("local[2]", log_level="ERROR")
+    rows = ingest(spark, [str(source)], str(workdir / "warm-up")).rows_read
+    print(f"{source} ({source.stat().st_size / 1e6:,.0f} MB, {rows:,} rows); JVM warmed by one ingest")
+    steps: list[tuple[str, Any]] = [
+        ("ingest", lambda k: ingest(spark, [str(source)], str(workdir / f"i{k}")))
+    ]
+    if args.floor:
+        steps.append(("bare JSON reader", lambda k: bare_reader(spark, source, workdir / f"b{k}")))
+    for k in range(args.ingest_warm):
+        for name, run in steps:
+            cpu_before, started = _tree_cpu(), time.perf_counter()
+            run(k)
+            seconds, cpu = time.perf_counter() - started, _tree_cpu() - cpu_before
+            print(
+                f"round {k + 1} {name:<17} {seconds:6.2f} s = {rows / seconds:9,.0f} rows/s, {cpu:6.2f} CPU s"
+            )
+    spark.stop()
+
+
+def bare_reader(spark: Any, source: Path, out: Path) -> None:
+    """The least an ingest on Spark's JSON reader does: parse every line with the formats' schema, one row
+    per ``lastStats`` entry with its broker and time, written as Parquet."""
+    from pyspark.sql import functions as sf
+
+    from shedlab.spark.ingest import _json_optimization_off
+    from shedlab.spark.ingest_fast import JSON_OPTIONS, LINE_SCHEMA
+
+    with _json_optimization_off(spark):
+        parsed = spark.read.text(str(source)).select(
+            sf.from_json("value", LINE_SCHEMA, JSON_OPTIONS).alias("j")
+        )
+        rows = parsed.select(
+            "j.broker", "j.timestamp", sf.explode("j.report.lastStats").alias("bundle", "s")
+        ).select("broker", "timestamp", "bundle", "s.*")
+        rows.write.mode("overwrite").parquet(str(out))
 
 
 def cold_ingest(source: Path, out: Path, java_options: str) -> dict[str, Any]:
