@@ -224,7 +224,7 @@ def main() -> None:
         elif kind == "ingest":
             print(json.dumps(spark_ingest(rest[0], Path(rest[1]), Path(rest[2]), rest[3])))
         elif kind == "cold":
-            print(json.dumps(cold_ingest(Path(rest[0]), Path(rest[1]), rest[2] if len(rest) > 2 else "")))
+            print(json.dumps(cold_ingest(Path(rest[0]), Path(rest[1]), rest[2].removeprefix("jvm:"))))
         return
 
     workdir = Path(tempfile.mkdtemp(prefix="shedlab-bench-"))
@@ -302,7 +302,8 @@ def ingest_at_scale(workdir: Path, args: argparse.Namespace) -> None:
     for k in range(args.ingest_scale):
         (copies / f"part{k + 1}.jsonl").symlink_to(source.resolve())
     size = source.stat().st_size * args.ingest_scale / 1e6
-    cold = in_subprocess("cold", str(copies), str(workdir / "snap"), args.java_options)
+    # "jvm:" in front: the child's argparse would take a bare "-XX:…" for an option of its own
+    cold = in_subprocess("cold", str(copies), str(workdir / "snap"), f"jvm:{args.java_options}")
     print(
         f"cold ingest (local[2]) of {args.ingest_scale} × {source.name} ({size:,.0f} MB)"
         f"{' with ' + args.java_options if args.java_options else ''}: {cold['rows']:,} rows in"

@@ -8,8 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from shedlab.core.ingest import classify_sources, local_bytes
 from shedlab.errors import ConfigError
-from shedlab.spark.session import local_cores, parse_conf_pairs, read_conf_file, spark_settings
+from shedlab.spark.session import (
+    C1_ONLY,
+    SHORT_INPUT_BYTES,
+    local_cores,
+    parse_conf_pairs,
+    read_conf_file,
+    short_input_conf,
+    spark_settings,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,6 +90,40 @@ def test_user_jvm_options_keep_the_quiet_log_configuration() -> None:
     assert both == f"{ours} -XX:TieredStopAtLevel=1"
     own = "-Dlog4j2.configurationFile=file:/etc/mine.properties -Xss4m"
     assert spark_settings("local[2]", {key: own})[key] == own  # their log file alone
+
+
+def test_short_local_inputs_get_c1_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SHEDLAB_SPARK_MASTER", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    c1 = f"spark.driver.extraJavaOptions={C1_ONLY}"
+    small, large = 10_000, SHORT_INPUT_BYTES
+    assert short_input_conf(None, ["a=1"], None, small) == ["a=1", c1]
+    assert short_input_conf("local[2]", [], None, small) == [c1]
+    assert short_input_conf("local[2]", [], None, large) == []  # long: C2 pays for itself
+    assert short_input_conf("local[2]", [], None, None) == []  # a remote source: size unknown
+    assert short_input_conf("spark://127.0.0.1:7077", [], None, small) == []  # the driver runs no task
+    own = ["spark.driver.extraJavaOptions=-Xss4m"]
+    assert short_input_conf("local[2]", own, None, small) == own  # the user's flags alone
+    conf_file = tmp_path / "spark.conf"
+    conf_file.write_text("spark.driver.extraJavaOptions -Xss4m\n", encoding="utf-8")
+    assert short_input_conf("local[2]", [], str(conf_file), small) == []
+    monkeypatch.setenv("SHEDLAB_SPARK_MASTER", "spark://127.0.0.1:7077")
+    assert short_input_conf(None, [], None, small) == []
+    monkeypatch.setenv("SHEDLAB_SPARK_MASTER", "local[1]")
+    assert short_input_conf(None, [], None, small) == [c1]
+
+
+def test_local_bytes_counts_files_and_parquet_directories(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"x": 1}\n', encoding="utf-8")
+    table = tmp_path / "snap" / "broker_samples"
+    table.mkdir(parents=True)
+    (table / "part-0.parquet").write_bytes(b"PAR1" + b"\0" * 96 + b"PAR1")
+    sources = classify_sources([str(tmp_path / "a.jsonl")])
+    assert local_bytes(sources) == 9
+    sources.parquet.append(str(tmp_path / "snap"))
+    assert local_bytes(sources) == 9 + 104
+    sources.parquet.append("s3a://bucket/snap")
+    assert local_bytes(sources) is None
 
 
 def test_unknown_master_is_a_config_error() -> None:

@@ -448,14 +448,17 @@ def ingest(
     Rows that fail validation go to OUT/quarantine with a reason; the command prints, per source,
     how many rows were read, kept, merged (superseded within a tick) and quarantined.
     """
-    from shedlab.core.ingest import classify_sources
+    from shedlab.core.ingest import classify_sources, local_bytes
     from shedlab.model.bundles import read_bundle_boundaries
     from shedlab.spark.ingest import ingest as run_ingest
+    from shedlab.spark.session import has_active_session, short_input_conf
 
     interval_ms = parse_duration_ms(interval)
-    classify_sources(sources)  # a missing, unreadable or binary source is an error before Spark starts
+    classified = classify_sources(sources)  # a missing, unreadable or binary source: an error before Spark
     boundaries = read_bundle_boundaries(bundles or [])  # a bad boundaries file too
     _preflight(master, out)
+    if not has_active_session():  # a running JVM's flags are fixed
+        conf = short_input_conf(master, conf or [], spark_conf, local_bytes(classified))
     with spark_session(master, conf, spark_conf, ui, "ingest") as spark, _status(as_json) as say:
         result = run_ingest(
             spark,

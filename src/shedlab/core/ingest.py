@@ -65,6 +65,7 @@ __all__ = [
     "check_parquet_file",
     "classify_sources",
     "is_remote",
+    "local_bytes",
     "parse_text_batch",
     "process_group",
     "typed_frame",
@@ -832,6 +833,19 @@ class Sources:
     json_lines: list[str]
     json_docs: list[str]
     parquet: list[str]
+
+
+def local_bytes(sources: Sources) -> int | None:
+    """How many bytes ``sources`` hold on the local disk (a Parquet directory: its files); None if any
+    source is remote (its size unknown without a round trip)."""
+    total = 0
+    for path in (*sources.json_lines, *sources.json_docs, *sources.parquet):
+        if is_remote(path):
+            return None
+        p = Path(path)
+        files = (f for f in p.rglob("*") if f.is_file()) if p.is_dir() else (p,)
+        total += sum(f.stat().st_size for f in files)
+    return total
 
 
 def is_remote(path: str) -> bool:
