@@ -161,3 +161,24 @@ def test_pinned_workloads_start_on_their_brokers_whatever_the_mode() -> None:
     cluster.alive[:] = True
     initial_assignment(cluster, pop, "placement", START, np.random.default_rng(0))
     assert cluster.owner.tolist() == [1, 2, 1, 2] and (cluster.lookup_at == NEVER).all()
+
+
+@pytest.mark.parametrize("pinned_placement", ["direct", "strategy"])
+def test_a_pinned_broker_removed_at_the_start_does_not_keep_its_bundles(pinned_placement: str) -> None:
+    # broker 1 fails at tick 0: its pinned bundles were given to the dead slot and their traffic vanished
+    from shedlab.core.sim import run_simulation
+
+    s = scenario(
+        [{"at": 0, "kind": "remove_brokers", "brokers": [1]}],
+        duration="3m",
+        simulation={"pinned_placement": pinned_placement},
+        workloads=[
+            {"name": "hot", "tenant_prefix": "hot", "bundles": 4, "msg_rate_in": 1000, "brokers": [1, 2]},
+            {"name": "rest", "tenant_prefix": "rest", "bundles": 2, "msg_rate_in": 10},
+        ],
+    )
+    result = run_simulation(s, strategy="AvgShedder")
+    assert result.ticks["msg_rate_total"].tolist() == [2 * (4 * 1000 + 2 * 10)] * 4
+    assert result.ticks["bundles_unowned"].tolist() == [0, 0, 0, 0]
+    assert set(result.brokers["broker"]) == {"broker-0002:8080", "broker-0003:8080"}
+    assert result.brokers.groupby("time_s")["bundles"].sum().tolist() == [6] * 4

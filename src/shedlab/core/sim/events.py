@@ -178,7 +178,9 @@ def initial_assignment(
     ``round_robin`` and ``random`` assign owners directly. Pinned bundles go round robin over their
     brokers; with ``pinned_lookups`` they are looked up at ``now`` instead, each restricted to that
     broker (returned: bundle index → broker id), so the placement strategy and the leader's
-    preallocations see them as Pulsar's would under an isolation policy.
+    preallocations see them as Pulsar's would under an isolation policy. A pinned bundle whose broker
+    is gone by then (removed by an event at the start) is not given to it: its clients look it up at
+    ``now``, unrestricted, like those of any bundle of a vanished broker.
     """
     restricted: dict[int, str] = {}
     alive = np.flatnonzero(cluster.alive)
@@ -192,6 +194,10 @@ def initial_assignment(
         slots = np.asarray([b - 1 for b in pinned], dtype=np.int64)
         targets = slots[np.arange(members.size) % slots.size]
         free[members] = False
+        up = cluster.alive[targets]
+        if not up.all():  # the broker vanished at the start
+            cluster.lookup_at[members[~up]] = now
+            members, targets = members[up], targets[up]
         if pinned_lookups:
             cluster.lookup_at[members] = now
             restricted.update(zip(members.tolist(), (cluster.ids[s] for s in targets.tolist()), strict=True))
