@@ -352,9 +352,11 @@ class Simulation:
         """The run's tables and summary (after :meth:`run`'s ticks)."""
         churn = self.metrics.churn
         lookups, bundle_total, broker_total, grace, window = self._counters()
-        if self.at_warmup is not None:  # the summary counts what happened after the warm-up
+        if self.warmup_ms:  # the summary counts what happened after the warm-up
+            # a warm-up that outlasts the run never ended: nothing after it to count
+            then = self._counters() if self.at_warmup is None else self.at_warmup
             lookups, bundle_total, broker_total, grace, window = (
-                now - then for now, then in zip(self._counters(), self.at_warmup, strict=True)
+                now - before for now, before in zip(self._counters(), then, strict=True)
             )
         counts = RunCounts(
             brokers_initial=len(self.initial_slots),
