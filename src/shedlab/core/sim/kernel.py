@@ -444,7 +444,7 @@ class Simulation:
                 self.extensible.broker_joined(s, now)
         writers = list(dict.fromkeys([*removed, *(s for s in joined if cluster.alive[s])]))
         self._publish(now, np.asarray(writers, dtype=np.int64), 0)
-        self._elect(now)
+        self._elect(now, leader_lost=cluster.leader in removed)
         self.manager.on_active_brokers_change([cluster.ids[s] for s in np.flatnonzero(cluster.alive)])
 
     def _disconnect(self, bundles: IntArray, now: int) -> None:
@@ -453,12 +453,18 @@ class Simulation:
         self.cluster.lookup_at[bundles] = now + self.reconnect_ms
         self.metrics.churn.count(bundles, now)
 
-    def _elect(self, now: int) -> None:
-        """The oldest alive broker leads; a new leader's first shedding is one interval after election."""
+    def _elect(self, now: int, *, leader_lost: bool = False) -> None:
+        """The oldest alive broker leads; a new leader's first shedding is one interval after election.
+
+        Oldest by start time (ties: the lowest number), so a broker that restarts is the youngest and
+        does not take the leadership back from the broker that took it over. A leader that went down
+        (``leader_lost``, also when it came back within the same step) has lost its leadership: the
+        broker elected after it is a new leader even when it is the same one.
+        """
         cluster = self.cluster
         alive = np.flatnonzero(cluster.alive)
-        leader = int(alive[0]) if alive.size else None
-        if leader == cluster.leader:
+        leader = int(alive[np.argmin(cluster.start_ts[alive])]) if alive.size else None
+        if leader == cluster.leader and not leader_lost:
             return
         previous = cluster.leader
         cluster.leader = leader
