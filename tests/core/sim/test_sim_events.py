@@ -139,7 +139,9 @@ def test_initial_assignment_modes() -> None:
     pop = build_population(s.workloads, np.random.default_rng(0))
     _, cluster = setup(s)
     initial_assignment(cluster, pop, "round_robin", START, np.random.default_rng(0))
-    assert (cluster.owner == -1).all()  # nobody alive: nothing to do
+    # nobody alive: no owner, the clients look their bundles up (they land once a broker is up)
+    assert (cluster.owner == -1).all() and (cluster.lookup_at == START).all()
+    _, cluster = setup(s)
     cluster.alive[[0, 2]] = True
     initial_assignment(cluster, pop, "round_robin", START, np.random.default_rng(0))
     assert cluster.owner.tolist() == [0, 2, 0, 2, 0, 2]
@@ -182,3 +184,19 @@ def test_a_pinned_broker_removed_at_the_start_does_not_keep_its_bundles(pinned_p
     assert result.ticks["bundles_unowned"].tolist() == [0, 0, 0, 0]
     assert set(result.brokers["broker"]) == {"broker-0002:8080", "broker-0003:8080"}
     assert result.brokers.groupby("time_s")["bundles"].sum().tolist() == [6] * 4
+
+
+def test_bundles_land_on_the_first_broker_up_after_every_broker_left_at_the_start() -> None:
+    # every broker removed at tick 0: the bundles were never looked up, unowned for the whole run
+    from shedlab.core.sim import run_simulation
+
+    s = scenario(
+        [
+            {"at": 0, "kind": "remove_brokers", "count": 3},
+            {"at": "2m", "kind": "add_brokers", "count": 1},
+        ],
+        duration="4m",
+    )
+    result = run_simulation(s, strategy="AvgShedder")
+    assert result.ticks["bundles_unowned"].tolist() == [6, 6, 0, 0, 0]
+    assert result.ticks["lookups"].tolist() == [0, 0, 6, 0, 0]

@@ -180,11 +180,13 @@ def initial_assignment(
     broker (returned: bundle index → broker id), so the placement strategy and the leader's
     preallocations see them as Pulsar's would under an isolation policy. A pinned bundle whose broker
     is gone by then (removed by an event at the start) is not given to it: its clients look it up at
-    ``now``, unrestricted, like those of any bundle of a vanished broker.
+    ``now``, unrestricted, like those of any bundle of a vanished broker; so is every bundle when no
+    broker is alive at the start (they land once a broker joins).
     """
     restricted: dict[int, str] = {}
     alive = np.flatnonzero(cluster.alive)
-    if alive.size == 0:
+    if alive.size == 0:  # every broker gone at the start: the clients look their bundles up until one is up
+        cluster.lookup_at[:] = now
         return restricted
     free = np.ones(pop.size, dtype=np.bool_)
     for w_index, pinned in enumerate(pop.pinned_brokers):
