@@ -161,3 +161,28 @@ def test_onoff_phase_takes_a_fixed_shift() -> None:
     assert shape.param("phase") == 30.0
     with pytest.raises(InputError, match=r"phase"):
         scenario("10s", phase="sometimes")
+
+
+def test_a_brokers_first_window_averages_steady_traffic_to_its_rate() -> None:
+    """A broker's first stats window after it starts (random phase: 10 to 50 s later) reads the true rate.
+
+    The step at which the broker started (and got its bundles) was summed into its first window but not
+    counted in its length: a first sample 20 s after the start read 3 steps of traffic over 2.
+    """
+    scen = Scenario.from_mapping(
+        {
+            "name": "first-window",
+            "duration": "5m",
+            "seed": 3,
+            "config": {"loadBalancerSheddingEnabled": False},
+            "simulation": {"resolution": "10s", "stats_phase": "random", "initial_assignment": "round_robin"},
+            "brokers": [{"count": 4}],
+            "workloads": [{"bundles": 16, "msg_rate_in": 500, "msg_size": 1024}],
+        },
+        source="test",
+    )
+    sim = Simulation(scen)
+    assert sim.publishing.stats_phase_ms.max() > 0  # some broker samples after the start
+    for t in range(2):  # every broker has sampled by 60 s
+        sim.tick(t, sim.start_ms + t * sim.tick_ms)
+    assert sim.publishing.local.agg[:4, 0].tolist() == pytest.approx([4 * 500.0] * 4)
