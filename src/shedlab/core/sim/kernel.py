@@ -250,6 +250,9 @@ class Simulation:
         at the start) and step 6 once, at ``now``, with every decision of the tick.
         """
         cluster, publishing, metrics = self.cluster, self.publishing, self.metrics
+        if self.warmup_ms and self.at_warmup is None and now - self.start_ms >= self.warmup_ms:
+            # the first measured row: the summary counts from here, every step of this tick included
+            self.at_warmup = self._counters()
         metrics.begin_tick()
         publishing.begin_tick()
         if self.windows is None or t == 0:
@@ -282,8 +285,6 @@ class Simulation:
         )
         if removed or joined:
             self._membership(now, joined, removed)
-        if self.warmup_ms and self.at_warmup is None and now - self.start_ms >= self.warmup_ms:
-            self.at_warmup = self._counters()
         if t == 0:
             sim = self.scenario.simulation
             self.pinned_lookups = initial_assignment(
