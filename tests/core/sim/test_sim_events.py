@@ -200,3 +200,23 @@ def test_bundles_land_on_the_first_broker_up_after_every_broker_left_at_the_star
     result = run_simulation(s, strategy="AvgShedder")
     assert result.ticks["bundles_unowned"].tolist() == [6, 6, 0, 0, 0]
     assert result.ticks["lookups"].tolist() == [0, 0, 6, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("pick", "expected"), [("oldest", "broker-0002:8080"), ("newest", "broker-0001:8080")]
+)
+def test_oldest_and_newest_removals_go_by_start_time_after_a_restart(pick: str, expected: str) -> None:
+    # broker 1 restarted at 1 min: it is the newest broker, no longer the oldest (the lowest number)
+    from shedlab.core.sim import run_simulation
+
+    s = scenario(
+        [
+            {"at": "1m", "kind": "rolling_restart", "interval": "1m", "downtime": "1m", "brokers": [1]},
+            {"at": "4m", "kind": "remove_brokers", "count": 1, "pick": pick},
+        ],
+        duration="5m",
+        brokers=[{"count": 2}],
+    )
+    result = run_simulation(s, strategy="AvgShedder")
+    removed = result.events[result.events["kind"] == "remove_brokers"]["detail"].tolist()
+    assert removed == [expected]

@@ -107,7 +107,10 @@ class EventQueue:
                 state.update(dict.fromkeys(slots, True))
                 log(now, "add_brokers", ", ".join(ids[s] for s in slots))
             elif kind == "remove":
-                slots = resolve_removal(payload, [s for s in range(num_slots) if alive(s)], rng)
+                up = [s for s in range(num_slots) if alive(s)]
+                # start times: a broker that (re)joined among this tick's events starts now
+                started = {s: now if not cluster.alive[s] else int(cluster.start_ts[s]) for s in up}
+                slots = resolve_removal(payload, up, rng, started=started)
                 removed.extend(slots)
                 state.update(dict.fromkeys(slots, False))
                 log(now, "remove_brokers", ", ".join(ids[s] for s in slots))
@@ -150,15 +153,27 @@ class EventQueue:
         return joined, removed
 
 
-def resolve_removal(event: RemoveBrokers, alive: list[int], rng: np.random.Generator) -> list[int]:
-    """The slots a ``remove_brokers`` event takes: listed brokers, or ``count`` newest/oldest/random."""
+def resolve_removal(
+    event: RemoveBrokers,
+    alive: list[int],
+    rng: np.random.Generator,
+    *,
+    started: dict[int, int] | None = None,
+) -> list[int]:
+    """The slots a ``remove_brokers`` event takes: listed brokers, or ``count`` newest/oldest/random.
+
+    ``alive`` is in slot order; newest and oldest go by ``started`` (each slot's start time, ties by
+    number; default: the slot order), so a broker that restarted is among the newest. Returns slots in
+    slot order.
+    """
     if event.brokers:
         return [b - 1 for b in event.brokers if b - 1 in alive]
     count = min(event.count, len(alive))
-    if event.pick == "newest":
-        return alive[-count:] if count else []
-    if event.pick == "oldest":
-        return alive[:count]
+    if event.pick in ("newest", "oldest"):
+        by_age = alive if started is None else sorted(alive, key=lambda s: (started[s], s))
+        if event.pick == "newest":
+            return sorted(by_age[-count:]) if count else []
+        return sorted(by_age[:count])
     chosen = rng.choice(len(alive), size=count, replace=False)
     return sorted(alive[int(i)] for i in chosen)
 
