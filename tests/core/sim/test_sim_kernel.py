@@ -319,3 +319,17 @@ def test_the_result_and_lower_modules_do_not_import_the_kernel() -> None:
         "assert 'shedlab.core.sim.kernel' not in sys.modules, sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_reported_scores_exist_from_the_first_report_whatever_the_shedding_interval() -> None:
+    # reported_score read the leader's snapshot only when a lookup or a shedding had built it since the
+    # last write: NaN at tick 0 (reports written, nothing placed) and between 3-minute sheddings
+    scenario = small(
+        duration="10m",
+        config={"loadBalancerSheddingIntervalMinutes": 3},
+        simulation={"initial_assignment": "round_robin"},
+    )
+    result = run_simulation(scenario)
+    assert result.brokers["published"].iloc[:4].all()  # every broker wrote its first report at tick 0
+    assert not result.brokers["reported_score"].isna().any()
+    assert not result.ticks["reported_score_spread"].isna().any()

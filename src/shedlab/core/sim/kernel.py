@@ -262,7 +262,10 @@ class Simulation:
             for i in range(self.substeps):
                 traffic, true, shed = self._step(t, now - self.tick_ms + (i + 1) * self.res_ms)
                 decisions.extend(shed)
-        # 6. metrics
+        # 6. metrics; reported_score reads the leader's view, built now if no lookup or shedding has
+        # since the last write (the leader holds every written report whether or not it decided on it)
+        if publishing.view.cached is None and cluster.leader is not None:
+            publishing.snapshot(now, cluster.alive)
         metrics.end_tick(
             t,
             now,
