@@ -615,7 +615,7 @@ class TestTickMetricsByHand:
 
     def test_the_decision_rows(self) -> None:
         _, _, decisions, _ = self.run_tick().collector.frames(IDS3)
-        assert decisions["tick"].tolist() == [3, 3, 3]
+        assert decisions["tick"].tolist() == [4, 4, 4]  # 210 s: a step of tick 4, (180 s, 240 s]
         assert decisions["time_s"].tolist() == [210.0] * 3
         assert decisions["source"].tolist() == ["b0", "b1", "b0"]
         assert decisions["bundle"].tolist() == ["t/ns/0x0_0x1", "t/ns/0x1_0x2", "t/ns/0x1_0x2"]
@@ -633,12 +633,12 @@ class TestTickMetricsByHand:
         assert skips["count"].dtype == np.int64
         rows = skips[["tick", "time_s", "role", "kind", "broker", "count", "message"]].to_dict("records")
         no_pair, fallback = SkipKind.NO_PAIR, SkipKind.RANDOM_FALLBACK
-        assert rows == [
-            {"tick": 3, "time_s": 210.0, "role": "shedding", "kind": "no_pair", "broker": "b0", "count": 2,
+        assert rows == [  # 210 s: a step of tick 4, (180 s, 240 s]
+            {"tick": 4, "time_s": 210.0, "role": "shedding", "kind": "no_pair", "broker": "b0", "count": 2,
              "message": no_pair.message},
-            {"tick": 3, "time_s": 210.0, "role": "placement", "kind": "random_fallback", "broker": None,
+            {"tick": 4, "time_s": 210.0, "role": "placement", "kind": "random_fallback", "broker": None,
              "count": 1, "message": fallback.message},
-            {"tick": 3, "time_s": 210.0, "role": "shedding", "kind": "no_pair", "broker": "b2", "count": 1,
+            {"tick": 4, "time_s": 210.0, "role": "shedding", "kind": "no_pair", "broker": "b2", "count": 1,
              "message": no_pair.message},
         ]  # fmt: skip
 

@@ -139,7 +139,9 @@ def test_initial_assignment_modes() -> None:
     pop = build_population(s.workloads, np.random.default_rng(0))
     _, cluster = setup(s)
     initial_assignment(cluster, pop, "round_robin", START, np.random.default_rng(0))
-    assert (cluster.owner == -1).all()  # nobody alive: nothing to do
+    # nobody alive: no owner, the clients look their bundles up (they land once a broker is up)
+    assert (cluster.owner == -1).all() and (cluster.lookup_at == START).all()
+    _, cluster = setup(s)
     cluster.alive[[0, 2]] = True
     initial_assignment(cluster, pop, "round_robin", START, np.random.default_rng(0))
     assert cluster.owner.tolist() == [0, 2, 0, 2, 0, 2]
@@ -161,3 +163,60 @@ def test_pinned_workloads_start_on_their_brokers_whatever_the_mode() -> None:
     cluster.alive[:] = True
     initial_assignment(cluster, pop, "placement", START, np.random.default_rng(0))
     assert cluster.owner.tolist() == [1, 2, 1, 2] and (cluster.lookup_at == NEVER).all()
+
+
+@pytest.mark.parametrize("pinned_placement", ["direct", "strategy"])
+def test_a_pinned_broker_removed_at_the_start_does_not_keep_its_bundles(pinned_placement: str) -> None:
+    # broker 1 fails at tick 0: its pinned bundles were given to the dead slot and their traffic vanished
+    from shedlab.core.sim import run_simulation
+
+    s = scenario(
+        [{"at": 0, "kind": "remove_brokers", "brokers": [1]}],
+        duration="3m",
+        simulation={"pinned_placement": pinned_placement},
+        workloads=[
+            {"name": "hot", "tenant_prefix": "hot", "bundles": 4, "msg_rate_in": 1000, "brokers": [1, 2]},
+            {"name": "rest", "tenant_prefix": "rest", "bundles": 2, "msg_rate_in": 10},
+        ],
+    )
+    result = run_simulation(s, strategy="AvgShedder")
+    assert result.ticks["msg_rate_total"].tolist() == [2 * (4 * 1000 + 2 * 10)] * 4
+    assert result.ticks["bundles_unowned"].tolist() == [0, 0, 0, 0]
+    assert set(result.brokers["broker"]) == {"broker-0002:8080", "broker-0003:8080"}
+    assert result.brokers.groupby("time_s")["bundles"].sum().tolist() == [6] * 4
+
+
+def test_bundles_land_on_the_first_broker_up_after_every_broker_left_at_the_start() -> None:
+    # every broker removed at tick 0: the bundles were never looked up, unowned for the whole run
+    from shedlab.core.sim import run_simulation
+
+    s = scenario(
+        [
+            {"at": 0, "kind": "remove_brokers", "count": 3},
+            {"at": "2m", "kind": "add_brokers", "count": 1},
+        ],
+        duration="4m",
+    )
+    result = run_simulation(s, strategy="AvgShedder")
+    assert result.ticks["bundles_unowned"].tolist() == [6, 6, 0, 0, 0]
+    assert result.ticks["lookups"].tolist() == [0, 0, 6, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("pick", "expected"), [("oldest", "broker-0002:8080"), ("newest", "broker-0001:8080")]
+)
+def test_oldest_and_newest_removals_go_by_start_time_after_a_restart(pick: str, expected: str) -> None:
+    # broker 1 restarted at 1 min: it is the newest broker, no longer the oldest (the lowest number)
+    from shedlab.core.sim import run_simulation
+
+    s = scenario(
+        [
+            {"at": "1m", "kind": "rolling_restart", "interval": "1m", "downtime": "1m", "brokers": [1]},
+            {"at": "4m", "kind": "remove_brokers", "count": 1, "pick": pick},
+        ],
+        duration="5m",
+        brokers=[{"count": 2}],
+    )
+    result = run_simulation(s, strategy="AvgShedder")
+    removed = result.events[result.events["kind"] == "remove_brokers"]["detail"].tolist()
+    assert removed == [expected]

@@ -271,6 +271,25 @@ def test_the_warm_up_is_left_out_of_the_summary_but_not_out_of_the_tables() -> N
     assert warm.summary["warmup_s"] == 300.0 and "warmup_s" not in plain.summary
 
 
+def test_a_warm_up_longer_than_the_run_leaves_nothing_in_the_summary() -> None:
+    # the counters (lookups, unload totals, repeat moves) were those of the whole run
+    doc: dict[str, Any] = {
+        "name": "long-warm-up",
+        "duration": "10m",
+        "brokers": [{"count": 3}],
+        "workloads": [{"bundles": 12, "msg_rate_in": 20000, "brokers": [1]}],
+    }
+    plain = run_simulation(Scenario.from_mapping(doc), strategy="ThresholdShedder+LeastLongTermMessageRate")
+    assert plain.summary["lookups"] > 0 and plain.summary["unload_bundle_total"] > 0
+    warm = run_simulation(
+        Scenario.from_mapping({**doc, "metrics": {"warmup": "30m"}}),
+        strategy="ThresholdShedder+LeastLongTermMessageRate",
+    )
+    assert warm.summary["ticks"] == 0 and warm.summary["unloads"] == 0
+    counted = ("lookups", "unload_bundle_total", "unload_broker_total", "moved_again_within_grace")
+    assert {key: warm.summary[key] for key in counted} == dict.fromkeys(counted, 0)
+
+
 # ------------------------------------------------------------------------------ 3. topics hashed into bundles
 
 

@@ -168,6 +168,49 @@ def test_rolling_restart_moves_leadership_and_resets_its_state() -> None:
     assert leaders.nunique() >= 2
 
 
+def test_a_restarted_broker_does_not_take_the_leadership_back() -> None:
+    # broker 1 restarted and, numbered first, was elected again at once: a second leader change (and,
+    # with leader_failover: reset, a second loss of the leader's state) for one restart
+    scenario = small(
+        duration="12m",
+        events=[
+            {"at": "2m", "kind": "rolling_restart", "interval": "5m", "downtime": "1m", "brokers": [1, 3]}
+        ],
+    )
+    result = run_simulation(scenario)
+    changes = result.events[result.events["kind"] == "leader_change"]
+    assert changes[["time_s", "detail"]].values.tolist() == [[120.0, "broker-0001:8080 -> broker-0002:8080"]]
+    leaders = result.brokers[result.brokers["leader"]].set_index("time_s")["broker"]
+    assert leaders.loc[:60.0].eq("broker-0001:8080").all()
+    assert leaders.loc[120.0:].eq("broker-0002:8080").all()
+
+
+def test_the_oldest_alive_broker_leads_after_a_failure() -> None:
+    # broker 2 restarts at the start; when broker 1 fails the oldest is broker 3, not the restarted 2
+    scenario = small(
+        duration="5m",
+        events=[
+            {"at": "0s", "kind": "rolling_restart", "interval": "1m", "downtime": "1m", "brokers": [2]},
+            {"at": "3m", "kind": "remove_brokers", "brokers": [1]},
+        ],
+    )
+    result = run_simulation(scenario)
+    changes = result.events[result.events["kind"] == "leader_change"]
+    assert changes["detail"].tolist() == ["broker-0001:8080 -> broker-0003:8080"]
+
+
+def test_a_leader_restarting_within_a_step_is_a_new_leader() -> None:
+    # a single broker restarting within one tick: it leads again, but as a new leader (fresh state)
+    scenario = small(
+        duration="5m",
+        brokers=[{"count": 1}],
+        events=[{"at": "150s", "kind": "rolling_restart", "interval": "1m", "downtime": "10s"}],
+    )
+    result = run_simulation(scenario)
+    changes = result.events[result.events["kind"] == "leader_change"]
+    assert changes[["time_s", "detail"]].values.tolist() == [[180.0, "broker-0001:8080 -> broker-0001:8080"]]
+
+
 def test_every_scenario_feature_runs(tmp_path: Path) -> None:
     scenario = parse_scenario_text(FULL, "full")
     result = run_simulation(scenario)
@@ -276,3 +319,17 @@ def test_the_result_and_lower_modules_do_not_import_the_kernel() -> None:
         "assert 'shedlab.core.sim.kernel' not in sys.modules, sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_reported_scores_exist_from_the_first_report_whatever_the_shedding_interval() -> None:
+    # reported_score read the leader's snapshot only when a lookup or a shedding had built it since the
+    # last write: NaN at tick 0 (reports written, nothing placed) and between 3-minute sheddings
+    scenario = small(
+        duration="10m",
+        config={"loadBalancerSheddingIntervalMinutes": 3},
+        simulation={"initial_assignment": "round_robin"},
+    )
+    result = run_simulation(scenario)
+    assert result.brokers["published"].iloc[:4].all()  # every broker wrote its first report at tick 0
+    assert not result.brokers["reported_score"].isna().any()
+    assert not result.ticks["reported_score_spread"].isna().any()

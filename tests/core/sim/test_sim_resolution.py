@@ -161,3 +161,74 @@ def test_onoff_phase_takes_a_fixed_shift() -> None:
     assert shape.param("phase") == 30.0
     with pytest.raises(InputError, match=r"phase"):
         scenario("10s", phase="sometimes")
+
+
+def test_a_brokers_first_window_averages_steady_traffic_to_its_rate() -> None:
+    """A broker's first stats window after it starts (random phase: 10 to 50 s later) reads the true rate.
+
+    The step at which the broker started (and got its bundles) was summed into its first window but not
+    counted in its length: a first sample 20 s after the start read 3 steps of traffic over 2.
+    """
+    scen = Scenario.from_mapping(
+        {
+            "name": "first-window",
+            "duration": "5m",
+            "seed": 3,
+            "config": {"loadBalancerSheddingEnabled": False},
+            "simulation": {"resolution": "10s", "stats_phase": "random", "initial_assignment": "round_robin"},
+            "brokers": [{"count": 4}],
+            "workloads": [{"bundles": 16, "msg_rate_in": 500, "msg_size": 1024}],
+        },
+        source="test",
+    )
+    sim = Simulation(scen)
+    assert sim.publishing.stats_phase_ms.max() > 0  # some broker samples after the start
+    for t in range(2):  # every broker has sampled by 60 s
+        sim.tick(t, sim.start_ms + t * sim.tick_ms)
+    assert sim.publishing.local.agg[:4, 0].tolist() == pytest.approx([4 * 500.0] * 4)
+
+
+def _shedding_between_ticks(**extra: Any) -> Scenario:
+    """Broker 1 (the leader) fails at 90 s: the new leader sheds at 150 s, 210 s, ... between ticks."""
+    return Scenario.from_mapping(
+        {
+            "name": "between-ticks",
+            "duration": "6m",
+            "seed": 1,
+            "config": {"loadBalancerSheddingGracePeriodMinutes": 0},
+            "simulation": {"resolution": "10s"},
+            "brokers": [{"count": 4}],
+            "workloads": [
+                {
+                    "bundles": 24,
+                    "msg_rate_in": {"dist": "lognormal", "median": 20000, "sigma": 1},
+                    "brokers": [1, 2],
+                    "shapes": [{"kind": "noise", "sigma": 0.3}],
+                }
+            ],
+            "events": [{"at": "90s", "kind": "remove_brokers", "brokers": [1]}],
+            **extra,
+        },
+        source="test",
+    )
+
+
+def test_decisions_and_skips_between_ticks_name_the_tick_whose_row_counts_them() -> None:
+    """A decision at 150 s is in tick 3's row (the steps of (120 s, 180 s]); it was labelled tick 2."""
+    result = run_simulation(_shedding_between_ticks(), strategy=UNIFORM)
+    decisions = result.decisions
+    assert (decisions["time_s"] % 60 != 0).any()  # the case under test: shedding between ticks
+    per_tick = decisions.groupby("tick").size()
+    unloads = result.ticks.set_index("tick")["unloads"]
+    assert per_tick.to_dict() == unloads[unloads > 0].to_dict()
+    for frame in (decisions, result.skips):
+        times = frame["time_s"].to_numpy(dtype=float)
+        assert (frame["tick"].to_numpy() == np.ceil(times / 60.0)).all()
+
+
+def test_a_warm_up_ending_between_ticks_counts_the_whole_first_measured_tick() -> None:
+    """warmup 165 s: tick 3 (180 s) is the first measured row; its 130-180 s steps all count."""
+    result = run_simulation(_shedding_between_ticks(metrics={"warmup": "165s"}), strategy=UNIFORM)
+    measured = result.ticks[result.ticks["time_s"] >= 165]
+    assert result.summary["lookups"] == measured["lookups"].sum()
+    assert result.summary["unload_bundle_total"] == measured["unloads"].sum() == result.summary["unloads"]

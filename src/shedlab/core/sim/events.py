@@ -107,7 +107,10 @@ class EventQueue:
                 state.update(dict.fromkeys(slots, True))
                 log(now, "add_brokers", ", ".join(ids[s] for s in slots))
             elif kind == "remove":
-                slots = resolve_removal(payload, [s for s in range(num_slots) if alive(s)], rng)
+                up = [s for s in range(num_slots) if alive(s)]
+                # start times: a broker that (re)joined among this tick's events starts now
+                started = {s: now if not cluster.alive[s] else int(cluster.start_ts[s]) for s in up}
+                slots = resolve_removal(payload, up, rng, started=started)
                 removed.extend(slots)
                 state.update(dict.fromkeys(slots, False))
                 log(now, "remove_brokers", ", ".join(ids[s] for s in slots))
@@ -150,15 +153,27 @@ class EventQueue:
         return joined, removed
 
 
-def resolve_removal(event: RemoveBrokers, alive: list[int], rng: np.random.Generator) -> list[int]:
-    """The slots a ``remove_brokers`` event takes: listed brokers, or ``count`` newest/oldest/random."""
+def resolve_removal(
+    event: RemoveBrokers,
+    alive: list[int],
+    rng: np.random.Generator,
+    *,
+    started: dict[int, int] | None = None,
+) -> list[int]:
+    """The slots a ``remove_brokers`` event takes: listed brokers, or ``count`` newest/oldest/random.
+
+    ``alive`` is in slot order; newest and oldest go by ``started`` (each slot's start time, ties by
+    number; default: the slot order), so a broker that restarted is among the newest. Returns slots in
+    slot order.
+    """
     if event.brokers:
         return [b - 1 for b in event.brokers if b - 1 in alive]
     count = min(event.count, len(alive))
-    if event.pick == "newest":
-        return alive[-count:] if count else []
-    if event.pick == "oldest":
-        return alive[:count]
+    if event.pick in ("newest", "oldest"):
+        by_age = alive if started is None else sorted(alive, key=lambda s: (started[s], s))
+        if event.pick == "newest":
+            return sorted(by_age[-count:]) if count else []
+        return sorted(by_age[:count])
     chosen = rng.choice(len(alive), size=count, replace=False)
     return sorted(alive[int(i)] for i in chosen)
 
@@ -178,11 +193,15 @@ def initial_assignment(
     ``round_robin`` and ``random`` assign owners directly. Pinned bundles go round robin over their
     brokers; with ``pinned_lookups`` they are looked up at ``now`` instead, each restricted to that
     broker (returned: bundle index → broker id), so the placement strategy and the leader's
-    preallocations see them as Pulsar's would under an isolation policy.
+    preallocations see them as Pulsar's would under an isolation policy. A pinned bundle whose broker
+    is gone by then (removed by an event at the start) is not given to it: its clients look it up at
+    ``now``, unrestricted, like those of any bundle of a vanished broker; so is every bundle when no
+    broker is alive at the start (they land once a broker joins).
     """
     restricted: dict[int, str] = {}
     alive = np.flatnonzero(cluster.alive)
-    if alive.size == 0:
+    if alive.size == 0:  # every broker gone at the start: the clients look their bundles up until one is up
+        cluster.lookup_at[:] = now
         return restricted
     free = np.ones(pop.size, dtype=np.bool_)
     for w_index, pinned in enumerate(pop.pinned_brokers):
@@ -192,6 +211,10 @@ def initial_assignment(
         slots = np.asarray([b - 1 for b in pinned], dtype=np.int64)
         targets = slots[np.arange(members.size) % slots.size]
         free[members] = False
+        up = cluster.alive[targets]
+        if not up.all():  # the broker vanished at the start
+            cluster.lookup_at[members[~up]] = now
+            members, targets = members[up], targets[up]
         if pinned_lookups:
             cluster.lookup_at[members] = now
             restricted.update(zip(members.tolist(), (cluster.ids[s] for s in targets.tolist()), strict=True))

@@ -250,6 +250,9 @@ class Simulation:
         at the start) and step 6 once, at ``now``, with every decision of the tick.
         """
         cluster, publishing, metrics = self.cluster, self.publishing, self.metrics
+        if self.warmup_ms and self.at_warmup is None and now - self.start_ms >= self.warmup_ms:
+            # the first measured row: the summary counts from here, every step of this tick included
+            self.at_warmup = self._counters()
         metrics.begin_tick()
         publishing.begin_tick()
         if self.windows is None or t == 0:
@@ -259,7 +262,10 @@ class Simulation:
             for i in range(self.substeps):
                 traffic, true, shed = self._step(t, now - self.tick_ms + (i + 1) * self.res_ms)
                 decisions.extend(shed)
-        # 6. metrics
+        # 6. metrics; reported_score reads the leader's view, built now if no lookup or shedding has
+        # since the last write (the leader holds every written report whether or not it decided on it)
+        if publishing.view.cached is None and cluster.leader is not None:
+            publishing.snapshot(now, cluster.alive)
         metrics.end_tick(
             t,
             now,
@@ -282,8 +288,6 @@ class Simulation:
         )
         if removed or joined:
             self._membership(now, joined, removed)
-        if self.warmup_ms and self.at_warmup is None and now - self.start_ms >= self.warmup_ms:
-            self.at_warmup = self._counters()
         if t == 0:
             sim = self.scenario.simulation
             self.pinned_lookups = initial_assignment(
@@ -352,9 +356,11 @@ class Simulation:
         """The run's tables and summary (after :meth:`run`'s ticks)."""
         churn = self.metrics.churn
         lookups, bundle_total, broker_total, grace, window = self._counters()
-        if self.at_warmup is not None:  # the summary counts what happened after the warm-up
+        if self.warmup_ms:  # the summary counts what happened after the warm-up
+            # a warm-up that outlasts the run never ended: nothing after it to count
+            then = self._counters() if self.at_warmup is None else self.at_warmup
             lookups, bundle_total, broker_total, grace, window = (
-                now - then for now, then in zip(self._counters(), self.at_warmup, strict=True)
+                now - before for now, before in zip(self._counters(), then, strict=True)
             )
         counts = RunCounts(
             brokers_initial=len(self.initial_slots),
@@ -442,7 +448,7 @@ class Simulation:
                 self.extensible.broker_joined(s, now)
         writers = list(dict.fromkeys([*removed, *(s for s in joined if cluster.alive[s])]))
         self._publish(now, np.asarray(writers, dtype=np.int64), 0)
-        self._elect(now)
+        self._elect(now, leader_lost=cluster.leader in removed)
         self.manager.on_active_brokers_change([cluster.ids[s] for s in np.flatnonzero(cluster.alive)])
 
     def _disconnect(self, bundles: IntArray, now: int) -> None:
@@ -451,12 +457,18 @@ class Simulation:
         self.cluster.lookup_at[bundles] = now + self.reconnect_ms
         self.metrics.churn.count(bundles, now)
 
-    def _elect(self, now: int) -> None:
-        """The oldest alive broker leads; a new leader's first shedding is one interval after election."""
+    def _elect(self, now: int, *, leader_lost: bool = False) -> None:
+        """The oldest alive broker leads; a new leader's first shedding is one interval after election.
+
+        Oldest by start time (ties: the lowest number), so a broker that restarts is the youngest and
+        does not take the leadership back from the broker that took it over. A leader that went down
+        (``leader_lost``, also when it came back within the same step) has lost its leadership: the
+        broker elected after it is a new leader even when it is the same one.
+        """
         cluster = self.cluster
         alive = np.flatnonzero(cluster.alive)
-        leader = int(alive[0]) if alive.size else None
-        if leader == cluster.leader:
+        leader = int(alive[np.argmin(cluster.start_ts[alive])]) if alive.size else None
+        if leader == cluster.leader and not leader_lost:
             return
         previous = cluster.leader
         cluster.leader = leader

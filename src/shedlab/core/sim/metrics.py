@@ -386,6 +386,11 @@ class TickMetrics:
         self.lookups = 0
         self.moves = TickMoves()
 
+    def tick_of(self, now: int) -> int:
+        """The tick whose row counts what happens at ``now``: with ``simulation.resolution`` tick ``t``
+        runs the steps of (T − tick, T], so a step between two ticks belongs to the later one."""
+        return -((self.start_ms - now) // self.tick_ms)
+
     def log_event(self, now: int, kind: str, detail: str) -> None:
         self.collector.event_rows.append(
             {
@@ -402,7 +407,7 @@ class TickMetrics:
         for skip in skips:
             key = (skip.kind, skip.broker)
             counts[key] = counts.get(key, 0) + 1
-        tick = (now - self.start_ms) // self.tick_ms
+        tick = self.tick_of(now)
         time_s = (now - self.start_ms) / 1000.0
         for (kind, broker), count in counts.items():
             self.collector.skip_rows.append(
@@ -446,7 +451,7 @@ class TickMetrics:
         clients = int(self.clients[j]) if owned else 0
         self.collector.decision_rows.append(
             {
-                "tick": (now - self.start_ms) // self.tick_ms,
+                "tick": self.tick_of(now),
                 "time_s": (now - self.start_ms) / 1000.0,
                 "source": d.source,
                 "bundle": d.bundle,

@@ -82,7 +82,9 @@ class SimulationResult:
         if warmup > 0:  # the summary leaves the warm-up out; the tables keep every row
             measured_ticks = ticks[ticks["time_s"] >= warmup].reset_index(drop=True)
             measured_brokers = brokers[brokers["time_s"] >= warmup].reset_index(drop=True)
-            measured_decisions = decisions[decisions["time_s"] >= warmup].reset_index(drop=True)
+            # by tick, as the counters (simulation.resolution: a tick's decisions at its earlier steps)
+            first_tick = int(measured_ticks["tick"].iloc[0]) if len(measured_ticks) else len(ticks)
+            measured_decisions = decisions[decisions["tick"] >= first_tick].reset_index(drop=True)
             disturbances = disturbances[disturbances["time_s"] >= warmup]
         extra: dict[str, Any] = {
             "scenario": scenario.name,

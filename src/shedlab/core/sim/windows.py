@@ -60,8 +60,13 @@ class StatsWindows:
         )
 
     def started(self, slot: int, now: int) -> None:
-        """A broker starts: its first window opens now."""
-        self.window_start_ms[slot] = now
+        """A broker starts: its first window holds the step of its start.
+
+        The kernel adds that step's traffic (bundles it got at once, the initial assignment) before any
+        sample, so the window is counted from one step earlier: a first sample ``k`` steps after the
+        start divides the ``k + 1`` steps summed by ``k + 1``, not by ``k``.
+        """
+        self.window_start_ms[slot] = now - self.step_ms
 
     def add(self, owner: IntArray, traffic: Traffic) -> None:
         """One step's traffic, counted for each bundle's current owner (a new owner starts from zero)."""
