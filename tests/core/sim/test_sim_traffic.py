@@ -9,6 +9,7 @@ import pytest
 from numpy.typing import NDArray
 
 from shedlab.core.sim.hardware import CostModel, HardwareClass
+from shedlab.core.sim.scenario import parse_scenario_text
 from shedlab.core.sim.spec import Node
 from shedlab.core.sim.traffic import (
     Distribution,
@@ -22,6 +23,7 @@ from shedlab.core.sim.traffic import (
     parse_shape,
     ramp_fraction,
 )
+from shedlab.errors import ShedlabError
 from shedlab.model.pulsar import percent_usage
 
 
@@ -143,6 +145,15 @@ def test_step_before_is_read_from_the_scenario_and_written_back() -> None:
     assert shape.to_dict() == {"kind": "step", "at": 120.0, "factor": 1.0, "before": 0.0}
 
 
+def test_a_step_that_ends_before_it_starts_is_refused() -> None:
+    """``until`` at or before ``at`` would never act: the scenario names the field, not a silent no-op."""
+    node = Node({"kind": "step", "at": "5m", "factor": 2, "until": "3m"}, source="s.yaml", path="shapes[0]")
+    with pytest.raises(ShedlabError, match=r"s\.yaml.*until.*must be after at.*3m"):
+        parse_shape(node)
+    ok = Node({"kind": "step", "at": "5m", "factor": 2, "until": "6m"}, source="s.yaml", path="shapes[0]")
+    assert parse_shape(ok).param("until") == 360.0
+
+
 def test_consumers_stopping_build_a_backlog_that_is_caught_up() -> None:
     """Periodic consumer stop/resume: nothing dispatched while stopped, then up to catchup × normal."""
     onoff = Shape(
@@ -238,11 +249,6 @@ def test_sequence_gives_each_bundle_its_value_in_name_order() -> None:
     """``dist: sequence`` (how a twin writes each recorded bundle's level): no draw, values in order,
     repeated when shorter; ``weights`` belongs to ``choice`` only."""
     import numpy as np
-    import pytest as _pytest
-
-    from shedlab.core.sim.scenario import parse_scenario_text
-    from shedlab.core.sim.traffic import build_population
-    from shedlab.errors import ShedlabError
 
     text = """
 name: seq
@@ -256,5 +262,5 @@ workloads:
     b = build_population(scenario.workloads, np.random.default_rng(2))
     assert a.base_rate_in.tolist() == [10.0, 20.0, 30.0, 10.0] == b.base_rate_in.tolist()
     assert a.topics.tolist() == [1, 2, 3, 4]
-    with _pytest.raises(ShedlabError):
+    with pytest.raises(ShedlabError):
         parse_scenario_text(text.replace("values: [10, 20, 30]}", "values: [1], weights: [1]}"), "seq")

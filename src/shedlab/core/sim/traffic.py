@@ -391,6 +391,9 @@ def parse_shape(node: Node) -> Shape:
             ("until", None if until is None else node.duration("until")),
             ("before", None if before is None else node.number("before", minimum=0.0)),
         ]
+        at, end = params[0][1], params[2][1]
+        if end is not None and end <= at:  # a step that ends before it starts would never act
+            raise node.error("until", "must be after at", until)
     elif kind == "onoff":
         period = node.duration("period")
         on = node.duration("on")
