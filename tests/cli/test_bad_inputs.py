@@ -293,6 +293,12 @@ CASES: dict[str, list[Case]] = {
             "count", b'{"p/d": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 4}}', "numBundles"
         ),
         _ingest_bundles("not-hex", b'{"p/d": {"boundaries": ["0", "0xffffffff"]}}', "boundaries[0]"),
+        Case("advise-zookeeper-port-not-a-number", ("advise", "--zookeeper", "zk1:21B1"), "'zk1:21B1'"),
+        Case(
+            "collect-zookeeper-port-out-of-range",
+            ("collect", "--out", "{dir}/rec", "--zookeeper", "zk1:99999"),
+            "--zookeeper",
+        ),
     ],
 }
 
