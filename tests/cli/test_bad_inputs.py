@@ -300,6 +300,18 @@ CASES: dict[str, list[Case]] = {
             "--zookeeper",
         ),
     ],
+    "options typer refuses": [
+        _decide("seed-not-a-number", SNAPSHOT.encode(), "--seed: ", "--seed", "abc"),
+        _decide("seed-with-equals", SNAPSHOT.encode(), "(got 'x1')", "--seed=x1"),
+        _decide("unknown-option", SNAPSHOT.encode(), "--bogus", "--bogus"),
+        _decide("extra-argument", SNAPSHOT.encode(), "unexpected extra argument", "other.json"),
+        Case("decide-missing-argument", ("decide",), "'snapshot'"),
+        _simulate("float-seed", scenario(), "(got '1.5')", "--seed", "1.5"),
+        Case("report-max-points-below-range", ("report", "{dir}", "--max-points", "5"), "--max-points"),
+        Case("demo-negative-seeds", ("demo", "--out", "{dir}/out", "--seeds", "-1"), "(got '-1')"),
+        Case("sandbox-port-beyond-65535", ("sandbox", "scale-out", "--port", "70000"), "--port"),
+        Case("misspelt-command", ("simulte", "scale-out"), "Did you mean 'simulate'?"),
+    ],
 }
 
 ALL = [(group, case) for group, cases in CASES.items() for case in cases]
