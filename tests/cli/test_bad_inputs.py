@@ -312,6 +312,26 @@ CASES: dict[str, list[Case]] = {
         Case("sandbox-port-beyond-65535", ("sandbox", "scale-out", "--port", "70000"), "--port"),
         Case("misspelt-command", ("simulte", "scale-out"), "Did you mean 'simulate'?"),
     ],
+    "Spark settings, refused before the grid is announced": [
+        Case(
+            "sweep-conf-without-equals",
+            ("sweep", "tiny", "--out", "{dir}/out", "--conf", "spark.x"),
+            "--conf",
+        ),
+        Case(
+            "sweep-spark-conf-missing",
+            ("sweep", "tiny", "--out", "{dir}/out", "--spark-conf", "{dir}/s.conf"),
+            "s.conf",
+        ),
+        # the table's JAVA_HOME names a folder without bin/java: PySpark's JAVA_GATEWAY_EXITED traceback
+        Case("sweep-java-home-without-java", ("sweep", "tiny", "--out", "{dir}/out"), "JAVA_HOME"),
+        Case(
+            "ingest-java-home-without-java",
+            ("ingest", "{dir}/r.jsonl", "--out", "{dir}/out"),
+            "JAVA_HOME",
+            {"r.jsonl": b"{}\n"},
+        ),
+    ],
 }
 
 ALL = [(group, case) for group, cases in CASES.items() for case in cases]
