@@ -293,6 +293,44 @@ CASES: dict[str, list[Case]] = {
             "count", b'{"p/d": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 4}}', "numBundles"
         ),
         _ingest_bundles("not-hex", b'{"p/d": {"boundaries": ["0", "0xffffffff"]}}', "boundaries[0]"),
+        Case("advise-zookeeper-port-not-a-number", ("advise", "--zookeeper", "zk1:21B1"), "'zk1:21B1'"),
+        Case(
+            "collect-zookeeper-port-out-of-range",
+            ("collect", "--out", "{dir}/rec", "--zookeeper", "zk1:99999"),
+            "--zookeeper",
+        ),
+    ],
+    "options typer refuses": [
+        _decide("seed-not-a-number", SNAPSHOT.encode(), "--seed: ", "--seed", "abc"),
+        _decide("seed-with-equals", SNAPSHOT.encode(), "(got 'x1')", "--seed=x1"),
+        _decide("unknown-option", SNAPSHOT.encode(), "--bogus", "--bogus"),
+        _decide("extra-argument", SNAPSHOT.encode(), "unexpected extra argument", "other.json"),
+        Case("decide-missing-argument", ("decide",), "'snapshot'"),
+        _simulate("float-seed", scenario(), "(got '1.5')", "--seed", "1.5"),
+        Case("report-max-points-below-range", ("report", "{dir}", "--max-points", "5"), "--max-points"),
+        Case("demo-negative-seeds", ("demo", "--out", "{dir}/out", "--seeds", "-1"), "(got '-1')"),
+        Case("sandbox-port-beyond-65535", ("sandbox", "scale-out", "--port", "70000"), "--port"),
+        Case("misspelt-command", ("simulte", "scale-out"), "Did you mean 'simulate'?"),
+    ],
+    "Spark settings, refused before the grid is announced": [
+        Case(
+            "sweep-conf-without-equals",
+            ("sweep", "tiny", "--out", "{dir}/out", "--conf", "spark.x"),
+            "--conf",
+        ),
+        Case(
+            "sweep-spark-conf-missing",
+            ("sweep", "tiny", "--out", "{dir}/out", "--spark-conf", "{dir}/s.conf"),
+            "s.conf",
+        ),
+        # the table's JAVA_HOME names a folder without bin/java: PySpark's JAVA_GATEWAY_EXITED traceback
+        Case("sweep-java-home-without-java", ("sweep", "tiny", "--out", "{dir}/out"), "JAVA_HOME"),
+        Case(
+            "ingest-java-home-without-java",
+            ("ingest", "{dir}/r.jsonl", "--out", "{dir}/out"),
+            "JAVA_HOME",
+            {"r.jsonl": b"{}\n"},
+        ),
     ],
 }
 

@@ -119,3 +119,12 @@ def test_completion_of_commands_and_options(words: str, cword: str, expected: se
     )
     assert run.returncode == 0, run.stderr
     assert set(run.stdout.split()) == expected
+
+
+@pytest.mark.parametrize("name", [*COMMANDS, "config show"])
+def test_every_command_prints_its_help(name: str) -> None:
+    """``--help`` renders each option's help as rich markup: ``HOST:PORT[/chroot]`` unescaped was a
+    closing tag without an opening one, and ``shedlab sandbox --help`` died with a MarkupError."""
+    result = CliRunner().invoke(app, [*name.split(), "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.stdout and "--help" in result.stdout

@@ -204,6 +204,24 @@ def test_a_torn_line_is_quarantined_as_invalid_utf8_and_the_rest_kept(
 
 
 @pytest.mark.spark
+def test_a_time_past_year_9999_is_quarantined_and_the_rest_kept(spark: SparkSession, tmp_path: Path) -> None:
+    """A wrapper whose timestamp fits a Java long but not Spark's microsecond timestamps (year 3 million)
+    failed the whole ingest with a Java 'long overflow'; now it is one invalid_timestamp row."""
+    from shedlab.spark.ingest import ingest
+
+    lines = REPORTS.read_bytes().splitlines(keepends=True)
+    far = json.loads(lines[1])
+    far["timestamp"] = 99_999_999_999_999_999
+    damaged = tmp_path / "far.jsonl"
+    damaged.write_bytes(b"".join([lines[0], json.dumps(far).encode() + b"\n", *lines[2:]]))
+    res = ingest(spark, [str(damaged)], str(tmp_path / "out"), default_cluster="c1")
+    reasons = res.reasons.set_index("reason")["count"].to_dict()
+    assert reasons.get("invalid_timestamp") == 1
+    whole = ingest(spark, [str(REPORTS)], str(tmp_path / "whole"), default_cluster="c1")
+    assert res.broker_rows == whole.broker_rows - 1
+
+
+@pytest.mark.spark
 def test_evaluate_quarantines_an_unreadable_run_file_and_a_resume_runs_it_again(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,7 +1,9 @@
 """The ``shedlab`` command line: one entry point, one module per group of subcommands.
 
 User errors (:class:`~shedlab.errors.ShedlabError`) are printed as one line on stderr with exit
-code 2 and no traceback; anything else is a bug and keeps its traceback.
+code 2 and no traceback; anything else is a bug and keeps its traceback. So are the usage errors typer
+finds itself (``--seed abc``, an unknown option, a missing argument), naming the option and the value,
+instead of typer's boxed message of several lines.
 
 Start-up: a command's module is imported only when that command runs. Importing every command module
 up front loaded pandas, plotly and PyArrow (through the simulator, the report and the Spark commands)
@@ -23,12 +25,19 @@ from rich.console import Console
 from rich.markup import escape
 
 # typer vendors click; these names are not re-exported by typer itself
-from typer._click.core import Command, Context
-from typer._click.exceptions import UsageError
-from typer.core import TyperCommand, TyperGroup
+from typer._click.core import Command, Context, Parameter
+from typer._click.exceptions import (
+    BadParameter,
+    ClickException,
+    MissingParameter,
+    NoArgsIsHelpError,
+    UsageError,
+)
+from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.exceptions import Abort
 
 from shedlab import __version__
-from shedlab.errors import ShedlabError
+from shedlab.errors import ShedlabError, one_line
 
 __all__ = ["COMMANDS", "app", "main"]
 
@@ -162,12 +171,60 @@ def _root(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: typer handles usage errors and exit codes; ShedlabError becomes one line."""
+    """Console entry point: a user's mistake, whether typer finds it (an option's type, an unknown option,
+    a missing argument) or shedlab does (:class:`ShedlabError`), is one line on stderr with exit code 2."""
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        app(args=argv, prog_name="shedlab")
+        code = app(args=args, prog_name="shedlab", standalone_mode=False)
     except ShedlabError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        _fail(str(exc), exc.exit_code)
+    except NoArgsIsHelpError as exc:  # `shedlab`, `shedlab config`: the help is printed already
         sys.exit(exc.exit_code)
+    except ClickException as exc:
+        _fail(_usage_line(exc, args), exc.exit_code)
+    except Abort:  # end of input at a prompt
+        typer.echo("Aborted!", err=True)
+        sys.exit(1)
+    # as in typer's standalone mode, always SystemExit: typer.Exit(code), Ctrl-C (130), or 0
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(line: str, exit_code: int) -> None:
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    sys.exit(exit_code)
+
+
+def _usage_line(exc: ClickException, args: list[str]) -> str:
+    """One line for typer's usage error: typer would draw a box of several lines around it, after the
+    usage line, and without the value that was refused (``--seed abc``: 'unable to parse string as an
+    integer'). The option and the value come first, the way a :class:`ShedlabError` names them."""
+    text = exc.format_message()
+    param = getattr(exc, "param", None)
+    if isinstance(exc, BadParameter) and not isinstance(exc, MissingParameter) and param is not None:
+        given = _given(param, args)
+        name = param.opts[0] if isinstance(param, TyperOption) and param.opts else param.human_readable_name
+        text = f"{name}: {exc.message}" + ("" if given is None else f" (got {given!r})")
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, UsageError) and ctx is not None:
+        text = f"{text.rstrip().removesuffix('.')}; see '{ctx.command_path} --help'"
+    return one_line(text)
+
+
+def _given(param: Parameter, args: list[str]) -> str | None:
+    """The value given on the command line to option ``param`` (its last occurrence), or None."""
+    if not isinstance(param, TyperOption):
+        return None
+    names = [*param.opts, *param.secondary_opts]
+    given = None
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                given = args[i + 1]
+            elif name.startswith("--") and arg.startswith(name + "="):
+                given = arg[len(name) + 1 :]
+    return given
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -113,7 +113,7 @@ def demo(
     Spark, evaluated, and turned into an HTML report; prints the PIP-364 table and the report's path.
     Then, from a recorded cluster to a recommendation: the shipped recording of a cluster on Pulsar's old
     default strategy is ingested, fitted by a twin, tuned, and the advice printed as a broker.conf."""
-    from shedlab.cli.spark_cmd import spark_session
+    from shedlab.cli.spark_cmd import _preflight, spark_session
     from shedlab.report import build_report
     from shedlab.spark.evaluate import evaluate
     from shedlab.spark.sweep import sweep
@@ -122,6 +122,7 @@ def demo(
     the_grid = _demo_grid(grid, seeds)
     out = _output_dir(out)
     sweep_dir = out / "sweep"
+    _preflight(master, None)
     _announce(the_grid, out)
     with (
         spark_session(master, None, None, False, "demo") as spark,

@@ -34,7 +34,7 @@ from shedlab.core.grid import params_label
 from shedlab.core.results import check_output_dir
 from shedlab.errors import ConfigError
 from shedlab.report.figures import short_pair
-from shedlab.spark.session import validate_master
+from shedlab.spark.session import check_java, parse_conf_pairs, read_conf_file, validate_master
 from shedlab.units import compact, parse_duration
 
 if TYPE_CHECKING:
@@ -112,13 +112,21 @@ def _status(quiet: bool) -> Iterator[Callable[[str], None]]:
         yield update
 
 
-def _preflight(master: str | None, out: str | None) -> None:
+def _preflight(
+    master: str | None, out: str | None, conf: list[str] | None = None, conf_file: str | None = None
+) -> None:
     """What can be refused before Spark starts (and before anything is printed): a master Spark does not
-    accept, an output location that is a file."""
+    accept, an output location that is a file, a ``--conf`` without ``=``, a ``--spark-conf`` file that
+    is missing or malformed, no Java to start Spark with."""
     if master is not None:
         validate_master(master)
     if out is not None:
         check_output_dir(out)
+    if conf:
+        parse_conf_pairs(conf)
+    if conf_file is not None:
+        read_conf_file(conf_file)
+    check_java()
 
 
 def _print_json(doc: Any) -> None:
@@ -168,7 +176,7 @@ def sweep(
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise ConfigError("expected a positive number of seconds", field="--timeout", value=timeout)
     g = load_grid(grid)
-    _preflight(master, out)
+    _preflight(master, out, conf, spark_conf)
     if not as_json:
         err_console.print(
             f"grid [bold]{g.name}[/]: {len(g.scenarios)} scenario(s) × {len(g.strategies)} strategy pair(s)"
@@ -324,7 +332,7 @@ def evaluate(
     from shedlab.spark.evaluate import require_sweep_dir
 
     require_sweep_dir(sweep_dir)
-    _preflight(master, out)
+    _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "evaluate") as spark, _status(as_json) as say:
         result = run_evaluate(spark, sweep_dir, out, progress=say)
     if as_json:
@@ -456,7 +464,7 @@ def ingest(
     interval_ms = parse_duration_ms(interval)
     classified = classify_sources(sources)  # a missing, unreadable or binary source: an error before Spark
     boundaries = read_bundle_boundaries(bundles or [])  # a bad boundaries file too
-    _preflight(master, out)
+    _preflight(master, out, conf, spark_conf)
     if not has_active_session():  # a running JVM's flags are fixed
         conf = short_input_conf(master, conf or [], spark_conf, local_bytes(classified))
     with spark_session(master, conf, spark_conf, ui, "ingest") as spark, _status(as_json) as say:
@@ -579,7 +587,7 @@ def replay(
     overrides, _ = run_overrides(config, set_)
     configs = strategy_configs([s for s in strategies.split(",") if s.strip()], overrides)
     check_ingest_output(snapshots_dir)  # before Spark starts
-    _preflight(master, out)
+    _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:
         result = run_replay(spark, snapshots_dir, out, configs, seed=seed, clusters=cluster, progress=say)
     if as_json:

@@ -165,7 +165,7 @@ def twin(
     parsed_window = _parse_window(window)
     check_ingest_output(recording_dir)
     reports = report_dir or str(Path(out).with_suffix("")) + "-fit"
-    _preflight(master, reports)
+    _preflight(master, reports, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "twin") as spark, _status(False) as say:
         result, validation = _run_twin(
             spark,
@@ -328,7 +328,7 @@ def tune(
     objective_expression(objective)
     if demo:
         target = out or "out/tune-demo"
-        _preflight(master, target)
+        _preflight(master, target, conf, spark_conf)
         tune_demo(
             target, seeds, candidates if candidates_given else DEMO_CANDIDATES, master, conf, spark_conf, ui
         )
@@ -341,7 +341,7 @@ def tune(
     refs = [scenario_ref(item) for item in items]
     pairs = pairs_of([s.strip() for s in strategies.split(",") if s.strip()])
     search = load_space(space)
-    _preflight(master, out)
+    _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "tune") as spark, _status(False) as say:
         result = run_tune(
             spark,

@@ -56,6 +56,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.hosts import collect_hosts
 
 from shedlab.cluster.access import PermanentError, Retry, Token, scrub, with_retries
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
@@ -235,6 +236,12 @@ class ZooKeeperReader:
         retry: Retry | None = None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
+        try:  # kazoo parses the list in KazooClient(), raising a bare ValueError on 'host:port-typo'
+            collect_hosts(hosts)
+        except ValueError as exc:
+            raise InputError(
+                f"not a HOST:PORT[,HOST:PORT...][/chroot] list: {exc}", field="--zookeeper", value=hosts
+            ) from None
         self.hosts = hosts
         self.clock = clock
         self.cluster = cluster or "pulsar"

@@ -29,6 +29,7 @@ from shedlab.model.formats import (
     BUNDLE_DATA,
     BUNDLE_STATS,
     LOCAL_BROKER_DATA,
+    MAX_TIME_MS,
     PROMETHEUS_BROKER_METRICS,
     PROMETHEUS_BUNDLE_METRICS,
     PROMETHEUS_LABELS,
@@ -93,7 +94,7 @@ REASONS: dict[str, str] = {
     "ingest --bundles), or whose topic label is not a full topic name",
     "extensible_load_data": "the extensible load manager's data (BrokerLoadData, TopBundlesLoadData, "
     "BrokerLookupData): another load manager's format, which the modular strategies cannot use",
-    "invalid_timestamp": "a time that is not a positive epoch-millisecond value",
+    "invalid_timestamp": "a time that is not a positive epoch-millisecond value up to year 9999",
     "double_claim": "a bundle claimed by two or more brokers in the same tick",
     "report_quarantined": "a bundle entry of a load report that was itself quarantined",
     "invalid_utf8": "a line (or document) that is not valid UTF-8 text, e.g. torn by an interrupted write",
@@ -180,7 +181,7 @@ def _time_ms(value: Any, path: str) -> int | None:
         raise _BadValueError("invalid_value", f"{path}: expected epoch milliseconds, got {str(value)[:40]!r}")
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         raise _BadValueError("invalid_timestamp", f"{path}: {value!r}")
-    if not -(2**63) <= value < 2**63:  # beyond a Java long nothing is a time Pulsar wrote
+    if not -(2**63) <= value <= MAX_TIME_MS:  # past year 9999 nothing is a time Pulsar wrote
         raise _BadValueError("invalid_timestamp", f"{path}: {str(value)[:24]} is out of range")
     return int(value)
 
@@ -1080,7 +1081,11 @@ def validate_rows(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
             continue
         flag(of_kind & df["cluster"].isna(), "missing_field", "cluster is missing")
         flag(of_kind & df["time_ms"].isna(), "missing_field", "timestamp is missing")
-        flag(of_kind & (df["time_ms"] <= 0), "invalid_timestamp", shown("time_ms", "time = "))
+        flag(
+            of_kind & ((df["time_ms"] <= 0) | (df["time_ms"] > MAX_TIME_MS)),
+            "invalid_timestamp",
+            shown("time_ms", "time = "),
+        )
         for col in required:
             flag(of_kind & df[col].isna(), "missing_field", f"{_NAMES.get(col, col)} is missing")
         for fields, col_prefix, json_prefix in checked:

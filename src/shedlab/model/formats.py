@@ -33,6 +33,7 @@ __all__ = [
     "BUNDLE_STATS",
     "EXTENSIBLE_LOAD_FIELDS",
     "LOCAL_BROKER_DATA",
+    "MAX_TIME_MS",
     "OBJECTS",
     "OTHER_SHAPE_KEYS",
     "PROMETHEUS_BROKER_METRICS",
@@ -181,6 +182,12 @@ LOCAL_BROKER_DATA: tuple[Field, ...] = (
 )
 """LocalBrokerData's scalar fields (a load report, ``/loadbalance/brokers/<id>``); besides these it
 holds the :data:`RESOURCES`, ``lastStats`` (:data:`BUNDLE_STATS` per bundle) and bundle lists."""
+
+MAX_TIME_MS: int = 253_402_300_799_999
+"""The latest time a recording may hold, 9999-12-31T23:59:59.999Z in epoch milliseconds. A Java long
+holds later ones, but Spark's timestamps count microseconds in a long (``timestamp_millis`` of
+99999999999999999 overflows: a Java ArithmeticException that failed the whole ingest) and dates have
+four-digit years; no clock Pulsar reads from is that far off."""
 
 STRING_LISTS: tuple[str, ...] = ("bundles", "lastBundleGains", "lastBundleLosses")
 """LocalBrokerData's lists of bundle names (absent: empty)."""

@@ -54,6 +54,7 @@ from shedlab.core.ingest import (
 )
 from shedlab.core.results import filesystem, remove_stale_temporaries
 from shedlab.errors import InputError
+from shedlab.model.formats import MAX_TIME_MS
 from shedlab.spark.ingest_fast import broker_rows, bundle_rows, flag_fast, parse_lines
 from shedlab.spark.schemas import (
     BROKER_SAMPLE,
@@ -396,6 +397,13 @@ def _stage(
     )
 
 
+def _tick_of_valid_time(tick: Column) -> Column:
+    """``tick`` for a time in (0, MAX_TIME_MS], else null: a row quarantined for its time has no day
+    (Spark's ``timestamp_millis`` of a later time overflows a long and fails the job)."""
+    time_ms = sf.col("time_ms")
+    return sf.when((time_ms > 0) & (time_ms <= sf.lit(MAX_TIME_MS)), tick)
+
+
 _Native = tuple[
     DataFrame,
     list[tuple[str, int]],
@@ -423,7 +431,7 @@ def _python_tables(
     if pq is not None:
         frames = [*frames, pq]
     raw = _union(frames) if frames else spark.createDataFrame([], RAW_ROW)
-    raw = raw.withColumn("tick_ms", sf.when(sf.col("time_ms") > 0, tick)).withColumn("_bucket", bucket)
+    raw = raw.withColumn("tick_ms", _tick_of_valid_time(tick)).withColumn("_bucket", bucket)
     finished: DataFrame | None = None
     if native is not None:
         reports, claims, dirty_lines, parse = native
@@ -434,7 +442,7 @@ def _python_tables(
             _native_rows(reports.join(sf.broadcast(keys), ["cluster", "_bucket"], "left_anti")), STAGED_ROW
         )
         if dirty:
-            again = parse(dirty_lines(keys)).withColumn("tick_ms", sf.when(sf.col("time_ms") > 0, tick))
+            again = parse(dirty_lines(keys)).withColumn("tick_ms", _tick_of_valid_time(tick))
             raw = raw.unionByName(again.withColumn("_bucket", bucket))
     processed = raw.groupBy("cluster", "_bucket").applyInPandas(process_group, STAGED_ROW)
     if finished is not None:

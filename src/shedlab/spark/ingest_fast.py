@@ -38,6 +38,7 @@ from pyspark.sql.types import (
 from shedlab.model.formats import (
     BUNDLE_STATS,
     LOCAL_BROKER_DATA,
+    MAX_TIME_MS,
     OBJECTS,
     OTHER_SHAPE_KEYS,
     RESOURCE_USAGE,
@@ -210,6 +211,7 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
         & _is_string(w["broker"])
         & _is_string(w["cluster"])
         & (time_ms > 0)
+        & (time_ms <= MAX_TIME_MS)  # later: the Python reader quarantines it as invalid_timestamp
         & resources
         & _all_ok(LOCAL_BROKER_DATA, r)
         & lists

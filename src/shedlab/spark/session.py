@@ -286,6 +286,27 @@ def _package_root() -> Path:
     return Path(next(iter(shedlab.__path__))).resolve().parent
 
 
+def check_java() -> None:
+    """Refuse, in one line, a driver JVM that cannot start: ``JAVA_HOME`` naming a folder without
+    ``bin/java`` (a removed JDK, a typo), or no ``JAVA_HOME`` and no ``java`` on ``PATH``. PySpark would
+    launch ``spark-submit``, which fails, and raise ``JAVA_GATEWAY_EXITED`` with a traceback. Nothing to
+    check under spark-submit, which started the JVM already."""
+    if _under_spark_submit():
+        return
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = Path(home, "bin", "java")
+        if not (java.is_file() and os.access(java, os.X_OK)):
+            raise ConfigError(
+                f"no Java at {java}",
+                field="JAVA_HOME",
+                value=home,
+                hint="point JAVA_HOME at a JDK 17, or unset it to use the java on PATH",
+            )
+    elif shutil.which("java") is None:
+        raise ConfigError("Java was not found: install a JDK 17 or set JAVA_HOME", field="spark")
+
+
 def _under_spark_submit() -> bool:
     """A Python driver started by spark-submit finds its JVM through these variables."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -417,8 +438,8 @@ def get_spark(
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(var, "1")
         os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-        if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
-            raise ConfigError("Java was not found: install a JDK 17 or set JAVA_HOME", field="spark")
+    if not submitted:
+        check_java()
 
     builder = SparkSession.builder.appName(app_name)
     if master is not None and not submitted:
