@@ -311,6 +311,13 @@ CASES: dict[str, list[Case]] = {
         Case("demo-negative-seeds", ("demo", "--out", "{dir}/out", "--seeds", "-1"), "(got '-1')"),
         Case("sandbox-port-beyond-65535", ("sandbox", "scale-out", "--port", "70000"), "--port"),
         Case("misspelt-command", ("simulte", "scale-out"), "Did you mean 'simulate'?"),
+        _simulate(
+            "empty-strategy",
+            scenario(),
+            "--strategy: expected a strategy pair name (got '')",
+            "--strategy",
+            "",
+        ),
     ],
     "Spark settings, refused before the grid is announced": [
         Case(

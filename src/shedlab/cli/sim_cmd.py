@@ -180,7 +180,7 @@ def simulate(
     check_seed(seed)
     scen = _load(scenario)
     overrides, file_pair = run_overrides(config, set_)
-    pair = resolve_pair_name(strategy) if strategy else file_pair
+    pair = resolve_pair_name(strategy, field="--strategy") if strategy is not None else file_pair
     show_bar = not json_output and sys.stderr.isatty() and scen.num_ticks >= _PROGRESS_MIN_TICKS
     with _progress(show_bar) as factory:
         result = _run(scen, pair, overrides, seed, record, factory)

@@ -72,7 +72,7 @@ def _recorded_config(
     from shedlab.strategies.registry import pair_name_of
 
     overrides, file_pair = run_overrides(config, sets)
-    pair = resolve_pair_name(strategy, field="--strategy") if strategy else file_pair
+    pair = resolve_pair_name(strategy, field="--strategy") if strategy is not None else file_pair
     return pair or pair_name_of(LoadBalancerConfig()), dict(overrides)
 
 
