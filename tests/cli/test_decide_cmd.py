@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,16 @@ def test_set_changes_the_decision() -> None:
         runner.invoke(app, [*args, "--set", "loadBalancerBrokerThresholdShedderPercentage=95"]).stdout
     )
     assert before["unload"] and not after["unload"]
+
+
+def test_a_usage_beyond_floats_range_decides_as_java_without_warnings(tmp_path: Path) -> None:
+    """1e308 is a valid double: Java's float cast makes it Infinity and the arithmetic NaN, silently."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    huge = re.sub(r'"usage": [0-9.]+', '"usage": 1e308', text, count=1)
+    assert huge != text
+    (tmp_path / "huge.json").write_text(huge, encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a NumPy RuntimeWarning would be a line on the user's stderr
+        result = CliRunner().invoke(app, ["decide", str(tmp_path / "huge.json"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["unload"]

@@ -38,9 +38,12 @@ _RADIX_MAX = np.iinfo(np.int16).max  # brokers below this: owners fit int16 (rad
 
 
 def percent_usage_array(usage: FloatArray, limit: FloatArray) -> NDArray[np.float32]:
-    """Vectorised ResourceUsage.percentUsage() in float32 (spec §1.1); 0 where limit ≤ 0."""
-    u32 = usage.astype(np.float32)
-    l32 = limit.astype(np.float32)
+    """Vectorised ResourceUsage.percentUsage() in float32 (spec §1.1); 0 where limit ≤ 0.
+
+    Java's ``(float)`` of a double beyond float's range is ±Infinity, silently: so is this cast."""
+    with np.errstate(over="ignore"):
+        u32 = usage.astype(np.float32)
+        l32 = limit.astype(np.float32)
     out = np.zeros(u32.shape, dtype=np.float32)
     np.divide(u32, l32, out=out, where=l32 > 0)
     out *= _F32_100
