@@ -132,6 +132,14 @@ CASES: dict[str, list[Case]] = {
             {"s.yaml": gzip.compress(scenario())},
         ),
     ],
+    "names Pulsar cannot have": [
+        _decide(
+            "broker-name-with-escapes",
+            snapshot('"broker-1:8080"', '"b\\u001b[31m:8080"'),
+            "control characters",
+        ),
+        _decide("empty-broker-name", snapshot('"broker-1:8080"', '""'), "(got '')"),
+    ],
     "duplicate keys": [
         _decide("json", b'{"brokers": {}, "brokers": {}}', "'brokers' appears twice"),
         _decide("nested-json", snapshot('"cpu": {', '"cpu": {"usage": 1, '), "'usage' appears twice"),

@@ -9,6 +9,7 @@ be right (negative or NaN rates, wrong types) and names the file and the JSON pa
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,9 @@ from shedlab.model.formats import Default, Field, FieldError, read_fields
 __all__ = ["JsonReader", "load_json_file"]
 
 _MISSING: Any = object()
+# ZooKeeper's rule for node names, where Pulsar's broker and bundle names live: no NUL, no control
+# characters (\u0001-\u001F, \u007F-\u009F). A file naming one otherwise would print escapes to a terminal.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def load_json_file(path: str | Path) -> Any:
@@ -141,6 +145,13 @@ class JsonReader:
         if sub is None:
             return
         for name, value in sub.obj.items():
+            if not name or _UNPRINTABLE.search(name):
+                raise InputError(
+                    "not a name Pulsar can have (ZooKeeper refuses empty node names and control characters)",
+                    source=self.source,
+                    field=sub.path or key,
+                    value=name,
+                )
             yield name, JsonReader(value, self.source, sub.field_path(name))
 
     def raw_mapping(self, key: str, default: Any = _MISSING) -> Mapping[str, Any]:
