@@ -38,7 +38,7 @@ def sandbox(
     ] = 0,
     zookeeper: Annotated[
         str,
-        typer.Option(help="'auto' (a private ZooKeeper), 'none', or HOST:PORT[/chroot] of a running one."),
+        typer.Option(help="'auto' (a private ZooKeeper), 'none', or HOST:PORT\\[/chroot] of a running one."),
     ] = "auto",
     token_file: Annotated[
         Path | None, typer.Option(help="File holding the super-user token; requests must then send it.")
