@@ -1,0 +1,41 @@
+"""Edges of ``collect`` and ``advise`` found by hand against the sandbox and a real ZooKeeper: each user
+error is one line, exit 2, no traceback, and never shows the token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shedlab.cli import main
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "snapshot.json"
+
+
+def error_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the real entry point; the one stderr line of a user error (exit 2)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2, captured
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize("secret", ["tök€n-abc", "abc\x01def", "«eyJhbGciOiJIUzI1NiJ9.e30.sig»"])
+def test_a_token_no_http_header_can_carry_is_one_line(
+    secret: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was a ``UnicodeEncodeError`` traceback from httpx on the first call (non-ASCII)."""
+    token_file = tmp_path / "token"
+    token_file.write_text(secret + "\n", encoding="utf-8")
+    line = error_line(
+        ["advise", "--admin-url", "http://127.0.0.1:9", "--token-file", str(token_file)], capsys
+    )
+    assert "HTTP header cannot carry" in line and secret not in line
+    monkeypatch.setenv("SHEDLAB_TEST_TOKEN", secret)
+    line = error_line(
+        ["advise", "--admin-url", "http://127.0.0.1:9", "--token-env", "SHEDLAB_TEST_TOKEN"], capsys
+    )
+    assert "--token-env" in line and "HTTP header cannot carry" in line and secret not in line
