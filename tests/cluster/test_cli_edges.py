@@ -39,3 +39,22 @@ def test_a_token_no_http_header_can_carry_is_one_line(
         ["advise", "--admin-url", "http://127.0.0.1:9", "--token-env", "SHEDLAB_TEST_TOKEN"], capsys
     )
     assert "--token-env" in line and "HTTP header cannot carry" in line and secret not in line
+
+
+@pytest.mark.parametrize(
+    ("hosts", "why"),
+    [("abc:notaport", "could not be cast"), ("127.0.0.1:99999", "out of range"), (":2181", "bad hostname")],
+)
+def test_a_malformed_zookeeper_address_is_one_line(
+    hosts: str, why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kazoo parses the hosts in ``KazooClient()``: a ValueError traceback there."""
+    line = error_line(["advise", "--zookeeper", hosts], capsys)
+    assert "--zookeeper" in line and why in line and repr(hosts) in line
+
+
+@pytest.mark.zookeeper
+def test_a_chroot_that_does_not_exist_is_one_line(zk_hosts: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """kazoo's ``UserWarning`` about the missing chroot came before the error: three lines on stderr."""
+    line = error_line(["advise", "--zookeeper", f"{zk_hosts}/no-such-chroot", "--retries", "1"], capsys)
+    assert "the chroot" in line and "/no-such-chroot does not exist" in line

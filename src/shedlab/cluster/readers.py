@@ -40,6 +40,7 @@ import json
 import logging
 import ssl
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,11 +251,19 @@ class ZooKeeperReader:
     def _connect(self) -> KazooClient:
         if self._client is not None:
             return self._client
-        client = KazooClient(hosts=self.hosts, timeout=self.retry.timeout_s)
+        try:
+            client = KazooClient(hosts=self.hosts, timeout=self.retry.timeout_s)
+        except ValueError as exc:  # kazoo parses the hosts here: a port that is not a number, no host
+            raise InputError(
+                f"not a HOST:PORT[,HOST:PORT…][/chroot] list ({exc})", field="--zookeeper", value=self.hosts
+            ) from None
 
         def start() -> None:
             try:
-                client.start(timeout=self.retry.timeout_s)
+                with warnings.catch_warnings():
+                    # kazoo warns (two lines on stderr) when the chroot does not exist; read() says so
+                    warnings.simplefilter("ignore")
+                    client.start(timeout=self.retry.timeout_s)
             except ValueError as exc:  # kazoo refuses a malformed hosts string this way
                 raise PermanentError(f"not a HOST:PORT[/chroot] list ({exc})") from None
 
@@ -300,6 +309,12 @@ class ZooKeeperReader:
         now = self.clock()
         where = self.what
         if self._call(lambda: client.exists(LOADBALANCE), LOADBALANCE) is None:
+            if client.chroot and self._call(lambda: client.exists("/"), "/") is None:
+                raise ClusterError(
+                    f"the chroot {client.chroot} does not exist: no Pulsar cluster keeps its metadata there",
+                    source=where,
+                    hint="check the path after HOST:PORT",
+                )
             raise ClusterError(
                 "no /loadbalance znode: not a Pulsar metadata store, or the wrong chroot", source=where
             )
