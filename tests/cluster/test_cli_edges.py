@@ -58,3 +58,16 @@ def test_a_chroot_that_does_not_exist_is_one_line(zk_hosts: str, capsys: pytest.
     """kazoo's ``UserWarning`` about the missing chroot came before the error: three lines on stderr."""
     line = error_line(["advise", "--zookeeper", f"{zk_hosts}/no-such-chroot", "--retries", "1"], capsys)
     assert "the chroot" in line and "/no-such-chroot does not exist" in line
+
+
+def test_an_unreachable_admin_url_is_tried_once_not_per_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    """The cluster-name lookup fell back from ``/clusters`` to ``/brokers/configuration/runtime`` on any
+    failure: an unreachable host went through the retries twice and the error named the second path."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    line = error_line(["advise", "--admin-url", f"http://127.0.0.1:{port}", "--retries", "1"], capsys)
+    assert f"GET http://127.0.0.1:{port}/admin/v2/clusters: unreachable after 1 attempt" in line
+    assert "runtime" not in line

@@ -494,7 +494,10 @@ class AdminReader:
             clusters = self._json(f"{self.url}/admin/v2/clusters")
             names = [c for c in clusters if isinstance(c, str)] if isinstance(clusters, list) else []
         except ClusterError as exc:
-            if _refused(exc):
+            # Only an answer (a 4xx such as 404 on a broker without the endpoint, or a body that is not
+            # JSON) falls back to the runtime configuration: an unreachable host would be tried again in
+            # full there, doubling the wait, and the error would name the second path.
+            if _refused(exc) or not exc.message.startswith(("HTTP ", "the answer is not JSON")):
                 raise
         if len(names) != 1:
             runtime = self._json(f"{self.url}/admin/v2/brokers/configuration/runtime")
