@@ -3,6 +3,7 @@ error is one line, exit 2, no traceback, and never shows the token."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,32 @@ def test_an_unreachable_admin_url_is_tried_once_not_per_endpoint(capsys: pytest.
     line = error_line(["advise", "--admin-url", f"http://127.0.0.1:{port}", "--retries", "1"], capsys)
     assert f"GET http://127.0.0.1:{port}/admin/v2/clusters: unreachable after 1 attempt" in line
     assert "runtime" not in line
+
+
+def test_collect_does_not_burst_to_catch_up_after_a_slow_read(tmp_path: Path) -> None:
+    """``--every 60s``; the second read takes 5 minutes (brokers timing out). The reads after it were due
+    at 120, 180, 240 and 300 s and all ran at once, five reads in the same second; they must keep
+    ``--every`` apart from the slow read on."""
+    from shedlab.cluster.collect import RecordWriter, collect
+    from shedlab.cluster.readers import ClusterReading
+
+    now = [0.0]
+    starts: list[float] = []
+
+    class SlowOnce:
+        def read(self) -> ClusterReading:
+            starts.append(now[0])
+            now[0] += 300.0 if len(starts) == 2 else 1.0
+            return ClusterReading(source="fake", cluster="c", time_ms=int(now[0] * 1000))
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    writer = RecordWriter(tmp_path / "rec")
+    try:
+        collect(SlowOnce(), writer, every_s=60.0, count=5, clock=lambda: now[0], sleep=sleep)
+    finally:
+        writer.close()
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert gaps[0] == 60.0 and gaps[1] == 300.0  # the slow read, then the next one at once
+    assert gaps[2:] == [60.0, 60.0], starts

@@ -138,16 +138,20 @@ def collect(
     writer.event({"event": "start", "every_s": every_s, "count": count, "duration_s": duration_s})
     try:
         cycle = 0
+        due = start
         while count is None or cycle < count:
             if duration_s is not None and cycle > 0 and clock() - start >= duration_s:
                 break
             cycle += 1
-            due = start + cycle * every_s
             reading = _one_cycle(reader, writer, cycle, summary)
             if on_cycle is not None:
                 on_cycle(cycle, reading, summary)
             if count is not None and cycle >= count:
                 break
+            # A read that overran its slot (brokers timing out) is followed at once by the next, and the
+            # schedule starts again from there: the slots missed meanwhile are not made up for, which
+            # would run that many reads back to back, all recording the same second.
+            due = max(due + every_s, clock())
             wait = due - clock()
             if duration_s is not None:
                 wait = min(wait, start + duration_s - clock())
