@@ -101,3 +101,12 @@ def test_collect_does_not_burst_to_catch_up_after_a_slow_read(tmp_path: Path) ->
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert gaps[0] == 60.0 and gaps[1] == 300.0  # the slow read, then the next one at once
     assert gaps[2:] == [60.0, 60.0], starts
+
+
+def test_advise_watch_every_zero_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """``collect --every 0s`` was refused, ``advise --watch --every 0s`` read (and could unload) in a tight
+    loop."""
+    line = error_line(
+        ["advise", "--snapshot", str(EXAMPLE), "--watch", "--every", "0s", "--count", "3"], capsys
+    )
+    assert line == "error: --every: must be more than 0 (got '0s')"

@@ -260,6 +260,8 @@ def advise(
     check_count(max_unloads, "--max-unloads", minimum=0, maximum=1000)
     check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
     every_s = parse_duration(every, field="--every")
+    if every_s <= 0:  # --watch would read the cluster (and with --execute, unload) in a tight loop
+        raise InputError("must be more than 0", field="--every", value=every)
     conf = cli_config(config, set_)
     decider = Decider(conf, strategy=strategy, seed=seed)
     guard = Guard(max_unloads, decider.conf.load_balancer_report_update_max_interval_minutes)
