@@ -110,3 +110,19 @@ def test_advise_watch_every_zero_is_refused(capsys: pytest.CaptureFixture[str]) 
         ["advise", "--snapshot", str(EXAMPLE), "--watch", "--every", "0s", "--count", "3"], capsys
     )
     assert line == "error: --every: must be more than 0 (got '0s')"
+
+
+def test_a_file_in_the_way_of_out_or_audit_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mkdir's ``File exists`` was the whole explanation."""
+    in_the_way = tmp_path / "afile"
+    in_the_way.write_text("")
+    for out in (in_the_way, in_the_way / "sub"):
+        line = error_line(
+            ["collect", "--admin-url", "http://127.0.0.1:9", "--count", "1", "--out", str(out)], capsys
+        )
+        assert "File exists" not in line and ("a file, not a directory" in line or "Not a directory" in line)
+    audit = in_the_way / "audit.jsonl"
+    line = error_line(["advise", "--snapshot", str(EXAMPLE), "--execute", "--audit", str(audit)], capsys)
+    assert line == f"error: {audit}: cannot write the audit log: {in_the_way} is a file, not a directory"

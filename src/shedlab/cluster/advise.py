@@ -196,6 +196,10 @@ class AuditLog:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except FileExistsError:  # mkdir's word for "a file is in the way of the parent directory"
+            raise InputError(
+                f"cannot write the audit log: {path.parent} is a file, not a directory", source=str(path)
+            ) from None
         except OSError as exc:
             raise InputError(f"cannot write the audit log: {exc.strerror or exc}", source=str(path)) from None
 

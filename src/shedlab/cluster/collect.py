@@ -66,6 +66,8 @@ class RecordWriter:
             for stale in out.glob(".load-reports-*.tmp"):
                 stale.unlink()  # a kill mid-write: never renamed, never visible
             self._events = os.open(out / EVENTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except FileExistsError:  # mkdir's word for "a file is in the way", which read as nonsense here
+            raise InputError("cannot write here: a file, not a directory", source=str(out)) from None
         except OSError as exc:
             raise InputError(f"cannot write here: {exc.strerror or exc}", source=str(out)) from None
 
