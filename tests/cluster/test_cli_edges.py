@@ -126,3 +126,17 @@ def test_a_file_in_the_way_of_out_or_audit_is_named(
     audit = in_the_way / "audit.jsonl"
     line = error_line(["advise", "--snapshot", str(EXAMPLE), "--execute", "--audit", str(audit)], capsys)
     assert line == f"error: {audit}: cannot write the audit log: {in_the_way} is a file, not a directory"
+
+
+@pytest.mark.parametrize("text", ["eyJ.e30.sig\n", "eyJ.e30.sig\r\n", "\n  eyJ.e30.sig  \n# admin token\n"])
+def test_sandbox_and_clients_read_a_token_file_alike(text: str, tmp_path: Path) -> None:
+    """The sandbox took the whole file (stripped) as its token, the clients its first line: with a second
+    line in the file, every request of ``collect``/``advise --token-file`` given the same file was a 401."""
+    from shedlab.cli.sandbox_cmd import _tokens
+    from shedlab.cluster.access import load_token
+
+    token_file = tmp_path / "token"
+    token_file.write_bytes(text.encode())
+    client = load_token(token_file, None)
+    assert client is not None and _tokens(token_file) == {"eyJ.e30.sig": "admin"}
+    assert client.header() == {"Authorization": "Bearer eyJ.e30.sig"}
