@@ -140,3 +140,35 @@ def test_sandbox_and_clients_read_a_token_file_alike(text: str, tmp_path: Path) 
     client = load_token(token_file, None)
     assert client is not None and _tokens(token_file) == {"eyJ.e30.sig": "admin"}
     assert client.header() == {"Authorization": "Bearer eyJ.e30.sig"}
+
+
+@pytest.mark.zookeeper
+def test_a_sandbox_rerun_on_the_same_zookeeper_chroot(zk_hosts: str) -> None:
+    """The leader's bundle-data and time-average znodes are persistent and stay after a sandbox stops (as
+    in Pulsar); the next sandbox on the same ``--zookeeper HOST:PORT/chroot`` created them again and its
+    simulation stopped with ``NodeExistsError`` at the leader's first write (15 minutes in). A new leader
+    overwrites them, and drops those of bundles and brokers that are no more."""
+    from kazoo.client import KazooClient
+
+    from shedlab.cluster.sandbox import Sandbox
+
+    ticks = 16  # past loadBalancerResourceQuotaUpdateIntervalMinutes (15): the leader's periodic write
+    with Sandbox("broker-loss", seed=3, zookeeper=zk_hosts) as first:
+        first.advance(ticks)
+        first_brokers = set(first.broker_urls)
+    client = KazooClient(hosts=zk_hosts, timeout=10.0)
+    client.start(timeout=10)
+    try:
+        stale = "/loadbalance/bundle-data/gone-tenant/gone-ns/0x00000000_0xffffffff"
+        client.create(stale, b"{}", makepath=True)
+        assert set(client.get_children("/loadbalance/broker-time-average")) & first_brokers
+        with Sandbox("broker-loss", seed=3, zookeeper=zk_hosts) as second:
+            second.advance(ticks)
+            assert second.failure is None
+            averages = set(client.get_children("/loadbalance/broker-time-average"))
+            assert averages and averages <= set(second.broker_urls) and not averages & first_brokers
+            assert client.exists(stale) is None
+            assert client.get_children("/loadbalance/bundle-data")
+    finally:
+        client.stop()
+        client.close()

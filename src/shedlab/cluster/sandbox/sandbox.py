@@ -282,7 +282,8 @@ class Sandbox:
             )
         else:
             has = sim.publishing.leader_data.has
-            gone = {b for b in zk.bundle_nodes if not has[sim.bundle_index[b]]}
+            # a node of a bundle the scenario does not have is an earlier run's, left in this chroot
+            gone = {b for b in zk.bundle_nodes if b not in sim.bundle_index or not has[sim.bundle_index[b]]}
             if gone:
                 zk.drop_bundles(gone)
 
