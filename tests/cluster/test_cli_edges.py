@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,3 +173,54 @@ def test_a_sandbox_rerun_on_the_same_zookeeper_chroot(zk_hosts: str) -> None:
     finally:
         client.stop()
         client.close()
+
+
+@pytest.mark.parametrize("load_report_status", [204, 500])
+def test_admin_url_of_an_extensible_load_manager_cluster_is_one_line(
+    load_report_status: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pulsar's brokers under the extensible manager do not serve a load report
+    (``ExtensibleLoadManagerWrapper.generateLoadReport`` returns null, 204, or throws
+    UnsupportedOperationException, 500, by version): every broker was recorded as "not answering" and
+    advise exited 0 on an empty cluster. Their runtime configuration names the class."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    elm = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+
+    class Broker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            port = server.server_address[1]
+            answers: dict[str, tuple[int, Any]] = {
+                "/admin/v2/clusters": (200, ["c1"]),
+                "/admin/v2/brokers/c1": (200, [f"127.0.0.1:{port}"]),
+                "/admin/v2/brokers/configuration/runtime": (
+                    200,
+                    {"clusterName": "c1", "loadManagerClassName": elm},
+                ),
+                "/admin/v2/broker-stats/load-report": (load_report_status, None),
+            }
+            status, body = answers.get(self.path, (404, {"reason": "not found"}))
+            data = b"" if body is None else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Broker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        for command in (["advise", "--admin-url", url], ["collect", "--admin-url", url, "--count", "1"]):
+            args = [*command, "--retries", "1"]
+            if command[0] == "collect":
+                args += ["--out", str(tmp_path / "rec")]
+            line = error_line(args, capsys)
+            assert "extensible load manager" in line and "loadManagerClassName" in line, line
+    finally:
+        server.shutdown()
+        server.server_close()

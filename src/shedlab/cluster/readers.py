@@ -376,6 +376,12 @@ def _refused(exc: ClusterError) -> bool:
     return any(mark in exc.message for mark in ("HTTP 401", "HTTP 403", UNTRUSTED, NOT_TLS))
 
 
+def _answered(exc: ClusterError) -> bool:
+    """The broker answered, with an error (a 4xx such as 404 on a broker without the endpoint) or with
+    something that is not JSON; not a host that could not be reached."""
+    return exc.message.startswith(("HTTP ", "the answer is not JSON"))
+
+
 _REDIRECTS = (301, 302, 303, 307, 308)
 _MAX_REDIRECTS = 5
 
@@ -421,6 +427,8 @@ class AdminReader:
         self.retry = retry or Retry()
         headers = token.header() if token is not None else {}
         self.tls_ca = tls_ca
+        self._runtime_doc: Any = None
+        self._manager_checked = False
         verify: ssl.SSLContext | bool = True if tls_ca is None else client_context(tls_ca)
         # No keep-alive: a read every minute gains nothing from pooled connections, and a pooled one can
         # outlive its broker's listener (a stopped or restarted broker would still seem to answer).
@@ -497,10 +505,10 @@ class AdminReader:
             # Only an answer (a 4xx such as 404 on a broker without the endpoint, or a body that is not
             # JSON) falls back to the runtime configuration: an unreachable host would be tried again in
             # full there, doubling the wait, and the error would name the second path.
-            if _refused(exc) or not exc.message.startswith(("HTTP ", "the answer is not JSON")):
+            if _refused(exc) or not _answered(exc):
                 raise
         if len(names) != 1:
-            runtime = self._json(f"{self.url}/admin/v2/brokers/configuration/runtime")
+            runtime = self._runtime()
             name = runtime.get("clusterName") if isinstance(runtime, dict) else None
             if not isinstance(name, str) or not name:
                 raise ClusterError(
@@ -512,8 +520,37 @@ class AdminReader:
         self.cluster = names[0]
         return self.cluster
 
+    def _runtime(self) -> Any:
+        """``GET /admin/v2/brokers/configuration/runtime`` of the admin URL's broker, read once."""
+        if self._runtime_doc is None:
+            self._runtime_doc = self._json(f"{self.url}/admin/v2/brokers/configuration/runtime")
+        return self._runtime_doc
+
+    def _check_load_manager(self) -> None:
+        """Refuse a cluster whose brokers run the extensible load manager, by their runtime configuration's
+        ``loadManagerClassName``: those brokers serve no load report (``generateLoadReport`` returns null,
+        HTTP 204, or throws, 500, by version), so each would only seem not to answer. Once per reader."""
+        if self._manager_checked:
+            return
+        url = f"{self.url}/admin/v2/brokers/configuration/runtime"
+        try:
+            runtime = self._runtime()
+        except ClusterError as exc:
+            if _refused(exc) or not _answered(exc):
+                raise
+            return  # a broker that does not serve it: the reports' own loadManagerClassName still tells
+        self._manager_checked = True
+        name = runtime.get("loadManagerClassName") if isinstance(runtime, dict) else None
+        if isinstance(name, str) and _EXTENSIBLE_CLASS in name:
+            raise ClusterError(
+                f"this cluster runs the extensible load manager: loadManagerClassName is {name}",
+                source=f"GET {url}",
+                hint=_EXTENSIBLE_HINT,
+            )
+
     def read(self) -> ClusterReading:
         cluster = self.resolve_cluster()
+        self._check_load_manager()
         now = self.clock()
         list_url = f"{self.url}/admin/v2/brokers/{quote(cluster, safe='')}"
         brokers = self._json(list_url)
