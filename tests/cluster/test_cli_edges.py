@@ -224,3 +224,59 @@ def test_admin_url_of_an_extensible_load_manager_cluster_is_one_line(
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.zookeeper
+def test_execute_from_zookeeper_with_a_refused_token_is_one_line(
+    zk_hosts: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--zookeeper`` reads, ``--admin-url`` only unloads: a wrong token came out at the first unload as
+    an action ``failed`` (exit 1), and again every cycle under ``--watch``."""
+    import json
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from kazoo.client import KazooClient
+
+    doc = json.loads(EXAMPLE.read_text())
+    zk = KazooClient(hosts=zk_hosts, timeout=5.0)
+    zk.start(timeout=10)
+    try:
+        now = int(time.time() * 1000)
+        for broker, data in doc["brokers"].items():
+            report = dict(data["localData"], lastUpdate=now)
+            zk.create(f"/loadbalance/brokers/{broker}", json.dumps(report).encode(), makepath=True)
+        for bundle, data in doc["bundleData"].items():
+            zk.create(f"/loadbalance/bundle-data/{bundle}", json.dumps(data).encode(), makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(401)
+            self.send_header("Content-Length", "23")
+            self.end_headers()
+            self.wfile.write(b"Authentication required")
+
+        def do_PUT(self) -> None:
+            self.do_GET()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    token = tmp_path / "token"
+    token.write_text("wrong-token-value\n")
+    audit = tmp_path / "audit.jsonl"
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        args = ["advise", "--zookeeper", zk_hosts, "--admin-url", url, "--token-file", str(token)]
+        args += ["--strategy", "ThresholdShedder", "--execute", "--audit", str(audit)]
+        line = error_line(args, capsys)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "HTTP 401" in line and "wrong-token-value" not in line

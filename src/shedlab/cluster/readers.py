@@ -520,6 +520,16 @@ class AdminReader:
         self.cluster = names[0]
         return self.cluster
 
+    def check_access(self) -> None:
+        """One authenticated call (``GET /admin/v2/clusters``): an unreachable admin URL or a refused token
+        is said now, in one line. ``advise --execute`` reading from ZooKeeper calls nothing else on the admin
+        URL before its first unload, which then failed with 401, cycle after cycle under ``--watch``."""
+        try:
+            self._json(f"{self.url}/admin/v2/clusters")
+        except ClusterError as exc:
+            if _refused(exc) or not _answered(exc):
+                raise
+
     def _runtime(self) -> Any:
         """``GET /admin/v2/brokers/configuration/runtime`` of the admin URL's broker, read once."""
         if self._runtime_doc is None:
