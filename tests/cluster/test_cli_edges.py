@@ -280,3 +280,23 @@ def test_execute_from_zookeeper_with_a_refused_token_is_one_line(
         server.shutdown()
         server.server_close()
     assert "HTTP 401" in line and "wrong-token-value" not in line
+
+
+def test_out_removed_under_a_running_collect_is_one_line(tmp_path: Path) -> None:
+    """The directory removed (or the disk full) mid-run: a FileNotFoundError/OSError traceback."""
+    import shutil
+
+    from shedlab.cluster.collect import RecordWriter
+    from shedlab.cluster.readers import ClusterReading
+    from shedlab.errors import InputError
+
+    out = tmp_path / "rec"
+    writer = RecordWriter(out)
+    reading = ClusterReading(source="fake", cluster="c", time_ms=1_795_000_000_000)
+    try:
+        assert writer.write_cycle(reading, 1).is_file()
+        shutil.rmtree(out)
+        with pytest.raises(InputError, match="cannot write the record of cycle 2: No such file or directory"):
+            writer.write_cycle(reading, 2)
+    finally:
+        writer.close()

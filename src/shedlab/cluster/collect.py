@@ -25,6 +25,7 @@ modular load manager) stops the run with one line, because nothing would ever be
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -86,8 +87,12 @@ class RecordWriter:
                 os.fsync(handle.fileno())
             final = self._link_new(temp, name)
             _fsync_dir(self.out)
+        except OSError as exc:  # the disk full, the directory removed or made read-only under the run
+            raise InputError(
+                f"cannot write the record of cycle {cycle}: {exc.strerror or exc}", source=str(self.out)
+            ) from None
         finally:
-            if temp.exists():
+            with contextlib.suppress(OSError):
                 temp.unlink()
         return final
 
