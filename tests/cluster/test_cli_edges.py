@@ -300,3 +300,24 @@ def test_out_removed_under_a_running_collect_is_one_line(tmp_path: Path) -> None
             writer.write_cycle(reading, 2)
     finally:
         writer.close()
+
+
+def test_collect_errors_are_one_line_on_a_pipe(tmp_path: Path) -> None:
+    """Through a pipe (scripts, CI), rich's progress bar printed an empty line on stop: stderr was two
+    lines, an empty one and the error (the in-process tests skip blank lines and did not see it)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = ["collect", "--admin-url", f"http://127.0.0.1:{port}", "--retries", "1", "--count", "1"]
+    run = subprocess.run(
+        [sys.executable, "-m", "shedlab", *args, "--out", str(tmp_path / "rec")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2
+    assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1, repr(run.stderr)

@@ -147,6 +147,9 @@ def collect_cmd(
         TimeElapsedColumn(),
         console=console,
         transient=True,
+        # not drawn when stderr is not a terminal, where rich's stop() printed an empty line before the
+        # summary, or before a user error's one line
+        disable=not console.is_terminal,
     )
     task = progress.add_task("collecting", total=total)
 
