@@ -273,12 +273,6 @@ def advise(
     source = (
         _Source(zookeeper, admin_url, cluster, token, tls_ca, retry) if (zookeeper or admin_url) else None
     )
-    if execute_ and source is not None and source.zk is not None and source.admin is not None:
-        try:
-            source.admin.check_access()  # the admin URL only unloads: a wrong token, before any decision
-        except BaseException:
-            source.close()
-            raise
     advisor = _Advisor(
         decider,
         guard,
@@ -290,6 +284,8 @@ def advise(
         as_json,
     )
     try:
+        if execute_ and source is not None and source.zk is not None and source.admin is not None:
+            source.admin.check_access()  # the admin URL only unloads: a wrong token, before any decision
         failures = _advise_cycles(advisor, watch, every_s, count)
     except KeyboardInterrupt:
         console.print("interrupted")
