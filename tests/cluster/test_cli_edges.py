@@ -321,3 +321,17 @@ def test_collect_errors_are_one_line_on_a_pipe(tmp_path: Path) -> None:
     )
     assert run.returncode == 2
     assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1, repr(run.stderr)
+
+
+def test_sandbox_lists_its_cluster_as_pulsar_does() -> None:
+    """``GET /admin/v2/clusters`` (``pulsar-admin clusters list``, and the first call of ``advise``/
+    ``collect`` without ``--cluster``) was a 404 on the sandbox."""
+    import httpx
+
+    from shedlab.cluster.sandbox import Sandbox
+
+    with Sandbox("broker-loss", seed=3, zookeeper=None, tokens={"t0k": "admin"}) as sb:
+        headers = {"Authorization": "Bearer t0k"}
+        answer = httpx.get(f"{sb.admin_url}/admin/v2/clusters", headers=headers, timeout=10.0)
+        assert answer.status_code == 200 and answer.json() == [sb.cluster]
+        assert httpx.get(f"{sb.admin_url}/admin/v2/clusters", timeout=10.0).status_code == 401
