@@ -335,3 +335,21 @@ def test_sandbox_lists_its_cluster_as_pulsar_does() -> None:
         answer = httpx.get(f"{sb.admin_url}/admin/v2/clusters", headers=headers, timeout=10.0)
         assert answer.status_code == 200 and answer.json() == [sb.cluster]
         assert httpx.get(f"{sb.admin_url}/admin/v2/clusters", timeout=10.0).status_code == 401
+
+
+def test_a_malformed_bundle_history_in_snapshot_files_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was named as the znode ``/loadbalance/bundle-data/<bundle>``, which no file of the snapshot is."""
+    import json
+
+    doc = json.loads(EXAMPLE.read_text())
+    lines = [
+        json.dumps({"timestamp": 1, "broker": b, "report": d["localData"]}) for b, d in doc["brokers"].items()
+    ]
+    bundle = next(iter(doc["bundleData"]))
+    lines.append(json.dumps({"timestamp": 1, "bundle": bundle, "data": {"shortTermData": {}}}))
+    recording = tmp_path / "rec.jsonl"
+    recording.write_text("\n".join(lines) + "\n")
+    line = error_line(["advise", "--snapshot", str(tmp_path)], capsys)
+    assert line == f"error: {recording}:{len(lines)}: longTermData: required field is missing"

@@ -86,9 +86,11 @@ def _add(reading: ClusterReading, times: dict[str, int], where: str, record: Any
     report = record.get("report", record)
     if isinstance(record.get("data"), dict) and isinstance(record.get("bundle"), str):
         reading.bundle_data[record["bundle"]] = record["data"]
+        reading.bundle_origin[record["bundle"]] = where
         return
     if isinstance(record.get("bundleData"), dict):
         reading.bundle_data.update(record["bundleData"])
+        reading.bundle_origin.update((name, f"{where}: bundleData") for name in record["bundleData"])
         return
     if not isinstance(report, dict):
         raise InputError("report: expected a JSON object", source=where)

@@ -134,6 +134,7 @@ class ClusterReading:
     origin: dict[str, str] = field(default_factory=dict)  # broker → znode path or URL of its report
     missing: dict[str, str] = field(default_factory=dict)  # broker → why no report was read
     bundle_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bundle_origin: dict[str, str] = field(default_factory=dict)  # bundle → file:line of its BundleData
     time_averages: dict[str, dict[str, Any]] = field(default_factory=dict)
     leader: str | None = None
 
@@ -153,8 +154,12 @@ class ClusterReading:
         Broker time averages are the stored ones, else re-aggregated from the bundles'.
         """
         local = self.local_data()
+        # where each stored history came from: its znode (with the ensemble and chroot, as a broker's
+        # report is named), or the file and line of a snapshot; not a znode path for a file's line
         bundles = {
-            name: BundleData.from_json(JsonReader(raw, f"{BUNDLE_DATA_PATH}/{name}"))
+            name: BundleData.from_json(
+                JsonReader(raw, self.bundle_origin.get(name, f"{self.source}{BUNDLE_DATA_PATH}/{name}"))
+            )
             for name, raw in sorted(self.bundle_data.items())
         }
         kept = history if history is not None else {}
@@ -166,7 +171,8 @@ class ClusterReading:
         for broker, report in local.items():
             stored = self.time_averages.get(broker)
             if stored is not None:
-                average = TimeAverageBrokerData.from_json(JsonReader(stored, f"{TIME_AVERAGE_PATH}/{broker}"))
+                where = f"{self.source}{TIME_AVERAGE_PATH}/{broker}"
+                average = TimeAverageBrokerData.from_json(JsonReader(stored, where))
             else:
                 average = TimeAverageBrokerData()
                 average.reset(report.bundles, bundles)
