@@ -353,3 +353,13 @@ def test_a_malformed_bundle_history_in_snapshot_files_names_the_file(
     recording.write_text("\n".join(lines) + "\n")
     line = error_line(["advise", "--snapshot", str(tmp_path)], capsys)
     assert line == f"error: {recording}:{len(lines)}: longTermData: required field is missing"
+
+
+@pytest.mark.parametrize(("raw", "kind"), [(b"null", "null"), (b"[1]", "an array"), (b'"x"', "a string")])
+def test_a_znode_that_is_not_an_object_is_named_in_json_words(raw: bytes, kind: str) -> None:
+    """``null`` was reported as ``found NoneType``."""
+    from shedlab.cluster.readers import _parse
+    from shedlab.errors import ClusterError
+
+    with pytest.raises(ClusterError, match=f"expected a JSON object, found {kind}$"):
+        _parse(raw, "zookeeper h:1/loadbalance/leader")

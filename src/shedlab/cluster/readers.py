@@ -209,8 +209,21 @@ def _parse(raw: bytes, where: str) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ClusterError(f"not valid JSON ({exc})", source=where) from None
     if not isinstance(obj, dict):
-        raise ClusterError(f"expected a JSON object, found {type(obj).__name__}", source=where)
+        raise ClusterError(f"expected a JSON object, found {_json_kind(obj)}", source=where)
     return obj
+
+
+def _json_kind(value: Any) -> str:
+    """JSON's name for a parsed value's kind (``null``, not Python's ``NoneType``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 def _check_report(obj: dict[str, Any], where: str) -> None:
