@@ -230,7 +230,7 @@ class Sandbox:
                 why = (
                     f"ZooKeeper {self.zookeeper} stopped answering"
                     if isinstance(exc, KazooTimeoutError | ConnectionLoss | SessionExpiredError)
-                    else f"{type(exc).__name__}: {exc}"
+                    else f"{type(exc).__name__}: {exc}".rstrip(": ")  # kazoo's errors have no message
                 )
                 self.failure = f"the simulation stopped at {self.now_ms} ms: {why}"
                 return
