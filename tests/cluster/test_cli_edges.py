@@ -363,3 +363,22 @@ def test_a_znode_that_is_not_an_object_is_named_in_json_words(raw: bytes, kind: 
 
     with pytest.raises(ClusterError, match=f"expected a JSON object, found {kind}$"):
         _parse(raw, "zookeeper h:1/loadbalance/leader")
+
+
+def test_a_second_collect_into_the_same_directory_is_refused(tmp_path: Path) -> None:
+    """The second removed the first's temporary file of the cycle under way (its clean-up of a kill's
+    leftovers), and the first then stopped, that cycle lost."""
+    from shedlab.cluster.collect import RecordWriter
+    from shedlab.errors import InputError
+
+    first = RecordWriter(tmp_path / "rec")
+    in_flight = tmp_path / "rec" / ".load-reports-20261126T000000-000001.jsonl.tmp"
+    in_flight.write_text("{}\n")
+    try:
+        with pytest.raises(InputError, match="another collect is recording into this directory"):
+            RecordWriter(tmp_path / "rec")
+        assert in_flight.exists()
+    finally:
+        first.close()
+    RecordWriter(tmp_path / "rec").close()  # free again once the first is done
+    assert not in_flight.exists()

@@ -26,6 +26,7 @@ modular load manager) stops the run with one line, because nothing would ever be
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import time
@@ -64,12 +65,26 @@ class RecordWriter:
         self.out = out
         try:
             out.mkdir(parents=True, exist_ok=True)
-            for stale in out.glob(".load-reports-*.tmp"):
-                stale.unlink()  # a kill mid-write: never renamed, never visible
             self._events = os.open(out / EVENTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except FileExistsError:  # mkdir's word for "a file is in the way", which read as nonsense here
             raise InputError("cannot write here: a file, not a directory", source=str(out)) from None
         except OSError as exc:
+            raise InputError(f"cannot write here: {exc.strerror or exc}", source=str(out)) from None
+        try:
+            # One collect per directory: a second one removed the first's temporary file of the cycle it
+            # was writing (its clean-up below), and the first then stopped, that cycle lost. The lock goes
+            # with the process, however it ends.
+            fcntl.flock(self._events, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._events)
+            raise InputError(
+                "another collect is recording into this directory", source=str(out), hint="give another --out"
+            ) from None
+        try:
+            for stale in out.glob(".load-reports-*.tmp"):
+                stale.unlink()  # a kill mid-write: never renamed, never visible
+        except OSError as exc:
+            os.close(self._events)
             raise InputError(f"cannot write here: {exc.strerror or exc}", source=str(out)) from None
 
     def write_cycle(self, reading: ClusterReading, cycle: int) -> Path:
