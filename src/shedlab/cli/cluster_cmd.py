@@ -147,6 +147,9 @@ def collect_cmd(
         TimeElapsedColumn(),
         console=console,
         transient=True,
+        # not drawn when stderr is not a terminal, where rich's stop() printed an empty line before the
+        # summary, or before a user error's one line
+        disable=not console.is_terminal,
     )
     task = progress.add_task("collecting", total=total)
 
@@ -260,6 +263,8 @@ def advise(
     check_count(max_unloads, "--max-unloads", minimum=0, maximum=1000)
     check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
     every_s = parse_duration(every, field="--every")
+    if every_s <= 0:  # --watch would read the cluster (and with --execute, unload) in a tight loop
+        raise InputError("must be more than 0", field="--every", value=every)
     conf = cli_config(config, set_)
     decider = Decider(conf, strategy=strategy, seed=seed)
     guard = Guard(max_unloads, decider.conf.load_balancer_report_update_max_interval_minutes)
@@ -279,6 +284,8 @@ def advise(
         as_json,
     )
     try:
+        if execute_ and source is not None and source.zk is not None and source.admin is not None:
+            source.admin.check_access()  # the admin URL only unloads: a wrong token, before any decision
         failures = _advise_cycles(advisor, watch, every_s, count)
     except KeyboardInterrupt:
         console.print("interrupted")

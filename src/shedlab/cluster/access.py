@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from shedlab.errors import ClusterError, InputError, read_user_text
 
-__all__ = ["PermanentError", "Retry", "Token", "load_token", "scrub", "with_retries"]
+__all__ = ["PermanentError", "Retry", "Token", "load_token", "read_token_file", "scrub", "with_retries"]
 
 T = TypeVar("T")
 
@@ -53,16 +53,38 @@ def load_token(token_file: Path | None, token_env: str | None) -> Token | None:
     if token_file is not None and token_env is not None:
         raise InputError("give one of --token-file and --token-env", field="--token-file")
     if token_file is not None:
-        text = read_user_text(token_file, what="token file").strip()
-        if not text:
-            raise InputError("token file is empty", source=str(token_file))
-        return Token(text.splitlines()[0].strip())
+        return Token(read_token_file(token_file))
     if token_env is not None:
         value = os.environ.get(token_env, "").strip()
         if not value:
             raise InputError("environment variable is not set or empty", field="--token-env", value=token_env)
-        return Token(value)
+        return Token(_checked(value, field="--token-env"))
     return None
+
+
+def read_token_file(token_file: Path) -> str:
+    """The token in a token file: its first non-blank line, stripped (a trailing newline or ``\\r\\n`` is
+    not part of it). The one rule for the clients (``--token-file``) and the sandbox's server, which read the
+    whole file before: a second line made every request of a client given the same file a 401."""
+    text = read_user_text(token_file, what="token file").strip()
+    if not text:
+        raise InputError("token file is empty", source=str(token_file))
+    return _checked(text.splitlines()[0].strip(), source=str(token_file))
+
+
+def _checked(value: str, *, source: str | None = None, field: str | None = None) -> str:
+    """``value`` if an HTTP header can carry it: printable ASCII only (a JWT is base64url and dots). A
+    character outside it (a typographic quote pasted with the token, a control character) made httpx fail
+    with a ``UnicodeEncodeError`` traceback on the first call; the token itself is never shown."""
+    for position, char in enumerate(value, 1):
+        if not " " <= char <= "~":
+            raise InputError(
+                f"the token has a character an HTTP header cannot carry (U+{ord(char):04X} at position "
+                f"{position}; only printable ASCII is allowed)",
+                source=source,
+                field=field,
+            )
+    return value
 
 
 def scrub(text: str, token: Token | None) -> str:

@@ -86,9 +86,11 @@ def _add(reading: ClusterReading, times: dict[str, int], where: str, record: Any
     report = record.get("report", record)
     if isinstance(record.get("data"), dict) and isinstance(record.get("bundle"), str):
         reading.bundle_data[record["bundle"]] = record["data"]
+        reading.bundle_origin[record["bundle"]] = where
         return
     if isinstance(record.get("bundleData"), dict):
         reading.bundle_data.update(record["bundleData"])
+        reading.bundle_origin.update((name, f"{where}: bundleData") for name in record["bundleData"])
         return
     if not isinstance(report, dict):
         raise InputError("report: expected a JSON object", source=where)
@@ -196,6 +198,10 @@ class AuditLog:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except FileExistsError:  # mkdir's word for "a file is in the way of the parent directory"
+            raise InputError(
+                f"cannot write the audit log: {path.parent} is a file, not a directory", source=str(path)
+            ) from None
         except OSError as exc:
             raise InputError(f"cannot write the audit log: {exc.strerror or exc}", source=str(path)) from None
 

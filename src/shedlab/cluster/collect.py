@@ -25,6 +25,8 @@ modular load manager) stops the run with one line, because nothing would ever be
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import time
@@ -63,10 +65,26 @@ class RecordWriter:
         self.out = out
         try:
             out.mkdir(parents=True, exist_ok=True)
+            self._events = os.open(out / EVENTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except FileExistsError:  # mkdir's word for "a file is in the way", which read as nonsense here
+            raise InputError("cannot write here: a file, not a directory", source=str(out)) from None
+        except OSError as exc:
+            raise InputError(f"cannot write here: {exc.strerror or exc}", source=str(out)) from None
+        try:
+            # One collect per directory: a second one removed the first's temporary file of the cycle it
+            # was writing (its clean-up below), and the first then stopped, that cycle lost. The lock goes
+            # with the process, however it ends.
+            fcntl.flock(self._events, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._events)
+            raise InputError(
+                "another collect is recording into this directory", source=str(out), hint="give another --out"
+            ) from None
+        try:
             for stale in out.glob(".load-reports-*.tmp"):
                 stale.unlink()  # a kill mid-write: never renamed, never visible
-            self._events = os.open(out / EVENTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
+            os.close(self._events)
             raise InputError(f"cannot write here: {exc.strerror or exc}", source=str(out)) from None
 
     def write_cycle(self, reading: ClusterReading, cycle: int) -> Path:
@@ -84,8 +102,12 @@ class RecordWriter:
                 os.fsync(handle.fileno())
             final = self._link_new(temp, name)
             _fsync_dir(self.out)
+        except OSError as exc:  # the disk full, the directory removed or made read-only under the run
+            raise InputError(
+                f"cannot write the record of cycle {cycle}: {exc.strerror or exc}", source=str(self.out)
+            ) from None
         finally:
-            if temp.exists():
+            with contextlib.suppress(OSError):
                 temp.unlink()
         return final
 
@@ -138,16 +160,20 @@ def collect(
     writer.event({"event": "start", "every_s": every_s, "count": count, "duration_s": duration_s})
     try:
         cycle = 0
+        due = start
         while count is None or cycle < count:
             if duration_s is not None and cycle > 0 and clock() - start >= duration_s:
                 break
             cycle += 1
-            due = start + cycle * every_s
             reading = _one_cycle(reader, writer, cycle, summary)
             if on_cycle is not None:
                 on_cycle(cycle, reading, summary)
             if count is not None and cycle >= count:
                 break
+            # A read that overran its slot (brokers timing out) is followed at once by the next, and the
+            # schedule starts again from there: the slots missed meanwhile are not made up for, which
+            # would run that many reads back to back, all recording the same second.
+            due = max(due + every_s, clock())
             wait = due - clock()
             if duration_s is not None:
                 wait = min(wait, start + duration_s - clock())

@@ -40,6 +40,7 @@ import json
 import logging
 import ssl
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,6 +135,7 @@ class ClusterReading:
     origin: dict[str, str] = field(default_factory=dict)  # broker → znode path or URL of its report
     missing: dict[str, str] = field(default_factory=dict)  # broker → why no report was read
     bundle_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bundle_origin: dict[str, str] = field(default_factory=dict)  # bundle → file:line of its BundleData
     time_averages: dict[str, dict[str, Any]] = field(default_factory=dict)
     leader: str | None = None
 
@@ -153,8 +155,12 @@ class ClusterReading:
         Broker time averages are the stored ones, else re-aggregated from the bundles'.
         """
         local = self.local_data()
+        # where each stored history came from: its znode (with the ensemble and chroot, as a broker's
+        # report is named), or the file and line of a snapshot; not a znode path for a file's line
         bundles = {
-            name: BundleData.from_json(JsonReader(raw, f"{BUNDLE_DATA_PATH}/{name}"))
+            name: BundleData.from_json(
+                JsonReader(raw, self.bundle_origin.get(name, f"{self.source}{BUNDLE_DATA_PATH}/{name}"))
+            )
             for name, raw in sorted(self.bundle_data.items())
         }
         kept = history if history is not None else {}
@@ -166,7 +172,8 @@ class ClusterReading:
         for broker, report in local.items():
             stored = self.time_averages.get(broker)
             if stored is not None:
-                average = TimeAverageBrokerData.from_json(JsonReader(stored, f"{TIME_AVERAGE_PATH}/{broker}"))
+                where = f"{self.source}{TIME_AVERAGE_PATH}/{broker}"
+                average = TimeAverageBrokerData.from_json(JsonReader(stored, where))
             else:
                 average = TimeAverageBrokerData()
                 average.reset(report.bundles, bundles)
@@ -203,8 +210,21 @@ def _parse(raw: bytes, where: str) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ClusterError(f"not valid JSON ({exc})", source=where) from None
     if not isinstance(obj, dict):
-        raise ClusterError(f"expected a JSON object, found {type(obj).__name__}", source=where)
+        raise ClusterError(f"expected a JSON object, found {_json_kind(obj)}", source=where)
     return obj
+
+
+def _json_kind(value: Any) -> str:
+    """JSON's name for a parsed value's kind (``null``, not Python's ``NoneType``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 def _check_report(obj: dict[str, Any], where: str) -> None:
@@ -257,11 +277,19 @@ class ZooKeeperReader:
     def _connect(self) -> KazooClient:
         if self._client is not None:
             return self._client
-        client = KazooClient(hosts=self.hosts, timeout=self.retry.timeout_s)
+        try:
+            client = KazooClient(hosts=self.hosts, timeout=self.retry.timeout_s)
+        except ValueError as exc:  # kazoo parses the hosts here: a port that is not a number, no host
+            raise InputError(
+                f"not a HOST:PORT[,HOST:PORT…][/chroot] list ({exc})", field="--zookeeper", value=self.hosts
+            ) from None
 
         def start() -> None:
             try:
-                client.start(timeout=self.retry.timeout_s)
+                with warnings.catch_warnings():
+                    # kazoo warns (two lines on stderr) when the chroot does not exist; read() says so
+                    warnings.simplefilter("ignore")
+                    client.start(timeout=self.retry.timeout_s)
             except ValueError as exc:  # kazoo refuses a malformed hosts string this way
                 raise PermanentError(f"not a HOST:PORT[/chroot] list ({exc})") from None
 
@@ -307,6 +335,12 @@ class ZooKeeperReader:
         now = self.clock()
         where = self.what
         if self._call(lambda: client.exists(LOADBALANCE), LOADBALANCE) is None:
+            if client.chroot and self._call(lambda: client.exists("/"), "/") is None:
+                raise ClusterError(
+                    f"the chroot {client.chroot} does not exist: no Pulsar cluster keeps its metadata there",
+                    source=where,
+                    hint="check the path after HOST:PORT",
+                )
             raise ClusterError(
                 "no /loadbalance znode: not a Pulsar metadata store, or the wrong chroot", source=where
             )
@@ -368,6 +402,12 @@ def _refused(exc: ClusterError) -> bool:
     return any(mark in exc.message for mark in ("HTTP 401", "HTTP 403", UNTRUSTED, NOT_TLS))
 
 
+def _answered(exc: ClusterError) -> bool:
+    """The broker answered, with an error (a 4xx such as 404 on a broker without the endpoint) or with
+    something that is not JSON; not a host that could not be reached."""
+    return exc.message.startswith(("HTTP ", "the answer is not JSON"))
+
+
 _REDIRECTS = (301, 302, 303, 307, 308)
 _MAX_REDIRECTS = 5
 
@@ -413,6 +453,8 @@ class AdminReader:
         self.retry = retry or Retry()
         headers = token.header() if token is not None else {}
         self.tls_ca = tls_ca
+        self._runtime_doc: Any = None
+        self._manager_checked = False
         verify: ssl.SSLContext | bool = True if tls_ca is None else client_context(tls_ca)
         # No keep-alive: a read every minute gains nothing from pooled connections, and a pooled one can
         # outlive its broker's listener (a stopped or restarted broker would still seem to answer).
@@ -486,10 +528,13 @@ class AdminReader:
             clusters = self._json(f"{self.url}/admin/v2/clusters")
             names = [c for c in clusters if isinstance(c, str)] if isinstance(clusters, list) else []
         except ClusterError as exc:
-            if _refused(exc):
+            # Only an answer (a 4xx such as 404 on a broker without the endpoint, or a body that is not
+            # JSON) falls back to the runtime configuration: an unreachable host would be tried again in
+            # full there, doubling the wait, and the error would name the second path.
+            if _refused(exc) or not _answered(exc):
                 raise
         if len(names) != 1:
-            runtime = self._json(f"{self.url}/admin/v2/brokers/configuration/runtime")
+            runtime = self._runtime()
             name = runtime.get("clusterName") if isinstance(runtime, dict) else None
             if not isinstance(name, str) or not name:
                 raise ClusterError(
@@ -501,8 +546,47 @@ class AdminReader:
         self.cluster = names[0]
         return self.cluster
 
+    def check_access(self) -> None:
+        """One authenticated call (``GET /admin/v2/clusters``): an unreachable admin URL or a refused token
+        is said now, in one line. ``advise --execute`` reading from ZooKeeper calls nothing else on the admin
+        URL before its first unload, which then failed with 401, cycle after cycle under ``--watch``."""
+        try:
+            self._json(f"{self.url}/admin/v2/clusters")
+        except ClusterError as exc:
+            if _refused(exc) or not _answered(exc):
+                raise
+
+    def _runtime(self) -> Any:
+        """``GET /admin/v2/brokers/configuration/runtime`` of the admin URL's broker, read once."""
+        if self._runtime_doc is None:
+            self._runtime_doc = self._json(f"{self.url}/admin/v2/brokers/configuration/runtime")
+        return self._runtime_doc
+
+    def _check_load_manager(self) -> None:
+        """Refuse a cluster whose brokers run the extensible load manager, by their runtime configuration's
+        ``loadManagerClassName``: those brokers serve no load report (``generateLoadReport`` returns null,
+        HTTP 204, or throws, 500, by version), so each would only seem not to answer. Once per reader."""
+        if self._manager_checked:
+            return
+        url = f"{self.url}/admin/v2/brokers/configuration/runtime"
+        try:
+            runtime = self._runtime()
+        except ClusterError as exc:
+            if _refused(exc) or not _answered(exc):
+                raise
+            return  # a broker that does not serve it: the reports' own loadManagerClassName still tells
+        self._manager_checked = True
+        name = runtime.get("loadManagerClassName") if isinstance(runtime, dict) else None
+        if isinstance(name, str) and _EXTENSIBLE_CLASS in name:
+            raise ClusterError(
+                f"this cluster runs the extensible load manager: loadManagerClassName is {name}",
+                source=f"GET {url}",
+                hint=_EXTENSIBLE_HINT,
+            )
+
     def read(self) -> ClusterReading:
         cluster = self.resolve_cluster()
+        self._check_load_manager()
         now = self.clock()
         list_url = f"{self.url}/admin/v2/brokers/{quote(cluster, safe='')}"
         brokers = self._json(list_url)

@@ -212,6 +212,8 @@ def _route(
             return Reply(200, sandbox.runtime_configuration())
         if parts == ["brokers"]:
             return Reply(200, sandbox.active_brokers())
+        if parts == ["clusters"]:  # ClustersBase.getClusters: the names of the clusters ("global" left out)
+            return Reply(200, [sandbox.cluster])
         if len(parts) == 2 and parts[0] == "brokers":
             return _active_brokers(sandbox, parts[1])
         if parts == ["broker-stats", "load-report"]:

@@ -230,7 +230,7 @@ class Sandbox:
                 why = (
                     f"ZooKeeper {self.zookeeper} stopped answering"
                     if isinstance(exc, KazooTimeoutError | ConnectionLoss | SessionExpiredError)
-                    else f"{type(exc).__name__}: {exc}"
+                    else f"{type(exc).__name__}: {exc}".rstrip(": ")  # kazoo's errors have no message
                 )
                 self.failure = f"the simulation stopped at {self.now_ms} ms: {why}"
                 return
@@ -282,7 +282,8 @@ class Sandbox:
             )
         else:
             has = sim.publishing.leader_data.has
-            gone = {b for b in zk.bundle_nodes if not has[sim.bundle_index[b]]}
+            # a node of a bundle the scenario does not have is an earlier run's, left in this chroot
+            gone = {b for b in zk.bundle_nodes if b not in sim.bundle_index or not has[sim.bundle_index[b]]}
             if gone:
                 zk.drop_bundles(gone)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -78,10 +78,24 @@ class ZooKeeperPublisher:
         self._admin = self._connect()
         for path in (BROKERS, BUNDLE_DATA, TIME_AVERAGE):
             _done(self._admin.ensure_path_async(path))
-        self._bundle_nodes: set[str] = set()
+        # What an earlier run left in this chroot (a sandbox stopped, or killed, on the same ZooKeeper):
+        # the persistent nodes stay after a stop, as in Pulsar, and creating them again stopped the
+        # simulation with NodeExistsError at the leader's first write. A new leader overwrites the bundle
+        # data (and deletes, at that write, the nodes of bundles no report lists) and deletes the time
+        # averages of brokers that are not alive (cleanupDeadBrokersData): none is, yet.
+        self._bundle_nodes: set[str] = set(self._stored_bundles())
+        for broker in _children(self._admin, TIME_AVERAGE):
+            self._delete(f"{TIME_AVERAGE}/{broker}")
         self._registered: set[str] = set()  # brokers whose ephemeral report node exists
         self._averages: set[str] = set()  # brokers whose time-average node exists
         self.leader: str | None = None
+
+    def _stored_bundles(self) -> Iterator[str]:
+        """``tenant/namespace/range`` of every bundle-data node already in the store."""
+        for tenant in _children(self._admin, BUNDLE_DATA):
+            for namespace in _children(self._admin, f"{BUNDLE_DATA}/{tenant}"):
+                for bundle_range in _children(self._admin, f"{BUNDLE_DATA}/{tenant}/{namespace}"):
+                    yield f"{tenant}/{namespace}/{bundle_range}"
 
     def _connect(self) -> KazooClient:
         client = KazooClient(hosts=self.hosts, timeout=_TIMEOUT_S)
@@ -95,6 +109,9 @@ class ZooKeeperPublisher:
     # --------------------------------------------------------------------------------- brokers
     def broker_up(self, broker: str) -> None:
         if broker not in self._sessions:
+            # a node of the same id from a session not yet expired (an earlier sandbox killed with -9 on the
+            # same ports) would make this broker's create fail, and then vanish with its old session
+            self._delete(f"{BROKERS}/{broker}")
             self._sessions[broker] = self._connect()
 
     def broker_down(self, broker: str) -> None:
@@ -192,6 +209,14 @@ class ZooKeeperPublisher:
 def _done(result: IAsyncResult) -> object:
     """The result of an asynchronous kazoo call, or its error; KazooTimeoutError after the deadline."""
     return result.get(timeout=_TIMEOUT_S)
+
+
+def _children(client: KazooClient, path: str) -> list[str]:
+    try:
+        children = _done(client.get_children_async(path))
+    except NoNodeError:
+        return []
+    return sorted(str(c) for c in children) if isinstance(children, list) else []
 
 
 def _close(client: KazooClient) -> None:

@@ -1,0 +1,384 @@
+"""Edges of ``collect`` and ``advise`` found by hand against the sandbox and a real ZooKeeper: each user
+error is one line, exit 2, no traceback, and never shows the token."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shedlab.cli import main
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "snapshot.json"
+
+
+def error_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the real entry point; the one stderr line of a user error (exit 2)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2, captured
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize("secret", ["tök€n-abc", "abc\x01def", "«eyJhbGciOiJIUzI1NiJ9.e30.sig»"])
+def test_a_token_no_http_header_can_carry_is_one_line(
+    secret: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was a ``UnicodeEncodeError`` traceback from httpx on the first call (non-ASCII)."""
+    token_file = tmp_path / "token"
+    token_file.write_text(secret + "\n", encoding="utf-8")
+    line = error_line(
+        ["advise", "--admin-url", "http://127.0.0.1:9", "--token-file", str(token_file)], capsys
+    )
+    assert "HTTP header cannot carry" in line and secret not in line
+    monkeypatch.setenv("SHEDLAB_TEST_TOKEN", secret)
+    line = error_line(
+        ["advise", "--admin-url", "http://127.0.0.1:9", "--token-env", "SHEDLAB_TEST_TOKEN"], capsys
+    )
+    assert "--token-env" in line and "HTTP header cannot carry" in line and secret not in line
+
+
+@pytest.mark.parametrize(
+    ("hosts", "why"),
+    [("abc:notaport", "could not be cast"), ("127.0.0.1:99999", "out of range"), (":2181", "bad hostname")],
+)
+def test_a_malformed_zookeeper_address_is_one_line(
+    hosts: str, why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kazoo parses the hosts in ``KazooClient()``: a ValueError traceback there."""
+    line = error_line(["advise", "--zookeeper", hosts], capsys)
+    assert "--zookeeper" in line and why in line and repr(hosts) in line
+
+
+@pytest.mark.zookeeper
+def test_a_chroot_that_does_not_exist_is_one_line(zk_hosts: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """kazoo's ``UserWarning`` about the missing chroot came before the error: three lines on stderr."""
+    line = error_line(["advise", "--zookeeper", f"{zk_hosts}/no-such-chroot", "--retries", "1"], capsys)
+    assert "the chroot" in line and "/no-such-chroot does not exist" in line
+
+
+def test_an_unreachable_admin_url_is_tried_once_not_per_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    """The cluster-name lookup fell back from ``/clusters`` to ``/brokers/configuration/runtime`` on any
+    failure: an unreachable host went through the retries twice and the error named the second path."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    line = error_line(["advise", "--admin-url", f"http://127.0.0.1:{port}", "--retries", "1"], capsys)
+    assert f"GET http://127.0.0.1:{port}/admin/v2/clusters: unreachable after 1 attempt" in line
+    assert "runtime" not in line
+
+
+def test_collect_does_not_burst_to_catch_up_after_a_slow_read(tmp_path: Path) -> None:
+    """``--every 60s``; the second read takes 5 minutes (brokers timing out). The reads after it were due
+    at 120, 180, 240 and 300 s and all ran at once, five reads in the same second; they must keep
+    ``--every`` apart from the slow read on."""
+    from shedlab.cluster.collect import RecordWriter, collect
+    from shedlab.cluster.readers import ClusterReading
+
+    now = [0.0]
+    starts: list[float] = []
+
+    class SlowOnce:
+        def read(self) -> ClusterReading:
+            starts.append(now[0])
+            now[0] += 300.0 if len(starts) == 2 else 1.0
+            return ClusterReading(source="fake", cluster="c", time_ms=int(now[0] * 1000))
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    writer = RecordWriter(tmp_path / "rec")
+    try:
+        collect(SlowOnce(), writer, every_s=60.0, count=5, clock=lambda: now[0], sleep=sleep)
+    finally:
+        writer.close()
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert gaps[0] == 60.0 and gaps[1] == 300.0  # the slow read, then the next one at once
+    assert gaps[2:] == [60.0, 60.0], starts
+
+
+def test_advise_watch_every_zero_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """``collect --every 0s`` was refused, ``advise --watch --every 0s`` read (and could unload) in a tight
+    loop."""
+    line = error_line(
+        ["advise", "--snapshot", str(EXAMPLE), "--watch", "--every", "0s", "--count", "3"], capsys
+    )
+    assert line == "error: --every: must be more than 0 (got '0s')"
+
+
+def test_a_file_in_the_way_of_out_or_audit_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mkdir's ``File exists`` was the whole explanation."""
+    in_the_way = tmp_path / "afile"
+    in_the_way.write_text("")
+    for out in (in_the_way, in_the_way / "sub"):
+        line = error_line(
+            ["collect", "--admin-url", "http://127.0.0.1:9", "--count", "1", "--out", str(out)], capsys
+        )
+        assert "File exists" not in line and ("a file, not a directory" in line or "Not a directory" in line)
+    audit = in_the_way / "audit.jsonl"
+    line = error_line(["advise", "--snapshot", str(EXAMPLE), "--execute", "--audit", str(audit)], capsys)
+    assert line == f"error: {audit}: cannot write the audit log: {in_the_way} is a file, not a directory"
+
+
+@pytest.mark.parametrize("text", ["eyJ.e30.sig\n", "eyJ.e30.sig\r\n", "\n  eyJ.e30.sig  \n# admin token\n"])
+def test_sandbox_and_clients_read_a_token_file_alike(text: str, tmp_path: Path) -> None:
+    """The sandbox took the whole file (stripped) as its token, the clients its first line: with a second
+    line in the file, every request of ``collect``/``advise --token-file`` given the same file was a 401."""
+    from shedlab.cli.sandbox_cmd import _tokens
+    from shedlab.cluster.access import load_token
+
+    token_file = tmp_path / "token"
+    token_file.write_bytes(text.encode())
+    client = load_token(token_file, None)
+    assert client is not None and _tokens(token_file) == {"eyJ.e30.sig": "admin"}
+    assert client.header() == {"Authorization": "Bearer eyJ.e30.sig"}
+
+
+@pytest.mark.zookeeper
+def test_a_sandbox_rerun_on_the_same_zookeeper_chroot(zk_hosts: str) -> None:
+    """The leader's bundle-data and time-average znodes are persistent and stay after a sandbox stops (as
+    in Pulsar); the next sandbox on the same ``--zookeeper HOST:PORT/chroot`` created them again and its
+    simulation stopped with ``NodeExistsError`` at the leader's first write (15 minutes in). A new leader
+    overwrites them, and drops those of bundles and brokers that are no more."""
+    from kazoo.client import KazooClient
+
+    from shedlab.cluster.sandbox import Sandbox
+
+    ticks = 16  # past loadBalancerResourceQuotaUpdateIntervalMinutes (15): the leader's periodic write
+    with Sandbox("broker-loss", seed=3, zookeeper=zk_hosts) as first:
+        first.advance(ticks)
+        first_brokers = set(first.broker_urls)
+    client = KazooClient(hosts=zk_hosts, timeout=10.0)
+    client.start(timeout=10)
+    try:
+        stale = "/loadbalance/bundle-data/gone-tenant/gone-ns/0x00000000_0xffffffff"
+        client.create(stale, b"{}", makepath=True)
+        assert set(client.get_children("/loadbalance/broker-time-average")) & first_brokers
+        with Sandbox("broker-loss", seed=3, zookeeper=zk_hosts) as second:
+            second.advance(ticks)
+            assert second.failure is None
+            averages = set(client.get_children("/loadbalance/broker-time-average"))
+            assert averages and averages <= set(second.broker_urls) and not averages & first_brokers
+            assert client.exists(stale) is None
+            assert client.get_children("/loadbalance/bundle-data")
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.mark.parametrize("load_report_status", [204, 500])
+def test_admin_url_of_an_extensible_load_manager_cluster_is_one_line(
+    load_report_status: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pulsar's brokers under the extensible manager do not serve a load report
+    (``ExtensibleLoadManagerWrapper.generateLoadReport`` returns null, 204, or throws
+    UnsupportedOperationException, 500, by version): every broker was recorded as "not answering" and
+    advise exited 0 on an empty cluster. Their runtime configuration names the class."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    elm = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+
+    class Broker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            port = server.server_address[1]
+            answers: dict[str, tuple[int, Any]] = {
+                "/admin/v2/clusters": (200, ["c1"]),
+                "/admin/v2/brokers/c1": (200, [f"127.0.0.1:{port}"]),
+                "/admin/v2/brokers/configuration/runtime": (
+                    200,
+                    {"clusterName": "c1", "loadManagerClassName": elm},
+                ),
+                "/admin/v2/broker-stats/load-report": (load_report_status, None),
+            }
+            status, body = answers.get(self.path, (404, {"reason": "not found"}))
+            data = b"" if body is None else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Broker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        for command in (["advise", "--admin-url", url], ["collect", "--admin-url", url, "--count", "1"]):
+            args = [*command, "--retries", "1"]
+            if command[0] == "collect":
+                args += ["--out", str(tmp_path / "rec")]
+            line = error_line(args, capsys)
+            assert "extensible load manager" in line and "loadManagerClassName" in line, line
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.zookeeper
+def test_execute_from_zookeeper_with_a_refused_token_is_one_line(
+    zk_hosts: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--zookeeper`` reads, ``--admin-url`` only unloads: a wrong token came out at the first unload as
+    an action ``failed`` (exit 1), and again every cycle under ``--watch``."""
+    import json
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from kazoo.client import KazooClient
+
+    doc = json.loads(EXAMPLE.read_text())
+    zk = KazooClient(hosts=zk_hosts, timeout=5.0)
+    zk.start(timeout=10)
+    try:
+        now = int(time.time() * 1000)
+        for broker, data in doc["brokers"].items():
+            report = dict(data["localData"], lastUpdate=now)
+            zk.create(f"/loadbalance/brokers/{broker}", json.dumps(report).encode(), makepath=True)
+        for bundle, data in doc["bundleData"].items():
+            zk.create(f"/loadbalance/bundle-data/{bundle}", json.dumps(data).encode(), makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(401)
+            self.send_header("Content-Length", "23")
+            self.end_headers()
+            self.wfile.write(b"Authentication required")
+
+        def do_PUT(self) -> None:
+            self.do_GET()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    token = tmp_path / "token"
+    token.write_text("wrong-token-value\n")
+    audit = tmp_path / "audit.jsonl"
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        args = ["advise", "--zookeeper", zk_hosts, "--admin-url", url, "--token-file", str(token)]
+        args += ["--strategy", "ThresholdShedder", "--execute", "--audit", str(audit)]
+        line = error_line(args, capsys)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "HTTP 401" in line and "wrong-token-value" not in line
+
+
+def test_out_removed_under_a_running_collect_is_one_line(tmp_path: Path) -> None:
+    """The directory removed (or the disk full) mid-run: a FileNotFoundError/OSError traceback."""
+    import shutil
+
+    from shedlab.cluster.collect import RecordWriter
+    from shedlab.cluster.readers import ClusterReading
+    from shedlab.errors import InputError
+
+    out = tmp_path / "rec"
+    writer = RecordWriter(out)
+    reading = ClusterReading(source="fake", cluster="c", time_ms=1_795_000_000_000)
+    try:
+        assert writer.write_cycle(reading, 1).is_file()
+        shutil.rmtree(out)
+        with pytest.raises(InputError, match="cannot write the record of cycle 2: No such file or directory"):
+            writer.write_cycle(reading, 2)
+    finally:
+        writer.close()
+
+
+def test_collect_errors_are_one_line_on_a_pipe(tmp_path: Path) -> None:
+    """Through a pipe (scripts, CI), rich's progress bar printed an empty line on stop: stderr was two
+    lines, an empty one and the error (the in-process tests skip blank lines and did not see it)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = ["collect", "--admin-url", f"http://127.0.0.1:{port}", "--retries", "1", "--count", "1"]
+    run = subprocess.run(
+        [sys.executable, "-m", "shedlab", *args, "--out", str(tmp_path / "rec")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2
+    assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1, repr(run.stderr)
+
+
+def test_sandbox_lists_its_cluster_as_pulsar_does() -> None:
+    """``GET /admin/v2/clusters`` (``pulsar-admin clusters list``, and the first call of ``advise``/
+    ``collect`` without ``--cluster``) was a 404 on the sandbox."""
+    import httpx
+
+    from shedlab.cluster.sandbox import Sandbox
+
+    with Sandbox("broker-loss", seed=3, zookeeper=None, tokens={"t0k": "admin"}) as sb:
+        headers = {"Authorization": "Bearer t0k"}
+        answer = httpx.get(f"{sb.admin_url}/admin/v2/clusters", headers=headers, timeout=10.0)
+        assert answer.status_code == 200 and answer.json() == [sb.cluster]
+        assert httpx.get(f"{sb.admin_url}/admin/v2/clusters", timeout=10.0).status_code == 401
+
+
+def test_a_malformed_bundle_history_in_snapshot_files_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was named as the znode ``/loadbalance/bundle-data/<bundle>``, which no file of the snapshot is."""
+    import json
+
+    doc = json.loads(EXAMPLE.read_text())
+    lines = [
+        json.dumps({"timestamp": 1, "broker": b, "report": d["localData"]}) for b, d in doc["brokers"].items()
+    ]
+    bundle = next(iter(doc["bundleData"]))
+    lines.append(json.dumps({"timestamp": 1, "bundle": bundle, "data": {"shortTermData": {}}}))
+    recording = tmp_path / "rec.jsonl"
+    recording.write_text("\n".join(lines) + "\n")
+    line = error_line(["advise", "--snapshot", str(tmp_path)], capsys)
+    assert line == f"error: {recording}:{len(lines)}: longTermData: required field is missing"
+
+
+@pytest.mark.parametrize(("raw", "kind"), [(b"null", "null"), (b"[1]", "an array"), (b'"x"', "a string")])
+def test_a_znode_that_is_not_an_object_is_named_in_json_words(raw: bytes, kind: str) -> None:
+    """``null`` was reported as ``found NoneType``."""
+    from shedlab.cluster.readers import _parse
+    from shedlab.errors import ClusterError
+
+    with pytest.raises(ClusterError, match=f"expected a JSON object, found {kind}$"):
+        _parse(raw, "zookeeper h:1/loadbalance/leader")
+
+
+def test_a_second_collect_into_the_same_directory_is_refused(tmp_path: Path) -> None:
+    """The second removed the first's temporary file of the cycle under way (its clean-up of a kill's
+    leftovers), and the first then stopped, that cycle lost."""
+    from shedlab.cluster.collect import RecordWriter
+    from shedlab.errors import InputError
+
+    first = RecordWriter(tmp_path / "rec")
+    in_flight = tmp_path / "rec" / ".load-reports-20261126T000000-000001.jsonl.tmp"
+    in_flight.write_text("{}\n")
+    try:
+        with pytest.raises(InputError, match="another collect is recording into this directory"):
+            RecordWriter(tmp_path / "rec")
+        assert in_flight.exists()
+    finally:
+        first.close()
+    RecordWriter(tmp_path / "rec").close()  # free again once the first is done
+    assert not in_flight.exists()
