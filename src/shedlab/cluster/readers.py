@@ -277,12 +277,7 @@ class ZooKeeperReader:
     def _connect(self) -> KazooClient:
         if self._client is not None:
             return self._client
-        try:
-            client = KazooClient(hosts=self.hosts, timeout=self.retry.timeout_s)
-        except ValueError as exc:  # kazoo parses the hosts here: a port that is not a number, no host
-            raise InputError(
-                f"not a HOST:PORT[,HOST:PORT…][/chroot] list ({exc})", field="--zookeeper", value=self.hosts
-            ) from None
+        client = KazooClient(hosts=self.hosts, timeout=self.retry.timeout_s)  # hosts checked in __init__
 
         def start() -> None:
             try:
