@@ -4,12 +4,14 @@ error is one line, exit 2, no traceback, and never shows the token."""
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from shedlab.cli import main
+from shedlab.cli import cluster_cmd, main
+from shedlab.errors import InputError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "snapshot.json"
 
@@ -382,3 +384,39 @@ def test_a_second_collect_into_the_same_directory_is_refused(tmp_path: Path) -> 
         first.close()
     RecordWriter(tmp_path / "rec").close()  # free again once the first is done
     assert not in_flight.exists()
+
+
+def test_advise_watch_goes_on_after_a_cycle_it_could_not_read(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that fails after the first cycle (a ZooKeeper blip) skips that cycle only: AvgShedder's hit
+    counts carry over, as the leader's would; ``advise --watch`` used to exit 2 and lose them."""
+    real = cluster_cmd.read_snapshot_path
+    calls = itertools.count(1)
+
+    def flaky(path: Path) -> Any:
+        if next(calls) == 2:
+            raise InputError("connection lost", source="zookeeper 127.0.0.1:2181")
+        return real(path)
+
+    monkeypatch.setattr(cluster_cmd, "read_snapshot_path", flaky)
+    args = ["advise", "--snapshot", str(EXAMPLE), "--strategy", "AvgShedder", "--json", "--watch"]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--every", "0.01s", "--count", "4"])
+    assert exit_info.value.code == 0
+    cycles = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [c["cycle"] for c in cycles] == [1, 2, 3, 4]
+    assert cycles[1] == {"cycle": 2, "mode": "dry-run", "error": "zookeeper 127.0.0.1:2181: connection lost"}
+    hits = [c for c in cycles if "unload" in c]
+    assert len(hits) == 3 and hits[0]["skipped"] != hits[2]["skipped"]  # the counters moved on across the gap
+
+
+def test_advise_fails_at_once_when_the_first_read_fails(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(path: Path) -> Any:
+        raise InputError("connection refused", source="zookeeper 127.0.0.1:2181")
+
+    monkeypatch.setattr(cluster_cmd, "read_snapshot_path", broken)
+    line = error_line(["advise", "--snapshot", str(EXAMPLE), "--watch", "--every", "1s"], capsys)
+    assert line == "error: zookeeper 127.0.0.1:2181: connection refused"

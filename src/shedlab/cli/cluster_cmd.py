@@ -24,7 +24,7 @@ from shedlab.cluster.advise import AuditLog, Guard, SnapshotInput, execute, read
 from shedlab.cluster.collect import CollectSummary, RecordWriter, collect
 from shedlab.cluster.readers import AdminReader, ClusterReading, ZooKeeperReader
 from shedlab.core.decide import Decider, Outcome
-from shedlab.errors import InputError
+from shedlab.errors import InputError, ShedlabError
 from shedlab.model.pulsar import BundleData
 from shedlab.units import parse_duration
 
@@ -327,12 +327,21 @@ class _Advisor:
     history: dict[str, BundleData] = field(default_factory=dict)
 
     def cycle(self, cycle: int) -> int:
-        """Run one cycle; 1 if ``--execute`` did not do all it was asked (a refusal or failure), else 0."""
-        if self.source is not None:
-            snap_input = SnapshotInput(reading=self.source.read())
-        else:
-            assert self.snapshot is not None
-            snap_input = read_snapshot_path(self.snapshot)
+        """Run one cycle; 1 if ``--execute`` did not do all it was asked (a refusal or failure, or a cycle
+        that could not read the cluster), else 0.
+
+        Under ``--watch`` a read that fails after the first cycle (a ZooKeeper or broker blip) skips that
+        cycle only, said in one line, and the strategy keeps its state (AvgShedder's hit counts), as
+        ``collect`` goes on after a failed cycle; the first cycle's failure is an error (exit 2): a wrong
+        address or token shows at once.
+        """
+        try:
+            snap_input = self._read()
+        except ShedlabError as exc:
+            if not self.watch or cycle == 1:
+                raise
+            self._unread(cycle, exc)
+            return int(self.execute)
         snap = snapshot_of(snap_input, self.history)
         outcome = self.decider.cycle(snap)
         now_ms = int(time.time() * 1000)
@@ -351,7 +360,7 @@ class _Advisor:
         missing = dict(reading.missing) if reading else {}
         result = {
             **outcome.to_json(),
-            "mode": "execute" if self.execute else "dry-run",
+            "mode": self.mode,
             "cycle": cycle,
             "snapshot": {
                 "source": reading.source if reading else str(self.snapshot),
@@ -369,6 +378,27 @@ class _Advisor:
         _print_cycle(result, outcome, title, self.as_json, refusals, missing)
         failed = refusals or any(a.action in ("refused", "failed") for a in actions)
         return int(bool(self.execute and failed))
+
+    def _read(self) -> SnapshotInput:
+        if self.source is not None:
+            return SnapshotInput(reading=self.source.read())
+        assert self.snapshot is not None
+        return read_snapshot_path(self.snapshot)
+
+    def _unread(self, cycle: int, exc: ShedlabError) -> None:
+        """A cycle skipped because the cluster could not be read: one line (JSON on stdout with ``--json``),
+        and an audit entry when executing (nothing was done)."""
+        reason = str(exc)
+        if self.log is not None:
+            self.log.write({"cycle": cycle, "action": "skipped", "detail": f"cluster not read: {reason}"})
+        if self.as_json:
+            print(json.dumps({"cycle": cycle, "mode": self.mode, "error": reason}), flush=True)
+        else:
+            console.print(f"cycle {cycle}: the cluster could not be read ({reason}); no decision this cycle")
+
+    @property
+    def mode(self) -> str:
+        return "execute" if self.execute else "dry-run"
 
     def close(self) -> None:
         if self.source is not None:
