@@ -121,6 +121,13 @@ def test_guard_refuses_stale_and_missing() -> None:
     missing = ClusterReading("api", "c", now, reports={}, missing={"b2:8080": "HTTP 503"})
     assert guard.refusals(SnapshotInput(reading=missing), now) == ["report of b2:8080 is missing: HTTP 503"]
     assert "no read time" in guard.refusals(SnapshotInput(load_data_file=EXAMPLE), now)[0]
+    for unusable in ({}, {"lastUpdate": 0}, {"lastUpdate": "1"}, {"lastUpdate": True}):
+        ageless = ClusterReading("zk", "c", now, reports={"b1:8080": unusable})
+        assert guard.refusals(SnapshotInput(reading=ageless), now) == [
+            f"report of b1:8080 has no usable lastUpdate ({unusable.get('lastUpdate')!r}): its age is unknown"
+        ]
+    as_float = ClusterReading("zk", "c", now, reports={"b1:8080": {"lastUpdate": float(now)}})
+    assert guard.refusals(SnapshotInput(reading=as_float), now) == []
 
 
 def test_execute_on_stale_files_is_refused_and_audited(tmp_path: Path) -> None:

@@ -179,7 +179,10 @@ class Guard:
             out.append(f"report of {broker} is missing: {why}")
         for broker, report in sorted(reading.reports.items()):
             last = report.get("lastUpdate")
-            if isinstance(last, int) and last > 0 and now_ms - last > limit_ms:
+            if isinstance(last, bool) or not isinstance(last, int | float) or not last > 0:
+                # Pulsar always writes it (the time of the report): without it the age is unknown
+                out.append(f"report of {broker} has no usable lastUpdate ({last!r}): its age is unknown")
+            elif now_ms - last > limit_ms:
                 out.append(
                     f"report of {broker} is stale: lastUpdate {(now_ms - last) / 60_000:.1f} min ago, more "
                     f"than loadBalancerReportUpdateMaxIntervalMinutes={self.max_age_minutes}"
