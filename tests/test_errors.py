@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from shedlab.cluster.access import Token
 from shedlab.errors import (
     ConfigError,
     InputError,
@@ -14,6 +15,7 @@ from shedlab.errors import (
     one_line,
     parse_json_text,
     read_user_text,
+    redact,
 )
 
 TEXT = "name: café\n"
@@ -110,3 +112,14 @@ def test_an_error_naming_what_the_user_wrote_stays_one_line(field: str, shown: s
 
 def test_one_line_leaves_printable_text_alone() -> None:
     assert one_line("broker-1: 85 % → 70 %, ✓") == "broker-1: 85 % → 70 %, ✓"
+
+
+def test_a_registered_secret_never_appears_in_an_error() -> None:
+    """A server could put the token into a field it sends back; the message that echoes the field's value
+    (``got '…'``) must not show it, whichever module raises."""
+    secret = "eyJhbGciOiJIUzI1NiJ9.test-registry.c2lnbmF0dXJl"
+    echoed = f"x{secret}y"
+    Token(secret)
+    message = str(InputError("bad value", source=f"http://h/{secret}", field="cpu.usage", value=echoed))
+    assert secret not in message and message == "http://h/***: cpu.usage: bad value (got 'x***y')"
+    assert redact(f"a {secret} b {secret}") == "a *** b ***"

@@ -36,6 +36,8 @@ __all__ = [
     "one_line",
     "parse_json_text",
     "read_user_text",
+    "redact",
+    "register_secret",
 ]
 
 
@@ -69,7 +71,27 @@ class ShedlabError(Exception):
             text += f" (got {self.value!r})"
         if self.hint:
             text += f"; {self.hint}"
-        return one_line(text)
+        return one_line(redact(text))
+
+
+_SECRETS: set[str] = set()
+
+
+def register_secret(value: str) -> None:
+    """Keep ``value`` (a token) out of every error message from now on: :func:`redact` replaces it.
+
+    Messages echo what they read (``got '…'``), and a server could put anything into a field it sends
+    back; one registry consulted by every :class:`ShedlabError` covers the cases no caller thought of."""
+    if value:
+        _SECRETS.add(value)
+
+
+def redact(text: str) -> str:
+    """``text`` with every registered secret replaced by ``***``."""
+    for secret in _SECRETS:
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
 
 
 def one_line(text: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from shedlab.errors import ClusterError, InputError, read_user_text
+from shedlab.errors import ClusterError, InputError, read_user_text, register_secret
 
 __all__ = ["PermanentError", "Retry", "Token", "load_token", "read_token_file", "scrub", "with_retries"]
 
@@ -34,6 +34,7 @@ class Token:
 
     def __init__(self, value: str) -> None:
         self._value = value
+        register_secret(value)  # no error message shows it, whatever echoes it
 
     def header(self) -> dict[str, str]:
         """The ``Authorization`` header Pulsar's token authentication reads."""
