@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from shedlab.cli import cluster_cmd, main
+from shedlab.cluster.readers import AdminReader
 from shedlab.errors import InputError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "snapshot.json"
@@ -420,3 +421,24 @@ def test_advise_fails_at_once_when_the_first_read_fails(
     monkeypatch.setattr(cluster_cmd, "read_snapshot_path", broken)
     line = error_line(["advise", "--snapshot", str(EXAMPLE), "--watch", "--every", "1s"], capsys)
     assert line == "error: zookeeper 127.0.0.1:2181: connection refused"
+
+
+def test_advise_count_without_watch_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """One cycle runs without ``--watch``: a ``--count`` was silently ignored."""
+    line = error_line(["advise", "--snapshot", str(EXAMPLE), "--count", "3"], capsys)
+    assert line == "error: --count: counts --watch cycles: give --watch too (got 3)"
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/admin/v2", "/admin/v2/", "/admin"])
+def test_an_admin_url_copied_with_the_rest_prefix_is_the_broker_address(suffix: str) -> None:
+    """``http://broker:8080/admin/v2`` doubled the prefix on every path (a 404 with no hint)."""
+    reader = AdminReader(f"http://broker:8080{suffix}")
+    try:
+        assert reader.url == "http://broker:8080"
+    finally:
+        reader.close()
+    behind_a_gateway = AdminReader("https://gateway/pulsar")
+    try:
+        assert behind_a_gateway.url == "https://gateway/pulsar"
+    finally:
+        behind_a_gateway.close()

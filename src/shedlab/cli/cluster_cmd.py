@@ -262,6 +262,8 @@ def advise(
     check_seed(seed)
     check_count(max_unloads, "--max-unloads", minimum=0, maximum=1000)
     check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
+    if count is not None and not watch:  # one cycle runs without --watch: the count would be ignored
+        raise InputError("counts --watch cycles: give --watch too", field="--count", value=count)
     every_s = parse_duration(every, field="--every")
     if every_s <= 0:  # --watch would read the cluster (and with --execute, unload) in a tight loop
         raise InputError("must be more than 0", field="--every", value=every)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import ssl
 import time
 import warnings
@@ -441,7 +442,9 @@ class AdminReader:
         parsed = urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise InputError("expected an http:// or https:// URL", field="--admin-url", value=url)
-        self.url = url.rstrip("/")
+        # the broker's web address, as Pulsar's admin client takes it: a URL copied with the REST prefix
+        # (http://broker:8080/admin/v2) would double it on every path
+        self.url = re.sub(r"/admin(/v2)?$", "", url.rstrip("/"))
         self.scheme = parsed.scheme
         self.cluster = cluster
         self.token = token
