@@ -32,6 +32,7 @@ import numpy as np
 
 from shedlab.config import STRATEGY_KEYS, STRATEGY_PACKAGE, LoadBalancerConfig, StrategyRole
 from shedlab.errors import ConfigError, did_you_mean
+from shedlab.strategies import guard
 from shedlab.strategies.avg_shedder import AvgShedder
 from shedlab.strategies.base import PlacementStrategy, SheddingStrategy
 from shedlab.strategies.extensible_least_resource_usage_with_weight import (
@@ -116,14 +117,14 @@ class StrategyInfo:
         """A fresh instance in the shedding role; every strategy takes the injected generator as ``rng``."""
         if self.extensible:
             raise ConfigError(_EXTENSIBLE_ONLY.format(name=self.name), field=STRATEGY_KEYS["shedding"])
-        instance: SheddingStrategy = self.cls(rng=rng)
+        instance: SheddingStrategy = guard.construct(self.cls, rng)
         return instance
 
     def placer(self, rng: np.random.Generator) -> PlacementStrategy:
         """A fresh instance in the placement role."""
         if self.extensible:
             raise ConfigError(_EXTENSIBLE_ONLY.format(name=self.name), field=STRATEGY_KEYS["placement"])
-        instance: PlacementStrategy = self.cls(rng=rng)
+        instance: PlacementStrategy = guard.construct(self.cls, rng)
         return instance
 
 
@@ -188,6 +189,8 @@ _BUILTINS: Final[Mapping[str, StrategyInfo]] = MappingProxyType(
         },
     }
 )
+for _info in _BUILTINS.values():  # Pulsar's classes are called directly; plugins through the guard
+    guard.register_builtin(_info.cls)
 _FULL_NAMES: Final[Mapping[str, str]] = MappingProxyType(
     {full: cls.__name__ for cls, full, _ in _EXTENSIBLE_TABLE}
 )
