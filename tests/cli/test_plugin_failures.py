@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -209,3 +210,42 @@ def test_a_slow_plugin_hit_by_the_time_limit_is_named(broken: str, tmp_path: Pat
         f"strategy {broken}:Slow: find_bundles_for_unloading was still running: "
         "run exceeded its time limit of 1 s"
     )
+
+
+@pytest.fixture
+def clashing(broken: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An installed distribution whose entry point is named ``ThresholdShedder`` (Pulsar's name)."""
+    from shedlab.strategies import registry
+
+    dist = tmp_path / "plugins" / f"{broken}_dist-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {broken}-dist\nVersion: 1.0\n", encoding="utf-8"
+    )
+    (dist / "entry_points.txt").write_text(
+        f"[shedlab.strategies]\nThresholdShedder = {broken}:ShedOne\n", encoding="utf-8"
+    )
+    importlib.invalidate_caches()
+    registry._entry_points.cache_clear()
+    yield broken
+    monkeypatch.undo()
+    importlib.invalidate_caches()
+    registry._entry_points.cache_clear()
+
+
+def test_a_plugin_named_like_pulsars_strategy_is_refused_by_that_name(
+    clashing: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shedlab.strategies import resolve_strategy
+
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(SCENARIO, encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", str(scenario), "--strategy", "ThresholdShedder+LeastLongTermMessageRate"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "\n" not in err, err
+    assert "ThresholdShedder is Pulsar's strategy and also the name of an installed plugin" in err
+    assert f"entry point ThresholdShedder = {clashing}:ShedOne" in err
+    # either spelled out is unambiguous
+    assert resolve_strategy("org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder").builtin
+    assert not resolve_strategy(f"{clashing}:ShedOne").builtin

@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 
@@ -325,6 +325,23 @@ def _resolve_plugin(text: str) -> StrategyInfo:
     return StrategyInfo(text, text, cls, _roles_of(cls), False)
 
 
+def _refuse_clash(short: str, *, role: StrategyRole | None, source: str | None) -> None:
+    """Pulsar's short name that an installed plugin's entry point also takes is ambiguous: refused (it
+    used to run Pulsar's class without a word, so the plugin's author measured Pulsar's strategy)."""
+    ep = _entry_points().get(short)
+    if ep is None:
+        return
+    raise _error(
+        f"{short} is Pulsar's strategy and also the name of an installed plugin (entry point {ep.name} = "
+        f"{ep.value})",
+        short,
+        role=role,
+        source=source,
+        hint=f"write Pulsar's as {_BUILTINS[short].config_value} or the plugin as {ep.value}, and rename "
+        "the plugin's entry point",
+    )
+
+
 def resolve_strategy(
     name: object, *, role: StrategyRole | None = None, source: str | None = None
 ) -> StrategyInfo:
@@ -337,7 +354,9 @@ def resolve_strategy(
         raise _error("expected a strategy name", name, role=role, source=source)
     text = name.strip()
     short = _FULL_NAMES.get(text, text.removeprefix(_PULSAR_PREFIX))
-    if short in _BUILTINS:  # Pulsar's names win over an entry point of the same name
+    if short in _BUILTINS:
+        if short == text:
+            _refuse_clash(text, role=role, source=source)
         info = _BUILTINS[short]
     elif short == text and (":" in text or text in _entry_points()):
         try:
@@ -409,6 +428,8 @@ def resolve_pair(
     compact = name.replace(" ", "")
     for known, (s, p) in {**STRATEGY_PAIRS, **EXTENSIBLE_PAIRS}.items():
         if compact.lower() == known.lower():
+            for short, role in ((s, "shedding"), (p, "placement")):
+                _refuse_clash(short, role=cast(StrategyRole, role), source=source)
             return _BUILTINS[s], _BUILTINS[p]
     if "+" in name:
         shed_text, place_text = (part.strip() for part in name.split("+", 1))
