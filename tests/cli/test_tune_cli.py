@@ -35,3 +35,23 @@ def test_user_errors_are_one_line(args: tuple[str, ...], expected: str) -> None:
     assert result.returncode == 2, result.stderr
     assert expected in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_demo_refuses_a_bad_strategy_before_spark() -> None:
+    # --demo ignored --strategies: a misspelt pair (or a plugin) was silently replaced by the built-ins
+    result = _run("tune", "--demo", "--out", "x", "--strategies", "AvgShedderr")
+    assert result.returncode == 2, result.stderr
+    assert "AvgShedder" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_demo_tunes_the_pairs_space_objective_and_eta_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shedlab.cli import main, tune_cmd
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(tune_cmd, "_preflight", lambda *a: None)
+    monkeypatch.setattr(tune_cmd, "tune_demo", lambda *a, **kw: seen.update(kw))
+    with pytest.raises(SystemExit) as exc:
+        main(["tune", "--demo", "--strategies", "AvgShedder", "--objective", "churn", "--eta", "2"])
+    assert exc.value.code == 0
+    assert seen["pairs"] == ["AvgShedder"] and seen["objective"] == "churn" and seen["eta"] == 2
+    assert seen["space"] is not None

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TypedDict, Unpack
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -916,3 +917,26 @@ def test_zero_max_load_gives_a_nan_target_and_moves_anyway() -> None:
     result = run(dataclasses.replace(data, brokers=brokers))
     assert decided(result) == {(broker(2), f"t/b/{TWO[0]}", broker(1), "Underloaded")}
     assert math.isnan(result.unloads[0].reason["offload_throughput"])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_load(seed: int) -> None:
+    """testRandomLoad: 10 brokers at random cpu 0..999 %, each with two top bundles splitting its
+    throughput at random, only broker1..5 registered (the store, not the registry, is iterated); one
+    shedder over five clusters. After every call the std estimate is within the target, or the cycle ran
+    out of pairs (``!hasTransferableBrokers``)."""
+    rng = np.random.default_rng(seed)
+    shedder = TransferShedder()
+    for _ in range(5):
+        loads: dict[str, BrokerLoadData] = {}
+        tops: dict[str, TopBundlesLoadData] = {}
+        for i in range(10):
+            load = int(rng.integers(1000))
+            share = int(rng.integers(load + 1))
+            tops[broker(i)] = top(f"my-tenant/my-namespace{i}", share, load - share)
+            loads[broker(i)] = cpu_load(load, tops[broker(i)])
+        data = make_data(loads, tops, frozenset(broker(i) for i in range(1, 6)))
+        result = run(data, JAVA, shedder)
+        exhausted = any(s.get("reason") == "pairs exhausted" for s in result.skipped)
+        assert result.load_std_after is not None
+        assert result.load_std_after <= JAVA.load_balancer_broker_load_target_std or exhausted

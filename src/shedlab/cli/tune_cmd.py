@@ -11,8 +11,9 @@ from __future__ import annotations
 import datetime as dt
 import importlib.resources
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,6 +31,9 @@ from shedlab.cli.spark_cmd import (
 )
 from shedlab.config import LoadBalancerConfig
 from shedlab.errors import InputError
+
+if TYPE_CHECKING:
+    from shedlab.core.tune import Space
 
 __all__ = ["register", "tune", "tune_demo", "twin"]
 
@@ -231,8 +235,17 @@ def tune_demo(
     conf: list[str] | None,
     spark_conf: str | None,
     ui: bool,
+    *,
+    pairs: Sequence[str] | None = None,
+    space: Space | None = None,
+    objective: str = "balanced",
+    eta: int = 3,
 ) -> None:
-    """The README's path on the shipped recording: ingest → twin (+ fit report) → tune → report."""
+    """The README's path on the shipped recording: ingest → twin (+ fit report) → tune → report.
+
+    ``pairs``, ``space``, ``objective`` and ``eta`` are tune's (``--strategies``, ``--space``, ...): the
+    demo tunes what the user asked for (it ignored them before: a plugin named with ``--strategies`` was
+    silently left out), every built-in pair and the shipped space by default."""
     from shedlab.core.grid import scenario_ref
     from shedlab.core.tune import load_space, pairs_of
     from shedlab.report import build_report
@@ -271,10 +284,12 @@ def tune_demo(
             spark,
             [scenario_ref(twin_path)],
             str(root / "tune"),
-            pairs=pairs_of(None),
-            space=load_space(),
+            pairs=list(pairs) if pairs is not None else pairs_of(None),
+            space=space if space is not None else load_space(),
             seeds=seeds,
+            objective=objective,
             per_pair=candidates,
+            eta=eta,
             say=say,
         )
         say("report")
@@ -328,9 +343,21 @@ def tune(
     objective_expression(objective)
     if demo:
         target = out or "out/tune-demo"
+        demo_pairs = pairs_of([s.strip() for s in strategies.split(",") if s.strip()])
+        demo_space = load_space(space)
         _preflight(master, target, conf, spark_conf)
         tune_demo(
-            target, seeds, candidates if candidates_given else DEMO_CANDIDATES, master, conf, spark_conf, ui
+            target,
+            seeds,
+            candidates if candidates_given else DEMO_CANDIDATES,
+            master,
+            conf,
+            spark_conf,
+            ui,
+            pairs=demo_pairs,
+            space=demo_space,
+            objective=objective,
+            eta=eta,
         )
         return
     if out is None:

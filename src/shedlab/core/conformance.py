@@ -22,7 +22,7 @@ from shedlab.errors import InputError, ShedlabError
 from shedlab.model.json_reader import JsonReader, load_json_file
 from shedlab.model.pulsar import LoadData
 from shedlab.model.snapshot import ClusterSnapshot
-from shedlab.strategies import StrategyInfo, resolve_strategy
+from shedlab.strategies import StrategyInfo, guard, resolve_strategy
 from shedlab.strategies.base import PlacementStrategy, SheddingStrategy
 
 
@@ -159,11 +159,13 @@ def run_case(case: Case, seed: int = 0) -> dict[str, Any]:
     for tick in case.ticks:
         out: dict[str, Any] = {}
         if shedder is not None:
-            out["unload"] = shedder.find_bundles_for_unloading(tick.snapshot, case.conf).by_broker()
+            out["unload"] = guard.shed(shedder, tick.snapshot, case.conf).by_broker()
         assigns = []
         for req in tick.assign:
             assert placer is not None
-            placement = placer.select_broker(list(req.candidates), req.bundle, tick.snapshot, case.conf)
+            placement = guard.select_broker(
+                placer, list(req.candidates), req.bundle, tick.snapshot, case.conf
+            )
             assigns.append(
                 {"bundle": req.bundle, "broker": placement.broker, "choices": sorted(placement.choices)}
             )

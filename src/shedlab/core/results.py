@@ -325,7 +325,7 @@ def _scenario_from_spec(text: str, name: str) -> Scenario:
     return scenario
 
 
-class _Timeout(Exception):  # noqa: N818 - internal signal, never escapes
+class _Timeout(TimeoutError):  # noqa: N818 - internal signal; a TimeoutError, so strategies/guard.py names the plugin it interrupted
     pass
 
 

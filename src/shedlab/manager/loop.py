@@ -65,7 +65,7 @@ import numpy as np
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, SYSTEM_NAMESPACE, namespace_of
 from shedlab.model.snapshot import ClusterSnapshot, FloatArray, IntArray
-from shedlab.strategies import make_pair
+from shedlab.strategies import guard, make_pair
 from shedlab.strategies.base import (
     Placement,
     PlacementStrategy,
@@ -226,7 +226,7 @@ class LoadManager:
         cutoff = now_ms - conf.load_balancer_shedding_grace_period_minutes * 60_000
         self.recently_unloaded = {b: t for b, t in self.recently_unloaded.items() if t >= cutoff}
         view = self._refresh(snapshot, now_ms, force=True)
-        result = self.shedding.find_bundles_for_unloading(view.snap, conf)
+        result = guard.shed(self.shedding, view.snap, conf)
         self.last_result = result
         self.skip_log.extend(result.skips)
         by_source: dict[str, list[int]] = {}
@@ -350,12 +350,12 @@ class LoadManager:
             chosen = self._round_robin.select(names)
             placement = Placement(chosen, tuple(sorted(names)), {"strategy": "RoundRobinBrokerSelector"})
         else:
-            placement = self.placement.select_broker(candidates, bundle, snap, conf)
+            placement = guard.select_broker(self.placement, candidates, bundle, snap, conf)
         if placement.broker is not None:
             i = snap.broker_index.get(placement.broker)
             if i is not None and view.usage[i] > self._overload:
                 info["overload_recheck"] = {"broker": placement.broker, "usage": float(view.usage[i])}
-                again = self.placement.select_broker(everyone, bundle, snap, conf)
+                again = guard.select_broker(self.placement, everyone, bundle, snap, conf)
                 if again.broker is not None:
                     placement = again
         info.update(rule=placement.reason.get("rule"), strategy=placement.reason.get("strategy"))
@@ -459,9 +459,9 @@ class LoadManager:
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         """The broker set changed: tell both strategies and reap preallocations of dead brokers."""
         alive = active if isinstance(active, (set, frozenset)) else set(active)
-        self.shedding.on_active_brokers_change(alive)
+        guard.notify_active_brokers(self.shedding, alive)
         if self.placement is not self.shedding:  # type: ignore[comparison-overlap]
-            self.placement.on_active_brokers_change(alive)
+            guard.notify_active_brokers(self.placement, alive)
         for broker in [b for b in self.preallocated if b not in alive]:
             del self.preallocated[broker]
         self.preallocated_bundle_to_broker = {

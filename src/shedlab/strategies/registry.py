@@ -26,12 +26,13 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 
 from shedlab.config import STRATEGY_KEYS, STRATEGY_PACKAGE, LoadBalancerConfig, StrategyRole
 from shedlab.errors import ConfigError, did_you_mean
+from shedlab.strategies import guard
 from shedlab.strategies.avg_shedder import AvgShedder
 from shedlab.strategies.base import PlacementStrategy, SheddingStrategy
 from shedlab.strategies.extensible_least_resource_usage_with_weight import (
@@ -116,14 +117,14 @@ class StrategyInfo:
         """A fresh instance in the shedding role; every strategy takes the injected generator as ``rng``."""
         if self.extensible:
             raise ConfigError(_EXTENSIBLE_ONLY.format(name=self.name), field=STRATEGY_KEYS["shedding"])
-        instance: SheddingStrategy = self.cls(rng=rng)
+        instance: SheddingStrategy = guard.construct(self.cls, rng)
         return instance
 
     def placer(self, rng: np.random.Generator) -> PlacementStrategy:
         """A fresh instance in the placement role."""
         if self.extensible:
             raise ConfigError(_EXTENSIBLE_ONLY.format(name=self.name), field=STRATEGY_KEYS["placement"])
-        instance: PlacementStrategy = self.cls(rng=rng)
+        instance: PlacementStrategy = guard.construct(self.cls, rng)
         return instance
 
 
@@ -188,6 +189,8 @@ _BUILTINS: Final[Mapping[str, StrategyInfo]] = MappingProxyType(
         },
     }
 )
+for _info in _BUILTINS.values():  # Pulsar's classes are called directly; plugins through the guard
+    guard.register_builtin(_info.cls)
 _FULL_NAMES: Final[Mapping[str, str]] = MappingProxyType(
     {full: cls.__name__ for cls, full, _ in _EXTENSIBLE_TABLE}
 )
@@ -322,6 +325,23 @@ def _resolve_plugin(text: str) -> StrategyInfo:
     return StrategyInfo(text, text, cls, _roles_of(cls), False)
 
 
+def _refuse_clash(short: str, *, role: StrategyRole | None, source: str | None) -> None:
+    """Pulsar's short name that an installed plugin's entry point also takes is ambiguous: refused (it
+    used to run Pulsar's class without a word, so the plugin's author measured Pulsar's strategy)."""
+    ep = _entry_points().get(short)
+    if ep is None:
+        return
+    raise _error(
+        f"{short} is Pulsar's strategy and also the name of an installed plugin (entry point {ep.name} = "
+        f"{ep.value})",
+        short,
+        role=role,
+        source=source,
+        hint=f"write Pulsar's as {_BUILTINS[short].config_value} or the plugin as {ep.value}, and rename "
+        "the plugin's entry point",
+    )
+
+
 def resolve_strategy(
     name: object, *, role: StrategyRole | None = None, source: str | None = None
 ) -> StrategyInfo:
@@ -334,7 +354,9 @@ def resolve_strategy(
         raise _error("expected a strategy name", name, role=role, source=source)
     text = name.strip()
     short = _FULL_NAMES.get(text, text.removeprefix(_PULSAR_PREFIX))
-    if short in _BUILTINS:  # Pulsar's names win over an entry point of the same name
+    if short in _BUILTINS:
+        if short == text:
+            _refuse_clash(text, role=role, source=source)
         info = _BUILTINS[short]
     elif short == text and (":" in text or text in _entry_points()):
         try:
@@ -406,6 +428,8 @@ def resolve_pair(
     compact = name.replace(" ", "")
     for known, (s, p) in {**STRATEGY_PAIRS, **EXTENSIBLE_PAIRS}.items():
         if compact.lower() == known.lower():
+            for short, role in ((s, "shedding"), (p, "placement")):
+                _refuse_clash(short, role=cast(StrategyRole, role), source=source)
             return _BUILTINS[s], _BUILTINS[p]
     if "+" in name:
         shed_text, place_text = (part.strip() for part in name.split("+", 1))
