@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from shedlab.cli import cluster_cmd, main
+from shedlab.cluster.advise import read_snapshot_path
 from shedlab.cluster.readers import AdminReader
 from shedlab.errors import InputError
 
@@ -392,13 +393,12 @@ def test_advise_watch_goes_on_after_a_cycle_it_could_not_read(
 ) -> None:
     """A read that fails after the first cycle (a ZooKeeper blip) skips that cycle only: AvgShedder's hit
     counts carry over, as the leader's would; ``advise --watch`` used to exit 2 and lose them."""
-    real = cluster_cmd.read_snapshot_path
     calls = itertools.count(1)
 
     def flaky(path: Path) -> Any:
         if next(calls) == 2:
             raise InputError("connection lost", source="zookeeper 127.0.0.1:2181")
-        return real(path)
+        return read_snapshot_path(path)
 
     monkeypatch.setattr(cluster_cmd, "read_snapshot_path", flaky)
     args = ["advise", "--snapshot", str(EXAMPLE), "--strategy", "AvgShedder", "--json", "--watch"]
