@@ -4,13 +4,12 @@ in a sweep, the run's error row names it and the sweep goes on (``strategies/gua
 from __future__ import annotations
 
 import importlib
-import itertools
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from cli_support import plugin_module
 
 from shedlab.cli import main
 from shedlab.core.grid import expand_grid, load_grid
@@ -137,19 +136,11 @@ events:
   - {at: 3m, kind: add_brokers, count: 1}
 """
 
-_counter = itertools.count()
-
 
 @pytest.fixture
 def broken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The module name of BROKEN, only on ``sys.path`` (a new name per test)."""
-    module = f"broken_plugin_{next(_counter)}"
-    directory = tmp_path / "plugins"
-    directory.mkdir()
-    (directory / f"{module}.py").write_text(textwrap.dedent(BROKEN), encoding="utf-8")
-    monkeypatch.syspath_prepend(str(directory))
-    importlib.invalidate_caches()
-    return module
+    return plugin_module(tmp_path, monkeypatch, "broken_plugin", BROKEN)
 
 
 CASES = [

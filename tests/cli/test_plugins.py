@@ -6,14 +6,12 @@ Two plugins: ``HottestBroker``, the installed example (entry point, ``examples/p
 
 from __future__ import annotations
 
-import importlib
-import itertools
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 import typer
+from cli_support import plugin_module
 from typer.testing import CliRunner
 
 from shedlab.cli import app, main
@@ -62,19 +60,12 @@ class OneBundle:
             result.unloads.append(unload)
         return result
 '''
-_counter = itertools.count()
 
 
 @pytest.fixture
 def one_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """``module:OneBundle`` from a module only on ``sys.path`` (a new module name per test)."""
-    module = f"cli_plugin_{next(_counter)}"
-    directory = tmp_path / "plugins"
-    directory.mkdir()
-    (directory / f"{module}.py").write_text(textwrap.dedent(ONE_BUNDLE), encoding="utf-8")
-    monkeypatch.syspath_prepend(str(directory))
-    importlib.invalidate_caches()
-    return f"{module}:OneBundle"
+    return f"{plugin_module(tmp_path, monkeypatch, 'cli_plugin', ONE_BUNDLE)}:OneBundle"
 
 
 def scenario_file(tmp_path: Path, strategy: str, name: str = "scenario") -> Path:

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import error_line
 from typer.testing import CliRunner
 
-from shedlab.cli import app, main
+from shedlab.cli import app
 from shedlab.cluster.access import Token, load_token
 from shedlab.cluster.advise import AuditLog, Guard, SnapshotInput, read_snapshot_path, snapshot_of
 from shedlab.cluster.readers import ClusterReading
@@ -20,17 +21,6 @@ from shedlab.errors import ClusterError, InputError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "snapshot.json"
 runner = CliRunner()
-
-
-def error_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """Run the real entry point; the one stderr line of a user error (exit 2)."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    assert exit_info.value.code == 2, captured
-    lines = [line for line in captured.err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    return lines[0]
 
 
 def reports(now_ms: int) -> dict[str, dict[str, Any]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import error_line
 
 from shedlab.cli import cluster_cmd, main
 from shedlab.cluster.advise import read_snapshot_path
@@ -16,17 +17,6 @@ from shedlab.cluster.readers import AdminReader
 from shedlab.errors import InputError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "snapshot.json"
-
-
-def error_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """Run the real entry point; the one stderr line of a user error (exit 2)."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    assert exit_info.value.code == 2, captured
-    lines = [line for line in captured.err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    return lines[0]
 
 
 @pytest.mark.parametrize("secret", ["tök€n-abc", "abc\x01def", "«eyJhbGciOiJIUzI1NiJ9.e30.sig»"])
