@@ -510,8 +510,13 @@ def _union(frames: Sequence[DataFrame]) -> DataFrame:
 
 def _linked_groups(raw: DataFrame) -> list[tuple[str, int]]:
     """The (cluster, hour) groups holding rows of the Python reader that rules spanning lines connect to
-    the JVM path's lines (brokers, bundles, Prometheus points): their fast lines go to the Python reader."""
-    linked = raw.where(sf.col("kind").isin("broker", "bundle", "prom") & sf.col("cluster").isNotNull())
+    the JVM path's lines (brokers, bundles, Prometheus points): their fast lines go to the Python reader.
+    A row without a group hour (a time that is no time: quarantined, its group no line's) links none."""
+    linked = raw.where(
+        sf.col("kind").isin("broker", "bundle", "prom")
+        & sf.col("cluster").isNotNull()
+        & sf.col("_bucket").isNotNull()
+    )
     found = linked.select("cluster", "_bucket").distinct().collect()
     return [(r["cluster"], int(r["_bucket"])) for r in found]
 
