@@ -109,11 +109,50 @@ def test_shipped_grids_lookup(tmp_path: Path) -> None:
         ({"scenarios": ["scale-out"], "seeds": {"count": 2, "stat": 1}}, "seeds.stat: unknown field"),
         ({"scenarios": ["scale-out"], "seeds": ["x"]}, "seeds: expected an integer"),
         ({"scenarios": ["scale-out"], "seeds": [1, 1]}, "expected distinct seeds"),
+        # The pip364 section is checked at load, not first by evaluate after the whole sweep ran.
+        (
+            {"scenarios": ["scale-out"], "pip364": {"load jitter": {"good_below": "x"}}},
+            "g.yaml: pip364.load jitter.good_below: expected a finite number or null",
+        ),
+        (
+            {"scenarios": ["scale-out"], "pip364": {"mine": {"expr": "unloads", "bad_above": [3]}}},
+            "g.yaml: pip364.mine.bad_above: expected a finite number",
+        ),
+        (
+            {
+                "scenarios": ["scale-out"],
+                "pip364": {"mine": {"expr": "unloads", "good_below": 5, "bad_above": 3}},
+            },
+            "g.yaml: pip364.mine: good_below 5 is above bad_above 3",
+        ),
+        (
+            {"scenarios": ["scale-out"], "pip364": {"slow load balancing": {"bad_above": 10}}},
+            "pip364.slow load balancing: good_below 25 is above bad_above 10",
+        ),
+        (
+            {"scenarios": ["scale-out"], "pip364": {"mine": {"expr": "unloads", "scenarios": [1]}}},
+            "g.yaml: pip364.mine.scenarios: expected a scenario name pattern",
+        ),
+        (
+            {"scenarios": ["scale-out"], "pip364": {"mine": {"good_below": 1}}},
+            "g.yaml: pip364.mine: a new PIP-364 problem needs an 'expr'",
+        ),
+        (
+            {"scenarios": ["scale-out"], "pip364": {"mine": {"expr": "unloads", "rating": 1}}},
+            "g.yaml: pip364.mine.rating: unknown field of a PIP-364 definition",
+        ),
     ],
 )
 def test_bad_grids_are_refused_at_load(grid: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_grid(grid, source="g.yaml")
+
+
+def test_pip364_overrides_as_written_still_work() -> None:
+    grid = parse_grid(
+        {"scenarios": ["scale-out"], "pip364": {"load jitter": {"good_below": "10", "bad_above": None}}}
+    )
+    assert grid.pip364 == {"load jitter": {"good_below": "10", "bad_above": None}}
 
 
 def test_seeds_as_written_still_work() -> None:

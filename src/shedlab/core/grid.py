@@ -313,6 +313,9 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
     pip = data.get("pip364") or {}
     if not isinstance(pip, Mapping):
         raise ConfigError("expected a mapping of problem → definition", source=source, field="pip364")
+    from shedlab.core.evaluation import resolve_definitions  # here: evaluation → results → grid
+
+    resolve_definitions(pip, source=source or "grid", prefix="pip364.")
     return Grid(
         name=str(data.get("name") or (Path(source).stem if source else "grid")),
         description=str(data.get("description") or ""),
