@@ -109,6 +109,19 @@ def test_shipped_grids_lookup(tmp_path: Path) -> None:
         ({"scenarios": ["scale-out"], "seeds": {"count": 2, "stat": 1}}, "seeds.stat: unknown field"),
         ({"scenarios": ["scale-out"], "seeds": ["x"]}, "seeds: expected an integer"),
         ({"scenarios": ["scale-out"], "seeds": [1, 1]}, "expected distinct seeds"),
+        # A pair name the resolver does not know names the grid file and field (it named neither).
+        (
+            {"scenarios": ["scale-out"], "strategies": ["Nope"]},
+            r"^g.yaml: strategies\[0\]: unknown strategy pair",
+        ),
+        (
+            {"scenarios": ["scale-out"], "strategies": "AvgShedder+Nope"},
+            "^g.yaml: strategies: unknown placement",
+        ),
+        (
+            {"scenarios": ["scale-out"], "strategy_parameters": {"AvgShedr": {"maxUnloadPercentage": [0.1]}}},
+            "^g.yaml: strategy_parameters.AvgShedr: unknown strategy pair .*did you mean 'AvgShedder'",
+        ),
         # The pip364 section is checked at load, not first by evaluate after the whole sweep ran.
         (
             {"scenarios": ["scale-out"], "pip364": {"load jitter": {"good_below": "x"}}},

@@ -370,7 +370,10 @@ def _grid_strategies(raw: Any, source: str) -> tuple[str, ...]:
         strategies = tuple(STRATEGY_PAIRS)
     else:
         values = raw if isinstance(raw, list) else [raw]
-        strategies = tuple(resolve_pair_name(str(v)) for v in values)
+        fields = [f"strategies[{i}]" for i in range(len(values))] if isinstance(raw, list) else ["strategies"]
+        strategies = tuple(
+            resolve_pair_name(str(v), source=source, field=f) for v, f in zip(values, fields, strict=True)
+        )
     if not strategies:
         raise ConfigError("expected at least one strategy pair", source=source, field="strategies")
     return strategies
@@ -385,7 +388,10 @@ def _strategy_parameters(
             "expected a mapping of strategy pair → parameters", source=source, field="strategy_parameters"
         )
     return tuple(
-        (resolve_pair_name(str(pair)), _check_params(axes, source, f"strategy_parameters.{pair}"))
+        (
+            resolve_pair_name(str(pair), source=source, field=f"strategy_parameters.{pair}"),
+            _check_params(axes, source, f"strategy_parameters.{pair}"),
+        )
         for pair, axes in raw.items()
     )
 
