@@ -98,6 +98,16 @@ def _read_inputs(spark: Any, snapshots_dir: str, clusters: Sequence[str] | None)
     limited to ``clusters`` when given."""
     brokers, bundles, dumps = read_snapshots(spark, snapshots_dir)
     if clusters:
+        present = sorted(r["cluster"] for r in brokers.select("cluster").distinct().collect())
+        missing = [c for c in dict.fromkeys(clusters) if c not in present]
+        if missing:
+            raise InputError(
+                "no such cluster in the ingest output",
+                source=snapshots_dir,
+                field="--cluster",
+                value=missing[0],
+                hint=f"its clusters: {', '.join(present)}" if present else "it holds no broker samples",
+            )
         brokers = brokers.where(sf.col("cluster").isin(list(clusters)))
         bundles = bundles.where(sf.col("cluster").isin(list(clusters)))
         dumps = dumps.where(sf.col("cluster").isin(list(clusters))) if dumps is not None else None
