@@ -128,3 +128,21 @@ def test_every_command_prints_its_help(name: str) -> None:
     result = CliRunner().invoke(app, [*name.split(), "--help"], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.stdout and "--help" in result.stdout
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "-1"])
+def test_ingest_refuses_a_web_port_that_is_no_port(
+    port: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--web-port`` outside 1–65535 is one line naming the option, exit 2, before Spark starts (it was
+    taken and written into every Prometheus broker id without a port: ``b1:99999``)."""
+    from shedlab.cli import main
+
+    rec = tmp_path / "r.jsonl"
+    rec.write_text("{}\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["ingest", str(rec), "--out", str(tmp_path / "out"), "--web-port", port])
+    assert exc.value.code == 2
+    assert not (tmp_path / "out").exists()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --web-port:") and "\n" not in err, err

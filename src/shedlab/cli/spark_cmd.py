@@ -434,7 +434,10 @@ def ingest(
     ] = "default",
     interval: Annotated[str, typer.Option("--interval", help="Tick length samples are aligned to.")] = "60s",
     web_port: Annotated[
-        int, typer.Option("--web-port", help="Port appended to Prometheus broker labels without one.")
+        int,
+        typer.Option(
+            "--web-port", help="Port appended to Prometheus broker labels without one.", min=1, max=65535
+        ),
     ] = 8080,
     bundles: Annotated[
         list[str] | None,
