@@ -146,3 +146,22 @@ def test_ingest_refuses_a_web_port_that_is_no_port(
     assert not (tmp_path / "out").exists()
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --web-port:") and "\n" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--twin", "missing.yaml"], "error: --twin: scenario file not found (got 'missing.yaml')"),
+        (["nosuch-scenario"], "error: scenarios: no such built-in scenario (got 'nosuch-scenario')"),
+    ],
+)
+def test_tune_names_a_missing_scenario_once_by_its_option(
+    args: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --twin that is not there is named as --twin (it said ``scenarios: scenarios: …``)."""
+    from shedlab.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["tune", *args, "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().startswith(expected)

@@ -169,20 +169,23 @@ def run_id_of(scenario: str, strategy: str, params: Mapping[str, Any], seed: int
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
-def scenario_ref(item: Any, base: Path | None = None, source: str = "scenarios") -> ScenarioRef:
-    """A scenario of a sweep from a built-in name or a YAML file (checked, with its cost estimate)."""
-    return _scenario_ref(item, base, source)
+def scenario_ref(
+    item: Any, base: Path | None = None, source: str | None = None, field: str = "scenarios"
+) -> ScenarioRef:
+    """A scenario of a sweep from a built-in name or a YAML file (checked, with its cost estimate); an
+    error names ``source`` (the grid file, if any) and ``field`` (``scenarios``, or an option)."""
+    return _scenario_ref(item, base, source, field)
 
 
-def _scenario_ref(item: Any, base: Path | None, source: str) -> ScenarioRef:
+def _scenario_ref(item: Any, base: Path | None, source: str | None, field: str = "scenarios") -> ScenarioRef:
     if not isinstance(item, str) or not item:
-        raise ConfigError("expected a scenario name or file", source=source, field="scenarios", value=item)
+        raise ConfigError("expected a scenario name or file", source=source, field=field, value=item)
     path = Path(item)
     if base is not None and not path.is_absolute():
         path = base / path
     if item.endswith((".yaml", ".yml")) or "/" in item:
         if not path.is_file():
-            raise InputError("scenario file not found", source=source, field="scenarios", value=item)
+            raise InputError("scenario file not found", source=source, field=field, value=item)
         text = read_user_text(path, what="scenario file")
         origin = str(path)
     else:
@@ -191,7 +194,7 @@ def _scenario_ref(item: Any, base: Path | None, source: str) -> ScenarioRef:
             raise ConfigError(
                 "no such built-in scenario",
                 source=source,
-                field="scenarios",
+                field=field,
                 value=item,
                 hint=did_you_mean(item, names) or f"built-in scenarios: {', '.join(names)}",
             )
