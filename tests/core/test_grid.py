@@ -178,3 +178,28 @@ def test_a_grid_file_with_a_duplicate_key_names_its_line(tmp_path: Path) -> None
     path.write_text("scenarios: [scale-out]\nseeds: [1]\nseeds: [2]\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"'seeds' appears twice in one mapping \(at line 3"):
         load_grid(path)
+
+
+def test_a_name_too_long_for_a_results_directory_is_refused_at_load(tmp_path: Path) -> None:
+    """``scenario=<name>`` is a directory of every results table: a name past 255 bytes (escaped) failed
+    every run of it in the Spark tasks (Errno 36, a Java stack trace, the job aborted)."""
+    import importlib.resources
+
+    text = (
+        importlib.resources.files("shedlab")
+        .joinpath("data", "scenarios", "over-unloading-90-10.yaml")
+        .read_text(encoding="utf-8")
+    )
+    long_name = tmp_path / "long.yaml"
+    long_name.write_text(text.replace("name: over-unloading-90-10", "name: " + "n" * 250), encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"^g.yaml: scenarios\[1\]: the scenario name is too long .* 259 bytes"
+    ):
+        parse_grid({"scenarios": ["scale-out", str(long_name)]}, source="g.yaml")
+    slashes = tmp_path / "slashes.yaml"  # '/' is written %2F: three bytes each
+    slashes.write_text(text.replace("name: over-unloading-90-10", "name: " + "a/" * 90), encoding="utf-8")
+    with pytest.raises(ConfigError, match="too long"):
+        parse_grid({"scenarios": [str(slashes)]}, source="g.yaml")
+    fits = tmp_path / "fits.yaml"
+    fits.write_text(text.replace("name: over-unloading-90-10", "name: " + "n" * 246), encoding="utf-8")
+    assert parse_grid({"scenarios": [str(fits)]}).scenarios[0].name == "n" * 246

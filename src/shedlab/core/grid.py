@@ -364,6 +364,8 @@ def _grid_scenarios(raw: Any, base: Path | None, source: str) -> tuple[ScenarioR
         raise ConfigError(
             "two scenarios of the grid have the same name", source=source, field="scenarios", value=dupes
         )
+    for i, name in enumerate(names):
+        _check_partition_name("scenario", name, source, f"scenarios[{i}]")
     return scenarios
 
 
@@ -379,7 +381,31 @@ def _grid_strategies(raw: Any, source: str) -> tuple[str, ...]:
         )
     if not strategies:
         raise ConfigError("expected at least one strategy pair", source=source, field="strategies")
+    for i, name in enumerate(strategies):
+        _check_partition_name("strategy", name, source, f"strategies[{i}]")
     return strategies
+
+
+MAX_NAME_BYTES = 255
+"""The longest file or directory name most filesystems take (NAME_MAX on Linux, HDFS's default too)."""
+
+
+def _check_partition_name(key: str, value: str, source: str | None, field: str) -> None:
+    """A scenario's or pair's name becomes a directory of every results table (``scenario=<name>``,
+    escaped as Spark escapes it): one too long for a directory name failed every run of it (Errno 36
+    in the tasks, a Java stack trace, the sweep's job aborted)."""
+    from shedlab.core.results import escape_partition_value  # here: results imports this module
+
+    size = len(f"{key}={escape_partition_value(value)}".encode())
+    if size > MAX_NAME_BYTES:
+        raise ConfigError(
+            f"the {key} name is too long for a results directory: {key}=<name> takes {size} bytes "
+            f"(escaped), a directory name at most {MAX_NAME_BYTES}",
+            source=source,
+            field=field,
+            value=value if len(value) <= 60 else value[:60] + "…",
+            hint=f"shorten its name{' in the scenario file' if key == 'scenario' else ''}",
+        )
 
 
 def _strategy_parameters(
