@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -594,7 +595,7 @@ def replay(
     with spark_session(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:
         result = run_replay(spark, snapshots_dir, out, configs, seed=seed, clusters=cluster, progress=say)
     if as_json:
-        _print_json({"out": out, "summary": result.summary.to_dict("records")})
+        _print_json({"out": out, "summary": result.summary.to_dict("records"), "failures": result.failures})
         return
     table = _table(
         "replay: what each strategy would have done",
@@ -627,6 +628,11 @@ def replay(
             top = ", ".join(f"{k} ×{v}" for k, v in list(counts.items())[:6])
             console.print(f"{r.cluster} {short_pair(str(r.strategy))} left alone / skipped: {top}")
     console.print(f"decisions, load, comparison and ownership_changes → {out}")
+    for failed in result.failures:
+        err_console.print(
+            f"[red]failed[/] {escape(failed['cluster'])} / {escape(failed['strategy'])} "
+            f"(left out): {escape(failed['reason'])}"
+        )
 
 
 def register(app: typer.Typer) -> None:
