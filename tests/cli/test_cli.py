@@ -128,3 +128,73 @@ def test_every_command_prints_its_help(name: str) -> None:
     result = CliRunner().invoke(app, [*name.split(), "--help"], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.stdout and "--help" in result.stdout
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "-1"])
+def test_ingest_refuses_a_web_port_that_is_no_port(
+    port: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--web-port`` outside 1–65535 is one line naming the option, exit 2, before Spark starts (it was
+    taken and written into every Prometheus broker id without a port: ``b1:99999``)."""
+    from shedlab.cli import main
+
+    rec = tmp_path / "r.jsonl"
+    rec.write_text("{}\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["ingest", str(rec), "--out", str(tmp_path / "out"), "--web-port", port])
+    assert exc.value.code == 2
+    assert not (tmp_path / "out").exists()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --web-port:") and "\n" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--twin", "missing.yaml"], "error: --twin: scenario file not found (got 'missing.yaml')"),
+        (["nosuch-scenario"], "error: scenarios: no such built-in scenario (got 'nosuch-scenario')"),
+    ],
+)
+def test_tune_names_a_missing_scenario_once_by_its_option(
+    args: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --twin that is not there is named as --twin (it said ``scenarios: scenarios: …``)."""
+    from shedlab.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["tune", *args, "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().startswith(expected)
+
+
+def test_sweep_outcome_prints_names_and_errors_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scenario names and run errors are data, not rich markup: ``[bold]`` and ``[luck]`` in them were
+    taken for tags and vanished from the table and the failure lines ('no  here')."""
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    import shedlab.cli.spark_cmd as spark_cmd
+    from shedlab.core.grid import parse_grid
+    from shedlab.spark.sweep import SweepResult
+
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(spark_cmd, "console", Console(file=out, width=200))
+    monkeypatch.setattr(spark_cmd, "err_console", Console(file=err, width=200))
+    summaries = pd.DataFrame(
+        {
+            "scenario": ["s[bold]x", "s[bold]x"],
+            "strategy": ["AvgShedder", "AvgShedder"],
+            "status": ["error", "ok"],
+            "seed": [1, 2],
+            "error": ["no [luck] here [/]", None],
+            "metrics": [None, {"unloads": 1.0, "score_spread_mean": 2.0}],
+            "elapsed_s": [0.1, 0.2],
+        }
+    )
+    grid = parse_grid({"scenarios": ["scale-out"]})
+    result = SweepResult("o", grid, total=2, skipped=0, ran=2, failed=1, elapsed_s=1.0, summaries=summaries)
+    spark_cmd._print_sweep_outcome(result, "o")
+    assert "│ s[bold]x" in out.getvalue()
+    assert "failed s[bold]x / AvgShedder / seed 1: no [luck] here [/]" in err.getvalue()

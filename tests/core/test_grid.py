@@ -109,11 +109,63 @@ def test_shipped_grids_lookup(tmp_path: Path) -> None:
         ({"scenarios": ["scale-out"], "seeds": {"count": 2, "stat": 1}}, "seeds.stat: unknown field"),
         ({"scenarios": ["scale-out"], "seeds": ["x"]}, "seeds: expected an integer"),
         ({"scenarios": ["scale-out"], "seeds": [1, 1]}, "expected distinct seeds"),
+        # A pair name the resolver does not know names the grid file and field (it named neither).
+        (
+            {"scenarios": ["scale-out"], "strategies": ["Nope"]},
+            r"^g.yaml: strategies\[0\]: unknown strategy pair",
+        ),
+        (
+            {"scenarios": ["scale-out"], "strategies": "AvgShedder+Nope"},
+            "^g.yaml: strategies: unknown placement",
+        ),
+        (
+            {"scenarios": ["scale-out"], "strategy_parameters": {"AvgShedr": {"maxUnloadPercentage": [0.1]}}},
+            "^g.yaml: strategy_parameters.AvgShedr: unknown strategy pair .*did you mean 'AvgShedder'",
+        ),
+        # The pip364 section is checked at load, not first by evaluate after the whole sweep ran.
+        (
+            {"scenarios": ["scale-out"], "pip364": {"load jitter": {"good_below": "x"}}},
+            "g.yaml: pip364.load jitter.good_below: expected a finite number or null",
+        ),
+        (
+            {"scenarios": ["scale-out"], "pip364": {"mine": {"expr": "unloads", "bad_above": [3]}}},
+            "g.yaml: pip364.mine.bad_above: expected a finite number",
+        ),
+        (
+            {
+                "scenarios": ["scale-out"],
+                "pip364": {"mine": {"expr": "unloads", "good_below": 5, "bad_above": 3}},
+            },
+            "g.yaml: pip364.mine: good_below 5 is above bad_above 3",
+        ),
+        (
+            {"scenarios": ["scale-out"], "pip364": {"slow load balancing": {"bad_above": 10}}},
+            "pip364.slow load balancing: good_below 25 is above bad_above 10",
+        ),
+        (
+            {"scenarios": ["scale-out"], "pip364": {"mine": {"expr": "unloads", "scenarios": [1]}}},
+            "g.yaml: pip364.mine.scenarios: expected a scenario name pattern",
+        ),
+        (
+            {"scenarios": ["scale-out"], "pip364": {"mine": {"good_below": 1}}},
+            "g.yaml: pip364.mine: a new PIP-364 problem needs an 'expr'",
+        ),
+        (
+            {"scenarios": ["scale-out"], "pip364": {"mine": {"expr": "unloads", "rating": 1}}},
+            "g.yaml: pip364.mine.rating: unknown field of a PIP-364 definition",
+        ),
     ],
 )
 def test_bad_grids_are_refused_at_load(grid: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_grid(grid, source="g.yaml")
+
+
+def test_pip364_overrides_as_written_still_work() -> None:
+    grid = parse_grid(
+        {"scenarios": ["scale-out"], "pip364": {"load jitter": {"good_below": "10", "bad_above": None}}}
+    )
+    assert grid.pip364 == {"load jitter": {"good_below": "10", "bad_above": None}}
 
 
 def test_seeds_as_written_still_work() -> None:
@@ -126,3 +178,28 @@ def test_a_grid_file_with_a_duplicate_key_names_its_line(tmp_path: Path) -> None
     path.write_text("scenarios: [scale-out]\nseeds: [1]\nseeds: [2]\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"'seeds' appears twice in one mapping \(at line 3"):
         load_grid(path)
+
+
+def test_a_name_too_long_for_a_results_directory_is_refused_at_load(tmp_path: Path) -> None:
+    """``scenario=<name>`` is a directory of every results table: a name past 255 bytes (escaped) failed
+    every run of it in the Spark tasks (Errno 36, a Java stack trace, the job aborted)."""
+    import importlib.resources
+
+    text = (
+        importlib.resources.files("shedlab")
+        .joinpath("data", "scenarios", "over-unloading-90-10.yaml")
+        .read_text(encoding="utf-8")
+    )
+    long_name = tmp_path / "long.yaml"
+    long_name.write_text(text.replace("name: over-unloading-90-10", "name: " + "n" * 250), encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"^g.yaml: scenarios\[1\]: the scenario name is too long .* 259 bytes"
+    ):
+        parse_grid({"scenarios": ["scale-out", str(long_name)]}, source="g.yaml")
+    slashes = tmp_path / "slashes.yaml"  # '/' is written %2F: three bytes each
+    slashes.write_text(text.replace("name: over-unloading-90-10", "name: " + "a/" * 90), encoding="utf-8")
+    with pytest.raises(ConfigError, match="too long"):
+        parse_grid({"scenarios": [str(slashes)]}, source="g.yaml")
+    fits = tmp_path / "fits.yaml"
+    fits.write_text(text.replace("name: over-unloading-90-10", "name: " + "n" * 246), encoding="utf-8")
+    assert parse_grid({"scenarios": [str(fits)]}).scenarios[0].name == "n" * 246

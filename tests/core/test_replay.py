@@ -102,5 +102,6 @@ def test_strategy_configs_are_validated() -> None:
     assert len(configs) == 1 and configs[0].config_id != "default"
     with pytest.raises(ConfigError):
         strategy_configs([])
-    with pytest.raises(ConfigError):
+    # the option is named, not 'strategy'
+    with pytest.raises(ConfigError, match=r"^--strategies: unknown strategy pair"):
         strategy_configs(["NoSuchShedder"])

@@ -292,6 +292,22 @@ def test_a_clean_recording_takes_no_python(spark: SparkSession, tmp_path: Path) 
     assert slow.stats["rows_merged"].sum() >= 2 and slow.bundle_rows > 0
 
 
+def test_a_line_for_the_python_reader_with_no_valid_time(spark: SparkSession, tmp_path: Path) -> None:
+    """A line the JVM path leaves to the Python reader whose time is no time (-5 ms: no group hour) is
+    quarantined as invalid_timestamp and the other lines are kept; it failed the whole ingest (a
+    TypeError on the group of the line, None, with a traceback and nothing written)."""
+
+    records = _recording(tmp_path)[:6]
+    odd = {"timestamp": -5, "broker": records[0]["broker"], "cluster": "c9", "report": {}}
+    lines = [json.dumps(r) for r in records] + [json.dumps(odd)]
+    (tmp_path / "rec.jsonl").write_text("\n".join(lines) + "\n")
+    sources = [str(tmp_path / "rec.jsonl")]
+    slow, fast, a, b = _both(spark, sources, tmp_path, default_cluster="c9")
+    _assert_same(slow, fast, a, b)
+    assert fast.reasons.set_index("reason")["count"].to_dict() == {"invalid_timestamp": 1}
+    assert fast.broker_rows == len(records)
+
+
 def test_line_numbers_are_the_same_with_a_join(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     """Beyond a few hundred splits the line numbers' bases are joined instead of a literal map: the same."""
     import shedlab.spark.ingest as spark_ingest

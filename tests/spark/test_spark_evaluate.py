@@ -151,3 +151,20 @@ def test_spark_equals_the_core_without_spark(evaluated: tuple[Path, Any]) -> Non
                 )
             else:
                 assert a.astype(str).equals(b.astype(str)), column
+
+
+def test_a_bad_pip364_section_of_an_older_sweep_is_named_before_anything_is_read(tmp_path: Path) -> None:
+    """A sweep.json written before sweep checked ``pip364:`` may hold a bad threshold: evaluate names its
+    place in sweep.json at once (it read every run first, then said only ``pip364: expected a number``)."""
+    from shedlab.errors import ConfigError
+    from shedlab.spark.evaluate import _grid_definitions
+
+    good = {"name": "a", "pip364": {"load jitter": {"good_below": 5}}}
+    bad = {"name": "b", "pip364": {"mine": {"expr": "unloads", "good_below": "x"}}}
+    (tmp_path / "sweep.json").write_text(json.dumps({"grids": [good, bad]}))
+    with pytest.raises(
+        ConfigError, match=r"sweep\.json: grids\[1\]\.pip364\.mine\.good_below: expected a finite"
+    ):
+        _grid_definitions(str(tmp_path))
+    (tmp_path / "sweep.json").write_text(json.dumps({"grids": [good]}))
+    assert _grid_definitions(str(tmp_path)) == [good["pip364"]]

@@ -158,6 +158,26 @@ def test_ingest_canonical_parquet(spark: SparkSession, fixture_ingest: IngestRes
 
 
 @pytest.mark.spark
+def test_an_ingest_output_with_empty_tables_is_ingested_again(spark: SparkSession, tmp_path: Path) -> None:
+    """A clean recording's output has bundle_data and quarantine as empty directories: ingesting that
+    output again (a documented source) failed with Spark's UNABLE_TO_INFER_SCHEMA on bundle_data."""
+    from shedlab.core.sim import load_scenario, run_simulation
+    from shedlab.core.sim.recording import write_recording
+    from shedlab.spark.ingest import ingest
+
+    scenario = load_scenario("over-unloading-90-10")
+    write_recording(run_simulation(scenario, seed=1, record=True), tmp_path / "rec")
+    first = ingest(spark, [str(tmp_path / "rec" / "load-reports.jsonl")], str(tmp_path / "first"))
+    assert not any((tmp_path / "first" / "bundle_data").rglob("*.parquet"))
+    again = ingest(spark, [first.out], str(tmp_path / "again"))
+    assert (again.broker_rows, again.bundle_rows, again.bundle_data_rows) == (
+        first.broker_rows,
+        first.bundle_rows,
+        0,
+    )
+
+
+@pytest.mark.spark
 def test_ingest_cli(spark: SparkSession, tmp_path: Path) -> None:
     import typer
     from typer.testing import CliRunner

@@ -124,3 +124,51 @@ def test_replay_runs_plugins_on_executors(
     decisions = pd.read_parquet(tmp_path / "out" / "decisions")
     assert set(decisions["strategy"].astype(str)) <= set(pairs)
     assert (decisions["strategy"].astype(str) == pairs[0]).any()  # OneBundle unloads every cycle
+
+
+RAISES = """
+class Raises:
+    name = "Raises"
+
+    def __init__(self, rng=None):
+        pass
+
+    def on_active_brokers_change(self, active):
+        pass
+
+    def find_bundles_for_unloading(self, snapshot, conf):
+        raise RuntimeError("no [luck] here")
+"""
+
+
+@pytest.mark.spark
+def test_replay_keeps_the_other_groups_when_a_plugin_raises(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A strategy that raises fails its own cluster × configuration, named with its error; the other
+    strategies' tables are written. It failed the whole replay (a Java and a Python stack trace, exit 1,
+    nothing written); a replay in which every group fails is one line."""
+    from shedlab.errors import InputError
+
+    plugins = tmp_path / "plugins"
+    (plugins / "replay_raise_pkg").mkdir(parents=True)
+    (plugins / "replay_raise_pkg" / "__init__.py").write_text(RAISES, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(plugins))
+    importlib.invalidate_caches()
+    scenario = parse_scenario_text(SCENARIO.replace("duration: 5m", "duration: 15m"), source="plugin.yaml")
+    write_recording(run_simulation(scenario, seed=1, record=True), tmp_path / "rec")
+    ingest(spark, [str(tmp_path / "rec" / "load-reports.jsonl")], str(tmp_path / "snap"))
+    raising = "replay_raise_pkg:Raises+LeastLongTermMessageRate"
+
+    result = replay(
+        spark, str(tmp_path / "snap"), str(tmp_path / "out"), strategy_configs([raising, "AvgShedder"])
+    )
+    assert [(f["strategy"], f["reason"]) for f in result.failures] == [
+        (raising, "RuntimeError: no [luck] here")
+    ]
+    assert list(result.summary["strategy"]) == ["AvgShedder"]
+    comparison = pd.read_parquet(tmp_path / "out" / "comparison")
+    assert set(comparison["strategy"].astype(str)) == {"AvgShedder"} and len(comparison) > 0
+
+    with pytest.raises(InputError, match=r"every replay failed; .*RuntimeError: no \[luck\] here"):
+        replay(spark, str(tmp_path / "snap"), str(tmp_path / "out2"), strategy_configs([raising]))

@@ -191,3 +191,26 @@ def test_replay_cli_and_prometheus_recording(
     assert "strategy would have done" in " ".join(res.output.split())
     cfg = json.loads((tmp_path / "rp" / "replay.json").read_text())
     assert cfg["configs"][0]["overrides"] == {"maxUnloadPercentage": "0.5"}
+
+
+def test_replay_of_a_cluster_not_in_the_ingest_output_names_it(
+    spark: SparkSession, recorded: dict[str, Any]
+) -> None:
+    """``--cluster`` naming no cluster of the output is refused naming it and the clusters there (it said
+    only 'no broker samples to replay', as for an empty output)."""
+    from shedlab.core.replay import strategy_configs
+    from shedlab.errors import InputError
+    from shedlab.spark.replay import replay
+
+    root = recorded["root"]
+    with pytest.raises(
+        InputError,
+        match=r"--cluster: no such cluster in the ingest output \(got 'prod'\); its clusters: sim-cluster",
+    ):
+        replay(
+            spark,
+            str(root / "snap"),
+            str(root / "out-x"),
+            strategy_configs(["AvgShedder"]),
+            clusters=["prod"],
+        )

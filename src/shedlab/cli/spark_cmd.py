@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -248,7 +249,7 @@ def _print_sweep_outcome(result: SweepResult, out: str) -> None:
         errors = result.summaries[result.summaries["status"] != "ok"]
         for row in errors.head(5).itertuples(index=False):
             err_console.print(
-                f"[red]failed[/] {row.scenario} / {row.strategy} / seed {row.seed}: {row.error}"
+                f"[red]failed[/] {escape(f'{row.scenario} / {row.strategy} / seed {row.seed}: {row.error}')}"
             )
     if result.ran + result.skipped < result.total:
         console.print(f"{result.total - result.ran - result.skipped} run(s) still pending (--limit)")
@@ -287,8 +288,8 @@ def _print_sweep_table(summaries: pd.DataFrame) -> None:
         unloads = [m.get("unloads") for m in ok["metrics"] if isinstance(m, dict)]
         spread = [m.get("score_spread_mean") for m in ok["metrics"] if isinstance(m, dict)]
         table.add_row(
-            str(scenario),
-            short_pair(str(strategy)),
+            escape(str(scenario)),
+            escape(short_pair(str(strategy))),
             str(len(group)),
             str(int((group["status"] != "ok").sum())),
             compact(_mean(unloads), 1),
@@ -391,9 +392,9 @@ def _print_metric_table(stats: pd.DataFrame, metrics: list[str]) -> None:
                 cells.append(compact(r.mean))
             else:
                 cells.append(f"{compact(r.mean)} [{compact(r.ci_low)}, {compact(r.ci_high)}]")
-        row = [str(scenario), short_pair(str(strategy))]
+        row = [escape(str(scenario)), escape(short_pair(str(strategy)))]
         if multi_params:
-            row.append(params_label(group["params_json"].iloc[0]))
+            row.append(escape(params_label(group["params_json"].iloc[0])))
         table.add_row(*row, *cells)
     console.print(table)
 
@@ -434,7 +435,10 @@ def ingest(
     ] = "default",
     interval: Annotated[str, typer.Option("--interval", help="Tick length samples are aligned to.")] = "60s",
     web_port: Annotated[
-        int, typer.Option("--web-port", help="Port appended to Prometheus broker labels without one.")
+        int,
+        typer.Option(
+            "--web-port", help="Port appended to Prometheus broker labels without one.", min=1, max=65535
+        ),
     ] = 8080,
     bundles: Annotated[
         list[str] | None,
@@ -510,7 +514,7 @@ def _print_ingest_outcome(result: IngestResult, out: str, *, has_boundaries: boo
     )
     for r in result.stats.itertuples(index=False):
         table.add_row(
-            _tail(str(r.source)),
+            escape(_tail(str(r.source))),
             str(r.source_kind),
             compact(r.records_read),
             compact(r.rows_read),
@@ -524,7 +528,7 @@ def _print_ingest_outcome(result: IngestResult, out: str, *, has_boundaries: boo
     if len(result.reasons):
         reasons = _table("quarantined rows by reason", ("source", "reason", "rows"))
         for r in result.reasons.itertuples(index=False):
-            reasons.add_row(_tail(str(r.source)), str(r.reason), compact(r.count))
+            reasons.add_row(escape(_tail(str(r.source))), str(r.reason), compact(r.count))
         console.print(reasons)
     relabelled = int(result.stats["rows_relabelled"].sum()) if len(result.stats) else 0
     if relabelled:
@@ -591,7 +595,7 @@ def replay(
     with spark_session(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:
         result = run_replay(spark, snapshots_dir, out, configs, seed=seed, clusters=cluster, progress=say)
     if as_json:
-        _print_json({"out": out, "summary": result.summary.to_dict("records")})
+        _print_json({"out": out, "summary": result.summary.to_dict("records"), "failures": result.failures})
         return
     table = _table(
         "replay: what each strategy would have done",
@@ -608,8 +612,8 @@ def replay(
     )
     for r in result.summary.itertuples(index=False):
         table.add_row(
-            str(r.cluster),
-            short_pair(str(r.strategy)),
+            escape(str(r.cluster)),
+            escape(short_pair(str(r.strategy))),
             compact(r.ticks),
             compact(r.strategy_unloads),
             compact(r.actual_moves),
@@ -622,8 +626,15 @@ def replay(
         counts = json.loads(str(getattr(r, "reasons", "{}") or "{}"))
         if counts:
             top = ", ".join(f"{k} ×{v}" for k, v in list(counts.items())[:6])
-            console.print(f"{r.cluster} {short_pair(str(r.strategy))} left alone / skipped: {top}")
+            console.print(
+                f"{escape(f'{r.cluster} {short_pair(str(r.strategy))}')} left alone / skipped: {top}"
+            )
     console.print(f"decisions, load, comparison and ownership_changes → {out}")
+    for failed in result.failures:
+        err_console.print(
+            f"[red]failed[/] {escape(failed['cluster'])} / {escape(failed['strategy'])} "
+            f"(left out): {escape(failed['reason'])}"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -365,7 +365,8 @@ def tune(
     items = ([twin_file] if twin_file else []) + list(scenarios or [])
     if not items:
         raise InputError("give --twin TWIN.yaml or scenarios to tune on", field="--twin")
-    refs = [scenario_ref(item) for item in items]
+    refs = [scenario_ref(twin_file, field="--twin")] if twin_file else []
+    refs += [scenario_ref(item) for item in scenarios or []]
     pairs = pairs_of([s.strip() for s in strategies.split(",") if s.strip()])
     search = load_space(space)
     _preflight(master, out, conf, spark_conf)

@@ -307,22 +307,29 @@ def rate(
 # ---------------------------------------------------------------------------------------------
 
 
-def resolve_definitions(*overrides: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The default definitions with each ``overrides`` mapping (a grid's ``pip364:``) merged on top."""
+def resolve_definitions(
+    *overrides: Mapping[str, Any], source: str = "pip364", prefix: str = ""
+) -> dict[str, dict[str, Any]]:
+    """The default definitions with each ``overrides`` mapping (a grid's ``pip364:``) merged on top.
+
+    Each definition is checked (a mapping of known fields, thresholds that are numbers with
+    ``good_below`` ≤ ``bad_above``, scenario patterns that are strings, an ``expr`` for a new problem);
+    a ConfigError names ``source`` and the field, ``prefix`` before it (``pip364.`` for a grid file)."""
     out = copy.deepcopy(PIP364_DEFINITIONS)
     lookup = {p.replace(" ", "_").replace("-", "_").lower(): p for p in PIP364_PROBLEMS}
     for override in overrides:
         for raw_name, spec in (override or {}).items():
             key = str(raw_name).replace(" ", "_").replace("-", "_").lower()
             name = lookup.get(key, str(raw_name))
+            where = f"{prefix}{raw_name}"
             if not isinstance(spec, Mapping):
-                raise ConfigError("expected a mapping", source="pip364", field=str(raw_name))
+                raise ConfigError("expected a mapping", source=source, field=where)
             unknown = [k for k in spec if k not in DEFINITION_FIELDS]
             if unknown:
                 raise ConfigError(
                     "unknown field of a PIP-364 definition",
-                    source="pip364",
-                    field=f"{raw_name}.{unknown[0]}",
+                    source=source,
+                    field=f"{where}.{unknown[0]}",
                     hint=f"known fields: {', '.join(DEFINITION_FIELDS)}",
                 )
             merged = dict(out.get(name, {}))
@@ -330,11 +337,61 @@ def resolve_definitions(*overrides: Mapping[str, Any]) -> dict[str, dict[str, An
             if isinstance(merged.get("scenarios"), str):
                 merged["scenarios"] = [merged["scenarios"]]
             if "expr" not in merged:
-                raise ConfigError(
-                    "a new PIP-364 problem needs an 'expr'", source="pip364", field=str(raw_name)
-                )
+                raise ConfigError("a new PIP-364 problem needs an 'expr'", source=source, field=where)
+            _check_definition(merged, source=source, where=where)
             out[name] = merged
     return out
+
+
+def _finite_number(value: Any) -> float | None:
+    """A threshold as a float (a number, or a quoted one as YAML may write it), None if it is not one."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _check_definition(definition: Mapping[str, Any], *, source: str, where: str) -> None:
+    """A merged definition's thresholds are numbers (or null) in order, its scenarios strings."""
+    bounds: dict[str, float] = {}
+    for key in ("good_below", "bad_above"):
+        value = definition.get(key)
+        if value is None:
+            continue
+        number = _finite_number(value)
+        if number is None:
+            raise ConfigError(
+                "expected a finite number or null", source=source, field=f"{where}.{key}", value=value
+            )
+        bounds[key] = number
+    if len(bounds) == 2 and bounds["good_below"] > bounds["bad_above"]:
+        raise ConfigError(
+            f"good_below {bounds['good_below']:g} is above bad_above {bounds['bad_above']:g}",
+            source=source,
+            field=where,
+            hint="a figure is good below good_below and bad above bad_above (lower is better)",
+        )
+    patterns = definition.get("scenarios")
+    if patterns is not None and (
+        not isinstance(patterns, list | tuple) or not all(isinstance(p, str) for p in patterns)
+    ):
+        raise ConfigError(
+            "expected a scenario name pattern or a list of them",
+            source=source,
+            field=f"{where}.scenarios",
+            value=patterns,
+        )
+    expr = definition.get("expr")
+    if not isinstance(expr, str) or not expr.strip():
+        raise ConfigError(
+            "expected an arithmetic expression over metric names",
+            source=source,
+            field=f"{where}.expr",
+            value=expr,
+        )
 
 
 def _float_or_none(value: Any) -> float | None:

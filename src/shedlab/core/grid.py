@@ -169,20 +169,23 @@ def run_id_of(scenario: str, strategy: str, params: Mapping[str, Any], seed: int
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
-def scenario_ref(item: Any, base: Path | None = None, source: str = "scenarios") -> ScenarioRef:
-    """A scenario of a sweep from a built-in name or a YAML file (checked, with its cost estimate)."""
-    return _scenario_ref(item, base, source)
+def scenario_ref(
+    item: Any, base: Path | None = None, source: str | None = None, field: str = "scenarios"
+) -> ScenarioRef:
+    """A scenario of a sweep from a built-in name or a YAML file (checked, with its cost estimate); an
+    error names ``source`` (the grid file, if any) and ``field`` (``scenarios``, or an option)."""
+    return _scenario_ref(item, base, source, field)
 
 
-def _scenario_ref(item: Any, base: Path | None, source: str) -> ScenarioRef:
+def _scenario_ref(item: Any, base: Path | None, source: str | None, field: str = "scenarios") -> ScenarioRef:
     if not isinstance(item, str) or not item:
-        raise ConfigError("expected a scenario name or file", source=source, field="scenarios", value=item)
+        raise ConfigError("expected a scenario name or file", source=source, field=field, value=item)
     path = Path(item)
     if base is not None and not path.is_absolute():
         path = base / path
     if item.endswith((".yaml", ".yml")) or "/" in item:
         if not path.is_file():
-            raise InputError("scenario file not found", source=source, field="scenarios", value=item)
+            raise InputError("scenario file not found", source=source, field=field, value=item)
         text = read_user_text(path, what="scenario file")
         origin = str(path)
     else:
@@ -191,7 +194,7 @@ def _scenario_ref(item: Any, base: Path | None, source: str) -> ScenarioRef:
             raise ConfigError(
                 "no such built-in scenario",
                 source=source,
-                field="scenarios",
+                field=field,
                 value=item,
                 hint=did_you_mean(item, names) or f"built-in scenarios: {', '.join(names)}",
             )
@@ -313,6 +316,9 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
     pip = data.get("pip364") or {}
     if not isinstance(pip, Mapping):
         raise ConfigError("expected a mapping of problem → definition", source=source, field="pip364")
+    from shedlab.core.evaluation import resolve_definitions  # here: evaluation → results → grid
+
+    resolve_definitions(pip, source=source or "grid", prefix="pip364.")
     return Grid(
         name=str(data.get("name") or (Path(source).stem if source else "grid")),
         description=str(data.get("description") or ""),
@@ -358,6 +364,8 @@ def _grid_scenarios(raw: Any, base: Path | None, source: str) -> tuple[ScenarioR
         raise ConfigError(
             "two scenarios of the grid have the same name", source=source, field="scenarios", value=dupes
         )
+    for i, name in enumerate(names):
+        _check_partition_name("scenario", name, source, f"scenarios[{i}]")
     return scenarios
 
 
@@ -367,10 +375,37 @@ def _grid_strategies(raw: Any, source: str) -> tuple[str, ...]:
         strategies = tuple(STRATEGY_PAIRS)
     else:
         values = raw if isinstance(raw, list) else [raw]
-        strategies = tuple(resolve_pair_name(str(v)) for v in values)
+        fields = [f"strategies[{i}]" for i in range(len(values))] if isinstance(raw, list) else ["strategies"]
+        strategies = tuple(
+            resolve_pair_name(str(v), source=source, field=f) for v, f in zip(values, fields, strict=True)
+        )
     if not strategies:
         raise ConfigError("expected at least one strategy pair", source=source, field="strategies")
+    for i, name in enumerate(strategies):
+        _check_partition_name("strategy", name, source, f"strategies[{i}]")
     return strategies
+
+
+MAX_NAME_BYTES = 255
+"""The longest file or directory name most filesystems take (NAME_MAX on Linux, HDFS's default too)."""
+
+
+def _check_partition_name(key: str, value: str, source: str | None, field: str) -> None:
+    """A scenario's or pair's name becomes a directory of every results table (``scenario=<name>``,
+    escaped as Spark escapes it): one too long for a directory name failed every run of it (Errno 36
+    in the tasks, a Java stack trace, the sweep's job aborted)."""
+    from shedlab.core.results import escape_partition_value  # here: results imports this module
+
+    size = len(f"{key}={escape_partition_value(value)}".encode())
+    if size > MAX_NAME_BYTES:
+        raise ConfigError(
+            f"the {key} name is too long for a results directory: {key}=<name> takes {size} bytes "
+            f"(escaped), a directory name at most {MAX_NAME_BYTES}",
+            source=source,
+            field=field,
+            value=value if len(value) <= 60 else value[:60] + "…",
+            hint=f"shorten its name{' in the scenario file' if key == 'scenario' else ''}",
+        )
 
 
 def _strategy_parameters(
@@ -382,7 +417,10 @@ def _strategy_parameters(
             "expected a mapping of strategy pair → parameters", source=source, field="strategy_parameters"
         )
     return tuple(
-        (resolve_pair_name(str(pair)), _check_params(axes, source, f"strategy_parameters.{pair}"))
+        (
+            resolve_pair_name(str(pair), source=source, field=f"strategy_parameters.{pair}"),
+            _check_params(axes, source, f"strategy_parameters.{pair}"),
+        )
         for pair, axes in raw.items()
     )
 

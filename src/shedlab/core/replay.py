@@ -89,7 +89,7 @@ def strategy_configs(
     out = []
     seen = set()
     for name in strategies:
-        pair = resolve_pair_name(name.strip())
+        pair = resolve_pair_name(name.strip(), field="--strategies")
         ov = dict(overrides or {})
         resolve_config(pair_config(pair, LoadBalancerConfig().with_overrides(ov, source="--set")))
         cfg = StrategyConfig(pair, ov, params_id_of(ov))

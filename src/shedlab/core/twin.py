@@ -442,6 +442,8 @@ def _events(
             events.append(event)
             comments.append(f"broker-{number:04d} = {broker} joined at +{_duration(at)}")
         for _, gap in inputs.gaps[inputs.gaps["broker"] == broker].iterrows():
+            if not _recorded_between(inputs.ticks_ms, int(gap["from_ms"]), int(gap["to_ms"])):
+                continue  # no broker reported in between: a gap of the recording, not of this broker
             down = (int(gap["from_ms"]) - start) / 1000.0 + tick_s
             downtime = max(tick_s / 2, (int(gap["to_ms"]) - int(gap["from_ms"])) / 1000.0 - tick_s)
             events.append(
@@ -461,7 +463,22 @@ def _events(
             events.append({"at": _duration(at), "kind": "remove_brokers", "brokers": [number]})
             comments.append(f"broker-{number:04d} = {broker} left at +{_duration(at)}")
     events.sort(key=lambda e: _seconds(str(e["at"])))
+    ticks = inputs.ticks_ms
+    for i in np.flatnonzero(np.diff(ticks) > 1.5 * tick_ms):
+        away = (int(ticks[i + 1]) - int(ticks[i])) / 1000.0 - tick_s
+        since = (int(ticks[i]) - start) / 1000.0 + tick_s
+        comments.append(
+            f"the recording has no sample for {_duration(away)} from +{_duration(since)}"
+            " (no broker reported: a gap of the recording, which the twin runs through)"
+        )
     return events, comments
+
+
+def _recorded_between(ticks_ms: np.ndarray[Any, Any], from_ms: int, to_ms: int) -> bool:
+    """Whether the recording has a sample time strictly between ``from_ms`` and ``to_ms`` (``ticks_ms``
+    sorted): a broker missing from such a time was away; with none, the collector was (an outage of the
+    recording, which every broker shares, is not a restart of every broker)."""
+    return bool(np.searchsorted(ticks_ms, to_ms, "left") > np.searchsorted(ticks_ms, from_ms, "right"))
 
 
 def _seconds(text: str) -> float:

@@ -38,7 +38,7 @@ from shedlab.core.evaluation import (
     resolve_definitions,
 )
 from shedlab.core.results import exists, filesystem, quarantine_corrupt_runs, read_manifest, table_path
-from shedlab.errors import InputError
+from shedlab.errors import ConfigError, InputError
 from shedlab.spark.schemas import (
     METRIC_STATS,
     PIP364_STATS,
@@ -157,6 +157,23 @@ def _pip364_stats(wide: Any, definitions: Mapping[str, Mapping[str, Any]], confi
     return result
 
 
+def _grid_definitions(sweep_dir: str) -> list[Mapping[str, Any]]:
+    """The ``pip364:`` sections of the grids swept into ``sweep_dir``, each checked before anything is
+    read (a grid swept before sweep checked them may hold a bad one: named by its place in sweep.json)."""
+    manifest = read_manifest(sweep_dir)
+    overrides: list[Mapping[str, Any]] = []
+    for i, grid in enumerate(manifest.get("grids", [])):
+        override = grid.get("pip364") or {}
+        where = table_path(sweep_dir, "sweep.json")
+        if not isinstance(override, Mapping):
+            raise ConfigError(
+                "expected a mapping of problem → definition", source=where, field=f"grids[{i}].pip364"
+            )
+        resolve_definitions(override, source=where, prefix=f"grids[{i}].pip364.")
+        overrides.append(override)
+    return overrides
+
+
 def evaluate(
     spark: Any,
     sweep_dir: str,
@@ -172,6 +189,7 @@ def evaluate(
     notes: list[str] = []
     say = progress or (lambda _msg: None)
     require_sweep_dir(sweep_dir)  # refuses a directory that is not a sweep's before touching it
+    grid_overrides = _grid_definitions(sweep_dir)
     say("checking the run files")
     quarantined = quarantine_corrupt_runs(sweep_dir)
     if quarantined:
@@ -206,8 +224,6 @@ def evaluate(
     )
     runs_pd = wide.orderBy("scenario", "strategy", "params_id", "seed").toPandas()
 
-    manifest = read_manifest(sweep_dir)
-    grid_overrides = [g.get("pip364") or {} for g in manifest.get("grids", [])]
     defs = resolve_definitions(*grid_overrides, *([definitions] if definitions else []))
     usable, more = applicable_definitions(defs, sorted(set(runs_pd["scenario"])), metric_names)
     notes.extend(more)

@@ -229,10 +229,16 @@ _SCHEMA_OF_TABLE = {
 
 def _parquet_tables(path: str) -> list[tuple[str, str]]:
     """(table, path) pairs of one Parquet source: an ingest output's tables, or the path itself
-    (``auto``: the table is told by its columns)."""
+    (``auto``: the table is told by its columns). An ingest output's empty table (a directory without a
+    Parquet file, as ingest writes one: no bundle_data in most recordings) has no rows to read; Spark
+    cannot infer its schema, which failed re-ingesting any such output."""
     local = Path(path)
     if not is_remote(path) and local.is_dir() and any((local / t).is_dir() for t in _TABLES):
-        return [(table, str(local / table)) for table in _TABLES if (local / table).is_dir()]
+        return [
+            (table, str(local / table))
+            for table in _TABLES
+            if (local / table).is_dir() and any((local / table).rglob("*.parquet"))
+        ]
     return [("auto", path)]
 
 
@@ -510,8 +516,13 @@ def _union(frames: Sequence[DataFrame]) -> DataFrame:
 
 def _linked_groups(raw: DataFrame) -> list[tuple[str, int]]:
     """The (cluster, hour) groups holding rows of the Python reader that rules spanning lines connect to
-    the JVM path's lines (brokers, bundles, Prometheus points): their fast lines go to the Python reader."""
-    linked = raw.where(sf.col("kind").isin("broker", "bundle", "prom") & sf.col("cluster").isNotNull())
+    the JVM path's lines (brokers, bundles, Prometheus points): their fast lines go to the Python reader.
+    A row without a group hour (a time that is no time: quarantined, its group no line's) links none."""
+    linked = raw.where(
+        sf.col("kind").isin("broker", "bundle", "prom")
+        & sf.col("cluster").isNotNull()
+        & sf.col("_bucket").isNotNull()
+    )
     found = linked.select("cluster", "_bucket").distinct().collect()
     return [(r["cluster"], int(r["_bucket"])) for r in found]
 

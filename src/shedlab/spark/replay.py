@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -25,7 +25,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from shedlab.core.replay import StrategyConfig, ownership_changes, replay_cluster, total_reasons
 from shedlab.core.results import filesystem, remove_stale_temporaries
-from shedlab.errors import ConfigError, InputError
+from shedlab.errors import ConfigError, InputError, one_line
 from shedlab.spark.ingest import read_snapshots
 from shedlab.spark.schemas import (
     BUNDLE_DATA,
@@ -50,6 +50,7 @@ class ReplayResult:
     out: str
     summary: pd.DataFrame  # per cluster × strategy: ticks, decisions, actual moves, agreement, usage
     configs: list[StrategyConfig]
+    failures: list[dict[str, str]] = field(default_factory=list)  # cluster, strategy, config_id, error
 
 
 def _replay_out_schema() -> Any:
@@ -82,11 +83,21 @@ def replay(
         raise InputError("no broker samples to replay", source=snapshots_dir)
     say(f"replaying {len(found)} cluster(s) × {len(configs)} strategy configuration(s)")
     result = _replay_groups(spark, brokers, _bundle_side(bundles, dumps), configs, seed)
+    failures = [
+        {k: str(r[k]) for k in ("cluster", "strategy", "config_id", "reason")}
+        for r in result.where(sf.col("table") == _ERROR).orderBy(*_GROUP_KEYS).collect()
+    ]
+    if len(failures) == len(found) * len(configs):
+        first = failures[0]
+        raise InputError(
+            f"every replay failed; {first['cluster']} / {first['strategy']}: {first['reason']}",
+            source=snapshots_dir,
+        )
     root = out.rstrip("/")
     _write_tables(result, bundles, root, say)
     summary_pd = _summary(result)
     _write_config(root, configs, seed, snapshots_dir)
-    return ReplayResult(out=out, summary=summary_pd, configs=list(configs))
+    return ReplayResult(out=out, summary=summary_pd, configs=list(configs), failures=failures)
 
 
 _GROUP_KEYS = ["cluster", "strategy", "config_id"]
@@ -98,6 +109,16 @@ def _read_inputs(spark: Any, snapshots_dir: str, clusters: Sequence[str] | None)
     limited to ``clusters`` when given."""
     brokers, bundles, dumps = read_snapshots(spark, snapshots_dir)
     if clusters:
+        present = sorted(r["cluster"] for r in brokers.select("cluster").distinct().collect())
+        missing = [c for c in dict.fromkeys(clusters) if c not in present]
+        if missing:
+            raise InputError(
+                "no such cluster in the ingest output",
+                source=snapshots_dir,
+                field="--cluster",
+                value=missing[0],
+                hint=f"its clusters: {', '.join(present)}" if present else "it holds no broker samples",
+            )
         brokers = brokers.where(sf.col("cluster").isin(list(clusters)))
         bundles = bundles.where(sf.col("cluster").isin(list(clusters)))
         dumps = dumps.where(sf.col("cluster").isin(list(clusters))) if dumps is not None else None
@@ -129,6 +150,10 @@ def _bundle_side(bundles: Any, dumps: Any) -> Any:
     )
 
 
+_ERROR = "error"
+"""The ``table`` of a group whose replay raised: one row, the error in ``reason``."""
+
+
 def _replay_groups(spark: Any, brokers: Any, right: Any, configs: Sequence[StrategyConfig], seed: int) -> Any:
     """Every cluster × configuration replayed in a pandas task; the tables stacked with a ``table``
     column, checkpointed (each is written and summarised from it)."""
@@ -148,7 +173,14 @@ def _replay_groups(spark: Any, brokers: Any, right: Any, configs: Sequence[Strat
         config = by_id[(strategy, config_id)]
         samples = u[u["row_kind"] == "sample"]
         dump_rows = u[u["row_kind"] == "dump"]
-        tables = replay_cluster(cluster, config, b, samples, dump_rows if len(dump_rows) else None, seed=seed)
+        try:
+            tables = replay_cluster(
+                cluster, config, b, samples, dump_rows if len(dump_rows) else None, seed=seed
+            )
+        except Exception as exc:  # a strategy (a user's plugin) that raises: this group fails, not the job
+            error = {"cluster": cluster, "strategy": strategy, "config_id": config_id}
+            error["reason"] = one_line(f"{type(exc).__name__}: {exc}")
+            return conform(pd.DataFrame([{**error, "table": _ERROR}]), out_schema)
         frames = [frame.assign(table=name) for name, frame in tables.items() if len(frame)]
         if not frames:
             return conform(pd.DataFrame(columns=out_names), out_schema)

@@ -1,0 +1,39 @@
+"""The twin's events from a recording's presence of brokers (no Spark): a broker missing while others
+report is away; a time no broker reported is a gap of the recording, not a restart of every broker."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from shedlab.core.twin import TwinInputs, _events
+
+MIN = 60_000
+
+
+def test_a_gap_of_the_recording_is_no_restart_of_every_broker() -> None:
+    # Samples every minute for 30 minutes, nothing for 3 hours (the collector was down), 30 more minutes.
+    ticks = np.array([*range(0, 31 * MIN, MIN), *range(210 * MIN, 241 * MIN, MIN)], dtype=np.int64)
+    gaps = pd.DataFrame(
+        {
+            "broker": ["a:8080", "b:8080", "b:8080"],
+            "from_ms": [30 * MIN, 10 * MIN, 30 * MIN],  # b also missed minutes 11-14 while a reported
+            "to_ms": [210 * MIN, 15 * MIN, 210 * MIN],
+        }
+    )
+    brokers = pd.DataFrame(
+        {
+            "broker": ["a:8080", "b:8080"],
+            "number": [1, 2],
+            "first_ms": [0, 0],
+            "last_ms": [240 * MIN, 240 * MIN],
+            "hardware": ["c", "c"],
+            **{c: [0.0, 0.0] for c in ("bg_cpu", "bg_cpu_noise", "bg_nic_in", "bg_nic_out")},
+        }
+    )
+    inputs = TwinInputs("c1", ticks, brokers, gaps, pd.DataFrame(), pd.DataFrame())
+    events, notes = _events(inputs, brokers, {"a:8080": 1, "b:8080": 2}, 60.0)
+    assert events == [
+        {"at": "11m", "kind": "rolling_restart", "interval": "1m", "downtime": "4m", "brokers": [2]}
+    ]
+    assert any("no sample for 179m from +31m" in n and "gap of the recording" in n for n in notes), notes
