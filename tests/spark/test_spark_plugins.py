@@ -164,7 +164,11 @@ def test_replay_keeps_the_other_groups_when_a_plugin_raises(
         spark, str(tmp_path / "snap"), str(tmp_path / "out"), strategy_configs([raising, "AvgShedder"])
     )
     assert [(f["strategy"], f["reason"]) for f in result.failures] == [
-        (raising, "RuntimeError: no [luck] here")
+        (
+            raising,
+            "strategy replay_raise_pkg:Raises: find_bundles_for_unloading raised RuntimeError: "
+            "no [luck] here",
+        )
     ]
     assert list(result.summary["strategy"]) == ["AvgShedder"]
     comparison = pd.read_parquet(tmp_path / "out" / "comparison")

@@ -25,7 +25,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from shedlab.core.replay import StrategyConfig, ownership_changes, replay_cluster, total_reasons
 from shedlab.core.results import filesystem, remove_stale_temporaries
-from shedlab.errors import ConfigError, InputError, one_line
+from shedlab.errors import ConfigError, InputError, ShedlabError, one_line
 from shedlab.spark.ingest import read_snapshots
 from shedlab.spark.schemas import (
     BUNDLE_DATA,
@@ -179,7 +179,10 @@ def _replay_groups(spark: Any, brokers: Any, right: Any, configs: Sequence[Strat
             )
         except Exception as exc:  # a strategy (a user's plugin) that raises: this group fails, not the job
             error = {"cluster": cluster, "strategy": strategy, "config_id": config_id}
-            error["reason"] = one_line(f"{type(exc).__name__}: {exc}")
+            # a plugin's failure is a StrategyError that names the plugin and the method (strategies/guard.py)
+            error["reason"] = (
+                str(exc) if isinstance(exc, ShedlabError) else one_line(f"{type(exc).__name__}: {exc}")
+            )
             return conform(pd.DataFrame([{**error, "table": _ERROR}]), out_schema)
         frames = [frame.assign(table=name) for name, frame in tables.items() if len(frame)]
         if not frames:
