@@ -36,6 +36,7 @@ __all__ = [
     "construct",
     "notify_active_brokers",
     "plugin_name",
+    "register_builtin",
     "select_broker",
     "shed",
 ]
