@@ -246,15 +246,36 @@ def short_input_conf(
     when the user sets the driver's JVM flags (in ``--conf`` or the conf file) or when the size is
     unknown (``input_bytes`` None: remote sources).
     """
-    local = is_local_master(master) and not _under_spark_submit()
-    if master is None:
-        local = local and is_local_master(os.environ.get("SHEDLAB_SPARK_MASTER") or None)
-    user = dict(parse_conf_pairs(conf))
-    if conf_file is not None:
-        user.update(read_conf_file(conf_file))
+    user = _user_settings(conf, conf_file)
+    effective, _ = _effective_master(master, user)
+    local = not _under_spark_submit() and is_local_master(effective)  # spark-submit's JVM is up already
     if not local or input_bytes is None or input_bytes >= SHORT_INPUT_BYTES or _JAVA_OPTIONS in user:
         return list(conf)
     return [*conf, f"{_JAVA_OPTIONS}={C1_ONLY}"]
+
+
+def _user_settings(
+    conf: Mapping[str, str] | Sequence[str] | None, conf_file: str | Path | None
+) -> dict[str, str]:
+    """The user's Spark settings: ``conf_file``'s first, ``conf`` (a mapping or ``k=v`` strings) on top."""
+    settings: dict[str, str] = {}
+    if conf_file is not None:
+        settings.update(read_conf_file(conf_file))
+    if conf is not None:
+        settings.update(parse_conf_pairs(conf) if not isinstance(conf, Mapping) else dict(conf))
+    return settings
+
+
+def _effective_master(master: str | None, settings: dict[str, str]) -> tuple[str | None, bool]:
+    """The master a session will use, and whether spark-submit chose it (then None): ``master``, else
+    ``spark.master`` of ``settings`` (popped: it is not passed on as a setting), else spark-submit's,
+    else ``$SHEDLAB_SPARK_MASTER``, else ``DEFAULT_MASTER``."""
+    if master is None and "spark.master" in settings:
+        master = settings.pop("spark.master")
+    submitted = master is None and _under_spark_submit()
+    if master is None and not submitted:
+        master = os.environ.get("SHEDLAB_SPARK_MASTER") or DEFAULT_MASTER
+    return master, submitted
 
 
 def _java_options(level: str, user: str) -> str:
@@ -411,16 +432,8 @@ def get_spark(
     """
     from pyspark.sql import SparkSession
 
-    settings_in: dict[str, str] = {}
-    if conf_file is not None:
-        settings_in.update(read_conf_file(conf_file))
-    if conf is not None:
-        settings_in.update(parse_conf_pairs(conf) if not isinstance(conf, Mapping) else dict(conf))
-    if master is None and "spark.master" in settings_in:
-        master = settings_in.pop("spark.master")
-    submitted = master is None and _under_spark_submit()
-    if master is None and not submitted:
-        master = os.environ.get("SHEDLAB_SPARK_MASTER") or DEFAULT_MASTER
+    settings_in = _user_settings(conf, conf_file)
+    master, submitted = _effective_master(master, settings_in)
     if master is not None:
         master = validate_master(master)
     ship = settings_in.pop("shedlab.shipPackage", "auto").lower()
