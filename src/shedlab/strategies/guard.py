@@ -68,8 +68,8 @@ def _type_name(value: object) -> str:
     return "None" if value is None else type(value).__name__
 
 
-def _failure(strategy: object, method: str, exc: Exception) -> StrategyError:
-    where = f"strategy {plugin_name(type(strategy))}"
+def _failure(cls: type, method: str, exc: Exception) -> StrategyError:
+    where = f"strategy {plugin_name(cls)}"
     if isinstance(exc, ShedlabError):  # the plugin used shedlab's own errors: keep their text
         return StrategyError(f"{method}: {exc}", source=where)
     if isinstance(exc, TimeoutError):  # a run's time limit (sweep --timeout) struck inside the plugin
@@ -95,12 +95,7 @@ def construct(cls: type, rng: np.random.Generator) -> Any:
                 hint="every strategy's __init__ takes the injected generator: "
                 "def __init__(self, rng: np.random.Generator | None = None) (docs/strategies.md)",
             ) from None
-        raise StrategyError(
-            f"__init__ raised {type(exc).__name__}: {exc}"
-            if str(exc)
-            else f"__init__ raised {type(exc).__name__}",
-            source=where,
-        ) from None
+        raise _failure(cls, "__init__", exc) from None
 
 
 def shed(strategy: SheddingStrategy, snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> SheddingResult:
@@ -111,7 +106,7 @@ def shed(strategy: SheddingStrategy, snapshot: ClusterSnapshot, conf: LoadBalanc
     try:
         result = strategy.find_bundles_for_unloading(snapshot, conf)
     except Exception as exc:  # the plugin's code: any exception is its failure
-        raise _failure(strategy, method, exc) from None
+        raise _failure(type(strategy), method, exc) from None
     problem = _shedding_problem(result, snapshot)
     if problem is not None:
         raise StrategyError(f"{method} {problem}", source=f"strategy {plugin_name(type(strategy))}")
@@ -164,7 +159,7 @@ def select_broker(
     try:
         placement = strategy.select_broker(candidates, bundle, snapshot, conf)
     except Exception as exc:  # the plugin's code
-        raise _failure(strategy, method, exc) from None
+        raise _failure(type(strategy), method, exc) from None
     if not isinstance(placement, Placement):
         raise StrategyError(f"{method} returned {_type_name(placement)}, expected a Placement", source=where)
     broker = placement.broker
@@ -200,4 +195,4 @@ def notify_active_brokers(strategy: object, active: Collection[str]) -> None:
     try:
         getattr(strategy, method)(active)
     except Exception as exc:  # the plugin's code
-        raise _failure(strategy, method, exc) from None
+        raise _failure(type(strategy), method, exc) from None
