@@ -400,8 +400,9 @@ def _refused(exc: ClusterError) -> bool:
 
 def _answered(exc: ClusterError) -> bool:
     """The broker answered, with an error (a 4xx such as 404 on a broker without the endpoint) or with
-    something that is not JSON; not a host that could not be reached."""
-    return exc.message.startswith(("HTTP ", "the answer is not JSON"))
+    something that is not JSON, and did not refuse us; not a host that could not be reached. Such an
+    answer lets a caller fall back to another endpoint; anything else is the caller's error."""
+    return exc.message.startswith(("HTTP ", "the answer is not JSON")) and not _refused(exc)
 
 
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -529,7 +530,7 @@ class AdminReader:
             # Only an answer (a 4xx such as 404 on a broker without the endpoint, or a body that is not
             # JSON) falls back to the runtime configuration: an unreachable host would be tried again in
             # full there, doubling the wait, and the error would name the second path.
-            if _refused(exc) or not _answered(exc):
+            if not _answered(exc):
                 raise
         if len(names) != 1:
             runtime = self._runtime()
@@ -551,13 +552,17 @@ class AdminReader:
         try:
             self._json(f"{self.url}/admin/v2/clusters")
         except ClusterError as exc:
-            if _refused(exc) or not _answered(exc):
+            if not _answered(exc):
                 raise
+
+    @property
+    def _runtime_url(self) -> str:
+        return f"{self.url}/admin/v2/brokers/configuration/runtime"
 
     def _runtime(self) -> Any:
         """``GET /admin/v2/brokers/configuration/runtime`` of the admin URL's broker, read once."""
         if self._runtime_doc is None:
-            self._runtime_doc = self._json(f"{self.url}/admin/v2/brokers/configuration/runtime")
+            self._runtime_doc = self._json(self._runtime_url)
         return self._runtime_doc
 
     def _check_load_manager(self) -> None:
@@ -566,11 +571,10 @@ class AdminReader:
         HTTP 204, or throws, 500, by version), so each would only seem not to answer. Once per reader."""
         if self._manager_checked:
             return
-        url = f"{self.url}/admin/v2/brokers/configuration/runtime"
         try:
             runtime = self._runtime()
         except ClusterError as exc:
-            if _refused(exc) or not _answered(exc):
+            if not _answered(exc):
                 raise
             return  # a broker that does not serve it: the reports' own loadManagerClassName still tells
         self._manager_checked = True
@@ -578,7 +582,7 @@ class AdminReader:
         if isinstance(name, str) and _EXTENSIBLE_CLASS in name:
             raise ClusterError(
                 f"this cluster runs the extensible load manager: loadManagerClassName is {name}",
-                source=f"GET {url}",
+                source=f"GET {self._runtime_url}",
                 hint=_EXTENSIBLE_HINT,
             )
 
