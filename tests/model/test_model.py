@@ -155,3 +155,13 @@ def test_two_owners_is_an_input_error() -> None:
     data = LoadData({"a": broker_data(bundles=["x"]), "b": broker_data(bundles=["x"])})
     with pytest.raises(InputError, match="owned by two brokers"):
         ClusterSnapshot.from_load_data(data, source="snap.json")
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [(None, "null"), ([1], "an array"), ("x", "a string"), (1.5, "a number"), (True, "a boolean")],
+)
+def test_a_json_value_that_is_no_object_is_named_in_jsons_words(value: object, kind: str) -> None:
+    """``found NoneType``/``found list`` named Python's types, not what the user wrote."""
+    with pytest.raises(InputError, match=f"s.json: brokers: expected a JSON object, found {kind}$"):
+        JsonReader(value, "s.json", "brokers")

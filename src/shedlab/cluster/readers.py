@@ -64,7 +64,7 @@ from shedlab.cluster.access import PermanentError, Retry, Token, scrub, with_ret
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
 from shedlab.errors import ClusterError, InputError, ShedlabError
 from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind
-from shedlab.model.json_reader import JsonReader
+from shedlab.model.json_reader import JsonReader, json_kind
 from shedlab.model.pulsar import (
     BrokerData,
     BundleData,
@@ -211,21 +211,8 @@ def _parse(raw: bytes, where: str) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ClusterError(f"not valid JSON ({exc})", source=where) from None
     if not isinstance(obj, dict):
-        raise ClusterError(f"expected a JSON object, found {_json_kind(obj)}", source=where)
+        raise ClusterError(f"expected a JSON object, found {json_kind(obj)}", source=where)
     return obj
-
-
-def _json_kind(value: Any) -> str:
-    """JSON's name for a parsed value's kind (``null``, not Python's ``NoneType``)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 def _check_report(obj: dict[str, Any], where: str) -> None:

@@ -17,12 +17,26 @@ from typing import Any
 from shedlab.errors import InputError, parse_json_text, read_user_text
 from shedlab.model.formats import Default, Field, FieldError, read_fields
 
-__all__ = ["JsonReader", "load_json_file"]
+__all__ = ["JsonReader", "json_kind", "load_json_file"]
 
 _MISSING: Any = object()
 # ZooKeeper's rule for node names, where Pulsar's broker and bundle names live: no NUL, no control
 # characters (\u0001-\u001F, \u007F-\u009F). A file naming one otherwise would print escapes to a terminal.
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def json_kind(value: Any) -> str:
+    """JSON's name for a parsed value's kind (``null``, ``an array``; not Python's ``NoneType``, ``list``):
+    what a user wrote, in the words of the format they wrote it in."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 def load_json_file(path: str | Path) -> Any:
@@ -36,7 +50,7 @@ class JsonReader:
     def __init__(self, obj: Any, source: str | None, path: str = "") -> None:
         if not isinstance(obj, Mapping):
             raise InputError(
-                f"expected a JSON object, found {type(obj).__name__}",
+                f"expected a JSON object, found {json_kind(obj)}",
                 source=source,
                 field=path or "(top level)",
             )
