@@ -177,6 +177,54 @@ def test_scenarios_beyond_the_limits_or_naming_missing_brokers_are_refused(extra
         parse_scenario_text(_SMALL + extra, "s.yaml")
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            "events:\n  - {at: 1m, kind: remove_brokers, count: 4}\n",
+            r"events\[0\]\.count: remove_brokers at 60 s removes 4 brokers, but the scenario has 3 by then",
+        ),
+        (
+            "events:\n  - {at: 11m, kind: add_brokers}\n",
+            r"events\[0\]\.at: add_brokers at 660 s is after the run's end \(600 s\) \(got '11m'\)",
+        ),
+        (
+            "workloads:\n  - {name: w, bundles: 2}\n  - {name: v}\n  - {name: w}\n",
+            r"workloads\[2\]\.name: workloads\[0\] has this name already.*\(got 'w'\)",
+        ),
+        (
+            "events:\n  - {at: 1m, kind: background, brokers: [1], background: {cpu: 1.5}}\n",
+            r"events\[0\]\.background\.cpu: reaches 1\.5, more than the whole machine",
+        ),
+        (
+            "brokers:\n  - {count: 3, background: {nic_out: {kind: diurnal, mean: 0.7, amplitude: -0.4}}}\n",
+            r"brokers\[0\]\.background\.nic_out: reaches 1\.1",
+        ),
+        (
+            "brokers:\n  - count: 3\n    background:\n"
+            "      cpu: {kind: onoff, low: 0, high: 2, period: 2m, on: 1m}\n",
+            r"background\.cpu: reaches 2",
+        ),
+    ],
+)
+def test_events_that_cannot_happen_and_impossible_backgrounds_are_refused(extra: str, message: str) -> None:
+    """A removal of more brokers than exist, an event after the end, two workloads of one name (which a
+    selector could not tell apart) and a background above the whole machine were once run silently."""
+    text = _SMALL.replace("brokers:\n  - count: 3\n", "") if extra.startswith("brokers") else _SMALL
+    with pytest.raises(InputError, match=message):
+        parse_scenario_text(text + extra, "s.yaml")
+
+
+def test_the_edges_of_those_checks_are_accepted() -> None:
+    """All the brokers removed, an event at the last tick, a background of the whole machine."""
+    events = (
+        "events:\n  - {at: 1m, kind: add_brokers}\n  - {at: 2m, kind: remove_brokers, count: 4}\n"
+        "  - {at: 10m, kind: background, brokers: [1],\n"
+        "     background: {cpu: {kind: ramp, to: 1, start: 0, end: 1m}}}\n"
+    )
+    assert len(parse_scenario_text(_SMALL + events, "s.yaml").events) == 3
+
+
 def test_a_broker_added_before_the_event_may_be_named() -> None:
     events = (
         "events:\n  - {at: 1m, kind: add_brokers, count: 2}\n"

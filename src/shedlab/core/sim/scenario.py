@@ -63,13 +63,17 @@ def parse_background(parent: Node, key: str = "background") -> Background:
         parent.raw(key, None)
         return Background()
     node = parent.child(key)
-    bg = Background(
-        cpu=parse_signal(node, "cpu"),
-        nic_in=parse_signal(node, "nic_in"),
-        nic_out=parse_signal(node, "nic_out"),
-    )
-    node.finish(("cpu", "nic_in", "nic_out"))
-    return bg
+    signals = {name: parse_signal(node, name) for name in ("cpu", "nic_in", "nic_out")}
+    node.finish(tuple(signals))
+    for name, signal in signals.items():
+        # a fraction of the machine: no co-located process uses more than all of its cores or its NIC
+        if signal.peak > 1.0:
+            raise node.error(
+                name,
+                f"reaches {signal.peak:g}, more than the whole machine (a fraction of it: at most 1)",
+                node.raw(name),
+            )
+    return Background(**signals)
 
 
 @dataclass(frozen=True)
@@ -466,6 +470,18 @@ def _check_limits(
         )
 
 
+def _check_event_times(root: Node, events: tuple[Event, ...], duration: float) -> None:
+    """Refuse an event after the run's end: it would never happen, and nothing would say so."""
+    for i, event in enumerate(events):
+        if event.at > duration:
+            raise root.error(
+                f"events[{i}].at",
+                f"{event.kind} at {event.at:g} s is after the run's end ({duration:g} s)",
+                root.list("events")[i].get("at"),
+                hint="lengthen the duration or drop the event",
+            )
+
+
 def _check_event_brokers(root: Node, events: tuple[Event, ...], initial: int) -> None:
     """Refuse an event naming a broker the scenario does not have by then (brokers are numbered from 1;
     ``add_brokers`` events number theirs after the existing ones)."""
@@ -473,6 +489,13 @@ def _check_event_brokers(root: Node, events: tuple[Event, ...], initial: int) ->
         if isinstance(event, AddBrokers):
             continue
         existing = initial + sum(e.count for e in events if isinstance(e, AddBrokers) and e.at <= event.at)
+        if isinstance(event, RemoveBrokers) and event.count > existing:
+            raise root.error(
+                f"events[{i}].count",
+                f"remove_brokers at {event.at:g} s removes {event.count} brokers, but the scenario has "
+                f"{existing} by then",
+                event.count,
+            )
         named = event.brokers if isinstance(event, RemoveBrokers | RollingRestart | BackgroundChange) else ()
         unknown = [b for b in named if b > existing]
         if unknown:
@@ -545,6 +568,15 @@ def _check_workloads(root: Node, source: str, workloads: Sequence[Workload], ini
                 f"({bundles_of[ns]} and {workload.bundles})",
                 workload.bundles,
             )
+    first_of: dict[str, int] = {}
+    for w_index, workload in enumerate(workloads):
+        if first_of.setdefault(workload.name, w_index) != w_index:
+            raise root.error(
+                f"workloads[{w_index}].name",
+                f"workloads[{first_of[workload.name]}] has this name already: selectors and tables name "
+                "workloads by it",
+                workload.name,
+            )
     for w_index, workload in enumerate(workloads):
         bad = [b for b in workload.brokers if b > initial]
         if bad:
@@ -579,6 +611,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     _check_limits(root, duration, simulation, initial, workloads)
     _check_workloads(root, source, workloads, initial)
     events = tuple(_parse_event(node, hardware) for node in root.nodes("events"))
+    _check_event_times(root, events, duration)
     _check_event_brokers(root, events, initial)
     metrics = _parse_metrics(root)
     leader_state = _parse_leader_state(root, initial)

@@ -234,6 +234,20 @@ class Signal:
             v += self.noise * float(rng.standard_normal())
         return max(v, 0.0)
 
+    @property
+    def peak(self) -> float:
+        """The highest value the signal takes before its noise."""
+        p = dict(self.params)
+        levels = {
+            "constant": ("value",),
+            "onoff": ("low", "high"),
+            "ramp": ("from", "to"),
+            "step": ("before", "after"),
+        }
+        if self.kind == "diurnal":
+            return p["mean"] + abs(p["amplitude"])
+        return max(p[name] for name in levels[self.kind])
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, **dict(self.params)}
         if self.noise:
