@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pandas as pd
 import pytest
+from hypothesis import strategies as st
 
 from shedlab.core.ingest import (
     RAW_COLUMNS,
@@ -17,12 +19,13 @@ from shedlab.core.ingest import (
     broker_id_from_url,
     check_ingest_output,
     classify_sources,
+    cluster_problem,
     parse_text_batch,
     process_group,
 )
 from shedlab.errors import InputError
 from shedlab.model.json_reader import JsonReader
-from shedlab.model.pulsar import BundleData, LocalBrokerData
+from shedlab.model.pulsar import BundleData, LocalBrokerData, is_named_entity
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
 REPORTS = str(FIXTURES / "load_reports.jsonl")
@@ -84,6 +87,46 @@ def test_parser_marks_nonfinite_and_structural_problems() -> None:
     )
     assert rows.loc[rows["kind"] == "broker", "nonfinite"].iloc[0] == "cpu_usage=nan"
     assert rows.loc[rows["kind"] == "quarantine", "reason"].tolist() == ["malformed_json"]
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("us-west.prod_1", None),
+        ("a=b:c", None),
+        ("x" * 247, None),
+        (":" * 82, None),  # 246 escaped
+        ("x" * 248, "248 characters is too long"),
+        ("=" * 83, "83 characters is too long"),  # 249 escaped
+        ("a/b", "'a/b' is not a Pulsar cluster name"),
+        ("café", "not a Pulsar cluster name"),  # Java's \\w is ASCII
+        ("a b", "not a Pulsar cluster name"),
+        ("é" * 100, "'" + "é" * 40 + "…' is not"),
+    ],
+)
+def test_cluster_names_pulsar_refuses_or_too_long_for_a_directory_are_named(
+    name: str, problem: str | None
+) -> None:
+    found = cluster_problem(name)
+    assert found is None if problem is None else (found is not None and problem in found)
+
+
+def test_records_of_such_a_cluster_are_quarantined_under_unknown_with_their_bundles() -> None:
+    """A 300-character cluster name aborted the whole ingest (Spark could not create its partition
+    directory, a Java traceback); its records are now quarantined and the other cluster's kept."""
+    lines = Path(REPORTS).read_text().splitlines()[:2]
+    long_line = json.dumps({**json.loads(lines[0]), "cluster": "x" * 300})
+    out = _process([long_line, lines[1]], cluster="c1")
+    bad = out[out["reason"] == "invalid_cluster"]
+    assert len(bad) >= 2 and set(bad["kind"]) == {"broker", "bundle"}
+    assert bad["cluster"].isna().all() and bad["detail"].str.contains("300 characters").all()
+    assert (out.loc[out["status"] == "kept", "cluster"] == "c1").all() and (out["status"] == "kept").any()
+
+
+@hypothesis.given(st.text(max_size=30))
+def test_named_entities_are_exactly_pulsars_alphabet(name: str) -> None:
+    allowed = set("-=:._0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    assert is_named_entity(name) == set(name).issubset(allowed)
 
 
 def test_process_group_rules() -> None:

@@ -194,6 +194,33 @@ def test_ingest_cli(spark: SparkSession, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+def test_a_cluster_no_directory_can_be_named_after_is_quarantined_not_fatal(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 300-character cluster name (parsed by the JVM path) aborted the write with a Java traceback; its
+    records now go to the quarantine's ``cluster=unknown`` and the rest is kept. A bad ``--cluster`` is
+    one line before Spark starts."""
+    import json
+
+    from cli_support import error_line
+
+    from shedlab.spark.ingest import ingest
+
+    lines = [json.loads(line) for line in Path(REPORTS).read_text().splitlines()[:4]]
+    lines[0]["cluster"] = "x" * 300
+    lines[1]["cluster"] = "a:b"
+    source = tmp_path / "reports.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = ingest(spark, [str(source)], str(tmp_path / "out"))
+    reasons = result.reasons.groupby("reason")["count"].sum().to_dict()
+    assert reasons.get("invalid_cluster", 0) >= 1 and result.broker_rows >= 1
+    assert "a:b" in result.clusters and (tmp_path / "out" / "quarantine" / "cluster=unknown").is_dir()
+    line = error_line(["ingest", str(source), "--out", str(tmp_path / "x"), "--cluster", "a b"], capsys)
+    assert "--cluster: cluster 'a b' is not a Pulsar cluster name" in line
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.spark
 def test_ingest_bare_bundle_data_takes_its_file_time(spark: SparkSession, tmp_path: Path) -> None:
     """BundleData exactly as stored under /loadbalance/bundle-data (no time of its own) is kept."""
     import json

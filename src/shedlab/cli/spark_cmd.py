@@ -33,7 +33,7 @@ from rich.table import Table
 from shedlab.cli.settings import check_count, check_seed, run_overrides
 from shedlab.core.grid import params_label
 from shedlab.core.results import check_output_dir
-from shedlab.errors import ConfigError
+from shedlab.errors import ConfigError, InputError
 from shedlab.report.figures import short_pair
 from shedlab.spark.session import check_java, parse_conf_pairs, read_conf_file, validate_master
 from shedlab.units import compact, parse_duration
@@ -460,12 +460,15 @@ def ingest(
     Rows that fail validation go to OUT/quarantine with a reason; the command prints, per source,
     how many rows were read, kept, merged (superseded within a tick) and quarantined.
     """
-    from shedlab.core.ingest import classify_sources, local_bytes
+    from shedlab.core.ingest import classify_sources, cluster_problem, local_bytes
     from shedlab.model.bundles import read_bundle_boundaries
     from shedlab.spark.ingest import ingest as run_ingest
     from shedlab.spark.session import has_active_session, short_input_conf
 
     interval_ms = parse_duration_ms(interval)
+    problem = cluster_problem(cluster) if cluster else "the default cluster's name is empty"
+    if problem is not None:  # every record without a cluster of its own would be quarantined
+        raise InputError(problem, field="--cluster", value=cluster)
     classified = classify_sources(sources)  # a missing, unreadable or binary source: an error before Spark
     boundaries = read_bundle_boundaries(bundles or [])  # a bad boundaries file too
     _preflight(master, out, conf, spark_conf)

@@ -52,9 +52,11 @@ from shedlab.model.formats import (
     extensible_kind,
     resource_columns,
 )
+from shedlab.model.pulsar import is_named_entity
 
 __all__ = [
     "FLOAT_COLUMNS",
+    "MAX_CLUSTER_PATH",
     "PROMETHEUS_BROKER_METRICS",
     "PROMETHEUS_BUNDLE_METRICS",
     "RAW_COLUMNS",
@@ -65,6 +67,7 @@ __all__ = [
     "check_ingest_output",
     "check_parquet_file",
     "classify_sources",
+    "cluster_problem",
     "is_remote",
     "local_bytes",
     "parse_text_batch",
@@ -98,8 +101,34 @@ REASONS: dict[str, str] = {
     "double_claim": "a bundle claimed by two or more brokers in the same tick",
     "report_quarantined": "a bundle entry of a load report that was itself quarantined",
     "invalid_utf8": "a line (or document) that is not valid UTF-8 text, e.g. torn by an interrupted write",
+    "invalid_cluster": "a cluster name Pulsar refuses (NamedEntity: ASCII letters, digits, _ - = : .), or "
+    "one too long for the output's partition directories",
 }
 """Reason codes of the quarantine table."""
+
+MAX_CLUSTER_PATH = 255 - len("cluster=")
+"""The longest cluster name as a partition directory holds it (``cluster=<name>``, Spark escaping ``:``
+and ``=`` as ``%3A``/``%3D``) within a file name's 255 bytes. Pulsar sets no length of its own."""
+
+
+def cluster_problem(name: str) -> str | None:
+    """Why no output can hold records of cluster ``name`` (None: it can). A name Pulsar's
+    ``createCluster`` would refuse is not a cluster's; one that makes a partition directory name longer
+    than a file system allows would abort the whole write, so it is quarantined instead."""
+    if not is_named_entity(name):
+        shown = name if len(name) <= 40 else name[:40] + "…"
+        return f"cluster {shown!r} is not a Pulsar cluster name (ASCII letters, digits, _ - = : . only)"
+    escaped = len(name) + 2 * (name.count(":") + name.count("="))
+    if escaped > MAX_CLUSTER_PATH:
+        return f"a cluster name of {len(name)} characters is too long for a partition directory"
+    return None
+
+
+def _cluster_problems(clusters: pd.Series) -> pd.Series:
+    """:func:`cluster_problem` of each row (null where none), computed once per distinct name."""
+    problems = {c: cluster_problem(c) for c in clusters.dropna().unique().tolist()}
+    return clusters.map({c: p for c, p in problems.items() if p is not None})
+
 
 _RESOURCES = tuple((r.json, r.prefix) for r in RESOURCES)
 _RAW_LIMIT = 2000
@@ -1075,11 +1104,13 @@ def validate_rows(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
         return text
 
+    cluster_detail = _cluster_problems(df["cluster"])
     for kind, (required, checked) in _CHECKS.items():
         of_kind = df["kind"] == kind
         if not of_kind.any():
             continue
         flag(of_kind & df["cluster"].isna(), "missing_field", "cluster is missing")
+        flag(of_kind & cluster_detail.notna(), "invalid_cluster", lambda index: cluster_detail[index])
         flag(of_kind & df["time_ms"].isna(), "missing_field", "timestamp is missing")
         flag(
             of_kind & ((df["time_ms"] <= 0) | (df["time_ms"] > MAX_TIME_MS)),
@@ -1165,6 +1196,8 @@ def process_group(df: pd.DataFrame) -> pd.DataFrame:
 
     out = df.assign(reason=reason, detail=detail, status=status)
     out.loc[out["status"] != "quarantined", "raw"] = None
+    # quarantined under "unknown": no partition directory can be named after such a cluster
+    out.loc[_cluster_problems(out["cluster"]).notna(), "cluster"] = None
     derived = _pivot_prometheus(out[(out["kind"] == "prom") & (out["status"] == "kept")])
     if derived is None:
         return typed_frame(out, STAGED_COLUMNS)

@@ -421,6 +421,15 @@ _SYSTEM_NAMESPACES = (
 )
 
 
+_NAMED_ENTITY = re.compile(r"[-=:.\w]*", re.ASCII)
+
+
+def is_named_entity(name: str) -> bool:
+    """Pulsar's ``NamedEntity.checkName``: a tenant, cluster or namespace name is ASCII letters, digits and
+    ``_ - = : .`` only (Java's ``\\w`` is ASCII). ``createCluster`` refuses any other cluster name."""
+    return _NAMED_ENTITY.fullmatch(name) is not None
+
+
 def namespace_of(bundle: str) -> str:
     """The namespace of a full bundle name ``tenant/namespace/0xLLLLLLLL_0xUUUUUUUU``."""
     return bundle.rsplit("/", 1)[0]

@@ -35,6 +35,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from shedlab.core.ingest import MAX_CLUSTER_PATH
 from shedlab.model.formats import (
     BUNDLE_STATS,
     LOCAL_BROKER_DATA,
@@ -150,6 +151,13 @@ def _field_ok(f: Field, col: Column, siblings: Column | None = None) -> Column:
     return ok & (col.isNull() | value_ok)
 
 
+def _cluster_ok(cluster: Column) -> Column:
+    """No cluster (the default is used), or one :func:`~shedlab.core.ingest.cluster_problem` accepts."""
+    escaped = sf.length(sf.regexp_replace(cluster, "[:=]", "%3A"))
+    named = cluster.rlike("^[-=:.a-zA-Z0-9_]*$") & (escaped <= sf.lit(MAX_CLUSTER_PATH))
+    return cluster.isNull() | (cluster == "") | named
+
+
 def _none_of(obj: Column, keys: Sequence[str]) -> Column:
     out = sf.lit(True)
     for key in keys:
@@ -210,6 +218,7 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
         & (w["broker"] != "")
         & _is_string(w["broker"])
         & _is_string(w["cluster"])
+        & _cluster_ok(w["cluster"])  # else the Python reader quarantines it (core.ingest.cluster_problem)
         & (time_ms > 0)
         & (time_ms <= MAX_TIME_MS)  # later: the Python reader quarantines it as invalid_timestamp
         & resources
