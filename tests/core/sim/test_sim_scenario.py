@@ -192,6 +192,8 @@ def test_scenarios_beyond_the_limits_or_naming_missing_brokers_are_refused(extra
             "workloads:\n  - {name: w, bundles: 2}\n  - {name: v}\n  - {name: w}\n",
             r"workloads\[2\]\.name: workloads\[0\] has this name already.*\(got 'w'\)",
         ),
+        ("simulation:\n  cluster: us west\n", r"simulation\.cluster: not a Pulsar cluster name.*'us west'"),
+        ("simulation:\n  cluster: ''\n", r"simulation\.cluster: not a Pulsar cluster name"),
         (
             "events:\n  - {at: 1m, kind: background, brokers: [1], background: {cpu: 1.5}}\n",
             r"events\[0\]\.background\.cpu: reaches 1\.5, more than the whole machine",

@@ -21,6 +21,7 @@ from shedlab.core.sim.hardware import HardwareClass, parse_hardware
 from shedlab.core.sim.spec import Node
 from shedlab.core.sim.traffic import Selector, Signal, Workload, parse_selector, parse_signal, parse_workload
 from shedlab.errors import ConfigError, InputError, ShedlabError, did_you_mean, read_user_text
+from shedlab.model.pulsar import is_named_entity
 from shedlab.strategies import resolve_config, resolve_pair_name
 
 DEFAULT_START_TIME_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
@@ -288,6 +289,10 @@ def _parse_simulation(parent: Node) -> SimulationSettings:
     )
     if settings.tick <= 0:
         raise node.error("tick", "must be greater than 0", node.raw("tick"))
+    if not settings.cluster or not is_named_entity(settings.cluster):
+        raise node.error(
+            "cluster", "not a Pulsar cluster name (ASCII letters, digits, _ - = : . only)", settings.cluster
+        )
     _check_resolution(node, settings)
     node.finish(
         (
