@@ -80,7 +80,7 @@ BAD_INPUTS = {
         json.dumps(
             {"brokers": {"b1": broker(bundles=["t/n/0x0_0x1"]), "b2": broker(bundles=["t/n/0x0_0x1"])}}
         ),
-        ["owned by two brokers", "t/n/0x0_0x1"],
+        ["listed by two brokers", "equally recent", "t/n/0x0_0x1"],
     ),
 }
 

@@ -254,7 +254,16 @@ class ClusterSnapshot:
     def from_load_data(
         cls, load_data: LoadData, *, now_ms: int = 0, source: str | None = None
     ) -> ClusterSnapshot:
-        """Build the arrays from Pulsar objects; refuses a bundle that two brokers claim."""
+        """Build the arrays from Pulsar objects.
+
+        A bundle listed by two brokers' reports belongs to the broker whose report is newer
+        (``localData.lastUpdate``). This is common in a live cluster: a broker rewrites its report only
+        when its load has moved enough or its maximum interval has passed, so after an unload the old
+        owner's report can list the bundle for minutes while the new owner's already does. Pulsar's
+        leader keeps both lists (the bundle is a shedding candidate of both brokers); a snapshot has
+        one owner per bundle, and the newer report is the one that saw the move. Reports equally new
+        leave no way to tell, and are refused.
+        """
         broker_ids = tuple(sorted(load_data.brokerData))
         n = len(broker_ids)
         usage = np.zeros((n, 5))
@@ -299,12 +308,7 @@ class ClusterSnapshot:
             for bundle in local.bundles:
                 other = owner_of.setdefault(bundle, i)
                 if other != i:
-                    raise InputError(
-                        f"bundle is owned by two brokers ({broker_ids[other]} and {broker})",
-                        source=source,
-                        field=f"brokers.{broker}.localData.bundles",
-                        value=bundle,
-                    )
+                    owner_of[bundle] = _newer_report(load_data, broker_ids, other, i, bundle, source)
         names = tuple(sorted(set(owner_of) | set(load_data.bundleData)))
         bundles = _bundle_columns(names, load_data.bundleData, load_data.recentlyUnloadedBundles)
         return cls.from_columns(
@@ -398,6 +402,22 @@ class ClusterSnapshot:
 
 
 _BROKER_RATES = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
+
+
+def _newer_report(
+    load_data: LoadData, broker_ids: tuple[str, ...], first: int, second: int, bundle: str, source: str | None
+) -> int:
+    """The broker (of two listing ``bundle``) whose report is newer; equally new reports are refused."""
+    times = [load_data.brokerData[broker_ids[k]].localData.lastUpdate for k in (first, second)]
+    if times[0] == times[1]:
+        raise InputError(
+            f"bundle is listed by two brokers ({broker_ids[first]} and {broker_ids[second]}) whose "
+            f"reports are equally recent (lastUpdate {times[0]}): its owner cannot be told",
+            source=source,
+            field=f"brokers.{broker_ids[second]}.localData.bundles",
+            value=bundle,
+        )
+    return first if times[0] > times[1] else second
 
 
 def _bundle_columns(
