@@ -537,7 +537,8 @@ class _Moves:
                 move = self._best_of(hot, sources[hot], ends, refused)
                 if move is not None and (best is None or move.gain > best.gain):
                     best = move
-            balanced = self.balanced_enough(ends.spread)
+            excess = float((self.predicted - self.target).max())
+            balanced = self.balanced_enough(ends.spread, excess)
             required = self.balanced_min_benefit if balanced else self.min_benefit
             if best is None or best.gain < required:
                 self.settled_at = now
@@ -548,6 +549,7 @@ class _Moves:
                         "best_gain": None if best is None else best.gain,
                         "min_benefit": required,
                         "spread": ends.spread,
+                        "excess": excess,
                         "imbalance": now,
                         **refused,
                     }
@@ -577,13 +579,18 @@ class _Moves:
             result.unloads.append(Unload(ids[best.hot], bundle, reason, destination=ids[best.cold]))
         return moved
 
-    def balanced_enough(self, spread: float) -> bool:
-        """Whether the predicted spread is within ``capacityAwareBalancedSpread`` (rule 3, "balanced
-        enough"; 0 disables it). Within it a move must pay ``capacityAwareBalancedMinBenefit``: near
-        balance every move of these clusters' one-size bundles buys about the same few points, so the
-        last stretch of balance costs as many unloads as the first and is worth fewer of them. Exactly at
-        the band counts as within, as AvgShedder's thresholds count a gap equal to them as a hit."""
-        return self.balanced_spread > 0 and spread <= self.balanced_spread
+    def balanced_enough(self, spread: float, excess: float) -> bool:
+        """Whether the predicted spread is within ``capacityAwareBalancedSpread`` and no broker's predicted
+        score is more than half of it above its target (``excess``, rule 3, "balanced enough"; 0 disables
+        it). Within it a move must pay ``capacityAwareBalancedMinBenefit``: near balance every move of
+        these clusters' one-size bundles buys about the same few points, so the last stretch of balance
+        costs as many unloads as the first and is worth fewer of them. The spread alone understates how
+        hot a weak broker is when the coldest ones are strong machines (their score points are cheap, so
+        they sit close to their targets): half the band is where a broker of two equal ones stands when
+        their spread is the band. Exactly at either bound counts as within, as AvgShedder's thresholds
+        count a gap equal to them as a hit."""
+        limit = self.balanced_spread
+        return limit > 0 and spread <= limit and excess <= limit / 2
 
     def _best_of(
         self, hot: int, bundles: list[tuple[int, float]], ends: _Ends, refused: dict[str, int]
