@@ -24,8 +24,9 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   the two coldest brokers admitted for its namespace, while it lowers the predicted imbalance (spread +
   total absolute deviation from each broker's target: the balanced level, or its background when that is
   higher) by ``capacityAwareMinBenefit`` — by ``capacityAwareBalancedMinBenefit`` once the predicted
-  spread is within ``capacityAwareBalancedSpread`` ("balanced enough": near balance the last moves of
-  one-size bundles buy as little as the first, so only those that still do a lot are made). A strong
+  spread is within ``capacityAwareBalancedSpread`` and no broker is more than half of it above its target
+  ("balanced enough": near balance the last moves of one-size bundles buy as little as the first, so only
+  those that still do a lot are made). A strong
   cold broker that already carries more traffic still receives load; a hot broker with nothing to shed (a
   co-located process) is skipped without using up a destination.
 * **Vetoes**: a destination's predicted score must not exceed
@@ -521,10 +522,10 @@ class _Moves:
         base: Callable[[ClusterSnapshot, CapacityModel, int, int], dict[str, Any]],
     ) -> set[int]:
         """Greedy moves while one pays (lowers the imbalance by ``capacityAwareMinBenefit``, or by
-        ``capacityAwareBalancedMinBenefit`` while the predicted spread is within the band); the sources
-        that moved. Each move is the best, over the hottest sources and all their bundles, of a bundle
-        that fits its pair-evening amount towards one of the coldest brokers the even-distribution filter
-        admits for its namespace."""
+        ``capacityAwareBalancedMinBenefit`` while the plan is balanced enough, :meth:`balanced_enough`); the
+        sources that moved. Each move is the best, over the hottest sources and all their bundles, of a
+        bundle that fits its pair-evening amount towards one of the coldest brokers the even-distribution
+        filter admits for its namespace."""
         ids = self.snapshot.broker_ids
         moved: set[int] = set()
         refused = {"overload veto": 0, "even-distribution filter": 0}
