@@ -831,7 +831,8 @@ class LoadBalancerConfig:
         java="double",
         used_by=("CapacityAwareShedder",),
         doc="shedlab's own key. 'Balanced enough': once the predicted spread (max-min) of the scores is at "
-        "or below this many score points, a move must pay capacityAwareBalancedMinBenefit instead of "
+        "or below this many score points and no broker's predicted score is more than half of it above its "
+        "capacity-balanced target, a move must pay capacityAwareBalancedMinBenefit instead of "
         "capacityAwareMinBenefit, so fewer unloads buy the last stretch of balance. 0 disables it.",
     )
     capacity_aware_balanced_min_benefit: float = _key(

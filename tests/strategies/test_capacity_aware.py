@@ -358,13 +358,20 @@ def test_a_smaller_bundle_may_go_where_the_largest_one_is_not_admitted() -> None
 PROBES = Path(__file__).resolve().parents[2] / "examples" / "capacity-probes"
 
 
-def test_the_probe_grid_runs_every_probe_against_all_four_pairs() -> None:
-    # docs/capacity-aware.md, "Probes": every probe file is in the grid (the out-of-sample three too),
-    # each loads as a scenario of its own name, and the grid compares the four pairs of the capacity grid.
+def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
+    # docs/capacity-aware.md, "Probes": every probe file is in one of the two grids (grid.yaml: the eight
+    # probes, the out-of-sample three of the first round too; holdout.yaml: the three of issue 15), each
+    # loads as a scenario of its own name, and both grids compare the four pairs of the capacity grid.
     grid = load_grid(PROBES / "grid.yaml")
+    holdout = load_grid(PROBES / "holdout.yaml")
     files = sorted(p.stem for p in PROBES.glob("probe-*.yaml"))
-    assert sorted(ref.name for ref in grid.scenarios) == files and len(files) == 8
+    assert len(grid.scenarios) == 8 and len(holdout.scenarios) == 3
+    assert sorted(ref.name for ref in [*grid.scenarios, *holdout.scenarios]) == files
     assert {"probe-five-classes", "probe-some-bookies", "probe-busy-strong-nic"} <= set(files)
+    assert {"probe-bundle-sizes", "probe-strong-slow-nic", "probe-colocated-comes-goes"} == {
+        ref.name for ref in holdout.scenarios
+    }
     for name in files:
         assert load_scenario(str(PROBES / f"{name}.yaml")).name == name
-    assert set(grid.strategies) == set(load_grid("capacity").strategies)
+    capacity = set(load_grid("capacity").strategies)
+    assert set(grid.strategies) == set(holdout.strategies) == capacity

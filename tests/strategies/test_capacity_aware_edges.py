@@ -158,7 +158,8 @@ def test_every_reason_field_by_hand_on_unequal_machines() -> None:
         (37.5 - 15.625) / (S + S / 4),
     ]
     assert {u.reason["gain"] for u in second.unloads} == {31.25}
-    # a has nothing left: the plan stops there (spread 6.25, both on target), remembered as settled.
+    # a has nothing left: the plan stops there (spread 6.25, both on target: excess 0), remembered as
+    # settled.
     assert second.skipped == [
         {
             "strategy": NAME,
@@ -166,6 +167,7 @@ def test_every_reason_field_by_hand_on_unequal_machines() -> None:
             "best_gain": None,
             "min_benefit": 4.0,
             "spread": 6.25,
+            "excess": 0.0,
             "imbalance": 6.25,
             "overload veto": 0,
             "even-distribution filter": 0,
@@ -846,7 +848,8 @@ def test_balanced_band_off_every_paying_move_is_made() -> None:
 
 
 def test_a_spread_exactly_at_the_band_is_within_it() -> None:
-    # third move: spread 50 = band, so it must pay 50.5; it gains 50.
+    # third move: spread 50 = band (and a 25 above its target, half the band: on two equal machines the
+    # two bounds coincide), so it must pay 50.5; it gains 50.
     conf = conf_with(capacityAwareBalancedSpread=50, capacityAwareBalancedMinBenefit=50.5)
     result = last(cluster(EIGHT_BUNDLES), conf)
     assert moves(result) == [("a", "b")] * 2
@@ -856,6 +859,7 @@ def test_a_spread_exactly_at_the_band_is_within_it() -> None:
         "best_gain": 50.0,
         "min_benefit": 50.5,
         "spread": 50.0,
+        "excess": 25.0,
         "imbalance": 100.0,
         "overload veto": 0,
         "even-distribution filter": 0,
@@ -906,3 +910,26 @@ def test_a_band_below_one_point_still_applies() -> None:
     unbanded = last(snap, conf_with(capacityAwareMinBenefit=0, capacityAwareBalancedMinBenefit=100))
     assert moves(unbanded) == [("a", "b")] * 2
     assert unbanded.unloads[1].reason["gain"] == 0.78125
+
+
+# a: 128 machine at 50 with eight 1024 msg/s bundles (6.25 points each), b: 512 machine (a quarter of the
+# slope) at 6.25 with four; the level is 15 for both. Each move a -> b gains 15.625 (spread -7.8125,
+# deviation 6.25 + 1.5625); after k moves a is at 50 - 6.25k, its excess over its target 35 - 6.25k, and
+# the spread is 43.75 - 7.8125k: 43.75, 35.9375, 28.125, 20.3125.
+WEAK_AND_STRONG = {"a": (64.0, 128.0, [1024.0] * 8), "b": (32.0, 512.0, [1024.0] * 4)}
+
+
+def test_a_broker_further_above_its_target_than_half_the_band_is_not_balanced_enough() -> None:
+    # Band 40, balanced minimum 20 (no move pays it). The spread is within the band after one move, but a is
+    # still 28.75 and then 22.5 above its target, more than half the band (20): the ordinary minimum applies
+    # until a is 16.25 above it.
+    conf = conf_with(capacityAwareBalancedSpread=40, capacityAwareBalancedMinBenefit=20)
+    snap = cluster(WEAK_AND_STRONG)
+    model = estimate_capacity(snap, conf)
+    assert model is not None and model.level == 15.0 and model.slope[1] == model.slope[0] / 4
+    result = last(snap, conf)
+    assert moves(result) == [("a", "b")] * 3
+    assert [u.reason["gain"] for u in result.unloads] == [15.625] * 3
+    stop = result.skipped[-1]
+    assert stop["reason"] == BALANCED_STOP
+    assert stop["spread"] == 20.3125 and stop["excess"] == 16.25 and stop["best_gain"] == 15.625

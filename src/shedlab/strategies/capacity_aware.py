@@ -24,8 +24,9 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   the two coldest brokers admitted for its namespace, while it lowers the predicted imbalance (spread +
   total absolute deviation from each broker's target: the balanced level, or its background when that is
   higher) by ``capacityAwareMinBenefit`` — by ``capacityAwareBalancedMinBenefit`` once the predicted
-  spread is within ``capacityAwareBalancedSpread`` ("balanced enough": near balance the last moves of
-  one-size bundles buy as little as the first, so only those that still do a lot are made). A strong
+  spread is within ``capacityAwareBalancedSpread`` and no broker is more than half of it above its target
+  ("balanced enough": near balance the last moves of one-size bundles buy as little as the first, so only
+  those that still do a lot are made). A strong
   cold broker that already carries more traffic still receives load; a hot broker with nothing to shed (a
   co-located process) is skipped without using up a destination.
 * **Vetoes**: a destination's predicted score must not exceed
@@ -521,10 +522,10 @@ class _Moves:
         base: Callable[[ClusterSnapshot, CapacityModel, int, int], dict[str, Any]],
     ) -> set[int]:
         """Greedy moves while one pays (lowers the imbalance by ``capacityAwareMinBenefit``, or by
-        ``capacityAwareBalancedMinBenefit`` while the predicted spread is within the band); the sources
-        that moved. Each move is the best, over the hottest sources and all their bundles, of a bundle
-        that fits its pair-evening amount towards one of the coldest brokers the even-distribution filter
-        admits for its namespace."""
+        ``capacityAwareBalancedMinBenefit`` while the plan is balanced enough, :meth:`balanced_enough`); the
+        sources that moved. Each move is the best, over the hottest sources and all their bundles, of a
+        bundle that fits its pair-evening amount towards one of the coldest brokers the even-distribution
+        filter admits for its namespace."""
         ids = self.snapshot.broker_ids
         moved: set[int] = set()
         refused = {"overload veto": 0, "even-distribution filter": 0}
@@ -537,7 +538,8 @@ class _Moves:
                 move = self._best_of(hot, sources[hot], ends, refused)
                 if move is not None and (best is None or move.gain > best.gain):
                     best = move
-            balanced = self.balanced_enough(ends.spread)
+            excess = float((self.predicted - self.target).max())
+            balanced = self.balanced_enough(ends.spread, excess)
             required = self.balanced_min_benefit if balanced else self.min_benefit
             if best is None or best.gain < required:
                 self.settled_at = now
@@ -548,6 +550,7 @@ class _Moves:
                         "best_gain": None if best is None else best.gain,
                         "min_benefit": required,
                         "spread": ends.spread,
+                        "excess": excess,
                         "imbalance": now,
                         **refused,
                     }
@@ -577,13 +580,18 @@ class _Moves:
             result.unloads.append(Unload(ids[best.hot], bundle, reason, destination=ids[best.cold]))
         return moved
 
-    def balanced_enough(self, spread: float) -> bool:
-        """Whether the predicted spread is within ``capacityAwareBalancedSpread`` (rule 3, "balanced
-        enough"; 0 disables it). Within it a move must pay ``capacityAwareBalancedMinBenefit``: near
-        balance every move of these clusters' one-size bundles buys about the same few points, so the
-        last stretch of balance costs as many unloads as the first and is worth fewer of them. Exactly at
-        the band counts as within, as AvgShedder's thresholds count a gap equal to them as a hit."""
-        return self.balanced_spread > 0 and spread <= self.balanced_spread
+    def balanced_enough(self, spread: float, excess: float) -> bool:
+        """Whether the predicted spread is within ``capacityAwareBalancedSpread`` and no broker's predicted
+        score is more than half of it above its target (``excess``, rule 3, "balanced enough"; 0 disables
+        it). Within it a move must pay ``capacityAwareBalancedMinBenefit``: near balance every move of
+        these clusters' one-size bundles buys about the same few points, so the last stretch of balance
+        costs as many unloads as the first and is worth fewer of them. The spread alone understates how
+        hot a weak broker is when the coldest ones are strong machines (their score points are cheap, so
+        they sit close to their targets): half the band is where a broker of two equal ones stands when
+        their spread is the band. Exactly at either bound counts as within, as AvgShedder's thresholds
+        count a gap equal to them as a hit."""
+        limit = self.balanced_spread
+        return limit > 0 and spread <= limit and excess <= limit / 2
 
     def _best_of(
         self, hot: int, bundles: list[tuple[int, float]], ends: _Ends, refused: dict[str, int]
