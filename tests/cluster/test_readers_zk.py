@@ -169,3 +169,24 @@ def test_unreachable_zookeeper() -> None:
     assert f"127.0.0.1:{port}" in line and "unreachable after 2 attempts" in line
     with pytest.raises(ClusterError, match="unreachable"):
         ZooKeeperReader(f"127.0.0.1:{port}", retry=Retry(attempts=1, timeout_s=0.5)).read()
+
+
+def test_bundle_data_of_v1_namespaces_is_read(zk_hosts: str) -> None:
+    """``LoadBalanceResources.BundleDataResources.getBundleDataPath`` is ``/loadbalance/bundle-data/`` + the
+    bundle's full name, so a v1 namespace (``tenant/cluster/namespace``) and the v1 heartbeat namespace
+    (``pulsar/<cluster>/<host>:<port>``, which every broker owns) are four levels deep, not three."""
+    doc = example()
+    stored = next(iter(doc["bundleData"].values()))
+    v1 = {
+        "prop/us-west/ns1/0x00000000_0x40000000": stored,
+        "pulsar/us-west/broker-1:8080/0x00000000_0xffffffff": stored,
+    }
+    doc["bundleData"] = {**doc["bundleData"], **v1}
+    publish(zk_hosts, doc)
+    reader = ZooKeeperReader(zk_hosts)
+    try:
+        reading = reader.read()
+    finally:
+        reader.close()
+    assert sorted(reading.bundle_data) == sorted(doc["bundleData"])
+    assert reading.bundle_data["prop/us-west/ns1/0x00000000_0x40000000"] == stored

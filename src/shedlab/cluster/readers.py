@@ -63,6 +63,7 @@ from kazoo.hosts import collect_hosts
 from shedlab.cluster.access import PermanentError, Retry, Token, scrub, with_retries
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
 from shedlab.errors import ClusterError, InputError, ShedlabError
+from shedlab.model.bundles import parse_range
 from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind
 from shedlab.model.json_reader import JsonReader, json_kind
 from shedlab.model.pulsar import (
@@ -352,14 +353,10 @@ class ZooKeeperReader:
             _check_report(obj, f"{where}{path}")
             reading.reports[broker] = obj
             reading.origin[broker] = f"{where}{path}"
-        for tenant in self._children(client, BUNDLE_DATA_PATH):
-            for namespace in self._children(client, f"{BUNDLE_DATA_PATH}/{tenant}"):
-                ns_path = f"{BUNDLE_DATA_PATH}/{tenant}/{namespace}"
-                for bundle_range in self._children(client, ns_path):
-                    raw = self._get(client, f"{ns_path}/{bundle_range}")
-                    if raw:
-                        name = f"{tenant}/{namespace}/{bundle_range}"
-                        reading.bundle_data[name] = _parse(raw, f"{where}{ns_path}/{bundle_range}")
+        for name in self._bundle_names(client):
+            raw = self._get(client, f"{BUNDLE_DATA_PATH}/{name}")
+            if raw:
+                reading.bundle_data[name] = _parse(raw, f"{where}{BUNDLE_DATA_PATH}/{name}")
         for broker in self._children(client, TIME_AVERAGE_PATH):
             raw = self._get(client, f"{TIME_AVERAGE_PATH}/{broker}")
             if raw:
@@ -370,6 +367,23 @@ class ZooKeeperReader:
             url = info.get("brokerId") or info.get("serviceUrl")
             reading.leader = str(url) if url is not None else None
         return reading
+
+    def _bundle_names(self, client: KazooClient) -> list[str]:
+        """The full names of the bundles under ``/loadbalance/bundle-data``: the node of a bundle is its full
+        name under that root (``BundleDataResources.getBundleDataPath``), so a v2 namespace's bundles
+        (``tenant/namespace``) are three levels down and a v1 namespace's (``tenant/cluster/namespace``,
+        among them every broker's heartbeat namespace ``pulsar/<cluster>/<host>:<port>``) four. A node at
+        the third level whose name is not a bundle range (``0x%08x_0x%08x``) is a v1 namespace."""
+        names: list[str] = []
+        for tenant in self._children(client, BUNDLE_DATA_PATH):
+            for second in self._children(client, f"{BUNDLE_DATA_PATH}/{tenant}"):
+                for third in self._children(client, f"{BUNDLE_DATA_PATH}/{tenant}/{second}"):
+                    name = f"{tenant}/{second}/{third}"
+                    if parse_range(third) is not None:
+                        names.append(name)
+                        continue
+                    names += [f"{name}/{r}" for r in self._children(client, f"{BUNDLE_DATA_PATH}/{name}")]
+        return names
 
 
 # ------------------------------------------------------------------------------------------ admin API
