@@ -77,7 +77,7 @@ def test_reads_exactly_what_was_published(zk_hosts: str) -> None:
         reader.close()
     assert sorted(reading.reports) == sorted(doc["brokers"])
     assert sorted(reading.bundle_data) == sorted(doc["bundleData"])
-    assert reading.leader == f"http://{next(iter(doc['brokers']))}"
+    assert reading.leader == next(iter(doc["brokers"]))
     load = reading.load_data()
     expected = LoadData.from_json(JsonReader(doc, "example"))
     assert load.to_json()["bundleData"] == expected.to_json()["bundleData"]
@@ -190,3 +190,16 @@ def test_bundle_data_of_v1_namespaces_is_read(zk_hosts: str) -> None:
         reader.close()
     assert sorted(reading.bundle_data) == sorted(doc["bundleData"])
     assert reading.bundle_data["prop/us-west/ns1/0x00000000_0x40000000"] == stored
+
+
+def test_leader_of_a_pulsar_2_cluster_is_its_broker_id(zk_hosts: str) -> None:
+    """Before 3.0, ``LeaderBroker`` (the leader znode) holds only ``serviceUrl``, the leader's web address
+    ``http://<advertisedAddress>:<webServicePort>``; its broker id is that address without the scheme."""
+    doc = example()
+    publish(zk_hosts, doc)  # {"serviceUrl": "http://<first broker>"}
+    reader = ZooKeeperReader(zk_hosts)
+    try:
+        reading = reader.read()
+    finally:
+        reader.close()
+    assert reading.leader == next(iter(doc["brokers"]))

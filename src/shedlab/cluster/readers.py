@@ -126,6 +126,20 @@ def extensible_marker(obj: Mapping[str, Any]) -> str | None:
     return f"a {kind} of the extensible load manager (ExtensibleLoadManagerImpl){it_has}"
 
 
+def leader_id(info: Mapping[str, Any]) -> str | None:
+    """The leader's broker id from ``/loadbalance/leader`` (``LeaderBroker``) or ``GET
+    /admin/v2/brokers/leaderBroker`` (``BrokerInfo``): ``brokerId`` since Pulsar 3.0; before, only
+    ``serviceUrl``, the leader's web address ``http(s)://<advertisedAddress>:<port>``, whose host and port
+    are its broker id (``lookupServiceAddress``, the name of its ``/loadbalance/brokers`` node)."""
+    broker = info.get("brokerId")
+    if isinstance(broker, str) and broker:
+        return broker
+    url = info.get("serviceUrl")
+    if not isinstance(url, str) or not url:
+        return None
+    return urlparse(url).netloc or url
+
+
 @dataclass
 class ClusterReading:
     """One read of a cluster: raw documents as served, keyed by broker id or bundle name."""
@@ -363,9 +377,7 @@ class ZooKeeperReader:
                 reading.time_averages[broker] = _parse(raw, f"{where}{TIME_AVERAGE_PATH}/{broker}")
         leader = self._get(client, LEADER_PATH)
         if leader:
-            info = _parse(leader, f"{where}{LEADER_PATH}")
-            url = info.get("brokerId") or info.get("serviceUrl")
-            reading.leader = str(url) if url is not None else None
+            reading.leader = leader_id(_parse(leader, f"{where}{LEADER_PATH}"))
         return reading
 
     def _bundle_names(self, client: KazooClient) -> list[str]:
@@ -613,8 +625,7 @@ class AdminReader:
         try:
             leader = self._json(f"{self.url}/admin/v2/brokers/leaderBroker")
             if isinstance(leader, dict):
-                value = leader.get("brokerId") or leader.get("serviceUrl")
-                reading.leader = str(value) if value is not None else None
+                reading.leader = leader_id(leader)
         except ClusterError:
             pass  # older brokers have no such endpoint; the leader is informative only
         return reading

@@ -1,0 +1,121 @@
+"""The admin reader against what real Pulsar brokers send, version by version, from a stub broker.
+
+The sandbox speaks the current shapes; these tests hold the others a real cluster sends (older versions'
+documents, Jackson's number forms), each with the Pulsar class that produces it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from shedlab.cluster.access import Retry
+from shedlab.cluster.readers import AdminReader
+
+Answer = tuple[int, Any]
+
+
+@contextmanager
+def stub_broker(answers: Callable[[str, int], dict[str, Answer]]) -> Iterator[str]:
+    """A web server answering GET paths from ``answers(path, port)`` (raw JSON text when a ``str``)."""
+
+    class Broker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            table = answers(self.path, server.server_address[1])
+            status, body = table.get(self.path, (404, {"reason": "HTTP 404 Not Found"}))
+            data = b"" if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Broker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def report(port: int) -> dict[str, Any]:
+    """A Pulsar 2.x LocalBrokerData: no ``loadManagerClassName``/``startTimestamp``, ``bundleStats`` (its
+    ``getBundleStats()`` getter, serialised before 3.0) beside ``lastStats``."""
+    stats = {
+        "msgRateIn": 10.0,
+        "msgThroughputIn": 1.0e7,
+        "msgRateOut": 20.0,
+        "msgThroughputOut": 2.0e7,
+        "consumerCount": 1,
+        "producerCount": 1,
+        "topics": 1,
+        "cacheSize": 0,
+    }
+    bundle = "public/default/0x00000000_0xffffffff"
+    return {
+        "webServiceUrl": f"http://127.0.0.1:{port}",
+        "pulsarServiceUrl": "pulsar://127.0.0.1:6650",
+        "persistentTopicsEnabled": True,
+        "nonPersistentTopicsEnabled": True,
+        "cpu": {"usage": 50.0, "limit": 400.0},
+        "memory": {"usage": 100.0, "limit": 1024.0},
+        "directMemory": {"usage": 0.0, "limit": 1024.0},
+        "bandwidthIn": {"usage": 1.0, "limit": 1.0e7},
+        "bandwidthOut": {"usage": 1.0, "limit": 1.0e7},
+        "msgThroughputIn": 1.0e7,
+        "msgThroughputOut": 2.0e7,
+        "msgRateIn": 10.0,
+        "msgRateOut": 20.0,
+        "lastUpdate": 1_700_000_000_000,
+        "lastStats": {bundle: stats},
+        "bundleStats": {bundle: stats},
+        "numTopics": 1,
+        "numBundles": 1,
+        "numConsumers": 1,
+        "numProducers": 1,
+        "bundles": [bundle],
+        "lastBundleGains": [],
+        "lastBundleLosses": [],
+        "brokerVersionString": "2.10.4",
+        "protocols": {},
+        "advertisedListeners": {},
+        "maxResourceUsage": 0.125,
+        "loadReportType": "LocalBrokerData",
+    }
+
+
+def pulsar_2(path: str, port: int) -> dict[str, Answer]:
+    broker = f"127.0.0.1:{port}"
+    return {
+        "/admin/v2/clusters": (200, ["standalone"]),
+        "/admin/v2/brokers/standalone": (200, [broker]),
+        "/admin/v2/broker-stats/load-report": (200, report(port)),
+        # BrokersBase.getLeaderBroker before 3.0: BrokerInfo(serviceUrl) only
+        "/admin/v2/brokers/leaderBroker": (200, {"serviceUrl": f"http://{broker}"}),
+    }
+
+
+def read(url: str) -> Any:
+    reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
+    try:
+        return reader.read()
+    finally:
+        reader.close()
+
+
+def test_leader_of_a_pulsar_2_broker_is_its_broker_id() -> None:
+    """``BrokerInfo`` before 3.0 has only ``serviceUrl``; the leader is named by its broker id, as the
+    broker list names it, not by its URL."""
+    with stub_broker(pulsar_2) as url:
+        reading = read(url)
+    broker = url.removeprefix("http://")
+    assert sorted(reading.reports) == [broker]
+    assert reading.leader == broker
