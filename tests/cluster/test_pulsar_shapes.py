@@ -13,8 +13,11 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
+
 from shedlab.cluster.access import Retry
 from shedlab.cluster.readers import AdminReader
+from shedlab.errors import ClusterError
 
 Answer = tuple[int, Any]
 
@@ -119,3 +122,60 @@ def test_leader_of_a_pulsar_2_broker_is_its_broker_id() -> None:
     broker = url.removeprefix("http://")
     assert sorted(reading.reports) == [broker]
     assert reading.leader == broker
+
+
+def legacy_report(port: int) -> dict[str, Any]:
+    """``LoadReport`` as a broker running ``SimpleLoadManagerImpl`` writes it to
+    ``/loadbalance/brokers/<broker>`` and serves it from ``broker-stats/load-report``: its getters put
+    ``cpu``…``bandwidthOut`` and ``lastUpdate`` beside ``systemResourceUsage``, its bundles are in
+    ``bundleStats``."""
+    usage = {"usage": 350.0, "limit": 400.0}
+    stats = report(port)["lastStats"]
+    return {
+        "name": f"127.0.0.1:{port}",
+        "brokerVersionString": "2.10.4",
+        "webServiceUrl": f"http://127.0.0.1:{port}",
+        "pulsarServiceUrl": "pulsar://127.0.0.1:6650",
+        "persistentTopicsEnabled": True,
+        "nonPersistentTopicsEnabled": True,
+        "timestamp": 1_700_000_000_000,
+        "msgRateIn": 10.0,
+        "msgRateOut": 20.0,
+        "numTopics": 1,
+        "numConsumers": 1,
+        "numProducers": 1,
+        "numBundles": 1,
+        "protocols": {},
+        "systemResourceUsage": {"cpu": usage, "memory": usage, "directMemory": usage},
+        "bundleStats": stats,
+        "bundleGains": [],
+        "bundleLosses": [],
+        "allocatedCPU": 0.0,
+        "preAllocatedCPU": 0.0,
+        "underLoaded": False,
+        "overLoaded": True,
+        "loadReportType": "LoadReport",
+        "cpu": usage,
+        "memory": usage,
+        "directMemory": usage,
+        "lastUpdate": 1_700_000_000_000,
+        "msgThroughputIn": 10.0,
+        "msgThroughputOut": 20.0,
+    }
+
+
+def test_a_simple_load_manager_report_is_refused_in_one_line() -> None:
+    """Read as a LocalBrokerData, the legacy report was a broker at 87.5 % CPU owning no bundle: advise
+    decided on a cluster that does not exist. Pulsar's ``LoadReportDeserializer`` tells them apart by
+    ``loadReportType``/``underLoaded``; so do the readers now, and say which load manager it is."""
+
+    def simple(path: str, port: int) -> dict[str, Answer]:
+        return dict(
+            pulsar_2(path, port), **{"/admin/v2/broker-stats/load-report": (200, legacy_report(port))}
+        )
+
+    with stub_broker(simple) as url, pytest.raises(ClusterError) as caught:
+        read(url)
+    text = str(caught.value)
+    assert "SimpleLoadManagerImpl" in text and "/admin/v2/broker-stats/load-report" in text
+    assert "\n" not in text

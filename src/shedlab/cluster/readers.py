@@ -64,7 +64,7 @@ from shedlab.cluster.access import PermanentError, Retry, Token, scrub, with_ret
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
 from shedlab.errors import ClusterError, InputError, ShedlabError
 from shedlab.model.bundles import parse_range
-from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind
+from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind, legacy_load_report
 from shedlab.model.json_reader import JsonReader, json_kind
 from shedlab.model.pulsar import (
     BrokerData,
@@ -231,11 +231,20 @@ def _parse(raw: bytes, where: str) -> dict[str, Any]:
 
 
 def _check_report(obj: dict[str, Any], where: str) -> None:
-    """Refuse the extensible manager's documents and malformed reports at read time (one line each)."""
+    """Refuse the extensible manager's documents, the simple manager's legacy LoadReport (which has ``cpu``
+    and ``lastUpdate`` too, but its bundles in ``bundleStats``: it read as a broker owning nothing) and
+    malformed reports at read time (one line each)."""
     marker = extensible_marker(obj)
     if marker is not None:
         raise ClusterError(
             f"this cluster runs the extensible load manager: {marker}", source=where, hint=_EXTENSIBLE_HINT
+        )
+    if legacy_load_report(obj):
+        raise ClusterError(
+            "this cluster runs the simple load manager: the report is a legacy LoadReport "
+            "(SimpleLoadManagerImpl), not a LocalBrokerData",
+            source=where,
+            hint="shedlab reads the modular load manager (ModularLoadManagerImpl) only",
         )
     try:
         LocalBrokerData.from_json(JsonReader(obj, where))
