@@ -18,7 +18,7 @@ from shedlab.cluster.access import Retry
 from shedlab.cluster.readers import ZooKeeperReader
 from shedlab.errors import ClusterError
 from shedlab.model.json_reader import JsonReader
-from shedlab.model.pulsar import LoadData
+from shedlab.model.pulsar import LoadData, TimeAverageBrokerData
 
 pytestmark = pytest.mark.zookeeper
 
@@ -81,8 +81,11 @@ def test_reads_exactly_what_was_published(zk_hosts: str) -> None:
     load = reading.load_data()
     expected = LoadData.from_json(JsonReader(doc, "example"))
     assert load.to_json()["bundleData"] == expected.to_json()["bundleData"]
-    for broker, data in expected.brokerData.items():
-        assert load.brokerData[broker].timeAverageData == data.timeAverageData
+    for broker, data in expected.brokerData.items():  # the leader's aggregation (no time-average znode read)
+        assert (
+            load.brokerData[broker].timeAverageData.longTermMsgRateIn
+            == data.timeAverageData.longTermMsgRateIn
+        )
 
 
 @pytest.mark.parametrize("strategy", ["ThresholdShedder", "AvgShedder"])
@@ -203,3 +206,25 @@ def test_leader_of_a_pulsar_2_cluster_is_its_broker_id(zk_hosts: str) -> None:
     finally:
         reader.close()
     assert reading.leader == next(iter(doc["brokers"]))
+
+
+def test_broker_time_averages_are_the_leaders_not_the_stale_znode(zk_hosts: str) -> None:
+    """The leader never reads ``/loadbalance/broker-time-average``:
+    ``ModularLoadManagerImpl.updateBundleData`` recomputes every broker's TimeAverageBrokerData from its
+    report's bundles and the bundle histories on each update, and only writes the znode (at start, all
+    zeros; then every ``loadBalancerResourceQuotaUpdateIntervalMinutes``). A broker started since the
+    last write still has the zeros of its start: read as its averages, it looked empty to
+    LeastLongTermMessageRate."""
+    doc = example()
+    broker = sorted(doc["brokers"])[0]
+    doc["brokers"][broker]["timeAverageData"] = TimeAverageBrokerData().to_json()  # as start() writes it
+    publish(zk_hosts, doc)
+    reader = ZooKeeperReader(zk_hosts)
+    try:
+        load = reader.read().load_data()
+    finally:
+        reader.close()
+    expected = TimeAverageBrokerData()
+    expected.reset(load.brokerData[broker].localData.bundles, load.bundleData)
+    assert expected.longTermMsgRateIn > 0
+    assert load.brokerData[broker].timeAverageData == expected

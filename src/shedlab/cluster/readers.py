@@ -1,8 +1,8 @@
 """Readers of a running Pulsar cluster: ZooKeeper (the leader's own inputs) and the admin REST API.
 
 Both return a :class:`ClusterReading`: every broker's LocalBrokerData as read, the brokers whose report
-could not be read (and why), and, from ZooKeeper, the leader's stored bundle histories and broker time
-averages. :meth:`ClusterReading.load_data` turns it into Pulsar's ``LoadData`` through the model's one
+could not be read (and why), and, from ZooKeeper, the leader's stored bundle histories.
+:meth:`ClusterReading.load_data` turns it into Pulsar's ``LoadData`` through the model's one
 reader of the formats (:mod:`shedlab.model.pulsar`), so a malformed value is named by its znode path or
 URL and its JSON field.
 
@@ -13,8 +13,6 @@ URL and its JSON field.
   (``LoadManager.LOADBALANCE_BROKERS_ROOT``);
 * ``/loadbalance/bundle-data/<tenant>/<namespace>/<range>``: BundleData, written by the leader
   (``LoadBalanceResources.BUNDLE_DATA_BASE_PATH``);
-* ``/loadbalance/broker-time-average/<broker>``: TimeAverageBrokerData
-  (``ModularLoadManagerImpl.TIME_AVERAGE_BROKER_ZPATH``);
 * ``/loadbalance/leader``: the elected leader, ``{"serviceUrl": …}``
   (``LeaderElectionService.ELECTION_ROOT``).
 
@@ -25,9 +23,14 @@ is made up for: the leader's **bundle histories** (BundleData: 10- and 1000-samp
 by any endpoint; each bundle is seeded from its one ``lastStats`` sample, as the leader seeds a bundle it
 has never seen (defaults, then one update, so both averages equal the sample); ``--watch`` and ``collect``
 then add one sample per cycle, which rebuilds the short-term average after 10 cycles and approaches the
-long-term one only slowly. The **broker time averages** are re-aggregated from those bundle averages, as
-the leader does (``TimeAverageBrokerData.reset``). Preallocations and the leader's recently unloaded
-bundles are not visible from either source.
+long-term one only slowly.
+
+From either source, the **broker time averages** are aggregated from the bundle averages as the leader does
+on every update (``ModularLoadManagerImpl.updateBundleData``: ``TimeAverageBrokerData.reset`` over the
+report's bundles). The leader writes them to ``/loadbalance/broker-time-average/<broker>`` but never reads
+that znode back, and it lags: written every ``loadBalancerResourceQuotaUpdateIntervalMinutes``, and all
+zeros from a broker's start until then; so it is not read. Preallocations and the leader's recently
+unloaded bundles are not visible from either source.
 
 Both readers refuse the **extensible load manager** (``ExtensibleLoadManagerImpl``, PIP-192): its brokers
 register ``BrokerLookupData`` under ``/loadbalance/brokers`` and elect under
@@ -152,7 +155,6 @@ class ClusterReading:
     missing: dict[str, str] = field(default_factory=dict)  # broker → why no report was read
     bundle_data: dict[str, dict[str, Any]] = field(default_factory=dict)
     bundle_origin: dict[str, str] = field(default_factory=dict)  # bundle → file:line of its BundleData
-    time_averages: dict[str, dict[str, Any]] = field(default_factory=dict)
     leader: str | None = None
 
     def local_data(self) -> dict[str, LocalBrokerData]:
@@ -168,7 +170,7 @@ class ClusterReading:
         A bundle with a stored history (``/loadbalance/bundle-data``) takes it as the leader wrote it; any
         other bundle takes its averages from ``history`` (bundle → BundleData, updated in place with this
         read's sample, as the leader's ``updateBundleData`` does), which a caller keeps across reads.
-        Broker time averages are the stored ones, else re-aggregated from the bundles'.
+        Broker time averages are aggregated from the bundles', as the leader's ``updateBundleData`` does.
         """
         local = self.local_data()
         # where each stored history came from: its znode (with the ensemble and chroot, as a broker's
@@ -186,13 +188,10 @@ class ClusterReading:
                     bundles[name] = update_bundle(kept, name, stats)
         brokers: dict[str, BrokerData] = {}
         for broker, report in local.items():
-            stored = self.time_averages.get(broker)
-            if stored is not None:
-                where = f"{self.source}{TIME_AVERAGE_PATH}/{broker}"
-                average = TimeAverageBrokerData.from_json(JsonReader(stored, where))
-            else:
-                average = TimeAverageBrokerData()
-                average.reset(report.bundles, bundles)
+            # reset over the report's bundles: lastStats' keys in Pulsar, the same set in every report
+            # LocalBrokerData.update writes
+            average = TimeAverageBrokerData()
+            average.reset(report.bundles, bundles)
             brokers[broker] = BrokerData(localData=report, timeAverageData=average)
         return LoadData(brokerData=brokers, bundleData=bundles)
 
@@ -380,10 +379,6 @@ class ZooKeeperReader:
             raw = self._get(client, f"{BUNDLE_DATA_PATH}/{name}")
             if raw:
                 reading.bundle_data[name] = _parse(raw, f"{where}{BUNDLE_DATA_PATH}/{name}")
-        for broker in self._children(client, TIME_AVERAGE_PATH):
-            raw = self._get(client, f"{TIME_AVERAGE_PATH}/{broker}")
-            if raw:
-                reading.time_averages[broker] = _parse(raw, f"{where}{TIME_AVERAGE_PATH}/{broker}")
         leader = self._get(client, LEADER_PATH)
         if leader:
             reading.leader = leader_id(_parse(leader, f"{where}{LEADER_PATH}"))
