@@ -24,12 +24,20 @@ Answer = tuple[int, Any]
 
 @contextmanager
 def stub_broker(answers: Callable[[str, int], dict[str, Answer]]) -> Iterator[str]:
-    """A web server answering GET paths from ``answers(path, port)`` (raw JSON text when a ``str``)."""
+    """A web server answering GET paths (and ``"PUT <path>"``) from ``answers(path, port)`` (raw JSON text
+    when a ``str``); anything else is Jersey's 404, as for a path no resource matches."""
 
     class Broker(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            self.answer("GET")
+
+        def do_PUT(self) -> None:
+            self.answer("PUT")
+
+        def answer(self, method: str) -> None:
             table = answers(self.path, server.server_address[1])
-            status, body = table.get(self.path, (404, {"reason": "HTTP 404 Not Found"}))
+            key = self.path if method == "GET" else f"{method} {self.path}"
+            status, body = table.get(key, (404, {"reason": "HTTP 404 Not Found"}))
             data = b"" if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -179,3 +187,24 @@ def test_a_simple_load_manager_report_is_refused_in_one_line() -> None:
     text = str(caught.value)
     assert "SimpleLoadManagerImpl" in text and "/admin/v2/broker-stats/load-report" in text
     assert "\n" not in text
+
+
+def test_an_unload_in_a_v1_namespace_goes_to_the_v1_resource() -> None:
+    """A v1 namespace (``tenant/cluster/namespace``) has no v2 resource: ``/admin/v2/namespaces/{tenant}/
+    {namespace}/{bundle}/unload`` takes two name segments, and Pulsar answers a five-segment path with 404.
+    Pulsar's admin client (``NamespacesImpl.namespacePath``) sends a v1 name to ``/admin/namespaces/
+    {property}/{cluster}/{namespace}/{bundle}/unload`` (``v1.Namespaces.unloadNamespaceBundle``, which
+    takes ``destinationBroker`` too)."""
+    v1 = "/admin/namespaces/prop/us-west/ns1/0x00000000_0x40000000/unload?destinationBroker=b2%3A8080"
+    v2 = "/admin/v2/namespaces/public/default/0x00000000_0x40000000/unload?destinationBroker=b2%3A8080"
+
+    def answers(path: str, port: int) -> dict[str, Answer]:
+        return {f"PUT {v1}": (204, None), f"PUT {v2}": (204, None)}
+
+    with stub_broker(answers) as url:
+        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            assert reader.unload("prop/us-west/ns1/0x00000000_0x40000000", "b2:8080") == 204
+            assert reader.unload("public/default/0x00000000_0x40000000", "b2:8080") == 204
+        finally:
+            reader.close()

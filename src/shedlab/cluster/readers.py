@@ -636,8 +636,12 @@ class AdminReader:
 
     def unload(self, bundle: str, destination: str | None) -> int:
         """``PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload?destinationBroker=…``;
-        the HTTP status (204 on success)."""
+        the HTTP status (204 on success). A v1 namespace (``tenant/cluster/namespace``) has no v2 resource:
+        its bundles go to ``/admin/namespaces/{property}/{cluster}/{namespace}/{bundle}/unload``
+        (``v1.Namespaces.unloadNamespaceBundle``), as Pulsar's admin client sends them
+        (``NamespacesImpl.namespacePath`` by ``NamespaceName.isV2``)."""
         namespace, _, bundle_range = bundle.rpartition("/")
-        url = f"{self.url}/admin/v2/namespaces/{namespace}/{quote(bundle_range, safe='')}/unload"
+        api = "admin/namespaces" if namespace.count("/") == 2 else "admin/v2/namespaces"
+        url = f"{self.url}/{api}/{namespace}/{quote(bundle_range, safe='')}/unload"
         params = {"destinationBroker": destination} if destination else None
         return self.request("PUT", url, params=params).status_code
