@@ -228,3 +228,16 @@ def test_broker_time_averages_are_the_leaders_not_the_stale_znode(zk_hosts: str)
     expected.reset(load.brokerData[broker].localData.bundles, load.bundleData)
     assert expected.longTermMsgRateIn > 0
     assert load.brokerData[broker].timeAverageData == expected
+
+
+def test_a_metadata_store_url_as_broker_conf_writes_it_is_taken(zk_hosts: str) -> None:
+    """Pulsar names its ZooKeeper in ``metadataStoreUrl`` as ``zk:HOST:PORT[,…][/chroot]`` (the ``zk:``
+    scheme selects ZKMetadataStore; broker.conf's own examples carry it): the value an operator copies."""
+    publish(zk_hosts, example())
+    reader = ZooKeeperReader(f"zk:{zk_hosts}")
+    try:
+        reading = reader.read()
+    finally:
+        reader.close()
+    assert sorted(reading.reports) == sorted(example()["brokers"])
+    assert "zk:" not in reading.source

@@ -267,6 +267,9 @@ class ZooKeeperReader:
         retry: Retry | None = None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
+        # Pulsar's own form of the same address, metadataStoreUrl=zk:HOST:PORT[,...][/chroot] (the zk: scheme
+        # selects ZKMetadataStore), as an operator copies it from broker.conf
+        hosts = hosts.removeprefix("zk:")
         try:  # kazoo parses the list in KazooClient(), raising a bare ValueError on 'host:port-typo'
             collect_hosts(hosts)
         except ValueError as exc:
