@@ -9,8 +9,8 @@ Jackson writes it):
   broker that stops closes its session, and ZooKeeper removes the node.
 * ``/loadbalance/bundle-data/<tenant>/<namespace>/<range>``: BundleData, written by the leader every
   ``loadBalancerResourceQuotaUpdateIntervalMinutes`` (``LoadResourceQuotaUpdaterTask`` →
-  ``writeBundleDataOnZooKeeper``); the leader deletes the node of a bundle no report lists any more
-  (``updateBundleData``, spec §4.2).
+  ``writeBundleDataOnZooKeeper``) for its top-k bundles only (``selectTopKBundle``, PIP-354); the leader
+  deletes the node of a bundle no report lists any more (``updateBundleData``, spec §4.2).
 * ``/loadbalance/broker-time-average/<brokerId>``: TimeAverageBrokerData, written by the leader with the
   bundle data; deleted when the broker leaves (``cleanupDeadBrokersData``).
 * ``/loadbalance/leader``: LeaderBroker ``{"brokerId", "serviceUrl"}``, ephemeral, created by the leader's
@@ -154,8 +154,10 @@ class ZooKeeperPublisher:
         _done(self._sessions[broker].create_async(LEADER, body, ephemeral=True))
 
     # ------------------------------------------------------------------------------------ the leader
-    def write_bundle_data(self, data: Mapping[str, Mapping[str, Any]]) -> None:
-        """Every bundle's BundleData (writeBundleDataOnZooKeeper); nodes of bundles now gone are deleted."""
+    def write_bundle_data(self, data: Mapping[str, Mapping[str, Any]], active: Iterable[str]) -> None:
+        """The BundleData the leader persists (writeBundleDataOnZooKeeper: its top-k bundles, ``data``); the
+        nodes of bundles no longer ``active`` (in the leader's LoadData) are deleted, those of active bundles
+        outside the top k are left as they were, as Pulsar leaves them."""
         if self.leader is None:
             return
         client = self._sessions[self.leader]
@@ -171,7 +173,7 @@ class ZooKeeperPublisher:
         for result in pending:
             _done(result)
         self._bundle_nodes.update(new)
-        self.drop_bundles(self._bundle_nodes - set(data))
+        self.drop_bundles(self._bundle_nodes - set(active))
 
     def drop_bundles(self, bundles: Iterable[str]) -> None:
         """The leader deletes the bundle-data of bundles no report lists (updateBundleData)."""
