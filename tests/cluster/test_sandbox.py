@@ -483,3 +483,19 @@ def test_the_leader_persists_the_top_k_bundles_as_pulsar_does(
     top = sorted(data, key=lambda b: data[b].compare_key(), reverse=True)
     lowest_kept = min(data[b].compare_key() for b in persisted)
     assert all(data[b].compare_key() <= lowest_kept for b in set(top) - persisted)
+
+
+@pytest.mark.zookeeper
+def test_a_starting_broker_writes_its_empty_time_average(zk_sandbox: tuple[Sandbox, KazooClient]) -> None:
+    """``ModularLoadManagerImpl.start`` writes an empty TimeAverageBrokerData for the broker
+    (``updateTimeAverageBrokerData(brokerId, new TimeAverageBrokerData())``) right after taking its
+    ``/loadbalance/brokers`` lock: every running broker has that node, all zeros until the leader's first
+    ``writeBundleDataOnZooKeeper``."""
+    sb, zk = zk_sandbox
+    root = "/loadbalance/broker-time-average"
+    assert sorted(zk.get_children(root)) == sorted(zk.get_children("/loadbalance/brokers"))
+    for broker in zk.get_children(root):
+        assert _read(zk.get(f"{root}/{broker}")[0], TimeAverageBrokerData) == TimeAverageBrokerData()
+    sb.advance(15)  # the leader's write replaces them
+    first = sorted(zk.get_children(root))[0]
+    assert _read(zk.get(f"{root}/{first}")[0], TimeAverageBrokerData).shortTermMsgRateIn > 0
