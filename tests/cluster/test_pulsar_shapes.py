@@ -208,3 +208,23 @@ def test_an_unload_in_a_v1_namespace_goes_to_the_v1_resource() -> None:
             assert reader.unload("public/default/0x00000000_0x40000000", "b2:8080") == 204
         finally:
             reader.close()
+
+
+def test_a_server_error_is_said_with_pulsars_reason() -> None:
+    """Pulsar answers an internal failure with 500 and its ``ErrorData`` body ``{"reason": …}``
+    (``RestException``). After the retries the error said ``unreachable`` (the broker had answered) and
+    carried httpx's two-line boilerplate instead of the reason."""
+    reason = "org.apache.pulsar.metadata.api.MetadataStoreException: session expired"
+
+    def failing(path: str, port: int) -> dict[str, Answer]:
+        return dict(pulsar_2(path, port), **{"/admin/v2/brokers/standalone": (500, {"reason": reason})})
+
+    with stub_broker(failing) as url, pytest.raises(ClusterError) as caught:
+        reader = AdminReader(url, retry=Retry(attempts=2, backoff_s=0.0, timeout_s=5.0))
+        try:
+            reader.read()
+        finally:
+            reader.close()
+    text = str(caught.value)
+    assert f"HTTP 500: {reason}" in text and "after 2 attempts" in text
+    assert "unreachable" not in text and "\n" not in text

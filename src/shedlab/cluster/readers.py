@@ -63,7 +63,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.hosts import collect_hosts
 
-from shedlab.cluster.access import PermanentError, Retry, Token, scrub, with_retries
+from shedlab.cluster.access import PermanentError, Retry, RetryableAnswerError, Token, scrub, with_retries
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
 from shedlab.errors import ClusterError, InputError, ShedlabError
 from shedlab.model.bundles import parse_range
@@ -407,7 +407,7 @@ class ZooKeeperReader:
 
 # ------------------------------------------------------------------------------------------ admin API
 
-_HTTP_TRANSIENT = (httpx.TransportError, httpx.HTTPStatusError)
+_HTTP_TRANSIENT = (httpx.TransportError,)
 
 
 _TLS_HINT = "give the CA certificate that signed the brokers' certificates with --tls-ca"
@@ -429,21 +429,27 @@ _REDIRECTS = (301, 302, 303, 307, 308)
 _MAX_REDIRECTS = 5
 
 
+def _reason(response: httpx.Response, token: Token | None) -> str:
+    """Pulsar's ``ErrorData`` reason (``{"reason": …}``, what ``RestException`` sends), else the start of
+    the body (an HTML error page of Jetty's), on one line and without the token."""
+    try:
+        body = response.json()
+        reason = body.get("reason") if isinstance(body, dict) else None
+    except ValueError:
+        reason = None
+    text = str(reason) if reason else response.text[:160]
+    return scrub(" ".join(text.split()), token)
+
+
 def _raise_for(response: httpx.Response, token: Token | None) -> None:
     status = response.status_code
     if status in (401, 403):
         meaning = "Unauthorized: the token was refused" if status == 401 else "Forbidden: no permission"
         raise PermanentError(f"HTTP {status} {meaning} (check --token-file/--token-env)")
     if 400 <= status < 500 and status not in (408, 429):
-        try:
-            body = response.json()
-            reason = body.get("reason") if isinstance(body, dict) else None
-        except ValueError:
-            reason = None
-        text = str(reason) if reason else response.text[:160]
-        raise PermanentError(f"HTTP {status}: {scrub(text, token)}")
-    if status >= 400:
-        response.raise_for_status()  # 5xx, 408, 429: retried
+        raise PermanentError(f"HTTP {status}: {_reason(response, token)}")
+    if status >= 400:  # 5xx, 408, 429: retried; the broker answered, with its reason
+        raise RetryableAnswerError(f"HTTP {status}: {_reason(response, token)}")
 
 
 class AdminReader:
