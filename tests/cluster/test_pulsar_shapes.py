@@ -228,3 +228,25 @@ def test_a_server_error_is_said_with_pulsars_reason() -> None:
     text = str(caught.value)
     assert f"HTTP 500: {reason}" in text and "after 2 attempts" in text
     assert "unreachable" not in text and "\n" not in text
+
+
+def test_the_access_check_needs_the_permission_an_unload_needs() -> None:
+    """``ClustersBase.getClusters`` checks no role (any authenticated client gets the list), while an unload
+    needs a super-user (``internalUnloadNamespaceBundleAsync`` → ``validateSuperUserAccessAsync``, 401).
+    ``check_access`` asked ``/admin/v2/clusters``, so a valid token of an ordinary role passed it and then
+    every unload failed; it now asks a super-user endpoint (``BrokersBase.getRuntimeConfiguration``)."""
+
+    def ordinary_role(path: str, port: int) -> dict[str, Answer]:
+        refused = (401, {"reason": "This operation requires super-user access"})
+        return {
+            "/admin/v2/clusters": (200, ["standalone"]),
+            "/admin/v2/brokers/configuration/runtime": refused,
+            "/admin/v2/brokers/standalone": refused,
+        }
+
+    with stub_broker(ordinary_role) as url, pytest.raises(ClusterError, match="HTTP 401"):
+        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            reader.check_access()
+        finally:
+            reader.close()

@@ -572,11 +572,14 @@ class AdminReader:
         return self.cluster
 
     def check_access(self) -> None:
-        """One authenticated call (``GET /admin/v2/clusters``): an unreachable admin URL or a refused token
-        is said now, in one line. ``advise --execute`` reading from ZooKeeper calls nothing else on the admin
-        URL before its first unload, which then failed with 401, cycle after cycle under ``--watch``."""
+        """One call that needs what an unload needs, a super-user (``GET
+        /admin/v2/brokers/configuration/runtime``, ``validateSuperUserAccess``): an unreachable admin URL, a
+        refused token or a role that may not unload is said now, in one line. ``advise --execute`` reading
+        from ZooKeeper calls nothing else on the admin URL before its first unload, which then failed with
+        401, cycle after cycle under ``--watch``. Not ``/admin/v2/clusters``: ``ClustersBase.getClusters``
+        checks no role, so any authenticated token passes it."""
         try:
-            self._json(f"{self.url}/admin/v2/clusters")
+            self._runtime()
         except ClusterError as exc:
             if not _answered(exc):
                 raise
