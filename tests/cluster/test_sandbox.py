@@ -499,3 +499,15 @@ def test_a_starting_broker_writes_its_empty_time_average(zk_sandbox: tuple[Sandb
     sb.advance(15)  # the leader's write replaces them
     first = sorted(zk.get_children(root))[0]
     assert _read(zk.get(f"{root}/{first}")[0], TimeAverageBrokerData).shortTermMsgRateIn > 0
+
+
+def test_the_cluster_list_needs_no_super_user(http: httpx.Client) -> None:
+    """``ClustersBase.getClusters`` checks no role: behind the authentication filter, any known token gets
+    the list. The sandbox asked a super-user for it, as for every other endpoint."""
+    with Sandbox(SCENARIO, seed=3, zookeeper=None, tokens={TOKEN: "admin", "reader-token": "reader"}) as sb:
+        reader = {"Authorization": "Bearer reader-token"}
+        clusters = http.get(f"{sb.admin_url}/admin/v2/clusters", headers=reader)
+        assert clusters.status_code == 200 and clusters.json() == [sb.cluster]
+        assert http.get(f"{sb.admin_url}/admin/v2/clusters").status_code == 401  # not authenticated
+        runtime = http.get(f"{sb.admin_url}/admin/v2/brokers/configuration/runtime", headers=reader)
+        assert runtime.status_code == 401  # BrokersBase: validateSuperUserAccess
