@@ -18,7 +18,7 @@ from shedlab.cluster.access import Retry
 from shedlab.cluster.readers import ZooKeeperReader
 from shedlab.errors import ClusterError
 from shedlab.model.json_reader import JsonReader
-from shedlab.model.pulsar import LoadData
+from shedlab.model.pulsar import LoadData, TimeAverageBrokerData
 
 pytestmark = pytest.mark.zookeeper
 
@@ -77,12 +77,15 @@ def test_reads_exactly_what_was_published(zk_hosts: str) -> None:
         reader.close()
     assert sorted(reading.reports) == sorted(doc["brokers"])
     assert sorted(reading.bundle_data) == sorted(doc["bundleData"])
-    assert reading.leader == f"http://{next(iter(doc['brokers']))}"
+    assert reading.leader == next(iter(doc["brokers"]))
     load = reading.load_data()
     expected = LoadData.from_json(JsonReader(doc, "example"))
     assert load.to_json()["bundleData"] == expected.to_json()["bundleData"]
-    for broker, data in expected.brokerData.items():
-        assert load.brokerData[broker].timeAverageData == data.timeAverageData
+    for broker, data in expected.brokerData.items():  # the leader's aggregation (no time-average znode read)
+        assert (
+            load.brokerData[broker].timeAverageData.longTermMsgRateIn
+            == data.timeAverageData.longTermMsgRateIn
+        )
 
 
 @pytest.mark.parametrize("strategy", ["ThresholdShedder", "AvgShedder"])
@@ -169,3 +172,72 @@ def test_unreachable_zookeeper() -> None:
     assert f"127.0.0.1:{port}" in line and "unreachable after 2 attempts" in line
     with pytest.raises(ClusterError, match="unreachable"):
         ZooKeeperReader(f"127.0.0.1:{port}", retry=Retry(attempts=1, timeout_s=0.5)).read()
+
+
+def test_bundle_data_of_v1_namespaces_is_read(zk_hosts: str) -> None:
+    """``LoadBalanceResources.BundleDataResources.getBundleDataPath`` is ``/loadbalance/bundle-data/`` + the
+    bundle's full name, so a v1 namespace (``tenant/cluster/namespace``) and the v1 heartbeat namespace
+    (``pulsar/<cluster>/<host>:<port>``, which every broker owns) are four levels deep, not three."""
+    doc = example()
+    stored = next(iter(doc["bundleData"].values()))
+    v1 = {
+        "prop/us-west/ns1/0x00000000_0x40000000": stored,
+        "pulsar/us-west/broker-1:8080/0x00000000_0xffffffff": stored,
+    }
+    doc["bundleData"] = {**doc["bundleData"], **v1}
+    publish(zk_hosts, doc)
+    reader = ZooKeeperReader(zk_hosts)
+    try:
+        reading = reader.read()
+    finally:
+        reader.close()
+    assert sorted(reading.bundle_data) == sorted(doc["bundleData"])
+    assert reading.bundle_data["prop/us-west/ns1/0x00000000_0x40000000"] == stored
+
+
+def test_leader_of_a_pulsar_2_cluster_is_its_broker_id(zk_hosts: str) -> None:
+    """Before 3.0, ``LeaderBroker`` (the leader znode) holds only ``serviceUrl``, the leader's web address
+    ``http://<advertisedAddress>:<webServicePort>``; its broker id is that address without the scheme."""
+    doc = example()
+    publish(zk_hosts, doc)  # {"serviceUrl": "http://<first broker>"}
+    reader = ZooKeeperReader(zk_hosts)
+    try:
+        reading = reader.read()
+    finally:
+        reader.close()
+    assert reading.leader == next(iter(doc["brokers"]))
+
+
+def test_broker_time_averages_are_the_leaders_not_the_stale_znode(zk_hosts: str) -> None:
+    """The leader never reads ``/loadbalance/broker-time-average``:
+    ``ModularLoadManagerImpl.updateBundleData`` recomputes every broker's TimeAverageBrokerData from its
+    report's bundles and the bundle histories on each update, and only writes the znode (at start, all
+    zeros; then every ``loadBalancerResourceQuotaUpdateIntervalMinutes``). A broker started since the
+    last write still has the zeros of its start: read as its averages, it looked empty to
+    LeastLongTermMessageRate."""
+    doc = example()
+    broker = sorted(doc["brokers"])[0]
+    doc["brokers"][broker]["timeAverageData"] = TimeAverageBrokerData().to_json()  # as start() writes it
+    publish(zk_hosts, doc)
+    reader = ZooKeeperReader(zk_hosts)
+    try:
+        load = reader.read().load_data()
+    finally:
+        reader.close()
+    expected = TimeAverageBrokerData()
+    expected.reset(load.brokerData[broker].localData.bundles, load.bundleData)
+    assert expected.longTermMsgRateIn > 0
+    assert load.brokerData[broker].timeAverageData == expected
+
+
+def test_a_metadata_store_url_as_broker_conf_writes_it_is_taken(zk_hosts: str) -> None:
+    """Pulsar names its ZooKeeper in ``metadataStoreUrl`` as ``zk:HOST:PORT[,…][/chroot]`` (the ``zk:``
+    scheme selects ZKMetadataStore; broker.conf's own examples carry it): the value an operator copies."""
+    publish(zk_hosts, example())
+    reader = ZooKeeperReader(f"zk:{zk_hosts}")
+    try:
+        reading = reader.read()
+    finally:
+        reader.close()
+    assert sorted(reading.reports) == sorted(example()["brokers"])
+    assert "zk:" not in reading.source

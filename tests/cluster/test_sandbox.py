@@ -220,7 +220,7 @@ def test_znodes_as_pulsar_writes_them(zk_sandbox: tuple[Sandbox, KazooClient]) -
     assert sorted(tenants) == ["tenant-000", "tenant-001"]
     namespace = sorted(zk.get_children("/loadbalance/bundle-data/tenant-000"))[0]
     ranges = zk.get_children(f"/loadbalance/bundle-data/tenant-000/{namespace}")
-    assert len(ranges) == 16 and all(parse_range(r) for r in ranges)
+    assert 0 < len(ranges) <= 16 and all(parse_range(r) for r in ranges)  # its top-k bundles only
     data = _read(zk.get(f"/loadbalance/bundle-data/tenant-000/{namespace}/{ranges[0]}")[0], BundleData)
     assert data.shortTermData.maxSamples == 10 and data.longTermData.maxSamples == 1000
     assert data.shortTermData.numSamples > 0
@@ -451,3 +451,63 @@ def test_the_command_starts_the_clock_now_so_advise_finds_fresh_reports(start: s
 def test_start_must_be_now_or_scenario() -> None:
     run = _shedlab(SCENARIO, "--zookeeper", "none", "--start", "yesterday")
     assert run.returncode == 2 and "--start" in run.stderr and "Traceback" not in run.stderr
+
+
+def _bundle_data_nodes(zk: KazooClient) -> set[str]:
+    root = "/loadbalance/bundle-data"
+    return {
+        f"{t}/{n}/{r}"
+        for t in zk.get_children(root)
+        for n in zk.get_children(f"{root}/{t}")
+        for r in zk.get_children(f"{root}/{t}/{n}")
+    }
+
+
+@pytest.mark.zookeeper
+def test_the_leader_persists_the_top_k_bundles_as_pulsar_does(
+    zk_sandbox: tuple[Sandbox, KazooClient],
+) -> None:
+    """``ModularLoadManagerImpl.writeBundleDataOnZooKeeper`` writes only the bundles ``selectTopKBundle``
+    picks: the ``loadBalancerMaxNumberOfBundlesInBundleLoadReport`` (10) × brokers highest by
+    ``BundleData.compareTo`` (PIP-354); the others' nodes are neither written nor deleted. The sandbox
+    wrote every bundle (159 here, where Pulsar writes 90), so a reader never met the cluster in which
+    most bundles have no stored history."""
+    from shedlab.cluster.sandbox.views import bundle_data
+
+    sb, zk = zk_sandbox
+    sb.advance(15)  # the leader's first write (loadBalancerResourceQuotaUpdateIntervalMinutes)
+    data = bundle_data(sb.simulation)
+    brokers = len(zk.get_children("/loadbalance/brokers"))  # 9: broker 4 failed at 10 min
+    persisted = _bundle_data_nodes(zk)
+    assert len(data) > 10 * brokers and len(persisted) == 10 * brokers
+    top = sorted(data, key=lambda b: data[b].compare_key(), reverse=True)
+    lowest_kept = min(data[b].compare_key() for b in persisted)
+    assert all(data[b].compare_key() <= lowest_kept for b in set(top) - persisted)
+
+
+@pytest.mark.zookeeper
+def test_a_starting_broker_writes_its_empty_time_average(zk_sandbox: tuple[Sandbox, KazooClient]) -> None:
+    """``ModularLoadManagerImpl.start`` writes an empty TimeAverageBrokerData for the broker
+    (``updateTimeAverageBrokerData(brokerId, new TimeAverageBrokerData())``) right after taking its
+    ``/loadbalance/brokers`` lock: every running broker has that node, all zeros until the leader's first
+    ``writeBundleDataOnZooKeeper``."""
+    sb, zk = zk_sandbox
+    root = "/loadbalance/broker-time-average"
+    assert sorted(zk.get_children(root)) == sorted(zk.get_children("/loadbalance/brokers"))
+    for broker in zk.get_children(root):
+        assert _read(zk.get(f"{root}/{broker}")[0], TimeAverageBrokerData) == TimeAverageBrokerData()
+    sb.advance(15)  # the leader's write replaces them
+    first = sorted(zk.get_children(root))[0]
+    assert _read(zk.get(f"{root}/{first}")[0], TimeAverageBrokerData).shortTermMsgRateIn > 0
+
+
+def test_the_cluster_list_needs_no_super_user(http: httpx.Client) -> None:
+    """``ClustersBase.getClusters`` checks no role: behind the authentication filter, any known token gets
+    the list. The sandbox asked a super-user for it, as for every other endpoint."""
+    with Sandbox(SCENARIO, seed=3, zookeeper=None, tokens={TOKEN: "admin", "reader-token": "reader"}) as sb:
+        reader = {"Authorization": "Bearer reader-token"}
+        clusters = http.get(f"{sb.admin_url}/admin/v2/clusters", headers=reader)
+        assert clusters.status_code == 200 and clusters.json() == [sb.cluster]
+        assert http.get(f"{sb.admin_url}/admin/v2/clusters").status_code == 401  # not authenticated
+        runtime = http.get(f"{sb.admin_url}/admin/v2/brokers/configuration/runtime", headers=reader)
+        assert runtime.status_code == 401  # BrokersBase: validateSuperUserAccess

@@ -18,7 +18,7 @@ from shedlab.model import formats
 
 CLASSIFIERS: tuple[Callable[..., object], ...] = (
     ingest._parse_value,
-    ingest._is_legacy,
+    formats.legacy_load_report,
     ingest._looks_like_bundle_data,
     ingest._looks_like_report,
     formats.extensible_kind,
@@ -73,7 +73,7 @@ def test_every_key_the_python_reader_classifies_by_is_listed_or_a_reports_own() 
 def test_the_scan_finds_the_keys_it_must() -> None:
     # the scan itself, on keys each classifier is known to read (a scan that found nothing would pass above)
     assert {"shortTermData", "longTermData"} <= keys_read(ingest._looks_like_bundle_data)
-    assert {"underLoaded", "systemResourceUsage", "loadReportType"} <= keys_read(ingest._is_legacy)
+    assert {"underLoaded", "systemResourceUsage", "loadReportType"} <= keys_read(formats.legacy_load_report)
     assert {"topBundlesLoadData", "brokerVersion", "loadManagerClassName"} <= keys_read(
         formats.extensible_kind
     )

@@ -35,7 +35,11 @@ MAX_CYCLES = 10_000_000
 
 ZooKeeperOption = Annotated[
     str | None,
-    typer.Option("--zookeeper", help="HOST:PORT\\[,HOST:PORT…]\\[/chroot] of Pulsar's metadata store."),
+    typer.Option(
+        "--zookeeper",
+        help="HOST:PORT\\[,HOST:PORT…]\\[/chroot] of Pulsar's metadata store (broker.conf's "
+        "metadataStoreUrl, zk: included, is taken as it is).",
+    ),
 ]
 AdminUrlOption = Annotated[
     str | None, typer.Option("--admin-url", help="A broker's web address, http(s)://host:port.")

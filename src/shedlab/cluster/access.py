@@ -22,7 +22,16 @@ from typing import TypeVar
 
 from shedlab.errors import ClusterError, InputError, read_user_text, register_secret
 
-__all__ = ["PermanentError", "Retry", "Token", "load_token", "read_token_file", "scrub", "with_retries"]
+__all__ = [
+    "PermanentError",
+    "Retry",
+    "RetryableAnswerError",
+    "Token",
+    "load_token",
+    "read_token_file",
+    "scrub",
+    "with_retries",
+]
 
 T = TypeVar("T")
 
@@ -101,6 +110,16 @@ class PermanentError(Exception):
         self.message = message
 
 
+class RetryableAnswerError(Exception):
+    """The server answered, with an error a retry may fix (HTTP 5xx, 408, 429); carries its one-line
+    message (the status and the server's reason). Retried; if it is still the answer at the end, the error
+    says so, not that the server could not be reached."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 @dataclass(frozen=True)
 class Retry:
     """``attempts`` tries, waiting ``backoff_s × 2^k`` between them; ``timeout_s`` per call."""
@@ -123,15 +142,19 @@ def with_retries(
 
     A :class:`PermanentError` is not retried. The last failure's message is scrubbed of the token.
     """
-    last = ""
+    last, outcome = "", "unreachable"
     for attempt in range(retry.attempts):
         try:
             return call()
         except PermanentError as exc:
             raise ClusterError(scrub(exc.message, token), source=what) from None
+        except RetryableAnswerError as exc:
+            last, outcome = scrub(exc.message, token), "still failing"
+            if attempt + 1 < retry.attempts:
+                sleep(retry.backoff_s * 2**attempt)
         except transient as exc:
-            last = scrub(str(exc) or type(exc).__name__, token)
+            last, outcome = scrub(str(exc) or type(exc).__name__, token), "unreachable"
             if attempt + 1 < retry.attempts:
                 sleep(retry.backoff_s * 2**attempt)
     tries = f"{retry.attempts} attempt{'s' if retry.attempts != 1 else ''}"
-    raise ClusterError(f"unreachable after {tries}: {last}", source=what)
+    raise ClusterError(f"{outcome} after {tries}: {last}", source=what)

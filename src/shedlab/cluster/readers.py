@@ -1,8 +1,8 @@
 """Readers of a running Pulsar cluster: ZooKeeper (the leader's own inputs) and the admin REST API.
 
 Both return a :class:`ClusterReading`: every broker's LocalBrokerData as read, the brokers whose report
-could not be read (and why), and, from ZooKeeper, the leader's stored bundle histories and broker time
-averages. :meth:`ClusterReading.load_data` turns it into Pulsar's ``LoadData`` through the model's one
+could not be read (and why), and, from ZooKeeper, the leader's stored bundle histories.
+:meth:`ClusterReading.load_data` turns it into Pulsar's ``LoadData`` through the model's one
 reader of the formats (:mod:`shedlab.model.pulsar`), so a malformed value is named by its znode path or
 URL and its JSON field.
 
@@ -13,8 +13,6 @@ URL and its JSON field.
   (``LoadManager.LOADBALANCE_BROKERS_ROOT``);
 * ``/loadbalance/bundle-data/<tenant>/<namespace>/<range>``: BundleData, written by the leader
   (``LoadBalanceResources.BUNDLE_DATA_BASE_PATH``);
-* ``/loadbalance/broker-time-average/<broker>``: TimeAverageBrokerData
-  (``ModularLoadManagerImpl.TIME_AVERAGE_BROKER_ZPATH``);
 * ``/loadbalance/leader``: the elected leader, ``{"serviceUrl": …}``
   (``LeaderElectionService.ELECTION_ROOT``).
 
@@ -25,9 +23,14 @@ is made up for: the leader's **bundle histories** (BundleData: 10- and 1000-samp
 by any endpoint; each bundle is seeded from its one ``lastStats`` sample, as the leader seeds a bundle it
 has never seen (defaults, then one update, so both averages equal the sample); ``--watch`` and ``collect``
 then add one sample per cycle, which rebuilds the short-term average after 10 cycles and approaches the
-long-term one only slowly. The **broker time averages** are re-aggregated from those bundle averages, as
-the leader does (``TimeAverageBrokerData.reset``). Preallocations and the leader's recently unloaded
-bundles are not visible from either source.
+long-term one only slowly.
+
+From either source, the **broker time averages** are aggregated from the bundle averages as the leader does
+on every update (``ModularLoadManagerImpl.updateBundleData``: ``TimeAverageBrokerData.reset`` over the
+report's bundles). The leader writes them to ``/loadbalance/broker-time-average/<broker>`` but never reads
+that znode back, and it lags: written every ``loadBalancerResourceQuotaUpdateIntervalMinutes``, and all
+zeros from a broker's start until then; so it is not read. Preallocations and the leader's recently
+unloaded bundles are not visible from either source.
 
 Both readers refuse the **extensible load manager** (``ExtensibleLoadManagerImpl``, PIP-192): its brokers
 register ``BrokerLookupData`` under ``/loadbalance/brokers`` and elect under
@@ -60,10 +63,11 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.hosts import collect_hosts
 
-from shedlab.cluster.access import PermanentError, Retry, Token, scrub, with_retries
+from shedlab.cluster.access import PermanentError, Retry, RetryableAnswerError, Token, scrub, with_retries
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
 from shedlab.errors import ClusterError, InputError, ShedlabError
-from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind
+from shedlab.model.bundles import parse_range
+from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind, legacy_load_report
 from shedlab.model.json_reader import JsonReader, json_kind
 from shedlab.model.pulsar import (
     BrokerData,
@@ -125,6 +129,20 @@ def extensible_marker(obj: Mapping[str, Any]) -> str | None:
     return f"a {kind} of the extensible load manager (ExtensibleLoadManagerImpl){it_has}"
 
 
+def leader_id(info: Mapping[str, Any]) -> str | None:
+    """The leader's broker id from ``/loadbalance/leader`` (``LeaderBroker``) or ``GET
+    /admin/v2/brokers/leaderBroker`` (``BrokerInfo``): ``brokerId`` since Pulsar 3.0; before, only
+    ``serviceUrl``, the leader's web address ``http(s)://<advertisedAddress>:<port>``, whose host and port
+    are its broker id (``lookupServiceAddress``, the name of its ``/loadbalance/brokers`` node)."""
+    broker = info.get("brokerId")
+    if isinstance(broker, str) and broker:
+        return broker
+    url = info.get("serviceUrl")
+    if not isinstance(url, str) or not url:
+        return None
+    return urlparse(url).netloc or url
+
+
 @dataclass
 class ClusterReading:
     """One read of a cluster: raw documents as served, keyed by broker id or bundle name."""
@@ -137,7 +155,6 @@ class ClusterReading:
     missing: dict[str, str] = field(default_factory=dict)  # broker → why no report was read
     bundle_data: dict[str, dict[str, Any]] = field(default_factory=dict)
     bundle_origin: dict[str, str] = field(default_factory=dict)  # bundle → file:line of its BundleData
-    time_averages: dict[str, dict[str, Any]] = field(default_factory=dict)
     leader: str | None = None
 
     def local_data(self) -> dict[str, LocalBrokerData]:
@@ -153,7 +170,7 @@ class ClusterReading:
         A bundle with a stored history (``/loadbalance/bundle-data``) takes it as the leader wrote it; any
         other bundle takes its averages from ``history`` (bundle → BundleData, updated in place with this
         read's sample, as the leader's ``updateBundleData`` does), which a caller keeps across reads.
-        Broker time averages are the stored ones, else re-aggregated from the bundles'.
+        Broker time averages are aggregated from the bundles', as the leader's ``updateBundleData`` does.
         """
         local = self.local_data()
         # where each stored history came from: its znode (with the ensemble and chroot, as a broker's
@@ -171,13 +188,10 @@ class ClusterReading:
                     bundles[name] = update_bundle(kept, name, stats)
         brokers: dict[str, BrokerData] = {}
         for broker, report in local.items():
-            stored = self.time_averages.get(broker)
-            if stored is not None:
-                where = f"{self.source}{TIME_AVERAGE_PATH}/{broker}"
-                average = TimeAverageBrokerData.from_json(JsonReader(stored, where))
-            else:
-                average = TimeAverageBrokerData()
-                average.reset(report.bundles, bundles)
+            # reset over the report's bundles: lastStats' keys in Pulsar, the same set in every report
+            # LocalBrokerData.update writes
+            average = TimeAverageBrokerData()
+            average.reset(report.bundles, bundles)
             brokers[broker] = BrokerData(localData=report, timeAverageData=average)
         return LoadData(brokerData=brokers, bundleData=bundles)
 
@@ -216,11 +230,20 @@ def _parse(raw: bytes, where: str) -> dict[str, Any]:
 
 
 def _check_report(obj: dict[str, Any], where: str) -> None:
-    """Refuse the extensible manager's documents and malformed reports at read time (one line each)."""
+    """Refuse the extensible manager's documents, the simple manager's legacy LoadReport (which has ``cpu``
+    and ``lastUpdate`` too, but its bundles in ``bundleStats``: it read as a broker owning nothing) and
+    malformed reports at read time (one line each)."""
     marker = extensible_marker(obj)
     if marker is not None:
         raise ClusterError(
             f"this cluster runs the extensible load manager: {marker}", source=where, hint=_EXTENSIBLE_HINT
+        )
+    if legacy_load_report(obj):
+        raise ClusterError(
+            "this cluster runs the simple load manager: the report is a legacy LoadReport "
+            "(SimpleLoadManagerImpl), not a LocalBrokerData",
+            source=where,
+            hint="shedlab reads the modular load manager (ModularLoadManagerImpl) only",
         )
     try:
         LocalBrokerData.from_json(JsonReader(obj, where))
@@ -244,6 +267,9 @@ class ZooKeeperReader:
         retry: Retry | None = None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
+        # Pulsar's own form of the same address, metadataStoreUrl=zk:HOST:PORT[,...][/chroot] (the zk: scheme
+        # selects ZKMetadataStore), as an operator copies it from broker.conf
+        hosts = hosts.removeprefix("zk:")
         try:  # kazoo parses the list in KazooClient(), raising a bare ValueError on 'host:port-typo'
             collect_hosts(hosts)
         except ValueError as exc:
@@ -352,29 +378,36 @@ class ZooKeeperReader:
             _check_report(obj, f"{where}{path}")
             reading.reports[broker] = obj
             reading.origin[broker] = f"{where}{path}"
-        for tenant in self._children(client, BUNDLE_DATA_PATH):
-            for namespace in self._children(client, f"{BUNDLE_DATA_PATH}/{tenant}"):
-                ns_path = f"{BUNDLE_DATA_PATH}/{tenant}/{namespace}"
-                for bundle_range in self._children(client, ns_path):
-                    raw = self._get(client, f"{ns_path}/{bundle_range}")
-                    if raw:
-                        name = f"{tenant}/{namespace}/{bundle_range}"
-                        reading.bundle_data[name] = _parse(raw, f"{where}{ns_path}/{bundle_range}")
-        for broker in self._children(client, TIME_AVERAGE_PATH):
-            raw = self._get(client, f"{TIME_AVERAGE_PATH}/{broker}")
+        for name in self._bundle_names(client):
+            raw = self._get(client, f"{BUNDLE_DATA_PATH}/{name}")
             if raw:
-                reading.time_averages[broker] = _parse(raw, f"{where}{TIME_AVERAGE_PATH}/{broker}")
+                reading.bundle_data[name] = _parse(raw, f"{where}{BUNDLE_DATA_PATH}/{name}")
         leader = self._get(client, LEADER_PATH)
         if leader:
-            info = _parse(leader, f"{where}{LEADER_PATH}")
-            url = info.get("brokerId") or info.get("serviceUrl")
-            reading.leader = str(url) if url is not None else None
+            reading.leader = leader_id(_parse(leader, f"{where}{LEADER_PATH}"))
         return reading
+
+    def _bundle_names(self, client: KazooClient) -> list[str]:
+        """The full names of the bundles under ``/loadbalance/bundle-data``: the node of a bundle is its full
+        name under that root (``BundleDataResources.getBundleDataPath``), so a v2 namespace's bundles
+        (``tenant/namespace``) are three levels down and a v1 namespace's (``tenant/cluster/namespace``,
+        among them every broker's heartbeat namespace ``pulsar/<cluster>/<host>:<port>``) four. A node at
+        the third level whose name is not a bundle range (``0x%08x_0x%08x``) is a v1 namespace."""
+        names: list[str] = []
+        for tenant in self._children(client, BUNDLE_DATA_PATH):
+            for second in self._children(client, f"{BUNDLE_DATA_PATH}/{tenant}"):
+                for third in self._children(client, f"{BUNDLE_DATA_PATH}/{tenant}/{second}"):
+                    name = f"{tenant}/{second}/{third}"
+                    if parse_range(third) is not None:
+                        names.append(name)
+                        continue
+                    names += [f"{name}/{r}" for r in self._children(client, f"{BUNDLE_DATA_PATH}/{name}")]
+        return names
 
 
 # ------------------------------------------------------------------------------------------ admin API
 
-_HTTP_TRANSIENT = (httpx.TransportError, httpx.HTTPStatusError)
+_HTTP_TRANSIENT = (httpx.TransportError,)
 
 
 _TLS_HINT = "give the CA certificate that signed the brokers' certificates with --tls-ca"
@@ -396,21 +429,27 @@ _REDIRECTS = (301, 302, 303, 307, 308)
 _MAX_REDIRECTS = 5
 
 
+def _reason(response: httpx.Response, token: Token | None) -> str:
+    """Pulsar's ``ErrorData`` reason (``{"reason": …}``, what ``RestException`` sends), else the start of
+    the body (an HTML error page of Jetty's), on one line and without the token."""
+    try:
+        body = response.json()
+        reason = body.get("reason") if isinstance(body, dict) else None
+    except ValueError:
+        reason = None
+    text = str(reason) if reason else response.text[:160]
+    return scrub(" ".join(text.split()), token)
+
+
 def _raise_for(response: httpx.Response, token: Token | None) -> None:
     status = response.status_code
     if status in (401, 403):
         meaning = "Unauthorized: the token was refused" if status == 401 else "Forbidden: no permission"
         raise PermanentError(f"HTTP {status} {meaning} (check --token-file/--token-env)")
     if 400 <= status < 500 and status not in (408, 429):
-        try:
-            body = response.json()
-            reason = body.get("reason") if isinstance(body, dict) else None
-        except ValueError:
-            reason = None
-        text = str(reason) if reason else response.text[:160]
-        raise PermanentError(f"HTTP {status}: {scrub(text, token)}")
-    if status >= 400:
-        response.raise_for_status()  # 5xx, 408, 429: retried
+        raise PermanentError(f"HTTP {status}: {_reason(response, token)}")
+    if status >= 400:  # 5xx, 408, 429: retried; the broker answered, with its reason
+        raise RetryableAnswerError(f"HTTP {status}: {_reason(response, token)}")
 
 
 class AdminReader:
@@ -533,11 +572,14 @@ class AdminReader:
         return self.cluster
 
     def check_access(self) -> None:
-        """One authenticated call (``GET /admin/v2/clusters``): an unreachable admin URL or a refused token
-        is said now, in one line. ``advise --execute`` reading from ZooKeeper calls nothing else on the admin
-        URL before its first unload, which then failed with 401, cycle after cycle under ``--watch``."""
+        """One call that needs what an unload needs, a super-user (``GET
+        /admin/v2/brokers/configuration/runtime``, ``validateSuperUserAccess``): an unreachable admin URL, a
+        refused token or a role that may not unload is said now, in one line. ``advise --execute`` reading
+        from ZooKeeper calls nothing else on the admin URL before its first unload, which then failed with
+        401, cycle after cycle under ``--watch``. Not ``/admin/v2/clusters``: ``ClustersBase.getClusters``
+        checks no role, so any authenticated token passes it."""
         try:
-            self._json(f"{self.url}/admin/v2/clusters")
+            self._runtime()
         except ClusterError as exc:
             if not _answered(exc):
                 raise
@@ -599,16 +641,19 @@ class AdminReader:
         try:
             leader = self._json(f"{self.url}/admin/v2/brokers/leaderBroker")
             if isinstance(leader, dict):
-                value = leader.get("brokerId") or leader.get("serviceUrl")
-                reading.leader = str(value) if value is not None else None
+                reading.leader = leader_id(leader)
         except ClusterError:
             pass  # older brokers have no such endpoint; the leader is informative only
         return reading
 
     def unload(self, bundle: str, destination: str | None) -> int:
         """``PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload?destinationBroker=…``;
-        the HTTP status (204 on success)."""
+        the HTTP status (204 on success). A v1 namespace (``tenant/cluster/namespace``) has no v2 resource:
+        its bundles go to ``/admin/namespaces/{property}/{cluster}/{namespace}/{bundle}/unload``
+        (``v1.Namespaces.unloadNamespaceBundle``), as Pulsar's admin client sends them
+        (``NamespacesImpl.namespacePath`` by ``NamespaceName.isV2``)."""
         namespace, _, bundle_range = bundle.rpartition("/")
-        url = f"{self.url}/admin/v2/namespaces/{namespace}/{quote(bundle_range, safe='')}/unload"
+        api = "admin/namespaces" if namespace.count("/") == 2 else "admin/v2/namespaces"
+        url = f"{self.url}/{api}/{namespace}/{quote(bundle_range, safe='')}/unload"
         params = {"destinationBroker": destination} if destination else None
         return self.request("PUT", url, params=params).status_code

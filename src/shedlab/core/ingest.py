@@ -50,6 +50,7 @@ from shedlab.model.formats import (
     column_problems,
     columns,
     extensible_kind,
+    legacy_load_report,
     resource_columns,
 )
 from shedlab.model.pulsar import is_named_entity
@@ -260,10 +261,6 @@ class _Ctx:
                 "raw": _raw(raw),
             }
         )
-
-
-def _is_legacy(obj: Mapping[str, Any]) -> bool:
-    return obj.get("loadReportType") == "LoadReport" or "underLoaded" in obj or "systemResourceUsage" in obj
 
 
 def _looks_like_report(obj: Mapping[str, Any]) -> bool:
@@ -604,7 +601,7 @@ def _parse_value(ctx: _Ctx, record: int, raw: str, obj: Any) -> None:
     inner = obj.get("report")
     if isinstance(inner, Mapping):
         _check_not_extensible(inner, "report: ")
-        if _is_legacy(inner):
+        if legacy_load_report(inner):
             raise _BadValueError(
                 "legacy_load_report", "report is a legacy LoadReport (SimpleLoadManagerImpl)"
             )
@@ -612,7 +609,7 @@ def _parse_value(ctx: _Ctx, record: int, raw: str, obj: Any) -> None:
         return
     if "report" in obj:
         raise _BadValueError("invalid_value", f"report: expected an object, got {type(inner).__name__}")
-    if _is_legacy(obj):
+    if legacy_load_report(obj):
         raise _BadValueError(
             "legacy_load_report", "a legacy LoadReport (SimpleLoadManagerImpl); only LocalBrokerData"
         )

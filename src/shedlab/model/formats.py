@@ -58,6 +58,7 @@ __all__ = [
     "column_problems",
     "columns",
     "extensible_kind",
+    "legacy_load_report",
     "read_fields",
     "resource_columns",
 ]
@@ -330,6 +331,15 @@ def extensible_kind(obj: Mapping[str, object]) -> str | None:
     if not modular and lookup and "cpu" not in obj:
         return "BrokerLookupData"
     return None
+
+
+def legacy_load_report(obj: Mapping[str, object]) -> bool:
+    """A legacy ``LoadReport`` (``SimpleLoadManagerImpl``), not a LocalBrokerData: Pulsar's own
+    ``LoadReportDeserializer`` takes ``loadReportType == "LoadReport"`` or an ``underLoaded`` field for one;
+    ``systemResourceUsage`` (where it keeps the five resources) is its alone too. It also serialises
+    ``cpu``…``bandwidthOut`` and ``lastUpdate`` through its getters, so it reads as a LocalBrokerData that
+    owns no bundle (its bundles are in ``bundleStats``, not ``lastStats``/``bundles``)."""
+    return obj.get("loadReportType") == "LoadReport" or "underLoaded" in obj or "systemResourceUsage" in obj
 
 
 # --------------------------------------------------------------------------------------- values

@@ -129,6 +129,15 @@ class TimeAverageMessageData:
     def total_msg_rate(self) -> float:
         return self.msgRateIn + self.msgRateOut
 
+    def compare_key(self) -> tuple[int, int, int]:
+        """``compareTo`` as a sort key (spec §1.3): throughput in, then out, at a resolution of 1e5, then the
+        total message rate at 100, each truncated as ``CompareUtil.compareDoubleWithResolution`` does."""
+        return (
+            int(self.msgThroughputIn / 1e5),
+            int(self.msgThroughputOut / 1e5),
+            int((self.msgRateIn + self.msgRateOut) / 100),
+        )
+
     def total_msg_throughput(self) -> float:
         return self.msgThroughputIn + self.msgThroughputOut
 
@@ -163,6 +172,10 @@ class BundleData:
         self.shortTermData.update(stats)
         self.longTermData.update(stats)
         self.topics = int(stats.topics)
+
+    def compare_key(self) -> tuple[int, ...]:
+        """``BundleData.compareTo`` as a sort key (spec §1.4): short-term data first, ties by long-term."""
+        return (*self.shortTermData.compare_key(), *self.longTermData.compare_key())
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -189,12 +189,15 @@ def handle(
     sandbox: Sandbox, slot: int | None, method: str, raw_path: str, authorization: str | None
 ) -> Reply:
     """One request: authentication, then the route; ``slot`` is the receiving broker (None: front door)."""
-    denied = _authenticate(sandbox, authorization)
+    split = urlsplit(raw_path)
+    path = split.path.rstrip("/")
+    # ClustersBase.getClusters checks no role: any authenticated client may list the clusters
+    denied = _authenticate(
+        sandbox, authorization, superuser=not (method == "GET" and path == PREFIX + "/clusters")
+    )
     if denied is not None:
         return denied
-    split = urlsplit(raw_path)
     query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
-    path = split.path.rstrip("/")
     if not path.startswith(PREFIX + "/"):
         return _error(404, "HTTP 404 Not Found")
     parts = [unquote(p) for p in path[len(PREFIX) + 1 :].split("/")]
@@ -227,8 +230,9 @@ def _route(
     return _error(404, "HTTP 404 Not Found")
 
 
-def _authenticate(sandbox: Sandbox, authorization: str | None) -> Reply | None:
-    """``AuthenticationFilter`` (401 "Authentication required") then the super-user check (also 401)."""
+def _authenticate(sandbox: Sandbox, authorization: str | None, *, superuser: bool = True) -> Reply | None:
+    """``AuthenticationFilter`` (401 "Authentication required") then, where the endpoint makes it
+    (``superuser``), the super-user check (also 401)."""
     tokens = sandbox.tokens
     if tokens is None:
         return None
@@ -238,7 +242,7 @@ def _authenticate(sandbox: Sandbox, authorization: str | None) -> Reply | None:
     role = tokens.get(token) if token else None
     if role is None:
         return Reply(401, text="Authentication required")
-    if role not in sandbox.superuser_roles:
+    if superuser and role not in sandbox.superuser_roles:
         return _error(401, "This operation requires super-user access")
     return None
 

@@ -36,6 +36,7 @@ from shedlab.cluster.sandbox.views import (
     bundles_data,
     local_broker_data,
     namespaces,
+    persisted_bundle_data,
     runtime_configuration,
     time_average_broker_data,
     topic_names,
@@ -272,7 +273,8 @@ class Sandbox:
             zk.elect(self.names.address(leader), self.names.url(leader))
         if quota_written:
             data = bundle_data(sim)
-            zk.write_bundle_data({name: bd.to_json() for name, bd in data.items()})
+            persisted = persisted_bundle_data(sim, data)
+            zk.write_bundle_data({name: bd.to_json() for name, bd in persisted.items()}, active=data)
             zk.write_time_averages(
                 {
                     self.names.address(s): time_average_broker_data(sim, s, data).to_json()

@@ -38,6 +38,7 @@ __all__ = [
     "bundles_data",
     "java_string",
     "local_broker_data",
+    "persisted_bundle_data",
     "runtime_configuration",
     "time_average_broker_data",
     "topic_names",
@@ -129,6 +130,23 @@ def bundle_data(sim: Simulation) -> dict[str, BundleData]:
             topics=int(ld.topics[j]),
         )
     return out
+
+
+def persisted_bundle_data(sim: Simulation, data: Mapping[str, BundleData]) -> dict[str, BundleData]:
+    """What the leader's ``writeBundleDataOnZooKeeper`` writes of ``data`` (``selectTopKBundle``, PIP-354):
+    without the shedding-excluded namespaces, the ``loadBalancerMaxNumberOfBundlesInBundleLoadReport`` ×
+    brokers (of the leader's LoadData, at least one) highest by ``BundleData.compareTo``; every bundle when
+    that setting is ≤ 0. Ties at the cut go by bundle name (Pulsar's quick-select order; a deviation)."""
+    conf = sim.conf
+    excluded = conf.load_balancer_shedding_excluded_namespaces
+    kept = {name: bd for name, bd in data.items() if namespace_of(name) not in excluded}
+    per_broker = int(conf.load_balancer_max_number_of_bundles_in_bundle_load_report)
+    if per_broker <= 0:
+        return kept
+    brokers = int(np.count_nonzero(sim.publishing.has_report & sim.cluster.alive))
+    k = min(per_broker * max(1, brokers), len(kept))
+    ranked = sorted(sorted(kept), key=lambda name: kept[name].compare_key(), reverse=True)
+    return {name: kept[name] for name in ranked[:k]}
 
 
 def _average(block: np.ndarray[Any, Any], n: int, j: int, max_samples: int) -> TimeAverageMessageData:

@@ -9,10 +9,11 @@ Jackson writes it):
   broker that stops closes its session, and ZooKeeper removes the node.
 * ``/loadbalance/bundle-data/<tenant>/<namespace>/<range>``: BundleData, written by the leader every
   ``loadBalancerResourceQuotaUpdateIntervalMinutes`` (``LoadResourceQuotaUpdaterTask`` →
-  ``writeBundleDataOnZooKeeper``); the leader deletes the node of a bundle no report lists any more
-  (``updateBundleData``, spec §4.2).
-* ``/loadbalance/broker-time-average/<brokerId>``: TimeAverageBrokerData, written by the leader with the
-  bundle data; deleted when the broker leaves (``cleanupDeadBrokersData``).
+  ``writeBundleDataOnZooKeeper``) for its top-k bundles only (``selectTopKBundle``, PIP-354); the leader
+  deletes the node of a bundle no report lists any more (``updateBundleData``, spec §4.2).
+* ``/loadbalance/broker-time-average/<brokerId>``: TimeAverageBrokerData, empty from the broker itself at
+  its start (``ModularLoadManagerImpl.start``), then written by the leader with the bundle data; deleted
+  when the broker leaves (``cleanupDeadBrokersData``).
 * ``/loadbalance/leader``: LeaderBroker ``{"brokerId", "serviceUrl"}``, ephemeral, created by the leader's
   session (``LeaderElectionService`` with ``ELECTION_ROOT = "/loadbalance/leader"``).
 """
@@ -27,6 +28,8 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.interfaces import IAsyncResult
+
+from shedlab.model.pulsar import TimeAverageBrokerData
 
 __all__ = [
     "BROKERS",
@@ -108,11 +111,20 @@ class ZooKeeperPublisher:
 
     # --------------------------------------------------------------------------------- brokers
     def broker_up(self, broker: str) -> None:
+        """The broker's session; then, as ``ModularLoadManagerImpl.start`` does after taking its report's
+        lock, its own empty TimeAverageBrokerData (all zeros until the leader's next write)."""
         if broker not in self._sessions:
             # a node of the same id from a session not yet expired (an earlier sandbox killed with -9 on the
             # same ports) would make this broker's create fail, and then vanish with its old session
             self._delete(f"{BROKERS}/{broker}")
             self._sessions[broker] = self._connect()
+        client = self._sessions[broker]
+        path, empty = f"{TIME_AVERAGE}/{broker}", dump(TimeAverageBrokerData().to_json())
+        if broker in self._averages:
+            _done(client.set_async(path, empty))
+        else:
+            _done(client.create_async(path, empty))
+            self._averages.add(broker)
 
     def broker_down(self, broker: str) -> None:
         """Close the broker's session: ZooKeeper drops its ephemeral report (and leader node)."""
@@ -154,8 +166,10 @@ class ZooKeeperPublisher:
         _done(self._sessions[broker].create_async(LEADER, body, ephemeral=True))
 
     # ------------------------------------------------------------------------------------ the leader
-    def write_bundle_data(self, data: Mapping[str, Mapping[str, Any]]) -> None:
-        """Every bundle's BundleData (writeBundleDataOnZooKeeper); nodes of bundles now gone are deleted."""
+    def write_bundle_data(self, data: Mapping[str, Mapping[str, Any]], active: Iterable[str]) -> None:
+        """The BundleData the leader persists (writeBundleDataOnZooKeeper: its top-k bundles, ``data``); the
+        nodes of bundles no longer ``active`` (in the leader's LoadData) are deleted, those of active bundles
+        outside the top k are left as they were, as Pulsar leaves them."""
         if self.leader is None:
             return
         client = self._sessions[self.leader]
@@ -171,7 +185,7 @@ class ZooKeeperPublisher:
         for result in pending:
             _done(result)
         self._bundle_nodes.update(new)
-        self.drop_bundles(self._bundle_nodes - set(data))
+        self.drop_bundles(self._bundle_nodes - set(active))
 
     def drop_bundles(self, bundles: Iterable[str]) -> None:
         """The leader deletes the bundle-data of bundles no report lists (updateBundleData)."""

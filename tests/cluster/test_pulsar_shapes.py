@@ -1,0 +1,252 @@
+"""The admin reader against what real Pulsar brokers send, version by version, from a stub broker.
+
+The sandbox speaks the current shapes; these tests hold the others a real cluster sends (older versions'
+documents, Jackson's number forms), each with the Pulsar class that produces it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from shedlab.cluster.access import Retry
+from shedlab.cluster.readers import AdminReader
+from shedlab.errors import ClusterError
+
+Answer = tuple[int, Any]
+
+
+@contextmanager
+def stub_broker(answers: Callable[[str, int], dict[str, Answer]]) -> Iterator[str]:
+    """A web server answering GET paths (and ``"PUT <path>"``) from ``answers(path, port)`` (raw JSON text
+    when a ``str``); anything else is Jersey's 404, as for a path no resource matches."""
+
+    class Broker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.answer("GET")
+
+        def do_PUT(self) -> None:
+            self.answer("PUT")
+
+        def answer(self, method: str) -> None:
+            table = answers(self.path, server.server_address[1])
+            key = self.path if method == "GET" else f"{method} {self.path}"
+            status, body = table.get(key, (404, {"reason": "HTTP 404 Not Found"}))
+            data = b"" if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Broker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def report(port: int) -> dict[str, Any]:
+    """A Pulsar 2.x LocalBrokerData: no ``loadManagerClassName``/``startTimestamp``, ``bundleStats`` (its
+    ``getBundleStats()`` getter, serialised before 3.0) beside ``lastStats``."""
+    stats = {
+        "msgRateIn": 10.0,
+        "msgThroughputIn": 1.0e7,
+        "msgRateOut": 20.0,
+        "msgThroughputOut": 2.0e7,
+        "consumerCount": 1,
+        "producerCount": 1,
+        "topics": 1,
+        "cacheSize": 0,
+    }
+    bundle = "public/default/0x00000000_0xffffffff"
+    return {
+        "webServiceUrl": f"http://127.0.0.1:{port}",
+        "pulsarServiceUrl": "pulsar://127.0.0.1:6650",
+        "persistentTopicsEnabled": True,
+        "nonPersistentTopicsEnabled": True,
+        "cpu": {"usage": 50.0, "limit": 400.0},
+        "memory": {"usage": 100.0, "limit": 1024.0},
+        "directMemory": {"usage": 0.0, "limit": 1024.0},
+        "bandwidthIn": {"usage": 1.0, "limit": 1.0e7},
+        "bandwidthOut": {"usage": 1.0, "limit": 1.0e7},
+        "msgThroughputIn": 1.0e7,
+        "msgThroughputOut": 2.0e7,
+        "msgRateIn": 10.0,
+        "msgRateOut": 20.0,
+        "lastUpdate": 1_700_000_000_000,
+        "lastStats": {bundle: stats},
+        "bundleStats": {bundle: stats},
+        "numTopics": 1,
+        "numBundles": 1,
+        "numConsumers": 1,
+        "numProducers": 1,
+        "bundles": [bundle],
+        "lastBundleGains": [],
+        "lastBundleLosses": [],
+        "brokerVersionString": "2.10.4",
+        "protocols": {},
+        "advertisedListeners": {},
+        "maxResourceUsage": 0.125,
+        "loadReportType": "LocalBrokerData",
+    }
+
+
+def pulsar_2(path: str, port: int) -> dict[str, Answer]:
+    broker = f"127.0.0.1:{port}"
+    return {
+        "/admin/v2/clusters": (200, ["standalone"]),
+        "/admin/v2/brokers/standalone": (200, [broker]),
+        "/admin/v2/broker-stats/load-report": (200, report(port)),
+        # BrokersBase.getLeaderBroker before 3.0: BrokerInfo(serviceUrl) only
+        "/admin/v2/brokers/leaderBroker": (200, {"serviceUrl": f"http://{broker}"}),
+    }
+
+
+def read(url: str) -> Any:
+    reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
+    try:
+        return reader.read()
+    finally:
+        reader.close()
+
+
+def test_leader_of_a_pulsar_2_broker_is_its_broker_id() -> None:
+    """``BrokerInfo`` before 3.0 has only ``serviceUrl``; the leader is named by its broker id, as the
+    broker list names it, not by its URL."""
+    with stub_broker(pulsar_2) as url:
+        reading = read(url)
+    broker = url.removeprefix("http://")
+    assert sorted(reading.reports) == [broker]
+    assert reading.leader == broker
+
+
+def legacy_report(port: int) -> dict[str, Any]:
+    """``LoadReport`` as a broker running ``SimpleLoadManagerImpl`` writes it to
+    ``/loadbalance/brokers/<broker>`` and serves it from ``broker-stats/load-report``: its getters put
+    ``cpu``…``bandwidthOut`` and ``lastUpdate`` beside ``systemResourceUsage``, its bundles are in
+    ``bundleStats``."""
+    usage = {"usage": 350.0, "limit": 400.0}
+    stats = report(port)["lastStats"]
+    return {
+        "name": f"127.0.0.1:{port}",
+        "brokerVersionString": "2.10.4",
+        "webServiceUrl": f"http://127.0.0.1:{port}",
+        "pulsarServiceUrl": "pulsar://127.0.0.1:6650",
+        "persistentTopicsEnabled": True,
+        "nonPersistentTopicsEnabled": True,
+        "timestamp": 1_700_000_000_000,
+        "msgRateIn": 10.0,
+        "msgRateOut": 20.0,
+        "numTopics": 1,
+        "numConsumers": 1,
+        "numProducers": 1,
+        "numBundles": 1,
+        "protocols": {},
+        "systemResourceUsage": {"cpu": usage, "memory": usage, "directMemory": usage},
+        "bundleStats": stats,
+        "bundleGains": [],
+        "bundleLosses": [],
+        "allocatedCPU": 0.0,
+        "preAllocatedCPU": 0.0,
+        "underLoaded": False,
+        "overLoaded": True,
+        "loadReportType": "LoadReport",
+        "cpu": usage,
+        "memory": usage,
+        "directMemory": usage,
+        "lastUpdate": 1_700_000_000_000,
+        "msgThroughputIn": 10.0,
+        "msgThroughputOut": 20.0,
+    }
+
+
+def test_a_simple_load_manager_report_is_refused_in_one_line() -> None:
+    """Read as a LocalBrokerData, the legacy report was a broker at 87.5 % CPU owning no bundle: advise
+    decided on a cluster that does not exist. Pulsar's ``LoadReportDeserializer`` tells them apart by
+    ``loadReportType``/``underLoaded``; so do the readers now, and say which load manager it is."""
+
+    def simple(path: str, port: int) -> dict[str, Answer]:
+        return dict(
+            pulsar_2(path, port), **{"/admin/v2/broker-stats/load-report": (200, legacy_report(port))}
+        )
+
+    with stub_broker(simple) as url, pytest.raises(ClusterError) as caught:
+        read(url)
+    text = str(caught.value)
+    assert "SimpleLoadManagerImpl" in text and "/admin/v2/broker-stats/load-report" in text
+    assert "\n" not in text
+
+
+def test_an_unload_in_a_v1_namespace_goes_to_the_v1_resource() -> None:
+    """A v1 namespace (``tenant/cluster/namespace``) has no v2 resource: ``/admin/v2/namespaces/{tenant}/
+    {namespace}/{bundle}/unload`` takes two name segments, and Pulsar answers a five-segment path with 404.
+    Pulsar's admin client (``NamespacesImpl.namespacePath``) sends a v1 name to ``/admin/namespaces/
+    {property}/{cluster}/{namespace}/{bundle}/unload`` (``v1.Namespaces.unloadNamespaceBundle``, which
+    takes ``destinationBroker`` too)."""
+    v1 = "/admin/namespaces/prop/us-west/ns1/0x00000000_0x40000000/unload?destinationBroker=b2%3A8080"
+    v2 = "/admin/v2/namespaces/public/default/0x00000000_0x40000000/unload?destinationBroker=b2%3A8080"
+
+    def answers(path: str, port: int) -> dict[str, Answer]:
+        return {f"PUT {v1}": (204, None), f"PUT {v2}": (204, None)}
+
+    with stub_broker(answers) as url:
+        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            assert reader.unload("prop/us-west/ns1/0x00000000_0x40000000", "b2:8080") == 204
+            assert reader.unload("public/default/0x00000000_0x40000000", "b2:8080") == 204
+        finally:
+            reader.close()
+
+
+def test_a_server_error_is_said_with_pulsars_reason() -> None:
+    """Pulsar answers an internal failure with 500 and its ``ErrorData`` body ``{"reason": …}``
+    (``RestException``). After the retries the error said ``unreachable`` (the broker had answered) and
+    carried httpx's two-line boilerplate instead of the reason."""
+    reason = "org.apache.pulsar.metadata.api.MetadataStoreException: session expired"
+
+    def failing(path: str, port: int) -> dict[str, Answer]:
+        return dict(pulsar_2(path, port), **{"/admin/v2/brokers/standalone": (500, {"reason": reason})})
+
+    with stub_broker(failing) as url, pytest.raises(ClusterError) as caught:
+        reader = AdminReader(url, retry=Retry(attempts=2, backoff_s=0.0, timeout_s=5.0))
+        try:
+            reader.read()
+        finally:
+            reader.close()
+    text = str(caught.value)
+    assert f"HTTP 500: {reason}" in text and "after 2 attempts" in text
+    assert "unreachable" not in text and "\n" not in text
+
+
+def test_the_access_check_needs_the_permission_an_unload_needs() -> None:
+    """``ClustersBase.getClusters`` checks no role (any authenticated client gets the list), while an unload
+    needs a super-user (``internalUnloadNamespaceBundleAsync`` → ``validateSuperUserAccessAsync``, 401).
+    ``check_access`` asked ``/admin/v2/clusters``, so a valid token of an ordinary role passed it and then
+    every unload failed; it now asks a super-user endpoint (``BrokersBase.getRuntimeConfiguration``)."""
+
+    def ordinary_role(path: str, port: int) -> dict[str, Answer]:
+        refused = (401, {"reason": "This operation requires super-user access"})
+        return {
+            "/admin/v2/clusters": (200, ["standalone"]),
+            "/admin/v2/brokers/configuration/runtime": refused,
+            "/admin/v2/brokers/standalone": refused,
+        }
+
+    with stub_broker(ordinary_role) as url, pytest.raises(ClusterError, match="HTTP 401"):
+        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            reader.check_access()
+        finally:
+            reader.close()
