@@ -111,3 +111,20 @@ def test_terminal_table_withholds_the_rating_and_names_parameters() -> None:
     assert "x2" not in text and "x49" not in text  # no ids
     assert text.count("too few runs") == 2 and "good" not in text
     assert params_of(table, "AvgShedder", "x2") == "default parameters"
+
+
+def test_terminal_half_width_is_the_t_intervals_when_the_interval_was_cut_at_zero() -> None:
+    """16 [-123.8, 155.8] unloads is kept inside the metric's range as 16 [0, 155.8]; the terminal printed
+    (high − low) / 2 of the cut interval, '16 ± 77.9', an interval ([-61.9, 93.9]) that is neither the
+    t-interval nor the one reported. The half-width is the t-interval's: 139.8."""
+    table = pd.DataFrame(
+        [{"strategy": "AvgShedder", "params_id": "default", "params_json": "{}", "problem": "load jitter",
+          "n_runs": 3, "value": 16.0, "ci_low": 0.0, "ci_high": 155.8, "rating": "good"},
+         {"strategy": "AvgShedder", "params_id": "default", "params_json": "{}", "problem": "over unloading",
+          "n_runs": 3, "value": 0.5, "ci_low": 0.25, "ci_high": 0.75, "rating": "normal"}]
+    )  # fmt: skip
+    console = Console(width=100, record=True)
+    console.print(pip364_table(table))
+    text = console.export_text()
+    assert "± 140" in text and "77.9" not in text
+    assert "± 0.25" in text  # an interval that was not cut: its half-width, as before

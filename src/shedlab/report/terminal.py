@@ -30,6 +30,13 @@ _HEADINGS = {
 """Column headings that fit 80 columns; the full problem names are the report's and the docs'."""
 
 
+def _half_width(value: float, low: float, high: float) -> float:
+    """The t-interval's half-width. The interval was cut to the range of its figure (at 0 below for
+    counts and spreads, at 1 above for fractions); a side not cut still lies a half-width from the mean
+    (a figure in [0, ∞) is cut below only), while (high − low) / 2 of a cut interval is no interval's."""
+    return max(float(high) - float(value), float(value) - float(low))
+
+
 def pip364_table(table: pd.DataFrame) -> Table:
     """One row per strategy pair (and parameter set, where the table has several), one column per
     problem; each cell ``figure``, ``± half-width of its 95 % CI`` and the rating."""
@@ -62,7 +69,7 @@ def pip364_table(table: pd.DataFrame) -> Table:
             rating = str(r["rating"])
             lines = [significant(r["value"])]
             if significant(r["ci_low"]) != "-":
-                lines.append(f"[dim]± {significant((float(r['ci_high']) - float(r['ci_low'])) / 2)}[/]")
+                lines.append(f"[dim]± {significant(_half_width(r['value'], r['ci_low'], r['ci_high']))}[/]")
             lines.append(f"[{RATING_STYLE.get(rating, 'dim')}]{rating}[/]")
             cells.append("\n".join(lines))
         label = short_pair(strategy) + (
