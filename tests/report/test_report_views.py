@@ -128,3 +128,17 @@ def test_terminal_half_width_is_the_t_intervals_when_the_interval_was_cut_at_zer
     text = console.export_text()
     assert "± 140" in text and "77.9" not in text
     assert "± 0.25" in text  # an interval that was not cut: its half-width, as before
+
+
+def test_terminal_table_shows_a_grids_own_names_as_text_not_markup() -> None:
+    """A grid may define its own PIP-364 problems; their names went into the table as rich markup: '[/]'
+    raised MarkupError (a traceback after evaluate had written its tables), '[cn]' vanished."""
+    table = pd.DataFrame(
+        [{"strategy": "AvgShedder", "params_id": "default", "params_json": "{}",
+          "problem": "churn [/] on [cn]*", "n_runs": 3, "value": 1.0, "ci_low": 0.5, "ci_high": 1.5,
+          "rating": "good"}]
+    )  # fmt: skip
+    console = Console(width=100, record=True)
+    console.print(pip364_table(table))
+    text = console.export_text()
+    assert "[/]" in text and "[cn]*" in text

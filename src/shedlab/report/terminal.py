@@ -46,12 +46,13 @@ def pip364_table(table: pd.DataFrame) -> Table:
     show_params = keys["params_id"].nunique() > 1
     out = Table(
         title="PIP-364, measured: mean ± 95 % CI and rating (lower is better)",
-        caption=caption_legend([strategy for strategy, _ in rows]),
+        caption=escape(caption_legend([strategy for strategy, _ in rows])),
         show_lines=True,
     )
     out.add_column("strategy pair")
     for problem in problems:
-        out.add_column(_HEADINGS.get(problem, problem.replace(" ", "\n", 1)), justify="center")
+        # a grid may name its own problems: text, not rich markup ('[/]' raised, '[cn]' vanished)
+        out.add_column(escape(_HEADINGS.get(problem, problem.replace(" ", "\n", 1))), justify="center")
     strategy_col = table["strategy"].astype(str)
     params_col = table["params_id"].astype(str)
     for strategy, params_id in rows:
@@ -72,7 +73,7 @@ def pip364_table(table: pd.DataFrame) -> Table:
                 lines.append(f"[dim]± {significant(_half_width(r['value'], r['ci_low'], r['ci_high']))}[/]")
             lines.append(f"[{RATING_STYLE.get(rating, 'dim')}]{rating}[/]")
             cells.append("\n".join(lines))
-        label = short_pair(strategy) + (
+        label = escape(short_pair(strategy)) + (
             f"\n[dim]{escape(params_of(table, strategy, params_id))}[/]" if show_params else ""
         )
         out.add_row(label, *cells)
