@@ -142,3 +142,24 @@ def test_terminal_table_shows_a_grids_own_names_as_text_not_markup() -> None:
     console.print(pip364_table(table))
     text = console.export_text()
     assert "[/]" in text and "[cn]*" in text
+
+
+def test_key_figures_of_a_sweep_without_evaluation_are_the_drawn_parameter_sets() -> None:
+    """Without an evaluation the key figures are computed from the runs; they averaged every parameter
+    set of a pair (here unloads 1 and 9 → '5') next to the panels of one of them (the default)."""
+    from shedlab.report.model import ReportData, RunSeries
+    from shedlab.report.sections import _key_figures
+
+    runs = pd.DataFrame(
+        [{"scenario": "s", "strategy": "AvgShedder", "params_id": pid, "params_json": pj, "seed": seed,
+          "unloads": unloads}
+         for pid, pj, unloads in (("default", "{}", 1.0), ("abc", '{"maxUnloadPercentage": 0.5}', 9.0))
+         for seed in (1, 2, 3)]
+    )  # fmt: skip
+    empty = pd.DataFrame()
+    drawn = RunSeries("s", "AvgShedder", empty, empty, empty, empty, label="seed 1", params_id="default")
+    data = ReportData(kind="sweep", source=Path("x"), title="t", runs=runs, series={"s": [drawn]})
+    html = _key_figures(data, "s", [drawn])
+    cells = re.findall(r"<td>([^<]*)</td>", html)
+    assert cells[0] == "1", cells
+    assert "mean over 3 runs per pair" in html

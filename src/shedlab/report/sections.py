@@ -283,6 +283,15 @@ def _events_table(run: RunSeries) -> str:
     return f'<table class="events"><tbody>{"".join(rows)}</tbody></table>{more}'
 
 
+def _drawn_set(runs: pd.DataFrame, scenario: str, strategy: str, params_id: str | None) -> pd.DataFrame:
+    """The runs of one pair on one scenario with the drawn run's parameter set (every run of the pair
+    where the runs have no parameter sets): the key figures describe the runs the panels show."""
+    sel = runs[(runs["scenario"].astype(str) == scenario) & (runs["strategy"].astype(str) == strategy)]
+    if params_id and "params_id" in sel:
+        sel = sel[sel["params_id"].astype(str) == params_id]
+    return sel
+
+
 def _key_figures(data: ReportData, scenario: str, runs: Sequence[RunSeries]) -> str:
     """Per strategy pair: the key run metrics (mean and 95 % interval over seeds where evaluated)."""
     stats = data.metric_stats
@@ -309,10 +318,7 @@ def _key_figures(data: ReportData, scenario: str, runs: Sequence[RunSeries]) -> 
                     r = sel.iloc[0]
                     cell = fmt(r["mean"]) + _ci(r.get("ci_low"), r.get("ci_high"))
             elif all_runs is not None and metric in all_runs:
-                sel = all_runs[
-                    (all_runs["scenario"].astype(str) == scenario)
-                    & (all_runs["strategy"].astype(str) == strategy)
-                ]
+                sel = _drawn_set(all_runs, scenario, strategy, params.get(strategy))
                 values = pd.to_numeric(sel[metric], errors="coerce").dropna()
                 if len(values):
                     cell = fmt(values.mean())
@@ -322,8 +328,8 @@ def _key_figures(data: ReportData, scenario: str, runs: Sequence[RunSeries]) -> 
     if stats is not None and not stats.empty:
         caption = "mean over seeds, 95&nbsp;% confidence interval below"
     elif all_runs is not None and not all_runs.empty:
-        per_pair = all_runs[all_runs["scenario"].astype(str) == scenario].groupby("strategy").size()
-        n = int(per_pair.max()) if len(per_pair) else 0
+        per_pair = [len(_drawn_set(all_runs, scenario, s, params.get(s))) for s in strategies]
+        n = max(per_pair, default=0)
         caption = f"mean over {n} runs per pair" if n > 1 else "one run per pair"
     else:
         caption = "not recorded"
