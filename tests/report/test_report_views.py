@@ -14,6 +14,7 @@ from shedlab.core.evaluation import TOO_FEW_RUNS
 from shedlab.core.grid import params_label
 from shedlab.core.sim import load_scenario, run_simulation
 from shedlab.report import build_report
+from shedlab.report.builder import Page
 from shedlab.report.figures import HEATMAP_ABOVE, LoadPanel, small_multiples, step_grid
 from shedlab.report.page import plotly_js, plotly_js_version
 from shedlab.report.pip364 import params_of
@@ -163,3 +164,24 @@ def test_key_figures_of_a_sweep_without_evaluation_are_the_drawn_parameter_sets(
     cells = re.findall(r"<td>([^<]*)</td>", html)
     assert cells[0] == "1", cells
     assert "mean over 3 runs per pair" in html
+
+
+def test_all_figures_of_a_sweep_without_evaluation_keep_every_parameter_set() -> None:
+    """Every run is a column; two parameter sets of a pair gave two columns of one name
+    ('AvgShedder · seed 1') and the second overwrote the first: half the runs vanished."""
+    from shedlab.report.model import ReportData
+    from shedlab.report.sections import metrics_section
+
+    runs = pd.DataFrame(
+        [{"scenario": "s", "strategy": "AvgShedder", "params_id": pid, "params_json": pj, "seed": seed,
+          "unloads": unloads + seed}
+         for pid, pj, unloads in (("default", "{}", 10.0), ("abc", '{"maxUnloadPercentage": 0.5}', 90.0))
+         for seed in (1, 2)]
+    )  # fmt: skip
+    data = ReportData(kind="sweep", source=Path("x"), title="t", runs=runs)
+    html = metrics_section(Page(max_points=100), data)
+    head = re.findall(r"<th[^>]*>([^<]*)</th>", html)
+    assert len(head) == 1 + 4, head  # the metric, then one column per run
+    cells = re.findall(r"<td>([^<]*)</td>", html)
+    assert sorted(cells) == ["11", "12", "91", "92"]
+    assert any("maxUnloadPercentage=0.5" in h for h in head)

@@ -599,16 +599,27 @@ def _stats_pivot(sub: pd.DataFrame) -> pd.DataFrame:
 
 
 def _runs_pivot(sub: pd.DataFrame) -> pd.DataFrame:
-    """Metric rows × run columns (simulate / compare output)."""
+    """Metric rows × run columns (simulate / compare output, a sweep without evaluation): one column per
+    run, named by its pair, its parameter set where the pair ran several, and its seed."""
+    several = "params_id" in sub and bool((sub.groupby("strategy")["params_id"].nunique() > 1).any())
     order = sorted(
-        sub.itertuples(index=False), key=lambda r: (pair_order(str(r.strategy)), getattr(r, "seed", 0))
+        sub.itertuples(index=False),
+        key=lambda r: (
+            pair_order(str(r.strategy)),
+            str(getattr(r, "params_id", "")) != "default",
+            str(getattr(r, "params_id", "")),
+            getattr(r, "seed", 0),
+        ),
     )
     numeric = [c for c in sub.columns if c not in _RUN_ID_COLUMNS and pd.api.types.is_numeric_dtype(sub[c])]
-    frame = pd.DataFrame({"metric": numeric})
+    columns: dict[str, list[Any]] = {"metric": numeric}
     for r in order:
-        name = figures.short_pair(str(r.strategy)) + (f" · seed {r.seed}" if hasattr(r, "seed") else "")
-        frame[name] = [getattr(r, c) for c in numeric]
-    return frame
+        name = figures.short_pair(str(r.strategy))
+        if several:
+            name += f" · {params_of(sub, str(r.strategy), str(r.params_id))}"
+        name += f" · seed {r.seed}" if hasattr(r, "seed") else ""
+        columns[name] = [getattr(r, c) for c in numeric]
+    return pd.DataFrame(columns)
 
 
 def metrics_section(page: Page, data: ReportData) -> str:
