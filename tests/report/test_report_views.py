@@ -185,3 +185,22 @@ def test_all_figures_of_a_sweep_without_evaluation_keep_every_parameter_set() ->
     cells = re.findall(r"<td>([^<]*)</td>", html)
     assert sorted(cells) == ["11", "12", "91", "92"]
     assert any("maxUnloadPercentage=0.5" in h for h in head)
+
+
+def test_all_figures_of_a_sweep_without_evaluation_are_metrics_not_run_bookkeeping() -> None:
+    """A sweep's run rows also hold when and how long each run ran (started_ms, finished_ms, elapsed_s)
+    and the run's own counters (n_ticks, n_decisions): not summary metrics, and the wall-clock ones differ
+    between two sweeps of the same grid; they were listed among 'every summary metric'."""
+    from shedlab.report.model import ReportData
+    from shedlab.report.sections import metrics_section
+
+    runs = pd.DataFrame(
+        [{"scenario": "s", "strategy": "AvgShedder", "params_id": "default", "params_json": "{}", "seed": 1,
+          "elapsed_s": 1.5, "started_ms": 1.7e12, "finished_ms": 1.7e12, "n_ticks": 60, "n_decisions": 2,
+          "unloads": 2.0}]
+    )  # fmt: skip
+    html = metrics_section(
+        Page(max_points=100), ReportData(kind="sweep", source=Path("x"), title="t", runs=runs)
+    )
+    rows = re.findall(r'<tr><td class="text">([^<]*)</td>', html)
+    assert rows == ["unloads"]

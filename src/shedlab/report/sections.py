@@ -12,6 +12,7 @@ import pandas as pd
 
 from shedlab.core.evaluation import MIN_RUNS_TO_RATE, TOO_FEW_RUNS
 from shedlab.core.replay import total_reasons
+from shedlab.core.results import RUN_SUMMARY_ARROW
 from shedlab.report import figures
 from shedlab.report.builder import Page, fmt, pair_label, table_html
 from shedlab.report.meta import environment_versions
@@ -43,7 +44,9 @@ KEY_METRICS: tuple[tuple[str, str], ...] = (
 
 _RUN_ID_COLUMNS = frozenset(
     {"scenario", "strategy", "seed", "params_id", "params_json", "params_label", "churn", "imbalance"}
-)
+) | frozenset(RUN_SUMMARY_ARROW.names)
+"""Columns of a runs table that are not summary metrics: the run's identity and a sweep's bookkeeping
+(when and how long it ran, its own counters), as ``shedlab evaluate`` leaves them out."""
 
 
 def _dl(items: Sequence[tuple[str, Any]]) -> str:
