@@ -55,3 +55,16 @@ def test_demo_tunes_the_pairs_space_objective_and_eta_it_is_given(monkeypatch: p
     assert exc.value.code == 0
     assert seen["pairs"] == ["AvgShedder"] and seen["objective"] == "churn" and seen["eta"] == 2
     assert seen["space"] is not None
+
+
+def test_twin_refuses_a_directory_as_its_out_before_spark(tmp_path: Path) -> None:
+    """``--out`` is the twin's YAML file. A directory went through to the write after the whole fit and
+    raised IsADirectoryError (a traceback, exit 1); it is refused first, in one line."""
+    result = _run("twin", "/nonexistent/snap", "--out", str(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert "--out" in result.stderr and "is a directory" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    below_a_file = tmp_path / "file"
+    below_a_file.write_text("x")
+    result = _run("twin", "/nonexistent/snap", "--out", str(below_a_file / "twin.yaml"))
+    assert result.returncode == 2 and "not a directory" in result.stderr, result.stderr

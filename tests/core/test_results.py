@@ -112,6 +112,30 @@ def test_manifest_keeps_one_entry_per_grid(tmp_path: Path) -> None:
     assert json.loads((tmp_path / MANIFEST).read_text())["grids"][0]["seeds"] == [1, 2]
 
 
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"grids": 5}', "grids"),
+        ('{"grids": [5]}', "grids[0]"),
+        ('{"grids": [{"name": "g", "scenarios": 7}]}', "grids[0].scenarios"),
+        ('{"grids": [{"name": "g", "scenarios": {"s": 1}}]}', "grids[0].scenarios"),
+        ("[1]", None),
+    ],
+)
+def test_a_malformed_manifest_is_named_not_a_traceback(tmp_path: Path, text: str, field: str | None) -> None:
+    """A sweep.json of the wrong shape (hand-edited, another tool's) raised TypeError/AttributeError in
+    the sweep writing it and in report reading it; now a one-line InputError naming the file and field."""
+    from shedlab.report import build_report
+
+    (tmp_path / MANIFEST).write_text(text)
+    with pytest.raises(InputError, match=r"sweep\.json") as info:
+        write_manifest(str(tmp_path), load_grid(GRID))
+    assert field is None or info.value.field == field
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(InputError, match=r"sweep\.json"):
+        build_report(tmp_path, tmp_path / "r.html")
+
+
 # ------------------------------------------------------------------ faults: files a user or a crash left
 
 

@@ -168,3 +168,14 @@ def test_fragment_parses_with_shedlabs_config_reader(tmp_path: Path) -> None:
     assert pair_name_of(conf) == "AvgShedder"
     assert conf.get("maxUnloadPercentage") == pytest.approx(0.5)
     assert np.isfinite(rec.candidate["objective"])
+
+
+def test_a_tie_at_zero_is_no_gain() -> None:
+    """The recorded configuration scores 0 (no spread, no unloads): 3 % of 0 is 0, and a candidate that
+    also scores 0 'lowered' it by 0 ≥ 0. With one seed (no interval) tune recommended that candidate, a
+    rollout for nothing, just because its key sorted before the recorded one."""
+    scored, cands = _scored({"": [(0.0, 0.0)], "0.5": [(0.0, 0.0)]})
+    table = candidate_table(scored, cands, {})
+    rec = recommend(table, scored, "balanced")
+    assert rec.is_recorded
+    assert rec.improvement["objective"]["mean"] == 0.0

@@ -63,3 +63,14 @@ def test_keep_recorded_and_no_section_without_tune_json(tmp_path: Path) -> None:
     assert recommendation_section(Page(max_points=2000), tmp_path) == ""
     (tmp_path / "tune.json").write_text(json.dumps(_doc(keep=True)))
     assert "keep it" in recommendation_section(Page(max_points=2000), tmp_path)
+
+
+def test_fit_table_shows_no_recorded_value_for_the_usage_distribution(tmp_path: Path) -> None:
+    """The broker usage distribution is a distance between the recording's and the twin's quantiles: there
+    is no recorded figure (fit-report.md and the terminal show '—'); the report showed 'recorded 0'."""
+    (tmp_path / "tune.json").write_text(json.dumps(_doc(keep=False)))
+    check = {"figure": "broker usage distribution", "recorded": 0.0, "twin": 4.1, "distance": 4.1,
+             "tolerance": 8.0, "ok": True}  # fmt: skip
+    (tmp_path / "fit-report.json").write_text(json.dumps({"checks": [check]}))
+    html = recommendation_section(Page(max_points=2000), tmp_path)
+    assert "<tr><td>broker usage distribution</td><td>—</td><td>4.1</td>" in html

@@ -318,3 +318,25 @@ def test_report_on_a_replay_in_which_nothing_moved(spark: SparkSession, tmp_path
     assert data.replay is not None and data.replay.decisions is None and data.replay.ownership is None
     report = build_report(tmp_path / "replay", tmp_path / "old.html")
     assert 'id="replay"' in report.read_text(encoding="utf-8")
+
+
+def test_the_same_results_give_a_byte_identical_report(
+    compare_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report is a function of its results: rendering them again later (another minute, another day)
+    gives the same bytes. The page used to stamp the wall clock ('generated 2026-11-26 23:41 UTC')."""
+    import datetime as dt
+
+    import shedlab.report.page as page
+
+    first = build_report(compare_dir, tmp_path / "a.html").read_bytes()
+
+    class Later(dt.datetime):
+        @classmethod
+        def now(cls, tz: dt.tzinfo | None = None) -> Later:
+            return cls(2031, 1, 2, 3, 4, tzinfo=tz)
+
+    monkeypatch.setattr(dt, "datetime", Later)
+    monkeypatch.setattr(page, "dt", dt, raising=False)
+    second = build_report(compare_dir, tmp_path / "b.html").read_bytes()
+    assert first == second

@@ -14,6 +14,7 @@ from shedlab.core.evaluation import TOO_FEW_RUNS
 from shedlab.core.grid import params_label
 from shedlab.core.sim import load_scenario, run_simulation
 from shedlab.report import build_report
+from shedlab.report.builder import Page
 from shedlab.report.figures import HEATMAP_ABOVE, LoadPanel, small_multiples, step_grid
 from shedlab.report.page import plotly_js, plotly_js_version
 from shedlab.report.pip364 import params_of
@@ -111,3 +112,95 @@ def test_terminal_table_withholds_the_rating_and_names_parameters() -> None:
     assert "x2" not in text and "x49" not in text  # no ids
     assert text.count("too few runs") == 2 and "good" not in text
     assert params_of(table, "AvgShedder", "x2") == "default parameters"
+
+
+def test_terminal_half_width_is_the_t_intervals_when_the_interval_was_cut_at_zero() -> None:
+    """16 [-123.8, 155.8] unloads is kept inside the metric's range as 16 [0, 155.8]; the terminal printed
+    (high − low) / 2 of the cut interval, '16 ± 77.9', an interval ([-61.9, 93.9]) that is neither the
+    t-interval nor the one reported. The half-width is the t-interval's: 139.8."""
+    table = pd.DataFrame(
+        [{"strategy": "AvgShedder", "params_id": "default", "params_json": "{}", "problem": "load jitter",
+          "n_runs": 3, "value": 16.0, "ci_low": 0.0, "ci_high": 155.8, "rating": "good"},
+         {"strategy": "AvgShedder", "params_id": "default", "params_json": "{}", "problem": "over unloading",
+          "n_runs": 3, "value": 0.5, "ci_low": 0.25, "ci_high": 0.75, "rating": "normal"}]
+    )  # fmt: skip
+    console = Console(width=100, record=True)
+    console.print(pip364_table(table))
+    text = console.export_text()
+    assert "± 140" in text and "77.9" not in text
+    assert "± 0.25" in text  # an interval that was not cut: its half-width, as before
+
+
+def test_terminal_table_shows_a_grids_own_names_as_text_not_markup() -> None:
+    """A grid may define its own PIP-364 problems; their names went into the table as rich markup: '[/]'
+    raised MarkupError (a traceback after evaluate had written its tables), '[cn]' vanished."""
+    table = pd.DataFrame(
+        [{"strategy": "AvgShedder", "params_id": "default", "params_json": "{}",
+          "problem": "churn [/] on [cn]*", "n_runs": 3, "value": 1.0, "ci_low": 0.5, "ci_high": 1.5,
+          "rating": "good"}]
+    )  # fmt: skip
+    console = Console(width=100, record=True)
+    console.print(pip364_table(table))
+    text = console.export_text()
+    assert "[/]" in text and "[cn]*" in text
+
+
+def test_key_figures_of_a_sweep_without_evaluation_are_the_drawn_parameter_sets() -> None:
+    """Without an evaluation the key figures are computed from the runs; they averaged every parameter
+    set of a pair (here unloads 1 and 9 → '5') next to the panels of one of them (the default)."""
+    from shedlab.report.model import ReportData, RunSeries
+    from shedlab.report.sections import _key_figures
+
+    runs = pd.DataFrame(
+        [{"scenario": "s", "strategy": "AvgShedder", "params_id": pid, "params_json": pj, "seed": seed,
+          "unloads": unloads}
+         for pid, pj, unloads in (("default", "{}", 1.0), ("abc", '{"maxUnloadPercentage": 0.5}', 9.0))
+         for seed in (1, 2, 3)]
+    )  # fmt: skip
+    empty = pd.DataFrame()
+    drawn = RunSeries("s", "AvgShedder", empty, empty, empty, empty, label="seed 1", params_id="default")
+    data = ReportData(kind="sweep", source=Path("x"), title="t", runs=runs, series={"s": [drawn]})
+    html = _key_figures(data, "s", [drawn])
+    cells = re.findall(r"<td>([^<]*)</td>", html)
+    assert cells[0] == "1", cells
+    assert "mean over 3 runs per pair" in html
+
+
+def test_all_figures_of_a_sweep_without_evaluation_keep_every_parameter_set() -> None:
+    """Every run is a column; two parameter sets of a pair gave two columns of one name
+    ('AvgShedder · seed 1') and the second overwrote the first: half the runs vanished."""
+    from shedlab.report.model import ReportData
+    from shedlab.report.sections import metrics_section
+
+    runs = pd.DataFrame(
+        [{"scenario": "s", "strategy": "AvgShedder", "params_id": pid, "params_json": pj, "seed": seed,
+          "unloads": unloads + seed}
+         for pid, pj, unloads in (("default", "{}", 10.0), ("abc", '{"maxUnloadPercentage": 0.5}', 90.0))
+         for seed in (1, 2)]
+    )  # fmt: skip
+    data = ReportData(kind="sweep", source=Path("x"), title="t", runs=runs)
+    html = metrics_section(Page(max_points=100), data)
+    head = re.findall(r"<th[^>]*>([^<]*)</th>", html)
+    assert len(head) == 1 + 4, head  # the metric, then one column per run
+    cells = re.findall(r"<td>([^<]*)</td>", html)
+    assert sorted(cells) == ["11", "12", "91", "92"]
+    assert any("maxUnloadPercentage=0.5" in h for h in head)
+
+
+def test_all_figures_of_a_sweep_without_evaluation_are_metrics_not_run_bookkeeping() -> None:
+    """A sweep's run rows also hold when and how long each run ran (started_ms, finished_ms, elapsed_s)
+    and the run's own counters (n_ticks, n_decisions): not summary metrics, and the wall-clock ones differ
+    between two sweeps of the same grid; they were listed among 'every summary metric'."""
+    from shedlab.report.model import ReportData
+    from shedlab.report.sections import metrics_section
+
+    runs = pd.DataFrame(
+        [{"scenario": "s", "strategy": "AvgShedder", "params_id": "default", "params_json": "{}", "seed": 1,
+          "elapsed_s": 1.5, "started_ms": 1.7e12, "finished_ms": 1.7e12, "n_ticks": 60, "n_decisions": 2,
+          "unloads": 2.0}]
+    )  # fmt: skip
+    html = metrics_section(
+        Page(max_points=100), ReportData(kind="sweep", source=Path("x"), title="t", runs=runs)
+    )
+    rows = re.findall(r'<tr><td class="text">([^<]*)</td>', html)
+    assert rows == ["unloads"]

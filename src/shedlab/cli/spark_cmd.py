@@ -362,7 +362,7 @@ def evaluate(
     _print_metric_table(result.metric_stats, chosen)
     _print_pip_table(result.pip364, result.definitions)
     for note in result.notes:
-        err_console.print(f"[yellow]note:[/] {note}")
+        err_console.print(f"[yellow]note:[/] {escape(note)}")  # notes quote a grid's names and patterns
     console.print(f"{result.runs_ok} runs evaluated ({result.runs_failed} failed) → {result.out}")
 
 
@@ -411,10 +411,11 @@ def _print_pip_table(pip: pd.DataFrame, definitions: dict[str, dict[str, Any]]) 
     for problem in sorted(set(pip["problem"].astype(str))):
         d = definitions.get(problem, {})
         scenarios = ", ".join(d.get("matched_scenarios", []))
-        console.print(
-            f"[dim]{problem}: {d.get('metric', d.get('expr'))} on {scenarios};"
-            f" good < {d.get('good_below')}, bad > {d.get('bad_above')}[/]"
+        line = (
+            f"{problem}: {d.get('metric', d.get('expr'))} on {scenarios};"
+            f" good < {d.get('good_below')}, bad > {d.get('bad_above')}"
         )
+        console.print(f"[dim]{escape(line)}[/]")  # a grid's own names: text, not markup
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from shedlab.cli.spark_cmd import (
     spark_session,
 )
 from shedlab.config import LoadBalancerConfig
+from shedlab.core.results import check_output_dir
 from shedlab.errors import InputError
 
 if TYPE_CHECKING:
@@ -69,6 +70,20 @@ def _parse_window(text: str | None) -> tuple[int, int] | None:
     return window
 
 
+def _check_twin_out(out: str) -> None:
+    """``--out`` names the twin's YAML file: refuse a directory or a path below a file before Spark
+    starts (the write after the fit raised IsADirectoryError / NotADirectoryError, a traceback)."""
+    path = Path(out)
+    if path.is_dir():
+        raise InputError(
+            "is a directory; the twin is one YAML file",
+            field="--out",
+            value=out,
+            hint=f"e.g. {path / 'twin.yaml'}",
+        )
+    check_output_dir(str(path.parent), field="--out")
+
+
 def _recorded_config(
     config: str | None, sets: list[str] | None, strategy: str | None
 ) -> tuple[str, dict[str, Any]]:
@@ -100,8 +115,11 @@ def _run_twin(
     result = fit(
         spark, snapshots, cluster=cluster, window=window, strategy=pair, config=overrides, progress=say
     )
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(result.fit.text, encoding="utf-8")
+    try:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(result.fit.text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the twin: {exc.strerror or exc}", source=out, field="--out") from None
     validation = None
     if validate:
         validation = run_validation(spark, result, out, report_dir, seeds=seeds, progress=say)
@@ -167,6 +185,7 @@ def twin(
     check_count(seeds, "--seeds", minimum=1, maximum=1000)
     pair, overrides = _recorded_config(config, set_, strategy)
     parsed_window = _parse_window(window)
+    _check_twin_out(out)
     check_ingest_output(recording_dir)
     reports = report_dir or str(Path(out).with_suffix("")) + "-fit"
     _preflight(master, reports, conf, spark_conf)

@@ -59,6 +59,7 @@ __all__ = [
     "exists",
     "filesystem",
     "finished_run_files",
+    "manifest_grids",
     "quarantine_corrupt_runs",
     "read_manifest",
     "read_partitioned",
@@ -276,6 +277,25 @@ def _summary_to_arrow(frame: pd.DataFrame) -> Any:
     return pa.table(columns, schema=schema)
 
 
+def manifest_grids(manifest: Any, source: str) -> list[dict[str, Any]]:
+    """The ``grids`` of a ``sweep.json``, checked: a list of objects, each one's ``scenarios`` an object
+    of objects by name. A hand-edited or foreign file is named with its field (exit 2), not a traceback."""
+    if not isinstance(manifest, dict):
+        raise InputError("expected an object with a 'grids' list", source=source)
+    grids = manifest.get("grids", [])
+    if not isinstance(grids, list):
+        raise InputError("expected a list of grids", source=source, field="grids", value=grids)
+    for i, grid in enumerate(grids):
+        if not isinstance(grid, dict):
+            raise InputError("expected a grid (an object)", source=source, field=f"grids[{i}]", value=grid)
+        scenarios = grid.get("scenarios") or {}
+        if not isinstance(scenarios, dict) or not all(isinstance(v, dict) for v in scenarios.values()):
+            raise InputError(
+                "expected an object of scenarios by name", source=source, field=f"grids[{i}].scenarios"
+            )
+    return grids
+
+
 def write_manifest(out: str, grid: Grid) -> None:
     """Record ``grid`` in ``out/sweep.json`` (replacing an earlier entry of the same name)."""
     fs, base = filesystem(out)
@@ -299,7 +319,7 @@ def write_manifest(out: str, grid: Grid) -> None:
         "seeds": list(grid.seeds),
         "updated_ms": int(time.time() * 1000),
     }
-    grids = [g for g in manifest.get("grids", []) if g.get("name") != grid.name]
+    grids = [g for g in manifest_grids(manifest, path) if g.get("name") != grid.name]
     grids.append(entry)
     manifest["grids"] = grids
     tmp = f"{path}.{os.getpid()}.tmp"

@@ -398,7 +398,8 @@ def recommend(table: pd.DataFrame, scored: pd.DataFrame, objective: str) -> Reco
     notes = []
     gain = improvement["objective"]
     needed = MIN_GAIN * abs(float(recorded["objective"]))
-    clear = gain["mean"] is not None and -float(gain["mean"]) >= needed
+    # a gain is a strict decrease: with a recorded objective of 0, 3 % of it is 0 and a tie is no gain
+    clear = gain["mean"] is not None and -float(gain["mean"]) >= needed and float(gain["mean"]) < 0
     if gain["high"] is not None:
         clear = clear and float(gain["high"]) < 0
     if best["origin"] != RECORDED and not clear:

@@ -29,7 +29,7 @@ import pandas as pd
 
 from shedlab.core.evaluation import DEFINITIONS_FILE
 from shedlab.core.grid import params_label
-from shedlab.core.results import MANIFEST, read_partitioned, read_run_table, read_sweep_runs
+from shedlab.core.results import MANIFEST, manifest_grids, read_partitioned, read_run_table, read_sweep_runs
 from shedlab.errors import InputError
 from shedlab.report.model import SKIP_REPORT_COLUMNS, ReplayData, ReportData, RunSeries, ScenarioInfo
 from shedlab.report.pip364 import pair_order
@@ -320,7 +320,7 @@ def _sweep_configs(ok: pd.DataFrame) -> dict[str, Any]:
 def _load_sweep(root: Path, evaluation: EvaluationTables | None) -> ReportData:
     runs = read_sweep_runs(root)
     manifest = _read_json(root / MANIFEST) if (root / MANIFEST).is_file() else {}
-    grids = manifest.get("grids", []) if isinstance(manifest, dict) else []
+    grids = manifest_grids(manifest, str(root / MANIFEST))
     scenarios, files = _sweep_scenarios(grids)
     pip = evaluation.pip_table if evaluation is not None else None
     series = _sweep_series(root, runs, _pip_params(pip))

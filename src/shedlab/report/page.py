@@ -1,4 +1,5 @@
-"""The report page: one self-contained HTML file (CSS and plotly.js inline, no network).
+"""The report page: one self-contained HTML file (CSS and plotly.js inline, no network), a function of
+the results it shows only (no wall-clock time: the same results give byte-identical pages).
 
 Figures are stored as JSON in ``<script type="application/json">`` blocks and drawn one after another
 by a small loader once plotly.js is parsed (see :mod:`shedlab.report.assets` for the loader and the
@@ -7,7 +8,6 @@ JavaScript error collector a headless browser test reads).
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import gzip
 import html
@@ -75,11 +75,11 @@ def render_page(data: ReportData, *, max_points: int = 2000) -> str:
         chunk = section(page, data)
         if chunk:
             body.append(f"<section>{chunk}</section>")
-    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    # No wall-clock time on the page: the same results give the same bytes (a report is compared,
+    # diffed and archived like the results it shows; their own times are in the run metadata).
     subtitle = (
         f"{html.escape(_KINDS.get(data.kind, data.kind))} results from "
-        f"<code>{html.escape(str(data.source))}</code> · generated {generated} · shedlab "
-        f"{shedlab.__version__}"
+        f"<code>{html.escape(str(data.source))}</code> · shedlab {shedlab.__version__}"
     )
     scripts = []
     if page.figures:

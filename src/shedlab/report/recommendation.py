@@ -105,6 +105,12 @@ def _error(row: dict[str, Any], fig: str) -> dict[str, Any]:
     return {"type": "data", "symmetric": False, "array": [high - mean], "arrayminus": [mean - low]}
 
 
+def _recorded_cell(check: dict[str, Any]) -> str:
+    """The recorded figure; none for the usage distribution, a distance between the recording's and the
+    twin's quantiles (its 'recorded' is a placeholder 0; fit-report.md and the terminal show '—')."""
+    return "—" if check.get("figure") == "broker usage distribution" else fmt(check.get("recorded"))
+
+
 def _fit_warning(root: Path) -> str:
     fit = _read(root / "fit-report.json")
     if fit is None:
@@ -112,7 +118,7 @@ def _fit_warning(root: Path) -> str:
     checks = fit.get("checks") or []
     bad = [c for c in checks if not c.get("ok")]
     rows = "".join(
-        f"<tr><td>{html.escape(str(c['figure']))}</td><td>{fmt(c.get('recorded'))}</td>"
+        f"<tr><td>{html.escape(str(c['figure']))}</td><td>{_recorded_cell(c)}</td>"
         f"<td>{fmt(c.get('twin'))}</td><td>{fmt(c.get('distance'))}</td><td>≤ {fmt(c.get('tolerance'))}</td>"
         f"<td>{'yes' if c.get('ok') else '<b>NO</b>'}</td></tr>"
         for c in checks

@@ -12,6 +12,7 @@ import pandas as pd
 
 from shedlab.core.evaluation import MIN_RUNS_TO_RATE, TOO_FEW_RUNS
 from shedlab.core.replay import total_reasons
+from shedlab.core.results import RUN_SUMMARY_ARROW
 from shedlab.report import figures
 from shedlab.report.builder import Page, fmt, pair_label, table_html
 from shedlab.report.meta import environment_versions
@@ -43,7 +44,9 @@ KEY_METRICS: tuple[tuple[str, str], ...] = (
 
 _RUN_ID_COLUMNS = frozenset(
     {"scenario", "strategy", "seed", "params_id", "params_json", "params_label", "churn", "imbalance"}
-)
+) | frozenset(RUN_SUMMARY_ARROW.names)
+"""Columns of a runs table that are not summary metrics: the run's identity and a sweep's bookkeeping
+(when and how long it ran, its own counters), as ``shedlab evaluate`` leaves them out."""
 
 
 def _dl(items: Sequence[tuple[str, Any]]) -> str:
@@ -283,6 +286,15 @@ def _events_table(run: RunSeries) -> str:
     return f'<table class="events"><tbody>{"".join(rows)}</tbody></table>{more}'
 
 
+def _drawn_set(runs: pd.DataFrame, scenario: str, strategy: str, params_id: str | None) -> pd.DataFrame:
+    """The runs of one pair on one scenario with the drawn run's parameter set (every run of the pair
+    where the runs have no parameter sets): the key figures describe the runs the panels show."""
+    sel = runs[(runs["scenario"].astype(str) == scenario) & (runs["strategy"].astype(str) == strategy)]
+    if params_id and "params_id" in sel:
+        sel = sel[sel["params_id"].astype(str) == params_id]
+    return sel
+
+
 def _key_figures(data: ReportData, scenario: str, runs: Sequence[RunSeries]) -> str:
     """Per strategy pair: the key run metrics (mean and 95 % interval over seeds where evaluated)."""
     stats = data.metric_stats
@@ -309,10 +321,7 @@ def _key_figures(data: ReportData, scenario: str, runs: Sequence[RunSeries]) -> 
                     r = sel.iloc[0]
                     cell = fmt(r["mean"]) + _ci(r.get("ci_low"), r.get("ci_high"))
             elif all_runs is not None and metric in all_runs:
-                sel = all_runs[
-                    (all_runs["scenario"].astype(str) == scenario)
-                    & (all_runs["strategy"].astype(str) == strategy)
-                ]
+                sel = _drawn_set(all_runs, scenario, strategy, params.get(strategy))
                 values = pd.to_numeric(sel[metric], errors="coerce").dropna()
                 if len(values):
                     cell = fmt(values.mean())
@@ -322,8 +331,8 @@ def _key_figures(data: ReportData, scenario: str, runs: Sequence[RunSeries]) -> 
     if stats is not None and not stats.empty:
         caption = "mean over seeds, 95&nbsp;% confidence interval below"
     elif all_runs is not None and not all_runs.empty:
-        per_pair = all_runs[all_runs["scenario"].astype(str) == scenario].groupby("strategy").size()
-        n = int(per_pair.max()) if len(per_pair) else 0
+        per_pair = [len(_drawn_set(all_runs, scenario, s, params.get(s))) for s in strategies]
+        n = max(per_pair, default=0)
         caption = f"mean over {n} runs per pair" if n > 1 else "one run per pair"
     else:
         caption = "not recorded"
@@ -593,16 +602,27 @@ def _stats_pivot(sub: pd.DataFrame) -> pd.DataFrame:
 
 
 def _runs_pivot(sub: pd.DataFrame) -> pd.DataFrame:
-    """Metric rows × run columns (simulate / compare output)."""
+    """Metric rows × run columns (simulate / compare output, a sweep without evaluation): one column per
+    run, named by its pair, its parameter set where the pair ran several, and its seed."""
+    several = "params_id" in sub and bool((sub.groupby("strategy")["params_id"].nunique() > 1).any())
     order = sorted(
-        sub.itertuples(index=False), key=lambda r: (pair_order(str(r.strategy)), getattr(r, "seed", 0))
+        sub.itertuples(index=False),
+        key=lambda r: (
+            pair_order(str(r.strategy)),
+            str(getattr(r, "params_id", "")) != "default",
+            str(getattr(r, "params_id", "")),
+            getattr(r, "seed", 0),
+        ),
     )
     numeric = [c for c in sub.columns if c not in _RUN_ID_COLUMNS and pd.api.types.is_numeric_dtype(sub[c])]
-    frame = pd.DataFrame({"metric": numeric})
+    columns: dict[str, list[Any]] = {"metric": numeric}
     for r in order:
-        name = figures.short_pair(str(r.strategy)) + (f" · seed {r.seed}" if hasattr(r, "seed") else "")
-        frame[name] = [getattr(r, c) for c in numeric]
-    return frame
+        name = figures.short_pair(str(r.strategy))
+        if several:
+            name += f" · {params_of(sub, str(r.strategy), str(r.params_id))}"
+        name += f" · seed {r.seed}" if hasattr(r, "seed") else ""
+        columns[name] = [getattr(r, c) for c in numeric]
+    return pd.DataFrame(columns)
 
 
 def metrics_section(page: Page, data: ReportData) -> str:

@@ -30,6 +30,13 @@ _HEADINGS = {
 """Column headings that fit 80 columns; the full problem names are the report's and the docs'."""
 
 
+def _half_width(value: float, low: float, high: float) -> float:
+    """The t-interval's half-width. The interval was cut to the range of its figure (at 0 below for
+    counts and spreads, at 1 above for fractions); a side not cut still lies a half-width from the mean
+    (a figure in [0, ∞) is cut below only), while (high − low) / 2 of a cut interval is no interval's."""
+    return max(float(high) - float(value), float(value) - float(low))
+
+
 def pip364_table(table: pd.DataFrame) -> Table:
     """One row per strategy pair (and parameter set, where the table has several), one column per
     problem; each cell ``figure``, ``± half-width of its 95 % CI`` and the rating."""
@@ -39,12 +46,13 @@ def pip364_table(table: pd.DataFrame) -> Table:
     show_params = keys["params_id"].nunique() > 1
     out = Table(
         title="PIP-364, measured: mean ± 95 % CI and rating (lower is better)",
-        caption=caption_legend([strategy for strategy, _ in rows]),
+        caption=escape(caption_legend([strategy for strategy, _ in rows])),
         show_lines=True,
     )
     out.add_column("strategy pair")
     for problem in problems:
-        out.add_column(_HEADINGS.get(problem, problem.replace(" ", "\n", 1)), justify="center")
+        # a grid may name its own problems: text, not rich markup ('[/]' raised, '[cn]' vanished)
+        out.add_column(escape(_HEADINGS.get(problem, problem.replace(" ", "\n", 1))), justify="center")
     strategy_col = table["strategy"].astype(str)
     params_col = table["params_id"].astype(str)
     for strategy, params_id in rows:
@@ -62,10 +70,10 @@ def pip364_table(table: pd.DataFrame) -> Table:
             rating = str(r["rating"])
             lines = [significant(r["value"])]
             if significant(r["ci_low"]) != "-":
-                lines.append(f"[dim]± {significant((float(r['ci_high']) - float(r['ci_low'])) / 2)}[/]")
+                lines.append(f"[dim]± {significant(_half_width(r['value'], r['ci_low'], r['ci_high']))}[/]")
             lines.append(f"[{RATING_STYLE.get(rating, 'dim')}]{rating}[/]")
             cells.append("\n".join(lines))
-        label = short_pair(strategy) + (
+        label = escape(short_pair(strategy)) + (
             f"\n[dim]{escape(params_of(table, strategy, params_id))}[/]" if show_params else ""
         )
         out.add_row(label, *cells)

@@ -37,7 +37,14 @@ from shedlab.core.evaluation import (
     pip364_values,
     resolve_definitions,
 )
-from shedlab.core.results import exists, filesystem, quarantine_corrupt_runs, read_manifest, table_path
+from shedlab.core.results import (
+    exists,
+    filesystem,
+    manifest_grids,
+    quarantine_corrupt_runs,
+    read_manifest,
+    table_path,
+)
 from shedlab.errors import ConfigError, InputError
 from shedlab.spark.schemas import (
     METRIC_STATS,
@@ -161,10 +168,10 @@ def _grid_definitions(sweep_dir: str) -> list[Mapping[str, Any]]:
     """The ``pip364:`` sections of the grids swept into ``sweep_dir``, each checked before anything is
     read (a grid swept before sweep checked them may hold a bad one: named by its place in sweep.json)."""
     manifest = read_manifest(sweep_dir)
+    where = table_path(sweep_dir, "sweep.json")
     overrides: list[Mapping[str, Any]] = []
-    for i, grid in enumerate(manifest.get("grids", [])):
+    for i, grid in enumerate(manifest_grids(manifest, where)):
         override = grid.get("pip364") or {}
-        where = table_path(sweep_dir, "sweep.json")
         if not isinstance(override, Mapping):
             raise ConfigError(
                 "expected a mapping of problem → definition", source=where, field=f"grids[{i}].pip364"

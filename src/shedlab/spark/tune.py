@@ -99,6 +99,7 @@ def tune(
     strategy pair and ``config``; write ``tune.json``, ``tune.md``, ``candidates.csv`` and
     ``recommendation.conf`` into ``out``."""
     note = say or (lambda _m: None)
+    _refuse_other_versions(out, refs)
     first = parse_scenario_text(refs[0].text, refs[0].source)
     recorded_pair, recorded_config = first.strategy, dict(first.config)
     candidates = make_candidates(
@@ -108,6 +109,7 @@ def tune(
     alive = list(candidates)
     rungs: list[dict[str, Any]] = []
     by_key = {c.key: c for c in candidates}
+    given: dict[str, int] = {}  # candidate → the seeds this tune gave it (its last rung's)
     table = pd.DataFrame()
     scored = pd.DataFrame()
     for index, (keep, rung_seeds) in enumerate(schedule):
@@ -118,10 +120,14 @@ def tune(
         note(f"rung {index + 1}/{len(schedule)}: {len(alive)} candidates × {rung_seeds} seed(s)")
         ran = _rung(spark, refs, alive, rung_seeds, out, progress)
         rungs.append({"candidates": len(alive), "seeds": rung_seeds, "new_runs": ran})
+        given.update((c.key, rung_seeds) for c in alive)
         runs = read_sweep_runs(Path(out))
         runs = runs[(runs["status"] == "ok") & runs["scenario"].isin([r.name for r in refs])]
         scored = score_runs(runs, objective)
-        scored = scored[scored["candidate"].isin(by_key) & (scored["seed"] <= seeds)]
+        # Only the seeds this tune gave each candidate: --out may hold more (an earlier tune with another
+        # objective or more seeds, or an interrupted one's later rungs), and a candidate ranked on them
+        # would be compared on other seeds than its rivals; the same inputs give the same result.
+        scored = scored[scored["seed"] <= scored["candidate"].map(given).fillna(0)]
         if scored.empty:
             raise InputError("every tuning run failed", source=out)
         table = candidate_table(scored, candidates, recorded_config)
@@ -133,6 +139,24 @@ def tune(
     markdown = tune_markdown(table, rec, rungs, fragment, full_grid=full_grid)
     _write(out, table, rec, fragment, markdown, rungs, full_grid, space, refs)
     return TuneResult(out, table, rec, fragment, markdown, rungs, full_grid)
+
+
+def _refuse_other_versions(out: str, refs: Sequence[ScenarioRef]) -> None:
+    """Refuse an ``out`` holding runs of another text of a scenario of ``refs``: run ids depend on the
+    scenario's name, not its text, so the sweep would take those runs as this scenario's and skip them
+    (a refitted twin keeps its name: tuned into the same directory, it got the old twin's results)."""
+    existing = read_sweep_runs(Path(out))
+    if existing.empty or "scenario_digest" not in existing:
+        return
+    for ref in refs:
+        other = existing[(existing["scenario"] == ref.name) & (existing["scenario_digest"] != ref.digest)]
+        if len(other):
+            raise InputError(
+                f"holds {len(other)} run(s) of another version of scenario {ref.name!r} (another text "
+                "under the same name): they would be taken for this one's",
+                source=out,
+                hint="tune into a new --out directory",
+            )
 
 
 def _plain(value: Any) -> Any:

@@ -135,6 +135,8 @@ def _bundle_stats(u: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             ),
         )
         .withColumn("prev_log_share", F.lag("log_share").over(ordered))
+        .withColumn("pair_share", F.when(F.col("prev_log_share").isNotNull(), F.col("log_share")))
+        .withColumn("pair_prev", F.when(F.col("log_share").isNotNull(), F.col("prev_log_share")))
         .withColumn(
             "off_out",
             (F.col("msg_rate_out") < OFF_FRACTION * F.avg("msg_rate_out").over(by_bundle)).cast("int"),
@@ -157,7 +159,11 @@ def _bundle_stats(u: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         F.max("producer_count").alias("producers"),
         F.max("consumer_count").alias("consumers"),
         F.stddev("log_share").alias("log_share_std"),
-        F.corr("log_share", "prev_log_share").alias("log_share_ac1"),
+        # lag-1 autocorrelation; not F.corr: under ANSI SQL (Spark's default) it raises DIVIDE_BY_ZERO for a
+        # bundle whose share never changes (constant traffic), where the correlation is simply undefined
+        F.try_divide(
+            F.covar_samp("pair_share", "pair_prev"), F.stddev_samp("pair_share") * F.stddev_samp("pair_prev")
+        ).alias("log_share_ac1"),
         F.avg("off_out").alias("off_out_fraction"),
         F.sum(F.when((F.col("off_out") == 1) & (F.col("prev_off_out") == 0), 1).otherwise(0)).alias(
             "off_out_starts"
@@ -275,7 +281,8 @@ def validate(
     say(f"running the twin ({seeds} seeds)")
     sweep(spark, grid, str(root))
     runs = read_sweep_runs(root)
-    runs = runs[runs["status"] == "ok"]
+    # only this check's seeds: the directory keeps the runs of earlier checks of the same twin, with more
+    runs = runs[(runs["status"] == "ok") & runs["seed"].isin(grid.seeds)]
     if runs.empty:
         raise InputError("every run of the twin failed", source=str(root))
     name = str(twin.fit.scenario["name"])
