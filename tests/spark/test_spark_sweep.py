@@ -137,6 +137,28 @@ def test_resume_after_interruption(spark: SparkSession, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+def test_a_sweep_into_runs_of_another_version_of_a_scenario_is_refused(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Run ids name a scenario, not its text: resuming into a directory after editing a scenario took
+    the old text's runs for the new one's and skipped them, mixing two versions in one table."""
+    from shedlab.errors import InputError
+
+    out = tmp_path / "sweep"
+    grid = load_grid(GRID)
+    sweep(spark, grid, str(out), limit=2)
+    swept = str(_runs(out)["scenario"].iloc[0])
+    first = next(s for s in grid.scenarios if s.name == swept)
+    edited = dataclasses.replace(first, text=first.text + "\n# edited\n", digest="0" * 64)
+    changed = dataclasses.replace(grid, scenarios=tuple(edited if s is first else s for s in grid.scenarios))
+    with pytest.raises(InputError, match=f"another version of scenario '{first.name}'") as info:
+        sweep(spark, changed, str(out))
+    assert info.value.hint == "sweep into a new --out directory"
+    assert len(_runs(out)) == 2  # nothing overwritten
+    assert sweep(spark, grid, str(out)).skipped == 2  # the same text resumes as before
+
+
+@pytest.mark.spark
 def test_a_failing_run_is_recorded_and_the_sweep_goes_on(spark: SparkSession, tmp_path: Path) -> None:
     grid = load_grid(GRID)
     broken = dataclasses.replace(

@@ -65,6 +65,7 @@ __all__ = [
     "read_partitioned",
     "read_run_table",
     "read_sweep_runs",
+    "refuse_other_versions",
     "remove_stale_temporaries",
     "run_file_name",
     "run_id_of_file",
@@ -496,6 +497,26 @@ def read_partitioned(path: Path, keys: tuple[str, ...] = PARTITION_KEYS) -> pd.D
     for key in keys:
         frame[key] = frame[key].astype(str).map(urllib.parse.unquote)  # Spark's %XX escaping
     return frame
+
+
+def refuse_other_versions(out: str, runs: pd.DataFrame, digests: Mapping[str, str], *, hint: str) -> None:
+    """Refuse ``out`` when ``runs`` (its stored summaries) hold a run of another text of a scenario named
+    in ``digests`` (name → digest of the text about to run). Run ids depend on a scenario's name, not its
+    text, so a resumed sweep would take those runs for this text's, skip them, and mix two versions in
+    one table (an edited scenario, a refitted twin: both keep their names). Refusing loses nothing; the
+    old runs stay for the user to move."""
+    if runs.empty or "scenario_digest" not in runs:
+        return
+    for name, digest in digests.items():
+        stored = runs["scenario_digest"]
+        other = runs[(runs["scenario"] == name) & stored.notna() & (stored != digest)]
+        if len(other):
+            raise InputError(
+                f"holds {len(other)} run(s) of another version of scenario {name!r} (another text under "
+                "the same name): they would be taken for this one's",
+                source=out,
+                hint=hint,
+            )
 
 
 def read_sweep_runs(root: Path) -> pd.DataFrame:

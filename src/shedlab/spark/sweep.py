@@ -28,6 +28,7 @@ from shedlab.core.results import (
     filesystem,
     finished_run_files,
     quarantine_corrupt_runs,
+    refuse_other_versions,
     remove_stale_temporaries,
     table_path,
     write_manifest,
@@ -93,12 +94,19 @@ class SweepResult:
         return self.skipped + self.ran
 
 
+_DONE_COLUMNS = ("run_id", "status", "scenario", "scenario_digest")
+
+
 def completed_runs(spark: Any, out: str) -> pd.DataFrame:
-    """``run_id``/``status`` of every run that has a summary under ``out/runs`` (empty if none)."""
+    """``run_id``/``status``/``scenario``/``scenario_digest`` of every run that has a summary under
+    ``out/runs`` (empty if none)."""
     fs, base = filesystem(out)
     if fs.get_file_info(table_path(base, "runs")).type == pafs.FileType.NotFound:
-        return pd.DataFrame({"run_id": pd.Series(dtype=object), "status": pd.Series(dtype=object)})
-    df = spark.read.schema(RUN_SUMMARY).parquet(table_path(out, "runs")).select("run_id", "status")
+        return pd.DataFrame(
+            {c: pd.Series(dtype=object) for c in ("run_id", "status", "scenario", "scenario_digest")}
+        )
+    df = spark.read.schema(RUN_SUMMARY).parquet(table_path(out, "runs"))
+    df = df.select("run_id", "status", "scenario", "scenario_digest")
     result: pd.DataFrame = df.toPandas()
     return result
 
@@ -313,6 +321,9 @@ def sweep(
     removed = remove_stale_temporaries(out, started)
     quarantined = quarantine_corrupt_runs(out)
     done = completed_runs(spark, out)
+    refuse_other_versions(
+        out, done, {s.name: s.digest for s in grid.scenarios}, hint="sweep into a new --out directory"
+    )
     skip_status = {"ok"} if retry_failed else {"ok", "error"}
     finished_ids = set(done.loc[done["status"].isin(skip_status), "run_id"])
     pending = specs[~specs["run_id"].isin(finished_ids)]

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from shedlab.core.grid import Grid, ScenarioRef, candidate_specs
-from shedlab.core.results import read_sweep_runs
+from shedlab.core.results import read_sweep_runs, refuse_other_versions
 from shedlab.core.sim.scenario import parse_scenario_text
 from shedlab.core.tune import (
     Candidate,
@@ -99,7 +99,12 @@ def tune(
     strategy pair and ``config``; write ``tune.json``, ``tune.md``, ``candidates.csv`` and
     ``recommendation.conf`` into ``out``."""
     note = say or (lambda _m: None)
-    _refuse_other_versions(out, refs)
+    refuse_other_versions(
+        out,
+        read_sweep_runs(Path(out)),
+        {r.name: r.digest for r in refs},
+        hint="tune into a new --out directory",
+    )
     first = parse_scenario_text(refs[0].text, refs[0].source)
     recorded_pair, recorded_config = first.strategy, dict(first.config)
     candidates = make_candidates(
@@ -139,24 +144,6 @@ def tune(
     markdown = tune_markdown(table, rec, rungs, fragment, full_grid=full_grid)
     _write(out, table, rec, fragment, markdown, rungs, full_grid, space, refs)
     return TuneResult(out, table, rec, fragment, markdown, rungs, full_grid)
-
-
-def _refuse_other_versions(out: str, refs: Sequence[ScenarioRef]) -> None:
-    """Refuse an ``out`` holding runs of another text of a scenario of ``refs``: run ids depend on the
-    scenario's name, not its text, so the sweep would take those runs as this scenario's and skip them
-    (a refitted twin keeps its name: tuned into the same directory, it got the old twin's results)."""
-    existing = read_sweep_runs(Path(out))
-    if existing.empty or "scenario_digest" not in existing:
-        return
-    for ref in refs:
-        other = existing[(existing["scenario"] == ref.name) & (existing["scenario_digest"] != ref.digest)]
-        if len(other):
-            raise InputError(
-                f"holds {len(other)} run(s) of another version of scenario {ref.name!r} (another text "
-                "under the same name): they would be taken for this one's",
-                source=out,
-                hint="tune into a new --out directory",
-            )
 
 
 def _plain(value: Any) -> Any:
