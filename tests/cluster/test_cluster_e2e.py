@@ -110,6 +110,12 @@ def test_execute_moves_exactly_two_bundles(sandbox: Sandbox, tmp_path: Path) -> 
         reader.close()
     for action in unloaded:  # the destination wrote its report (a big change); the source may not have yet
         assert action["bundle"] in reading.reports[action["destination"]]["bundles"]
+    stale = [a["bundle"] for a in unloaded if a["bundle"] in reading.reports[a["broker"]]["bundles"]]
+    assert stale  # the state this checks: the sources have not rewritten their reports yet
+    # a bundle its old owner's report still lists belongs to the newer report: advise reads the cluster
+    # (it refused the snapshot, "owned by two brokers", until the source rewrote its report)
+    again = run("advise", "--zookeeper", str(sandbox.zookeeper), "--strategy", "ThresholdShedder", "--json")
+    assert again.returncode == 0, again.stderr
     admin = AdminReader(sandbox.admin_url, token=Token(TOKEN))
     try:
         local = admin.read()  # each broker's local report: both sides are current
