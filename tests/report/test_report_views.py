@@ -17,7 +17,7 @@ from shedlab.report import build_report
 from shedlab.report.builder import Page
 from shedlab.report.figures import HEATMAP_ABOVE, LoadPanel, small_multiples, step_grid
 from shedlab.report.page import plotly_js, plotly_js_version
-from shedlab.report.pip364 import params_of
+from shedlab.report.pip364 import params_of, problem_slug
 from shedlab.report.terminal import pip364_table
 
 NO_MOVES = pd.DataFrame({"x": [], "source": [], "destination": [], "bundle": []})
@@ -204,3 +204,13 @@ def test_all_figures_of_a_sweep_without_evaluation_are_metrics_not_run_bookkeepi
     )
     rows = re.findall(r'<tr><td class="text">([^<]*)</td>', html)
     assert rows == ["unloads"]
+
+
+def test_problems_never_share_an_anchor_and_pip364s_keep_their_readable_ones() -> None:
+    """``a b`` and ``a-b`` (a grid may name its own problems) had the same anchor, so one definition link
+    led to the other's; a name without ASCII letters had an empty one."""
+    assert problem_slug("load jitter") == "load-jitter"
+    names = ["a b", "a-b", "A b", "a  b", "负载", "过载"]
+    slugs = [problem_slug(n) for n in names]
+    assert len(set(slugs)) == len(names) and all(slugs)
+    assert all(re.fullmatch(r"[a-z0-9-]+", s) for s in slugs)

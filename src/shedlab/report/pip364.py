@@ -7,6 +7,7 @@ claim next to each measurement, and a plain-language description of every proble
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterable
@@ -98,7 +99,16 @@ def problem_order(problems: Iterable[str]) -> list[str]:
 
 
 def problem_slug(problem: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", problem.lower()).strip("-")
+    """The HTML anchor of a problem: its words joined by ``-`` (``load jitter`` → ``load-jitter``).
+
+    Only a name of lowercase ASCII words and single spaces maps back from its slug; any other name (a
+    grid's own problems: ``a-b`` next to ``a b``, ``Jitter``, a name with no ASCII letter at all) gets
+    a digest of the exact name too, so two problems never share an anchor and no anchor is empty.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", problem.lower()).strip("-")
+    if slug.replace("-", " ") == problem:
+        return slug
+    return f"{slug}-{hashlib.sha256(problem.encode()).hexdigest()[:8]}".lstrip("-")
 
 
 def _finite(value: Any) -> float | None:
