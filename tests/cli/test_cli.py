@@ -152,6 +152,7 @@ def test_ingest_refuses_a_web_port_that_is_no_port(
     ("args", "expected"),
     [
         (["--twin", "missing.yaml"], "error: --twin: scenario file not found (got 'missing.yaml')"),
+        (["--twin", "tests/"], "error: --twin: is a directory, not a scenario file (got 'tests/')"),
         (["nosuch-scenario"], "error: scenarios: no such built-in scenario (got 'nosuch-scenario')"),
     ],
 )

@@ -185,7 +185,8 @@ def _scenario_ref(item: Any, base: Path | None, source: str | None, field: str =
         path = base / path
     if item.endswith((".yaml", ".yml")) or "/" in item:
         if not path.is_file():
-            raise InputError("scenario file not found", source=source, field=field, value=item)
+            what = "is a directory, not a scenario file" if path.is_dir() else "scenario file not found"
+            raise InputError(what, source=source, field=field, value=item)
         text = read_user_text(path, what="scenario file")
         origin = str(path)
     else:
