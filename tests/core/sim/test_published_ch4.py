@@ -76,9 +76,12 @@ def test_ts_lruww_unloaded_bundles_land_on_hot_brokers() -> None:
     for seed in SEEDS:
         result = _run("ch4-3-ts-lruww-over-placement", TS_LRUWW, seed)
         cpu = _cpu(result)
-        for row in result.decisions.itertuples():
-            before = cpu.loc[row.tick]
-            if row.destination in before.index and before[row.destination] > before.mean():
+        decisions = result.decisions
+        for tick, destination in zip(
+            decisions["tick"].tolist(), decisions["destination"].tolist(), strict=True
+        ):
+            before = cpu.loc[tick]
+            if destination in before.index and before[destination] > before.mean():
                 hot_landings += 1
     assert hot_landings >= 1
 
@@ -93,7 +96,8 @@ def test_ts_lruww_over_unloading_swings_the_hottest_broker(seed: int) -> None:
     result = _run("ch4-4-ts-lruww-over-unloading", TS_LRUWW, seed)
     cpu = _cpu(result)
     b83, _b32, b206 = cpu.columns
-    assert cpu.loc[0, b206] >= 83 and cpu.loc[0, b83] <= 50  # the start of fig. 41
+    start = cpu.loc[0]
+    assert start[b206] >= 83 and start[b83] <= 50  # the start of fig. 41
     first = result.decisions[result.decisions["tick"] <= 5]
     assert len(first) >= 3 and (first["source"] == b206).all()  # round 1: three or more from .206
     after = cpu.loc[6]
