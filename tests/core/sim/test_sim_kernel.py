@@ -333,3 +333,22 @@ def test_reported_scores_exist_from_the_first_report_whatever_the_shedding_inter
     assert result.brokers["published"].iloc[:4].all()  # every broker wrote its first report at tick 0
     assert not result.brokers["reported_score"].isna().any()
     assert not result.ticks["reported_score_spread"].isna().any()
+
+
+def test_the_leaders_bundle_data_writes_follow_its_election() -> None:
+    # PulsarService starts LoadResourceQuotaUpdaterTask when a broker becomes leader (first run one
+    # interval later) and cancels it on loss: after a failover at 5 min, the new leader's first
+    # bundle-data write (§4.9) is at 20 min, not on the old leader's 15-min grid
+    scenario = small(duration="25m", events=[{"at": "5m", "kind": "remove_brokers", "brokers": [1]}])
+    sim = Simulation(scenario)
+    due = sim.publishing.quota_updates_due
+    writes: list[int] = []
+
+    def recorded(now: int) -> int:
+        n = due(now)
+        writes.extend([(now - sim.start_ms) // 60_000] * n)
+        return n
+
+    sim.publishing.quota_updates_due = recorded  # type: ignore[method-assign]
+    sim.run()
+    assert writes == [20]

@@ -474,6 +474,7 @@ class Simulation:
         cluster.leader = leader
         if leader is None:
             self.next_shed_ms = NEVER
+            self.publishing.leader_elected(None)
             return
         if previous is not None and self.scenario.simulation.leader_failover == "reset":
             self.retired_unloads = self.unload_totals()
@@ -481,7 +482,9 @@ class Simulation:
             self.manager.on_active_brokers_change([cluster.ids[s] for s in alive])
         if previous is not None:
             self.metrics.log_event(now, "leader_change", f"{cluster.ids[previous]} -> {cluster.ids[leader]}")
+        # the leader's timers start at its election (PulsarService's leader-election listener)
         self.next_shed_ms = now + self.shed_ms
+        self.publishing.leader_elected(now)
 
     def _publish(self, now: int, writers: IntArray, extra: int) -> None:
         """Report writes and the leader's updates; then its preallocation cleanup on the new view."""

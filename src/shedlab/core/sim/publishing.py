@@ -142,6 +142,7 @@ class Publishing:
     next_quota_ms: int
     written: BoolArray
     view: LeaderView
+    quota_writes: int = 0  # the leader's periodic bundle-data writes so far (§4.9)
 
     @classmethod
     def new(
@@ -269,11 +270,22 @@ class Publishing:
         result: IntArray = writers[np.argsort(self.write_rank[writers], kind="stable")]
         return result
 
+    def leader_elected(self, now: int | None) -> None:
+        """A leader was elected at ``now`` (None: no broker is left to lead): its bundle-data write timer.
+
+        Pulsar schedules ``LoadResourceQuotaUpdaterTask`` when a broker becomes leader (at a fixed rate of
+        ``loadBalancerResourceQuotaUpdateIntervalMinutes``, the first run one interval after the election)
+        and cancels it when the broker loses the leadership (``PulsarService``'s leader-election listener,
+        spec §4.1), so the writes follow the leader's election, not the cluster's start.
+        """
+        self.next_quota_ms = NEVER if now is None else now + self.quota_ms
+
     def quota_updates_due(self, now: int) -> int:
         """1 when the leader's periodic bundle-data write (§4.9) is due at ``now`` (then reschedules it)."""
         if now < self.next_quota_ms:
             return 0
         self.next_quota_ms += self.quota_ms * ((now - self.next_quota_ms) // self.quota_ms + 1)
+        self.quota_writes += 1
         return 1
 
     def publish(self, now: int, writers: IntArray, extra: int, alive: BoolArray) -> None:
