@@ -352,3 +352,27 @@ def test_the_leaders_bundle_data_writes_follow_its_election() -> None:
     sim.publishing.quota_updates_due = recorded  # type: ignore[method-assign]
     sim.run()
     assert writes == [20]
+
+
+def test_an_idle_broker_above_the_threshold_writes_again_at_its_first_check() -> None:
+    # ModularLoadManagerImpl.start() writes the lock node but leaves lastData empty, so the first
+    # needBrokerDataUpdate compares with an empty report: 20 % CPU of a co-located process is a change
+    # of 20 points (> 10 %), and the joining broker writes by the rule in its first tick too
+    scenario = small(
+        duration="4m",
+        events=[{"at": "2m", "kind": "add_brokers", "count": 1, "background": {"cpu": 0.2}}],
+    )
+    sim = Simulation(scenario, strategy="ThresholdShedder+LeastLongTermMessageRate")
+    writers = sim.publishing.writers
+    by_tick: list[list[int]] = []
+
+    def recorded(now: int, alive: Any) -> Any:
+        found = writers(now, alive)
+        by_tick.append(found.tolist())
+        return found
+
+    sim.publishing.writers = recorded  # type: ignore[method-assign]
+    for _ in range(3):
+        sim.step()
+    new = 4  # the fifth slot: the broker added at 2 min
+    assert new in by_tick[2] and all(new not in w for w in by_tick[:2])

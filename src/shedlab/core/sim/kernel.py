@@ -447,7 +447,7 @@ class Simulation:
             if self.extensible is not None:  # hook
                 self.extensible.broker_joined(s, now)
         writers = list(dict.fromkeys([*removed, *(s for s in joined if cluster.alive[s])]))
-        self._publish(now, np.asarray(writers, dtype=np.int64), 0)
+        self._publish(now, np.asarray(writers, dtype=np.int64), 0, lock=True)
         self._elect(now, leader_lost=cluster.leader in removed)
         self.manager.on_active_brokers_change([cluster.ids[s] for s in np.flatnonzero(cluster.alive)])
 
@@ -486,10 +486,13 @@ class Simulation:
         self.next_shed_ms = now + self.shed_ms
         self.publishing.leader_elected(now)
 
-    def _publish(self, now: int, writers: IntArray, extra: int) -> None:
-        """Report writes and the leader's updates; then its preallocation cleanup on the new view."""
+    def _publish(self, now: int, writers: IntArray, extra: int, *, lock: bool = False) -> None:
+        """Report writes and the leader's updates; then its preallocation cleanup on the new view.
+
+        ``lock``: the writes are lock nodes created or deleted (brokers joining or gone, §4.10).
+        """
         cluster, manager = self.cluster, self.manager
-        self.publishing.publish(now, writers, extra, cluster.alive)
+        self.publishing.publish(now, writers, extra, cluster.alive, lock=lock)
         if manager.preallocated or manager.preallocated_bundle_to_broker:
             leader_owned: set[str] = set()
             if cluster.leader is not None:
