@@ -376,3 +376,23 @@ def test_an_idle_broker_above_the_threshold_writes_again_at_its_first_check() ->
         sim.step()
     new = 4  # the fifth slot: the broker added at 2 min
     assert new in by_tick[2] and all(new not in w for w in by_tick[:2])
+
+
+def test_a_broker_restarting_within_a_step_is_forgotten_by_the_strategies() -> None:
+    # its lock node is deleted, then created again: Pulsar's leader runs updateAll on the deletion
+    # (cleanupDeadBrokersData -> onActiveBrokersChange without the broker) before the broker is back,
+    # so LeastResourceUsageWithWeight's history of it is gone, even when both land in one tick
+    scenario = small(
+        duration="4m",
+        leader_state={"brokers": [{"broker": 2, "usage_history": 0.9}]},
+        events=[
+            {"at": "150s", "kind": "rolling_restart", "interval": "1m", "downtime": "10s", "brokers": [2]}
+        ],
+    )
+    sim = Simulation(scenario, strategy="ThresholdShedder+LeastResourceUsageWithWeight")
+    for _ in range(3):
+        sim.step()
+    placement = cast(Any, sim.manager).placement
+    assert "broker-0002:8080" in placement.history
+    sim.step()  # 180 s: broker 2 goes down and comes back; its bundles are looked up at the next tick
+    assert sim.cluster.alive[1] and "broker-0002:8080" not in placement.history

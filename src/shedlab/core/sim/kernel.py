@@ -448,6 +448,13 @@ class Simulation:
                 self.extensible.broker_joined(s, now)
         writers = list(dict.fromkeys([*removed, *(s for s in joined if cluster.alive[s])]))
         self._publish(now, np.asarray(writers, dtype=np.int64), 0, lock=True)
+        restarted = set(removed) & set(joined)
+        if restarted:
+            # the lock node was deleted before it was created again: the leader's updateAll on the
+            # deletion (cleanupDeadBrokersData) told the strategies the broker was gone
+            self.manager.on_active_brokers_change(
+                [cluster.ids[s] for s in np.flatnonzero(cluster.alive) if s not in restarted]
+            )
         self._elect(now, leader_lost=cluster.leader in removed)
         self.manager.on_active_brokers_change([cluster.ids[s] for s in np.flatnonzero(cluster.alive)])
 
