@@ -396,3 +396,14 @@ def test_a_broker_restarting_within_a_step_is_forgotten_by_the_strategies() -> N
     assert "broker-0002:8080" in placement.history
     sim.step()  # 180 s: broker 2 goes down and comes back; its bundles are looked up at the next tick
     assert sim.cluster.alive[1] and "broker-0002:8080" not in placement.history
+
+
+def test_without_the_load_balancer_brokers_write_no_reports_after_their_lock_node() -> None:
+    # PulsarService schedules LoadReportUpdaterTask, and on election LoadResourceQuotaUpdaterTask, only
+    # when loadBalancerEnabled: the leader then knows each broker's first report and nothing newer
+    scenario = small(duration="20m", config={"loadBalancerEnabled": False})
+    sim = Simulation(scenario, strategy="ThresholdShedder+LeastLongTermMessageRate")
+    sim.run()
+    assert (sim.publishing.last_update_ms[:4] == sim.start_ms).all()
+    assert sim.publishing.leader_data.updates == 4  # the four lock nodes at the start
+    assert sim.publishing.published.bundles[:4].tolist() == [0, 0, 0, 0]

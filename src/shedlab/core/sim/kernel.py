@@ -312,11 +312,16 @@ class Simulation:
             samplers = self._sample_windows(now, traffic, true)
         if self.extensible is not None:  # hook: the extensible manager's EMA, load-data topic, top-k
             self.extensible.advance(now, publishing.local, samplers)
-        if self.windows is None:
+        # PulsarService schedules the report task (and, on election, the bundle-data task) only when
+        # loadBalancerEnabled: without it a broker's lock node is the only report the leader sees
+        balancing = self.conf.load_balancer_enabled
+        if not balancing:
+            writers = np.zeros(0, dtype=np.int64)
+        elif self.windows is None:
             writers = publishing.writers(now, true.slots)
         else:
             writers = self._check_reports(now, true.slots)
-        extra = publishing.quota_updates_due(now)
+        extra = publishing.quota_updates_due(now) if balancing else 0
         if writers.size or extra:
             self._publish(now, writers, extra)
         if self.recording is not None and samplers.size:
