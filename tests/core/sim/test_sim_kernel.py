@@ -333,3 +333,77 @@ def test_reported_scores_exist_from_the_first_report_whatever_the_shedding_inter
     assert result.brokers["published"].iloc[:4].all()  # every broker wrote its first report at tick 0
     assert not result.brokers["reported_score"].isna().any()
     assert not result.ticks["reported_score_spread"].isna().any()
+
+
+def test_the_leaders_bundle_data_writes_follow_its_election() -> None:
+    # PulsarService starts LoadResourceQuotaUpdaterTask when a broker becomes leader (first run one
+    # interval later) and cancels it on loss: after a failover at 5 min, the new leader's first
+    # bundle-data write (§4.9) is at 20 min, not on the old leader's 15-min grid
+    scenario = small(duration="25m", events=[{"at": "5m", "kind": "remove_brokers", "brokers": [1]}])
+    sim = Simulation(scenario)
+    due = sim.publishing.quota_updates_due
+    writes: list[int] = []
+
+    def recorded(now: int) -> int:
+        n = due(now)
+        writes.extend([(now - sim.start_ms) // 60_000] * n)
+        return n
+
+    sim.publishing.quota_updates_due = recorded  # type: ignore[method-assign]
+    sim.run()
+    assert writes == [20]
+
+
+def test_an_idle_broker_above_the_threshold_writes_again_at_its_first_check() -> None:
+    # ModularLoadManagerImpl.start() writes the lock node but leaves lastData empty, so the first
+    # needBrokerDataUpdate compares with an empty report: 20 % CPU of a co-located process is a change
+    # of 20 points (> 10 %), and the joining broker writes by the rule in its first tick too
+    scenario = small(
+        duration="4m",
+        events=[{"at": "2m", "kind": "add_brokers", "count": 1, "background": {"cpu": 0.2}}],
+    )
+    sim = Simulation(scenario, strategy="ThresholdShedder+LeastLongTermMessageRate")
+    writers = sim.publishing.writers
+    by_tick: list[list[int]] = []
+
+    def recorded(now: int, alive: Any) -> Any:
+        found = writers(now, alive)
+        by_tick.append(found.tolist())
+        return found
+
+    sim.publishing.writers = recorded  # type: ignore[method-assign]
+    for _ in range(3):
+        sim.step()
+    new = 4  # the fifth slot: the broker added at 2 min
+    assert new in by_tick[2] and all(new not in w for w in by_tick[:2])
+
+
+def test_a_broker_restarting_within_a_step_is_forgotten_by_the_strategies() -> None:
+    # its lock node is deleted, then created again: Pulsar's leader runs updateAll on the deletion
+    # (cleanupDeadBrokersData -> onActiveBrokersChange without the broker) before the broker is back,
+    # so LeastResourceUsageWithWeight's history of it is gone, even when both land in one tick
+    scenario = small(
+        duration="4m",
+        leader_state={"brokers": [{"broker": 2, "usage_history": 0.9}]},
+        events=[
+            {"at": "150s", "kind": "rolling_restart", "interval": "1m", "downtime": "10s", "brokers": [2]}
+        ],
+    )
+    sim = Simulation(scenario, strategy="ThresholdShedder+LeastResourceUsageWithWeight")
+    for _ in range(3):
+        sim.step()
+    placement = cast(Any, sim.manager).placement
+    assert "broker-0002:8080" in placement.history
+    sim.step()  # 180 s: broker 2 goes down and comes back; its bundles are looked up at the next tick
+    assert sim.cluster.alive[1] and "broker-0002:8080" not in placement.history
+
+
+def test_without_the_load_balancer_brokers_write_no_reports_after_their_lock_node() -> None:
+    # PulsarService schedules LoadReportUpdaterTask, and on election LoadResourceQuotaUpdaterTask, only
+    # when loadBalancerEnabled: the leader then knows each broker's first report and nothing newer
+    scenario = small(duration="20m", config={"loadBalancerEnabled": False})
+    sim = Simulation(scenario, strategy="ThresholdShedder+LeastLongTermMessageRate")
+    sim.run()
+    assert (sim.publishing.last_update_ms[:4] == sim.start_ms).all()
+    assert sim.publishing.leader_data.updates == 4  # the four lock nodes at the start
+    assert sim.publishing.published.bundles[:4].tolist() == [0, 0, 0, 0]

@@ -11,6 +11,7 @@ from shedlab.core.sim.publishing import Publishing
 from shedlab.core.sim.scenario import Background
 from shedlab.core.sim.state import NEVER, BrokerLayout, ClusterState, measure
 from shedlab.core.sim.traffic import BundlePopulation, Traffic
+from shedlab.model.snapshot import CPU
 
 START = 1_000_000_000
 IDS = ["broker-0001:8080", "broker-0002:8080", "broker-0003:8080"]
@@ -81,7 +82,7 @@ def joined(pub: Publishing, c: ClusterState, now: int) -> None:
     """Every broker joins at ``now`` and writes its first report (as the kernel does)."""
     for s in range(3):
         pub.broker_joined(s, now, np.zeros(5), c.cost.limits(np.array([s]))[0])
-    pub.publish(now, np.arange(3, dtype=np.int64), 0, c.alive)
+    pub.publish(now, np.arange(3, dtype=np.int64), 0, c.alive, lock=True)
 
 
 def test_new_schedules_nothing_but_the_quota_update() -> None:
@@ -107,6 +108,22 @@ def test_join_writes_a_first_report_and_schedules_stats() -> None:
     assert pub.published.limit[0, 0] == 1600.0  # 16 cores
     pub.broker_left(1)
     assert not pub.has_report[1] and pub.next_sample_ms[1] == NEVER
+
+
+def test_a_new_brokers_first_check_compares_with_an_empty_report() -> None:
+    # ModularLoadManagerImpl.start() acquires the lock node with localData but leaves lastData empty;
+    # only writeBrokerDataOnZooKeeper updates it. An idle broker at 20 % CPU (above the 10 % threshold)
+    # therefore writes again at its first check; idle brokers at 0 % do not
+    pub, c = publishing(), cluster([0, 1, 1])
+    for s in range(3):
+        usage = np.zeros(5)
+        usage[CPU] = 320.0 if s == 2 else 0.0  # 20 % of 16 cores
+        pub.broker_joined(s, START, usage, c.cost.limits(np.array([s]))[0])
+    pub.publish(START, np.arange(3, dtype=np.int64), 0, c.alive, lock=True)
+    alive = np.arange(3, dtype=np.int64)
+    assert pub.writers(START + 5_000, alive).tolist() == [2]
+    pub.publish(START + 5_000, np.array([2], dtype=np.int64), 0, c.alive)
+    assert pub.writers(START + 10_000, alive).size == 0  # the baseline is now the written report
 
 
 def test_only_due_brokers_sample_and_only_their_listing_changes() -> None:

@@ -239,11 +239,11 @@ class Sandbox:
 
     def _step(self) -> bool:
         sim = self.simulation
-        quota_before = sim.publishing.next_quota_ms
+        quota_before = sim.publishing.quota_writes
         if not sim.step():
             self.finished = True
             return False
-        self._sync(quota_written=sim.publishing.next_quota_ms != quota_before)
+        self._sync(quota_written=sim.publishing.quota_writes != quota_before)
         return True
 
     def _sync(self, *, quota_written: bool) -> None:

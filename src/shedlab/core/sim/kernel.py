@@ -312,11 +312,16 @@ class Simulation:
             samplers = self._sample_windows(now, traffic, true)
         if self.extensible is not None:  # hook: the extensible manager's EMA, load-data topic, top-k
             self.extensible.advance(now, publishing.local, samplers)
-        if self.windows is None:
+        # PulsarService schedules the report task (and, on election, the bundle-data task) only when
+        # loadBalancerEnabled: without it a broker's lock node is the only report the leader sees
+        balancing = self.conf.load_balancer_enabled
+        if not balancing:
+            writers = np.zeros(0, dtype=np.int64)
+        elif self.windows is None:
             writers = publishing.writers(now, true.slots)
         else:
             writers = self._check_reports(now, true.slots)
-        extra = publishing.quota_updates_due(now)
+        extra = publishing.quota_updates_due(now) if balancing else 0
         if writers.size or extra:
             self._publish(now, writers, extra)
         if self.recording is not None and samplers.size:
@@ -447,7 +452,14 @@ class Simulation:
             if self.extensible is not None:  # hook
                 self.extensible.broker_joined(s, now)
         writers = list(dict.fromkeys([*removed, *(s for s in joined if cluster.alive[s])]))
-        self._publish(now, np.asarray(writers, dtype=np.int64), 0)
+        self._publish(now, np.asarray(writers, dtype=np.int64), 0, lock=True)
+        restarted = set(removed) & set(joined)
+        if restarted:
+            # the lock node was deleted before it was created again: the leader's updateAll on the
+            # deletion (cleanupDeadBrokersData) told the strategies the broker was gone
+            self.manager.on_active_brokers_change(
+                [cluster.ids[s] for s in np.flatnonzero(cluster.alive) if s not in restarted]
+            )
         self._elect(now, leader_lost=cluster.leader in removed)
         self.manager.on_active_brokers_change([cluster.ids[s] for s in np.flatnonzero(cluster.alive)])
 
@@ -474,6 +486,7 @@ class Simulation:
         cluster.leader = leader
         if leader is None:
             self.next_shed_ms = NEVER
+            self.publishing.leader_elected(None)
             return
         if previous is not None and self.scenario.simulation.leader_failover == "reset":
             self.retired_unloads = self.unload_totals()
@@ -481,12 +494,17 @@ class Simulation:
             self.manager.on_active_brokers_change([cluster.ids[s] for s in alive])
         if previous is not None:
             self.metrics.log_event(now, "leader_change", f"{cluster.ids[previous]} -> {cluster.ids[leader]}")
+        # the leader's timers start at its election (PulsarService's leader-election listener)
         self.next_shed_ms = now + self.shed_ms
+        self.publishing.leader_elected(now)
 
-    def _publish(self, now: int, writers: IntArray, extra: int) -> None:
-        """Report writes and the leader's updates; then its preallocation cleanup on the new view."""
+    def _publish(self, now: int, writers: IntArray, extra: int, *, lock: bool = False) -> None:
+        """Report writes and the leader's updates; then its preallocation cleanup on the new view.
+
+        ``lock``: the writes are lock nodes created or deleted (brokers joining or gone, §4.10).
+        """
         cluster, manager = self.cluster, self.manager
-        self.publishing.publish(now, writers, extra, cluster.alive)
+        self.publishing.publish(now, writers, extra, cluster.alive, lock=lock)
         if manager.preallocated or manager.preallocated_bundle_to_broker:
             leader_owned: set[str] = set()
             if cluster.leader is not None:

@@ -122,7 +122,9 @@ class Publishing:
     """Local and published reports of every broker slot, the write schedule and the leader's bundle data.
 
     ``has_report``: the slot has a published report the leader reads (an alive broker after its first
-    write). ``last_update_ms``: time of the slot's last write. ``next_sample_ms``: its next stats sample
+    write). ``baseline_empty``: the slot has not written through §4.3's check since it started, so the
+    rule compares its local report with an empty one (Pulsar's ``lastData``, see :meth:`writers`).
+    ``last_update_ms``: time of the slot's last write. ``next_sample_ms``: its next stats sample
     (``NEVER`` while down). ``write_rank``: the order in which brokers that write at the same tick
     reach the metadata store. ``written``: the slots that wrote during the current tick.
     """
@@ -134,6 +136,7 @@ class Publishing:
     local: Reports
     published: Reports
     has_report: BoolArray
+    baseline_empty: BoolArray
     last_update_ms: IntArray
     next_sample_ms: IntArray
     write_rank: IntArray
@@ -142,6 +145,7 @@ class Publishing:
     next_quota_ms: int
     written: BoolArray
     view: LeaderView
+    quota_writes: int = 0  # the leader's periodic bundle-data writes so far (§4.9)
 
     @classmethod
     def new(
@@ -173,6 +177,7 @@ class Publishing:
             local=Reports.empty(n_slots, m),
             published=Reports.empty(n_slots, m),
             has_report=np.zeros(n_slots, dtype=np.bool_),
+            baseline_empty=np.zeros(n_slots, dtype=np.bool_),
             last_update_ms=np.zeros(n_slots, dtype=np.int64),
             next_sample_ms=np.full(n_slots, NEVER, dtype=np.int64),
             write_rank=write_rank,
@@ -195,7 +200,12 @@ class Publishing:
         loc.bundle_owner[loc.bundle_owner == slot] = -1
 
     def broker_joined(self, slot: int, now: int, usage: FloatArray, limit: FloatArray) -> None:
-        """A starting broker's first local report: no bundles, its idle host usage; stats from its phase."""
+        """A starting broker's first local report: no bundles, its idle host usage; stats from its phase.
+
+        The report goes to the metadata store as the broker's lock node (``publish(..., lock=True)``);
+        the baseline of its report rule stays empty until its first write by the rule (:meth:`writers`).
+        """
+        self.baseline_empty[slot] = True
         loc = self.local
         loc.agg[slot] = 0.0
         loc.bundles[slot] = loc.topics[slot] = loc.consumers[slot] = loc.producers[slot] = 0
@@ -245,18 +255,26 @@ class Publishing:
         return samplers
 
     def writers(self, now: int, alive: IntArray) -> IntArray:
-        """The alive brokers with a report whose local report passes §4.3's rule, in write order."""
+        """The alive brokers with a report whose local report passes §4.3's rule, in write order.
+
+        The baseline is the last report written by the rule. A broker that has not written by the rule
+        since it started compares with an empty report (rates, bundles and usage 0): Pulsar's
+        ``ModularLoadManagerImpl.start()`` builds ``lastData`` empty and acquires the lock node with
+        ``localData`` without updating ``lastData``, which only ``writeBrokerDataOnZooKeeper`` does. So
+        an idle new broker whose usage is above the threshold writes again at its first check.
+        """
         reporting = alive[self.has_report[alive]]
         if not reporting.size:
             return np.zeros(0, dtype=np.int64)
         pub, loc, w = self.published, self.local, self.weights
+        empty = self.baseline_empty[reporting]
         last_u = weighted_max_percent(pub.usage[reporting], pub.limit[reporting], w) / 100.0
         now_u = weighted_max_percent(loc.usage[reporting], loc.limit[reporting], w) / 100.0
         mask = need_update_mask(
-            last_rate=pub.agg[reporting, 0] + pub.agg[reporting, 1],
-            last_tp=pub.agg[reporting, 2] + pub.agg[reporting, 3],
-            last_bundles=pub.bundles[reporting].astype(float),
-            last_usage=last_u,
+            last_rate=np.where(empty, 0.0, pub.agg[reporting, 0] + pub.agg[reporting, 1]),
+            last_tp=np.where(empty, 0.0, pub.agg[reporting, 2] + pub.agg[reporting, 3]),
+            last_bundles=np.where(empty, 0.0, pub.bundles[reporting].astype(float)),
+            last_usage=np.where(empty, 0.0, last_u),
             rate=loc.agg[reporting, 0] + loc.agg[reporting, 1],
             tp=loc.agg[reporting, 2] + loc.agg[reporting, 3],
             bundles=loc.bundles[reporting].astype(float),
@@ -269,15 +287,32 @@ class Publishing:
         result: IntArray = writers[np.argsort(self.write_rank[writers], kind="stable")]
         return result
 
+    def leader_elected(self, now: int | None) -> None:
+        """A leader was elected at ``now`` (None: no broker is left to lead): its bundle-data write timer.
+
+        Pulsar schedules ``LoadResourceQuotaUpdaterTask`` when a broker becomes leader (at a fixed rate of
+        ``loadBalancerResourceQuotaUpdateIntervalMinutes``, the first run one interval after the election)
+        and cancels it when the broker loses the leadership (``PulsarService``'s leader-election listener,
+        spec §4.1), so the writes follow the leader's election, not the cluster's start.
+        """
+        self.next_quota_ms = NEVER if now is None else now + self.quota_ms
+
     def quota_updates_due(self, now: int) -> int:
         """1 when the leader's periodic bundle-data write (§4.9) is due at ``now`` (then reschedules it)."""
         if now < self.next_quota_ms:
             return 0
         self.next_quota_ms += self.quota_ms * ((now - self.next_quota_ms) // self.quota_ms + 1)
+        self.quota_writes += 1
         return 1
 
-    def publish(self, now: int, writers: IntArray, extra: int, alive: BoolArray) -> None:
-        """Writes by ``writers`` (in order), each followed by the leader's updateAll; then ``extra`` more."""
+    def publish(
+        self, now: int, writers: IntArray, extra: int, alive: BoolArray, *, lock: bool = False
+    ) -> None:
+        """Writes by ``writers`` (in order), each followed by the leader's updateAll; then ``extra`` more.
+
+        With ``lock`` the writes are the brokers' lock nodes at their start (and the deletions of the
+        nodes of brokers gone), not writes by §4.3's rule: the rule's baselines stay as they are.
+        """
         n_slots = self.has_report.size
         pub, loc = self.published, self.local
         k = int(writers.size)
@@ -304,6 +339,8 @@ class Publishing:
             pub.topics[live] = loc.topics[live]
             self.last_update_ms[live] = now
             self.has_report[live] = True
+            if not lock:
+                self.baseline_empty[live] = False
             self.written[live] = True
         pub.bundle_owner = new_owner
         self.view.cached = None
