@@ -71,3 +71,15 @@ def test_same_seed_gives_byte_identical_outputs(tmp_path: Path) -> None:
     assert files_a == files_b and files_a
     for rel in files_a:
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+
+
+def test_readme_counts_the_keys_config_show_prints() -> None:
+    """The README said ``config show`` lists all 79 keys; it lists 83 (four came after it was written)."""
+    from shedlab.config import KEY_SPECS
+
+    counted = re.search(r"shedlab config show +# all (\d+) keys", README)
+    assert counted is not None
+    result = CliRunner().invoke(app, ["config", "show"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    shown = {key for key in KEY_SPECS if re.search(rf"│ {key}( \(deprecated\))? +│", result.output)}
+    assert int(counted.group(1)) == len(KEY_SPECS) == len(shown)
