@@ -302,6 +302,11 @@ CASES: dict[str, list[Case]] = {
         ),
         _ingest_bundles("not-hex", b'{"p/d": {"boundaries": ["0", "0xffffffff"]}}', "boundaries[0]"),
         Case("advise-zookeeper-port-not-a-number", ("advise", "--zookeeper", "zk1:21B1"), "'zk1:21B1'"),
+        Case(  # every cycle was refused, silently (exit 0) in one without decisions
+            "advise-execute-from-zookeeper-without-admin-url",
+            ("advise", "--zookeeper", "127.0.0.1:9", "--execute", "--audit", "{dir}/audit.jsonl"),
+            "--execute: --zookeeper is only read; the unloads go through a broker's admin API",
+        ),
         Case(
             "collect-zookeeper-port-out-of-range",
             ("collect", "--out", "{dir}/rec", "--zookeeper", "zk1:99999"),
