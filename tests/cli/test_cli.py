@@ -199,3 +199,45 @@ def test_sweep_outcome_prints_names_and_errors_as_written(monkeypatch: pytest.Mo
     spark_cmd._print_sweep_outcome(result, "o")
     assert "│ s[bold]x" in out.getvalue()
     assert "failed s[bold]x / AvgShedder / seed 1: no [luck] here [/]" in err.getvalue()
+
+
+def test_ingest_outcome_tells_sources_apart_and_says_why_rows_were_merged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every file of a collect's recording showed as the same '…k/rec/load-reports-2…' (the path's tail,
+    then cut at the column's end, even at 120 columns); and 12 reads of a sandbox at --speed 20 kept
+    3 broker rows with no word that the others were merged for falling in one 60-s tick."""
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    import shedlab.cli.spark_cmd as spark_cmd
+    from shedlab.spark.ingest import IngestResult
+
+    names = [f"load-reports-20261127T0026{57 + k}-00000{k + 1}.jsonl" for k in range(3)]
+    stats = pd.DataFrame(
+        {
+            "source": [f"/tmp/walk/rec/{name}" for name in names],
+            "source_kind": "load_reports",
+            "records_read": 1,
+            "rows_read": 65,
+            "broker_rows_kept": [1, 0, 1],
+            "bundle_rows_kept": [64, 0, 64],
+            "bundle_data_rows_kept": 0,
+            "rows_merged": [0, 65, 0],
+            "rows_quarantined": 0,
+            "rows_relabelled": 0,
+        }
+    )
+    reasons = pd.DataFrame({"source": [], "reason": [], "count": []})
+    result = IngestResult("out/snap", stats, reasons, 2, 128, 0, 0, ["demo"])
+    for width in (80, 120):
+        out = io.StringIO()
+        monkeypatch.setattr(spark_cmd, "console", Console(file=out, width=width))
+        spark_cmd._print_ingest_outcome(result, "out/snap", has_boundaries=False)
+        text = out.getvalue()
+        cells = "".join(line.split("│")[1].strip() for line in text.splitlines() if line.count("│") > 2)
+        assert all(name in cells for name in names), text
+        assert "/tmp/walk/rec/" in text and "…" not in cells
+        assert "65 row(s) merged" in text and "shorter --interval" in text

@@ -496,30 +496,31 @@ def ingest(
             }
         )
         return
-    _print_ingest_outcome(result, out, has_boundaries=bool(boundaries))
+    _print_ingest_outcome(result, out, has_boundaries=bool(boundaries), interval=interval)
 
 
-def _print_ingest_outcome(result: IngestResult, out: str, *, has_boundaries: bool) -> None:
+def _print_ingest_outcome(
+    result: IngestResult, out: str, *, has_boundaries: bool, interval: str = "60s"
+) -> None:
     """Per source: rows read, kept, merged and quarantined; the quarantine reasons; label renames; what
-    to give when topic series had no bundle boundaries; the totals."""
-    table = _table(
-        "ingest, per source",
-        (
-            "source",
-            "kind",
-            "records",
-            "rows read",
-            "brokers",
-            "bundles",
-            "bundle data",
-            "merged",
-            "quarantined",
-        ),
+    to give when topic series had no bundle boundaries; why rows were merged; the totals."""
+    folder, names = _below_common_folder([str(source) for source in result.stats["source"]])
+    kinds = sorted({str(kind) for kind in result.stats["source_kind"]})
+    one_kind = len(kinds) == 1  # then named in the title: a column fewer to share a narrow terminal
+    title = (
+        "ingest, per source" + (f": {kinds[0]}" if one_kind else "") + (f" in {folder}/" if folder else "")
     )
-    for r in result.stats.itertuples(index=False):
+    columns = ("records", "rows read", "brokers", "bundles", "bundle data", "merged", "quarantined")
+    table = _table(
+        title, ("source", *columns) if one_kind else ("source", "kind", *columns), 1 if one_kind else 2
+    )
+    # A source's name is folded, never cut: cut at its end (a narrow terminal, nine columns), every file of
+    # a collect's recording showed as the same '…k/rec/load-reports-2…'
+    table.columns[0].overflow = "fold"
+    for name, r in zip(names, result.stats.itertuples(index=False), strict=True):
         table.add_row(
-            escape(_tail(str(r.source))),
-            str(r.source_kind),
+            escape(name),
+            *(() if one_kind else (str(r.source_kind),)),
             compact(r.records_read),
             compact(r.rows_read),
             compact(r.broker_rows_kept),
@@ -531,8 +532,10 @@ def _print_ingest_outcome(result: IngestResult, out: str, *, has_boundaries: boo
     console.print(table)
     if len(result.reasons):
         reasons = _table("quarantined rows by reason", ("source", "reason", "rows"))
+        reasons.columns[0].overflow = "fold"
+        below = dict(zip(result.stats["source"].astype(str), names, strict=True))
         for r in result.reasons.itertuples(index=False):
-            reasons.add_row(escape(_tail(str(r.source))), str(r.reason), compact(r.count))
+            reasons.add_row(escape(below.get(str(r.source), str(r.source))), str(r.reason), compact(r.count))
         console.print(reasons)
     relabelled = int(result.stats["rows_relabelled"].sum()) if len(result.stats) else 0
     if relabelled:
@@ -542,14 +545,31 @@ def _print_ingest_outcome(result: IngestResult, out: str, *, has_boundaries: boo
         )
     if not has_boundaries and "no_bundle_boundaries" in set(result.reasons.get("reason", [])):
         console.print("topic-level series need bundle boundaries: give --bundles (docs/spark.md, ingest)")
+    merged = int(result.stats["rows_merged"].sum()) if len(result.stats) else 0
+    if merged:  # 12 reads of a sandbox at --speed 20 kept 3 broker rows, with no word why
+        console.print(
+            f"{merged:,} row(s) merged: a later sample of the same broker or bundle fell in the same"
+            f" {interval} tick; samples taken more often (collect --every below {interval}, a sandbox at"
+            " --speed above 1) are kept with a shorter --interval"
+        )
     console.print(
         f"kept {result.broker_rows:,} broker and {result.bundle_rows:,} bundle rows"
         f" ({', '.join(result.clusters) or 'no cluster'}); quarantined {result.quarantined_rows:,} → {out}"
     )
 
 
-def _tail(path: str, width: int = 48) -> str:
-    return path if len(path) <= width else "…" + path[-(width - 1) :]
+def _below_common_folder(sources: list[str]) -> tuple[str, list[str]]:
+    """The folder all ``sources`` are in (paths or URLs; "" when none is common) and each one's path below
+    it: the part that tells them apart."""
+    parts = [source.split("/") for source in sources]
+    common: list[str] = []
+    for column in zip(*(p[:-1] for p in parts), strict=False):
+        if len(set(column)) != 1:
+            break
+        common.append(column[0])
+    if not sources or not any(common):
+        return "", sources
+    return "/".join(common), ["/".join(p[len(common) :]) for p in parts]
 
 
 # ---------------------------------------------------------------------------------------------
