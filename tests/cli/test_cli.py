@@ -241,3 +241,20 @@ def test_ingest_outcome_tells_sources_apart_and_says_why_rows_were_merged(
         assert all(name in cells for name in names), text
         assert "/tmp/walk/rec/" in text and "…" not in cells
         assert "65 row(s) merged" in text and "shorter --interval" in text
+
+
+def test_result_tables_fold_names_rather_than_cut_them() -> None:
+    """At 80 columns replay's table showed its strategies as 'AvgShe…' and 'Thresh…'."""
+    import io
+
+    from rich.console import Console
+
+    from shedlab.cli.spark_cmd import _table
+
+    table = _table("replay", ("cluster", "strategy", "ticks", "would unload", "actual moves", "same bundle"))
+    table.add_row("demo", "AvgShedder", "12", "3", "36", "0")
+    table.add_row("demo", "CapacityAwareShedder", "12", "38", "36", "36")
+    out = io.StringIO()
+    Console(file=out, width=44).print(table)
+    strategies = "".join(line.split("│")[2].strip() for line in out.getvalue().splitlines() if "│" in line)
+    assert "AvgShedder" in strategies and "CapacityAwareShedder" in strategies, out.getvalue()

@@ -270,10 +270,14 @@ def _print_quarantined(quarantined: list[tuple[str, str]], fate: str) -> None:
 
 
 def _table(title: str, columns: tuple[str, ...], text_columns: int = 2) -> Table:
-    """A result table: the first ``text_columns`` columns are names (left), the rest numbers (right)."""
+    """A result table: the first ``text_columns`` columns are names (left, folded rather than cut: on a
+    narrow terminal replay's strategies were all 'AvgShe…', 'Thresh…'), the rest numbers (right)."""
     table = Table(title=title)
     for k, col in enumerate(columns):
-        table.add_column(col, justify="left" if k < text_columns else "right")
+        if k < text_columns:
+            table.add_column(col, justify="left", overflow="fold")
+        else:
+            table.add_column(col, justify="right")
     return table
 
 
@@ -514,9 +518,8 @@ def _print_ingest_outcome(
     table = _table(
         title, ("source", *columns) if one_kind else ("source", "kind", *columns), 1 if one_kind else 2
     )
-    # A source's name is folded, never cut: cut at its end (a narrow terminal, nine columns), every file of
-    # a collect's recording showed as the same '…k/rec/load-reports-2…'
-    table.columns[0].overflow = "fold"
+    # Each source is named below the common folder: its path's tail, cut at the column's end as well,
+    # showed every file of a collect's recording as the same '…k/rec/load-reports-2…'
     for name, r in zip(names, result.stats.itertuples(index=False), strict=True):
         table.add_row(
             escape(name),
@@ -532,7 +535,6 @@ def _print_ingest_outcome(
     console.print(table)
     if len(result.reasons):
         reasons = _table("quarantined rows by reason", ("source", "reason", "rows"))
-        reasons.columns[0].overflow = "fold"
         below = dict(zip(result.stats["source"].astype(str), names, strict=True))
         for r in result.reasons.itertuples(index=False):
             reasons.add_row(escape(below.get(str(r.source), str(r.source))), str(r.reason), compact(r.count))
