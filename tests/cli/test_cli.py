@@ -258,3 +258,23 @@ def test_result_tables_fold_names_rather_than_cut_them() -> None:
     Console(file=out, width=44).print(table)
     strategies = "".join(line.split("│")[2].strip() for line in out.getvalue().splitlines() if "│" in line)
     assert "AvgShedder" in strategies and "CapacityAwareShedder" in strategies, out.getvalue()
+
+
+def test_spark_commands_status_adds_no_empty_line_on_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a pipe, the status line's stop() printed an empty line: an error after Spark had started
+    (``twin --window`` with no samples in it) was two lines on stderr, an empty one and the error."""
+    import io
+
+    from rich.console import Console
+
+    import shedlab.cli.spark_cmd as spark_cmd
+
+    err = io.StringIO()
+    monkeypatch.setattr(spark_cmd, "err_console", Console(file=err, width=80))
+    with pytest.raises(RuntimeError), spark_cmd._status(False) as say:
+        say("reading")
+        say("fitting")
+        raise RuntimeError
+    import re
+
+    assert re.fullmatch(r"reading \(\d+\.\d s\)\n", err.getvalue()), repr(err.getvalue())

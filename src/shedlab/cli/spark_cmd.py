@@ -99,6 +99,9 @@ def _status(quiet: bool) -> Iterator[Callable[[str], None]]:
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
+        # not drawn when stderr is not a terminal, where rich's stop() printed an empty line: an error
+        # after Spark had started (twin's --window) came as two lines, an empty one and the error
+        disable=not err_console.is_terminal,
     ) as bar:
         task = bar.add_task("working…", total=None)
         step: list[tuple[str, float]] = []
