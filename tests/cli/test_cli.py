@@ -278,3 +278,11 @@ def test_spark_commands_status_adds_no_empty_line_on_a_pipe(monkeypatch: pytest.
     import re
 
     assert re.fullmatch(r"reading \(\d+\.\d s\)\n", err.getvalue()), repr(err.getvalue())
+
+
+def test_report_help_names_every_output_it_reads() -> None:
+    """``report --help`` listed sweep, simulate, compare and replay, not tune, whose output the README and
+    docs/tune.md report (with a Recommendation section)."""
+    result = CliRunner().invoke(app, ["report", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "simulate, compare, replay or tune" in result.output
