@@ -286,3 +286,11 @@ def test_report_help_names_every_output_it_reads() -> None:
     result = CliRunner().invoke(app, ["report", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert "simulate, compare, replay or tune" in result.output
+
+
+def test_advise_help_says_where_execute_sends_the_unloads() -> None:
+    """``--execute`` said 'Really unload' without naming --admin-url, which reading from --zookeeper
+    needs as well."""
+    result = CliRunner().invoke(app, ["advise", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "Really unload, through --admin-url" in result.output

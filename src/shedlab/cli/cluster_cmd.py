@@ -256,7 +256,10 @@ def advise(
     count: Annotated[int | None, typer.Option(help="With --watch: stop after this many cycles.")] = None,
     execute_: Annotated[
         bool,
-        typer.Option("--execute", help="Really unload (PUT …/unload?destinationBroker=), under the guard."),
+        typer.Option(
+            "--execute",
+            help="Really unload, through --admin-url (PUT …/unload?destinationBroker=), under the guard.",
+        ),
     ] = False,
     max_unloads: Annotated[int, typer.Option(help="At most this many unloads per cycle with --execute.")] = 1,
     audit: Annotated[Path, typer.Option(help="Audit log (JSON lines) of every action and refusal.")] = Path(
