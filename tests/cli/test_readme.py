@@ -83,3 +83,14 @@ def test_readme_counts_the_keys_config_show_prints() -> None:
     assert result.exit_code == 0, result.output
     shown = {key for key in KEY_SPECS if re.search(rf"│ {key}( \(deprecated\))? +│", result.output)}
     assert int(counted.group(1)) == len(KEY_SPECS) == len(shown)
+
+
+def test_readme_counts_the_public_conformance_cases() -> None:
+    """The README said every public case passes, 46/46; there are 57."""
+    from shedlab.core.conformance import iter_case_files
+
+    counted = re.search(
+        r"shedlab conform --check conformance +# every public case passes \((\d+)/(\d+)\)", README
+    )
+    assert counted is not None and counted.group(1) == counted.group(2)
+    assert int(counted.group(1)) == len(list(iter_case_files([ROOT / "conformance"])))
