@@ -294,3 +294,26 @@ def test_advise_help_says_where_execute_sends_the_unloads() -> None:
     result = CliRunner().invoke(app, ["advise", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert "Really unload, through --admin-url" in result.output
+
+
+def test_report_of_a_directory_without_results_says_what_it_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``report`` of ingest's output (the step before replay) said only 'no shedlab results found here',
+    and its list of what it reads left out tune."""
+    from shedlab.cli import main
+
+    snap = tmp_path / "snap"
+    (snap / "broker_samples").mkdir(parents=True)
+    for folder in (snap, tmp_path):
+        with pytest.raises(SystemExit) as exc:
+            main(["report", str(folder), "--out", str(tmp_path / "r.html")])
+        assert exc.value.code == 2
+    first, second = capsys.readouterr().err.splitlines()
+    assert first == (
+        f"error: {snap}: an ingest output holds no results to report; replay it first"
+        f" (shedlab replay {snap} --strategies … --out DIR), then report DIR"
+    )
+    assert second.endswith(
+        "expected the output of shedlab simulate, compare, sweep (+ evaluate), replay or tune"
+    )
