@@ -317,3 +317,12 @@ def test_report_of_a_directory_without_results_says_what_it_takes(
     assert second.endswith(
         "expected the output of shedlab simulate, compare, sweep (+ evaluate), replay or tune"
     )
+
+
+@pytest.mark.parametrize("command", ["collect", "advise"])
+def test_cluster_help_says_what_a_zookeeper_recording_is_labelled(command: str) -> None:
+    """``--cluster`` gave the admin API's default only; a recording read from ZooKeeper without it was
+    labelled 'pulsar', which ingest, replay and twin then named, with no word of where it came from."""
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0
+    assert "ZooKeeper, whose load-balancer znodes do not name it, 'pulsar'" in result.output

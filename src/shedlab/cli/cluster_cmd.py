@@ -53,7 +53,11 @@ AdminUrlOption = Annotated[
     str | None, typer.Option("--admin-url", help="A broker's web address, http(s)://host:port.")
 ]
 ClusterOption = Annotated[
-    str | None, typer.Option(help="Cluster name (admin API: default the only one listed; labels recordings).")
+    str | None,
+    typer.Option(
+        help="Cluster name, labelling recordings (default: admin API, the only one listed; ZooKeeper, "
+        "whose load-balancer znodes do not name it, 'pulsar')."
+    ),
 ]
 TokenFileOption = Annotated[Path | None, typer.Option("--token-file", help="File holding a JWT (Bearer).")]
 TokenEnvOption = Annotated[
