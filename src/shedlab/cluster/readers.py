@@ -443,6 +443,11 @@ def _reason(response: httpx.Response, token: Token | None) -> str:
 
 def _raise_for(response: httpx.Response, token: Token | None) -> None:
     status = response.status_code
+    if status in (401, 403) and token is None:  # "the token was refused" sent a first try hunting a bad token
+        raise PermanentError(
+            f"HTTP {status} {'Unauthorized' if status == 401 else 'Forbidden'}: the cluster needs a token;"
+            " give one with --token-file or --token-env"
+        )
     if status in (401, 403):
         meaning = "Unauthorized: the token was refused" if status == 401 else "Forbidden: no permission"
         raise PermanentError(f"HTTP {status} {meaning} (check --token-file/--token-env)")
