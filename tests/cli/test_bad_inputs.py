@@ -302,6 +302,22 @@ CASES: dict[str, list[Case]] = {
         ),
         _ingest_bundles("not-hex", b'{"p/d": {"boundaries": ["0", "0xffffffff"]}}', "boundaries[0]"),
         Case("advise-zookeeper-port-not-a-number", ("advise", "--zookeeper", "zk1:21B1"), "'zk1:21B1'"),
+        Case(  # the password was printed back in every error ("GET http://admin:s3cret@…: HTTP 401")
+            "advise-admin-url-with-credentials",
+            ("advise", "--admin-url", "http://admin:s3cret@127.0.0.1:9"),
+            "credentials in the URL are refused (they would be printed in errors); give a token with"
+            " --token-file or --token-env (got 'http://***@127.0.0.1:9')",
+        ),
+        Case(  # the query was glued to every path and printed: http://127.0.0.1:9/?token=…/admin/v2/clusters
+            "collect-admin-url-with-a-query",
+            ("collect", "--out", "{dir}/rec", "--admin-url", "http://127.0.0.1:9/?token=s3cret"),
+            "has no ?query or #fragment (a token goes in --token-file) (got 'http://127.0.0.1:9/?…')",
+        ),
+        Case(  # every cycle was refused, silently (exit 0) in one without decisions
+            "advise-execute-from-zookeeper-without-admin-url",
+            ("advise", "--zookeeper", "127.0.0.1:9", "--execute", "--audit", "{dir}/audit.jsonl"),
+            "--execute: --zookeeper is only read; the unloads go through a broker's admin API",
+        ),
         Case(
             "collect-zookeeper-port-out-of-range",
             ("collect", "--out", "{dir}/rec", "--zookeeper", "zk1:99999"),

@@ -199,3 +199,130 @@ def test_sweep_outcome_prints_names_and_errors_as_written(monkeypatch: pytest.Mo
     spark_cmd._print_sweep_outcome(result, "o")
     assert "│ s[bold]x" in out.getvalue()
     assert "failed s[bold]x / AvgShedder / seed 1: no [luck] here [/]" in err.getvalue()
+
+
+def test_ingest_outcome_tells_sources_apart_and_says_why_rows_were_merged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every file of a collect's recording showed as the same '…k/rec/load-reports-2…' (the path's tail,
+    then cut at the column's end, even at 120 columns); and 12 reads of a sandbox at --speed 20 kept
+    3 broker rows with no word that the others were merged for falling in one 60-s tick."""
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    import shedlab.cli.spark_cmd as spark_cmd
+    from shedlab.spark.ingest import IngestResult
+
+    names = [f"load-reports-20261127T0026{57 + k}-00000{k + 1}.jsonl" for k in range(3)]
+    stats = pd.DataFrame(
+        {
+            "source": [f"/tmp/walk/rec/{name}" for name in names],
+            "source_kind": "load_reports",
+            "records_read": 1,
+            "rows_read": 65,
+            "broker_rows_kept": [1, 0, 1],
+            "bundle_rows_kept": [64, 0, 64],
+            "bundle_data_rows_kept": 0,
+            "rows_merged": [0, 65, 0],
+            "rows_quarantined": 0,
+            "rows_relabelled": 0,
+        }
+    )
+    reasons = pd.DataFrame({"source": [], "reason": [], "count": []})
+    result = IngestResult("out/snap", stats, reasons, 2, 128, 0, 0, ["demo"])
+    for width in (80, 120):
+        out = io.StringIO()
+        monkeypatch.setattr(spark_cmd, "console", Console(file=out, width=width))
+        spark_cmd._print_ingest_outcome(result, "out/snap", has_boundaries=False)
+        text = out.getvalue()
+        cells = "".join(line.split("│")[1].strip() for line in text.splitlines() if line.count("│") > 2)
+        assert all(name in cells for name in names), text
+        assert "/tmp/walk/rec/" in text and "…" not in cells
+        assert "65 row(s) merged" in text and "shorter --interval" in text
+
+
+def test_result_tables_fold_names_rather_than_cut_them() -> None:
+    """At 80 columns replay's table showed its strategies as 'AvgShe…' and 'Thresh…'."""
+    import io
+
+    from rich.console import Console
+
+    from shedlab.cli.spark_cmd import _table
+
+    table = _table("replay", ("cluster", "strategy", "ticks", "would unload", "actual moves", "same bundle"))
+    table.add_row("demo", "AvgShedder", "12", "3", "36", "0")
+    table.add_row("demo", "CapacityAwareShedder", "12", "38", "36", "36")
+    out = io.StringIO()
+    Console(file=out, width=44).print(table)
+    strategies = "".join(line.split("│")[2].strip() for line in out.getvalue().splitlines() if "│" in line)
+    assert "AvgShedder" in strategies and "CapacityAwareShedder" in strategies, out.getvalue()
+
+
+def test_spark_commands_status_adds_no_empty_line_on_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a pipe, the status line's stop() printed an empty line: an error after Spark had started
+    (``twin --window`` with no samples in it) was two lines on stderr, an empty one and the error."""
+    import io
+
+    from rich.console import Console
+
+    import shedlab.cli.spark_cmd as spark_cmd
+
+    err = io.StringIO()
+    monkeypatch.setattr(spark_cmd, "err_console", Console(file=err, width=80))
+    with pytest.raises(RuntimeError), spark_cmd._status(False) as say:
+        say("reading")
+        say("fitting")
+        raise RuntimeError
+    import re
+
+    assert re.fullmatch(r"reading \(\d+\.\d s\)\n", err.getvalue()), repr(err.getvalue())
+
+
+def test_report_help_names_every_output_it_reads() -> None:
+    """``report --help`` listed sweep, simulate, compare and replay, not tune, whose output the README and
+    docs/tune.md report (with a Recommendation section)."""
+    result = CliRunner().invoke(app, ["report", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "simulate, compare, replay or tune" in result.output
+
+
+def test_advise_help_says_where_execute_sends_the_unloads() -> None:
+    """``--execute`` said 'Really unload' without naming --admin-url, which reading from --zookeeper
+    needs as well."""
+    result = CliRunner().invoke(app, ["advise", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "Really unload, through --admin-url" in result.output
+
+
+def test_report_of_a_directory_without_results_says_what_it_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``report`` of ingest's output (the step before replay) said only 'no shedlab results found here',
+    and its list of what it reads left out tune."""
+    from shedlab.cli import main
+
+    snap = tmp_path / "snap"
+    (snap / "broker_samples").mkdir(parents=True)
+    for folder in (snap, tmp_path):
+        with pytest.raises(SystemExit) as exc:
+            main(["report", str(folder), "--out", str(tmp_path / "r.html")])
+        assert exc.value.code == 2
+    first, second = capsys.readouterr().err.splitlines()
+    assert first == (
+        f"error: {snap}: an ingest output holds no results to report; replay it first"
+        f" (shedlab replay {snap} --strategies … --out DIR), then report DIR"
+    )
+    assert second.endswith(
+        "expected the output of shedlab simulate, compare, sweep (+ evaluate), replay or tune"
+    )
+
+
+@pytest.mark.parametrize("command", ["collect", "advise"])
+def test_cluster_help_says_what_a_zookeeper_recording_is_labelled(command: str) -> None:
+    """``--cluster`` gave the admin API's default only; a recording read from ZooKeeper without it was
+    labelled 'pulsar', which ingest, replay and twin then named, with no word of where it came from."""
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0
+    assert "ZooKeeper, whose load-balancer znodes do not name it, 'pulsar'" in result.output

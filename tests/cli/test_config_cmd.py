@@ -45,3 +45,23 @@ def test_a_bad_set_is_one_line_exit_2() -> None:
     result = CliRunner().invoke(app, ["config", "show", "--set", "maxUnloadPercentage=lots"])
     assert result.exit_code == 2
     assert "--set: maxUnloadPercentage" in result.stderr and "Traceback" not in result.output
+
+
+def test_changed_with_nothing_changed_says_so_in_one_line(tmp_path: Path) -> None:
+    """A broker.conf setting Pulsar's default strategies printed an empty table under a caption folded into
+    a 15-character column, with no word that nothing differed."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder\n"
+    )
+    result = CliRunner().invoke(app, ["config", "show", "-c", str(conf), "--changed"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"no key differs from Pulsar's defaults; set to its default value: loadBalancerLoadSheddingStrategy "
+        f"({conf}:1). Without --changed: all {len(KEY_SPECS)} keys."
+    ]
+    result = CliRunner().invoke(app, ["config", "show", "--changed"], env={"COLUMNS": "80"})
+    assert (
+        result.stdout
+        == f"no key differs from Pulsar's defaults. Without --changed: all {len(KEY_SPECS)} keys.\n"
+    )

@@ -71,3 +71,26 @@ def test_same_seed_gives_byte_identical_outputs(tmp_path: Path) -> None:
     assert files_a == files_b and files_a
     for rel in files_a:
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+
+
+def test_readme_counts_the_keys_config_show_prints() -> None:
+    """The README said ``config show`` lists all 79 keys; it lists 83 (four came after it was written)."""
+    from shedlab.config import KEY_SPECS
+
+    counted = re.search(r"shedlab config show +# all (\d+) keys", README)
+    assert counted is not None
+    result = CliRunner().invoke(app, ["config", "show"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    shown = {key for key in KEY_SPECS if re.search(rf"│ {key}( \(deprecated\))? +│", result.output)}
+    assert int(counted.group(1)) == len(KEY_SPECS) == len(shown)
+
+
+def test_readme_counts_the_public_conformance_cases() -> None:
+    """The README said every public case passes, 46/46; there are 57."""
+    from shedlab.core.conformance import iter_case_files
+
+    counted = re.search(
+        r"shedlab conform --check conformance +# every public case passes \((\d+)/(\d+)\)", README
+    )
+    assert counted is not None and counted.group(1) == counted.group(2)
+    assert int(counted.group(1)) == len(list(iter_case_files([ROOT / "conformance"])))

@@ -68,3 +68,36 @@ def test_twin_refuses_a_directory_as_its_out_before_spark(tmp_path: Path) -> Non
     below_a_file.write_text("x")
     result = _run("twin", "/nonexistent/snap", "--out", str(below_a_file / "twin.yaml"))
     assert result.returncode == 2 and "not a directory" in result.stderr, result.stderr
+
+
+def test_the_printed_broker_conf_fragment_is_not_wrapped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fragment was printed wrapped at the terminal's width (80 columns on a pipe):
+    ``loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.impl.AvgSh`` and ``edder`` on
+    two lines, so the broker.conf an operator copied from the terminal named no class."""
+    from types import SimpleNamespace
+
+    from shedlab.cli import tune_cmd
+
+    key = "loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.impl.AvgShedder"
+    why = "# why: the shedding half of AvgShedder; over the same 5 seeds the best settings of the pair"
+    figures = {"objective": 1.0, "imbalance": 1.0, "unloads_per_day": 1.0}
+    rec = SimpleNamespace(
+        is_recorded=False,
+        candidate={"label": "AvgShedder", **figures},
+        recorded=dict(figures),
+        objective="balanced",
+        objective_expr="imbalance",
+        seeds=5,
+        improvement={f: {"mean": 0.0, "low": None, "high": None} for f in figures},
+        notes=[],
+    )
+    result = SimpleNamespace(
+        recommendation=rec, runs_spent=1, rungs=[1], full_grid=1, fragment=f"{why}\n{key}\n"
+    )
+    monkeypatch.setattr(tune_cmd, "_iv", lambda *a: "1")
+    monkeypatch.setenv("COLUMNS", "80")
+    tune_cmd._print_recommendation(result)
+    lines = capsys.readouterr().out.splitlines()
+    assert key in lines and why in lines

@@ -197,3 +197,28 @@ def test_decide_reads_bare_reports_too(tmp_path: Path) -> None:
         assert len(doc["left_alone"]) + len({u["broker"] for u in doc["unload"]}) == (
             1 if path == single else 4
         )
+
+
+def test_execute_without_an_admin_url_is_refused_even_without_decisions(tmp_path: Path) -> None:
+    """A cycle with nothing to unload wrote ``refused`` to the audit but said nothing and exited 0, so a
+    ``--execute`` that could never unload looked like one that had nothing to do."""
+    no_admin_url = "no --admin-url to send the unloads to"
+    folder = write_dir(tmp_path, int(time.time() * 1000))
+    audit = tmp_path / "audit.jsonl"
+    args = [
+        "advise",
+        "--snapshot",
+        str(folder),
+        "--strategy",
+        "AvgShedder",
+        "--execute",
+        "--audit",
+        str(audit),
+    ]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    assert not doc["unload"] and doc["guard"]["refusals"] == [no_admin_url]
+    assert [json.loads(line)["action"] for line in audit.read_text().splitlines()] == ["refused"]
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 1 and f"guard: {no_admin_url}" in result.stdout, result.output

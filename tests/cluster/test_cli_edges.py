@@ -432,3 +432,35 @@ def test_an_admin_url_copied_with_the_rest_prefix_is_the_broker_address(suffix: 
         assert behind_a_gateway.url == "https://gateway/pulsar"
     finally:
         behind_a_gateway.close()
+
+
+def test_a_401_without_a_token_asks_for_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A first try without --token-file was told 'the token was refused', and went hunting a bad token."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(401)
+            self.send_header("Content-Length", "23")
+            self.end_headers()
+            self.wfile.write(b"Authentication required")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    token = tmp_path / "token"
+    token.write_text("wrong-token-value\n")
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        without = error_line(["advise", "--admin-url", url], capsys)
+        with_one = error_line(["advise", "--admin-url", url, "--token-file", str(token)], capsys)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert without.endswith(
+        "HTTP 401 Unauthorized: the cluster needs a token; give one with --token-file or --token-env"
+    )
+    assert with_one.endswith("HTTP 401 Unauthorized: the token was refused (check --token-file/--token-env)")

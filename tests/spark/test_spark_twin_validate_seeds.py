@@ -76,3 +76,27 @@ def test_fewer_seeds_than_an_earlier_check_are_the_seeds_used(
     assert reused.doc["checks"] == fresh.doc["checks"]
     report = json.loads((tmp_path / "reused" / "fit-report.json").read_text(encoding="utf-8"))
     assert report["seeds"] == 2
+
+
+def test_a_window_without_samples_names_itself_and_the_recordings_span(
+    spark: SparkSession, snapshots: Path
+) -> None:
+    """The error was '--window: fewer than two sample times in the chosen window': no value, and no word
+    of when the recording was, so a window in the wrong day (or year) left nothing to go on."""
+    import pandas as pd
+
+    from shedlab.errors import InputError
+    from shedlab.spark.twin import fit
+
+    def _utc(ms: int) -> str:
+        return str(pd.Timestamp(ms, unit="ms", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    ticks = spark.read.parquet(str(snapshots / "broker_samples")).select("tick_ms").toPandas()["tick_ms"]
+    first, last = int(ticks.min()), int(ticks.max())
+    day = 86_400_000
+    with pytest.raises(InputError) as caught:
+        fit(spark, str(snapshots), window=(first + day, 2**62), strategy="AvgShedder", config={})
+    assert str(caught.value) == (
+        f"--window: fewer than two sample times in the window; the recording of small spans"
+        f" {_utc(first)}..{_utc(last)} (got '{_utc(first + day)}..')"
+    )

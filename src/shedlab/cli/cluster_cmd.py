@@ -20,7 +20,15 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from shedlab.cli.decide_cmd import print_outcome
 from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
 from shedlab.cluster.access import Retry, Token, load_token
-from shedlab.cluster.advise import AuditLog, Guard, SnapshotInput, execute, read_snapshot_path, snapshot_of
+from shedlab.cluster.advise import (
+    NO_ADMIN_URL,
+    AuditLog,
+    Guard,
+    SnapshotInput,
+    execute,
+    read_snapshot_path,
+    snapshot_of,
+)
 from shedlab.cluster.collect import CollectSummary, RecordWriter, collect
 from shedlab.cluster.readers import AdminReader, ClusterReading, ZooKeeperReader
 from shedlab.core.decide import Decider, Outcome
@@ -45,7 +53,11 @@ AdminUrlOption = Annotated[
     str | None, typer.Option("--admin-url", help="A broker's web address, http(s)://host:port.")
 ]
 ClusterOption = Annotated[
-    str | None, typer.Option(help="Cluster name (admin API: default the only one listed; labels recordings).")
+    str | None,
+    typer.Option(
+        help="Cluster name, labelling recordings (default: admin API, the only one listed; ZooKeeper, "
+        "whose load-balancer znodes do not name it, 'pulsar')."
+    ),
 ]
 TokenFileOption = Annotated[Path | None, typer.Option("--token-file", help="File holding a JWT (Bearer).")]
 TokenEnvOption = Annotated[
@@ -248,7 +260,10 @@ def advise(
     count: Annotated[int | None, typer.Option(help="With --watch: stop after this many cycles.")] = None,
     execute_: Annotated[
         bool,
-        typer.Option("--execute", help="Really unload (PUT …/unload?destinationBroker=), under the guard."),
+        typer.Option(
+            "--execute",
+            help="Really unload, through --admin-url (PUT …/unload?destinationBroker=), under the guard.",
+        ),
     ] = False,
     max_unloads: Annotated[int, typer.Option(help="At most this many unloads per cycle with --execute.")] = 1,
     audit: Annotated[Path, typer.Option(help="Audit log (JSON lines) of every action and refusal.")] = Path(
@@ -263,6 +278,11 @@ def advise(
     """What the strategy would unload from this cluster now, to where, and why; every broker left alone
     and why. Dry-run unless --execute."""
     _one_source(zookeeper, admin_url, snapshot)
+    if execute_ and zookeeper and not admin_url:  # no cycle could unload: every one would be refused
+        raise InputError(
+            "--zookeeper is only read; the unloads go through a broker's admin API: give --admin-url too",
+            field="--execute",
+        )
     check_seed(seed)
     check_count(max_unloads, "--max-unloads", minimum=0, maximum=1000)
     check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
@@ -352,6 +372,9 @@ class _Advisor:
         outcome = self.decider.cycle(snap)
         now_ms = int(time.time() * 1000)
         refusals = self.guard.refusals(snap_input, now_ms)
+        if self.execute and (self.source is None or self.source.admin is None):
+            # said (and counted in the exit code) in a cycle without decisions too, as the audit has it
+            refusals.append(NO_ADMIN_URL)
         actions = execute(
             outcome,
             snap_input,

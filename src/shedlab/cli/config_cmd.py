@@ -74,8 +74,20 @@ def show(
         raise typer.Exit(code=err.exit_code) from err
     if as_json:
         typer.echo(json.dumps(_json_payload(conf, config, changed_only=changed_only), indent=2))
+    elif changed_only and conf.to_pulsar_dict() == LoadBalancerConfig().to_pulsar_dict():
+        # An empty table under a caption squeezed into a column of 15 characters said nothing
+        Console().print(_nothing_changed(conf), markup=False, highlight=False, soft_wrap=True)
     else:
         Console().print(_table(conf, config, changed_only=changed_only))
+
+
+def _nothing_changed(conf: LoadBalancerConfig) -> str:
+    """``--changed`` with every key at Pulsar's default: one line, naming the keys set to their default."""
+    line = "no key differs from Pulsar's defaults"
+    set_here = [f"{key} ({source})" for key, source in conf.value_sources().items() if source != "default"]
+    if set_here:
+        line += f"; set to its default value: {', '.join(set_here)}"
+    return line + f". Without --changed: all {len(KEY_SPECS)} keys."
 
 
 def _pair_layer(strategy: str | None) -> LoadBalancerConfig | None:

@@ -31,7 +31,7 @@ DEMO_SEEDS = 10
 def report(
     results_dir: Annotated[
         Path,
-        typer.Argument(help="Output of shedlab sweep (+ evaluate), simulate, compare or replay."),
+        typer.Argument(help="Output of shedlab sweep (+ evaluate), simulate, compare, replay or tune."),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="The HTML file to write.")] = Path("report.html"),
     max_points: Annotated[

@@ -99,6 +99,9 @@ def _status(quiet: bool) -> Iterator[Callable[[str], None]]:
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
+        # not drawn when stderr is not a terminal, where rich's stop() printed an empty line: an error
+        # after Spark had started (twin's --window) came as two lines, an empty one and the error
+        disable=not err_console.is_terminal,
     ) as bar:
         task = bar.add_task("working…", total=None)
         step: list[tuple[str, float]] = []
@@ -270,10 +273,14 @@ def _print_quarantined(quarantined: list[tuple[str, str]], fate: str) -> None:
 
 
 def _table(title: str, columns: tuple[str, ...], text_columns: int = 2) -> Table:
-    """A result table: the first ``text_columns`` columns are names (left), the rest numbers (right)."""
+    """A result table: the first ``text_columns`` columns are names (left, folded rather than cut: on a
+    narrow terminal replay's strategies were all 'AvgShe…', 'Thresh…'), the rest numbers (right)."""
     table = Table(title=title)
     for k, col in enumerate(columns):
-        table.add_column(col, justify="left" if k < text_columns else "right")
+        if k < text_columns:
+            table.add_column(col, justify="left", overflow="fold")
+        else:
+            table.add_column(col, justify="right")
     return table
 
 
@@ -496,30 +503,30 @@ def ingest(
             }
         )
         return
-    _print_ingest_outcome(result, out, has_boundaries=bool(boundaries))
+    _print_ingest_outcome(result, out, has_boundaries=bool(boundaries), interval=interval)
 
 
-def _print_ingest_outcome(result: IngestResult, out: str, *, has_boundaries: bool) -> None:
+def _print_ingest_outcome(
+    result: IngestResult, out: str, *, has_boundaries: bool, interval: str = "60s"
+) -> None:
     """Per source: rows read, kept, merged and quarantined; the quarantine reasons; label renames; what
-    to give when topic series had no bundle boundaries; the totals."""
-    table = _table(
-        "ingest, per source",
-        (
-            "source",
-            "kind",
-            "records",
-            "rows read",
-            "brokers",
-            "bundles",
-            "bundle data",
-            "merged",
-            "quarantined",
-        ),
+    to give when topic series had no bundle boundaries; why rows were merged; the totals."""
+    folder, names = _below_common_folder([str(source) for source in result.stats["source"]])
+    kinds = sorted({str(kind) for kind in result.stats["source_kind"]})
+    one_kind = len(kinds) == 1  # then named in the title: a column fewer to share a narrow terminal
+    title = (
+        "ingest, per source" + (f": {kinds[0]}" if one_kind else "") + (f" in {folder}/" if folder else "")
     )
-    for r in result.stats.itertuples(index=False):
+    columns = ("records", "rows read", "brokers", "bundles", "bundle data", "merged", "quarantined")
+    table = _table(
+        title, ("source", *columns) if one_kind else ("source", "kind", *columns), 1 if one_kind else 2
+    )
+    # Each source is named below the common folder: its path's tail, cut at the column's end as well,
+    # showed every file of a collect's recording as the same '…k/rec/load-reports-2…'
+    for name, r in zip(names, result.stats.itertuples(index=False), strict=True):
         table.add_row(
-            escape(_tail(str(r.source))),
-            str(r.source_kind),
+            escape(name),
+            *(() if one_kind else (str(r.source_kind),)),
             compact(r.records_read),
             compact(r.rows_read),
             compact(r.broker_rows_kept),
@@ -531,8 +538,9 @@ def _print_ingest_outcome(result: IngestResult, out: str, *, has_boundaries: boo
     console.print(table)
     if len(result.reasons):
         reasons = _table("quarantined rows by reason", ("source", "reason", "rows"))
+        below = dict(zip(result.stats["source"].astype(str), names, strict=True))
         for r in result.reasons.itertuples(index=False):
-            reasons.add_row(escape(_tail(str(r.source))), str(r.reason), compact(r.count))
+            reasons.add_row(escape(below.get(str(r.source), str(r.source))), str(r.reason), compact(r.count))
         console.print(reasons)
     relabelled = int(result.stats["rows_relabelled"].sum()) if len(result.stats) else 0
     if relabelled:
@@ -542,14 +550,31 @@ def _print_ingest_outcome(result: IngestResult, out: str, *, has_boundaries: boo
         )
     if not has_boundaries and "no_bundle_boundaries" in set(result.reasons.get("reason", [])):
         console.print("topic-level series need bundle boundaries: give --bundles (docs/spark.md, ingest)")
+    merged = int(result.stats["rows_merged"].sum()) if len(result.stats) else 0
+    if merged:  # 12 reads of a sandbox at --speed 20 kept 3 broker rows, with no word why
+        console.print(
+            f"{merged:,} row(s) merged: a later sample of the same broker or bundle fell in the same"
+            f" {interval} tick; samples taken more often (collect --every below {interval}, a sandbox at"
+            " --speed above 1) are kept with a shorter --interval"
+        )
     console.print(
         f"kept {result.broker_rows:,} broker and {result.bundle_rows:,} bundle rows"
         f" ({', '.join(result.clusters) or 'no cluster'}); quarantined {result.quarantined_rows:,} → {out}"
     )
 
 
-def _tail(path: str, width: int = 48) -> str:
-    return path if len(path) <= width else "…" + path[-(width - 1) :]
+def _below_common_folder(sources: list[str]) -> tuple[str, list[str]]:
+    """The folder all ``sources`` are in (paths or URLs; "" when none is common) and each one's path below
+    it: the part that tells them apart."""
+    parts = [source.split("/") for source in sources]
+    common: list[str] = []
+    for column in zip(*(p[:-1] for p in parts), strict=False):
+        if len(set(column)) != 1:
+            break
+        common.append(column[0])
+    if not sources or not any(common):
+        return "", sources
+    return "/".join(common), ["/".join(p[len(common) :]) for p in parts]
 
 
 # ---------------------------------------------------------------------------------------------

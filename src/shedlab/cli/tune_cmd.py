@@ -236,7 +236,9 @@ def _print_recommendation(result: Any) -> None:
         f"{result.full_grid}"
     )
     console.print("\n[bold]broker.conf[/]")
-    console.print(result.fragment, markup=False, highlight=False)
+    # soft_wrap: the fragment is copied into broker.conf as it is printed; wrapped at the terminal's width,
+    # a long line (a strategy's class name) became two lines, neither of them a valid key=value
+    console.print(result.fragment, markup=False, highlight=False, soft_wrap=True)
 
 
 def _iv(row: dict[str, Any], fig: str) -> str:

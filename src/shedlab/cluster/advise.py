@@ -33,7 +33,18 @@ from shedlab.errors import ClusterError, InputError, ShedlabError, parse_json_te
 from shedlab.model.pulsar import LoadData
 from shedlab.model.snapshot import ClusterSnapshot
 
-__all__ = ["AuditLog", "Guard", "SnapshotInput", "execute", "read_snapshot_path", "snapshot_of"]
+__all__ = [
+    "NO_ADMIN_URL",
+    "AuditLog",
+    "Guard",
+    "SnapshotInput",
+    "execute",
+    "read_snapshot_path",
+    "snapshot_of",
+]
+
+NO_ADMIN_URL = "no --admin-url to send the unloads to"
+"""The refusal of every ``--execute`` cycle without an admin URL (a ``--snapshot`` rehearsal)."""
 
 _SUFFIXES = (".json", ".jsonl", ".ndjson")
 
@@ -257,7 +268,7 @@ def execute(
     results: list[ActionResult] = []
     refusals = [] if dry_run else guard.refusals(source, now)
     if not dry_run and admin is None:
-        refusals.append("no --admin-url to send the unloads to")
+        refusals.append(NO_ADMIN_URL)
     for k, decision in enumerate(outcome.decisions):
         if dry_run:
             result = ActionResult(decision, "dry-run", "nothing was called (dry-run is the default)")

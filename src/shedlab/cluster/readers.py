@@ -443,6 +443,11 @@ def _reason(response: httpx.Response, token: Token | None) -> str:
 
 def _raise_for(response: httpx.Response, token: Token | None) -> None:
     status = response.status_code
+    if status in (401, 403) and token is None:  # "the token was refused" sent a first try hunting a bad token
+        raise PermanentError(
+            f"HTTP {status} {'Unauthorized' if status == 401 else 'Forbidden'}: the cluster needs a token;"
+            " give one with --token-file or --token-env"
+        )
     if status in (401, 403):
         meaning = "Unauthorized: the token was refused" if status == 401 else "Forbidden: no permission"
         raise PermanentError(f"HTTP {status} {meaning} (check --token-file/--token-env)")
@@ -469,6 +474,21 @@ class AdminReader:
         parsed = urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise InputError("expected an http:// or https:// URL", field="--admin-url", value=url)
+        if "@" in parsed.netloc:  # user:password@: printed back in every error, the audit's and collect's
+            shown = f"{parsed.scheme}://***@{parsed.netloc.rpartition('@')[2]}"
+            raise InputError(
+                "credentials in the URL are refused (they would be printed in errors); give a token with"
+                " --token-file or --token-env",
+                field="--admin-url",
+                value=shown,
+            )
+        if parsed.query or parsed.fragment or url.rstrip().endswith(("?", "#")):
+            # a query was glued to every path: http://b:8080/?token=…/admin/v2/clusters, printed as it is
+            raise InputError(
+                "a broker's web address has no ?query or #fragment (a token goes in --token-file)",
+                field="--admin-url",
+                value=f"{parsed.scheme}://{parsed.netloc}{parsed.path}?…",
+            )
         # the broker's web address, as Pulsar's admin client takes it: a URL copied with the REST prefix
         # (http://broker:8080/admin/v2) would double it on every path
         self.url = re.sub(r"/admin(/v2)?$", "", url.rstrip("/"))

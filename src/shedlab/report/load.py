@@ -553,8 +553,14 @@ def load_results(results_dir: Path) -> ReportData:
     sims = find_simulation_dirs(root)
     if sims:
         return _load_simulations(root, sims)
+    if (root / "broker_samples").is_dir():  # the step before: a newcomer's first guess after ingest
+        raise InputError(
+            "an ingest output holds no results to report",
+            source=str(root),
+            hint=f"replay it first (shedlab replay {root} --strategies … --out DIR), then report DIR",
+        )
     raise InputError(
         "no shedlab results found here",
         source=str(root),
-        hint="expected the output of shedlab simulate, compare, sweep (+ evaluate) or replay",
+        hint="expected the output of shedlab simulate, compare, sweep (+ evaluate), replay or tune",
     )
