@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from cli_support import error_line
+from stub_broker import UNAUTHORIZED, Answer, refusing, stub_broker
 
 from shedlab.cli import cluster_cmd, main
 from shedlab.cluster.advise import read_snapshot_path
@@ -177,47 +178,26 @@ def test_admin_url_of_an_extensible_load_manager_cluster_is_one_line(
     (``ExtensibleLoadManagerWrapper.generateLoadReport`` returns null, 204, or throws
     UnsupportedOperationException, 500, by version): every broker was recorded as "not answering" and
     advise exited 0 on an empty cluster. Their runtime configuration names the class."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     elm = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
 
-    class Broker(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            port = server.server_address[1]
-            answers: dict[str, tuple[int, Any]] = {
-                "/admin/v2/clusters": (200, ["c1"]),
-                "/admin/v2/brokers/c1": (200, [f"127.0.0.1:{port}"]),
-                "/admin/v2/brokers/configuration/runtime": (
-                    200,
-                    {"clusterName": "c1", "loadManagerClassName": elm},
-                ),
-                "/admin/v2/broker-stats/load-report": (load_report_status, None),
-            }
-            status, body = answers.get(self.path, (404, {"reason": "not found"}))
-            data = b"" if body is None else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def answers(path: str, port: int) -> dict[str, Answer]:
+        return {
+            "/admin/v2/clusters": (200, ["c1"]),
+            "/admin/v2/brokers/c1": (200, [f"127.0.0.1:{port}"]),
+            "/admin/v2/brokers/configuration/runtime": (
+                200,
+                {"clusterName": "c1", "loadManagerClassName": elm},
+            ),
+            "/admin/v2/broker-stats/load-report": (load_report_status, None),
+        }
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Broker)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with stub_broker(answers) as url:
         for command in (["advise", "--admin-url", url], ["collect", "--admin-url", url, "--count", "1"]):
             args = [*command, "--retries", "1"]
             if command[0] == "collect":
                 args += ["--out", str(tmp_path / "rec")]
             line = error_line(args, capsys)
             assert "extensible load manager" in line and "loadManagerClassName" in line, line
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.zookeeper
@@ -226,10 +206,7 @@ def test_execute_from_zookeeper_with_a_refused_token_is_one_line(
 ) -> None:
     """``--zookeeper`` reads, ``--admin-url`` only unloads: a wrong token came out at the first unload as
     an action ``failed`` (exit 1), and again every cycle under ``--watch``."""
-    import json
-    import threading
     import time
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from kazoo.client import KazooClient
 
@@ -247,32 +224,13 @@ def test_execute_from_zookeeper_with_a_refused_token_is_one_line(
         zk.stop()
         zk.close()
 
-    class Refusing(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(401)
-            self.send_header("Content-Length", "23")
-            self.end_headers()
-            self.wfile.write(b"Authentication required")
-
-        def do_PUT(self) -> None:
-            self.do_GET()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     token = tmp_path / "token"
     token.write_text("wrong-token-value\n")
     audit = tmp_path / "audit.jsonl"
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with stub_broker(refusing, default=UNAUTHORIZED) as url:
         args = ["advise", "--zookeeper", zk_hosts, "--admin-url", url, "--token-file", str(token)]
         args += ["--strategy", "ThresholdShedder", "--execute", "--audit", str(audit)]
         line = error_line(args, capsys)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert "HTTP 401" in line and "wrong-token-value" not in line
 
 
@@ -436,30 +394,11 @@ def test_an_admin_url_copied_with_the_rest_prefix_is_the_broker_address(suffix: 
 
 def test_a_401_without_a_token_asks_for_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A first try without --token-file was told 'the token was refused', and went hunting a bad token."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Refusing(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(401)
-            self.send_header("Content-Length", "23")
-            self.end_headers()
-            self.wfile.write(b"Authentication required")
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     token = tmp_path / "token"
     token.write_text("wrong-token-value\n")
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with stub_broker(refusing, default=UNAUTHORIZED) as url:
         without = error_line(["advise", "--admin-url", url], capsys)
         with_one = error_line(["advise", "--admin-url", url, "--token-file", str(token)], capsys)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert without.endswith(
         "HTTP 401 Unauthorized: the cluster needs a token; give one with --token-file or --token-env"
     )

@@ -6,55 +6,14 @@ documents, Jackson's number forms), each with the Pulsar class that produces it.
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from stub_broker import Answer, stub_broker
 
 from shedlab.cluster.access import Retry
 from shedlab.cluster.readers import AdminReader
 from shedlab.errors import ClusterError
-
-Answer = tuple[int, Any]
-
-
-@contextmanager
-def stub_broker(answers: Callable[[str, int], dict[str, Answer]]) -> Iterator[str]:
-    """A web server answering GET paths (and ``"PUT <path>"``) from ``answers(path, port)`` (raw JSON text
-    when a ``str``); anything else is Jersey's 404, as for a path no resource matches."""
-
-    class Broker(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.answer("GET")
-
-        def do_PUT(self) -> None:
-            self.answer("PUT")
-
-        def answer(self, method: str) -> None:
-            table = answers(self.path, server.server_address[1])
-            key = self.path if method == "GET" else f"{method} {self.path}"
-            status, body = table.get(key, (404, {"reason": "HTTP 404 Not Found"}))
-            data = b"" if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Broker)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def report(port: int) -> dict[str, Any]:
