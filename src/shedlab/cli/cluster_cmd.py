@@ -235,6 +235,17 @@ def _print_cycle(
         out.print(f"[yellow]guard[/yellow]: {refusal}")
 
 
+def _watch_rhythm(watch: bool, every: str, count: int | None) -> float:
+    """``--every`` in seconds, with ``--count`` checked against ``--watch``."""
+    check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
+    if count is not None and not watch:  # one cycle runs without --watch: the count would be ignored
+        raise InputError("counts --watch cycles: give --watch too", field="--count", value=count)
+    every_s = parse_duration(every, field="--every")
+    if every_s <= 0:  # --watch would read the cluster (and with --execute, unload) in a tight loop
+        raise InputError("must be more than 0", field="--every", value=every)
+    return every_s
+
+
 def advise(
     zookeeper: ZooKeeperOption = None,
     admin_url: AdminUrlOption = None,
@@ -285,12 +296,7 @@ def advise(
         )
     check_seed(seed)
     check_count(max_unloads, "--max-unloads", minimum=0, maximum=1000)
-    check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
-    if count is not None and not watch:  # one cycle runs without --watch: the count would be ignored
-        raise InputError("counts --watch cycles: give --watch too", field="--count", value=count)
-    every_s = parse_duration(every, field="--every")
-    if every_s <= 0:  # --watch would read the cluster (and with --execute, unload) in a tight loop
-        raise InputError("must be more than 0", field="--every", value=every)
+    every_s = _watch_rhythm(watch, every, count)
     conf = cli_config(config, set_)
     decider = Decider(conf, strategy=strategy, seed=seed)
     guard = Guard(max_unloads, decider.conf.load_balancer_report_update_max_interval_minutes)
