@@ -15,12 +15,12 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs (as in 
 import pytest
 
 from shedlab.core.grid import expand_grid, load_grid
+from shedlab.core.partitions import escape_partition_value
 from shedlab.core.results import (
     MANIFEST,
     RUN_SUMMARY_ARROW,
     RunWriter,
     check_output_dir,
-    escape_partition_value,
     execute_spec,
     finished_run_files,
     quarantine_corrupt_runs,

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, parse_yaml_text
+from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
 from shedlab.core.sim.scenario import builtin_scenarios, parse_scenario_text
 from shedlab.errors import MAX_SEED, ConfigError, InputError, did_you_mean, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
@@ -387,17 +388,11 @@ def _grid_strategies(raw: Any, source: str) -> tuple[str, ...]:
     return strategies
 
 
-MAX_NAME_BYTES = 255
-"""The longest file or directory name most filesystems take (NAME_MAX on Linux, HDFS's default too)."""
-
-
 def _check_partition_name(key: str, value: str, source: str | None, field: str) -> None:
     """A scenario's or pair's name becomes a directory of every results table (``scenario=<name>``,
     escaped as Spark escapes it): one too long for a directory name failed every run of it (Errno 36
     in the tasks, a Java stack trace, the sweep's job aborted)."""
-    from shedlab.core.results import escape_partition_value  # here: results imports this module
-
-    size = len(f"{key}={escape_partition_value(value)}".encode())
+    size = partition_name_bytes(key, value)
     if size > MAX_NAME_BYTES:
         raise ConfigError(
             f"the {key} name is too long for a results directory: {key}=<name> takes {size} bytes "

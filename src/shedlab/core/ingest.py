@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 import pandas as pd
 
+from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
 from shedlab.errors import InputError
 from shedlab.model.bundles import bundle_for_topic, namespace_of_topic, parse_range
 from shedlab.model.formats import (
@@ -107,9 +108,9 @@ REASONS: dict[str, str] = {
 }
 """Reason codes of the quarantine table."""
 
-MAX_CLUSTER_PATH = 255 - len("cluster=")
+MAX_CLUSTER_PATH = MAX_NAME_BYTES - len("cluster=")
 """The longest cluster name as a partition directory holds it (``cluster=<name>``, Spark escaping ``:``
-and ``=`` as ``%3A``/``%3D``) within a file name's 255 bytes. Pulsar sets no length of its own."""
+and ``=`` as ``%3A``/``%3D``, the only characters of a Pulsar name it escapes). Pulsar sets no length."""
 
 
 def cluster_problem(name: str) -> str | None:
@@ -119,8 +120,7 @@ def cluster_problem(name: str) -> str | None:
     if not is_named_entity(name):
         shown = name if len(name) <= 40 else name[:40] + "…"
         return f"cluster {shown!r} is not a Pulsar cluster name (ASCII letters, digits, _ - = : . only)"
-    escaped = len(name) + 2 * (name.count(":") + name.count("="))
-    if escaped > MAX_CLUSTER_PATH:
+    if partition_name_bytes("cluster", name) > MAX_NAME_BYTES:
         return f"a cluster name of {len(name)} characters is too long for a partition directory"
     return None
 

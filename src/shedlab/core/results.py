@@ -42,6 +42,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 import shedlab
 from shedlab.core.grid import Grid
+from shedlab.core.partitions import escape_partition_value
 from shedlab.core.sim import run_simulation
 from shedlab.core.sim.scenario import Scenario, parse_scenario_text
 from shedlab.errors import InputError
@@ -54,7 +55,6 @@ __all__ = [
     "RUN_SUMMARY_ARROW",
     "RunWriter",
     "check_output_dir",
-    "escape_partition_value",
     "execute_spec",
     "exists",
     "filesystem",
@@ -114,17 +114,9 @@ numeric summary metric of the simulator (null where undefined for the run); ``su
 full summary including non-numeric values. In the files, ``scenario``/``strategy`` are partition
 directories, not columns."""
 
-_SPARK_ESCAPE = set("\"#%'*/:=?\\{[]^") | {chr(c) for c in range(0x01, 0x20)} | {"\x7f"}
-
-
 # ---------------------------------------------------------------------------------------------
 # Layout
 # ---------------------------------------------------------------------------------------------
-
-
-def escape_partition_value(value: str) -> str:
-    """Escape a partition directory value exactly as Spark does (and unescapes on read)."""
-    return "".join(f"%{ord(c):02X}" if c in _SPARK_ESCAPE else c for c in value)
 
 
 def run_file_name(run_id: str) -> str:
