@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from shedlab.spark.ingest import IngestResult
+    from shedlab.spark.replay import ReplayResult
     from shedlab.spark.sweep import SweepResult
 
 console = Console()
@@ -626,6 +627,11 @@ def replay(
     if as_json:
         _print_json({"out": out, "summary": result.summary.to_dict("records"), "failures": result.failures})
         return
+    _print_replay(result, out)
+
+
+def _print_replay(result: ReplayResult, out: str) -> None:
+    """The replay's table, each pair's most frequent reasons for leaving load alone, and its failures."""
     table = _table(
         "replay: what each strategy would have done",
         (

@@ -34,6 +34,7 @@ from shedlab.core.results import check_output_dir
 from shedlab.errors import InputError
 
 if TYPE_CHECKING:
+    from shedlab.core.grid import ScenarioRef
     from shedlab.core.tune import Space
 
 __all__ = ["register", "tune", "tune_demo", "twin"]
@@ -321,6 +322,16 @@ def tune_demo(
     console.print(f"report: {report} · whole path {time.time() - started:.0f} s")
 
 
+def _tune_targets(twin_file: str | None, scenarios: list[str] | None) -> list[ScenarioRef]:
+    """What to tune on: the twin first (if given), then the scenarios; one of them is required."""
+    from shedlab.core.grid import scenario_ref
+
+    if not twin_file and not scenarios:
+        raise InputError("give --twin TWIN.yaml or scenarios to tune on", field="--twin")
+    refs = [scenario_ref(twin_file, field="--twin")] if twin_file else []
+    return refs + [scenario_ref(item) for item in scenarios or []]
+
+
 def tune(
     scenarios: Annotated[list[str] | None, typer.Argument(help="Scenario files or built-in names.")] = None,
     twin_file: Annotated[str | None, typer.Option("--twin", help="A twin written by shedlab twin.")] = None,
@@ -352,7 +363,6 @@ def tune(
 ) -> None:
     """Which strategy pair and settings for this cluster: a Spark sweep by successive halving, a Pareto
     front, and the recommendation as a broker.conf fragment."""
-    from shedlab.core.grid import scenario_ref
     from shedlab.core.tune import load_space, objective_expression, pairs_of
     from shedlab.spark.tune import tune as run_tune
 
@@ -383,11 +393,7 @@ def tune(
         return
     if out is None:
         raise InputError("give --out DIR", field="--out")
-    items = ([twin_file] if twin_file else []) + list(scenarios or [])
-    if not items:
-        raise InputError("give --twin TWIN.yaml or scenarios to tune on", field="--twin")
-    refs = [scenario_ref(twin_file, field="--twin")] if twin_file else []
-    refs += [scenario_ref(item) for item in scenarios or []]
+    refs = _tune_targets(twin_file, scenarios)
     pairs = pairs_of([s.strip() for s in strategies.split(",") if s.strip()])
     search = load_space(space)
     _preflight(master, out, conf, spark_conf)
