@@ -43,6 +43,12 @@ Left out, and why:
 * **CPU usage over time**: without ``resolution`` a broker's CPU is the instantaneous cost of its
   traffic at the sample, not an average over the stats interval (with it: the cost of the window's
   average traffic).
+* **The host-usage timer**: a broker samples its host usage (CPU, NIC) with its bundle stats. Pulsar
+  has two timers (``BrokerService``'s stats updater; ``LinuxBrokerHostUsageImpl``'s own
+  ``scheduleWithFixedDelay``), each a window average, and the 5-s report check writes after either
+  one crosses the threshold: a step in traffic makes 3-4 writes per broker in Pulsar (a partial then a
+  full window, on each timer), 1 here (about 2 with ``resolution``), so the leader's short-term bundle
+  averages take fewer samples after a step (docs/published.md, Chapter 5, §5.2).
 """
 
 from __future__ import annotations
