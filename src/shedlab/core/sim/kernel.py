@@ -36,13 +36,21 @@ Left out, and why:
 * **Time between events within a tick**: everything due in (T − tick, T] happens at T, in the order
   above; a reconnection delay shorter than the tick lands at the next tick. Unless the scenario sets
   ``simulation.resolution``: then steps 1-5 run at every step of that resolution within the tick,
-  each Pulsar timer fires at the first step at or after it is due (stats per broker, report checks
-  every ``loadBalancerReportUpdateMinIntervalMillis``, the leader's bundle-data writes, shedding),
-  and a stats sample reads its window's average (:mod:`~shedlab.core.sim.windows`); step 6 still
+  each Pulsar timer fires at the first step at or after it is due (stats per broker, host usage per
+  broker on a timer of its own, report checks every ``loadBalancerReportUpdateMinIntervalMillis``,
+  the leader's bundle-data writes, shedding), and a stats sample or host-usage reading reads its
+  window's average (:mod:`~shedlab.core.sim.windows`); step 6 still
   runs once per tick, so the tables keep one row per tick.
 * **CPU usage over time**: without ``resolution`` a broker's CPU is the instantaneous cost of its
-  traffic at the sample, not an average over the stats interval (with it: the cost of the window's
-  average traffic).
+  traffic at the sample, not an average over the stats interval (with it: the average over the
+  host-usage window).
+* **The host-usage timer** without ``resolution``: a broker samples its host usage (CPU, NIC) with its
+  bundle stats, at the tick. Pulsar has two timers (``BrokerService``'s stats updater;
+  ``LinuxBrokerHostUsageImpl``'s own ``scheduleWithFixedDelay``), each a window average, and the 5-s
+  report check writes after either one crosses the threshold: a step in traffic makes up to 4 writes
+  per broker in Pulsar (a partial then a full window, on each timer), 1 here, so the leader's
+  short-term bundle averages take fewer samples after a step (docs/published.md, Chapter 5, §5.2).
+  With ``resolution`` each broker has both timers (:class:`~shedlab.core.sim.windows.HostUsageWindows`).
 """
 
 from __future__ import annotations
@@ -63,7 +71,7 @@ from shedlab.core.sim.result import SimulationResult
 from shedlab.core.sim.scenario import Scenario, TrafficChange
 from shedlab.core.sim.state import NEVER, ClusterState, TrueUsage, broker_layout, measure
 from shedlab.core.sim.traffic import BundlePopulation, Shape, Traffic, TrafficModel, build_population
-from shedlab.core.sim.windows import StatsWindows
+from shedlab.core.sim.windows import HostUsageWindows, StatsWindows
 from shedlab.manager import LoadManager, ManagerDecision
 from shedlab.strategies import pair_config, pair_name_of, resolve_config, resolve_pair_name
 from shedlab.strategies.registry import is_extensible_pair
@@ -71,6 +79,10 @@ from shedlab.strategies.registry import is_extensible_pair
 __all__ = ["Simulation", "build_config"]
 
 IntArray = NDArray[np.int64]
+
+_HOST_STREAM = 0x4057
+"""The spawn key of the host-usage timers' random stream (``SeedSequence(seed, spawn_key=(0x4057,))``):
+apart from the root's children (keys 0, 1, ...), so drawing it moves no other stream."""
 
 
 def build_config(
@@ -138,8 +150,14 @@ class Simulation:
         self.windows: StatsWindows | None = None
         self.check_ms = max(int(conf.load_balancer_report_update_min_interval_millis), 1)
         self.next_check_ms = self.start_ms
+        self.host: HostUsageWindows | None = None
         if sim.resolution is not None:
             self.windows = StatsWindows.new(cluster.num_slots, pop.size, self.res_ms)
+            host_ms = max(int(conf.load_balancer_host_usage_check_interval_minutes) * 60_000, 1)
+            # the host-usage timers' phases: a stream of its own, keyed apart from root's children,
+            # so every other draw is the same as before (and without resolution nothing is drawn)
+            rng_host = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(_HOST_STREAM,)))
+            self.host = HostUsageWindows.new(cluster.num_slots, host_ms, rng_host)
         # The extensible manager's data path (PIP-192: broker-side EMA, load-data topic, top-k reports),
         # or None for the modular manager (core/sim/extensible.py); the hooks below are its only calls.
         self.extensible: ExtensibleDataPath | None = None
@@ -336,17 +354,28 @@ class Simulation:
         return traffic, true, decisions
 
     def _sample_windows(self, now: int, traffic: Traffic, true: TrueUsage) -> IntArray:
-        """Stats samples that read each broker's window averages (:mod:`~shedlab.core.sim.windows`)."""
-        windows, cluster, publishing = self.windows, self.cluster, self.publishing
-        assert windows is not None
+        """Host-usage readings and stats samples, each on its broker's own timer, each a window average.
+
+        A reading sets the local report's usage (and limits) to the broker's average true usage since
+        its last reading; a stats sample sets its rates, totals and counts to its bundles' averages
+        since the last sample and leaves the usage alone (:mod:`~shedlab.core.sim.windows`). Returns
+        the stats samplers.
+        """
+        windows, host, cluster, publishing = self.windows, self.host, self.cluster, self.publishing
+        assert windows is not None and host is not None
         windows.add(cluster.owner, traffic)
+        host.add(true.slots, true.usage)
+        readers, usage = host.read(true.slots, now)
+        if readers.size:
+            publishing.local.usage[readers] = usage
+            publishing.local.limit[readers] = cluster.cost.limits(readers)
         if not (publishing.next_sample_ms[true.slots] <= now).any():
             return np.zeros(0, dtype=np.int64)
         averaged = windows.averages(now)
         seen = measure(
             cluster, self.pop, averaged, (now - self.start_ms) / 1000.0, self.rng_events, self.weights
         )
-        samplers = publishing.sample(now, seen, cluster.owner, averaged, self.pop.topics)
+        samplers = publishing.sample(now, seen, cluster.owner, averaged, self.pop.topics, host_usage=False)
         windows.sampled(samplers, now)
         return samplers
 
@@ -449,6 +478,9 @@ class Simulation:
             publishing.broker_joined(s, now, usage, cluster.cost.limits(slot)[0])
             if self.windows is not None:
                 self.windows.started(s, now)
+            if self.host is not None:  # brokers started after the scenario's start are fresh (windows.py)
+                phase = int(publishing.stats_phase_ms[s])
+                self.host.started(s, now, phase, fresh=now > self.start_ms)
             if self.extensible is not None:  # hook
                 self.extensible.broker_joined(s, now)
         writers = list(dict.fromkeys([*removed, *(s for s in joined if cluster.alive[s])]))

@@ -215,17 +215,30 @@ class Publishing:
 
     # ------------------------------------------------------------------------------ stats and writes
     def sample(
-        self, now: int, true: TrueUsage, owner: IntArray, traffic: Traffic, topics: IntArray
+        self,
+        now: int,
+        true: TrueUsage,
+        owner: IntArray,
+        traffic: Traffic,
+        topics: IntArray,
+        *,
+        host_usage: bool = True,
     ) -> IntArray:
-        """Brokers whose stats are due copy their true usage into their local report; returns them."""
+        """Brokers whose stats are due copy their true usage into their local report; returns them.
+
+        ``host_usage=False`` (``simulation.resolution``): the host usage has a timer of its own
+        (:class:`~shedlab.core.sim.windows.HostUsageWindows`), so the sample leaves the report's usage
+        and limits as the last host-usage reading set them and refreshes the rates and counts only.
+        """
         alive = true.slots
         due = self.next_sample_ms[alive] <= now
         samplers = alive[due]
         if not samplers.size:
             return samplers
         loc = self.local
-        loc.usage[samplers] = true.usage[due]
-        loc.limit[samplers] = true.limit[due]
+        if host_usage:
+            loc.usage[samplers] = true.usage[due]
+            loc.limit[samplers] = true.limit[due]
         loc.agg[samplers] = true.slot_agg[samplers]
         loc.bundles[samplers] = true.slot_bundles[samplers]
         loc.topics[samplers] = true.slot_topics[samplers]

@@ -15,8 +15,9 @@ broker's window, as Pulsar's rate divides by the elapsed period:
 
 * a bundle the broker acquired during the window counts only the steps it owned it (its rate is
   under-reported for that window, as a topic loaded mid-period is);
-* the broker's totals and host usage come from these window averages (the cost model of the
-  averaged traffic, which is the average cost when the cost is linear in the traffic).
+* the broker's totals come from these window averages; its host usage comes from a timer of its own
+  (:class:`HostUsageWindows`: the average of the broker's true usage since its last reading, which
+  ``loadBalancerHostUsageCheckIntervalMinutes`` spaces), and a stats sample leaves it alone.
 
 Without ``resolution`` none of this runs: a sample reads the traffic of its tick, as before.
 """
@@ -30,7 +31,7 @@ from numpy.typing import NDArray
 
 from shedlab.core.sim.traffic import Traffic
 
-__all__ = ["StatsWindows"]
+__all__ = ["RESTART_LEAD_MS", "HostUsageWindows", "StatsWindows"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -98,3 +99,104 @@ class StatsWindows:
         mask = np.zeros(self.window_start_ms.size + 1, dtype=np.bool_)
         mask[samplers] = True
         self.sums[:, mask[self.owner]] = 0.0  # owner -1 reads the trailing False
+
+
+RESTART_LEAD_MS = 2000
+"""How far a (re)started broker's host-usage timer runs ahead of its stats timer (ms).
+
+``PulsarService.start`` creates the load manager (``LoadManager.create`` → ``initialize``, which builds
+``LinuxBrokerHostUsageImpl``: one reading in its constructor, the next one interval later) and only
+afterwards calls ``brokerService.start()``, whose ``startStatsUpdater`` runs every
+``statsUpdateFrequencyInSecs`` after ``statsUpdateInitialDelayInSecs``. The two timers of a broker that
+has just started are therefore the time between those two calls apart, the host usage first: about 2 s
+(docs/published.md, Chapter 5). At a resolution coarser than that both fire at the same step.
+"""
+
+
+@dataclass
+class HostUsageWindows:
+    """Each broker's host-usage timer and the usage summed since its last reading (``resolution`` only).
+
+    Pulsar reads a broker's CPU and NIC on a timer of its own, independent of the bundle stats
+    (``LinuxBrokerHostUsageImpl.calculateBrokerHostUsage``, every
+    ``loadBalancerHostUsageCheckIntervalMinutes``): the CPU is the ``/proc/stat`` (or cgroup) delta since
+    the last reading and the NIC the byte counters' delta over the elapsed time, i.e. the averages over
+    the window since the last reading. The report check (``writeBrokerDataOnZooKeeper`` →
+    ``updateLocalBrokerData``) copies the last reading into the local report, so a step in traffic shows
+    up in the report's usage at the host timer's instants and in its rates at the stats timer's, and the
+    check may write after each (docs/scenarios.md "Resolution").
+
+    ``sums`` (slots, 5): the true usage (cost model, cpu, memory, direct memory, NIC in, NIC out) summed
+    over the steps since the slot's last reading, ``steps`` how many; ``anchor_ms``: an instant of the
+    slot's timer (readings at ``anchor_ms + k · period_ms``); ``next_ms``: its next reading; ``offset_ms``:
+    each slot's phase after the stats timer for a broker that was already running at the scenario's start.
+
+    Simplifications: ``scheduleWithFixedDelay`` drifts by each reading's run time (milliseconds a
+    minute); the timer here keeps a fixed rate at its phase. The window's average of the true usage is
+    the usage the cost model gives for the window's average traffic when the cost is linear in the
+    traffic (memory's cap aside) and averages the per-step background noise. Memory and direct memory
+    come with the reading too, where Pulsar reads them from the JVM at every report check
+    (``LoadManagerShared.getSystemResourceUsage``).
+    """
+
+    period_ms: int
+    sums: FloatArray
+    steps: IntArray
+    anchor_ms: IntArray
+    next_ms: IntArray
+    offset_ms: IntArray
+
+    @classmethod
+    def new(cls, n_slots: int, period_ms: int, rng: np.random.Generator) -> HostUsageWindows:
+        """No readings yet; each slot's phase drawn from ``rng`` (uniform in [0, period), in ms).
+
+        A broker that has run for a while has its host-usage timer at a phase of its own against the
+        stats timer: ``scheduleWithFixedDelay`` adds each reading's run time to every period while the
+        stats updater runs at a fixed rate, so the offset both timers had at the broker's start
+        (:data:`RESTART_LEAD_MS`) drifts, differently on every broker. The phase is drawn independently
+        per slot, from a stream of its own (the kernel's), so the other draws are the same with or
+        without it.
+        """
+        return cls(
+            period_ms=period_ms,
+            sums=np.zeros((n_slots, 5)),
+            steps=np.zeros(n_slots, dtype=np.int64),
+            anchor_ms=np.zeros(n_slots, dtype=np.int64),
+            next_ms=np.full(n_slots, np.iinfo(np.int64).max, dtype=np.int64),
+            offset_ms=rng.integers(0, period_ms, n_slots).astype(np.int64),
+        )
+
+    def started(self, slot: int, now: int, stats_phase_ms: int, *, fresh: bool) -> None:
+        """A broker starts at ``now``: a reading at once (the constructor's), then on its own timer.
+
+        ``fresh``: the broker starts during the run (a scale-out or a restart), so its host-usage timer
+        runs :data:`RESTART_LEAD_MS` ahead of its stats timer. Otherwise it is one of the brokers the
+        scenario starts with, which stand for brokers already running: their timer has drifted to the
+        slot's random phase after the stats timer (:meth:`new`), and the reading at the start stands for
+        the one they took before it.
+        """
+        self.sums[slot] = 0.0
+        self.steps[slot] = 0
+        lead = -RESTART_LEAD_MS if fresh else int(self.offset_ms[slot])
+        self.anchor_ms[slot] = now + stats_phase_ms + lead
+        self.next_ms[slot] = now
+
+    def add(self, slots: IntArray, usage: FloatArray) -> None:
+        """One step's true usage of the alive brokers ``slots`` (rows of ``usage`` in that order)."""
+        self.sums[slots] += usage
+        self.steps[slots] += 1
+
+    def read(self, alive: IntArray, now: int) -> tuple[IntArray, FloatArray]:
+        """The alive brokers whose reading is due at ``now`` and their window averages (rows in order).
+
+        Their windows restart from zero and their timers move to the next instant after ``now``.
+        """
+        readers = alive[self.next_ms[alive] <= now]
+        if not readers.size:
+            return readers, np.zeros((0, 5))
+        averages = self.sums[readers] / np.maximum(self.steps[readers], 1)[:, None]
+        self.sums[readers] = 0.0
+        self.steps[readers] = 0
+        anchor = self.anchor_ms[readers]
+        self.next_ms[readers] = anchor + self.period_ms * ((now - anchor) // self.period_ms + 1)
+        return readers, averages
