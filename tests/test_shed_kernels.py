@@ -46,7 +46,7 @@ def test_lister_rows_are_the_gather_the_sums_and_the_differences(
         np.where(rng.random(m) < 0.2, rng.integers(-1, listed.size, m), want_rows) if with_last else owner[:0]
     )
     rows, sums, changed = np.empty(m, dtype=np.int64), np.zeros((n_slots + 1, 2)), np.empty(m, dtype=np.int64)
-    n_changed = lister_rows(owner, slot_to_row, v, mask, last, rows, sums, changed)
+    n_changed = lister_rows(owner, slot_to_row, v[0], v[1], mask, last, rows, sums, changed)
     assert np.array_equal(rows, want_rows)
     assert np.array_equal(bits(sums), bits(want_sums))
     if with_last:

@@ -31,25 +31,26 @@ BoolArray = NDArray[np.bool_]
 def lister_rows(
     owner: IntArray,
     slot_to_row: IntArray,
-    values: FloatArray,
+    rate_in: FloatArray,
+    rate_out: FloatArray,
     mask: BoolArray,
     last_rows: IntArray,
     rows: IntArray,
     sums: FloatArray,
     changed: IntArray,
 ) -> int:
-    """Each bundle's snapshot row, the listers' sums, and the bundles whose row changed.
+    """Each bundle's snapshot row, the listers' sums of two rates, and the bundles whose row changed.
 
     ``owner[j]`` is the broker slot whose report lists bundle j (-1: none), ``slot_to_row`` (one entry
     more than there are slots, the last -1) its snapshot row. Fills ``rows[j] = slot_to_row[owner[j]]``
-    (-1 for an unlisted bundle); adds ``values[r, j]`` (R, m) into ``sums[owner[j], r]`` where
-    ``mask[j]`` (unlisted bundles into the last row of ``sums``), in ascending j as
-    :func:`shedlab.kernels.owner_sums` does; writes into ``changed`` (size m) the positions, ascending,
-    where ``rows`` differs from ``last_rows`` and returns how many. With an empty ``last_rows`` (no
-    earlier snapshot) every position counts as changed and none is written.
+    (-1 for an unlisted bundle); adds ``rate_in[j]`` and ``rate_out[j]`` into ``sums[owner[j], 0]`` and
+    ``sums[owner[j], 1]`` where ``mask[j]`` (unlisted bundles into the last row of ``sums``), in ascending
+    j as :func:`shedlab.kernels.owner_sums` does over the rows ``(rate_in, rate_out)``; writes into
+    ``changed`` (size m) the positions, ascending, where ``rows`` differs from ``last_rows`` and returns
+    how many. With an empty ``last_rows`` (no earlier snapshot) every position counts as changed and none
+    is written. (Two named rates, not an (R, m) block: a loop over R costs this pass half its speed.)
     """
     overflow = slot_to_row.size - 1
-    n_values = values.shape[0]
     compare = last_rows.size == owner.size
     n_changed = 0
     for j in range(owner.size):
@@ -61,8 +62,8 @@ def lister_rows(
             changed[n_changed] = j
             n_changed += 1
         if mask[j]:
-            for k in range(n_values):
-                sums[b, k] += values[k, j]
+            sums[b, 0] += rate_in[j]
+            sums[b, 1] += rate_out[j]
     return n_changed if compare else owner.size
 
 
@@ -80,9 +81,10 @@ def regroup(
     """The by-owner index of ``rows`` from that of ``last_rows``, which differ at ``changed[:n_changed]``.
 
     The index (``order``, ``offsets``) is :func:`shedlab.kernels.group_order`'s of ``rows + 1``: the
-    positions grouped by row (-1 first), ascending within a group, and where each group starts. Groups
-    nothing left or joined are copied; the others merge their staying members with their arrivals, both
-    ascending. ``changed`` must list, ascending, exactly the positions where the two differ.
+    positions grouped by row (-1 first), ascending within a group, and where each group starts. Runs of
+    groups nothing left or joined are copied, one slice a run; the other groups merge their staying
+    members with their arrivals, both ascending. ``changed`` must list, ascending, exactly the positions
+    where the two differ.
     """
     n_groups = last_offsets.size - 1
     delta = np.zeros(n_groups, dtype=np.int64)
@@ -107,11 +109,16 @@ def regroup(
         g = rows[j] + 1
         arrived[fill[g]] = j
         fill[g] += 1
-    for g in range(n_groups):
-        dst, p, end = offsets[g], last_offsets[g], last_offsets[g + 1]
-        if not touched[g]:
-            order[dst : dst + end - p] = last_order[p:end]
+    run = 0  # the first group of the current run of untouched groups: they moved by one shift, together
+    for g in range(n_groups + 1):
+        if g < n_groups and not touched[g]:
             continue
+        start, end = last_offsets[run], last_offsets[g]
+        order[offsets[run] : offsets[run] + end - start] = last_order[start:end]
+        run = g + 1
+        if g == n_groups:
+            break
+        dst, p, end = offsets[g], last_offsets[g], last_offsets[g + 1]
         a, a_end = arrivals[g], arrivals[g + 1]
         while True:
             while p < end and rows[last_order[p]] + 1 != g:  # it left the group

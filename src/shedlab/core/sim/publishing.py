@@ -91,7 +91,8 @@ class LeaderView:
         n_moved = lister_rows(
             published.bundle_owner,
             self.slot_to_row,
-            ld.long[:2],
+            ld.long[0],
+            ld.long[1],
             ld.has,
             last_rows,
             owner_idx,
