@@ -140,6 +140,7 @@ class _View:
     everyone: IntArray
     pre_rate: FloatArray
     pre_topics: IntArray
+    topics_kept: IntArray | None = None  # ``everyone`` after the max-topics filter, while pre_topics holds
 
 
 class _NameIndex:
@@ -400,6 +401,13 @@ class LoadManager:
         return placement, info
 
     def _max_topics_filter(self, view: _View, candidates: IntArray) -> IntArray:
+        if candidates is view.everyone:  # every lookup and unload of a cycle: filtered once per view
+            if view.topics_kept is None:
+                view.topics_kept = self._below_max_topics(view, candidates)
+            return view.topics_kept
+        return self._below_max_topics(view, candidates)
+
+    def _below_max_topics(self, view: _View, candidates: IntArray) -> IntArray:
         limit = self.conf.load_balancer_broker_max_topics
         topics = view.snap.num_topics[candidates] + view.pre_topics[candidates]
         kept = candidates[topics <= limit]
@@ -409,13 +417,9 @@ class LoadManager:
         """Keep the candidates owning the fewest ranges of ``namespace`` (reported + preallocated)."""
         snap = view.snap
         names = self._name_index(snap)
-        counts = np.zeros(snap.num_brokers, dtype=np.int64)
         members = names.members.get(namespace)
-        if members is not None and members.size:
-            owners = snap.bundle_owner[members]
-            owners = owners[owners >= 0]
-            if owners.size:
-                counts += np.bincount(owners, minlength=snap.num_brokers)
+        owners = snap.bundle_owner[members] if members is not None else snap.bundle_owner[:0]
+        counts = np.bincount(owners[owners >= 0], minlength=snap.num_brokers).astype(np.int64, copy=False)
         for bundle, broker in self._preallocated_by_namespace.get(namespace, {}).items():
             i = snap.broker_index.get(broker)
             if i is None:
@@ -450,6 +454,7 @@ class LoadManager:
             view.pre_topics[i] -= old.topics
         view.pre_rate[i] += entry.long_term_msg_rate
         view.pre_topics[i] += entry.topics
+        view.topics_kept = None
 
     def on_bundle_data_update(
         self,
