@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies import AvgShedder
+from shedlab.strategies.avg_shedder import first_fit
 from shedlab.strategies.base import SheddingResult, SkipKind, Unload
 from shedlab.strategies.greedy import sort_descending
 
@@ -189,3 +190,31 @@ def test_avg_shedder_equals_the_plain_pair_by_pair_form(
         assert list(fast.hit_high.items()) == list(plain.hit_high.items())
         assert list(fast.hit_low.items()) == list(plain.hit_low.items())
         assert list(fast.planned_destinations.items()) == list(plain.planned_destinations.items())
+
+
+def loop_first_fit(ordered: np.ndarray, keys: np.ndarray, amount: float) -> list[tuple[int, float]]:
+    """Pulsar's first-fit loop over every candidate, as the strategy ran it."""
+    picks, remaining = [], amount
+    for j, traffic in zip(ordered.tolist(), keys.tolist(), strict=True):
+        if 0 < traffic <= remaining:
+            remaining -= traffic
+            picks.append((j, traffic))
+    return picks
+
+
+KEYS = st.one_of(
+    st.sampled_from([0.0, -0.0, -1.0, 1.0, 2.0, 0.5, np.inf, -np.inf, np.nan, 1e-300, 5e-324]),
+    st.floats(0, 500, allow_nan=False),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(KEYS, max_size=40),
+    st.one_of(st.floats(-10, 2000, allow_nan=False), st.sampled_from([0.0, np.inf, 1.0, 3.5])),
+)
+def test_first_fit_takes_what_the_loop_takes(values: list[float], amount: float) -> None:
+    """Ties, zeros of both signs, negative, infinite and NaN keys, an infinite amount: the same picks."""
+    keys = np.array(values, dtype=np.float64)
+    ordered, keys = sort_descending(np.arange(keys.size, dtype=np.int64) * 7, keys)
+    assert repr(first_fit(ordered, keys, amount)) == repr(loop_first_fit(ordered, keys, amount))

@@ -34,6 +34,7 @@ Deliberate deviations (see the spec's "Decisions for shedlab"):
 from __future__ import annotations
 
 import zlib
+from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
@@ -267,16 +268,13 @@ class AvgShedder:
             return
         base.update(mode=mode, amount_to_move=amount)
         ordered, keys = sort_descending(candidates, keys)
-        remaining = amount
         selected = 0.0
-        for j, traffic in zip(ordered.tolist(), keys.tolist(), strict=True):
-            if 0 < traffic <= remaining:
-                remaining -= traffic
-                selected += traffic
-                bundle = snapshot.bundle_names[j]
-                self.planned_destinations[bundle] = under
-                reason = {**base, "bundle_traffic": traffic, "amount_selected": selected}
-                result.unloads.append(Unload(over, bundle, reason, destination=under))
+        for j, traffic in first_fit(ordered, keys, amount):
+            selected += traffic
+            bundle = snapshot.bundle_names[j]
+            self.planned_destinations[bundle] = under
+            reason = {**base, "bundle_traffic": traffic, "amount_selected": selected}
+            result.unloads.append(Unload(over, bundle, reason, destination=under))
         if not selected:
             result.skipped.append({**base, "broker": over, "reason": "no bundle fits the amount to move"})
             result.note(SkipKind.NO_BUNDLE_FITS, over)
@@ -306,6 +304,31 @@ class AvgShedder:
             "random (planned destination not a candidate)" if planned else "random (no planned destination)"
         )
         return Placement(chosen, ordered, {"strategy": self.name, "rule": rule})
+
+
+def first_fit(ordered: IntArray, keys: np.ndarray, amount: float) -> list[tuple[int, float]]:
+    """First fit decreasing: each bundle of ``ordered`` whose key is positive and at most what remains of
+    ``amount``, with its key, in order (Pulsar's loop ``if (0 < traffic <= remaining) remaining -= traffic``).
+
+    ``keys`` are sorted descending (NaN last, :func:`~shedlab.strategies.greedy.sort_descending`), so the
+    positive ones are a prefix, and the next bundle that fits is the first at or after the last one taken
+    whose key is at most what remains: a binary search over the negated keys (negation is exact) instead
+    of a step per candidate, most of which do not fit. ``tests/strategies/test_avg_shedder_plain.py``
+    holds the loop.
+    """
+    positive = int(np.count_nonzero(keys > 0))
+    negated = (-keys[:positive]).tolist()  # ascending
+    picks: list[tuple[int, float]] = []
+    remaining = amount
+    at = bisect_left(negated, -remaining)
+    while at < positive:
+        traffic = -negated[at]
+        remaining -= traffic
+        picks.append((int(ordered[at]), traffic))
+        if remaining != remaining:  # inf - inf: the loop takes nothing more (no key is <= NaN)
+            break
+        at = bisect_left(negated, -remaining, at + 1)
+    return picks
 
 
 def _add_one(counters: dict[str, int], brokers: list[str]) -> None:
