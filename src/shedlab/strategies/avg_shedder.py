@@ -99,45 +99,66 @@ class AvgShedder:
             result.skipped.append({"reason": "no broker pair reaches the low threshold"})
             result.note(SkipKind.NO_PAIR)
             return result
+        self._check_pairs(snapshot, scores, (unders, overs, gaps), conf, result)
+        return result
+
+    def _check_pairs(
+        self,
+        snapshot: ClusterSnapshot,
+        scores: np.ndarray,
+        pairs: tuple[list[int], list[int], list[float]],
+        conf: LoadBalancerConfig,
+        result: SheddingResult,
+    ) -> None:
+        """Each pair in turn: shed it when one of its counters reached its threshold, else say why not."""
         hh = conf.load_balancer_avg_shedder_hit_count_high_threshold
         hl = conf.load_balancer_avg_shedder_hit_count_low_threshold
-        ids = snapshot.broker_ids
+        ids, (unders, overs, gaps) = snapshot.broker_ids, pairs
         under_ids, over_ids = list(map(ids.__getitem__, unders)), list(map(ids.__getitem__, overs))
         # Java checks each pair's counters when its turn comes, after the pairs before it restarted
         # theirs; every broker is in one pair, so those restarts never touch a later pair's counters,
         # which are therefore read for all pairs at once.
-        counts = zip(
-            *(
-                list(map(counter.get, who, repeat(0)))
-                for counter in (self.hit_high, self.hit_low)
-                for who in (under_ids, over_ids)
-            ),
-            strict=True,
-        )
-        under_scores, over_scores = scores[unders].tolist(), scores[overs].tolist()
-        columns = zip(unders, overs, gaps, under_ids, over_ids, under_scores, over_scores, strict=True)
-        for (under, over, gap, under_id, over_id, under_score, over_score), count in zip(
-            columns, counts, strict=True
+        counts = [
+            list(map(counter.get, who, repeat(0)))
+            for counter in (self.hit_high, self.hit_low)
+            for who in (under_ids, over_ids)
+        ]
+        totals = snapshot.total_msg_rate(), snapshot.total_msg_throughput()
+        columns = (unders, overs, gaps, under_ids, over_ids, scores[unders].tolist(), scores[overs].tolist())
+        for under, over, gap, under_id, over_id, under_score, over_score, hu, ho, lu, lo in zip(
+            *columns, *counts, strict=True
         ):
-            high_under, high_over, low_under, low_over = count
-            base: dict[str, Any] = {
-                "strategy": self.name,
-                "pair": [under_id, over_id],
-                "under_score": under_score,
-                "over_score": over_score,
-                "gap": gap,
-                "hit_high_under": high_under,
-                "hit_high_over": high_over,
-                "hit_low_under": low_under,
-                "hit_low_over": low_over,
-            }
-            if high_under >= hh or high_over >= hh or low_under >= hl or low_over >= hl:
-                self._shed_pair(snapshot, BrokerPair(under, over, gap), base, conf, result)
-            else:
-                base.update(broker=over_id, reason="hit count not reached")
-                result.skipped.append(base)
-                result.note(SkipKind.HIT_COUNT_NOT_REACHED, over_id)
-        return result
+            if hu >= hh or ho >= hh or lu >= hl or lo >= hl:
+                base: dict[str, Any] = {
+                    "strategy": self.name,
+                    "pair": [under_id, over_id],
+                    "under_score": under_score,
+                    "over_score": over_score,
+                    "gap": gap,
+                    "hit_high_under": hu,
+                    "hit_high_over": ho,
+                    "hit_low_under": lu,
+                    "hit_low_over": lo,
+                }
+                self._shed_pair(snapshot, BrokerPair(under, over, gap), base, totals, conf, result)
+                continue
+            # the same nine numbers, then why: one dict, built once (most pairs of a cycle end here)
+            result.skipped.append(
+                {
+                    "strategy": self.name,
+                    "pair": [under_id, over_id],
+                    "under_score": under_score,
+                    "over_score": over_score,
+                    "gap": gap,
+                    "hit_high_under": hu,
+                    "hit_high_over": ho,
+                    "hit_low_under": lu,
+                    "hit_low_over": lo,
+                    "broker": over_id,
+                    "reason": "hit count not reached",
+                }
+            )
+            result.note(SkipKind.HIT_COUNT_NOT_REACHED, over_id)
 
     def _find_pairs(
         self, snapshot: ClusterSnapshot, scores: np.ndarray, conf: LoadBalancerConfig
@@ -232,17 +253,20 @@ class AvgShedder:
         snapshot: ClusterSnapshot,
         pair: BrokerPair,
         base: dict[str, Any],
+        totals: tuple[np.ndarray, np.ndarray],
         conf: LoadBalancerConfig,
         result: SheddingResult,
     ) -> None:
-        """A triggered pair: restart its counters, then move half the gap from ``over`` to ``under``."""
+        """A triggered pair: restart its counters, then move half the gap from ``over`` to ``under``.
+
+        ``totals``: every broker's message rate and throughput (in + out), summed once per cycle."""
         ids = snapshot.broker_ids
         under, over = ids[pair.under], ids[pair.over]
         for b in (under, over):
             self.hit_high.pop(b, None)
             self.hit_low.pop(b, None)
         p = conf.max_unload_percentage
-        rate, tp = snapshot.total_msg_rate(), snapshot.total_msg_throughput()
+        rate, tp = totals
         need_msg = float(rate[pair.over] - rate[pair.under]) * p
         need_tp = float(tp[pair.over] - tp[pair.under]) * p
         candidates = snapshot.shedding_candidates(pair.over)
@@ -287,14 +311,14 @@ class AvgShedder:
         snapshot: ClusterSnapshot,
         conf: LoadBalancerConfig,
     ) -> Placement:
+        planned = self.planned_destinations.get(bundle)
+        if planned is not None and _contains(snapshot, candidates, planned):
+            return Placement(planned, (planned,), {"strategy": self.name, "rule": "planned destination"})
         ordered: Sequence[str]
         if isinstance(candidates, np.ndarray):  # snapshot indices: sorted by id is sorted by name
             ordered = BrokerChoices(snapshot.broker_ids, candidate_indices(snapshot, candidates))
         else:
             ordered = tuple(sorted(set(candidates)))
-        planned = self.planned_destinations.get(bundle)
-        if planned is not None and _contains(snapshot, ordered, planned):
-            return Placement(planned, (planned,), {"strategy": self.name, "rule": "planned destination"})
         if not ordered:
             return Placement(None, (), {"strategy": self.name, "rule": "no candidates"})
         draw = int(self.rng.integers(-(2**31), 2**31))
@@ -336,9 +360,9 @@ def _add_one(counters: dict[str, int], brokers: list[str]) -> None:
     counters.update(zip(brokers, [c + 1 for c in map(counters.get, brokers, repeat(0))], strict=True))
 
 
-def _contains(snapshot: ClusterSnapshot, ordered: Sequence[str], broker: str) -> bool:
-    """``broker in ordered`` without naming every candidate when they are snapshot indices."""
-    if isinstance(ordered, BrokerChoices):
+def _contains(snapshot: ClusterSnapshot, candidates: Sequence[str] | IntArray, broker: str) -> bool:
+    """``broker in candidates`` without naming every candidate when they are snapshot indices."""
+    if isinstance(candidates, np.ndarray):
         i = snapshot.broker_index.get(broker)
-        return i is not None and ordered.holds_index(i)
-    return broker in ordered
+        return i is not None and bool((candidates == i).any())
+    return broker in candidates
