@@ -161,7 +161,8 @@ class _RecentMask:
     Rebuilding it every cycle looked up each recently unloaded bundle (hundreds: a grace period of
     unloads) in the name index (100,000 entries, far out of the CPU's caches); between two cycles only the
     bundles unloaded or expired since differ, so only those are looked up. The map is compared whole
-    (its keys against the mirrored ones), so changes made to it from outside are seen too.
+    (the symmetric difference of its keys and the mirrored ones, one C-level pass), so changes made to it
+    from outside are seen too.
     """
 
     def __init__(self, names: _NameIndex) -> None:
@@ -171,14 +172,13 @@ class _RecentMask:
 
     def of(self, recent: dict[str, int]) -> BoolArray:
         """The mask of ``recent``'s bundles (a copy: the snapshot holding it must not change)."""
-        rows, mask = self.rows, self.mask
-        if rows.keys() != recent.keys():
-            for bundle in rows.keys() - recent.keys():
+        rows, mask, index = self.rows, self.mask, self.names.index
+        for bundle in rows.keys() ^ recent.keys():  # unloaded or expired since the last call
+            if bundle in rows:
                 j = rows.pop(bundle)
                 if j >= 0:
                     mask[j] = False
-            index = self.names.index
-            for bundle in recent.keys() - rows.keys():
+            else:
                 j = rows[bundle] = index.get(bundle, -1)
                 if j >= 0:
                     mask[j] = True
@@ -258,10 +258,9 @@ class LoadManager:
         if snapshot.num_brokers <= 1:
             return []
         cutoff = now_ms - conf.load_balancer_shedding_grace_period_minutes * 60_000
-        recent = self.recently_unloaded  # the entries unloaded within the grace period, in their order
-        self.recently_unloaded = dict(
-            compress(recent.items(), map(operator.ge, recent.values(), repeat(cutoff)))
-        )
+        recent = self.recently_unloaded  # drop the entries older than the grace period, keep the order
+        for bundle in list(compress(recent, map(operator.lt, recent.values(), repeat(cutoff)))):
+            del recent[bundle]
         view = self._refresh(snapshot, now_ms, force=True)
         result = guard.shed(self.shedding, view.snap, conf)
         self.last_result = result
