@@ -269,15 +269,12 @@ class AvgShedder:
         rate, tp = totals
         need_msg = float(rate[pair.over] - rate[pair.under]) * p
         need_tp = float(tp[pair.over] - tp[pair.under]) * p
-        candidates = snapshot.shedding_candidates(pair.over)
         if need_msg > conf.min_unload_message:
             mode, amount = "msgRate", need_msg
-            keys = snapshot.short_msg_rate_in[candidates] + snapshot.short_msg_rate_out[candidates]
+            short_in, short_out = snapshot.short_msg_rate_in, snapshot.short_msg_rate_out
         elif need_tp > conf.min_unload_message_throughput:
             mode, amount = "throughput", need_tp
-            keys = (
-                snapshot.short_msg_throughput_in[candidates] + snapshot.short_msg_throughput_out[candidates]
-            )
+            short_in, short_out = snapshot.short_msg_throughput_in, snapshot.short_msg_throughput_out
         else:
             result.skipped.append(
                 {
@@ -291,7 +288,9 @@ class AvgShedder:
             result.note(SkipKind.AMOUNT_BELOW_MINIMUM, over)
             return
         base.update(mode=mode, amount_to_move=amount)
-        ordered, keys = sort_descending(candidates, keys)
+        # the candidates only now: half the triggered pairs of a day stop at the minimum above
+        candidates = snapshot.shedding_candidates(pair.over)
+        ordered, keys = sort_descending(candidates, short_in[candidates] + short_out[candidates])
         selected = 0.0
         for j, traffic in first_fit(ordered, keys, amount):
             selected += traffic
