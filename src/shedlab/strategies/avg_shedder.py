@@ -171,7 +171,7 @@ class AvgShedder:
         self, snapshot: ClusterSnapshot, scores: np.ndarray, conf: LoadBalancerConfig
     ) -> tuple[list[int], list[int], list[float]]:
         """Pair the brokers from the outside in and count the hits: the pairs that reach the low
-        threshold as columns (under, over, gap), coldest pair first."""
+        threshold as columns (under, over, gap), in pairing order (the coldest and hottest brokers first)."""
         low = conf.load_balancer_avg_shedder_low_threshold
         high = conf.load_balancer_avg_shedder_high_threshold
         order = np.argsort(scores, kind="stable")
