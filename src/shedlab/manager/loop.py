@@ -56,15 +56,17 @@ affinity or preallocation pointing to a broker that is not in the snapshot and a
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, SYSTEM_NAMESPACE, namespace_of
-from shedlab.model.snapshot import ClusterSnapshot, FloatArray, IntArray
+from shedlab.model.snapshot import BoolArray, ClusterSnapshot, FloatArray, IntArray
 from shedlab.strategies import guard, make_pair
 from shedlab.strategies.base import (
     Placement,
@@ -138,6 +140,7 @@ class _View:
     everyone: IntArray
     pre_rate: FloatArray
     pre_topics: IntArray
+    topics_kept: IntArray | None = None  # ``everyone`` after the max-topics filter, while pre_topics holds
 
 
 class _NameIndex:
@@ -150,6 +153,36 @@ class _NameIndex:
         for i, n in enumerate(names):
             groups.setdefault(namespace_of(n), []).append(i)
         self.members = {ns: np.asarray(ix, dtype=np.int64) for ns, ix in groups.items()}
+
+
+class _RecentMask:
+    """The recently-unloaded mask over one :class:`_NameIndex`, kept in step with the map it mirrors.
+
+    Rebuilding it every cycle looked up each recently unloaded bundle (hundreds: a grace period of
+    unloads) in the name index (100,000 entries, far out of the CPU's caches); between two cycles only the
+    bundles unloaded or expired since differ, so only those are looked up. The map is compared whole
+    (the symmetric difference of its keys and the mirrored ones, one C-level pass), so changes made to it
+    from outside are seen too.
+    """
+
+    def __init__(self, names: _NameIndex) -> None:
+        self.names = names
+        self.mask = np.zeros(len(names.names), dtype=np.bool_)
+        self.rows: dict[str, int] = {}  # the bundles the mask holds → their row (-1: not one of the names)
+
+    def of(self, recent: dict[str, int]) -> BoolArray:
+        """The mask of ``recent``'s bundles (a copy: the snapshot holding it must not change)."""
+        rows, mask, index = self.rows, self.mask, self.names.index
+        for bundle in rows.keys() ^ recent.keys():  # unloaded or expired since the last call
+            if bundle in rows:
+                j = rows.pop(bundle)
+                if j >= 0:
+                    mask[j] = False
+            else:
+                j = rows[bundle] = index.get(bundle, -1)
+                if j >= 0:
+                    mask[j] = True
+        return mask.copy()
 
 
 class _RoundRobin:
@@ -209,6 +242,7 @@ class LoadManager:
         """Every decision not taken since the caller last cleared it (shedding and placement), typed."""
         self._view: _View | None = None
         self._names: _NameIndex | None = None
+        self._recent: _RecentMask | None = None
         self._round_robin = _RoundRobin()
         self._overload = conf.load_balancer_broker_overloaded_threshold_percentage / 100.0
         self._excluded = frozenset(conf.load_balancer_shedding_excluded_namespaces)
@@ -224,7 +258,9 @@ class LoadManager:
         if snapshot.num_brokers <= 1:
             return []
         cutoff = now_ms - conf.load_balancer_shedding_grace_period_minutes * 60_000
-        self.recently_unloaded = {b: t for b, t in self.recently_unloaded.items() if t >= cutoff}
+        recent = self.recently_unloaded  # drop the entries older than the grace period, keep the order
+        for bundle in list(compress(recent, map(operator.lt, recent.values(), repeat(cutoff)))):
+            del recent[bundle]
         view = self._refresh(snapshot, now_ms, force=True)
         result = guard.shed(self.shedding, view.snap, conf)
         self.last_result = result
@@ -364,6 +400,13 @@ class LoadManager:
         return placement, info
 
     def _max_topics_filter(self, view: _View, candidates: IntArray) -> IntArray:
+        if candidates is view.everyone:  # every lookup and unload of a cycle: filtered once per view
+            if view.topics_kept is None:
+                view.topics_kept = self._below_max_topics(view, candidates)
+            return view.topics_kept
+        return self._below_max_topics(view, candidates)
+
+    def _below_max_topics(self, view: _View, candidates: IntArray) -> IntArray:
         limit = self.conf.load_balancer_broker_max_topics
         topics = view.snap.num_topics[candidates] + view.pre_topics[candidates]
         kept = candidates[topics <= limit]
@@ -373,13 +416,9 @@ class LoadManager:
         """Keep the candidates owning the fewest ranges of ``namespace`` (reported + preallocated)."""
         snap = view.snap
         names = self._name_index(snap)
-        counts = np.zeros(snap.num_brokers, dtype=np.int64)
         members = names.members.get(namespace)
-        if members is not None and members.size:
-            owners = snap.bundle_owner[members]
-            owners = owners[owners >= 0]
-            if owners.size:
-                counts += np.bincount(owners, minlength=snap.num_brokers)
+        owners = snap.bundle_owner[members] if members is not None else snap.bundle_owner[:0]
+        counts = np.bincount(owners[owners >= 0], minlength=snap.num_brokers).astype(np.int64, copy=False)
         for bundle, broker in self._preallocated_by_namespace.get(namespace, {}).items():
             i = snap.broker_index.get(broker)
             if i is None:
@@ -414,6 +453,7 @@ class LoadManager:
             view.pre_topics[i] -= old.topics
         view.pre_rate[i] += entry.long_term_msg_rate
         view.pre_topics[i] += entry.topics
+        view.topics_kept = None
 
     def on_bundle_data_update(
         self,
@@ -494,12 +534,9 @@ class LoadManager:
         snap = copy.copy(snapshot)
         snap.now_ms = now_ms
         names = self._name_index(snapshot)
-        recent = np.zeros(snapshot.num_bundles, dtype=np.bool_)
-        if self.recently_unloaded:
-            found = map(names.index.get, self.recently_unloaded)  # C-level lookups: thousands per cycle
-            idx = [j for j in found if j is not None]
-            recent[idx] = True
-        snap.bundle_recently_unloaded = recent
+        if self._recent is None or self._recent.names is not names:
+            self._recent = _RecentMask(names)
+        snap.bundle_recently_unloaded = self._recent.of(self.recently_unloaded)
         n = snapshot.num_brokers
         pre_rate = np.zeros(n)
         pre_topics = np.zeros(n, dtype=np.int64)

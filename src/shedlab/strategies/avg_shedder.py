@@ -34,8 +34,10 @@ Deliberate deviations (see the spec's "Decisions for shedlab"):
 from __future__ import annotations
 
 import zlib
+from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
 from typing import Any, ClassVar
 
 import numpy as np
@@ -90,106 +92,189 @@ class AvgShedder:
     ) -> SheddingResult:
         result = SheddingResult()
         scores = snapshot.weighted_max_usage(conf.resource_weights()) * 100
-        pairs = self._find_pairs(snapshot, scores, conf)
-        if not pairs:
+        unders, overs, gaps = self._pair_up(snapshot, scores, conf)
+        if not unders:
             self.hit_high.clear()
             self.hit_low.clear()
             result.skipped.append({"reason": "no broker pair reaches the low threshold"})
             result.note(SkipKind.NO_PAIR)
             return result
-        for pair in pairs:
-            self._shed_pair(snapshot, scores, pair, conf, result)
+        self._check_pairs(snapshot, scores, (unders, overs, gaps), conf, result)
         return result
+
+    def _check_pairs(
+        self,
+        snapshot: ClusterSnapshot,
+        scores: np.ndarray,
+        pairs: tuple[list[int], list[int], list[float]],
+        conf: LoadBalancerConfig,
+        result: SheddingResult,
+    ) -> None:
+        """Each pair in turn: shed it when one of its counters reached its threshold, else say why not."""
+        hh = conf.load_balancer_avg_shedder_hit_count_high_threshold
+        hl = conf.load_balancer_avg_shedder_hit_count_low_threshold
+        ids, (unders, overs, gaps) = snapshot.broker_ids, pairs
+        under_ids, over_ids = list(map(ids.__getitem__, unders)), list(map(ids.__getitem__, overs))
+        # Java checks each pair's counters when its turn comes, after the pairs before it restarted
+        # theirs; every broker is in one pair, so those restarts never touch a later pair's counters,
+        # which are therefore read for all pairs at once.
+        counts = [
+            list(map(counter.get, who, repeat(0)))
+            for counter in (self.hit_high, self.hit_low)
+            for who in (under_ids, over_ids)
+        ]
+        totals = snapshot.total_msg_rate(), snapshot.total_msg_throughput()
+        columns = (unders, overs, gaps, under_ids, over_ids, scores[unders].tolist(), scores[overs].tolist())
+        for under, over, gap, under_id, over_id, under_score, over_score, hu, ho, lu, lo in zip(
+            *columns, *counts, strict=True
+        ):
+            if hu >= hh or ho >= hh or lu >= hl or lo >= hl:
+                base: dict[str, Any] = {
+                    "strategy": self.name,
+                    "pair": [under_id, over_id],
+                    "under_score": under_score,
+                    "over_score": over_score,
+                    "gap": gap,
+                    "hit_high_under": hu,
+                    "hit_high_over": ho,
+                    "hit_low_under": lu,
+                    "hit_low_over": lo,
+                }
+                self._shed_pair(snapshot, BrokerPair(under, over, gap), base, totals, conf, result)
+                continue
+            # the same nine numbers, then why: one dict, built once (most pairs of a cycle end here)
+            result.skipped.append(
+                {
+                    "strategy": self.name,
+                    "pair": [under_id, over_id],
+                    "under_score": under_score,
+                    "over_score": over_score,
+                    "gap": gap,
+                    "hit_high_under": hu,
+                    "hit_high_over": ho,
+                    "hit_low_under": lu,
+                    "hit_low_over": lo,
+                    "broker": over_id,
+                    "reason": "hit count not reached",
+                }
+            )
+            result.note(SkipKind.HIT_COUNT_NOT_REACHED, over_id)
 
     def _find_pairs(
         self, snapshot: ClusterSnapshot, scores: np.ndarray, conf: LoadBalancerConfig
     ) -> list[BrokerPair]:
+        """The pairs that reach the low threshold, as :class:`BrokerPair` objects (see :meth:`_pair_up`)."""
+        unders, overs, gaps = self._pair_up(snapshot, scores, conf)
+        return [BrokerPair(*pair) for pair in zip(unders, overs, gaps, strict=True)]
+
+    def _pair_up(
+        self, snapshot: ClusterSnapshot, scores: np.ndarray, conf: LoadBalancerConfig
+    ) -> tuple[list[int], list[int], list[float]]:
+        """Pair the brokers from the outside in and count the hits: the pairs that reach the low
+        threshold as columns (under, over, gap), in pairing order (the coldest and hottest brokers first)."""
         low = conf.load_balancer_avg_shedder_low_threshold
         high = conf.load_balancer_avg_shedder_high_threshold
-        ids = snapshot.broker_ids
         order = np.argsort(scores, kind="stable")
         half = (order.size + 1) // 2  # pairs (i, n-1-i) while i <= n-1-i; the middle one with itself
         los, his = order[:half], order[::-1][:half]
         gaps = scores[his] - scores[los]  # float64 differences, as float(scores[hi] - scores[lo])
+        hot = np.flatnonzero(~(gaps < low))  # not ``>=``: a NaN gap is a hit, as in Java's ``gap < low`` test
+        unders, overs, hot_gaps = los[hot].tolist(), his[hot].tolist(), gaps[hot].tolist()
+        if unders and unders[-1] == overs[-1]:  # the middle broker's self pair: its counters move twice
+            self._count_hits_one_by_one(snapshot, los, his, gaps, low, high)
+        else:
+            self._count_hits(snapshot, los, his, gaps, low, high)
+        return unders, overs, hot_gaps
+
+    def _count_hits(
+        self,
+        snapshot: ClusterSnapshot,
+        los: IntArray,
+        his: IntArray,
+        gaps: np.ndarray,
+        low: float,
+        high: float,
+    ) -> None:
+        """The counters after every pair's update, without a self pair (each broker in one pair).
+
+        Pair by pair (:meth:`_count_hits_one_by_one`), a pair below the low threshold removes its brokers'
+        counters, a pair below the high threshold their high counters, and every other pair adds one to
+        its brokers' counters. The pairs touch different keys, so the removals commute with the additions
+        (removing keys does not reorder the others): the removals here are done first, over the counters'
+        keys, and the additions then in pair order, which leaves the same keys in the same order.
+        """
+        ids, index = snapshot.broker_ids, snapshot.broker_index
+        n = len(ids)
         cold = gaps < low
-        hit_high, hit_low = self.hit_high, self.hit_low
-        # Every broker is in one pair (the middle one in its self-pair), so the pairs' counter
-        # operations touch different keys: the cold pairs' removals commute with the other pairs'
-        # updates (removing keys does not reorder the rest), and only the present keys need removing.
-        if hit_high or hit_low:
-            cold_ids = {ids[k] for k in los[cold].tolist()} | {ids[k] for k in his[cold].tolist()}
-            for counters in (hit_high, hit_low):
-                for b in cold_ids & counters.keys():
+        drop_low = np.zeros(n + 1, dtype=np.bool_)  # by broker row; the last entry: not in the snapshot
+        drop_low[los[cold]] = drop_low[his[cold]] = True
+        drop_high = drop_low.copy()
+        hot = ~cold
+        warm = hot & (gaps < high)
+        drop_high[los[warm]] = drop_high[his[warm]] = True
+        for counters, drop in ((self.hit_high, drop_high), (self.hit_low, drop_low)):
+            if counters:
+                rows = np.fromiter(map(index.get, counters, repeat(n)), dtype=np.int64, count=len(counters))
+                for b in list(compress(counters, drop[rows].tolist())):
                     del counters[b]
-        pairs: list[BrokerPair] = []
-        hot = np.flatnonzero(~cold)
-        for lo, hi, gap in zip(los[hot].tolist(), his[hot].tolist(), gaps[hot].tolist(), strict=True):
-            lo_id, hi_id = ids[lo], ids[hi]
-            pairs.append(BrokerPair(lo, hi, gap))
-            for b in (lo_id, hi_id):
-                hit_low[b] = hit_low.get(b, 0) + 1
-            if gap < high:
-                for b in (lo_id, hi_id):
+        pairs = np.stack((los[hot], his[hot]), axis=1)  # (under, over) per pair, in pair order
+        _add_one(self.hit_low, list(map(ids.__getitem__, pairs.ravel().tolist())))
+        _add_one(self.hit_high, list(map(ids.__getitem__, pairs[~warm[hot]].ravel().tolist())))
+
+    def _count_hits_one_by_one(
+        self,
+        snapshot: ClusterSnapshot,
+        los: IntArray,
+        his: IntArray,
+        gaps: np.ndarray,
+        low: float,
+        high: float,
+    ) -> None:
+        """The counters' updates pair by pair, in Pulsar's order (a self pair counts its broker twice)."""
+        ids, hit_high, hit_low = snapshot.broker_ids, self.hit_high, self.hit_low
+        for lo, hi, gap in zip(los.tolist(), his.tolist(), gaps.tolist(), strict=True):
+            brokers = (ids[lo], ids[hi])
+            for b in brokers:
+                if gap < low:
                     hit_high.pop(b, None)
-            else:
-                for b in (lo_id, hi_id):
+                    hit_low.pop(b, None)
+                else:
+                    hit_low[b] = hit_low.get(b, 0) + 1
+            if gap < low:
+                continue
+            for b in brokers:
+                if gap < high:
+                    hit_high.pop(b, None)
+                else:
                     hit_high[b] = hit_high.get(b, 0) + 1
-        return pairs
 
     def _shed_pair(
         self,
         snapshot: ClusterSnapshot,
-        scores: np.ndarray,
         pair: BrokerPair,
+        base: dict[str, Any],
+        totals: tuple[np.ndarray, np.ndarray],
         conf: LoadBalancerConfig,
         result: SheddingResult,
     ) -> None:
+        """A triggered pair: restart its counters, then move half the gap from ``over`` to ``under``.
+
+        ``totals``: every broker's message rate and throughput (in + out), summed once per cycle."""
         ids = snapshot.broker_ids
         under, over = ids[pair.under], ids[pair.over]
-        counts = {
-            "hit_high_under": self.hit_high.get(under, 0),
-            "hit_high_over": self.hit_high.get(over, 0),
-            "hit_low_under": self.hit_low.get(under, 0),
-            "hit_low_over": self.hit_low.get(over, 0),
-        }
-        base: dict[str, Any] = {
-            "strategy": self.name,
-            "pair": [under, over],
-            "under_score": float(scores[pair.under]),
-            "over_score": float(scores[pair.over]),
-            "gap": pair.gap,
-            **counts,
-        }
-        hh, hl = (
-            conf.load_balancer_avg_shedder_hit_count_high_threshold,
-            conf.load_balancer_avg_shedder_hit_count_low_threshold,
-        )
-        triggered = (
-            counts["hit_high_under"] >= hh
-            or counts["hit_high_over"] >= hh
-            or counts["hit_low_under"] >= hl
-            or counts["hit_low_over"] >= hl
-        )
-        if not triggered:
-            result.skipped.append({**base, "broker": over, "reason": "hit count not reached"})
-            result.note(SkipKind.HIT_COUNT_NOT_REACHED, over)
-            return
         for b in (under, over):
             self.hit_high.pop(b, None)
             self.hit_low.pop(b, None)
         p = conf.max_unload_percentage
-        rate, tp = snapshot.total_msg_rate(), snapshot.total_msg_throughput()
+        rate, tp = totals
         need_msg = float(rate[pair.over] - rate[pair.under]) * p
         need_tp = float(tp[pair.over] - tp[pair.under]) * p
-        candidates = snapshot.shedding_candidates(pair.over)
         if need_msg > conf.min_unload_message:
             mode, amount = "msgRate", need_msg
-            keys = snapshot.short_msg_rate_in[candidates] + snapshot.short_msg_rate_out[candidates]
+            short_in, short_out = snapshot.short_msg_rate_in, snapshot.short_msg_rate_out
         elif need_tp > conf.min_unload_message_throughput:
             mode, amount = "throughput", need_tp
-            keys = (
-                snapshot.short_msg_throughput_in[candidates] + snapshot.short_msg_throughput_out[candidates]
-            )
+            short_in, short_out = snapshot.short_msg_throughput_in, snapshot.short_msg_throughput_out
         else:
             result.skipped.append(
                 {
@@ -203,17 +288,16 @@ class AvgShedder:
             result.note(SkipKind.AMOUNT_BELOW_MINIMUM, over)
             return
         base.update(mode=mode, amount_to_move=amount)
-        ordered, keys = sort_descending(candidates, keys)
-        remaining = amount
+        # the candidates only now: half the triggered pairs of a day stop at the minimum above
+        candidates = snapshot.shedding_candidates(pair.over)
+        ordered, keys = sort_descending(candidates, short_in[candidates] + short_out[candidates])
         selected = 0.0
-        for j, traffic in zip(ordered.tolist(), keys.tolist(), strict=True):
-            if 0 < traffic <= remaining:
-                remaining -= traffic
-                selected += traffic
-                bundle = snapshot.bundle_names[j]
-                self.planned_destinations[bundle] = under
-                reason = {**base, "bundle_traffic": traffic, "amount_selected": selected}
-                result.unloads.append(Unload(over, bundle, reason, destination=under))
+        for j, traffic in first_fit(ordered, keys, amount):
+            selected += traffic
+            bundle = snapshot.bundle_names[j]
+            self.planned_destinations[bundle] = under
+            reason = {**base, "bundle_traffic": traffic, "amount_selected": selected}
+            result.unloads.append(Unload(over, bundle, reason, destination=under))
         if not selected:
             result.skipped.append({**base, "broker": over, "reason": "no bundle fits the amount to move"})
             result.note(SkipKind.NO_BUNDLE_FITS, over)
@@ -226,14 +310,14 @@ class AvgShedder:
         snapshot: ClusterSnapshot,
         conf: LoadBalancerConfig,
     ) -> Placement:
+        planned = self.planned_destinations.get(bundle)
+        if planned is not None and _contains(snapshot, candidates, planned):
+            return Placement(planned, (planned,), {"strategy": self.name, "rule": "planned destination"})
         ordered: Sequence[str]
         if isinstance(candidates, np.ndarray):  # snapshot indices: sorted by id is sorted by name
             ordered = BrokerChoices(snapshot.broker_ids, candidate_indices(snapshot, candidates))
         else:
             ordered = tuple(sorted(set(candidates)))
-        planned = self.planned_destinations.get(bundle)
-        if planned is not None and _contains(snapshot, ordered, planned):
-            return Placement(planned, (planned,), {"strategy": self.name, "rule": "planned destination"})
         if not ordered:
             return Placement(None, (), {"strategy": self.name, "rule": "no candidates"})
         draw = int(self.rng.integers(-(2**31), 2**31))
@@ -245,9 +329,39 @@ class AvgShedder:
         return Placement(chosen, ordered, {"strategy": self.name, "rule": rule})
 
 
-def _contains(snapshot: ClusterSnapshot, ordered: Sequence[str], broker: str) -> bool:
-    """``broker in ordered`` without naming every candidate when they are snapshot indices."""
-    if isinstance(ordered, BrokerChoices):
+def first_fit(ordered: IntArray, keys: np.ndarray, amount: float) -> list[tuple[int, float]]:
+    """First fit decreasing: each bundle of ``ordered`` whose key is positive and at most what remains of
+    ``amount``, with its key, in order (Pulsar's loop ``if (0 < traffic <= remaining) remaining -= traffic``).
+
+    ``keys`` are sorted descending (NaN last, :func:`~shedlab.strategies.greedy.sort_descending`), so the
+    positive ones are a prefix, and the next bundle that fits is the first at or after the last one taken
+    whose key is at most what remains: a binary search over the negated keys (negation is exact) instead
+    of a step per candidate, most of which do not fit. ``tests/strategies/test_avg_shedder_plain.py``
+    holds the loop.
+    """
+    positive = int(np.count_nonzero(keys > 0))
+    negated = (-keys[:positive]).tolist()  # ascending
+    picks: list[tuple[int, float]] = []
+    remaining = amount
+    at = bisect_left(negated, -remaining)
+    while at < positive:
+        traffic = -negated[at]
+        remaining -= traffic
+        picks.append((int(ordered[at]), traffic))
+        if remaining != remaining:  # inf - inf: the loop takes nothing more (no key is <= NaN)
+            break
+        at = bisect_left(negated, -remaining, at + 1)
+    return picks
+
+
+def _add_one(counters: dict[str, int], brokers: list[str]) -> None:
+    """``counters[b] += 1`` (from 0) for each of ``brokers``, which are distinct, in their order."""
+    counters.update(zip(brokers, [c + 1 for c in map(counters.get, brokers, repeat(0))], strict=True))
+
+
+def _contains(snapshot: ClusterSnapshot, candidates: Sequence[str] | IntArray, broker: str) -> bool:
+    """``broker in candidates`` without naming every candidate when they are snapshot indices."""
+    if isinstance(candidates, np.ndarray):
         i = snapshot.broker_index.get(broker)
-        return i is not None and ordered.holds_index(i)
-    return broker in ordered
+        return i is not None and bool((candidates == i).any())
+    return broker in candidates

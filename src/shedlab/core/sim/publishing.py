@@ -24,14 +24,18 @@ from shedlab.config import LoadBalancerConfig
 from shedlab.core.sim.reporting import LeaderBundleData, need_update_mask
 from shedlab.core.sim.state import NEVER, Reports, TrueUsage
 from shedlab.core.sim.traffic import Traffic
-from shedlab.kernels import group_order, owner_sums
+from shedlab.kernels import group_order
 from shedlab.model.snapshot import ClusterSnapshot, weighted_max_percent
+from shedlab.shed_kernels import lister_rows, regroup
 
 __all__ = ["LeaderView", "Publishing"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)  # lister_rows without an earlier snapshot: every row is new
+_REGROUP_SHARE = 8  # regroup the moved bundles while they are at most 1/8 of all; beyond, sort afresh
 
 
 @dataclass
@@ -49,6 +53,7 @@ class LeaderView:
     rows_key: bytes = b""
     row_ids: tuple[str, ...] = ()
     last: ClusterSnapshot | None = None
+    moved: IntArray = field(default_factory=lambda: _NO_ROWS)  # lister_rows' buffer of moved bundles
 
     def __post_init__(self) -> None:
         self.slot_to_row = np.full(len(self.ids) + 1, -1, dtype=np.int64)
@@ -75,12 +80,25 @@ class LeaderView:
             self.slot_to_row = np.full(n_slots + 1, -1, dtype=np.int64)
             self.slot_to_row[slots] = np.arange(slots.size)
         ld = leader_data
-        # each bundle's lister (unlisted ones in an overflow bin, dropped below) and each lister's sum of
-        # its bundles' long-term rates, counting only bundles with data: one compiled pass, bincount's bits
-        bins = np.empty(ld.has.size, dtype=np.int64)
+        # each bundle's row (its lister's; -1: none), each lister's sum of its bundles' long-term rates
+        # (bundles with data only) and the bundles whose row moved since the last build: one compiled pass
+        owner_idx = np.empty(ld.has.size, dtype=np.int64)
         long_sums = np.zeros((n_slots + 1, 2))
-        owner_sums(published.bundle_owner, n_slots, ld.long[:2], ld.has, bins, long_sums)
-        owner_idx = self.slot_to_row[bins]
+        last = self.last
+        last_rows = last.bundle_owner if last is not None else _NO_ROWS
+        if self.moved.size != owner_idx.size:
+            self.moved = np.empty(owner_idx.size, dtype=np.int64)
+        n_moved = lister_rows(
+            published.bundle_owner,
+            self.slot_to_row,
+            ld.long[0],
+            ld.long[1],
+            ld.has,
+            last_rows,
+            owner_idx,
+            long_sums,
+            self.moved,
+        )
         snap = ClusterSnapshot.from_columns(
             broker_ids=self.row_ids,
             resource_usage=published.usage[slots],
@@ -99,21 +117,30 @@ class LeaderView:
             bundle_topics=ld.topics,
             now_ms=now,
             like=self.last,  # the indexes of the last build hold while rows and owners do
-            owner_index=self._owner_index(owner_idx, slots.size),
+            owner_index=self._owner_index(owner_idx, slots.size, n_moved),
         )
         self.cached = self.last = snap
         return snap
 
-    def _owner_index(self, owner_idx: IntArray, n_rows: int) -> tuple[IntArray, IntArray]:
-        """The by-owner index of ``owner_idx`` (row of each bundle's lister, -1: none): the last
-        snapshot's while the owners are the same (most ticks), else a compiled counting sort, whose
-        arrays equal those of the snapshot's own NumPy sort (``tests/test_kernels.py``)."""
+    def _owner_index(self, owner_idx: IntArray, n_rows: int, n_moved: int) -> tuple[IntArray, IntArray]:
+        """The by-owner index of ``owner_idx`` (row of each bundle's lister, -1: none), which differs from
+        the last snapshot's rows at ``self.moved[:n_moved]``: the last snapshot's index while nothing moved
+        (some ticks), that index with the moved bundles regrouped while few did (most ticks: a dozen of
+        100,000), else a compiled counting sort. All three equal the arrays of the snapshot's own NumPy
+        sort (``tests/test_kernels.py``, ``tests/test_shed_kernels.py``)."""
         last = self.last
-        if last is not None and last.num_brokers == n_rows and np.array_equal(last.bundle_owner, owner_idx):
+        same_rows = last is not None and last.num_brokers == n_rows and last.num_bundles == owner_idx.size
+        if last is not None and same_rows and n_moved == 0:
             return last.by_owner_index
         order = np.empty(owner_idx.size, dtype=np.int64)
         offsets = np.empty(n_rows + 2, dtype=np.int64)
-        group_order(owner_idx + 1, n_rows + 1, order, offsets)
+        if last is not None and same_rows and n_moved <= owner_idx.size // _REGROUP_SHARE:
+            last_order, last_offsets = last.by_owner_index
+            regroup(
+                owner_idx, last.bundle_owner, self.moved, n_moved, last_order, last_offsets, order, offsets
+            )
+        else:
+            group_order(owner_idx + 1, n_rows + 1, order, offsets)
         return order, offsets
 
 
