@@ -128,36 +128,21 @@ class AvgShedder:
         for under, over, gap, under_id, over_id, under_score, over_score, hu, ho, lu, lo in zip(
             *columns, *counts, strict=True
         ):
+            base: dict[str, Any] = {
+                "strategy": self.name,
+                "pair": [under_id, over_id],
+                "under_score": under_score,
+                "over_score": over_score,
+                "gap": gap,
+                "hit_high_under": hu,
+                "hit_high_over": ho,
+                "hit_low_under": lu,
+                "hit_low_over": lo,
+            }
             if hu >= hh or ho >= hh or lu >= hl or lo >= hl:
-                base: dict[str, Any] = {
-                    "strategy": self.name,
-                    "pair": [under_id, over_id],
-                    "under_score": under_score,
-                    "over_score": over_score,
-                    "gap": gap,
-                    "hit_high_under": hu,
-                    "hit_high_over": ho,
-                    "hit_low_under": lu,
-                    "hit_low_over": lo,
-                }
                 self._shed_pair(snapshot, BrokerPair(under, over, gap), base, totals, conf, result)
                 continue
-            # the same nine numbers, then why: one dict, built once (most pairs of a cycle end here)
-            result.skipped.append(
-                {
-                    "strategy": self.name,
-                    "pair": [under_id, over_id],
-                    "under_score": under_score,
-                    "over_score": over_score,
-                    "gap": gap,
-                    "hit_high_under": hu,
-                    "hit_high_over": ho,
-                    "hit_low_under": lu,
-                    "hit_low_over": lo,
-                    "broker": over_id,
-                    "reason": "hit count not reached",
-                }
-            )
+            result.skipped.append(base | {"broker": over_id, "reason": "hit count not reached"})
             result.note(SkipKind.HIT_COUNT_NOT_REACHED, over_id)
 
     def _find_pairs(
