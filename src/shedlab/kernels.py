@@ -42,6 +42,7 @@ __all__ = [
     "saturated_run",
     "special_runs",
     "tick_samples",
+    "traffic_rows",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -171,6 +172,33 @@ def normal_affine(rng: np.random.Generator, out: FloatArray, scale: float, shift
     """
     for j in range(out.size):
         out[j] = rng.standard_normal() * scale - shift
+
+
+@_compiled
+def traffic_rows(
+    base: FloatArray,
+    factor: FloatArray,
+    fanout: FloatArray,
+    size: FloatArray,
+    block: FloatArray,
+    rates: bool,
+    throughputs: bool,
+) -> None:
+    """A tick's traffic block (4, m) from the base rates and the shapes' product ``factor``, in one pass.
+
+    With ``rates``: ``block[0] = base·factor`` (message rate in), ``block[1] = block[0]·fanout`` (out);
+    with ``throughputs``: ``block[2] = block[0]·size``, ``block[3] = block[1]·size`` (bytes/s). The four
+    NumPy multiplies, element by element; a caller whose on/off shapes change the rates in between
+    makes two calls.
+    """
+    for j in range(base.size):
+        if rates:
+            rate_in = base[j] * factor[j]
+            block[0, j] = rate_in
+            block[1, j] = rate_in * fanout[j]
+        if throughputs:
+            block[2, j] = block[0, j] * size[j]
+            block[3, j] = block[1, j] * size[j]
 
 
 @_compiled
