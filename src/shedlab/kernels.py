@@ -269,7 +269,6 @@ def tick_samples(
     counts: IntArray,
     masks: BoolArray,
     listed_after: IntArray,
-    samples_after: IntArray,
     topics_after: IntArray,
     published_topics: IntArray,
 ) -> tuple[bool, bool]:
@@ -288,7 +287,9 @@ def tick_samples(
     the tick: listed with data before and not dropped by its old lister's write before a new write
     lists it, or listed by a write) and ``SPECIAL`` (a count below its maximum, or reset: the
     saturated closed form does not apply); ``listed_after``, its lister after the tick (-1: none);
-    ``samples_after`` (2, m), both counts zeroed where it has no data after the tick; ``topics_after``,
+    ``short_n``/``long_n`` in place, both 0 where it has no data after the tick, except for the
+    ``SPECIAL`` bundles, whose counts :func:`special_runs` writes (a store only where a count changes,
+    where new arrays cost a pass over memory); ``topics_after``,
     ``new_topics`` where a write lists the bundle, else ``topics``; and, unless ``published_topics`` is
     empty, ``published_topics`` takes ``new_topics`` in place where a write lists the bundle (what the
     published reports say after the tick). Returns whether any bundle takes a sample of the old
@@ -323,8 +324,9 @@ def tick_samples(
         masks[HAS, j] = has_after
         masks[SPECIAL, j] = short < max_short or long < max_long or reset
         listed_after[j] = new if gained else (-1 if effective else old)
-        samples_after[0, j] = short * has_after
-        samples_after[1, j] = long * has_after
+        if not has_after and short + long != 0 and not masks[SPECIAL, j]:
+            short_n[j] = 0
+            long_n[j] = 0
         if gained:
             topics_after[j] = new_topics[j]
             if republish:

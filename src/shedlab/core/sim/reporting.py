@@ -304,20 +304,20 @@ class LeaderBundleData:
             plan.gained if republish else None,
         )
         has = plan.has_after
-        sn_out, ln_out = plan.samples_after  # a bundle without data has no samples
+        # the counts change in place (no snapshot holds them): a bundle without data has no samples
         if special.size:
             _special_steps(
                 plan,
                 [
-                    (sn, sv, sn_out, out_s, NUM_SHORT_SAMPLES, tables[0]),
-                    (ln, lv, ln_out, out_l, NUM_LONG_SAMPLES, tables[1]),
+                    (sn, sv, sn, out_s, NUM_SHORT_SAMPLES, tables[0]),
+                    (ln, lv, ln, out_l, NUM_LONG_SAMPLES, tables[1]),
                 ],
                 x_special,
                 new_values,
             )
         self.has = has
         self.topics = topics_after
-        self.short_n, self.short, self.long_n, self.long = sn_out, out_s, ln_out, out_l
+        self.short, self.long = out_s, out_l
         self.updates += total
         return plan.listed_after
 
@@ -333,8 +333,8 @@ class _TickSamples:
     with data before it and not dropped by their old lister's write before a new write lists them, or
     listed by a write); ``special``: the bundles the saturated closed form does not cover (a count
     below its maximum, or reset); ``listed_after``: each bundle's listing broker after the tick (-1: its
-    lister dropped it and no write lists it); ``samples_after``: the (short, long) sample counts, zeroed
-    for bundles without data. All from one compiled pass (:func:`~shedlab.kernels.tick_samples`).
+    lister dropped it and no write lists it). All from one compiled pass
+    (:func:`~shedlab.kernels.tick_samples`).
     """
 
     total: int
@@ -345,7 +345,6 @@ class _TickSamples:
     has_after: BoolArray
     special: IntArray
     listed_after: IntArray
-    samples_after: IntArray
     run_old: bool
     run_new: bool
 
@@ -361,14 +360,15 @@ class _TickSamples:
         long_n: IntArray,
         topics: tuple[IntArray, IntArray, IntArray, IntArray],
     ) -> _TickSamples:
-        """The plan of one tick; on the way, ``topics`` (leader's, local reports', leader's after, published)
-        gets :func:`~shedlab.kernels.tick_samples`' topic updates."""
+        """The plan of one tick. On the way :func:`~shedlab.kernels.tick_samples` zeroes, in place, the
+        counts ``short_n``/``long_n`` of the bundles left without data (but the special ones', which
+        the caller writes) and updates ``topics`` (leader's, local reports', leader's after, published).
+        """
         before, new_topics, after_topics, published = topics
         m = listed_by.size
         counts = np.empty((2, m), dtype=np.int64)
         masks = np.empty((4, m), dtype=np.bool_)
         after = np.empty(m, dtype=np.int64)
-        samples_after = np.empty((2, m), dtype=np.int64)
         run_old, run_new = tick_samples(
             listed_by,
             has,
@@ -384,7 +384,6 @@ class _TickSamples:
             counts,
             masks,
             after,
-            samples_after,
             after_topics,
             published,
         )
@@ -398,7 +397,6 @@ class _TickSamples:
             masks[HAS],
             special,
             after,
-            samples_after,
             run_old,
             run_new,
         )
