@@ -942,14 +942,22 @@ class TrafficModel:
                 for v in (rate_in, rate_out, rate_in * pop.msg_size, rate_out * pop.msg_size)
             ]
             return Traffic(*summed)
-        # rates, the on/off shapes' changes to them, throughputs: NumPy's multiplies in compiled passes
+        # rates and throughputs in one compiled pass (NumPy's multiplies); the bundles of on/off shapes,
+        # whose rates those change, then take their throughputs again (a second full pass when a shape
+        # covers every bundle): each throughput is its final rate times the message size
         block = np.empty((4, pop.size))
         base, fanout, size = pop.base_rate_in, pop.fanout, pop.msg_size
-        traffic_rows(base, factor, fanout, size, block, True, not onoff)
-        if onoff:
-            for c in onoff:
-                self._apply_onoff(c, t, block[0], block[1])
+        whole = any(c.idx is None for c in onoff)
+        traffic_rows(base, factor, fanout, size, block, True, not whole)
+        for c in onoff:
+            self._apply_onoff(c, t, block[0], block[1])
+        if whole:
             traffic_rows(base, factor, fanout, size, block, False, True)
+        else:
+            for c in onoff:
+                assert c.idx is not None
+                block[2, c.idx] = block[0, c.idx] * size[c.idx]
+                block[3, c.idx] = block[1, c.idx] * size[c.idx]
         return Traffic(block[0], block[1], block[2], block[3], block=block)
 
     def _factor(self, c: _CompiledShape, t: float) -> FloatArray | float | None:
