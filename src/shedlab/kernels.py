@@ -294,13 +294,12 @@ def tick_samples(
     the tick: listed with data before and not dropped by its old lister's write before a new write
     lists it, or listed by a write) and ``SPECIAL`` (a count below its maximum, or reset: the
     saturated closed form does not apply); ``listed_after``, its lister after the tick (-1: none);
-    ``short_n``/``long_n`` in place, both 0 where it has no data after the tick, except for the
-    ``SPECIAL`` bundles, whose counts :func:`special_runs` writes (a store only where a count changes,
-    where new arrays cost a pass over memory); ``topics_after``,
-    ``new_topics`` where a write lists the bundle, else ``topics``; and, unless ``published_topics`` is
-    empty, ``published_topics`` takes ``new_topics`` in place where a write lists the bundle (what the
-    published reports say after the tick). Returns whether any bundle takes a sample of the old
-    listing and whether any gains one. One pass for about twenty.
+    ``short_n``/``long_n`` in place, 0 without data after the tick but for ``SPECIAL`` bundles (whose
+    counts :func:`special_runs` writes; a store only where a count changes, not a new array);
+    ``topics_after``, ``new_topics`` where a write lists the bundle, else ``topics``; there, unless it
+    is empty, ``published_topics`` takes ``new_topics`` in place (what the published reports say after
+    the tick). Returns whether any bundle takes a sample of the old listing and whether any gains one.
+    One pass for about twenty.
     """
     republish = published_topics.size > 0
     any_old = False

@@ -279,43 +279,18 @@ class LeaderBundleData:
             return listed_by
         sn, sv, ln, lv = self.short_n, self.short, self.long_n, self.long
         topics_after = np.empty_like(self.topics)
-        plan = _TickSamples.of(
-            listed_by,
-            self.has,
-            new_listed_by,
-            write_position,
-            total,
-            sn,
-            ln,
-            (self.topics, new_topics, topics_after, topics if republish else topics[:0]),
-        )
-        # not the current arrays (snapshots hold them); the saturated bundles' counts stay at the maximum
+        topic_io = (self.topics, new_topics, topics_after, topics if republish else topics[:0])
+        plan = _TickSamples.of(listed_by, self.has, new_listed_by, write_position, total, sn, ln, topic_io)
+        # not the current arrays (snapshots hold them); the counts change in place (nothing holds them)
         out_s, out_l = _recycle(self._spare, 0, sv), _recycle(self._spare, 1, lv)
         self._spare = [sv, lv]
-        special = plan.special
-        x_special = values[:, special]  # before ``values`` is republished below
+        x_special = values[:, plan.special]  # before ``values`` is republished below
         tables = _decay_table(NUM_SHORT_SAMPLES, total), _decay_table(NUM_LONG_SAMPLES, total)
-        _saturated_steps(
-            [(out_s, sv, tables[0]), (out_l, lv, tables[1])],
-            values,
-            new_values,
-            plan.old_count if plan.run_old else None,
-            plan.new_count if plan.run_new else None,
-            plan.gained if republish else None,
-        )
-        has = plan.has_after
-        # the counts change in place (no snapshot holds them): a bundle without data has no samples
-        if special.size:
-            _special_steps(
-                plan,
-                [
-                    (sn, sv, sn, out_s, NUM_SHORT_SAMPLES, tables[0]),
-                    (ln, lv, ln, out_l, NUM_LONG_SAMPLES, tables[1]),
-                ],
-                x_special,
-                new_values,
-            )
-        self.has = has
+        blocks = [(sn, sv, out_s, NUM_SHORT_SAMPLES, tables[0]), (ln, lv, out_l, NUM_LONG_SAMPLES, tables[1])]
+        _saturated_steps(blocks, values, new_values, plan, plan.gained if republish else None)
+        if plan.special.size:
+            _special_steps(plan, blocks, x_special, new_values)
+        self.has = plan.has_after
         self.topics = topics_after
         self.short, self.long = out_s, out_l
         self.updates += total
@@ -418,20 +393,24 @@ def _recycle(spare: list[FloatArray], k: int, like: FloatArray) -> FloatArray:
     return np.empty_like(like)
 
 
+_Block = tuple[IntArray, FloatArray, FloatArray, int, FloatArray]
+"""One average of :meth:`LeaderBundleData.apply_writes`: sample counts (updated in place), values (R, m),
+the array the new values go to, the maximum count and the decay table; its R rows read the first R rows
+of the samples."""
+
+
 def _saturated_steps(
-    blocks: list[tuple[FloatArray, FloatArray, FloatArray]],
+    blocks: list[_Block],
     x_old: FloatArray,
     x_new: FloatArray,
-    old_count: IntArray | None,
-    new_count: IntArray | None,
+    plan: _TickSamples,
     republish: BoolArray | None,
 ) -> None:
     """Both runs for bundles whose counts stay at the maximum (the closed form without its mean step).
 
-    ``blocks``: (out, values, decay table) with ``values`` (R, m), whose R rows read the first R rows
-    of the samples; ``old_count``/``new_count`` are the samples of the old and the new listing's runs
-    (None: that run is skipped, as :meth:`LeaderBundleData.apply_writes` skips a run nobody samples
-    in). Saturated, a run of ``c`` samples of ``x`` is ``(v − x)·table[c] + x`` (no mean step; a
+    ``plan.old_count``/``plan.new_count`` are the samples of the old and the new listing's runs (a run
+    is skipped where ``plan.run_old``/``run_new`` say nobody samples in it, as the whole form skips
+    it). Saturated, a run of ``c`` samples of ``x`` is ``(v − x)·table[c] + x`` (no mean step; a
     factor ``table[0] = 1.0`` where ``c = 0``): exactly the operations the whole form performs on such
     a bundle (``v − x``, the decay, ``+ x``), here in one compiled loop per average
     (:func:`~shedlab.kernels.saturated_run`).
@@ -440,24 +419,21 @@ def _saturated_steps(
     columns of ``republish`` take ``x_new``. The block that reads every row of ``x_old`` runs last and
     copies each row once it has read it, so every block reads the old values.
     """
-    none = np.zeros(0, dtype=np.int64)
-    c_old = none if old_count is None else old_count
-    c_new = none if new_count is None else new_count
     ordered = sorted(blocks, key=lambda block: block[1].shape[0])  # stable: a full block (R = 4) last
     mask = _NO_COLUMNS if republish is None else republish
     in_kernel = bool(ordered) and ordered[-1][1].shape[0] == x_old.shape[0]
-    for k, (out, values, table) in enumerate(ordered):
+    for k, (_, values, out, _, table) in enumerate(ordered):
         rows = values.shape[0]
         saturated_run(
             out,
             values,
             table,
             x_old[:rows],
-            c_old,
-            old_count is not None,
+            plan.old_count,
+            plan.run_old,
             x_new[:rows],
-            c_new,
-            new_count is not None,
+            plan.new_count,
+            plan.run_new,
             mask if in_kernel and k == len(ordered) - 1 else _NO_COLUMNS,
         )
     if mask.size and not in_kernel:  # no block reads every row (not the simulator's blocks)
@@ -468,25 +444,21 @@ _NO_COLUMNS = np.zeros(0, dtype=np.bool_)  # saturated_run: republish nothing
 
 
 def _special_steps(
-    plan: _TickSamples,
-    blocks: list[tuple[IntArray, FloatArray, IntArray, FloatArray, int, FloatArray]],
-    x_special: FloatArray,
-    x_new: FloatArray,
+    plan: _TickSamples, blocks: list[_Block], x_special: FloatArray, x_new: FloatArray
 ) -> None:
     """Both runs for ``plan.special``, the bundles still averaging or reset, over the saturated form.
 
-    ``blocks``: (counts, values, counts out, values out, maximum, decay table) per average, whose R
-    rows read the first R rows of the samples: ``x_special`` (the old listing's values of the special
-    bundles, gathered before the republish) and ``x_new``. The mean step, the reset to Pulsar's defaults
+    The samples are ``x_special`` (the old listing's values of the special bundles, gathered before the
+    republish) and ``x_new``. The mean step, the reset to Pulsar's defaults
     and the counts of a few hundred bundles, in one compiled loop per average
     (:func:`~shedlab.kernels.special_runs`) where NumPy took some thirty small calls.
     """
-    for n_full, v_full, n_out, v_out, max_samples, table in blocks:
-        rows = v_full.shape[0]
+    for counts, values, out, max_samples, table in blocks:
+        rows = values.shape[0]
         special_runs(
             plan.special,
-            n_full,
-            v_full,
+            counts,
+            values,
             x_special[:rows],
             plan.old_count,
             plan.run_old,
@@ -498,6 +470,6 @@ def _special_steps(
             max_samples,
             table,
             DEFAULT_VALUES[:rows],
-            n_out,
-            v_out,
+            counts,
+            out,
         )
