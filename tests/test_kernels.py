@@ -24,7 +24,6 @@ from shedlab.kernels import (
     saturated_run,
     special_runs,
     tick_samples,
-    traffic_rows,
 )
 
 FloatArray = NDArray[np.float64]
@@ -273,22 +272,3 @@ def test_normal_affine_draws_what_numpy_draws_and_leaves_the_generator_there(
     expected -= 0.5 * sigma * sigma
     assert np.array_equal(bits(out), bits(expected))
     assert np.array_equal(ours.standard_normal(5), theirs.standard_normal(5))  # the stream goes on alike
-
-
-@settings(max_examples=30, deadline=None)
-@given(seeds, st.integers(0, 300), st.booleans())
-def test_traffic_rows_are_numpys_four_multiplies(seed: int, m: int, split: bool) -> None:
-    rng = np.random.default_rng(seed)
-    base, factor, fanout, size = values(rng, (m,)), values(rng, (m,)), values(rng, (m,)), values(rng, (m,))
-    expected = np.empty((4, m))
-    np.multiply(base, factor, out=expected[0])
-    np.multiply(expected[0], fanout, out=expected[1])
-    np.multiply(expected[0], size, out=expected[2])
-    np.multiply(expected[1], size, out=expected[3])
-    block = np.empty((4, m))
-    if split:  # the rates, then (after the on/off shapes) the throughputs
-        traffic_rows(base, factor, fanout, size, block, True, False)
-        traffic_rows(base, factor, fanout, size, block, False, True)
-    else:
-        traffic_rows(base, factor, fanout, size, block, True, True)
-    assert np.array_equal(bits(block), bits(expected))

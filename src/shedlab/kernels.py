@@ -8,12 +8,12 @@ averages 2.3 → 1.1 ms, a tick's sample bookkeeping about 20 passes → one, th
 1.2 → 0.3–0.5 ms, the snapshot's by-owner sort 0.8 → 0.25 ms; the whole day in the README's "Speed".
 These loops now run at the speed of memory, so what is left to gain is passes: work folded into a
 pass that already reads the same columns (the republish copy into :func:`saturated_run`, the topic
-updates and the count resets into :func:`tick_samples`, the throughputs into :func:`traffic_rows`)
-and the special bundles' ~30 small NumPy calls in one loop (:func:`special_runs`): the leader's
-update per tick 2.4–2.7 → 2.0–2.1 ms (medians). Measured and left out: one j-outer loop for both
-averages (0.63 → 0.81 ms: it no longer vectorises), int32 sample counts (no change), a j-outer
-:func:`owner_sums` (0.28 → 0.31–0.50 ms), ``prange`` (two threads: 0.18 ms at best but a 7.5 ms median
-with the second core busy, as it is while a sweep runs).
+updates and the count resets into :func:`tick_samples`) and the special bundles' ~30 small NumPy
+calls in one loop (:func:`special_runs`): the leader's update per tick 2.2 → 1.8 ms (medians).
+Measured and left out: one j-outer loop for both averages (0.63 → 0.81 ms: it no longer vectorises),
+int32 sample counts (no change), a j-outer :func:`owner_sums` (0.28 → 0.31–0.50 ms), the traffic's
+four multiplies in one loop (0.36 → 0.30 ms alone, no change measurable in a tick), ``prange`` (two
+threads: 0.18 ms at best but a 7.5 ms median with the second core busy, as it is while a sweep runs).
 
 Why the same bits: every kernel performs, element by element, exactly the IEEE-754 operations of the
 NumPy code it replaces, in the same order. ``+ − × ÷`` are correctly rounded wherever they run, and
@@ -49,7 +49,6 @@ __all__ = [
     "saturated_run",
     "special_runs",
     "tick_samples",
-    "traffic_rows",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -179,33 +178,6 @@ def normal_affine(rng: np.random.Generator, out: FloatArray, scale: float, shift
     """
     for j in range(out.size):
         out[j] = rng.standard_normal() * scale - shift
-
-
-@_compiled
-def traffic_rows(
-    base: FloatArray,
-    factor: FloatArray,
-    fanout: FloatArray,
-    size: FloatArray,
-    block: FloatArray,
-    rates: bool,
-    throughputs: bool,
-) -> None:
-    """A tick's traffic block (4, m) from the base rates and the shapes' product ``factor``, in one pass.
-
-    With ``rates``: ``block[0] = base·factor`` (message rate in), ``block[1] = block[0]·fanout`` (out);
-    with ``throughputs``: ``block[2] = block[0]·size``, ``block[3] = block[1]·size`` (bytes/s). The four
-    NumPy multiplies, element by element; a caller whose on/off shape over every bundle changes the
-    rates in between makes two calls.
-    """
-    for j in range(base.size):
-        if rates:
-            rate_in = base[j] * factor[j]
-            block[0, j] = rate_in
-            block[1, j] = rate_in * fanout[j]
-        if throughputs:
-            block[2, j] = block[0, j] * size[j]
-            block[3, j] = block[1, j] * size[j]
 
 
 @_compiled

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from shedlab.core.sim.spec import Node, check_number
 from shedlab.errors import InputError
-from shedlab.kernels import normal_affine, traffic_rows
+from shedlab.kernels import normal_affine
 from shedlab.model.bundles import bundle_index, bundle_name, even_boundaries, even_ranges, topic_hash
 
 FloatArray = NDArray[np.float64]
@@ -942,22 +942,13 @@ class TrafficModel:
                 for v in (rate_in, rate_out, rate_in * pop.msg_size, rate_out * pop.msg_size)
             ]
             return Traffic(*summed)
-        # rates and throughputs in one compiled pass (NumPy's multiplies); the bundles of on/off shapes,
-        # whose rates those change, then take their throughputs again (a second full pass when a shape
-        # covers every bundle): each throughput is its final rate times the message size
         block = np.empty((4, pop.size))
-        base, fanout, size = pop.base_rate_in, pop.fanout, pop.msg_size
-        whole = any(c.idx is None for c in onoff)
-        traffic_rows(base, factor, fanout, size, block, True, not whole)
+        rate_in = np.multiply(pop.base_rate_in, factor, out=block[0])
+        rate_out = np.multiply(rate_in, pop.fanout, out=block[1])
         for c in onoff:
-            self._apply_onoff(c, t, block[0], block[1])
-        if whole:
-            traffic_rows(base, factor, fanout, size, block, False, True)
-        else:
-            for c in onoff:
-                assert c.idx is not None
-                block[2, c.idx] = block[0, c.idx] * size[c.idx]
-                block[3, c.idx] = block[1, c.idx] * size[c.idx]
+            self._apply_onoff(c, t, rate_in, rate_out)
+        np.multiply(rate_in, pop.msg_size, out=block[2])
+        np.multiply(rate_out, pop.msg_size, out=block[3])
         return Traffic(block[0], block[1], block[2], block[3], block=block)
 
     def _factor(self, c: _CompiledShape, t: float) -> FloatArray | float | None:
