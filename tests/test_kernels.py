@@ -22,7 +22,7 @@ from shedlab.kernels import (
     normal_affine,
     owner_sums,
     saturated_run,
-    take_where,
+    special_runs,
     tick_samples,
 )
 
@@ -45,30 +45,96 @@ def values(rng: np.random.Generator, shape: tuple[int, ...]) -> FloatArray:
 
 # ------------------------------------------------------------------------------ the leader's averages
 @settings(max_examples=60, deadline=None)
-@given(seeds, st.integers(1, 300), st.booleans(), st.booleans(), st.integers(2, 4))
-def test_saturated_run_is_numpys_two_runs(seed: int, m: int, run_old: bool, run_new: bool, rows: int) -> None:
+@given(seeds, st.integers(1, 300), st.booleans(), st.booleans(), st.integers(2, 4), st.booleans())
+def test_saturated_run_is_numpys_two_runs_then_the_masked_copy(
+    seed: int, m: int, run_old: bool, run_new: bool, rows: int, republish: bool
+) -> None:
     rng = np.random.default_rng(seed)
     v, x_old, x_new = values(rng, (rows, m)), values(rng, (4, m)), values(rng, (4, m))
     table = np.power(1.0 - 1.0 / 10, np.arange(40, dtype=np.float64))
     c_old, c_new = rng.integers(0, 40, m), rng.integers(0, 40, m)
+    mask = rng.random(m) < 0.3
     expected = v.copy()
     if run_old:
         expected = (expected - x_old[:rows]) * table[c_old] + x_old[:rows]
     if run_new:
         expected = (expected - x_new[:rows]) * table[c_new] + x_new[:rows]
+    expected_old = x_old.copy()
+    if republish:
+        expected_old[:rows, mask] = x_new[:rows, mask]
     out = np.empty_like(v)
-    saturated_run(out, v, table, x_old[:rows], c_old, run_old, x_new[:rows], c_new, run_new)
+    copied = mask if republish else mask[:0]
+    saturated_run(out, v, table, x_old[:rows], c_old, run_old, x_new[:rows], c_new, run_new, copied)
     assert np.array_equal(bits(out), bits(expected))
+    assert np.array_equal(bits(x_old), bits(expected_old))
 
 
-@settings(max_examples=30, deadline=None)
-@given(seeds, st.integers(0, 200))
-def test_take_where_is_a_masked_copy(seed: int, m: int) -> None:
+def numpy_advance(
+    n: IntArray, v: FloatArray, x: FloatArray, count: IntArray, max_samples: int, table: FloatArray
+) -> tuple[IntArray, FloatArray]:
+    """The NumPy run of ``count`` samples of ``x`` that :func:`special_runs` replaced (``_advance``)."""
+    c1 = np.minimum(count, max_samples - n)
+    grow = np.flatnonzero(c1)
+    n1 = n + c1
+    v_g = v[:, grow]
+    out = np.subtract(v, x)
+    if grow.size:
+        x_g = x[:, grow]
+        out[:, grow] = (v_g + (x_g - v_g) * (c1[grow] / n1[grow])) - x_g
+        c2 = count - c1
+    else:
+        c2 = count
+    out *= table[c2]
+    out += x
+    return n1, out
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    seeds, st.integers(1, 200), st.booleans(), st.booleans(), st.integers(2, 4), st.sampled_from([10, 1000])
+)
+def test_special_runs_are_numpys_runs_reset_and_counts(
+    seed: int, m: int, run_old: bool, run_new: bool, rows: int, max_samples: int
+) -> None:
     rng = np.random.default_rng(seed)
-    target, source, mask = values(rng, (4, m)), values(rng, (4, m)), rng.random(m) < 0.3
-    expected = np.where(mask, source, target)
-    take_where(target, source, mask)
-    assert np.array_equal(bits(target), bits(expected))
+    v, x_old, x_new = values(rng, (rows, m)), values(rng, (4, m)), values(rng, (4, m))
+    n = np.minimum(rng.integers(0, max_samples + 5, m), max_samples)
+    c_old, c_new = rng.integers(0, 30, m), rng.integers(0, 30, m)
+    reset, has = rng.random(m) < 0.2, rng.random(m) < 0.8
+    special = np.flatnonzero(rng.random(m) < 0.5)
+    table = np.power(1.0 - 1.0 / max_samples, np.arange(40, dtype=np.float64))
+    defaults = values(rng, (4,))[:rows]
+    s_n, s_v = n[special], v[:, special]
+    if run_old:
+        s_n, s_v = numpy_advance(s_n, s_v, x_old[:rows, special], c_old[special], max_samples, table)
+    s_n = np.where(reset[special], 0, s_n)
+    s_v = np.where(reset[special], defaults[:, None], s_v)
+    if run_new:
+        s_n, s_v = numpy_advance(s_n, s_v, x_new[:rows, special], c_new[special], max_samples, table)
+    n_out, v_out = rng.integers(0, 5, m), values(rng, (rows, m))
+    expected_n, expected_v = n_out.copy(), v_out.copy()
+    expected_n[special] = s_n * has[special]
+    expected_v[:, special] = s_v
+    special_runs(
+        special,
+        n,
+        v,
+        x_old[:rows, special],
+        c_old,
+        run_old,
+        x_new[:rows],
+        c_new,
+        run_new,
+        reset,
+        has,
+        max_samples,
+        table,
+        defaults,
+        n_out,
+        v_out,
+    )
+    assert np.array_equal(n_out, expected_n)
+    assert np.array_equal(bits(v_out), bits(expected_v))
 
 
 class Bookkeeping(NamedTuple):
@@ -109,8 +175,10 @@ def numpy_tick_samples(
 
 
 @settings(max_examples=80, deadline=None)
-@given(seeds, st.integers(1, 200), st.integers(1, 12), st.integers(0, 3))
-def test_tick_samples_is_the_numpy_bookkeeping(seed: int, m: int, n_slots: int, extra: int) -> None:
+@given(seeds, st.integers(1, 200), st.integers(1, 12), st.integers(0, 3), st.booleans())
+def test_tick_samples_is_the_numpy_bookkeeping(
+    seed: int, m: int, n_slots: int, extra: int, republish: bool
+) -> None:
     rng = np.random.default_rng(seed)
     listed_by = rng.integers(-1, n_slots, m)
     new_listed_by = np.where(rng.random(m) < 0.3, rng.integers(-1, n_slots, m), listed_by)
@@ -120,10 +188,13 @@ def test_tick_samples_is_the_numpy_bookkeeping(seed: int, m: int, n_slots: int, 
     position[writers] = np.arange(1, writers.size + 1)
     total = writers.size + extra
     short_n, long_n = rng.integers(0, 11, m), rng.integers(990, 1001, m)
+    topics, new_topics, published = rng.integers(0, 50, m), rng.integers(0, 50, m), rng.integers(0, 50, m)
+    published_before = published.copy()
+    topics_after = np.empty(m, dtype=np.int64)
     counts = np.empty((2, m), dtype=np.int64)
     masks = np.empty((4, m), dtype=np.bool_)
     after = np.empty(m, dtype=np.int64)
-    samples_after = np.empty((2, m), dtype=np.int64)
+    short_before, long_before = short_n.copy(), long_n.copy()
     run_old, run_new = tick_samples(
         listed_by,
         has,
@@ -134,10 +205,13 @@ def test_tick_samples_is_the_numpy_bookkeeping(seed: int, m: int, n_slots: int, 
         long_n,
         10,
         1000,
+        topics,
+        new_topics,
         counts,
         masks,
         after,
-        samples_after,
+        topics_after,
+        published if republish else published[:0],
     )
     ref = numpy_tick_samples(listed_by, has, new_listed_by, position, total)
     assert np.array_equal(counts[0], ref.old_count)
@@ -146,10 +220,15 @@ def test_tick_samples_is_the_numpy_bookkeeping(seed: int, m: int, n_slots: int, 
     assert np.array_equal(masks[GAINED], ref.gained)
     assert np.array_equal(masks[RESET], ref.reset)
     assert np.array_equal(masks[HAS], ref.has)
-    assert np.array_equal(masks[SPECIAL], (short_n < 10) | (long_n < 1000) | ref.reset)
+    assert np.array_equal(masks[SPECIAL], (short_before < 10) | (long_before < 1000) | ref.reset)
     assert np.array_equal(after, ref.after)
-    assert np.array_equal(samples_after, np.stack((short_n * ref.has, long_n * ref.has)))
+    kept = ref.has | masks[SPECIAL]  # the special bundles' counts are special_runs' to write
+    assert np.array_equal(short_n, short_before * kept) and np.array_equal(long_n, long_before * kept)
     assert (run_old, run_new) == (bool(ref.old_count.any()), bool(ref.gained.any()))
+    assert np.array_equal(topics_after, np.where(ref.gained, new_topics, topics))
+    if republish:
+        np.copyto(published_before, new_topics, where=ref.gained)
+    assert np.array_equal(published, published_before)
 
 
 # ------------------------------------------------------------------------------ sums, order and draws

@@ -6,7 +6,14 @@ over memory; a loop that does the work of several passes in one trip pays once. 
 ``bench/bench_simulator.py``'s day (1,000 brokers, 100,000 bundles) on a 2-core AMD EPYC: the leader's
 averages 2.3 → 1.1 ms, a tick's sample bookkeeping about 20 passes → one, the noise's normal draws
 1.2 → 0.3–0.5 ms, the snapshot's by-owner sort 0.8 → 0.25 ms; the whole day in the README's "Speed".
-These loops now run at the speed of memory.
+These loops now run at the speed of memory, so what is left to gain is passes: work folded into a
+pass that already reads the same columns (the republish copy into :func:`saturated_run`, the topic
+updates and the count resets into :func:`tick_samples`) and the special bundles' ~30 small NumPy
+calls in one loop (:func:`special_runs`): the leader's update per tick 2.2 → 1.8 ms (medians).
+Measured and left out: one j-outer loop for both averages (0.63 → 0.81 ms: it no longer vectorises),
+int32 sample counts (no change), a j-outer :func:`owner_sums` (0.28 → 0.31–0.50 ms), the traffic's
+four multiplies in one loop (0.36 → 0.30 ms alone, no change measurable in a tick), ``prange`` (two
+threads: 0.18 ms at best but a 7.5 ms median with the second core busy, as it is while a sweep runs).
 
 Why the same bits: every kernel performs, element by element, exactly the IEEE-754 operations of the
 NumPy code it replaces, in the same order. ``+ − × ÷`` are correctly rounded wherever they run, and
@@ -40,7 +47,7 @@ __all__ = [
     "normal_affine",
     "owner_sums",
     "saturated_run",
-    "take_where",
+    "special_runs",
     "tick_samples",
 ]
 
@@ -83,13 +90,18 @@ def saturated_run(
     x_new: FloatArray,
     c_new: IntArray,
     run_new: bool,
+    republish: BoolArray,
 ) -> None:
     """Both runs of the leader's saturated time average, ``(v − x)·table[c] + x``, into ``out`` (R, m).
 
     Row r of ``values`` reads row r of the samples. A run that is off leaves its input as it is (the
-    NumPy form copied ``values`` then); with both off, ``out`` is a copy of ``values``.
+    NumPy form copied ``values`` then); with both off, ``out`` is a copy of ``values``. Unless
+    ``republish`` is empty, each row of ``x_old`` then takes ``x_new`` where ``republish`` (NumPy's
+    ``x_old[:, republish] = x_new[:, republish]``), right after the row is read: both rows are still in
+    the cache, where a separate pass would fetch them again.
     """
     rows, m = values.shape
+    copy = republish.size > 0
     for r in range(rows):
         for j in range(m):
             o = values[r, j]
@@ -100,16 +112,61 @@ def saturated_run(
                 x = x_new[r, j]
                 o = (o - x) * table[c_new[j]] + x
             out[r, j] = o
+        if copy:
+            for j in range(m):
+                if republish[j]:
+                    x_old[r, j] = x_new[r, j]
 
 
 @_compiled
-def take_where(target: FloatArray, source: FloatArray, mask: BoolArray) -> None:
-    """``target[:, mask] = source[:, mask]`` in place, without the index arrays NumPy would build."""
-    rows, m = target.shape
-    for r in range(rows):
-        for j in range(m):
-            if mask[j]:
-                target[r, j] = source[r, j]
+def special_runs(
+    special: IntArray,
+    n: IntArray,
+    v: FloatArray,
+    x_old: FloatArray,
+    c_old: IntArray,
+    run_old: bool,
+    x_new: FloatArray,
+    c_new: IntArray,
+    run_new: bool,
+    reset: BoolArray,
+    has: BoolArray,
+    max_samples: int,
+    table: FloatArray,
+    defaults: FloatArray,
+    n_out: IntArray,
+    v_out: FloatArray,
+) -> None:
+    """Both runs of the leader's time average for the bundles ``special`` (still averaging, or reset).
+
+    For each ``j = special[i]``: the old listing's run (``x_old[:, i]``, gathered, ``c_old[j]``
+    samples), the reset to ``defaults`` and a count of 0 where ``reset[j]``, the new listing's run
+    (``x_new[:, j]``, ``c_new[j]`` samples); the count goes to ``n_out[j]`` (0 where not ``has[j]``),
+    the values to ``v_out[:, j]``. Each run is ``numpy_advance`` of ``tests/test_kernels.py``
+    element by element: ``c1 = min(c, max − n)`` samples of the mean, ``(v + (x − v)·(c1/n1)) − x`` where
+    ``c1 > 0`` (else ``v − x``), times ``table[c − c1]``, plus ``x``.
+    """
+    rows = v.shape[0]
+    for i in range(special.size):
+        j = special[i]
+        n_old = n[j]
+        c1_old = min(c_old[j], max_samples - n_old) if run_old else 0
+        n_mid = 0 if reset[j] else n_old + c1_old
+        c1_new = min(c_new[j], max_samples - n_mid) if run_new else 0
+        for r in range(rows):
+            o = v[r, j]
+            if run_old:
+                x = x_old[r, i]
+                o = (o + (x - o) * (c1_old / (n_old + c1_old))) - x if c1_old != 0 else o - x
+                o = o * table[c_old[j] - c1_old] + x
+            if reset[j]:
+                o = defaults[r]
+            if run_new:
+                x = x_new[r, j]
+                o = (o + (x - o) * (c1_new / (n_mid + c1_new))) - x if c1_new != 0 else o - x
+                o = o * table[c_new[j] - c1_new] + x
+            v_out[r, j] = o
+        n_out[j] = (n_mid + c1_new) * has[j]
 
 
 @_compiled
@@ -186,17 +243,21 @@ def tick_samples(
     long_n: IntArray,
     max_short: int,
     max_long: int,
+    topics: IntArray,
+    new_topics: IntArray,
     counts: IntArray,
     masks: BoolArray,
     listed_after: IntArray,
-    samples_after: IntArray,
+    topics_after: IntArray,
+    published_topics: IntArray,
 ) -> tuple[bool, bool]:
     """Per bundle, what one tick of the leader's ``updateBundleData`` runs does to its bookkeeping.
 
     Inputs: ``listed_by``/``new_listed_by``, the broker slot whose published/local report lists each
     bundle (-1: none); ``has``, it has BundleData; ``position[s]``, the 1-based write position of slot
     s in the tick (0: no write); ``short_n``/``long_n``, the short- and long-term sample counts, whose
-    maxima are ``max_short``/``max_long``.
+    maxima are ``max_short``/``max_long``; ``topics``/``new_topics``, the topic counts of the leader's
+    data and of the local reports.
 
     Outputs: ``counts`` (2, m), the samples of the old listing's values (up to the first write that
     changes the listing, all ``total`` updates if none does; 0 without data before the tick) and of
@@ -205,9 +266,14 @@ def tick_samples(
     the tick: listed with data before and not dropped by its old lister's write before a new write
     lists it, or listed by a write) and ``SPECIAL`` (a count below its maximum, or reset: the
     saturated closed form does not apply); ``listed_after``, its lister after the tick (-1: none);
-    ``samples_after`` (2, m), both counts zeroed where it has no data after the tick. Returns whether any
-    bundle takes a sample of the old listing and whether any gains one. One pass for about twenty.
+    ``short_n``/``long_n`` in place, 0 without data after the tick but for ``SPECIAL`` bundles (whose
+    counts :func:`special_runs` writes; a store only where a count changes, not a new array);
+    ``topics_after``, ``new_topics`` where a write lists the bundle, else ``topics``; there, unless it
+    is empty, ``published_topics`` takes ``new_topics`` in place (what the published reports say after
+    the tick). Returns whether any bundle takes a sample of the old listing and whether any gains one.
+    One pass for about twenty.
     """
+    republish = published_topics.size > 0
     any_old = False
     any_new = False
     for j in range(listed_by.size):
@@ -236,6 +302,13 @@ def tick_samples(
         masks[HAS, j] = has_after
         masks[SPECIAL, j] = short < max_short or long < max_long or reset
         listed_after[j] = new if gained else (-1 if effective else old)
-        samples_after[0, j] = short * has_after
-        samples_after[1, j] = long * has_after
+        if not has_after and short + long != 0 and not masks[SPECIAL, j]:
+            short_n[j] = 0
+            long_n[j] = 0
+        if gained:
+            topics_after[j] = new_topics[j]
+            if republish:
+                published_topics[j] = new_topics[j]
+        else:
+            topics_after[j] = topics[j]
     return any_old, any_new

@@ -528,7 +528,8 @@ class TestTickMetricsByHand:
         tm = tick_metrics()
         tm.begin_tick()
         hot_line, true_score = tm.true_scores(self.true)
-        assert hot_line == 70.0 and true_score == {0: 90.0, 2: 30.0}
+        assert hot_line == 70.0
+        assert np.array_equal(true_score, [90.0, np.nan, 30.0, np.nan, np.nan], equal_nan=True)
         decisions = [
             # owned bundle 0 onto the cool b2: 110 msg/s, 1100 bytes/s, 4 topics, 7 clients
             ManagerDecision(self.now, "b0", "t/ns/0x0_0x1", "b2", {"z": 1, "a": 2}),
@@ -670,14 +671,14 @@ class TestTickMetricsByHand:
     def test_no_alive_broker_puts_the_hot_line_out_of_reach(self) -> None:
         empty = hand_true_usage([], [], [])
         hot_line, true_score = tick_metrics().true_scores(empty)
-        assert hot_line == math.inf and true_score == {}
+        assert hot_line == math.inf and np.isnan(true_score).all()
 
     def test_reasons_with_numpy_values_and_sets_are_json(self) -> None:
         # json.dumps handles Python floats (np.float64 included) and tuples itself; the rest comes here
         tm = tick_metrics()
         reason = {"f": np.float32(0.5), "s": frozenset({8, 1}), "d": datetime.date(2026, 11, 23)}
         tm.unloaded(self.now, ManagerDecision(self.now, "b0", "x", "b2", reason), 0, True, HAND_TRAFFIC,
-                    70.0, {0: 90.0, 2: 30.0})  # fmt: skip
+                    70.0, np.array([90.0, np.nan, 30.0, np.nan, np.nan]))  # fmt: skip
         assert json.loads(tm.collector.decision_rows[0]["reason"]) == {
             "d": "2026-11-23",
             "f": 0.5,

@@ -168,6 +168,34 @@ def test_consumers_stopping_build_a_backlog_that_is_caught_up() -> None:
     assert all(float(model.at(60.0 * k).rate_in[0]) == 100.0 for k in range(6, 8))
 
 
+@pytest.mark.parametrize("stops", ["consumers", "producers"])
+def test_throughputs_are_the_final_rates_times_the_message_size(stops: str) -> None:
+    """Bundles of an on/off shape over part of the population take their throughputs after the shape."""
+    pop = build_population(
+        [
+            Workload(
+                "w",
+                namespaces=4,
+                bundles=16,
+                msg_rate_in=Distribution("lognormal", (("median", 100.0), ("sigma", 1.0))),
+                msg_size=Distribution("choice", (("values", (256.0, 1000.0)), ("weights", None))),
+            )
+        ],
+        np.random.default_rng(0),
+    )
+    onoff = Shape(
+        "onoff",
+        (("period", 120.0), ("on", 60.0), ("stops", stops), ("phase", "random"), ("catchup", 2.0)),
+    )
+    noise = Shape("noise", (("sigma", 0.3),))
+    some = np.arange(0, pop.size, 3, dtype=np.int64)
+    model = TrafficModel(pop, [(noise, None), (onoff, some)], np.random.default_rng(1), 60.0)
+    for k in range(4):
+        t = model.at(60.0 * k)
+        assert np.array_equal(t.tp_in, t.rate_in * pop.msg_size)
+        assert np.array_equal(t.tp_out, t.rate_out * pop.msg_size)
+
+
 def test_producers_stopping_stops_both_directions() -> None:
     onoff = Shape(
         "onoff",

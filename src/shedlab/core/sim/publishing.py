@@ -274,10 +274,12 @@ class Publishing:
         values = traffic.block  # a new array every tick, never written into: the report may hold it
         if values is None:
             values = np.stack((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out))
+        # the local report's values and topics are never written into (new arrays when some brokers
+        # sample), so it holds the population's topic counts themselves, not a copy; the owners change
         if samplers.size == alive.size:
             loc.bundle_owner = owner.copy()
             loc.bundle_values = values
-            loc.bundle_topics = topics.copy()
+            loc.bundle_topics = topics
         else:
             n_slots = self.has_report.size
             sampling = np.zeros(n_slots + 1, dtype=np.bool_)
@@ -288,7 +290,7 @@ class Publishing:
             loc.bundle_owner[fresh] = owner[fresh]
             # a new array (a masked copyto over (4, m) costs several times more), same values
             loc.bundle_values = np.where(fresh, values, loc.bundle_values)
-            loc.bundle_topics[fresh] = topics[fresh]
+            loc.bundle_topics = np.where(fresh, topics, loc.bundle_topics)
         step = self.stats_ms
         behind = (now - self.next_sample_ms[samplers]) // step + 1
         self.next_sample_ms[samplers] += behind * step

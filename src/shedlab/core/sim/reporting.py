@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shedlab.config import LoadBalancerConfig
-from shedlab.kernels import GAINED, HAS, RESET, SPECIAL, saturated_run, take_where, tick_samples
+from shedlab.kernels import GAINED, HAS, RESET, SPECIAL, saturated_run, special_runs, tick_samples
 from shedlab.model.pulsar import (
     DEFAULT_MESSAGE_RATE,
     DEFAULT_MESSAGE_THROUGHPUT,
@@ -191,42 +191,6 @@ def _decay_table(max_samples: int, top: int) -> FloatArray:
     return table
 
 
-def _advance(
-    n: IntArray,
-    values: FloatArray,
-    sample: FloatArray,
-    count: IntArray,
-    max_samples: int,
-    top: int,
-    *,
-    in_place: bool = False,
-) -> tuple[IntArray, FloatArray]:
-    """:func:`apply_samples` for counts in ``[0, top]`` with ``n ≤ max``, in the fewest full passes.
-
-    The same per-element float64 operations as the reference formula (so the same bits): ``v − x``
-    everywhere, the mean step on the bundles still averaging (``c1 > 0``), one dense multiply by the
-    decay factors (``(1 − 1/max)^0 = 1.0`` exactly where nothing decays), ``+ x``. Compared with
-    :func:`apply_samples` it skips the count clamps and the decay table's maximum (``top`` bounds
-    the counts) and always decays densely: the leader's data is saturated after a few ticks, and
-    every bundle then decays at every update. With ``in_place`` the result overwrites ``values``
-    (a fresh array nobody else holds: no 3 MB allocation and its page faults).
-    """
-    c1 = np.minimum(count, max_samples - n)
-    grow = np.flatnonzero(c1)
-    n1 = n + c1
-    v_g = values[:, grow] if grow.size else values[:, :0]  # a copy, taken before ``values`` changes
-    out = np.subtract(values, sample, out=values if in_place else None)
-    if grow.size:
-        x_g = sample[:, grow]
-        out[:, grow] = (v_g + (x_g - v_g) * (c1[grow] / n1[grow])) - x_g
-        c2 = count - c1
-    else:
-        c2 = count
-    out *= _decay_table(max_samples, top)[c2]
-    out += sample
-    return n1, out
-
-
 @dataclass
 class LeaderBundleData:
     """The leader's ``loadData.bundleData`` as arrays over every bundle of the scenario.
@@ -302,56 +266,33 @@ class LeaderBundleData:
         previous owner and its new owner's) counts once, under the most recent write; Pulsar would
         sample it twice per update.
 
-        The arithmetic is two runs of :func:`_advance` (the samples of the old listing, then, after
-        the resets, those of the new one), and its bits are pinned. It is evaluated in two parts that
-        give the same bits: the bundles whose sample counts are saturated before the tick and that are
-        not reset (nearly all of them once the leader has run a few minutes) take the saturated form of
-        both runs, ``(((v − x_old)·d_old + x_old) − x_new)·d_new + x_new``, in one compiled loop
-        (:func:`_saturated_steps`); the few others run :func:`_advance` itself on their
-        columns.
+        The arithmetic is two runs of :func:`apply_samples`' closed form (the samples of the old
+        listing, then, after the resets, those of the new one), and its bits are pinned. It is
+        evaluated in two parts that give the same bits: the bundles whose sample counts are saturated
+        before the tick and that are not reset (nearly all of them once the leader has run a few
+        minutes) take the saturated form of both runs, ``(((v − x_old)·d_old + x_old) − x_new)·d_new +
+        x_new``, in one compiled loop per average (:func:`_saturated_steps`); the few others, by index,
+        the whole form (:func:`_special_steps`).
         """
         total = writes + extra_updates
         if total == 0:
             return listed_by
         sn, sv, ln, lv = self.short_n, self.short, self.long_n, self.long
-        plan = _TickSamples.of(listed_by, self.has, new_listed_by, write_position, total, sn, ln)
-        rows = self.long.shape[0]  # 2: the rates only; 4 when the throughputs are tracked too
-        # not the current arrays (snapshots hold them); the saturated bundles' counts stay at the maximum
+        topics_after = np.empty_like(self.topics)
+        topic_io = (self.topics, new_topics, topics_after, topics if republish else topics[:0])
+        plan = _TickSamples.of(listed_by, self.has, new_listed_by, write_position, total, sn, ln, topic_io)
+        # not the current arrays (snapshots hold them); the counts change in place (nothing holds them)
         out_s, out_l = _recycle(self._spare, 0, sv), _recycle(self._spare, 1, lv)
         self._spare = [sv, lv]
-        special = plan.special
-        x_special = values[:, special]  # before ``values`` is republished below
+        x_special = values[:, plan.special]  # before ``values`` is republished below
         tables = _decay_table(NUM_SHORT_SAMPLES, total), _decay_table(NUM_LONG_SAMPLES, total)
-        _saturated_steps(
-            [(out_s, sv, tables[0]), (out_l, lv, tables[1])],
-            values,
-            new_values,
-            plan.old_count if plan.run_old else None,
-            plan.new_count if plan.run_new else None,
-            plan.gained if republish else None,
-        )
-        has = plan.has_after
-        sn_out, ln_out = plan.samples_after  # a bundle without data has no samples
-        if special.size:
-            for n_full, v_full, n_out, v_out, max_samples, r in (
-                (sn, sv, sn_out, out_s, NUM_SHORT_SAMPLES, 4),
-                (ln, lv, ln_out, out_l, NUM_LONG_SAMPLES, rows),
-            ):
-                n, v = plan.advance_special(
-                    special,
-                    n_full[special],
-                    v_full[:, special],
-                    x_special[:r],
-                    new_values[:r, special],
-                    max_samples,
-                )
-                n_out[special] = n * has[special]
-                v_out[:, special] = v
-        self.has = has
-        self.topics = np.where(plan.gained, new_topics, self.topics)
-        if republish:
-            np.copyto(topics, new_topics, where=plan.gained)
-        self.short_n, self.short, self.long_n, self.long = sn_out, out_s, ln_out, out_l
+        blocks = [(sn, sv, out_s, NUM_SHORT_SAMPLES, tables[0]), (ln, lv, out_l, NUM_LONG_SAMPLES, tables[1])]
+        _saturated_steps(blocks, values, new_values, plan, plan.gained if republish else None)
+        if plan.special.size:
+            _special_steps(plan, blocks, x_special, new_values)
+        self.has = plan.has_after
+        self.topics = topics_after
+        self.short, self.long = out_s, out_l
         self.updates += total
         return plan.listed_after
 
@@ -367,8 +308,8 @@ class _TickSamples:
     with data before it and not dropped by their old lister's write before a new write lists them, or
     listed by a write); ``special``: the bundles the saturated closed form does not cover (a count
     below its maximum, or reset); ``listed_after``: each bundle's listing broker after the tick (-1: its
-    lister dropped it and no write lists it); ``samples_after``: the (short, long) sample counts, zeroed
-    for bundles without data. All from one compiled pass (:func:`~shedlab.kernels.tick_samples`).
+    lister dropped it and no write lists it). All from one compiled pass
+    (:func:`~shedlab.kernels.tick_samples`).
     """
 
     total: int
@@ -379,7 +320,6 @@ class _TickSamples:
     has_after: BoolArray
     special: IntArray
     listed_after: IntArray
-    samples_after: IntArray
     run_old: bool
     run_new: bool
 
@@ -393,12 +333,17 @@ class _TickSamples:
         total: int,
         short_n: IntArray,
         long_n: IntArray,
+        topics: tuple[IntArray, IntArray, IntArray, IntArray],
     ) -> _TickSamples:
+        """The plan of one tick. On the way :func:`~shedlab.kernels.tick_samples` zeroes, in place, the
+        counts ``short_n``/``long_n`` of the bundles left without data (but the special ones', which
+        the caller writes) and updates ``topics`` (leader's, local reports', leader's after, published).
+        """
+        before, new_topics, after_topics, published = topics
         m = listed_by.size
         counts = np.empty((2, m), dtype=np.int64)
         masks = np.empty((4, m), dtype=np.bool_)
         after = np.empty(m, dtype=np.int64)
-        samples_after = np.empty((2, m), dtype=np.int64)
         run_old, run_new = tick_samples(
             listed_by,
             has,
@@ -409,10 +354,13 @@ class _TickSamples:
             long_n,
             NUM_SHORT_SAMPLES,
             NUM_LONG_SAMPLES,
+            before,
+            new_topics,
             counts,
             masks,
             after,
-            samples_after,
+            after_topics,
+            published,
         )
         special = np.flatnonzero(masks[SPECIAL])
         return cls(
@@ -424,30 +372,9 @@ class _TickSamples:
             masks[HAS],
             special,
             after,
-            samples_after,
             run_old,
             run_new,
         )
-
-    def advance_special(
-        self,
-        special: IntArray,
-        n: IntArray,
-        v: FloatArray,
-        x_old: FloatArray,
-        x_new: FloatArray,
-        max_samples: int,
-    ) -> tuple[IntArray, FloatArray]:
-        """Both runs of :func:`_advance` for the ``special`` bundles (still averaging, or reset), whose
-        counts ``n`` and values ``v`` are given: the old listing's samples, the resets, the new one's."""
-        reset = self.reset_mask[special]
-        if self.run_old:
-            n, v = _advance(n, v, x_old, self.old_count[special], max_samples, self.total)
-        n = np.where(reset, 0, n)
-        v = np.where(reset, DEFAULT_VALUES[: v.shape[0], None], v)
-        if self.run_new:
-            n, v = _advance(n, v, x_new, self.new_count[special], max_samples, self.total)
-        return n, v
 
 
 def _recycle(spare: list[FloatArray], k: int, like: FloatArray) -> FloatArray:
@@ -466,41 +393,83 @@ def _recycle(spare: list[FloatArray], k: int, like: FloatArray) -> FloatArray:
     return np.empty_like(like)
 
 
+_Block = tuple[IntArray, FloatArray, FloatArray, int, FloatArray]
+"""One average of :meth:`LeaderBundleData.apply_writes`: sample counts (updated in place), values (R, m),
+the array the new values go to, the maximum count and the decay table; its R rows read the first R rows
+of the samples."""
+
+
 def _saturated_steps(
-    blocks: list[tuple[FloatArray, FloatArray, FloatArray]],
+    blocks: list[_Block],
     x_old: FloatArray,
     x_new: FloatArray,
-    old_count: IntArray | None,
-    new_count: IntArray | None,
+    plan: _TickSamples,
     republish: BoolArray | None,
 ) -> None:
-    """Both runs of :func:`_advance` for bundles whose counts stay at the maximum.
+    """Both runs for bundles whose counts stay at the maximum (the closed form without its mean step).
 
-    ``blocks``: (out, values, decay table) with ``values`` (R, m), whose R rows read the first R rows
-    of the samples; ``old_count``/``new_count`` are the samples of the old and the new listing's runs
-    (None: that run is skipped, as :meth:`LeaderBundleData.apply_writes` skips a run nobody samples
-    in). Saturated, a run of ``c`` samples of ``x`` is ``(v − x)·table[c] + x`` (no mean step; a
-    factor ``table[0] = 1.0`` where ``c = 0``): exactly the operations :func:`_advance` performs on
-    such a bundle, here in one compiled loop per average (:func:`~shedlab.kernels.saturated_run`).
+    ``plan.old_count``/``plan.new_count`` are the samples of the old and the new listing's runs (a run
+    is skipped where ``plan.run_old``/``run_new`` say nobody samples in it, as the whole form skips
+    it). Saturated, a run of ``c`` samples of ``x`` is ``(v − x)·table[c] + x`` (no mean step; a
+    factor ``table[0] = 1.0`` where ``c = 0``): exactly the operations the whole form performs on such
+    a bundle (``v − x``, the decay, ``+ x``), here in one compiled loop per average
+    (:func:`~shedlab.kernels.saturated_run`).
 
     With ``republish``, ``x_old`` then becomes what the published reports say after the tick: the
-    columns of ``republish`` take ``x_new`` (after both blocks have read ``x_old``).
+    columns of ``republish`` take ``x_new``. The block that reads every row of ``x_old`` runs last and
+    copies each row once it has read it, so every block reads the old values.
     """
-    none = np.zeros(0, dtype=np.int64)
-    c_old = none if old_count is None else old_count
-    c_new = none if new_count is None else new_count
-    for out, values, table in blocks:
+    ordered = sorted(blocks, key=lambda block: block[1].shape[0])  # stable: a full block (R = 4) last
+    mask = _NO_COLUMNS if republish is None else republish
+    in_kernel = bool(ordered) and ordered[-1][1].shape[0] == x_old.shape[0]
+    for k, (_, values, out, _, table) in enumerate(ordered):
         rows = values.shape[0]
         saturated_run(
             out,
             values,
             table,
             x_old[:rows],
-            c_old,
-            old_count is not None,
+            plan.old_count,
+            plan.run_old,
             x_new[:rows],
-            c_new,
-            new_count is not None,
+            plan.new_count,
+            plan.run_new,
+            mask if in_kernel and k == len(ordered) - 1 else _NO_COLUMNS,
         )
-    if republish is not None:
-        take_where(x_old, x_new, republish)
+    if mask.size and not in_kernel:  # no block reads every row (not the simulator's blocks)
+        np.copyto(x_old, x_new, where=mask)
+
+
+_NO_COLUMNS = np.zeros(0, dtype=np.bool_)  # saturated_run: republish nothing
+
+
+def _special_steps(
+    plan: _TickSamples, blocks: list[_Block], x_special: FloatArray, x_new: FloatArray
+) -> None:
+    """Both runs for ``plan.special``, the bundles still averaging or reset, over the saturated form.
+
+    The samples are ``x_special`` (the old listing's values of the special bundles, gathered before the
+    republish) and ``x_new``. The mean step, the reset to Pulsar's defaults
+    and the counts of a few hundred bundles, in one compiled loop per average
+    (:func:`~shedlab.kernels.special_runs`) where NumPy took some thirty small calls.
+    """
+    for counts, values, out, max_samples, table in blocks:
+        rows = values.shape[0]
+        special_runs(
+            plan.special,
+            counts,
+            values,
+            x_special[:rows],
+            plan.old_count,
+            plan.run_old,
+            x_new[:rows],
+            plan.new_count,
+            plan.run_new,
+            plan.reset_mask,
+            plan.has_after,
+            max_samples,
+            table,
+            DEFAULT_VALUES[:rows],
+            counts,
+            out,
+        )
