@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_avg_shedder import pairs_one_by_one
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import ClusterSnapshot
@@ -28,26 +29,7 @@ def plain_shedding(avg: AvgShedder, snapshot: ClusterSnapshot, conf: LoadBalance
     scores = snapshot.weighted_max_usage(conf.resource_weights()) * 100
     low = conf.load_balancer_avg_shedder_low_threshold
     high = conf.load_balancer_avg_shedder_high_threshold
-    order = np.argsort(scores, kind="stable").tolist()
-    pairs: list[tuple[int, int, float]] = []
-    i, j = 0, len(order) - 1
-    while i <= j:
-        lo, hi = order[i], order[j]
-        gap = float(scores[hi] - scores[lo])
-        if gap < low:
-            for b in (ids[lo], ids[hi]):
-                avg.hit_high.pop(b, None)
-                avg.hit_low.pop(b, None)
-        else:
-            pairs.append((lo, hi, gap))
-            for b in (ids[lo], ids[hi]):
-                avg.hit_low[b] = avg.hit_low.get(b, 0) + 1
-            for b in (ids[lo], ids[hi]):
-                if gap < high:
-                    avg.hit_high.pop(b, None)
-                else:
-                    avg.hit_high[b] = avg.hit_high.get(b, 0) + 1
-        i, j = i + 1, j - 1
+    pairs = pairs_one_by_one(avg, ids, scores, low, high)
     if not pairs:
         avg.hit_high.clear()
         avg.hit_low.clear()

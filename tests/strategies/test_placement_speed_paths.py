@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_avg_shedder import pairs_one_by_one
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.errors import InputError
@@ -84,34 +85,6 @@ def test_placement_by_ids_equals_placement_by_indices_and_rejects_unknown_ids() 
             make_placement(name, 5).select_broker(["broker-0001:8080", "nope:8080"], "b", snap, conf)
 
 
-def _pairs_one_by_one(
-    avg: AvgShedder, ids: tuple[str, ...], scores: np.ndarray, low: float, high: float
-) -> list[tuple[int, int, float]]:
-    """AvgShedder's pairing as Pulsar writes it: one pair at a time, counters updated in pair order."""
-    order = np.argsort(scores, kind="stable").tolist()
-    pairs: list[tuple[int, int, float]] = []
-    i, j = 0, len(order) - 1
-    while i <= j:
-        lo, hi = order[i], order[j]
-        gap = float(scores[hi] - scores[lo])
-        if gap < low:
-            for b in (ids[lo], ids[hi]):
-                avg.hit_high.pop(b, None)
-                avg.hit_low.pop(b, None)
-        else:
-            pairs.append((lo, hi, gap))
-            for b in (ids[lo], ids[hi]):
-                avg.hit_low[b] = avg.hit_low.get(b, 0) + 1
-            for b in (ids[lo], ids[hi]):
-                if gap < high:
-                    avg.hit_high.pop(b, None)
-                else:
-                    avg.hit_high[b] = avg.hit_high.get(b, 0) + 1
-        i += 1
-        j -= 1
-    return pairs
-
-
 @settings(max_examples=150, deadline=None)
 @given(
     n=st.integers(0, 30),
@@ -134,7 +107,7 @@ def test_avg_shedder_pairs_and_counters_equal_the_one_by_one_loop(
         scores = np.round(rng.random(n) * 100, int(rng.integers(0, 3)))  # ties too
         snap = _snapshot(rng, n, 3) if n else None
         got = fast._find_pairs(snap, scores, conf) if snap is not None else []
-        want = _pairs_one_by_one(slow, ids, scores, conf.load_balancer_avg_shedder_low_threshold,
+        want = pairs_one_by_one(slow, ids, scores, conf.load_balancer_avg_shedder_low_threshold,
                                  conf.load_balancer_avg_shedder_high_threshold) if n else []  # fmt: skip
         assert [(p.under, p.over, p.gap) for p in got] == want
         assert list(fast.hit_high.items()) == list(slow.hit_high.items())
