@@ -372,10 +372,10 @@ def tune(
     check_count(candidates, "--candidates", minimum=1, maximum=10_000)
     check_count(eta, "--eta", minimum=2, maximum=100)
     objective_expression(objective)
+    pairs = pairs_of([s.strip() for s in strategies.split(",") if s.strip()])
+    search = load_space(space)
     if demo:
         target = out or "out/tune-demo"
-        demo_pairs = pairs_of([s.strip() for s in strategies.split(",") if s.strip()])
-        demo_space = load_space(space)
         _preflight(master, target, conf, spark_conf)
         tune_demo(
             target,
@@ -385,8 +385,8 @@ def tune(
             conf,
             spark_conf,
             ui,
-            pairs=demo_pairs,
-            space=demo_space,
+            pairs=pairs,
+            space=search,
             objective=objective,
             eta=eta,
         )
@@ -394,8 +394,6 @@ def tune(
     if out is None:
         raise InputError("give --out DIR", field="--out")
     refs = _tune_targets(twin_file, scenarios)
-    pairs = pairs_of([s.strip() for s in strategies.split(",") if s.strip()])
-    search = load_space(space)
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "tune") as spark, _status(False) as say:
         result = run_tune(
