@@ -504,13 +504,7 @@ class TickMetrics:
         position = self._position(slots)
         flips = self._flips(score, position, decisions, stats["score_mean"])
         over = self._over_placements(t, traffic, true, owner, position, stats["score_mean"])
-        snap = view.cached
-        reported = np.full(slots.size, np.nan)
-        if snap is not None and snap.num_brokers:
-            rep_scores = scores(snap.resource_usage, snap.resource_limit, self.weights)
-            idx = view.slot_to_row[slots]
-            has = idx >= 0
-            reported[has] = rep_scores[idx[has]]
+        reported = self._reported_scores(view, slots)
         rep_valid = reported[np.isfinite(reported)]
         moves = self.moves
         time_s = (now - self.start_ms) / 1000.0
@@ -544,6 +538,30 @@ class TickMetrics:
                 "unload_broker_total": unload_totals[1],
             }
         )
+        self._broker_rows(t, time_s, true, reported, written[slots].copy(), leader)
+
+    def _reported_scores(self, view: LeaderView, slots: IntArray) -> FloatArray:
+        """Each live broker's score as the leader's view has it (NaN where the leader has no report)."""
+        snap = view.cached
+        reported = np.full(slots.size, np.nan)
+        if snap is not None and snap.num_brokers:
+            rep_scores = scores(snap.resource_usage, snap.resource_limit, self.weights)
+            idx = view.slot_to_row[slots]
+            has = idx >= 0
+            reported[has] = rep_scores[idx[has]]
+        return reported
+
+    def _broker_rows(
+        self,
+        t: int,
+        time_s: float,
+        true: TrueUsage,
+        reported: FloatArray,
+        published: BoolArray,
+        leader: int | None,
+    ) -> None:
+        """The tick's per-broker rows: true usage by resource, traffic, the leader's score of each."""
+        slots, agg = true.slots, true.agg
         usage, limit = true.usage, true.limit
         pct = usage / np.where(limit > 0, limit, np.inf) * 100.0
         n = slots.size
@@ -551,7 +569,7 @@ class TickMetrics:
             tick=np.full(n, t, dtype=np.int64),
             time_s=np.full(n, time_s),
             broker=slots.copy(),
-            score=score,
+            score=true.score,
             cpu_pct=pct[:, 0],
             memory_pct=pct[:, 1],
             direct_memory_pct=pct[:, 2],
@@ -559,14 +577,14 @@ class TickMetrics:
             bandwidth_out_pct=pct[:, 4],
             msg_rate_in=agg[:, 0].copy(),
             msg_rate_out=agg[:, 1].copy(),
-            msg_rate=rate,
+            msg_rate=agg[:, 0] + agg[:, 1],
             throughput_in=agg[:, 2].copy(),
             throughput_out=agg[:, 3].copy(),
-            throughput=tp,
+            throughput=agg[:, 2] + agg[:, 3],
             bundles=true.bundles,
             topics=true.topics,
             reported_score=reported,
-            published=written[slots].copy(),
+            published=published,
             leader=slots == (leader if leader is not None else -1),
         )
 
