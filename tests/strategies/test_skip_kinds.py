@@ -120,3 +120,13 @@ def test_avg_shedder_skips_a_pair_when_no_bundle_fits_the_amount() -> None:
     result = AvgShedder().find_bundles_for_unloading(snap, keys)
     assert result.skips == [Skip(SkipKind.NO_BUNDLE_FITS, "c")] and not result.unloads
     twins(result)
+
+
+def test_every_kind_names_who_skipped_and_has_a_message() -> None:
+    """Placement's random fallbacks, the leader's own refusals, the shedding strategy's all the rest."""
+    placement = {SkipKind.RANDOM_FALLBACK, SkipKind.ALL_OVERLOADED}
+    leader = {SkipKind.EXCLUDED_NAMESPACE, SkipKind.NO_DESTINATION, SkipKind.DESTINATION_IS_OWNER}
+    for kind in SkipKind:
+        want = "placement" if kind in placement else "leader" if kind in leader else "shedding"
+        assert kind.role == want, kind
+        assert kind.message

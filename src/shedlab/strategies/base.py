@@ -62,13 +62,21 @@ class SkipKind(StrEnum):
 
     @property
     def role(self) -> str:
-        """Who skipped: ``shedding`` (the shedding strategy), ``placement`` or ``leader``."""
-        if self in (SkipKind.RANDOM_FALLBACK, SkipKind.ALL_OVERLOADED):
-            return "placement"
-        if self in (SkipKind.EXCLUDED_NAMESPACE, SkipKind.NO_DESTINATION, SkipKind.DESTINATION_IS_OWNER):
-            return "leader"
-        return "shedding"
+        """Who skipped: ``shedding`` (the shedding strategy), ``placement`` or ``leader``.
 
+        A table lookup: a simulated day of 1,000 brokers asks it about 100,000 times (one per skip row).
+        """
+        return _SKIP_ROLES.get(self, "shedding")
+
+
+_SKIP_ROLES: dict[SkipKind, str] = {
+    SkipKind.RANDOM_FALLBACK: "placement",
+    SkipKind.ALL_OVERLOADED: "placement",
+    SkipKind.EXCLUDED_NAMESPACE: "leader",
+    SkipKind.NO_DESTINATION: "leader",
+    SkipKind.DESTINATION_IS_OWNER: "leader",
+}
+"""The kinds not skipped by the shedding strategy, and who skipped them."""
 
 _SKIP_MESSAGES: dict[SkipKind, str] = {
     SkipKind.NO_TRAFFIC: "average max resource usage is 0 (no traffic to balance)",
