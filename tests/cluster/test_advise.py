@@ -49,6 +49,20 @@ def write_dir(tmp: Path, now_ms: int) -> Path:
     return folder
 
 
+def execute_args(folder: Path, strategy: str, audit: Path) -> list[str]:
+    """``advise --snapshot FOLDER --strategy S --execute --audit AUDIT``: a guarded cycle on files."""
+    return [
+        "advise",
+        "--snapshot",
+        str(folder),
+        "--strategy",
+        strategy,
+        "--execute",
+        "--audit",
+        str(audit),
+    ]
+
+
 def test_directory_of_bare_reports_is_a_snapshot(tmp_path: Path) -> None:
     now = int(time.time() * 1000)
     source = read_snapshot_path(write_dir(tmp_path, now))
@@ -123,17 +137,7 @@ def test_guard_refuses_stale_and_missing() -> None:
 def test_execute_on_stale_files_is_refused_and_audited(tmp_path: Path) -> None:
     folder = write_dir(tmp_path, int(time.time() * 1000) - 3_600_000)
     audit = tmp_path / "audit.jsonl"
-    args = [
-        "advise",
-        "--snapshot",
-        str(folder),
-        "--strategy",
-        "ThresholdShedder",
-        "--execute",
-        "--audit",
-        str(audit),
-    ]
-    result = runner.invoke(app, [*args, "--json"])
+    result = runner.invoke(app, [*execute_args(folder, "ThresholdShedder", audit), "--json"])
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
     assert doc["unload"] and {a["action"] for a in doc["actions"]} == {"refused"}
@@ -205,16 +209,7 @@ def test_execute_without_an_admin_url_is_refused_even_without_decisions(tmp_path
     no_admin_url = "no --admin-url to send the unloads to"
     folder = write_dir(tmp_path, int(time.time() * 1000))
     audit = tmp_path / "audit.jsonl"
-    args = [
-        "advise",
-        "--snapshot",
-        str(folder),
-        "--strategy",
-        "AvgShedder",
-        "--execute",
-        "--audit",
-        str(audit),
-    ]
+    args = execute_args(folder, "AvgShedder", audit)
     result = runner.invoke(app, [*args, "--json"])
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
