@@ -359,19 +359,24 @@ PROBES = Path(__file__).resolve().parents[2] / "examples" / "capacity-probes"
 
 
 def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
-    # docs/capacity-aware.md, "Probes": every probe file is in one of the two grids (grid.yaml: the eight
-    # probes, the out-of-sample three of the first round too; holdout.yaml: the three of issue 15), each
-    # loads as a scenario of its own name, and both grids compare the four pairs of the capacity grid.
+    # docs/capacity-aware.md, "Probes": every probe file is in one of the three grids (grid.yaml: the eight
+    # probes, the out-of-sample three of the first round too; holdout.yaml: the three of issue 15's second
+    # round; holdout-3.yaml: the four of its third), each loads as a scenario of its own name, and every
+    # grid compares the four pairs of the capacity grid.
     grid = load_grid(PROBES / "grid.yaml")
     holdout = load_grid(PROBES / "holdout.yaml")
+    third = load_grid(PROBES / "holdout-3.yaml")
     files = sorted(p.stem for p in PROBES.glob("probe-*.yaml"))
-    assert len(grid.scenarios) == 8 and len(holdout.scenarios) == 3
-    assert sorted(ref.name for ref in [*grid.scenarios, *holdout.scenarios]) == files
+    assert len(grid.scenarios) == 8 and len(holdout.scenarios) == 3 and len(third.scenarios) == 4
+    assert sorted(ref.name for ref in [*grid.scenarios, *holdout.scenarios, *third.scenarios]) == files
     assert {"probe-five-classes", "probe-some-bookies", "probe-busy-strong-nic"} <= set(files)
     assert {"probe-bundle-sizes", "probe-strong-slow-nic", "probe-colocated-comes-goes"} == {
         ref.name for ref in holdout.scenarios
     }
+    assert {"probe-cpu-generations", "probe-diurnal-phases", "probe-churn-mixed", "probe-hashed-ramp"} == {
+        ref.name for ref in third.scenarios
+    }
     for name in files:
         assert load_scenario(str(PROBES / f"{name}.yaml")).name == name
     capacity = set(load_grid("capacity").strategies)
-    assert set(grid.strategies) == set(holdout.strategies) == capacity
+    assert set(grid.strategies) == set(holdout.strategies) == set(third.strategies) == capacity
