@@ -232,3 +232,23 @@ def test_a_warm_up_ending_between_ticks_counts_the_whole_first_measured_tick() -
     measured = result.ticks[result.ticks["time_s"] >= 165]
     assert result.summary["lookups"] == measured["lookups"].sum()
     assert result.summary["unload_bundle_total"] == measured["unloads"].sum() == result.summary["unloads"]
+
+
+def test_a_tick_row_counts_the_lookups_of_every_step() -> None:
+    """Two brokers fail 30 s apart within one tick: both re-placements are the tick's lookups."""
+    doc: dict[str, Any] = {
+        "name": "lookups-per-step",
+        "duration": "3m",
+        "simulation": {"resolution": "10s", "initial_assignment": "round_robin"},
+        "brokers": [{"count": 3}],
+        "workloads": [{"bundles": 6}],
+        "events": [
+            {"at": "70s", "kind": "remove_brokers", "brokers": [2]},
+            {"at": "100s", "kind": "remove_brokers", "brokers": [3]},
+        ],
+    }
+    result = run_simulation(Scenario.from_mapping(doc, source="test"))
+    # tick 2, (60 s, 120 s]: broker 2's two bundles land at 80 s (one of them on broker 3), then
+    # broker 3's three at 110 s; the row once kept the last step's 3
+    assert result.ticks["lookups"].tolist() == [0, 0, 5, 0]
+    assert int(result.ticks["lookups"].sum()) == result.summary["lookups"]
