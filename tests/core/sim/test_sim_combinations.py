@@ -32,8 +32,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shedlab.core.sim import Scenario, SimulationResult
-from shedlab.core.sim.kernel import Simulation
+from shedlab.core.sim.kernel import Simulation, build_config
 from shedlab.core.sim.state import NEVER
+from shedlab.strategies.registry import STRATEGY_PAIRS
 
 EXAMPLES = int(os.environ.get("SHEDLAB_FUZZ_EXAMPLES", "60"))
 HUNT = "SHEDLAB_FUZZ_EXAMPLES" in os.environ
@@ -126,21 +127,33 @@ def _shape(draw: Draw, duration: int, tick: int, workloads: list[str]) -> dict[s
     else:
         shape.update(rate_per_hour=draw(st.sampled_from((0, 10, 200))), duration="2m", amplitude=3)
     if draw(st.integers(0, 3)) == 0:
-        shape["select"] = {
-            "workloads": [draw(st.sampled_from(workloads))],
-            "fraction": draw(st.sampled_from((0.0, 0.5, 1.0))),
-        }
+        shape["select"] = _selector(draw, workloads)
     return shape
+
+
+def _selector(draw: Draw, workloads: list[str]) -> dict[str, Any]:
+    """Bundles by workload, tenant, namespace or bundle-name pattern, maybe a random fraction of them."""
+    key = draw(st.sampled_from(("workloads", "tenants", "namespaces", "bundles")))
+    patterns = {
+        "workloads": [draw(st.sampled_from(workloads)), "w*"],
+        "tenants": ["a-000", "t*", "nobody"],
+        "namespaces": ["*/ns", "a-00[01]/ns-0000", "b-*"],
+        "bundles": ["*0x00000000_*", "*_0xffffffff", "*"],
+    }[key]
+    selector: dict[str, Any] = {key: [draw(st.sampled_from(patterns))]}
+    if draw(st.booleans()):
+        selector["fraction"] = draw(st.sampled_from((0.0, 0.5, 1.0)))
+    return selector
 
 
 def _workload(draw: Draw, index: int, brokers: int, shared: dict[str, Any] | None) -> dict[str, Any]:
     """A plain workload (tenants × namespaces × bundles), or topics hashed into an explicit namespace;
     with ``shared``, a second workload in that namespace (the same bundle count)."""
     w: dict[str, Any] = {"name": f"w{index}"}
-    hashed = shared is not None or draw(st.booleans())
+    hashed = draw(st.booleans())
     if shared is not None:
         w.update(namespace=shared["namespace"], bundles=shared["bundles"])
-    elif hashed:
+    elif hashed or draw(st.booleans()):
         w.update(namespace=f"t{index}/ns", bundles=draw(st.integers(1, 16)))
     else:
         w.update(
@@ -148,8 +161,9 @@ def _workload(draw: Draw, index: int, brokers: int, shared: dict[str, Any] | Non
             tenants=draw(st.integers(1, 2)),
             namespaces=draw(st.integers(1, 2)),
             bundles=draw(st.integers(1, 8)),
-            topics=_distribution(draw, 1, 20),
         )
+    if not hashed:
+        w["topics"] = _distribution(draw, 1, 20)
     if hashed:
         w["hashed"] = {
             "topics": draw(st.integers(1, 24)),
@@ -267,10 +281,7 @@ def _events(draw: Draw, duration: int, tick: int, initial: int, workloads: list[
                     st.lists(st.integers(1, existing), min_size=1, max_size=3, unique=True)
                 )
         elif kind == "traffic":
-            event = {
-                "factor": draw(st.sampled_from((0.0, 0.5, 3.0))),
-                "select": {"workloads": [draw(st.sampled_from(workloads))]},
-            }
+            event = {"factor": draw(st.sampled_from((0.0, 0.5, 3.0))), "select": _selector(draw, workloads)}
             if draw(st.booleans()):
                 event["duration"] = draw(st.sampled_from((0, 60, 240)))
         else:
@@ -296,7 +307,7 @@ def _leader_state(draw: Draw, initial: int, workloads: list[str]) -> dict[str, A
         ],
         "recently_unloaded": [
             {
-                "select": {"workloads": [draw(st.sampled_from(workloads))]},
+                "select": _selector(draw, workloads),
                 "ago": draw(st.sampled_from((0, 300, 7200, 10**6))),
             }
         ]
@@ -512,6 +523,26 @@ def _check_every_event_happened(result: SimulationResult, doc: dict[str, Any]) -
         assert len(rows), f"{event['kind']} at {event['at']} s never happened"
 
 
+def _check_grace_period(result: SimulationResult, scenario: Scenario) -> None:
+    """Pulsar's strategies skip a bundle the leader unloaded within the grace period (spec §4.4); a new
+    leader after ``leader_failover: reset`` starts with an empty map. Shedding off: no unloads at all."""
+    conf = build_config(scenario, result.strategy)
+    if not (conf.load_balancer_enabled and conf.load_balancer_shedding_enabled):
+        assert result.decisions.empty, "unloads with shedding disabled"
+    if result.strategy not in STRATEGY_PAIRS:
+        return
+    grace = int(conf.load_balancer_shedding_grace_period_minutes) * 60.0
+    changes = result.events.loc[result.events["kind"] == "leader_change", "time_s"].to_numpy()
+    reset = scenario.simulation.leader_failover == "reset"
+    last: dict[str, float] = {}
+    for time_s, bundle in zip(result.decisions["time_s"], result.decisions["bundle"], strict=True):
+        before = last.get(bundle)
+        new_leader = reset and before is not None and ((changes > before) & (changes <= time_s)).any()
+        if before is not None and not new_leader:
+            assert time_s - before > grace, f"{bundle} unloaded at {before} s and again at {time_s} s"
+        last[bundle] = time_s
+
+
 def _tables(result: SimulationResult) -> tuple[str, ...]:
     frames = (result.ticks, result.brokers, result.decisions, result.events, result.skips)
     return (*(f.to_csv() for f in frames), json.dumps(result.summary, sort_keys=True))
@@ -542,6 +573,7 @@ def test_combined_features_run_and_make_sense(doc: dict[str, Any], other: str) -
     _check_removed_stay_gone(result)
     _check_summary(result, scenario.metrics.warmup)
     _check_every_event_happened(result, doc)
+    _check_grace_period(result, scenario)
     assert _tables(Simulation(scenario).run()) == _tables(result), "same seed, different tables"
     other_result = _run_checked(scenario, strategy=other)
     _check_same_traffic(result, other_result)
