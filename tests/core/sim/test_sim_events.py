@@ -249,6 +249,7 @@ def test_a_removed_broker_is_not_revived_by_a_rolling_restart(events: list[dict[
         step(queue, cluster, START + minute * 60_000, log)
     assert not cluster.alive[1]
     assert "broker_up" not in log.kinds
+    assert [d for _, k, d in log.rows if k == "remove_brokers"] == ["broker-0002:8080"]
 
 
 def test_overlapping_restarts_bring_a_broker_back_at_the_end_of_the_restart_that_took_it_down() -> None:

@@ -115,11 +115,10 @@ class EventQueue:
                 started = {s: now if not cluster.alive[s] else int(cluster.start_ts[s]) for s in up}
                 slots = resolve_removal(payload, up, rng, started=started)
                 # a listed broker that is down for a restart vanishes too: its restart never ends
-                for b in payload.brokers:
-                    self._restarting.pop(b - 1, None)
+                down = [b - 1 for b in payload.brokers if self._restarting.pop(b - 1, None) is not None]
                 removed.extend(slots)
                 state.update(dict.fromkeys(slots, False))
-                log(now, "remove_brokers", ", ".join(ids[s] for s in slots))
+                log(now, "remove_brokers", ", ".join(ids[s] for s in sorted([*slots, *down])))
             elif kind == "rolling_restart":
                 event = payload
                 everyone = [s for s in range(num_slots) if alive(s)]
