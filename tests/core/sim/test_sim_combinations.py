@@ -534,13 +534,28 @@ def _check_grace_period(result: SimulationResult, scenario: Scenario) -> None:
     grace = int(conf.load_balancer_shedding_grace_period_minutes) * 60.0
     changes = result.events.loc[result.events["kind"] == "leader_change", "time_s"].to_numpy()
     reset = scenario.simulation.leader_failover == "reset"
-    last: dict[str, float] = {}
+    last = _unloaded_before_start(scenario)
     for time_s, bundle in zip(result.decisions["time_s"], result.decisions["bundle"], strict=True):
         before = last.get(bundle)
         new_leader = reset and before is not None and ((changes > before) & (changes <= time_s)).any()
         if before is not None and not new_leader:
             assert time_s - before > grace, f"{bundle} unloaded at {before} s and again at {time_s} s"
         last[bundle] = time_s
+
+
+def _unloaded_before_start(scenario: Scenario) -> dict[str, float]:
+    """``leader_state.recently_unloaded`` as unload times (negative: before the start); later items
+    win, as in the leader's map. Nothing when a selection takes a random ``fraction``."""
+    items = scenario.leader_state.recently_unloaded
+    if any(item.select.fraction is not None for item in items):
+        return {}
+    pop = Simulation(scenario).pop
+    out: dict[str, float] = {}
+    for item in items:
+        chosen = pop.select(item.select, np.random.default_rng(0))
+        members = range(pop.size) if chosen is None else chosen.tolist()
+        out.update((pop.names[j], -item.ago) for j in members)
+    return out
 
 
 def _tables(result: SimulationResult) -> tuple[str, ...]:
