@@ -3,10 +3,12 @@ report is away; a time no broker reported is a gap of the recording, not a resta
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
-from shedlab.core.twin import TwinInputs, _events
+from shedlab.core.twin import TwinInputs, _by_last_tick, _events
 
 MIN = 60_000
 
@@ -37,3 +39,17 @@ def test_a_gap_of_the_recording_is_no_restart_of_every_broker() -> None:
         {"at": "11m", "kind": "rolling_restart", "interval": "1m", "downtime": "4m", "brokers": [2]}
     ]
     assert any("no sample for 179m from +31m" in n and "gap of the recording" in n for n in notes), notes
+
+
+def test_events_after_the_twins_last_tick_move_back_to_it() -> None:
+    """Jittered samples: a 59 min 50 s span of 1-min ticks has its last tick at 59 min, so a broker
+    first seen at the last sample (59 min 50 s) joins at 59 min, not never (a scenario refuses an event
+    after its last tick); one that left then (+1 tick: 60 min 50 s, after the end) leaves at 59 min."""
+    events: list[dict[str, Any]] = [
+        {"at": "30m", "kind": "add_brokers", "count": 1, "hardware": "c"},
+        {"at": "3590s", "kind": "add_brokers", "count": 1, "hardware": "c"},
+        {"at": "3650s", "kind": "remove_brokers", "brokers": [1]},
+    ]
+    moved = _by_last_tick(events, 3590.0, 60.0)
+    assert [e["at"] for e in moved] == ["30m", "59m", "59m"]
+    assert moved[1] == {**events[1], "at": "59m"}

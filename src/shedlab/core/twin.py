@@ -481,6 +481,18 @@ def _recorded_between(ticks_ms: np.ndarray[Any, Any], from_ms: int, to_ms: int) 
     return bool(np.searchsorted(ticks_ms, to_ms, "left") > np.searchsorted(ticks_ms, from_ms, "right"))
 
 
+def _by_last_tick(events: list[dict[str, Any]], duration_s: float, tick_s: float) -> list[dict[str, Any]]:
+    """Events moved back to the twin's last tick when they fall after it.
+
+    Sample times jitter, so the span (the twin's duration) is seldom a whole number of median ticks and
+    the simulator's last tick, ``duration`` rounded down to whole ticks, comes up to a tick before the
+    last sample; a broker seen first (or last) near that sample gives an event after the last tick,
+    which a scenario refuses (it would never happen). The last tick is the nearest the twin has.
+    """
+    last = (duration_s // tick_s) * tick_s if tick_s > 0 else duration_s
+    return [{**e, "at": _duration(last)} if _seconds(str(e["at"])) > last else e for e in events]
+
+
 def _seconds(text: str) -> float:
     unit = {"h": 3600.0, "m": 60.0, "s": 1.0}[text[-1]]
     return float(text[:-1]) * unit
@@ -539,13 +551,15 @@ def fit_twin(
             group["background"] = background
         groups.append(group)
     workloads, bundle_map, traffic_notes = _workloads(inputs, numbers, initial, tick_s)
+    duration = _duration((end - start) / 1000.0) if (end - start) else _duration(tick_s)
     events, event_notes = _events(inputs, brokers, numbers, tick_s)
+    events = _by_last_tick(events, _seconds(duration), _seconds(_duration(tick_s)))
     origin = source or "a recording"
     scenario: dict[str, Any] = {
         "name": name,
         "description": f"Twin of cluster {inputs.cluster} fitted by shedlab twin to {origin}",
         # the simulator runs duration / tick + 1 ticks: the recording's span, first to last sample
-        "duration": _duration((end - start) / 1000.0) if (end - start) else _duration(tick_s),
+        "duration": duration,
         "seed": 1,
         "strategy": strategy,
         "config": dict(config),

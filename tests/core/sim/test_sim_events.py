@@ -220,3 +220,50 @@ def test_oldest_and_newest_removals_go_by_start_time_after_a_restart(pick: str, 
     result = run_simulation(s, strategy="AvgShedder")
     removed = result.events[result.events["kind"] == "remove_brokers"]["detail"].tolist()
     assert removed == [expected]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        # removed (failed) while down for its restart: its downtime's end must not revive it
+        [
+            {"at": "1m", "kind": "rolling_restart", "interval": "1m", "downtime": "2m", "brokers": [2]},
+            {"at": "2m", "kind": "remove_brokers", "brokers": [2]},
+        ],
+        # removed before its turn came: the restart has nothing to take down, nor to bring back
+        [
+            {"at": "1m", "kind": "remove_brokers", "brokers": [2]},
+            {"at": "2m", "kind": "rolling_restart", "interval": "1m", "brokers": [2]},
+        ],
+        # removed at the same instant as a zero-downtime restart, scheduled after it
+        [
+            {"at": "1m", "kind": "rolling_restart", "interval": "1m", "downtime": 0, "brokers": [2]},
+            {"at": "1m", "kind": "remove_brokers", "brokers": [2]},
+        ],
+    ],
+)
+def test_a_removed_broker_is_not_revived_by_a_rolling_restart(events: list[dict[str, Any]]) -> None:
+    queue, cluster = setup(scenario(events))
+    log = Log()
+    for minute in range(10):
+        step(queue, cluster, START + minute * 60_000, log)
+    assert not cluster.alive[1]
+    assert "broker_up" not in log.kinds
+    assert [d for _, k, d in log.rows if k == "remove_brokers"] == ["broker-0002:8080"]
+
+
+def test_overlapping_restarts_bring_a_broker_back_at_the_end_of_the_restart_that_took_it_down() -> None:
+    queue, cluster = setup(
+        scenario(
+            [
+                {"at": "1m", "kind": "rolling_restart", "interval": "1m", "downtime": "3m", "brokers": [2]},
+                {"at": "2m", "kind": "rolling_restart", "interval": "1m", "downtime": "1m", "brokers": [2]},
+            ]
+        )
+    )
+    log = Log()
+    alive = []
+    for minute in range(6):
+        step(queue, cluster, START + minute * 60_000, log)
+        alive.append(bool(cluster.alive[1]))
+    assert alive == [True, False, False, False, True, True]

@@ -232,3 +232,47 @@ def test_a_warm_up_ending_between_ticks_counts_the_whole_first_measured_tick() -
     measured = result.ticks[result.ticks["time_s"] >= 165]
     assert result.summary["lookups"] == measured["lookups"].sum()
     assert result.summary["unload_bundle_total"] == measured["unloads"].sum() == result.summary["unloads"]
+
+
+def test_a_tick_row_counts_the_lookups_of_every_step() -> None:
+    """Two brokers fail 30 s apart within one tick: both re-placements are the tick's lookups."""
+    doc: dict[str, Any] = {
+        "name": "lookups-per-step",
+        "duration": "3m",
+        "simulation": {"resolution": "10s", "initial_assignment": "round_robin"},
+        "brokers": [{"count": 3}],
+        "workloads": [{"bundles": 6}],
+        "events": [
+            {"at": "70s", "kind": "remove_brokers", "brokers": [2]},
+            {"at": "100s", "kind": "remove_brokers", "brokers": [3]},
+        ],
+    }
+    result = run_simulation(Scenario.from_mapping(doc, source="test"))
+    # tick 2, (60 s, 120 s]: broker 2's two bundles land at 80 s (one of them on broker 3), then
+    # broker 3's three at 110 s; the row once kept the last step's 3
+    assert result.ticks["lookups"].tolist() == [0, 0, 5, 0]
+    assert int(result.ticks["lookups"].sum()) == result.summary["lookups"]
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_the_stats_interval_does_not_move_the_events_random_stream(seed: int) -> None:
+    """Random removals (and noisy backgrounds) come from the events' stream: a stats sample drew
+    background noise it never used, at steps where some broker's stats were due, so changing
+    statsUpdateFrequencyInSecs removed other brokers."""
+
+    def removed(stats: int) -> list[str]:
+        doc: dict[str, Any] = {
+            "name": "stats-independent",
+            "duration": "5m",
+            "seed": seed,
+            "config": {"statsUpdateFrequencyInSecs": stats},
+            "simulation": {"resolution": "10s"},
+            "brokers": [
+                {"count": 6, "background": {"cpu": {"kind": "constant", "value": 0.2, "noise": 0.05}}}
+            ],
+            "events": [{"at": "4m", "kind": "remove_brokers", "count": 2, "pick": "random"}],
+        }
+        events = run_simulation(Scenario.from_mapping(doc, source="test")).events
+        return [str(d) for d in events.loc[events["kind"] == "remove_brokers", "detail"]]
+
+    assert removed(60) == removed(20)

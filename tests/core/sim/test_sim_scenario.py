@@ -250,3 +250,17 @@ def test_a_scenario_in_utf16_is_read_and_a_gzipped_one_refused(tmp_path: Path) -
     path.write_bytes(b"\x1f\x8b\x08\x00")
     with pytest.raises(InputError, match=r"s\.yaml: this is a gzip file, not text"):
         load_scenario(path)
+
+
+@pytest.mark.parametrize("resolution", ["", "  resolution: 10s\n"])
+def test_an_event_between_the_last_tick_and_the_end_is_refused(resolution: str) -> None:
+    """9.5 min of 60-s ticks: the last tick is at 9 min, so an event at 9.25 min would never happen
+    (it was accepted and silently dropped)."""
+    text = (
+        f"name: s\nduration: 9.5m\nsimulation:\n  tick: 60s\n{resolution}"
+        "events:\n  - {at: 555s, kind: add_brokers}\n"
+    )
+    message = r"events\[0\]\.at: add_brokers at 555 s is after the run's last tick \(540 s; .*\(got '555s'\)"
+    with pytest.raises(InputError, match=message):
+        parse_scenario_text(text, "s.yaml")
+    assert parse_scenario_text(text.replace("555s", "540s"), "s.yaml").events[0].at == 540

@@ -57,6 +57,9 @@ class EventQueue:
         self.initial_slots = initial_slots
         self._queue: list[Pending] = []
         self._seq = 0
+        self._restarting: dict[int, int] = {}
+        """Slots a rolling restart took down, each with the restart step's token: only its own ``up``
+        brings the broker back (not a removed broker's, nor another restart's overlapping one)."""
         self.push(start_ms, "start", None)
         for k, event in enumerate(scenario.events):
             at = start_ms + round(event.at * 1000)
@@ -111,9 +114,11 @@ class EventQueue:
                 # start times: a broker that (re)joined among this tick's events starts now
                 started = {s: now if not cluster.alive[s] else int(cluster.start_ts[s]) for s in up}
                 slots = resolve_removal(payload, up, rng, started=started)
+                # a listed broker that is down for a restart vanishes too: its restart never ends
+                down = [b - 1 for b in payload.brokers if self._restarting.pop(b - 1, None) is not None]
                 removed.extend(slots)
                 state.update(dict.fromkeys(slots, False))
-                log(now, "remove_brokers", ", ".join(ids[s] for s in slots))
+                log(now, "remove_brokers", ", ".join(ids[s] for s in sorted([*slots, *down])))
             elif kind == "rolling_restart":
                 event = payload
                 everyone = [s for s in range(num_slots) if alive(s)]
@@ -121,19 +126,26 @@ class EventQueue:
                 slots = [int(s) for s in slots if 0 <= s < num_slots]
                 for i, s in enumerate(slots):
                     down = item.at_ms + round(i * event.interval * 1000)
-                    self.push(down, "down", s)
-                    self.push(down + round(event.downtime * 1000), "up", s)
+                    token = self._seq
+                    self.push(down, "down", (s, token))
+                    self.push(down + round(event.downtime * 1000), "up", (s, token))
                 log(now, "rolling_restart", f"{len(slots)} brokers, every {event.interval:g} s")
             elif kind == "down":
-                if alive(payload):
-                    removed.append(int(payload))
-                    state[payload] = False
-                    log(now, "broker_down", ids[payload])
+                slot, token = payload
+                if alive(slot):
+                    removed.append(int(slot))
+                    state[slot] = False
+                    self._restarting[slot] = token
+                    log(now, "broker_down", ids[slot])
             elif kind == "up":
-                if not alive(payload):
-                    joined.append(int(payload))
-                    state[payload] = True
-                    log(now, "broker_up", ids[payload])
+                slot, token = payload
+                # only the restart that took the broker down brings it back: a broker that was not
+                # up when its turn came (removed, or down for another restart) is left as it is
+                if self._restarting.get(slot) == token and not alive(slot):
+                    del self._restarting[slot]
+                    joined.append(int(slot))
+                    state[slot] = True
+                    log(now, "broker_up", ids[slot])
             elif kind == "traffic":
                 log(now, "traffic", json.dumps({"factor": payload.factor, **payload.select.to_dict()}))
             elif kind == "traffic_end":

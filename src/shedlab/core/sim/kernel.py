@@ -372,9 +372,11 @@ class Simulation:
         if not (publishing.next_sample_ms[true.slots] <= now).any():
             return np.zeros(0, dtype=np.int64)
         averaged = windows.averages(now)
-        seen = measure(
-            cluster, self.pop, averaged, (now - self.start_ms) / 1000.0, self.rng_events, self.weights
-        )
+        # the sample takes rates and counts only (its usage is the host-usage reading's), so no
+        # background noise is drawn for it: a draw here, made only at steps where some broker's stats
+        # are due, moved the events' stream (random removals, later backgrounds) with
+        # statsUpdateFrequencyInSecs, so that two configs or pairs saw different clusters
+        seen = measure(cluster, self.pop, averaged, (now - self.start_ms) / 1000.0, None, self.weights)
         samplers = publishing.sample(now, seen, cluster.owner, averaged, self.pop.topics, host_usage=False)
         windows.sampled(samplers, now)
         return samplers

@@ -423,9 +423,13 @@ class TickMetrics:
             )
 
     def lookups_done(self, landed: list[int]) -> None:
+        """Bundles a step's lookups assigned. With ``simulation.resolution`` a tick runs several steps,
+        each with its lookups: the tick's row counts them all (it once kept only the last step's, so
+        ``lookups`` fell short of the summary's and over-placements missed earlier landings), and a
+        bundle that landed twice in the tick is one landing for the over-placement check."""
         self.lookups_total += len(landed)
-        self.lookups = len(landed)
-        self.landed = landed
+        self.lookups += len(landed)
+        self.landed = list(dict.fromkeys([*self.landed, *landed]))
 
     def true_scores(self, true: TrueUsage) -> tuple[float, FloatArray]:
         """The hot line (mean score + over-placement margin) and every slot's true score (NaN: not alive).

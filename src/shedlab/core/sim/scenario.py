@@ -475,15 +475,29 @@ def _check_limits(
         )
 
 
-def _check_event_times(root: Node, events: tuple[Event, ...], duration: float) -> None:
-    """Refuse an event after the run's end: it would never happen, and nothing would say so."""
+def _check_event_times(root: Node, events: tuple[Event, ...], duration: float, tick: float) -> None:
+    """Refuse an event after the run's end, or after its last tick: it would never happen, and nothing
+    would say so. Events take effect at the first tick at or after their time, and the last tick is at
+    ``duration`` rounded down to whole ticks (the kernel's ``n_ticks``, in its milliseconds), so with a
+    duration that is no whole number of ticks an event between the last tick and the end never came."""
+    tick_ms = max(round(tick * 1000), 1)
+    last_ms = int(duration * 1000 // tick_ms) * tick_ms
     for i, event in enumerate(events):
+        raw = root.list("events")[i].get("at")
         if event.at > duration:
             raise root.error(
                 f"events[{i}].at",
                 f"{event.kind} at {event.at:g} s is after the run's end ({duration:g} s)",
-                root.list("events")[i].get("at"),
+                raw,
                 hint="lengthen the duration or drop the event",
+            )
+        if round(event.at * 1000) > last_ms:
+            raise root.error(
+                f"events[{i}].at",
+                f"{event.kind} at {event.at:g} s is after the run's last tick ({last_ms / 1000:g} s; "
+                "events take effect at the first tick at or after their time)",
+                raw,
+                hint="make the duration a whole number of ticks, or move the event",
             )
 
 
@@ -616,7 +630,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     _check_limits(root, duration, simulation, initial, workloads)
     _check_workloads(root, source, workloads, initial)
     events = tuple(_parse_event(node, hardware) for node in root.nodes("events"))
-    _check_event_times(root, events, duration)
+    _check_event_times(root, events, duration, simulation.tick)
     _check_event_brokers(root, events, initial)
     metrics = _parse_metrics(root)
     leader_state = _parse_leader_state(root, initial)

@@ -155,8 +155,9 @@ class ClusterState:
     def num_slots(self) -> int:
         return len(self.ids)
 
-    def background_at(self, slots: IntArray, t: float, rng: np.random.Generator) -> FloatArray:
-        """(n, 3) background fractions (cpu, NIC in, NIC out) of the given slots at ``t`` seconds.
+    def background_at(self, slots: IntArray, t: float, rng: np.random.Generator | None) -> FloatArray:
+        """(n, 3) background fractions (cpu, NIC in, NIC out) of the given slots at ``t`` seconds
+        (``rng`` None: without the signals' noise, drawing nothing).
 
         Slots sharing one constant definition share one value (computed once, no draw); varying
         signals draw per slot, in slot order. The grouping is cached while the slots and the
@@ -274,10 +275,11 @@ def measure(
     pop: BundlePopulation,
     traffic: Traffic,
     t: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None,
     weights: tuple[float, float, float, float],
 ) -> TrueUsage:
-    """Every alive broker's true usage at ``t`` seconds (what its next stats sample would read)."""
+    """Every alive broker's true usage at ``t`` seconds (what its next stats sample would read);
+    ``rng`` None leaves the backgrounds' noise out and draws nothing."""
     n_slots = cluster.num_slots
     owner = cluster.owner
     block = traffic.block
