@@ -20,6 +20,7 @@ from shedlab.core.sim.kernel import Simulation, build_config
 from shedlab.core.sim.metrics import over_placement, over_unloading_flip, ratio, time_to_balance
 from shedlab.core.sim.recording import iter_load_reports, prometheus_responses, write_recording
 from shedlab.core.sim.scenario import parse_scenario_text
+from shedlab.manager.loop import ManagerDecision
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import LocalBrokerData
 
@@ -407,3 +408,27 @@ def test_without_the_load_balancer_brokers_write_no_reports_after_their_lock_nod
     assert (sim.publishing.last_update_ms[:4] == sim.start_ms).all()
     assert sim.publishing.leader_data.updates == 4  # the four lock nodes at the start
     assert sim.publishing.published.bundles[:4].tolist() == [0, 0, 0, 0]
+
+
+def test_unloading_a_bundle_no_broker_owns_leaves_its_pending_lookup_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A decision on a bundle still in transit (unloaded a tick ago, 150 s to reconnect): Pulsar's unload
+    # of an unowned bundle does nothing, so its clients still look it up when they were going to.
+    base = load_scenario("over-unloading-90-10")
+    scenario = dataclasses.replace(
+        base, simulation=dataclasses.replace(base.simulation, reconnect_delay=150.0)
+    )
+    sim = Simulation(scenario, strategy="AvgShedder")
+    while sim.step() and not (sim.cluster.owner < 0).any():
+        pass
+    j = int(np.flatnonzero(sim.cluster.owner < 0)[0])
+    due = int(sim.cluster.lookup_at[j])
+    bundle, source = sim.pop.names[j], sim.cluster.ids[0]
+    decision = ManagerDecision(sim.now_ms + sim.tick_ms, source, bundle, sim.cluster.ids[1])
+    monkeypatch.setattr(sim.manager, "do_load_shedding", lambda snapshot, now: [decision])
+    sim.step()
+    rows = sim.metrics.collector.decision_rows
+    assert rows[-1]["bundle"] == bundle and rows[-1]["msg_rate"] == 0.0  # recorded, nothing disconnected
+    assert int(sim.cluster.lookup_at[j]) == due  # not pushed back by another reconnection delay
+    assert sim.cluster.owner[j] < 0 and due > sim.now_ms

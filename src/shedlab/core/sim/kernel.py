@@ -574,7 +574,12 @@ class Simulation:
         self.metrics.lookups_done(landed)
 
     def _shed(self, now: int, traffic: Traffic, true: TrueUsage) -> list[ManagerDecision]:
-        """The leader's shedding when due; unloaded bundles leave their owner and reconnect later."""
+        """The leader's shedding when due; unloaded bundles leave their owner and reconnect later.
+
+        A decision on a bundle no broker owns (its clients are still reconnecting after an earlier
+        unload, while a stale report still lists it) is recorded, but the unload does nothing and its
+        pending lookup keeps its time: Pulsar's admin unload of an unowned bundle returns without
+        unloading (as :meth:`request_unload` has it)."""
         if now < self.next_shed_ms:
             return []
         self.next_shed_ms += self.shed_ms * ((now - self.next_shed_ms) // self.shed_ms + 1)
@@ -590,8 +595,8 @@ class Simulation:
             self.metrics.unloaded(now, d, j, owned, traffic, hot_line, true_score)
             if owned:
                 cluster.owner[j] = -1
+                cluster.lookup_at[j] = now + self.reconnect_ms
                 moved.append(j)
-            cluster.lookup_at[j] = now + self.reconnect_ms
         if moved:
             self.metrics.churn.count(np.asarray(moved, dtype=np.int64), now)
         return decisions
