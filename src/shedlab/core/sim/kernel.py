@@ -68,7 +68,7 @@ from shedlab.core.sim.metrics import Churn, RunCounts, TickMetrics
 from shedlab.core.sim.publishing import Publishing
 from shedlab.core.sim.recording import Recording
 from shedlab.core.sim.result import SimulationResult
-from shedlab.core.sim.scenario import Scenario, TrafficChange
+from shedlab.core.sim.scenario import Scenario, TrafficChange, tick_ms_of
 from shedlab.core.sim.state import NEVER, ClusterState, TrueUsage, broker_layout, measure
 from shedlab.core.sim.traffic import BundlePopulation, Shape, Traffic, TrafficModel, build_population
 from shedlab.core.sim.windows import HostUsageWindows, StatsWindows
@@ -122,14 +122,14 @@ class Simulation:
         rng_pop, rng_traffic, self.rng_events, self.rng_manager, rng_phase, self.rng_init = root.spawn(6)
         self.weights = conf.resource_weights()
         sim = scenario.simulation
-        self.tick_ms = max(round(sim.tick * 1000), 1)
+        self.tick_ms = tick_ms_of(sim.tick)
         # simulation.resolution: steps of res_ms within each tick (docs/scenarios.md "Resolution")
         self.res_ms = self.tick_ms if sim.resolution is None else max(round(sim.resolution * 1000), 1)
         self.substeps = self.tick_ms // self.res_ms
         self.start_ms = int(sim.start_time_ms)
         self.reconnect_ms = round(sim.reconnect_delay * 1000)
         self.shed_ms = max(int(conf.load_balancer_shedding_interval_minutes) * 60_000, 1)
-        self.n_ticks = int(scenario.duration * 1000 // self.tick_ms) + 1
+        self.n_ticks = scenario.num_ticks
 
         pop = self.pop = build_population(scenario.workloads, rng_pop)
         step_s = scenario.simulation.tick if sim.resolution is None else self.res_ms / 1000.0

@@ -231,7 +231,8 @@ class Scenario:
 
     @property
     def num_ticks(self) -> int:
-        return int(self.duration // self.simulation.tick) + 1
+        """How many ticks the simulator runs (:func:`tick_count`)."""
+        return tick_count(self.duration, self.simulation.tick)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> Scenario:
@@ -475,13 +476,23 @@ def _check_limits(
         )
 
 
+def tick_ms_of(tick: float) -> int:
+    """A tick (seconds) in whole milliseconds, the simulator's clock (at least 1)."""
+    return max(round(tick * 1000), 1)
+
+
+def tick_count(duration: float, tick: float) -> int:
+    """The ticks of a run: at 0, every ``tick`` after it, the last at ``duration`` rounded down to whole
+    ticks, counted in the simulator's milliseconds (not float seconds, whose division can fall short)."""
+    return int(duration * 1000 // tick_ms_of(tick)) + 1
+
+
 def _check_event_times(root: Node, events: tuple[Event, ...], duration: float, tick: float) -> None:
     """Refuse an event after the run's end, or after its last tick: it would never happen, and nothing
     would say so. Events take effect at the first tick at or after their time, and the last tick is at
-    ``duration`` rounded down to whole ticks (the kernel's ``n_ticks``, in its milliseconds), so with a
-    duration that is no whole number of ticks an event between the last tick and the end never came."""
-    tick_ms = max(round(tick * 1000), 1)
-    last_ms = int(duration * 1000 // tick_ms) * tick_ms
+    ``duration`` rounded down to whole ticks (:func:`tick_count`), so with a duration that is no whole
+    number of ticks an event between the last tick and the end never came."""
+    last_ms = (tick_count(duration, tick) - 1) * tick_ms_of(tick)
     for i, event in enumerate(events):
         raw = root.list("events")[i].get("at")
         if event.at > duration:
