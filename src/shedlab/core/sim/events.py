@@ -120,16 +120,9 @@ class EventQueue:
                 state.update(dict.fromkeys(slots, False))
                 log(now, "remove_brokers", ", ".join(ids[s] for s in sorted([*slots, *down])))
             elif kind == "rolling_restart":
-                event = payload
                 everyone = [s for s in range(num_slots) if alive(s)]
-                slots = [b - 1 for b in event.brokers] if event.brokers else everyone
-                slots = [int(s) for s in slots if 0 <= s < num_slots]
-                for i, s in enumerate(slots):
-                    down = item.at_ms + round(i * event.interval * 1000)
-                    token = self._seq
-                    self.push(down, "down", (s, token))
-                    self.push(down + round(event.downtime * 1000), "up", (s, token))
-                log(now, "rolling_restart", f"{len(slots)} brokers, every {event.interval:g} s")
+                restarted = self._schedule_restarts(payload, item.at_ms, everyone, num_slots)
+                log(now, "rolling_restart", f"{restarted} brokers, every {payload.interval:g} s")
             elif kind == "down":
                 slot, token = payload
                 if alive(slot):
@@ -163,6 +156,21 @@ class EventQueue:
         removed = list(dict.fromkeys(removed))
         joined = [s for s in dict.fromkeys(joined) if state.get(s, False)]
         return joined, removed
+
+    def _schedule_restarts(
+        self, event: RollingRestart, at_ms: int, everyone: list[int], num_slots: int
+    ) -> int:
+        """Queue each restarted broker's ``down`` and ``up``, ``interval`` apart, tagged with one token
+        per restart (the ``down``'s sequence number) so that only this restart's ``up`` brings the
+        broker back; returns how many brokers restart (the listed ones, else ``everyone`` alive)."""
+        slots = [b - 1 for b in event.brokers] if event.brokers else everyone
+        slots = [int(s) for s in slots if 0 <= s < num_slots]
+        for i, s in enumerate(slots):
+            down = at_ms + round(i * event.interval * 1000)
+            token = self._seq
+            self.push(down, "down", (s, token))
+            self.push(down + round(event.downtime * 1000), "up", (s, token))
+        return len(slots)
 
 
 def resolve_removal(
