@@ -122,6 +122,20 @@ def test_pareto_front() -> None:
     assert pareto_front(table) == [True, True, True, False]
 
 
+def test_pareto_front_compares_only_the_last_rungs_candidates() -> None:
+    """A candidate dropped after one seed neither joins the front nor pushes a five-seed finalist off
+    it, however good its one-seed mean looks."""
+    table = pd.DataFrame(
+        {
+            "imbalance": [0.5, 2.0, 3.0, 2.5],
+            "unloads_per_day": [0.5, 2.0, 1.0, 3.0],
+            "seeds": [1, 5, 5, 5],
+        }
+    )
+    assert pareto_front(table) == [False, True, True, False]
+    assert pareto_front(table.assign(seeds=[5, 5, 5, 5])) == [True, False, False, False]
+
+
 def _scored(values: dict[str, list[tuple[float, float]]]) -> tuple[pd.DataFrame, list[Candidate]]:
     """Runs of candidates keyed by a maxUnloadPercentage value ('' = recorded): (spread, unloads) per seed."""
     rows: list[dict[str, Any]] = []

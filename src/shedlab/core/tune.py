@@ -343,12 +343,23 @@ def survivors(table: pd.DataFrame, keep: int) -> list[str]:
 
 
 def pareto_front(table: pd.DataFrame, x: str = "imbalance", y: str = "unloads_per_day") -> list[bool]:
-    """Per row: no other candidate is at least as good on both ``x`` and ``y`` and better on one."""
+    """Per row: no other candidate is at least as good on both ``x`` and ``y`` and better on one.
+
+    Only the candidates run on the most seeds (the last rung's) take part, when the table says how many
+    seeds each had: successive halving drops most candidates after one seed, and a one-seed mean that
+    happened to land low would otherwise push a finalist, averaged over every seed, off the front (or
+    sit on it itself) on luck alone. The others are never on the front and dominate nothing.
+    """
     xs, ys = table[x].to_numpy(dtype=float), table[y].to_numpy(dtype=float)
+    if "seeds" in table:
+        seeds = table["seeds"].to_numpy(dtype=int)
+        eligible = seeds == seeds.max() if seeds.size else np.zeros(0, dtype=bool)
+    else:
+        eligible = np.ones(len(table), dtype=bool)
     front = []
     for i in range(len(table)):
-        dominated = np.any((xs <= xs[i]) & (ys <= ys[i]) & ((xs < xs[i]) | (ys < ys[i])))
-        front.append(not bool(dominated))
+        beats = (xs <= xs[i]) & (ys <= ys[i]) & ((xs < xs[i]) | (ys < ys[i])) & eligible
+        front.append(bool(eligible[i]) and not bool(np.any(beats)))
     return front
 
 

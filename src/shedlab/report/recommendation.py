@@ -93,7 +93,8 @@ def _pareto(page: Page, doc: dict[str, Any]) -> str:
     )
     caption = (
         "Every candidate's mean over its seeds (marker size: seeds). Successive halving gave the promising "
-        "ones more seeds; the bars are 95 % intervals, cut at 0."
+        "ones more seeds; the front is drawn among those run on the last rung's seeds. The bars are 95 % "
+        "intervals, cut at 0."
     )
     return page.figure(fig, caption, "tune-pareto")
 
