@@ -264,3 +264,54 @@ def test_an_event_between_the_last_tick_and_the_end_is_refused(resolution: str) 
     with pytest.raises(InputError, match=message):
         parse_scenario_text(text, "s.yaml")
     assert parse_scenario_text(text.replace("555s", "540s"), "s.yaml").events[0].at == 540
+
+
+@pytest.mark.parametrize(
+    ("workload", "field", "message"),
+    [
+        (
+            "{msg_rate_in: {dist: lognormal, median: 100, sigma: 1000}}",
+            "workloads[0].msg_rate_in",
+            "the lognormal distribution's samples overflow to infinity; use smaller parameters",
+        ),
+        (
+            "{msg_rate_in: {dist: pareto, min: 10, alpha: 0.001}}",
+            "workloads[0].msg_rate_in",
+            "the pareto distribution's samples overflow to infinity",
+        ),
+        ("{msg_rate_in: 1.0e+300, msg_size: 1.0e+300}", "workloads[0].msg_rate_in", "1e+300 msg/s in"),
+        ("{msg_rate_in: 1000, fanout: 1.0e+10}", "workloads[0].fanout", "1e+13 msg/s out, above the 1e+12"),
+        ("{msg_rate_in: 1000, msg_size: 1.0e+13}", "workloads[0].msg_size", "1e+16 bytes/s, above the 1e+15"),
+    ],
+)
+def test_traffic_that_overflows_is_refused_before_the_first_tick(
+    tmp_path: Path, workload: str, field: str, message: str
+) -> None:
+    """Each of these was accepted and ran with infinite rates and NaN scores, reporting dashes."""
+    path = write(tmp_path, f"name: x\nduration: 5m\nbrokers: [{{count: 3}}]\nworkloads:\n  - {workload}\n")
+    with pytest.raises(InputError) as info:
+        run_simulation(load_scenario(path))
+    assert str(info.value).startswith(f"{path}: {field}: ")
+    assert message in str(info.value)
+
+
+def test_a_clip_keeps_an_overflowing_distribution_finite(tmp_path: Path) -> None:
+    text = "{msg_rate_in: {dist: lognormal, median: 100, sigma: 1000, clip: [0, 5000]}}"
+    path = write(tmp_path, f"name: x\nduration: 2m\nbrokers: [{{count: 3}}]\nworkloads:\n  - {text}\n")
+    result = run_simulation(load_scenario(path))
+    assert 0 < result.ticks["msg_rate_total"].max() <= 2 * 5000 * 4 * 10
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ("workloads:\n  - shapes: [{kind: step, at: 1m, factor: 2.0e+6}]\n", r"shapes\[0\]\.factor"),
+        ("workloads:\n  - shapes: [{kind: ramp, start: 0s, end: 1m, to: 1.0e+300}]\n", r"shapes\[0\]\.to"),
+        ("workloads:\n  - shapes: [{kind: spikes, rate_per_hour: 1, duration: 1m, amplitude: 1.0e+7}]\n",
+         r"shapes\[0\]\.amplitude"),
+        ("events:\n  - {at: 1m, kind: traffic, factor: 1.0e+9}\n", r"events\[0\]\.factor"),
+    ],
+)  # fmt: skip
+def test_traffic_multipliers_above_a_million_are_refused(extra: str, field: str) -> None:
+    with pytest.raises(InputError, match=field + r": must be at most 1e\+06"):
+        parse_scenario_text(_SMALL + extra, "s.yaml")

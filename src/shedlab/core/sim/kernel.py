@@ -131,7 +131,7 @@ class Simulation:
         self.shed_ms = max(int(conf.load_balancer_shedding_interval_minutes) * 60_000, 1)
         self.n_ticks = scenario.num_ticks
 
-        pop = self.pop = build_population(scenario.workloads, rng_pop)
+        pop = self.pop = build_population(scenario.workloads, rng_pop, scenario.source or None)
         step_s = scenario.simulation.tick if sim.resolution is None else self.res_ms / 1000.0
         self.traffic_model = _traffic_model(scenario, pop, rng_pop, rng_traffic, step_s)
         self.bundle_index = {name: j for j, name in enumerate(pop.names)}

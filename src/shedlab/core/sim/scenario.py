@@ -19,7 +19,15 @@ from typing import Any
 from shedlab.config import LoadBalancerConfig, UniqueKeyLoader, parse_yaml_text
 from shedlab.core.sim.hardware import HardwareClass, parse_hardware
 from shedlab.core.sim.spec import Node
-from shedlab.core.sim.traffic import Selector, Signal, Workload, parse_selector, parse_signal, parse_workload
+from shedlab.core.sim.traffic import (
+    MAX_FACTOR,
+    Selector,
+    Signal,
+    Workload,
+    parse_selector,
+    parse_signal,
+    parse_workload,
+)
 from shedlab.errors import ConfigError, InputError, ShedlabError, did_you_mean, read_user_text
 from shedlab.model.pulsar import is_named_entity
 from shedlab.strategies import resolve_config, resolve_pair_name
@@ -420,7 +428,7 @@ def _parse_event(node: Node, hardware: Mapping[str, HardwareClass]) -> Event:
         duration = node.raw("duration", None)
         event = TrafficChange(
             at,
-            node.number("factor", minimum=0.0),
+            node.number("factor", minimum=0.0, maximum=MAX_FACTOR),
             None if duration is None else node.duration("duration"),
             parse_selector(node),
         )

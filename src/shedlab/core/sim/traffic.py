@@ -45,12 +45,20 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class Distribution:
-    """A distribution of per-bundle values; ``clip`` bounds the samples (None = unbounded)."""
+    """A distribution of per-bundle values; ``clip`` bounds the samples (None = unbounded).
+
+    ``source`` and ``where`` say where the scenario wrote it (file, field), for the one error a draw can
+    raise: parameters that are each finite but whose samples overflow (a lognormal's ``sigma`` of a few
+    hundred, a Pareto ``alpha`` near 0). Without it such a run went on with infinite rates and NaN
+    usage and reported a table of dashes, as if nothing were wrong.
+    """
 
     kind: str
     params: tuple[tuple[str, Any], ...]
     clip_low: float | None = None
     clip_high: float | None = None
+    source: str | None = field(default=None, compare=False)
+    where: str | None = field(default=None, compare=False)
 
     @classmethod
     def constant(cls, value: float) -> Distribution:
@@ -60,6 +68,19 @@ class Distribution:
         return dict(self.params)[name]
 
     def sample(self, rng: np.random.Generator, n: int) -> FloatArray:
+        """``n`` samples, clipped; refused (:class:`InputError`) where one is not a finite number."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            result = self._draw(rng, n)
+        if not np.isfinite(result).all():
+            raise InputError(
+                f"the {self.kind} distribution's samples overflow to infinity",
+                source=self.source,
+                field=self.where,
+                hint="use smaller parameters, or bound the samples with clip: [low, high]",
+            )
+        return result
+
+    def _draw(self, rng: np.random.Generator, n: int) -> FloatArray:
         p = dict(self.params)
         kind = self.kind
         if kind == "constant":
@@ -170,7 +191,7 @@ def parse_distribution(
     if clip_low is None and minimum is not None and kind in ("normal",):
         clip_low = minimum
     node.finish(("dist", *DISTRIBUTIONS[kind], "clip"))
-    return Distribution(kind, tuple(params), clip_low, clip_high)
+    return Distribution(kind, tuple(params), clip_low, clip_high, source, where)
 
 
 # --------------------------------------------------------------------------------------------------- signals
@@ -375,6 +396,23 @@ def _onoff_phase(node: Node) -> str | float:
     return node.duration("phase")
 
 
+MAX_FACTOR = 1e6
+"""The largest multiplier a traffic shape (ramp, step, catch-up, spikes) or a traffic event may apply.
+
+With :data:`MAX_BUNDLE_MSG_RATE` and :data:`MAX_BUNDLE_THROUGHPUT` it keeps every rate, usage and
+squared score the simulator computes finite: a factor of 1e300 was accepted and ran on with infinite
+rates and NaN scores, reporting a table of dashes. A million is far beyond any load change a scenario
+models (Pulsar's published surges are a few times the usual rate)."""
+
+MAX_BUNDLE_MSG_RATE = 1e12
+"""msg/s a bundle may carry in or out before the shapes: a million times what Pulsar's largest
+published brokers carry (about 10^6 msg/s each), so only a typing slip or an overflowing distribution
+reaches it."""
+
+MAX_BUNDLE_THROUGHPUT = 1e15
+"""Bytes/s a bundle may carry out before the shapes (a petabyte per second; the same margin)."""
+
+
 def parse_shape(node: Node) -> Shape:
     kind = node.string("kind", choices=tuple(SHAPE_KINDS))
     params: list[tuple[str, Any]] = []
@@ -393,17 +431,17 @@ def parse_shape(node: Node) -> Shape:
         params = [
             ("start", start),
             ("end", end),
-            ("from", node.number("from", 1.0, minimum=0.0)),
-            ("to", node.number("to", minimum=0.0)),
+            ("from", node.number("from", 1.0, minimum=0.0, maximum=MAX_FACTOR)),
+            ("to", node.number("to", minimum=0.0, maximum=MAX_FACTOR)),
         ]
     elif kind == "step":
         until = node.raw("until", None)
         before = node.raw("before", None)
         params = [
             ("at", node.duration("at")),
-            ("factor", node.number("factor", minimum=0.0)),
+            ("factor", node.number("factor", minimum=0.0, maximum=MAX_FACTOR)),
             ("until", None if until is None else node.duration("until")),
-            ("before", None if before is None else node.number("before", minimum=0.0)),
+            ("before", None if before is None else node.number("before", minimum=0.0, maximum=MAX_FACTOR)),
         ]
         at, end = params[0][1], params[2][1]
         if end is not None and end <= at:  # a step that ends before it starts would never act
@@ -418,13 +456,13 @@ def parse_shape(node: Node) -> Shape:
             ("on", on),
             ("stops", node.string("stops", "consumers", choices=("consumers", "producers"))),
             ("phase", _onoff_phase(node)),
-            ("catchup", node.number("catchup", 2.0, minimum=1.0)),
+            ("catchup", node.number("catchup", 2.0, minimum=1.0, maximum=MAX_FACTOR)),
         ]
     elif kind == "spikes":
         params = [
             ("rate_per_hour", node.number("rate_per_hour", minimum=0.0)),
             ("duration", node.duration("duration")),
-            ("amplitude", node.number("amplitude", minimum=0.0)),
+            ("amplitude", node.number("amplitude", minimum=0.0, maximum=MAX_FACTOR)),
         ]
     elif kind == "noise":
         params = [("sigma", node.number("sigma", minimum=0.0))]
@@ -648,8 +686,12 @@ def _match_any(name: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def build_population(workloads: Sequence[Workload], rng: np.random.Generator) -> BundlePopulation:
+def build_population(
+    workloads: Sequence[Workload], rng: np.random.Generator, source: str | None = None
+) -> BundlePopulation:
     """Generate every bundle; names are unique and the arrays are sorted by bundle name.
+
+    ``source`` (the scenario's file) goes into the errors of workloads that cannot be built together.
 
     Each workload contributes one *unit* per bundle it touches. Workloads sharing a namespace
     (``namespace:``) contribute units with the same bundle names: the bundle is then the sum of its
@@ -677,6 +719,7 @@ def build_population(workloads: Sequence[Workload], rng: np.random.Generator) ->
                 raise InputError(
                     f"workloads sharing namespace {namespace} give it different bundle counts "
                     f"({bundles_of_ns[namespace]} and {workload.bundles})",
+                    source=source,
                     field=f"workloads[{w}].bundles",
                 )
             tenant_index.setdefault(tenant, len(tenant_index))
@@ -688,6 +731,7 @@ def build_population(workloads: Sequence[Workload], rng: np.random.Generator) ->
             per_space = [workload.bundles] * len(spaces)
         else:
             unit_names, values, per_space = _hashed_values(workload, workload.hashed, spaces, rng)
+        _check_scale(w, workload, values, source)
         for (tenant, namespace), count in zip(spaces, per_space, strict=True):
             ns_of.extend([ns_index[namespace]] * count)
             tenant_of.extend([tenant_index[tenant]] * count)
@@ -716,6 +760,30 @@ def build_population(workloads: Sequence[Workload], rng: np.random.Generator) ->
     if len(set(units.names)) == len(units.names):
         return units
     return _merge_units(units)
+
+
+def _check_scale(w: int, workload: Workload, values: dict[str, FloatArray], source: str | None) -> None:
+    """Refuse a workload whose bundles exceed :data:`MAX_BUNDLE_MSG_RATE` or
+    :data:`MAX_BUNDLE_THROUGHPUT`, naming the field that takes them there (each value finite, the
+    products need not be: ``msg_rate_in: 1e300`` with ``msg_size: 1e300``)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        rate_in = values["rate"]
+        rate_out = rate_in * values["fanout"]
+        peak = np.maximum(rate_in, rate_out) * values["size"]
+    checks = (
+        ("msg_rate_in", rate_in, MAX_BUNDLE_MSG_RATE, "msg/s in"),
+        ("fanout", rate_out, MAX_BUNDLE_MSG_RATE, "msg/s out"),
+        ("msg_size", peak, MAX_BUNDLE_THROUGHPUT, "bytes/s"),
+    )
+    for key, column, bound, unit in checks:
+        top = float(column.max()) if column.size else 0.0
+        if not top <= bound:
+            raise InputError(
+                f"a bundle of workload {workload.name!r} would carry {top:.3g} {unit}, above the "
+                f"{bound:.0e} a bundle may carry",
+                source=source,
+                field=f"workloads[{w}].{key}",
+            )
 
 
 def _bundle_values(workload: Workload, rng: np.random.Generator, n: int) -> dict[str, FloatArray]:
