@@ -54,12 +54,14 @@ __all__ = [
     "LIMITATIONS",
     "TOLERANCES",
     "FitCheck",
+    "RecordingGaps",
     "TwinFit",
     "TwinInputs",
     "compare",
     "fit_report_markdown",
     "fit_twin",
     "recorded_figures",
+    "recording_gaps",
     "score_expression",
     "twin_figures",
 ]
@@ -132,15 +134,65 @@ class TwinInputs:
     namespace_series: pd.DataFrame  # namespace, tick_ms, rate_in
 
 
+@dataclass(frozen=True)
+class RecordingGaps:
+    """The recording's gaps: times no broker reported (the collector was down), which the twin runs
+    through. The fit report compares the two sides over the same times, so it needs them to leave the
+    twin's ticks in a gap out (the recording has nothing there to compare them with).
+
+    ``spans`` are ``(from_s, to_s)``: the two sample times around a gap, in seconds since the
+    recording's first sample (the twin's time 0); ``tick_s`` is the twin's tick. No spans (the default,
+    and every twin fitted before gaps were carried): every tick counts, as it always did.
+
+    A tick's *state* (score spread, broker scores) is at a recorded time unless it lies inside a span,
+    more than half a tick from either sample (the twin's ticks are a regular grid, sample times
+    jitter). A tick's *unloads* are seen by the recording only between two consecutive samples: those
+    from a tick past ``from_s`` up to the first sample after the gap are not (the recording drops an
+    ownership change across a gap, see :func:`recorded_figures`).
+    """
+
+    spans: tuple[tuple[float, float], ...] = ()
+    tick_s: float = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self.spans)
+
+    def observed_s(self, duration_s: float) -> float:
+        """The time the recording saw moves in: ``duration_s`` less its gaps (``duration_s`` itself
+        when it has none)."""
+        if not self.spans:
+            return duration_s
+        return duration_s - sum(to - frm for frm, to in self.spans)
+
+    def _outside(self, time_s: Any, after_to: float) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        t = np.asarray(time_s, dtype=np.float64)
+        keep = np.ones(t.shape, dtype=bool)
+        half = self.tick_s / 2.0
+        for frm, to in self.spans:
+            keep &= ~((t > frm + half) & (t < to + after_to))
+        return keep
+
+    def at_recorded_times(self, time_s: Any) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        """Which of the twin's tick times (seconds since its start) have a recorded counterpart."""
+        return self._outside(time_s, -self.tick_s / 2.0)
+
+    def moves_seen(self, time_s: Any) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        """Which of the twin's ticks would show their unloads in the recording (not in or just after a
+        gap: the recording sees those at most as an ownership change across it, and drops them)."""
+        return self._outside(time_s, self.tick_s / 2.0)
+
+
 @dataclass
 class TwinFit:
-    """A fitted twin: the scenario as a mapping, its commented YAML text, and the fitted figures."""
+    """A fitted twin: the scenario as a mapping, its commented YAML text, and the fitted figures;
+    ``gaps`` are the recording's (for the fit report: :func:`recorded_figures`, :func:`twin_figures`)."""
 
     scenario: dict[str, Any]
     text: str
     broker_numbers: dict[str, int]  # recorded broker id → twin broker number (1 = broker-0001)
     bundle_map: dict[str, str]  # recorded bundle → twin bundle name
     notes: list[str] = field(default_factory=list)
+    gaps: RecordingGaps = field(default_factory=RecordingGaps)
 
 
 # -------------------------------------------------------------------------------------------------- hardware
@@ -465,14 +517,31 @@ def _events(
             comments.append(f"broker-{number:04d} = {broker} left at +{_duration(at)}")
     events.sort(key=lambda e: _seconds(str(e["at"])))
     ticks = inputs.ticks_ms
-    for i in np.flatnonzero(np.diff(ticks) > 1.5 * tick_ms):
+    for i in _gap_starts(ticks, tick_s):
         away = (int(ticks[i + 1]) - int(ticks[i])) / 1000.0 - tick_s
         since = (int(ticks[i]) - start) / 1000.0 + tick_s
         comments.append(
             f"the recording has no sample for {_duration(away)} from +{_duration(since)}"
-            " (no broker reported: a gap of the recording, which the twin runs through)"
+            " (no broker reported: a gap of the recording, which the twin runs through;"
+            " its fit report leaves the gap out of both sides)"
         )
     return events, comments
+
+
+def _gap_starts(ticks_ms: np.ndarray[Any, Any], tick_s: float) -> np.ndarray[Any, Any]:
+    """Indices ``i`` of the sample times followed by a gap: the next one more than 1.5 ticks later."""
+    return np.flatnonzero(np.diff(ticks_ms) > 1.5 * (tick_s * 1000.0))
+
+
+def recording_gaps(ticks_ms: np.ndarray[Any, Any], tick_s: float, twin_tick_s: float) -> RecordingGaps:
+    """The recording's gaps (sample times more than 1.5 ticks apart, ``tick_s`` the median interval:
+    the criterion of the twin's header notes), on the twin's time axis with the twin's tick."""
+    start = int(ticks_ms[0])
+    spans = tuple(
+        ((int(ticks_ms[i]) - start) / 1000.0, (int(ticks_ms[i + 1]) - start) / 1000.0)
+        for i in _gap_starts(ticks_ms, tick_s)
+    )
+    return RecordingGaps(spans, twin_tick_s)
 
 
 def _recorded_between(ticks_ms: np.ndarray[Any, Any], from_ms: int, to_ms: int) -> bool:
@@ -577,7 +646,8 @@ def fit_twin(
     }
     notes = [*traffic_notes, *event_notes]
     text = _render(scenario, brokers, notes)
-    return TwinFit(scenario, text, numbers, bundle_map, notes)
+    gaps = recording_gaps(inputs.ticks_ms, tick_s, _seconds(scenario["simulation"]["tick"]))
+    return TwinFit(scenario, text, numbers, bundle_map, notes, gaps)
 
 
 def _render(scenario: Mapping[str, Any], brokers: pd.DataFrame, notes: Sequence[str]) -> str:
@@ -719,11 +789,23 @@ class FitCheck:
 
 
 def recorded_figures(
-    spread: pd.DataFrame, quantiles: pd.DataFrame, moves: pd.DataFrame, duration_s: float
+    spread: pd.DataFrame,
+    quantiles: pd.DataFrame,
+    moves: pd.DataFrame,
+    duration_s: float,
+    gaps: RecordingGaps | None = None,
 ) -> dict[str, Any]:
     """The recording's figures from the Spark aggregates: per-tick score spread (``spread``), per broker
-    score quantiles (``broker``, ``q10`` … ``q90``), and its moves (``throughput``, ``total_throughput``)."""
-    days = duration_s / 86400.0
+    score quantiles (``broker``, ``q10`` … ``q90``), and its moves (``throughput``, ``total_throughput``).
+
+    Spread and quantiles come from the recorded samples, so never from a gap. The moves are ownership
+    changes between two consecutive samples of a bundle: one across a gap is left out (it may be
+    several unloads, or one there and back that shows as none, or the fallout of a restart — nothing
+    says which). The per-day figures are per day the recording saw moves in, its span less its
+    ``gaps`` (:class:`RecordingGaps`): a rate of the cluster, not diluted by the hours nobody watched;
+    :func:`twin_figures` counts the twin's unloads over the same times and divides by the same days.
+    """
+    days = (gaps or RecordingGaps()).observed_s(duration_s) / 86400.0
     n_moves = float(len(moves))
     share = float((moves["throughput"] / moves["total_throughput"]).sum()) if len(moves) else 0.0
     return {
@@ -739,24 +821,45 @@ def recorded_figures(
 
 
 def twin_figures(
-    summaries: Sequence[Mapping[Any, Any]], brokers: pd.DataFrame, ticks: pd.DataFrame
+    summaries: Sequence[Mapping[Any, Any]],
+    brokers: pd.DataFrame,
+    ticks: pd.DataFrame,
+    gaps: RecordingGaps | None = None,
 ) -> list[dict[str, Any]]:
-    """Per twin run (seed): the same figures from its summary, ``brokers`` and ``ticks`` tables."""
+    """Per twin run (seed): the same figures from its summary, ``brokers`` and ``ticks`` tables.
+
+    With the recording's ``gaps`` (:class:`RecordingGaps`), only over the times the recording covers:
+    spread and broker quantiles from the ticks at recorded times (``time_s``), unloads and traffic moved
+    from the ticks whose unloads the recording would have seen, per day of that time — the twin runs
+    through a gap, and its ticks there have no recorded counterpart. ``brokers`` needs ``time_s`` then,
+    ``ticks`` needs ``time_s``, ``score_spread`` and ``unloads``. Without gaps, the whole runs (the
+    summary's ``score_spread_mean`` and ``unloads``).
+    """
     out = []
     for s in summaries:
         run = str(s["run_id"])
-        days = float(s["duration_s"]) / 86400.0
         b = brokers[brokers["run_id"] == run]
         t = ticks[ticks["run_id"] == run]
+        if gaps:
+            days = gaps.observed_s(float(s["duration_s"])) / 86400.0
+            b = b[gaps.at_recorded_times(b["time_s"])]
+            spread = t["score_spread"].to_numpy(dtype=np.float64)[gaps.at_recorded_times(t["time_s"])]
+            finite = spread[np.isfinite(spread)]
+            spread_mean = float(finite.mean()) if finite.size else math.nan
+            t = t[gaps.moves_seen(t["time_s"])]
+            unloads = float(t["unloads"].sum())
+        else:
+            days = float(s["duration_s"]) / 86400.0
+            spread_mean, unloads = float(s["score_spread_mean"]), float(s["unloads"])
         q = b.groupby("broker")["score"].quantile(np.array(QUANTILES)).unstack()
         moved_share = float(
             (t["throughput_moved"] / t["throughput_total"].where(t["throughput_total"] > 0)).sum()
         )
         out.append(
             {
-                "score spread, mean": float(s["score_spread_mean"]),
-                "unloads per day": float(s["unloads"]) / days,
-                "moves per day": float(s["unloads"]) / days,
+                "score spread, mean": spread_mean,
+                "unloads per day": unloads / days,
+                "moves per day": unloads / days,
                 "traffic moved per day": moved_share / days,
                 "broker quantiles": {str(k): [float(v) for v in row] for k, row in q.iterrows()},
             }
@@ -824,8 +927,11 @@ def compare(
     return checks
 
 
-def fit_report_markdown(checks: Sequence[FitCheck], *, title: str, seeds: int) -> str:
-    """The fit report as Markdown: a verdict, then one row per figure."""
+def fit_report_markdown(
+    checks: Sequence[FitCheck], *, title: str, seeds: int, gaps: RecordingGaps | None = None
+) -> str:
+    """The fit report as Markdown: a verdict, then one row per figure (and, for a recording with gaps,
+    a line saying the twin was compared outside them: its figures differ from a whole run's)."""
     bad = [c for c in checks if not c.ok]
     lines = [f"# Fit report: {title}", ""]
     if bad:
@@ -847,4 +953,12 @@ def fit_report_markdown(checks: Sequence[FitCheck], *, title: str, seeds: int) -
             f"{c.distance:.3g} | ≤ {c.tolerance:.3g} | {'yes' if c.ok else '**NO**'} |"
         )
     lines += ["", "Tolerances: " + "; ".join(f"{k}: {v['why']}" for k, v in TOLERANCES.items()), ""]
+    if gaps:
+        spans = ", ".join(f"+{_duration(frm)}..+{_duration(to)}" for frm, to in gaps.spans)
+        lines += [
+            f"The recording has {len(gaps.spans)} gap(s) (no broker reported: {spans}). Both sides are "
+            "taken outside them: the twin's ticks in a gap (and the unloads up to the first sample after "
+            "it) are left out, and the per-day figures are per day of the recording's time outside them.",
+            "",
+        ]
     return "\n".join(lines)

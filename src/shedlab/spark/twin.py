@@ -46,8 +46,16 @@ __all__ = ["TwinResult", "ValidationResult", "fit", "recorded", "validate"]
 Progress = Callable[[str], None]
 
 
+_TICK_COLUMNS = ["run_id", "time_s", "score_spread", "unloads", "throughput_moved", "throughput_total"]
+"""What the fit report reads of a twin run's ticks (``time_s`` and the rest for a recording's gaps)."""
+
+
 @dataclass
 class TwinResult:
+    """A fitted twin and the recording's figures, handed from :func:`fit` to :func:`validate` in memory
+    (nothing of it is saved but the twin's YAML). The recording's gaps travel in ``fit.gaps``; a
+    ``TwinFit`` built without them (older code) has none, and the report compares whole runs."""
+
     fit: TwinFit
     cluster: str
     duration_s: float
@@ -269,7 +277,8 @@ def fit(
         b.unpersist()
         u.unpersist()
     duration_s = float(ticks[-1] - ticks[0]) / 1000.0  # as a run's duration_s: first to last tick
-    return TwinResult(fitted, chosen, duration_s, recorded_figures(spread, quantiles, moves, duration_s))
+    figures = recorded_figures(spread, quantiles, moves, duration_s, fitted.gaps)
+    return TwinResult(fitted, chosen, duration_s, figures)
 
 
 def validate(
@@ -307,22 +316,18 @@ def validate(
     name = str(twin.fit.scenario["name"])
     brokers = pd.concat(
         [
-            read_run_table(root, "brokers", name, strategy, r, ["run_id", "broker", "score"])
+            read_run_table(root, "brokers", name, strategy, r, ["run_id", "broker", "score", "time_s"])
             for r in runs["run_id"]
         ]
     )
     ticks = pd.concat(
-        [
-            read_run_table(
-                root, "ticks", name, strategy, r, ["run_id", "throughput_moved", "throughput_total"]
-            )
-            for r in runs["run_id"]
-        ]
+        [read_run_table(root, "ticks", name, strategy, r, _TICK_COLUMNS) for r in runs["run_id"]]
     )
-    figures = twin_figures(runs.to_dict("records"), brokers, ticks)
+    gaps = twin.fit.gaps  # a TwinFit made without them has none: the whole runs, as before
+    figures = twin_figures(runs.to_dict("records"), brokers, ticks, gaps)
     checks = compare(twin.recorded, figures, twin.fit.broker_numbers)
-    markdown = fit_report_markdown(checks, title=f"twin of {twin.cluster}", seeds=len(figures))
-    doc = {
+    markdown = fit_report_markdown(checks, title=f"twin of {twin.cluster}", seeds=len(figures), gaps=gaps)
+    doc: dict[str, Any] = {
         "cluster": twin.cluster,
         "twin": twin_path,
         "seeds": len(figures),
@@ -330,6 +335,8 @@ def validate(
         "checks": [c.to_dict() for c in checks],
         "recorded": {k: v for k, v in twin.recorded.items() if k != "broker quantiles"},
     }
+    if gaps:  # only then: a report of a recording without gaps reads as it always did
+        doc["recording_gaps_s"] = [list(span) for span in gaps.spans]
     Path(out).mkdir(parents=True, exist_ok=True)
     Path(out, "fit-report.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     Path(out, "fit-report.md").write_text(markdown, encoding="utf-8")
