@@ -7,9 +7,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from shedlab.core.sim.scenario import parse_scenario_text
+from shedlab.core.twin import QUANTILES
+from shedlab.spark.twin import _recorded
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,3 +76,28 @@ def test_the_gap_goes_from_fit_to_the_fit_report(
     report = json.loads((tmp_path / "fit" / "fit-report.json").read_text(encoding="utf-8"))
     assert report["recording_gaps_s"] == [list(GAP_S)]
     assert "1 gap(s) (no broker reported: +15m..+40m)" in result.markdown
+
+
+def test_the_recordings_broker_quantiles_are_the_ones_the_twins_runs_get(spark: SparkSession) -> None:
+    """The recording's per-broker quantiles are taken as the twin's are (pandas' linear interpolation):
+    with Spark's ``percentile_approx`` they were a sample near the rank, a few points off the same
+    scores' quantiles on the twin's side, so an exact twin did not fit exactly."""
+    rng = np.random.default_rng(3)
+    rows = [
+        {"tick_ms": 60_000 * k, "broker": f"b{b}", "cpu_usage": float(u), "cpu_limit": 100.0}
+        for b in range(3)
+        for k, u in enumerate(rng.uniform(5, 95, 17))
+    ]
+    frame = pd.DataFrame(rows)
+    for column in ("memory", "bandwidth_in", "bandwidth_out", "direct_memory"):
+        frame[f"{column}_usage"], frame[f"{column}_limit"] = 0.0, 100.0
+    b = spark.createDataFrame(frame)
+    u = spark.createDataFrame(
+        pd.DataFrame({"tick_ms": [0], "bundle": ["t/n/0x0_0x1"], "broker": ["b0"],
+                      "msg_throughput_in": [1.0], "msg_throughput_out": [1.0]})
+    )  # fmt: skip
+    _, quantiles, _ = _recorded(b, u, 60_000.0, {})
+    expected = frame.assign(score=frame["cpu_usage"]).groupby("broker")["score"].quantile(np.array(QUANTILES))
+    for _, row in quantiles.iterrows():
+        got = [row[f"q{int(q * 100)}"] for q in QUANTILES]
+        assert got == pytest.approx(expected[row["broker"]].tolist(), rel=1e-12)

@@ -213,7 +213,10 @@ def _recorded(
     spread = scored.groupBy("tick_ms").agg((F.max("score") - F.min("score")).alias("spread")).toPandas()
     quantiles = (
         scored.groupBy("broker")
-        .agg(F.percentile_approx("score", list(QUANTILES), 1000).alias("q"))
+        # exact, interpolated linearly between the two nearest samples: the quantile pandas takes of
+        # the twin's runs (twin_figures). percentile_approx returns a sample near the rank instead,
+        # which put a broker's quantiles up to a few points off a twin that reproduced it exactly
+        .agg(F.percentile("score", list(QUANTILES)).alias("q"))
         .orderBy("broker")
         .toPandas()
     )
