@@ -48,6 +48,10 @@ __all__ = [
 SKIP_COLUMNS = ("tick", "time_s", "role", "kind", "broker", "count", "message")
 """Columns of the ``skips`` table."""
 
+_SKIP_KIND_COLUMNS: dict[SkipKind, tuple[str, str, str]] = {k: (k.role, k.value, k.message) for k in SkipKind}
+"""Each kind's ``role``, ``kind`` and ``message`` columns: a day of 1,000 brokers writes about 150,000 skip
+rows, and reading the three through the enum's properties (``value`` is a descriptor) cost 0.07 ms a tick."""
+
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
@@ -409,16 +413,18 @@ class TickMetrics:
             counts[key] = counts.get(key, 0) + 1
         tick = self.tick_of(now)
         time_s = (now - self.start_ms) / 1000.0
+        rows = self.collector.skip_rows
         for (kind, broker), count in counts.items():
-            self.collector.skip_rows.append(
+            role, value, message = _SKIP_KIND_COLUMNS[kind]
+            rows.append(
                 {
                     "tick": tick,
                     "time_s": time_s,
-                    "role": kind.role,
-                    "kind": kind.value,
+                    "role": role,
+                    "kind": value,
                     "broker": broker,
                     "count": count,
-                    "message": kind.message,
+                    "message": message,
                 }
             )
 
@@ -549,7 +555,7 @@ class TickMetrics:
         snap = view.cached
         reported = np.full(slots.size, np.nan)
         if snap is not None and snap.num_brokers:
-            rep_scores = scores(snap.resource_usage, snap.resource_limit, self.weights)
+            rep_scores = snap.weighted_max_percent(self.weights)  # scores(), as the leader computed them
             idx = view.slot_to_row[slots]
             has = idx >= 0
             reported[has] = rep_scores[idx[has]]
