@@ -452,43 +452,55 @@ class TickMetrics:
     def unloaded(
         self,
         now: int,
-        d: ManagerDecision,
-        j: int,
-        owned: bool,
+        decisions: Sequence[ManagerDecision],
+        bundles: Sequence[int],
+        owned: Sequence[bool],
         traffic: Traffic,
-        hot_line: float,
-        true_score: FloatArray,
+        true: TrueUsage,
     ) -> None:
-        """One decision row, and its disconnected traffic in the tick's moves (0 for an unowned bundle)."""
-        rate = float(traffic.rate_in[j] + traffic.rate_out[j]) if owned else 0.0
-        tp = float(traffic.tp_in[j] + traffic.tp_out[j]) if owned else 0.0
-        topics = int(self.bundle_topics[j]) if owned else 0
-        clients = int(self.clients[j]) if owned else 0
-        dest_score = float(true_score[self.slot_of[d.destination]])
-        self.collector.decision_rows.append(
-            {
-                "tick": self.tick_of(now),
-                "time_s": (now - self.start_ms) / 1000.0,
-                "source": d.source,
-                "bundle": d.bundle,
-                "destination": d.destination,
-                "msg_rate": rate,
-                "throughput": tp,
-                "topics": topics,
-                "clients": clients,
-                "source_score": float(true_score[self.slot_of[d.source]]),
-                "destination_score": dest_score,
-                "reason": json.dumps(d.reason, default=_json_default, sort_keys=True),
-            }
-        )
+        """A shedding's decision rows (decision ``k`` unloaded bundle ``bundles[k]``, which a broker owned
+        when ``owned[k]``), and their disconnected traffic in the tick's moves (0 for an unowned bundle).
+
+        One call per shedding, with its bundles' traffic, topics and clients gathered at once: a call per
+        decision, reading NumPy scalars one by one, cost 0.15 ms a tick beside the reasons' JSON."""
+        if not decisions:
+            return
+        hot_line, true_score = self.true_scores(true)
+        j = np.asarray(bundles, dtype=np.int64)
+        held = np.asarray(owned, dtype=np.bool_)
+        zero = np.zeros(j.size)
+        rates = np.where(held, traffic.rate_in[j] + traffic.rate_out[j], zero).tolist()
+        tps = np.where(held, traffic.tp_in[j] + traffic.tp_out[j], zero).tolist()
+        topics = np.where(held, self.bundle_topics[j], 0).tolist()
+        clients = np.where(held, self.clients[j], 0).tolist()
+        tick, time_s, slot_of, rows = self.tick_of(now), (now - self.start_ms) / 1000.0, self.slot_of, []
         moves = self.moves
-        moves.unloads += 1
-        moves.msg_rate += rate
-        moves.throughput += tp
-        moves.topics += topics
-        moves.clients += clients
-        if dest_score > hot_line:  # False for NaN (no alive destination)
-            moves.hot_placements += 1
+        for d, rate, tp, n_topics, n_clients in zip(decisions, rates, tps, topics, clients, strict=True):
+            dest_score = float(true_score[slot_of[d.destination]])
+            rows.append(
+                {
+                    "tick": tick,
+                    "time_s": time_s,
+                    "source": d.source,
+                    "bundle": d.bundle,
+                    "destination": d.destination,
+                    "msg_rate": rate,
+                    "throughput": tp,
+                    "topics": n_topics,
+                    "clients": n_clients,
+                    "source_score": float(true_score[slot_of[d.source]]),
+                    "destination_score": dest_score,
+                    "reason": _REASON_JSON.encode(d.reason),
+                }
+            )
+            moves.unloads += 1
+            moves.msg_rate += rate
+            moves.throughput += tp
+            moves.topics += n_topics
+            moves.clients += n_clients
+            if dest_score > hot_line:  # False for NaN (no alive destination)
+                moves.hot_placements += 1
+        self.collector.decision_rows.extend(rows)
 
     def end_tick(
         self,
@@ -673,3 +685,8 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, (set, frozenset, tuple)):
         return sorted(value) if isinstance(value, (set, frozenset)) else list(value)
     return str(value)
+
+
+_REASON_JSON = json.JSONEncoder(default=_json_default, sort_keys=True)
+"""``json.dumps(reason, default=_json_default, sort_keys=True)``, the encoder built once (dumps builds one
+per call: a fifth of a reason's 15 µs)."""
