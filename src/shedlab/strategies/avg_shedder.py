@@ -75,6 +75,9 @@ class AvgShedder:
         self.hit_high: dict[str, int] = {}
         self.hit_low: dict[str, int] = {}
         self.planned_destinations: dict[str, str] = {}
+        self._waiting: dict[str, Skip] = {}
+        """broker → its "hit count not reached" Skip: a value, built once per broker rather than once per pair
+        and cycle (a frozen dataclass costs 0.7 µs to build; a simulated day builds 130,000 of them)."""
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         """A no-op, as in Pulsar: stale counters and planned destinations stay."""
@@ -137,7 +140,7 @@ class AvgShedder:
         # Most pairs (nine in ten of a simulated day) have not reached their counts: their entry is built
         # in one literal (the keys of ``base`` then the broker and the reason, in that order) and their
         # Skip appended directly, which halved this loop's cost (0.2 ms a tick at 1,000 brokers).
-        name, skipped, skips, kind = self.name, result.skipped, result.skips, SkipKind.HIT_COUNT_NOT_REACHED
+        name, skipped, skips, waiting = self.name, result.skipped, result.skips, self._waiting
         for under, over, gap, under_id, over_id, under_score, over_score, hu, ho, lu, lo, need in zip(
             *columns, *counts, needs, strict=True
         ):
@@ -170,7 +173,10 @@ class AvgShedder:
                     "reason": "hit count not reached",
                 }
             )
-            skips.append(Skip(kind, over_id))
+            skip = waiting.get(over_id)
+            if skip is None:
+                skip = waiting[over_id] = Skip(SkipKind.HIT_COUNT_NOT_REACHED, over_id)
+            skips.append(skip)
 
     def _find_pairs(
         self, snapshot: ClusterSnapshot, scores: np.ndarray, conf: LoadBalancerConfig
