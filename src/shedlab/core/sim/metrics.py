@@ -656,9 +656,10 @@ class TickMetrics:
         minus = np.zeros((uniq.size, 4))
         where = np.searchsorted(uniq, dests)
         ok = (where < uniq.size) & (uniq[np.minimum(where, uniq.size - 1)] == dests)
+        rows, bundles = where[ok], landed[ok]  # each landed bundle of an alive destination, and its row
         for k, values in enumerate((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out)):
-            minus[:, k] = np.bincount(where[ok], weights=values[landed[ok]], minlength=uniq.size)
-        topics_minus = np.bincount(where[ok], weights=self.bundle_topics[landed[ok]], minlength=uniq.size)
+            minus[:, k] = np.bincount(rows, weights=values[bundles], minlength=uniq.size)
+        topics_minus = np.bincount(rows, weights=self.bundle_topics[bundles], minlength=uniq.size)
         base = true.agg[keep] - minus
         without_usage = self.cost.usage(
             uniq,
