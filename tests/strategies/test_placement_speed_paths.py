@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -10,7 +12,7 @@ from plain_avg_shedder import pairs_one_by_one
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.errors import InputError
-from shedlab.model.snapshot import ClusterSnapshot, weighted_max_usage
+from shedlab.model.snapshot import ClusterSnapshot, weighted_max_percent, weighted_max_usage
 from shedlab.strategies import AvgShedder, make_placement
 
 
@@ -112,3 +114,28 @@ def test_avg_shedder_pairs_and_counters_equal_the_one_by_one_loop(
         assert [(p.under, p.over, p.gap) for p in got] == want
         assert list(fast.hit_high.items()) == list(slow.hit_high.items())
         assert list(fast.hit_low.items()) == list(slow.hit_low.items())
+
+
+def test_weighted_max_percent_is_cached_and_shared_with_usage_and_copies() -> None:
+    snap = _snapshot(np.random.default_rng(2), 20, 50)
+    weights = LoadBalancerConfig().resource_weights()
+    percent = snap.weighted_max_percent(weights)
+    assert (
+        percent.tolist() == weighted_max_percent(snap.resource_usage, snap.resource_limit, weights).tolist()
+    )
+    assert snap.weighted_max_percent(weights) is percent  # cached
+    with pytest.raises(ValueError):
+        percent[0] = 0.0
+    usage = snap.weighted_max_usage(weights)  # the percent / 100, bit for bit
+    assert usage.tolist() == weighted_max_usage(snap.resource_usage, snap.resource_limit, weights).tolist()
+    clone = copy.copy(snap)  # a shallow copy: same fields and caches, its own attributes
+    assert clone is not snap and clone.weighted_max_usage(weights) is usage
+    assert clone.weighted_max_percent(weights) is percent and clone.broker_index is snap.broker_index
+    clone.now_ms = snap.now_ms + 1
+    assert snap.now_ms != clone.now_ms
+    snap.resource_limit[0, 0] *= 2  # in place: both caches notice
+    assert snap.weighted_max_percent(weights) is not percent
+    assert (
+        snap.weighted_max_percent(weights).tolist()
+        == weighted_max_percent(snap.resource_usage, snap.resource_limit, weights).tolist()
+    )

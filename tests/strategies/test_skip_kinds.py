@@ -98,6 +98,16 @@ def test_avg_shedder() -> None:
     assert AvgShedder().find_bundles_for_unloading(snap, conf(**hits)).skips == [
         Skip(SkipKind.HIT_COUNT_NOT_REACHED, "c")
     ]
+    # the next cycles, with c's counters still short of 9: the same skip each time (built once, then reused)
+    slow = {
+        **AVG,
+        "loadBalancerAvgShedderHitCountLowThreshold": 9,
+        "loadBalancerAvgShedderHitCountHighThreshold": 9,
+    }
+    strategy = AvgShedder()
+    cycles = [strategy.find_bundles_for_unloading(snap, conf(**slow)) for _ in range(3)]
+    assert [c.skips for c in cycles] == [[Skip(SkipKind.HIT_COUNT_NOT_REACHED, "c")]] * 3
+    assert [c.skipped[0]["hit_low_over"] for c in cycles] == [1, 2, 3]  # counted before the check
     low_gap = {**AVG, "loadBalancerAvgShedderHighThreshold": 90}
     result = AvgShedder().find_bundles_for_unloading(avg_cluster({"a": 10, "c": 90}), conf(**low_gap))
     assert result.skips == [Skip(SkipKind.AMOUNT_BELOW_MINIMUM, "c")]

@@ -531,6 +531,9 @@ class LoadManager:
         view = self._view
         if view is not None and view.source is snapshot and not force:
             return view
+        # U(b) on the snapshot itself, before the copy shares its caches: its other readers (the
+        # simulator's metrics) then find it computed
+        usage = snapshot.weighted_max_usage(self.conf.resource_weights())
         snap = copy.copy(snapshot)
         snap.now_ms = now_ms
         names = self._name_index(snapshot)
@@ -552,7 +555,6 @@ class LoadManager:
             pre_rate[i] = total
         snap.preallocated_long_term_msg_rate = pre_rate
         snap.preallocated_topics = pre_topics
-        usage = snap.weighted_max_usage(self.conf.resource_weights())
         view = _View(snapshot, snap, usage, np.arange(n, dtype=np.int64), pre_rate, pre_topics)
         self._view = view
         return view

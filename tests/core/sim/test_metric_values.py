@@ -538,8 +538,7 @@ class TestTickMetricsByHand:
             # owned bundle 1 onto the dead b1 (the leader's stale view): its score is unknown, not hot
             ManagerDecision(self.now, "b0", "t/ns/0x1_0x2", "b1", {}),
         ]
-        for d, j, owned in zip(decisions, (0, 1, 1), (True, False, True), strict=True):
-            tm.unloaded(self.now, d, j, owned, HAND_TRAFFIC, hot_line, true_score)
+        tm.unloaded(self.now, decisions, [0, 1, 1], [True, False, True], HAND_TRAFFIC, self.true)
         tm.skipped(
             self.now,
             [
@@ -662,10 +661,11 @@ class TestTickMetricsByHand:
     def test_hot_placement_is_strictly_above_the_hot_line(self) -> None:
         # margin 30: hot line 60 + 30 = 90, exactly b0's score, so landing on b0 is not hot
         tm = tick_metrics(margin=30.0)
-        hot_line, true_score = tm.true_scores(self.true)
+        hot_line, _ = tm.true_scores(self.true)
         assert hot_line == 90.0
-        tm.unloaded(self.now, ManagerDecision(self.now, "b2", "x", "b0", {}), 0, True, HAND_TRAFFIC,
-                    hot_line, true_score)  # fmt: skip
+        tm.unloaded(
+            self.now, [ManagerDecision(self.now, "b2", "x", "b0", {})], [0], [True], HAND_TRAFFIC, self.true
+        )
         assert tm.moves.hot_placements == 0
 
     def test_no_alive_broker_puts_the_hot_line_out_of_reach(self) -> None:
@@ -677,8 +677,8 @@ class TestTickMetricsByHand:
         # json.dumps handles Python floats (np.float64 included) and tuples itself; the rest comes here
         tm = tick_metrics()
         reason = {"f": np.float32(0.5), "s": frozenset({8, 1}), "d": datetime.date(2026, 11, 23)}
-        tm.unloaded(self.now, ManagerDecision(self.now, "b0", "x", "b2", reason), 0, True, HAND_TRAFFIC,
-                    70.0, np.array([90.0, np.nan, 30.0, np.nan, np.nan]))  # fmt: skip
+        tm.unloaded(self.now, [ManagerDecision(self.now, "b0", "x", "b2", reason)], [0], [True], HAND_TRAFFIC,
+                    self.true)  # fmt: skip
         assert json.loads(tm.collector.decision_rows[0]["reason"]) == {
             "d": "2026-11-23",
             "f": 0.5,
@@ -845,10 +845,8 @@ def test_hot_placements_add_up_within_a_tick() -> None:
     # two bundles land on b0 (score 90, above the hot line 60 + 10 = 70) in the same tick: two hot placements
     tm = tick_metrics()
     true = hand_true_usage([0, 2], [90.0, 30.0], [[0.0] * 4] * 2)
-    hot_line, true_score = tm.true_scores(true)
-    for bundle in ("x", "y"):
-        decision = ManagerDecision(0, "b2", bundle, "b0", {})
-        tm.unloaded(START_MS, decision, 0, True, HAND_TRAFFIC, hot_line, true_score)
+    decisions = [ManagerDecision(0, "b2", bundle, "b0", {}) for bundle in ("x", "y")]
+    tm.unloaded(START_MS, decisions, [0, 0], [True, True], HAND_TRAFFIC, true)
     assert tm.moves.hot_placements == 2
 
 

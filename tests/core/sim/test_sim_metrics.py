@@ -115,13 +115,15 @@ def end_tick(
 def test_unload_rows_and_moves() -> None:
     m = metrics()
     m.begin_tick()
-    hot_line, true_score = m.true_scores(true_usage(m, [0, 0, 1, 2], [0, 1, 2]))
+    true = true_usage(m, [0, 0, 1, 2], [0, 1, 2])
+    hot_line, true_score = m.true_scores(true)
     alive = np.flatnonzero(~np.isnan(true_score))
     assert alive.tolist() == [0, 1, 2]
     assert hot_line == float(np.mean(true_score[alive])) + 10.0
+    m.unloaded(START + 120_000, [], [], [], TRAFFIC, true)  # a shedding without decisions: no rows
+    assert m.collector.decision_rows == [] and m.moves.unloads == 0
     d = ManagerDecision(START + 120_000, IDS[0], "b1", IDS[1], {"x": np.int64(3), "s": {2, 1}})
-    m.unloaded(START + 120_000, d, 1, True, TRAFFIC, hot_line, true_score)
-    m.unloaded(START + 120_000, d, 1, False, TRAFFIC, hot_line, true_score)  # already unowned: no traffic
+    m.unloaded(START + 120_000, [d, d], [1, 1], [True, False], TRAFFIC, true)  # then unowned: no traffic
     rows = m.collector.decision_rows
     assert rows[0]["tick"] == 2 and rows[0]["time_s"] == 120.0
     assert rows[0]["msg_rate"] == 202.0 and rows[0]["throughput"] == 2.2e8

@@ -587,16 +587,16 @@ class Simulation:
         decisions = self.manager.do_load_shedding(self.publishing.snapshot(now, cluster.alive), now)
         if not decisions:
             return decisions
-        hot_line, true_score = self.metrics.true_scores(true)
-        moved = []
-        for d in decisions:
-            j = self.bundle_index[d.bundle]
-            owned = bool(cluster.owner[j] >= 0)
-            self.metrics.unloaded(now, d, j, owned, traffic, hot_line, true_score)
-            if owned:
+        bundles = [self.bundle_index[d.bundle] for d in decisions]
+        owned, moved = [], []
+        for j in bundles:
+            is_owned = bool(cluster.owner[j] >= 0)  # after the decisions before it (a bundle unloaded twice)
+            owned.append(is_owned)
+            if is_owned:
                 cluster.owner[j] = -1
                 cluster.lookup_at[j] = now + self.reconnect_ms
                 moved.append(j)
+        self.metrics.unloaded(now, decisions, bundles, owned, traffic, true)
         if moved:
             self.metrics.churn.count(np.asarray(moved, dtype=np.int64), now)
         return decisions

@@ -48,6 +48,10 @@ __all__ = [
 SKIP_COLUMNS = ("tick", "time_s", "role", "kind", "broker", "count", "message")
 """Columns of the ``skips`` table."""
 
+_SKIP_KIND_COLUMNS: dict[SkipKind, tuple[str, str, str]] = {k: (k.role, k.value, k.message) for k in SkipKind}
+"""Each kind's ``role``, ``kind`` and ``message`` columns: a day of 1,000 brokers writes about 150,000 skip
+rows, and reading the three through the enum's properties (``value`` is a descriptor) cost 0.04 ms a tick."""
+
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
@@ -76,14 +80,15 @@ def imbalance(score: FloatArray) -> dict[str, float]:
                 "score_spread": nan, "score_max_over_mean": nan}  # fmt: skip
     mean = float(score.mean())
     std = float(score.std())
+    top, bottom = float(score.max()), float(score.min())  # each reduction once (the same float64 values)
     return {
-        "score_max": float(score.max()),
-        "score_min": float(score.min()),
+        "score_max": top,
+        "score_min": bottom,
         "score_mean": mean,
         "score_std": std,
         "score_cv": std / mean if mean > 0 else float("nan"),
-        "score_spread": float(score.max() - score.min()),
-        "score_max_over_mean": float(score.max()) / mean if mean > 0 else float("nan"),
+        "score_spread": top - bottom,
+        "score_max_over_mean": top / mean if mean > 0 else float("nan"),
     }
 
 
@@ -409,16 +414,18 @@ class TickMetrics:
             counts[key] = counts.get(key, 0) + 1
         tick = self.tick_of(now)
         time_s = (now - self.start_ms) / 1000.0
+        rows = self.collector.skip_rows
         for (kind, broker), count in counts.items():
-            self.collector.skip_rows.append(
+            role, value, message = _SKIP_KIND_COLUMNS[kind]  # one lookup: a SkipKind hashes in Python
+            rows.append(
                 {
                     "tick": tick,
                     "time_s": time_s,
-                    "role": kind.role,
-                    "kind": kind.value,
+                    "role": role,
+                    "kind": value,
                     "broker": broker,
                     "count": count,
-                    "message": kind.message,
+                    "message": message,
                 }
             )
 
@@ -446,43 +453,56 @@ class TickMetrics:
     def unloaded(
         self,
         now: int,
-        d: ManagerDecision,
-        j: int,
-        owned: bool,
+        decisions: Sequence[ManagerDecision],
+        bundles: Sequence[int],
+        owned: Sequence[bool],
         traffic: Traffic,
-        hot_line: float,
-        true_score: FloatArray,
+        true: TrueUsage,
     ) -> None:
-        """One decision row, and its disconnected traffic in the tick's moves (0 for an unowned bundle)."""
-        rate = float(traffic.rate_in[j] + traffic.rate_out[j]) if owned else 0.0
-        tp = float(traffic.tp_in[j] + traffic.tp_out[j]) if owned else 0.0
-        topics = int(self.bundle_topics[j]) if owned else 0
-        clients = int(self.clients[j]) if owned else 0
-        dest_score = float(true_score[self.slot_of[d.destination]])
-        self.collector.decision_rows.append(
-            {
-                "tick": self.tick_of(now),
-                "time_s": (now - self.start_ms) / 1000.0,
-                "source": d.source,
-                "bundle": d.bundle,
-                "destination": d.destination,
-                "msg_rate": rate,
-                "throughput": tp,
-                "topics": topics,
-                "clients": clients,
-                "source_score": float(true_score[self.slot_of[d.source]]),
-                "destination_score": dest_score,
-                "reason": json.dumps(d.reason, default=_json_default, sort_keys=True),
-            }
-        )
+        """A shedding's decision rows (decision ``k`` unloaded bundle ``bundles[k]``, which a broker owned
+        when ``owned[k]``), and their disconnected traffic in the tick's moves (0 for an unowned bundle).
+
+        One call per shedding, with its bundles' traffic, topics and clients gathered at once: a call per
+        decision read a dozen NumPy scalars each (with the encoder below, 0.05 ms a tick less; the reasons'
+        JSON, 15 µs each, is most of what remains)."""
+        if not decisions:
+            return
+        hot_line, true_score = self.true_scores(true)
+        j = np.asarray(bundles, dtype=np.int64)
+        held = np.asarray(owned, dtype=np.bool_)
+        zero = np.zeros(j.size)
+        rates = np.where(held, traffic.rate_in[j] + traffic.rate_out[j], zero).tolist()
+        tps = np.where(held, traffic.tp_in[j] + traffic.tp_out[j], zero).tolist()
+        topics = np.where(held, self.bundle_topics[j], 0).tolist()
+        clients = np.where(held, self.clients[j], 0).tolist()
+        tick, time_s, slot_of, rows = self.tick_of(now), (now - self.start_ms) / 1000.0, self.slot_of, []
         moves = self.moves
-        moves.unloads += 1
-        moves.msg_rate += rate
-        moves.throughput += tp
-        moves.topics += topics
-        moves.clients += clients
-        if dest_score > hot_line:  # False for NaN (no alive destination)
-            moves.hot_placements += 1
+        for d, rate, tp, n_topics, n_clients in zip(decisions, rates, tps, topics, clients, strict=True):
+            dest_score = float(true_score[slot_of[d.destination]])
+            rows.append(
+                {
+                    "tick": tick,
+                    "time_s": time_s,
+                    "source": d.source,
+                    "bundle": d.bundle,
+                    "destination": d.destination,
+                    "msg_rate": rate,
+                    "throughput": tp,
+                    "topics": n_topics,
+                    "clients": n_clients,
+                    "source_score": float(true_score[slot_of[d.source]]),
+                    "destination_score": dest_score,
+                    "reason": _REASON_JSON.encode(d.reason),
+                }
+            )
+            moves.unloads += 1
+            moves.msg_rate += rate
+            moves.throughput += tp
+            moves.topics += n_topics
+            moves.clients += n_clients
+            if dest_score > hot_line:  # False for NaN (no alive destination)
+                moves.hot_placements += 1
+        self.collector.decision_rows.extend(rows)
 
     def end_tick(
         self,
@@ -549,7 +569,7 @@ class TickMetrics:
         snap = view.cached
         reported = np.full(slots.size, np.nan)
         if snap is not None and snap.num_brokers:
-            rep_scores = scores(snap.resource_usage, snap.resource_limit, self.weights)
+            rep_scores = snap.weighted_max_percent(self.weights)  # scores(), as the leader computed them
             idx = view.slot_to_row[slots]
             has = idx >= 0
             reported[has] = rep_scores[idx[has]]
@@ -636,9 +656,10 @@ class TickMetrics:
         minus = np.zeros((uniq.size, 4))
         where = np.searchsorted(uniq, dests)
         ok = (where < uniq.size) & (uniq[np.minimum(where, uniq.size - 1)] == dests)
+        rows, bundles = where[ok], landed[ok]  # each landed bundle of an alive destination, and its row
         for k, values in enumerate((traffic.rate_in, traffic.rate_out, traffic.tp_in, traffic.tp_out)):
-            minus[:, k] = np.bincount(where[ok], weights=values[landed[ok]], minlength=uniq.size)
-        topics_minus = np.bincount(where[ok], weights=self.bundle_topics[landed[ok]], minlength=uniq.size)
+            minus[:, k] = np.bincount(rows, weights=values[bundles], minlength=uniq.size)
+        topics_minus = np.bincount(rows, weights=self.bundle_topics[bundles], minlength=uniq.size)
         base = true.agg[keep] - minus
         without_usage = self.cost.usage(
             uniq,
@@ -667,3 +688,8 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, (set, frozenset, tuple)):
         return sorted(value) if isinstance(value, (set, frozenset)) else list(value)
     return str(value)
+
+
+_REASON_JSON = json.JSONEncoder(default=_json_default, sort_keys=True)
+"""``json.dumps(reason, default=_json_default, sort_keys=True)``, the encoder built once (dumps builds one
+per call: a fifth of a reason's 15 µs)."""
