@@ -137,43 +137,30 @@ class AvgShedder:
             ((rate[overs] - rate[unders]) * p).tolist(), ((tp[overs] - tp[unders]) * p).tolist(), strict=True
         )
         columns = (unders, overs, gaps, under_ids, over_ids, scores[unders].tolist(), scores[overs].tolist())
-        # Most pairs (nine in ten of a simulated day) have not reached their counts: their entry is built
-        # in one literal (the keys of ``base`` then the broker and the reason, in that order) and their
-        # Skip appended directly: this loop went from 0.42 to 0.35 ms a tick at 1,000 brokers (with
-        # _shed_pair's 0.17; timers around the methods, one run each).
+        # Most pairs (nine in ten of a simulated day) have not reached their counts: their entry is
+        # ``base`` with the broker and the reason added in place (the same keys in the same order as
+        # ``base | {...}``, without the copy) and their Skip, one per broker, appended directly: this loop
+        # went from 0.42 to 0.35 ms a tick at 1,000 brokers (timers around the methods, one run each).
         name, skipped, skips, waiting = self.name, result.skipped, result.skips, self._waiting
         for under, over, gap, under_id, over_id, under_score, over_score, hu, ho, lu, lo, need in zip(
             *columns, *counts, needs, strict=True
         ):
+            base: dict[str, Any] = {
+                "strategy": name,
+                "pair": [under_id, over_id],
+                "under_score": under_score,
+                "over_score": over_score,
+                "gap": gap,
+                "hit_high_under": hu,
+                "hit_high_over": ho,
+                "hit_low_under": lu,
+                "hit_low_over": lo,
+            }
             if hu >= hh or ho >= hh or lu >= hl or lo >= hl:
-                base: dict[str, Any] = {
-                    "strategy": name,
-                    "pair": [under_id, over_id],
-                    "under_score": under_score,
-                    "over_score": over_score,
-                    "gap": gap,
-                    "hit_high_under": hu,
-                    "hit_high_over": ho,
-                    "hit_low_under": lu,
-                    "hit_low_over": lo,
-                }
                 self._shed_pair(snapshot, BrokerPair(under, over, gap), base, need, conf, result)
                 continue
-            skipped.append(
-                {
-                    "strategy": name,
-                    "pair": [under_id, over_id],
-                    "under_score": under_score,
-                    "over_score": over_score,
-                    "gap": gap,
-                    "hit_high_under": hu,
-                    "hit_high_over": ho,
-                    "hit_low_under": lu,
-                    "hit_low_over": lo,
-                    "broker": over_id,
-                    "reason": "hit count not reached",
-                }
-            )
+            base["broker"], base["reason"] = over_id, "hit count not reached"
+            skipped.append(base)
             skip = waiting.get(over_id)
             if skip is None:
                 skip = waiting[over_id] = Skip(SkipKind.HIT_COUNT_NOT_REACHED, over_id)
