@@ -436,9 +436,10 @@ def hand_true_usage(
     *,
     limit: np.ndarray | None = None,
     extra_cpu: np.ndarray | None = None,
+    unowned: int = 0,
 ) -> TrueUsage:
     """A TrueUsage of the alive ``slots`` (of at most 5): usage in % of a 100 limit unless ``limit`` is
-    given, the given scores and rates."""
+    given, the given scores and rates; ``unowned`` bundles without an owner."""
     n = len(slots)
     rows = [[50.0, 0.0, 10.0, 20.0, 30.0], [10.0, 0.0, 5.0, 5.0, 25.0]] + [[0.0] * 5] * 3
     return TrueUsage(
@@ -457,6 +458,7 @@ def hand_true_usage(
         slot_producers=np.zeros(5, dtype=np.int64),
         bundle_bin=np.zeros(2, dtype=np.int64),
         extra_cpu=extra_cpu,
+        unowned=unowned,
     )
 
 
@@ -521,6 +523,7 @@ class TestTickMetricsByHand:
         [90.0, 30.0],
         [[100.0, 10.0, 1000.0, 500.0], [50.0, 5.0, 200.0, 100.0]],
         limit=np.array([[100.0] * 5, [100.0, 0.0, 0.5, 100.0, 100.0]]),
+        unowned=1,  # bundle 1, whose owner b1 died
     )
     now = START_MS + 3 * TICK_MS + 30_000  # half-way through tick 3
 
@@ -831,7 +834,7 @@ class TestTickRowLines:
 
     def test_no_broker_alive(self) -> None:
         tm = tick_metrics()
-        row = end_tick(tm, 1, hand_true_usage([], [], []), HAND_TRAFFIC, [-1, -1])
+        row = end_tick(tm, 1, hand_true_usage([], [], [], unowned=2), HAND_TRAFFIC, [-1, -1])
         assert row["brokers"] == 0 and row["bundles_unowned"] == 2 and row["balanced"] is False
 
     def test_without_a_leader_no_broker_is_marked(self) -> None:

@@ -84,6 +84,7 @@ def true_usage(m: TickMetrics, owner: list[int], slots: list[int]) -> TrueUsage:
         slot_consumers=bundles,
         slot_producers=bundles,
         bundle_bin=np.asarray([s if s >= 0 else 3 for s in owner], dtype=np.int64),
+        unowned=sum(1 for s in owner if s < 0),
     )
 
 

@@ -537,7 +537,9 @@ class TickMetrics:
                 "tick": t,
                 "time_s": time_s,
                 "brokers": int(slots.size),
-                "bundles_unowned": int(np.count_nonzero(owner < 0)),
+                # at the measurement, as the brokers' ``bundles``, so that the two add up to the
+                # bundles; counted after the shedding, the tick's unloads were in both
+                "bundles_unowned": true.unowned,
                 "msg_rate_total": float(rate.sum()),
                 "throughput_total": float(tp.sum()),
                 **stats,

@@ -265,6 +265,8 @@ class TrueUsage:
     bundle_bin: IntArray
     extra_cpu: FloatArray | None = None
     """Per alive broker, the CPU of the connection and co-located-bookie terms (None: model off)."""
+    unowned: int = 0
+    """Bundles no broker owns at this measurement (clients reconnecting)."""
 
 
 _NO_MASK = np.zeros(0, dtype=np.bool_)  # owner_sums: count every bundle
@@ -323,4 +325,5 @@ def measure(
         slot_producers=producers,
         bundle_bin=idx,
         extra_cpu=extra,
+        unowned=int(owner.size - n_bundles.sum()),
     )
