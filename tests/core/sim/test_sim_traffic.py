@@ -292,3 +292,19 @@ workloads:
     assert a.topics.tolist() == [1, 2, 3, 4]
     with pytest.raises(ShedlabError):
         parse_scenario_text(text.replace("values: [10, 20, 30]}", "values: [1], weights: [1]}"), "seq")
+
+
+def test_a_workload_selector_matches_the_bundles_it_shares() -> None:
+    """Two workloads in one namespace: a whole-bundle selection (``leader_state.recently_unloaded``)
+    of the second workload includes the bundles it shares with the first."""
+    shared = [
+        Workload("a", namespace="t/ns", bundles=4),
+        Workload("b", namespace="t/ns", bundles=4),
+        Workload("c", bundles=2),
+    ]
+    pop = build_population(shared, np.random.default_rng(0))
+    rng = np.random.default_rng(0)
+    b = pop.select(Selector(workloads=("b",)), rng)
+    assert b is not None and [pop.names[j] for j in b] == [n for n in pop.names if n.startswith("t/ns/")]
+    c = pop.select(Selector(workloads=("c",)), rng)
+    assert c is not None and c.size == 2 and not set(c.tolist()) & set(b.tolist())

@@ -660,13 +660,24 @@ class BundlePopulation:
         return len(self.names)
 
     def select(self, selector: Selector, rng: np.random.Generator) -> IntArray | None:
-        """Indices of the bundles matching ``selector`` (None = every bundle)."""
+        """Indices of the bundles matching ``selector`` (None = every bundle).
+
+        A bundle that workloads share (:attr:`units`) matches a workload selector if any of them has a
+        share in it: ``workload_index`` names only the first, and ``leader_state.recently_unloaded``
+        selecting the second workload missed the shared bundles. (Shapes and traffic events select
+        units, each workload's own share.)
+        """
         if selector.is_all:
             return None
         mask = np.ones(self.size, dtype=np.bool_)
         if selector.workloads:
             wanted = np.array([_match_any(w, selector.workloads) for w in self.workloads], dtype=np.bool_)
-            mask &= wanted[self.workload_index]
+            if self.units is None or self.unit_bundle is None:
+                mask &= wanted[self.workload_index]
+            else:
+                shared = np.zeros(self.size, dtype=np.bool_)
+                shared[self.unit_bundle[wanted[self.units.workload_index]]] = True
+                mask &= shared
         if selector.tenants:
             wanted = np.array([_match_any(t, selector.tenants) for t in self.tenants], dtype=np.bool_)
             mask &= wanted[self.tenant_index]
