@@ -73,7 +73,10 @@ def test_pressure_tasks_unload_at_the_eighth_consecutive_hit(seed: int) -> None:
     # and the 8th triggers at tick 13 (or 14): the book's 8 minutes, 11:42 -> 11:50.
     assert first_tick in (13, 14)
     reasons = [_reason(r) for _, r in first.iterrows()]
-    assert all(r["hit_low_over"] == 8 and r["hit_high_over"] == 0 for r in reasons)
+    # Pulsar triggers a pair when either broker's counter reaches the threshold: in most seeds the hot
+    # broker's, in some the cold one's, which a check in between paired with another broker
+    assert all(max(r["hit_low_over"], r["hit_low_under"]) == 8 for r in reasons)
+    assert all(r["hit_high_over"] == r["hit_high_under"] == 0 for r in reasons)  # gap below 40
     assert set(first["source"]) == {"broker-0001:8080"}  # XXX.83, the hottest
     # the coldest in the leader's view: XXX.161, or XXX.32 when its report still shows a partial window
     assert set(first["destination"]) <= {"broker-0005:8080", "broker-0004:8080"}
