@@ -176,3 +176,26 @@ def fresh_scenario(name: str) -> Scenario:
     sc = load_scenario(name)
     start = int(time.time() * 1000) - 60_000
     return dataclasses.replace(sc, simulation=dataclasses.replace(sc.simulation, start_time_ms=start))
+
+
+def recorded_cluster(name: str, *, duration: str, seed: int, cluster: str) -> str:
+    """A small cluster to record for the twin's tests: three 8-core brokers, eight bundles all starting
+    on the first (so ThresholdShedder has something to move), under Pulsar's old default pair."""
+    return f"""
+name: {name}
+duration: {duration}
+seed: {seed}
+strategy: ThresholdShedder+LeastLongTermMessageRate
+simulation: {{tick: 60s, cluster: {cluster}}}
+hardware:
+  standard: {{cores: 8, nic_gbps: 10}}
+brokers:
+  - count: 3
+workloads:
+  - name: main
+    bundles: 8
+    topics: 4
+    msg_rate_in: {{dist: lognormal, median: 9000, sigma: 0.5}}
+    msg_size: 1024
+    brokers: [1]
+"""

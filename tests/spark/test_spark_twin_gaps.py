@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import pytest
+from builders import recorded_cluster
 
 from shedlab.core.sim.scenario import parse_scenario_text
 from shedlab.core.twin import QUANTILES
@@ -20,24 +21,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.spark
 
-PRODUCER = """
-name: twin-gaps
-duration: 60m
-seed: 5
-strategy: ThresholdShedder+LeastLongTermMessageRate
-simulation: {tick: 60s, cluster: gappy}
-hardware:
-  standard: {cores: 8, nic_gbps: 10}
-brokers:
-  - count: 3
-workloads:
-  - name: main
-    bundles: 8
-    topics: 4
-    msg_rate_in: {dist: lognormal, median: 9000, sigma: 0.5}
-    msg_size: 1024
-    brokers: [1]
-"""
+PRODUCER = recorded_cluster("twin-gaps", duration="60m", seed=5, cluster="gappy")
 
 GAP_S = (15 * 60.0, 40 * 60.0)
 

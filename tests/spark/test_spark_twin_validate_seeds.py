@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from builders import recorded_cluster
 
 from shedlab.core.sim.scenario import parse_scenario_text
 
@@ -16,24 +17,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.spark
 
-PRODUCER = """
-name: validate-seeds
-duration: 30m
-seed: 3
-strategy: ThresholdShedder+LeastLongTermMessageRate
-simulation: {tick: 60s, cluster: small}
-hardware:
-  standard: {cores: 8, nic_gbps: 10}
-brokers:
-  - count: 3
-workloads:
-  - name: main
-    bundles: 8
-    topics: 4
-    msg_rate_in: {dist: lognormal, median: 9000, sigma: 0.5}
-    msg_size: 1024
-    brokers: [1]
-"""
+PRODUCER = recorded_cluster("validate-seeds", duration="30m", seed=3, cluster="small")
 
 
 @pytest.fixture(scope="module")
