@@ -227,18 +227,21 @@ def _hardware(draw: Draw) -> dict[str, Any]:
     return {"standard": standard, "big": big}
 
 
+def _machines(draw: Draw, most: int) -> dict[str, Any]:
+    """Up to ``most`` brokers of one hardware class, perhaps with a background: a broker group, or the
+    brokers an ``add_brokers`` event starts."""
+    machines: dict[str, Any] = {
+        "count": draw(st.integers(1, most)),
+        "hardware": draw(st.sampled_from(("standard", "big"))),
+    }
+    background = _background(draw)
+    if background is not None:
+        machines["background"] = background
+    return machines
+
+
 def _broker_groups(draw: Draw) -> list[dict[str, Any]]:
-    groups = []
-    for _ in range(draw(st.integers(1, 3))):
-        group: dict[str, Any] = {
-            "count": draw(st.integers(1, 3)),
-            "hardware": draw(st.sampled_from(("standard", "big"))),
-        }
-        background = _background(draw)
-        if background is not None:
-            group["background"] = background
-        groups.append(group)
-    return groups
+    return [_machines(draw, 3) for _ in range(draw(st.integers(1, 3)))]
 
 
 def _events(draw: Draw, duration: int, tick: int, initial: int, workloads: list[str]) -> list[dict[str, Any]]:
@@ -254,13 +257,7 @@ def _events(draw: Draw, duration: int, tick: int, initial: int, workloads: list[
             st.sampled_from(("add_brokers", "remove_brokers", "rolling_restart", "traffic", "background"))
         )
         if kind == "add_brokers":
-            event: dict[str, Any] = {
-                "count": draw(st.integers(1, 2)),
-                "hardware": draw(st.sampled_from(("standard", "big"))),
-            }
-            background = _background(draw)
-            if background is not None:
-                event["background"] = background
+            event: dict[str, Any] = _machines(draw, 2)
         elif kind == "remove_brokers":
             if draw(st.booleans()):
                 event = {

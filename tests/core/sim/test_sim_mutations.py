@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = sorted(
     [
         *(ROOT / "src" / "shedlab" / "data" / "scenarios").glob("*.yaml"),
-        *(ROOT / "examples").glob("*/ch*.yaml"),
+        *(ROOT / "examples" / "published").glob("*.yaml"),
+        *(ROOT / "examples" / "capacity-probes").glob("probe-*.yaml"),
     ]
-    + [p for p in (ROOT / "examples" / "capacity-probes").glob("probe-*.yaml")]
 )
 DOCUMENTS = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in SHIPPED]
 EXAMPLES = int(os.environ.get("SHEDLAB_FUZZ_EXAMPLES", "40"))
