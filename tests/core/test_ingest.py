@@ -204,6 +204,14 @@ def test_nic_without_a_known_speed_is_kept_as_reported() -> None:
     assert (broker["bandwidth_in_usage"], broker["bandwidth_in_limit"]) == (48211.7, 0.0)
 
 
+def test_a_nic_whose_counters_went_back_is_kept_as_reported() -> None:
+    """LinuxBrokerHostUsageImpl writes the NIC counters' difference unclamped: negative after a reset."""
+    out = _process([json.dumps(_report(bandwidthIn={"usage": -3.5e4, "limit": 1e7}))])
+    assert set(out["status"]) == {"kept"}
+    broker = out[out["kind"] == "broker"].iloc[0]
+    assert (broker["bandwidth_in_usage"], broker["bandwidth_in_limit"]) == (-3.5e4, 1e7)
+
+
 def _bundle_data() -> dict[str, Any]:
     average = {"msgRateIn": 1.0, "msgRateOut": 2.0, "msgThroughputIn": 3.0, "msgThroughputOut": 4.0}
     return {
@@ -250,6 +258,7 @@ def _variants() -> list[tuple[str, dict[str, Any]]]:
     variant("NIC speed unknown", bandwidthIn={"usage": 48211.7, "limit": 0.0})
     variant("not measured", directMemory={"usage": -1.0, "limit": -1.0})
     variant("negative usage of a measured resource", cpu={"usage": -1.0, "limit": 100.0})
+    variant("a NIC whose counters went back", bandwidthOut={"usage": -812.5, "limit": 10_000_000.0})
     variant("a resource missing", cpu=None)
     variant("usage missing", cpu={"limit": 100.0})
     variant("rates missing", msgRateIn=None, msgThroughputOut=None)

@@ -11,7 +11,9 @@ from shedlab.errors import InputError
 from shedlab.model.formats import (
     BUNDLE_STATS,
     LOCAL_BROKER_DATA,
+    NIC_USAGE,
     RESOURCE_USAGE,
+    RESOURCES,
     TIME_AVERAGE,
     Field,
     FieldError,
@@ -73,6 +75,17 @@ def test_any_usage_is_accepted_where_the_limit_is_not_positive() -> None:
     check(USAGE, -1.0, {"limit": -1.0})
     check(USAGE, 48211.7, {"limit": 0.0})
     check(LIMIT, -1.0, {})
+
+
+def test_a_nics_usage_may_be_negative_where_its_limit_is_positive() -> None:
+    """LinuxBrokerHostUsageImpl's NIC rate is a counter difference, unclamped: negative after a reset."""
+    nic = {r.json: r.fields for r in RESOURCES}
+    check(nic["bandwidthIn"][0], -812.5, {"limit": 1e7})
+    check(nic["bandwidthOut"][0], -812.5, {"limit": 1e7})
+    with pytest.raises(FormatError):
+        check(nic["cpu"][0], -812.5, {"limit": 100.0})
+    frame = pd.DataFrame({"bandwidth_in_usage": [-812.5], "bandwidth_in_limit": [1e7]})
+    assert not any(mask.any() for mask, _, _ in column_problems(frame, NIC_USAGE, "bandwidth_in_"))
 
 
 def test_read_fields_fills_pulsars_defaults_and_names_the_field() -> None:

@@ -216,6 +216,7 @@ def _unusual(records: list[dict[str, Any]]) -> list[bytes]:
     out = []
     for path, value in (
         (["bandwidthIn"], {"usage": 48211.7, "limit": 0.0}),  # Kubernetes: NIC speed unknown, 0 %
+        (["bandwidthOut"], {"usage": -812.5, "limit": 1e7}),  # NIC counters went back: negative, kept
         (["memory"], {"usage": -1.0, "limit": -1.0}),  # not measured
         (["directMemory"], None),  # missing: 0 out of 0
         (["numBundles"], None),  # defaults to len(bundles)

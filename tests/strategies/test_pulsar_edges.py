@@ -15,7 +15,7 @@ from shedlab.cli import app
 from shedlab.config import LoadBalancerConfig
 from shedlab.errors import InputError
 from shedlab.model.json_reader import JsonReader
-from shedlab.model.pulsar import ResourceUsage, is_system_heartbeat_bundle
+from shedlab.model.pulsar import LocalBrokerData, ResourceUsage, is_system_heartbeat_bundle
 from shedlab.strategies import LeastLongTermMessageRate
 
 RANGE = "0x00000000_0x40000000"
@@ -45,6 +45,17 @@ def test_unmeasured_resource_minus_one_is_accepted_as_zero_percent() -> None:
 def test_negative_usage_of_a_measured_resource_is_refused() -> None:
     with pytest.raises(InputError, match="must not be negative"):
         ResourceUsage.from_json(JsonReader({"usage": -5.0, "limit": 100.0}, "r.json"))
+
+
+def test_negative_nic_usage_is_read_and_counts_as_pulsar_computes_it() -> None:
+    """A NIC counter that went back gives a negative rate (LinuxBrokerHostUsageImpl does not clamp);
+    the leader's percentage is negative and the maximum usage is the other resources'."""
+    report = {"cpu": {"usage": 30.0, "limit": 100.0}, "bandwidthIn": {"usage": -500.0, "limit": 1000.0}}
+    data = LocalBrokerData.from_json(JsonReader(report, "r.json"))
+    assert data.bandwidthIn.percent_usage() == -50.0
+    assert data.max_resource_usage() == pytest.approx(0.3)
+    with pytest.raises(InputError, match="must not be negative"):  # a JVM's memory cannot go back
+        LocalBrokerData.from_json(JsonReader({"memory": {"usage": -5.0, "limit": 100.0}}, "r.json"))
 
 
 def test_lltmr_adds_preallocation_to_the_broker_rate_sum_as_java_groups_it() -> None:

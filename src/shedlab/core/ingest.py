@@ -36,7 +36,6 @@ from shedlab.model.formats import (
     PROMETHEUS_LABELS,
     PROMETHEUS_SAMPLE,
     PROMETHEUS_TOPIC_METRICS,
-    RESOURCE_USAGE,
     RESOURCES,
     TIME_AVERAGE,
     TIME_AVERAGE_PARTS,
@@ -131,7 +130,6 @@ def _cluster_problems(clusters: pd.Series) -> pd.Series:
     return clusters.map({c: p for c, p in problems.items() if p is not None})
 
 
-_RESOURCES = tuple((r.json, r.prefix) for r in RESOURCES)
 _RAW_LIMIT = 2000
 
 
@@ -320,7 +318,8 @@ def _report_identity(
 def _broker_row(key: Mapping[str, Any], raw: str, report: Mapping[str, Any]) -> dict[str, Any]:
     """The report's broker row: resources (absent: Pulsar's default, 0 out of 0), counts, collections."""
     row: dict[str, Any] = {"kind": "broker", **key, "raw": _raw(raw)}
-    for name, prefix in _RESOURCES:
+    for resource in RESOURCES:
+        name, prefix = resource.json, resource.prefix
         res = report.get(name)
         if res is None:  # Pulsar's default: ResourceUsage(), 0 out of 0
             row[f"{prefix}_usage"] = row[f"{prefix}_limit"] = 0.0
@@ -329,7 +328,7 @@ def _broker_row(key: Mapping[str, Any], raw: str, report: Mapping[str, Any]) -> 
             raise _BadValueError(
                 "invalid_value", f"report.{name}: expected an object {{usage, limit}}, got {res!r}"
             )
-        _extract(row, res, RESOURCE_USAGE, f"report.{name}.", f"{prefix}_")
+        _extract(row, res, resource.fields, f"report.{name}.", f"{prefix}_")
     _extract(row, report, LOCAL_BROKER_DATA, "report.", defaults=_bundle_count(report))
     try:
         check_collections(report)
@@ -1030,7 +1029,7 @@ _CHECKS: dict[str, tuple[tuple[str, ...], tuple[_Checked, ...]]] = {
     "broker": (
         ("broker",),
         (
-            *((RESOURCE_USAGE, f"{r.prefix}_", f"{r.json}.") for r in RESOURCES),
+            *((r.fields, f"{r.prefix}_", f"{r.json}.") for r in RESOURCES),
             (LOCAL_BROKER_DATA, "", ""),
         ),
     ),

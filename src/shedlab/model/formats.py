@@ -34,6 +34,7 @@ __all__ = [
     "EXTENSIBLE_LOAD_FIELDS",
     "LOCAL_BROKER_DATA",
     "MAX_TIME_MS",
+    "NIC_USAGE",
     "OBJECTS",
     "OTHER_SHAPE_KEYS",
     "PROMETHEUS_BROKER_METRICS",
@@ -140,20 +141,38 @@ RESOURCE_USAGE: tuple[Field, ...] = (
 )
 """ResourceUsage ``{usage, limit}``; ``-1/-1`` is Pulsar's "not measured" (SystemResourceUsage)."""
 
+NIC_USAGE: tuple[Field, ...] = (
+    Field(
+        "usage",
+        "usage",
+        "number",
+        REQUIRED,
+        "Kbit/s since the last reading; negative when the NIC byte counters went back",
+        minimum=None,
+    ),
+    RESOURCE_USAGE[1],
+)
+"""A NIC's ResourceUsage: any finite usage. ``LinuxBrokerHostUsageImpl`` writes the difference of the
+physical NICs' summed byte counters between two readings over the time between them, unclamped: a
+counter that goes back (a NIC reset, its driver reloaded, a NIC gone from the list between readings)
+gives a negative rate, and the leader decides on it (a negative percentage, which the other resources'
+maximum usually hides). Refusing it would make a live cluster unreadable for one reading."""
+
 
 @dataclass(frozen=True)
 class Resource:
     json: str
     prefix: str  # columns <prefix>_usage, <prefix>_limit
     unit: str
+    fields: tuple[Field, ...] = RESOURCE_USAGE  # the rules of its {usage, limit}
 
 
 RESOURCES: tuple[Resource, ...] = (
     Resource("cpu", "cpu", "% of one core"),
     Resource("memory", "memory", "MiB (JVM heap)"),
     Resource("directMemory", "direct_memory", "MiB"),
-    Resource("bandwidthIn", "bandwidth_in", "Kbit/s"),
-    Resource("bandwidthOut", "bandwidth_out", "Kbit/s"),
+    Resource("bandwidthIn", "bandwidth_in", "Kbit/s", NIC_USAGE),
+    Resource("bandwidthOut", "bandwidth_out", "Kbit/s", NIC_USAGE),
 )
 """The five resources of a load report, in Pulsar's field order (a missing one is 0 out of 0)."""
 
@@ -465,7 +484,7 @@ def columns(fields: tuple[Field, ...], prefix: str = "") -> list[tuple[str, Colu
 
 def resource_columns() -> list[tuple[str, ColumnType]]:
     """``<prefix>_usage``, ``<prefix>_limit`` (double) for the five resources, in Pulsar's order."""
-    return [(f"{r.prefix}_{f.column}", f.spark_type) for r in RESOURCES for f in RESOURCE_USAGE if f.column]
+    return [(f"{r.prefix}_{f.column}", f.spark_type) for r in RESOURCES for f in r.fields if f.column]
 
 
 def column_problems(

@@ -22,6 +22,7 @@ from shedlab.model.formats import (
     RESOURCES,
     TIME_AVERAGE,
     TIME_AVERAGE_PARTS,
+    Field,
     check_collections,
 )
 from shedlab.model.json_reader import JsonReader
@@ -59,9 +60,11 @@ class ResourceUsage:
         return {"usage": float(self.usage), "limit": float(self.limit)}
 
     @classmethod
-    def from_json(cls, r: JsonReader) -> ResourceUsage:
-        """Rules in :data:`~shedlab.model.formats.RESOURCE_USAGE`: any usage if ``limit ≤ 0`` (spec §1.1)."""
-        return cls(**r.fields(RESOURCE_USAGE))
+    def from_json(cls, r: JsonReader, fields: tuple[Field, ...] = RESOURCE_USAGE) -> ResourceUsage:
+        """Rules in ``fields`` (a :data:`~shedlab.model.formats.Resource`'s): by default
+        :data:`~shedlab.model.formats.RESOURCE_USAGE`, any usage if ``limit ≤ 0`` (spec §1.1); a NIC's
+        (:data:`~shedlab.model.formats.NIC_USAGE`) may also be negative."""
+        return cls(**r.fields(fields))
 
 
 @dataclass
@@ -320,9 +323,11 @@ class LocalBrokerData:
         """Read a load report; Pulsar's derived and unknown fields are ignored, as Jackson does."""
         r.check(check_collections)
         resources = {}
-        for name in RESOURCE_NAMES:
-            child = r.child(name, None)
-            resources[name] = ResourceUsage() if child is None else ResourceUsage.from_json(child)
+        for resource in RESOURCES:
+            child = r.child(resource.json, None)
+            resources[resource.json] = (
+                ResourceUsage() if child is None else ResourceUsage.from_json(child, resource.fields)
+            )
         last_stats = {name: NamespaceBundleStats.from_json(s) for name, s in r.items("lastStats", {})}
         bundles = r.string_list("bundles", [])
         return cls(

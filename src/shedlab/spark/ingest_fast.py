@@ -189,7 +189,7 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
     r = sf.col("j.report")
     resources = sf.lit(True)
     for res in RESOURCES:
-        resources = resources & (r[res.json].isNull() | _all_ok(RESOURCE_USAGE, r[res.json]))
+        resources = resources & (r[res.json].isNull() | _all_ok(res.fields, r[res.json]))
     lists = sf.lit(True)
     for name in STRING_LISTS:
         lists = lists & (r[name].isNull() | ~sf.exists(r[name], lambda x: x.isNull() | ~_is_string(x)))
@@ -262,7 +262,7 @@ def broker_rows(
     r = sf.col("j.report")
     cols = [*_common(default_cluster, interval_ms), *(sf.col(c) for c in keep)]
     for res in RESOURCES:  # a missing resource is ResourceUsage(): 0 out of 0
-        for f in RESOURCE_USAGE:
+        for f in res.fields:
             cols.append(sf.coalesce(r[res.json][f.json], sf.lit(0.0)).alias(f"{res.prefix}_{f.column}"))
     for f in LOCAL_BROKER_DATA:
         if f.column is None:

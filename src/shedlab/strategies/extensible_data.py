@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shedlab.errors import InputError
+from shedlab.model.formats import RESOURCES
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import (
     RESOURCE_NAMES,
@@ -202,16 +203,17 @@ class BrokerLoadData:
     def from_json(cls, r: JsonReader) -> BrokerLoadData:
         """Read Pulsar's JSON; missing fields take the Java constructor's defaults, as Jackson does."""
 
-        def resource(name: str) -> ResourceUsage:
-            sub = r.child(name, None)
-            return ResourceUsage() if sub is None else ResourceUsage.from_json(sub)
-
+        usage = {  # the same host usage (and rules) as the modular manager's reports
+            res.json: ResourceUsage() if sub is None else ResourceUsage.from_json(sub, res.fields)
+            for res in RESOURCES
+            for sub in (r.child(res.json, None),)
+        }
         return cls(
-            cpu=resource("cpu"),
-            memory=resource("memory"),
-            direct_memory=resource("directMemory"),
-            bandwidth_in=resource("bandwidthIn"),
-            bandwidth_out=resource("bandwidthOut"),
+            cpu=usage["cpu"],
+            memory=usage["memory"],
+            direct_memory=usage["directMemory"],
+            bandwidth_in=usage["bandwidthIn"],
+            bandwidth_out=usage["bandwidthOut"],
             msg_throughput_in=r.number("msgThroughputIn", 0.0),
             msg_throughput_out=r.number("msgThroughputOut", 0.0),
             msg_rate_in=r.number("msgRateIn", 0.0),
