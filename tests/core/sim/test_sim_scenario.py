@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,26 @@ def test_the_documented_example_loads_and_runs() -> None:
     assert scenario.workloads[1].shapes[0].param("on") == 60.0
     result = run_simulation(scenario)
     assert len(result.ticks) == 121
+
+
+_DOC = Path(__file__).resolve().parents[3] / "docs" / "scenarios.md"
+_DOC_BLOCKS = re.findall(r"```yaml\n(.*?)```", _DOC.read_text(encoding="utf-8"), re.S)
+_MINIMAL = {  # what a fragment of the docs leaves out: a small cluster with one workload
+    "name": "doc-fragment",
+    "duration": "3m",
+    "brokers": "brokers:\n  - count: 3\n",
+    "workloads": "workloads:\n  - {name: w, tenants: 1, namespaces: 1, bundles: 4, msg_rate_in: 100}\n",
+}
+
+
+@pytest.mark.parametrize("block", _DOC_BLOCKS, ids=[f"block-{i}" for i in range(len(_DOC_BLOCKS))])
+def test_every_yaml_example_of_the_scenario_docs_loads_and_runs(block: str) -> None:
+    """A scenario written from any example of docs/scenarios.md is accepted: each block, completed with a
+    minimal cluster where it is a fragment (top-level keys it does not set), loads and runs."""
+    present = set(re.findall(r"^([a-z_]+):", block, re.M))
+    missing = [v if v.endswith("\n") else f"{k}: {v}\n" for k, v in _MINIMAL.items() if k not in present]
+    scenario = parse_scenario_text(block + "\n" + "".join(missing), str(_DOC))
+    assert len(run_simulation(scenario).ticks) >= 2
 
 
 # ------------------------------------------------------------------------------- limits and names (hardening)
