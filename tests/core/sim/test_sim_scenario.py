@@ -11,6 +11,7 @@ from builders import FULL
 
 from shedlab.core.sim import Scenario, builtin_scenarios, load_scenario, run_simulation
 from shedlab.core.sim.scenario import (
+    EVENT_KINDS,
     AddBrokers,
     RemoveBrokers,
     RollingRestart,
@@ -18,6 +19,7 @@ from shedlab.core.sim.scenario import (
     parse_scenario_text,
 )
 from shedlab.core.sim.spec import parse_duration
+from shedlab.core.sim.traffic import DISTRIBUTIONS, SHAPE_KINDS, SIGNAL_KINDS
 from shedlab.errors import ConfigError, InputError, ShedlabError
 
 EXPECTED_BUILTINS = {
@@ -169,6 +171,40 @@ def test_every_yaml_example_of_the_scenario_docs_loads_and_runs(block: str) -> N
     missing = [v if v.endswith("\n") else f"{k}: {v}\n" for k, v in _MINIMAL.items() if k not in present]
     scenario = parse_scenario_text(block + "\n" + "".join(missing), str(_DOC))
     assert len(run_simulation(scenario).ticks) >= 2
+
+
+def _doc_table(header: str) -> dict[str, tuple[str, ...]]:
+    """The rows of the docs table under ``header``: each row's name and the names in its second column."""
+    text = _DOC.read_text(encoding="utf-8")
+    rows: dict[str, tuple[str, ...]] = {}
+    for line in text[text.index(header) :].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = tuple(re.findall(r"`([a-z_]+)`", cells[1]))
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("header", "kinds"),
+    [
+        ("| `dist` | parameters |", DISTRIBUTIONS),
+        ("| `kind` | parameters | effect", SHAPE_KINDS),
+        ("| `kind` | parameters |\n", SIGNAL_KINDS),
+        ("| `kind` | fields |", dict.fromkeys(EVENT_KINDS, None)),
+    ],
+    ids=["distributions", "shapes", "signals", "events"],
+)
+def test_the_scenario_docs_tables_list_what_the_parser_accepts(
+    header: str, kinds: dict[str, tuple[str, ...] | None]
+) -> None:
+    """docs/scenarios.md's tables of distributions, shapes, signals and events name exactly the kinds
+    (and, where the code keeps them in a table, the parameters) that the parser accepts."""
+    documented = _doc_table(header)
+    assert set(documented) == set(kinds)
+    for kind, params in kinds.items():
+        if params is not None:
+            assert set(documented[kind]) == set(params), kind
 
 
 # ------------------------------------------------------------------------------- limits and names (hardening)
