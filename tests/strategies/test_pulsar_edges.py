@@ -17,6 +17,7 @@ from shedlab.errors import InputError
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import LocalBrokerData, ResourceUsage, is_system_heartbeat_bundle
 from shedlab.strategies import LeastLongTermMessageRate
+from shedlab.strategies.extensible_data import BrokerLoadData
 
 RANGE = "0x00000000_0x40000000"
 
@@ -56,6 +57,11 @@ def test_negative_nic_usage_is_read_and_counts_as_pulsar_computes_it() -> None:
     assert data.max_resource_usage() == pytest.approx(0.3)
     with pytest.raises(InputError, match="must not be negative"):  # a JVM's memory cannot go back
         LocalBrokerData.from_json(JsonReader({"memory": {"usage": -5.0, "limit": 100.0}}, "r.json"))
+    # the extensible manager's BrokerLoadData carries the same host usage, read by the same rules
+    extensible = BrokerLoadData.from_json(JsonReader(report, "r.json"))
+    assert extensible.bandwidth_in.percent_usage() == -50.0
+    with pytest.raises(InputError, match="must not be negative"):
+        BrokerLoadData.from_json(JsonReader({"cpu": {"usage": -5.0, "limit": 100.0}}, "r.json"))
 
 
 def test_lltmr_adds_preallocation_to_the_broker_rate_sum_as_java_groups_it() -> None:

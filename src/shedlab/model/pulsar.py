@@ -67,6 +67,18 @@ class ResourceUsage:
         return cls(**r.fields(fields))
 
 
+def resources_from_json(r: JsonReader) -> dict[str, ResourceUsage]:
+    """The five resources of a report by JSON name, each read by its own rules (a missing one is
+    ``ResourceUsage()``, 0 out of 0); the modular manager's LocalBrokerData and the extensible manager's
+    BrokerLoadData carry the same host usage."""
+    return {
+        res.json: ResourceUsage()
+        if (child := r.child(res.json, None)) is None
+        else ResourceUsage.from_json(child, res.fields)
+        for res in RESOURCES
+    }
+
+
 @dataclass
 class NamespaceBundleStats:
     """A bundle's instantaneous traffic sample, as a broker reports it in ``lastStats``."""
@@ -322,12 +334,7 @@ class LocalBrokerData:
     def from_json(cls, r: JsonReader) -> LocalBrokerData:
         """Read a load report; Pulsar's derived and unknown fields are ignored, as Jackson does."""
         r.check(check_collections)
-        resources = {}
-        for resource in RESOURCES:
-            child = r.child(resource.json, None)
-            resources[resource.json] = (
-                ResourceUsage() if child is None else ResourceUsage.from_json(child, resource.fields)
-            )
+        resources = resources_from_json(r)
         last_stats = {name: NamespaceBundleStats.from_json(s) for name, s in r.items("lastStats", {})}
         bundles = r.string_list("bundles", [])
         return cls(

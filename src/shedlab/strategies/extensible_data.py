@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shedlab.errors import InputError
-from shedlab.model.formats import RESOURCES
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import (
     RESOURCE_NAMES,
@@ -35,6 +34,7 @@ from shedlab.model.pulsar import (
     ResourceUsage,
     is_system_heartbeat_bundle,
     namespace_of,
+    resources_from_json,
 )
 
 __all__ = [
@@ -203,11 +203,7 @@ class BrokerLoadData:
     def from_json(cls, r: JsonReader) -> BrokerLoadData:
         """Read Pulsar's JSON; missing fields take the Java constructor's defaults, as Jackson does."""
 
-        usage = {  # the same host usage (and rules) as the modular manager's reports
-            res.json: ResourceUsage() if sub is None else ResourceUsage.from_json(sub, res.fields)
-            for res in RESOURCES
-            for sub in (r.child(res.json, None),)
-        }
+        usage = resources_from_json(r)
         return cls(
             cpu=usage["cpu"],
             memory=usage["memory"],
