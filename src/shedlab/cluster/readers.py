@@ -539,9 +539,29 @@ class AdminReader:
         )
 
     def _send(self, method: str, url: str, params: dict[str, str] | None) -> httpx.Response:
-        """One HTTP exchange; a TLS failure no retry can fix (an untrusted certificate) is permanent."""
+        """One HTTP exchange within ``timeout_s`` in all; a TLS failure no retry can fix (an untrusted
+        certificate) is permanent.
+
+        httpx's timeout bounds each phase (connecting, each read of the socket), not the exchange: a
+        server (or a proxy in front of it) that sends its answer a few bytes at a time, each within the
+        read timeout, would hold the call for ever. The body is therefore read in chunks against one
+        deadline for the whole exchange; a read that blocks can overrun it by at most one read timeout.
+        A timeout is transient (retried), as httpx's own are.
+        """
+        deadline = time.monotonic() + self.retry.timeout_s
         try:
-            return self._client.request(method, url, params=params)
+            with self._client.stream(method, url, params=params) as streamed:
+                body = bytearray()
+                for chunk in streamed.iter_raw():
+                    body += chunk
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout(
+                            f"no whole answer within {self.retry.timeout_s:g} s", request=streamed.request
+                        )
+            # the raw (still content-encoded) bytes, decoded by the new response as the old one would
+            return httpx.Response(
+                streamed.status_code, headers=streamed.headers, content=bytes(body), request=streamed.request
+            )
         except httpx.TransportError as exc:
             failure = verification_failure(exc)
             if failure is None:
