@@ -212,6 +212,24 @@ def test_a_nic_whose_counters_went_back_is_kept_as_reported() -> None:
     assert (broker["bandwidth_in_usage"], broker["bandwidth_in_limit"]) == (-3.5e4, 1e7)
 
 
+def test_a_negative_nic_gauge_is_kept_and_a_negative_cpu_gauge_quarantined() -> None:
+    """Pulsar exports the report's percentages as gauges: a NIC's may be negative, as in the report."""
+
+    def series(name: str, value: str) -> dict[str, Any]:
+        return {
+            "metric": {"__name__": name, "cluster": "c0", "broker": "b1:8080"},
+            "values": [[1735776000, value]],
+        }
+
+    gauges = [series("pulsar_lb_bandwidth_in_usage", "-3.5"), series("pulsar_lb_cpu_usage", "-1")]
+    out = _process([json.dumps({"status": "success", "data": {"resultType": "matrix", "result": gauges}})])
+    points = out[out["kind"] == "prom"].set_index("metric")
+    assert points.loc["pulsar_lb_bandwidth_in_usage", "status"] == "kept"
+    assert points.loc["pulsar_lb_cpu_usage", "reason"] == "negative_value"
+    broker = out[out["kind"] == "prom_broker"].iloc[0]
+    assert (broker["bandwidth_in_usage"], broker["bandwidth_in_limit"]) == (-3.5, 100.0)
+
+
 def _bundle_data() -> dict[str, Any]:
     average = {"msgRateIn": 1.0, "msgRateOut": 2.0, "msgThroughputIn": 3.0, "msgThroughputOut": 4.0}
     return {

@@ -41,6 +41,7 @@ __all__ = [
     "PROMETHEUS_BUNDLE_METRICS",
     "PROMETHEUS_LABELS",
     "PROMETHEUS_SAMPLE",
+    "PROMETHEUS_SIGNED_METRICS",
     "PROMETHEUS_TOPIC_METRICS",
     "REQUIRED",
     "RESOURCES",
@@ -254,6 +255,15 @@ PROMETHEUS_BROKER_METRICS: dict[str, str] = {
 }
 """Pulsar's Prometheus usage gauges (percent) → resource column prefix (limit recorded as 100)."""
 
+PROMETHEUS_SIGNED_METRICS: frozenset[str] = frozenset(
+    metric
+    for metric, prefix in PROMETHEUS_BROKER_METRICS.items()
+    for r in RESOURCES
+    if r.prefix == prefix and r.fields is NIC_USAGE
+)
+"""The gauges that may be negative: a NIC's percentage, which Pulsar exports from the report's
+``ResourceUsage`` (:data:`NIC_USAGE`); every other Prometheus value is refused below 0."""
+
 PROMETHEUS_BUNDLE_METRICS: dict[str, str] = {
     "pulsar_bundle_msg_rate_in": "msg_rate_in",
     "pulsar_bundle_msg_rate_out": "msg_rate_out",
@@ -297,7 +307,8 @@ default): ingest reads Pulsar's value from ``exported_<name>`` then, and counts 
 PROMETHEUS_SAMPLE: tuple[Field, ...] = (
     Field("value", "value", "number", REQUIRED, "one point of a series above, in the series' unit"),
 )
-"""A Prometheus point's value (``[time_s, "value"]``): finite and non-negative, like the fields it reports."""
+"""A Prometheus point's value (``[time_s, "value"]``): finite and non-negative, like the fields it reports
+(but for :data:`PROMETHEUS_SIGNED_METRICS`)."""
 
 
 EXTENSIBLE_MANAGER = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
