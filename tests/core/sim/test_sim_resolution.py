@@ -276,3 +276,32 @@ def test_the_stats_interval_does_not_move_the_events_random_stream(seed: int) ->
         return [str(d) for d in events.loc[events["kind"] == "remove_brokers", "detail"]]
 
     assert removed(60) == removed(20)
+
+
+def test_a_broker_started_during_the_run_samples_at_its_start_then_every_interval_from_it() -> None:
+    """BrokerService.startStatsUpdater: ``updateRates()`` at once, then the timer one interval later.
+
+    The brokers the scenario starts with stand for running brokers (random phases); a broker that joins
+    at 2 min samples at its start and next at 3 min, not at its slot's random phase after the join.
+    """
+    scen = Scenario.from_mapping(
+        {
+            "name": "join-phase",
+            "duration": "4m",
+            "seed": 3,
+            "config": {"loadBalancerSheddingEnabled": False},
+            "simulation": {"resolution": "10s", "stats_phase": "random", "initial_assignment": "round_robin"},
+            "brokers": [{"count": 4}],
+            "workloads": [{"bundles": 16, "msg_rate_in": 500, "msg_size": 1024}],
+            "events": [{"at": "2m", "kind": "add_brokers", "count": 1}],
+        },
+        source="test",
+    )
+    sim = Simulation(scen)
+    joined = 4  # the fifth slot
+    sim.publishing.stats_phase_ms[joined] = 30_000  # what a random phase could have drawn
+    assert sim.publishing.stats_phase_ms[:4].max() > 0
+    for t in range(3):  # ticks at 0, 1 and 2 min: the join at 2 min
+        sim.tick(t, sim.start_ms + t * sim.tick_ms)
+    assert sim.publishing.stats_phase_ms[joined] == 0
+    assert sim.publishing.next_sample_ms[joined] == sim.start_ms + 3 * 60_000

@@ -477,12 +477,12 @@ class Simulation:
             bg = cluster.background_at(slot, (now - self.start_ms) / 1000.0, self.rng_events)
             zero = np.zeros(1)
             usage = cluster.cost.usage(slot, zero, zero, zero, zero, zero, bg)[0]
-            publishing.broker_joined(s, now, usage, cluster.cost.limits(slot)[0])
+            fresh = now > self.start_ms  # started during the run, not standing for a running broker
+            publishing.broker_joined(s, now, usage, cluster.cost.limits(slot)[0], fresh=fresh)
             if self.windows is not None:
                 self.windows.started(s, now)
-            if self.host is not None:  # brokers started after the scenario's start are fresh (windows.py)
-                phase = int(publishing.stats_phase_ms[s])
-                self.host.started(s, now, phase, fresh=now > self.start_ms)
+            if self.host is not None:  # a fresh broker's host-usage timer leads its stats timer (windows.py)
+                self.host.started(s, now, int(publishing.stats_phase_ms[s]), fresh=fresh)
             if self.extensible is not None:  # hook
                 self.extensible.broker_joined(s, now)
         writers = list(dict.fromkeys([*removed, *(s for s in joined if cluster.alive[s])]))

@@ -226,12 +226,22 @@ class Publishing:
         loc = self.local
         loc.bundle_owner[loc.bundle_owner == slot] = -1
 
-    def broker_joined(self, slot: int, now: int, usage: FloatArray, limit: FloatArray) -> None:
+    def broker_joined(
+        self, slot: int, now: int, usage: FloatArray, limit: FloatArray, *, fresh: bool = False
+    ) -> None:
         """A starting broker's first local report: no bundles, its idle host usage; stats from its phase.
 
         The report goes to the metadata store as the broker's lock node (``publish(..., lock=True)``);
         the baseline of its report rule stays empty until its first write by the rule (:meth:`writers`).
+        A broker the scenario starts with stands for one already running, its stats timer at a random
+        phase; a ``fresh`` one (started during the run: a scale-out or a restart) samples at once and
+        then every ``statsUpdateFrequencyInSecs`` from its start, as ``BrokerService.startStatsUpdater``
+        does (``updateRates()`` at start, then the timer's first run one interval later): its phase
+        becomes 0. With one-minute stats and ticks every phase is 0 anyway; with a finer
+        ``simulation.resolution`` a fresh broker's first sample with bundles came up to an interval early.
         """
+        if fresh:
+            self.stats_phase_ms[slot] = 0
         self.baseline_empty[slot] = True
         loc = self.local
         loc.agg[slot] = 0.0
