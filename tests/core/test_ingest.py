@@ -24,6 +24,7 @@ from shedlab.core.ingest import (
     process_group,
 )
 from shedlab.errors import InputError
+from shedlab.model.formats import RESOURCES
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import BundleData, LocalBrokerData, is_named_entity
 
@@ -298,6 +299,30 @@ def _variants() -> list[tuple[str, dict[str, Any]]]:
     variant("a bundle entry not an object", lastStats={"t/n/0x00000000_0xffffffff": 3})
     variant("unknown fields", somethingNew={"x": 1}, maxResourceUsage=0.5)
     return out
+
+
+_RESOURCE_VALUES = st.sampled_from([-1e6, -812.5, -1.0, -0.0, 0.0, 1.0, 50.0, 1e7])
+
+
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(
+    resource=st.sampled_from([r.json for r in RESOURCES]), usage=_RESOURCE_VALUES, limit=_RESOURCE_VALUES
+)
+def test_decide_and_ingest_agree_on_any_resource_reading(resource: str, usage: float, limit: float) -> None:
+    """Each resource's rule (formats.Resource.fields) holds in both readers: they accept and refuse the
+    same {usage, limit} (a NIC's usage may be negative, a CPU's or memory's not where the limit is > 0)
+    and read the same numbers."""
+    report = _report(**{resource: {"usage": usage, "limit": limit}})
+    model = _decide_reads(report)
+    out = _ingest_reads(report)
+    assert (model is not None) == (out["status"] != "quarantined").all()
+    refused = usage < 0 and limit > 0 and resource not in ("bandwidthIn", "bandwidthOut")
+    assert (model is None) == refused
+    if model is not None:
+        prefix = next(r.prefix for r in RESOURCES if r.json == resource)
+        broker = out[out["kind"] == "broker"].iloc[0]
+        read = model.resource(resource)
+        assert (broker[f"{prefix}_usage"], broker[f"{prefix}_limit"]) == (read.usage, read.limit)
 
 
 @pytest.mark.parametrize(("name", "report"), _variants(), ids=[n for n, _ in _variants()])
