@@ -14,6 +14,12 @@ Measured and left out: one j-outer loop for both averages (0.63 → 0.81 ms: it 
 int32 sample counts (no change), a j-outer :func:`owner_sums` (0.28 → 0.31–0.50 ms), the traffic's
 four multiplies in one loop (0.36 → 0.30 ms alone, no change measurable in a tick), ``prange`` (two
 threads: 0.18 ms at best but a 7.5 ms median with the second core busy, as it is while a sweep runs).
+The next step's traffic computed while the kernel runs this one (27 Nov 2026, the day of
+``bench/bench_simulator.py``, medians of alternated runs): on a second thread no gain (10.2 → 10.4 s,
+and 2 s more CPU: the traffic's Python between its NumPy calls waits for the GIL); in a forked child
+process through shared memory 10.3 → 9.4 s, 9 %, less than traffic's 17 % of a tick because the block
+is copied out of the shared slot (a local report keeps it); not worth a process per simulation and its
+failure modes (the prototype: branch ``traffic-ahead``, ``0584206``).
 
 Why the same bits: every kernel performs, element by element, exactly the IEEE-754 operations of the
 NumPy code it replaces, in the same order. ``+ − × ÷`` are correctly rounded wherever they run, and
