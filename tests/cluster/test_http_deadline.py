@@ -85,13 +85,18 @@ def gzipped(out: BaseHTTPRequestHandler) -> None:
     out.wfile.write(body)
 
 
-def test_a_compressed_answer_reads_as_json() -> None:
-    with serving(gzipped) as (url, _):
+def get_clusters(handler: Handler) -> tuple[str, Any]:
+    """``GET /admin/v2/clusters`` through the admin client from a server answering with ``handler``."""
+    with serving(handler) as (url, _):
         reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
         try:
-            answer = reader.request("GET", f"{url}/admin/v2/clusters")
+            return url, reader.request("GET", f"{url}/admin/v2/clusters")
         finally:
             reader.close()
+
+
+def test_a_compressed_answer_reads_as_json() -> None:
+    url, answer = get_clusters(gzipped)
     assert answer.json() == ["standalone"]
     assert str(answer.url) == f"{url}/admin/v2/clusters"
 
@@ -109,10 +114,5 @@ def chunked(out: BaseHTTPRequestHandler) -> None:
 
 
 def test_a_chunked_answer_reads_as_json() -> None:
-    with serving(chunked) as (url, _):
-        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
-        try:
-            answer = reader.request("GET", f"{url}/admin/v2/clusters")
-        finally:
-            reader.close()
+    _, answer = get_clusters(chunked)
     assert answer.json() == ["standalone"]

@@ -163,25 +163,30 @@ def test_onoff_phase_takes_a_fixed_shift() -> None:
         scenario("10s", phase="sometimes")
 
 
+def _random_phases(name: str, duration: str, **extra: Any) -> Scenario:
+    """Four brokers sharing 16 steady bundles, no shedding, stats at random phases on 10-s steps."""
+    return Scenario.from_mapping(
+        {
+            "name": name,
+            "duration": duration,
+            "seed": 3,
+            "config": {"loadBalancerSheddingEnabled": False},
+            "simulation": {"resolution": "10s", "stats_phase": "random", "initial_assignment": "round_robin"},
+            "brokers": [{"count": 4}],
+            "workloads": [{"bundles": 16, "msg_rate_in": 500, "msg_size": 1024}],
+            **extra,
+        },
+        source="test",
+    )
+
+
 def test_a_brokers_first_window_averages_steady_traffic_to_its_rate() -> None:
     """A broker's first stats window after it starts (random phase: 10 to 50 s later) reads the true rate.
 
     The step at which the broker started (and got its bundles) was summed into its first window but not
     counted in its length: a first sample 20 s after the start read 3 steps of traffic over 2.
     """
-    scen = Scenario.from_mapping(
-        {
-            "name": "first-window",
-            "duration": "5m",
-            "seed": 3,
-            "config": {"loadBalancerSheddingEnabled": False},
-            "simulation": {"resolution": "10s", "stats_phase": "random", "initial_assignment": "round_robin"},
-            "brokers": [{"count": 4}],
-            "workloads": [{"bundles": 16, "msg_rate_in": 500, "msg_size": 1024}],
-        },
-        source="test",
-    )
-    sim = Simulation(scen)
+    sim = Simulation(_random_phases("first-window", "5m"))
     assert sim.publishing.stats_phase_ms.max() > 0  # some broker samples after the start
     for t in range(2):  # every broker has sampled by 60 s
         sim.tick(t, sim.start_ms + t * sim.tick_ms)
@@ -284,20 +289,9 @@ def test_a_broker_started_during_the_run_samples_at_its_start_then_every_interva
     The brokers the scenario starts with stand for running brokers (random phases); a broker that joins
     at 2 min samples at its start and next at 3 min, not at its slot's random phase after the join.
     """
-    scen = Scenario.from_mapping(
-        {
-            "name": "join-phase",
-            "duration": "4m",
-            "seed": 3,
-            "config": {"loadBalancerSheddingEnabled": False},
-            "simulation": {"resolution": "10s", "stats_phase": "random", "initial_assignment": "round_robin"},
-            "brokers": [{"count": 4}],
-            "workloads": [{"bundles": 16, "msg_rate_in": 500, "msg_size": 1024}],
-            "events": [{"at": "2m", "kind": "add_brokers", "count": 1}],
-        },
-        source="test",
+    sim = Simulation(
+        _random_phases("join-phase", "4m", events=[{"at": "2m", "kind": "add_brokers", "count": 1}])
     )
-    sim = Simulation(scen)
     joined = 4  # the fifth slot
     sim.publishing.stats_phase_ms[joined] = 30_000  # what a random phase could have drawn
     assert sim.publishing.stats_phase_ms[:4].max() > 0
