@@ -236,9 +236,10 @@ class Publishing:
         A broker the scenario starts with stands for one already running, its stats timer at a random
         phase; a ``fresh`` one (started during the run: a scale-out or a restart) samples at once and
         then every ``statsUpdateFrequencyInSecs`` from its start, as ``BrokerService.startStatsUpdater``
-        does (``updateRates()`` at start, then the timer's first run one interval later): its phase
-        becomes 0. With one-minute stats and ticks every phase is 0 anyway; with a finer
-        ``simulation.resolution`` a fresh broker's first sample with bundles came up to an interval early.
+        does (``updateRates()`` at start, then the timer from ``statsUpdateInitialDelayInSecs``, 60 s,
+        which shedlab takes equal to the interval): its phase becomes 0. With one-minute stats and
+        ticks every phase is 0 anyway; with a finer ``simulation.resolution`` a fresh broker's first
+        sample with bundles came up to an interval early.
         """
         if fresh:
             self.stats_phase_ms[slot] = 0
