@@ -12,6 +12,7 @@ from shedlab.model.formats import (
     BUNDLE_STATS,
     LOCAL_BROKER_DATA,
     NIC_USAGE,
+    PROMETHEUS_SAMPLE,
     RESOURCE_USAGE,
     RESOURCES,
     TIME_AVERAGE,
@@ -86,6 +87,18 @@ def test_a_nics_usage_may_be_negative_where_its_limit_is_positive() -> None:
         check(nic["cpu"][0], -812.5, {"limit": 100.0})
     frame = pd.DataFrame({"bandwidth_in_usage": [-812.5], "bandwidth_in_limit": [1e7]})
     assert not any(mask.any() for mask, _, _ in column_problems(frame, NIC_USAGE, "bandwidth_in_"))
+    # and so may its Prometheus gauge, by the same rule in both forms
+    gauge = PROMETHEUS_SAMPLE[0]
+    check(gauge, -3.5, {"metric": "pulsar_lb_bandwidth_in_usage"})
+    with pytest.raises(FormatError):
+        check(gauge, -3.5, {"metric": "pulsar_lb_cpu_usage"})
+    points = pd.DataFrame(
+        {"value": [-3.5, -3.5], "metric": ["pulsar_lb_bandwidth_out_usage", "pulsar_lb_cpu_usage"]}
+    )
+    negative = [
+        m for m, reason, _ in column_problems(points, PROMETHEUS_SAMPLE) if reason == "negative_value"
+    ]
+    assert negative[0].tolist() == [False, True]
 
 
 def test_read_fields_fills_pulsars_defaults_and_names_the_field() -> None:

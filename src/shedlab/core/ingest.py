@@ -35,7 +35,6 @@ from shedlab.model.formats import (
     PROMETHEUS_BUNDLE_METRICS,
     PROMETHEUS_LABELS,
     PROMETHEUS_SAMPLE,
-    PROMETHEUS_SIGNED_METRICS,
     PROMETHEUS_TOPIC_METRICS,
     RESOURCES,
     TIME_AVERAGE,
@@ -1119,8 +1118,6 @@ def validate_rows(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
         for fields, col_prefix, json_prefix in checked:
             problems = column_problems(df, fields, col_prefix, nonfinite if any_nonfinite else None)
             for mask, code, col in problems:
-                if kind == "prom" and code == "negative_value":  # a NIC's gauge may be (NIC_USAGE)
-                    mask = mask & ~df["metric"].isin(list(PROMETHEUS_SIGNED_METRICS))
                 name = _json_name((fields, col_prefix, json_prefix), col)
                 text = _DETAILS.get(code)
                 flag(of_kind & mask, code, text.format(name=name) if text else shown(col, f"{name} = "))

@@ -111,6 +111,8 @@ class Field:
     minimum: float | None = 0.0  # None: any finite value
     column_type: ColumnType | None = None  # defaults by kind: double, long, bool, string
     minimum_if_positive: str | None = None  # the minimum applies only where this sibling is > 0
+    # the minimum does not apply where this sibling (a column, or a key of the same object) is one of these
+    minimum_unless: tuple[str, frozenset[str]] | None = None
 
     @property
     def spark_type(self) -> ColumnType:
@@ -305,7 +307,14 @@ target labels clash with them renames Pulsar's to ``exported_<name>`` (``honor_l
 default): ingest reads Pulsar's value from ``exported_<name>`` then, and counts the rename."""
 
 PROMETHEUS_SAMPLE: tuple[Field, ...] = (
-    Field("value", "value", "number", REQUIRED, "one point of a series above, in the series' unit"),
+    Field(
+        "value",
+        "value",
+        "number",
+        REQUIRED,
+        "one point of a series above, in the series' unit",
+        minimum_unless=("metric", PROMETHEUS_SIGNED_METRICS),
+    ),
 )
 """A Prometheus point's value (``[time_s, "value"]``): finite and non-negative, like the fields it reports
 (but for :data:`PROMETHEUS_SIGNED_METRICS`)."""
@@ -442,6 +451,8 @@ def check(spec: Field, value: float | int | bool | str | None, siblings: Mapping
         raise FormatError("nan_value", "expected a finite number")
     if spec.minimum is None or value >= spec.minimum:
         return
+    if spec.minimum_unless is not None and siblings.get(spec.minimum_unless[0]) in spec.minimum_unless[1]:
+        return
     if spec.minimum_if_positive is not None:
         guard = siblings.get(spec.minimum_if_positive)
         try:
@@ -532,5 +543,8 @@ def column_problems(
             if spec.minimum_if_positive is not None:
                 guard = prefix + spec.minimum_if_positive
                 below &= ~(pd.to_numeric(frame[guard], errors="coerce") <= 0)
+            if spec.minimum_unless is not None:
+                name, exempt = spec.minimum_unless
+                below &= ~frame[prefix + name].isin(list(exempt))
             out.append((below, "negative_value", col))
     return out
