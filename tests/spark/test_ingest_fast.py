@@ -328,3 +328,37 @@ def test_line_numbers_are_the_same_with_a_join(spark: SparkSession, monkeypatch:
     pd.testing.assert_frame_equal(literal, joined)
     for _source, group in literal.groupby("source"):
         assert list(group["line"]) == list(range(1, len(group) + 1))
+
+
+def test_the_field_rules_match_check_for_every_sibling_rule(spark: SparkSession) -> None:
+    """``_field_ok`` is :func:`shedlab.model.formats.check` as a Spark condition, the sibling rules included:
+    a value below its minimum passes where ``minimum_if_positive``'s sibling is ≤ 0 or ``minimum_unless``'s
+    sibling is exempt, and nowhere else (the verdicts compared row by row)."""
+    from pyspark.sql import functions as sf
+
+    from shedlab.model.formats import REQUIRED, Field, FormatError, check
+    from shedlab.spark.ingest_fast import _field_ok
+
+    fields = (
+        Field("v", "v", "number", REQUIRED, "", minimum_if_positive="limit"),
+        Field("v", "v", "number", REQUIRED, "", minimum_unless=("metric", frozenset({"signed"}))),
+    )
+    rows = [
+        (v, limit, metric)
+        for v in (-1.0, 0.0, 2.0)
+        for limit in (-1.0, 0.0, 5.0)
+        for metric in ("signed", "x")
+    ]
+    frame = spark.createDataFrame(rows, "v double, limit double, metric string")
+    obj = sf.struct("v", "limit", "metric")
+    for f in fields:
+        got = [bool(r[0]) for r in frame.select(_field_ok(f, obj["v"], obj)).collect()]
+        expected = []
+        for v, limit, metric in rows:
+            try:
+                check(f, v, {"limit": limit, "metric": metric})
+                expected.append(True)
+            except FormatError:
+                expected.append(False)
+        assert got == expected, f
+        assert not all(got)  # the minimum still refuses somewhere

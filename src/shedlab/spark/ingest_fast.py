@@ -145,6 +145,9 @@ def _field_ok(f: Field, col: Column, siblings: Column | None = None) -> Column:
         above = col >= sf.lit(f.minimum)
         if f.minimum_if_positive is not None and siblings is not None:
             above = above | (siblings[f.minimum_if_positive] <= 0)
+        if f.minimum_unless is not None and siblings is not None:
+            name, exempt = f.minimum_unless
+            above = above | siblings[name].isin(sorted(exempt))
         value_ok = value_ok & above
     if f.column_type == "int":  # an int column (Pulsar's Java int)
         value_ok = value_ok & (col <= _JAVA_INT)
