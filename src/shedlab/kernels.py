@@ -20,6 +20,11 @@ and 2 s more CPU: the traffic's Python between its NumPy calls waits for the GIL
 process through shared memory 10.3 → 9.4 s, 9 %, less than traffic's 17 % of a tick because the block
 is copied out of the shared slot (a local report keeps it); not worth a process per simulation and its
 failure modes (the prototype: branch ``traffic-ahead``, ``0584206``).
+A lazy leader view (each bundle's average kept as an anchor and evaluated only where read) is
+bounded by the pass it would save: with ``reporting._saturated_steps`` patched to do nothing (wrong
+averages, a timing bound only; ``bench_simulator.py --ticks 400 --phases``, alternated, 27 Nov 2026) the
+report writes with the leader's averages fall 2.2 → 1.0 ms of an 8.3 ms tick, about 14 %, and it would
+change the averages' rounding (an anchor's decay is one power, not a product per tick).
 
 Why the same bits: every kernel performs, element by element, exactly the IEEE-754 operations of the
 NumPy code it replaces, in the same order. ``+ − × ÷`` are correctly rounded wherever they run, and
