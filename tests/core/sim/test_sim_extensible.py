@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -248,3 +249,76 @@ def test_decide_refuses_the_extensible_pair() -> None:
     snap = snapshot({"a:8080": cpu_broker(90.0), "b:8080": cpu_broker(10.0)})
     with pytest.raises(ConfigError, match="runs in the simulator"):
         decide_on_snapshot(snap, LoadBalancerConfig(), strategy=PAIR)
+
+
+# ------------------------------------------------------------------------------ the broker filter pipeline
+def _settled(limit: int) -> tuple[Simulation, ExtensibleManager, int]:
+    """Six minutes of ``small`` (one busy broker, three idle ones joined at 3m) with
+    ``loadBalancerBrokerMaxTopics`` = ``limit`` and the hit-count gate open; all four have published."""
+    scenario = small(
+        config={"loadBalancerBrokerMaxTopics": limit, "loadBalancerSheddingConditionHitCountThreshold": 0}
+    )
+    sim = Simulation(scenario, seed=1)
+    now = sim.start_ms
+    for t in range(7):
+        now = sim.start_ms + t * sim.tick_ms
+        sim.tick(t, now)
+    assert sim.extensible is not None and len(sim.extensible.published) == 4
+    assert isinstance(sim.manager, ExtensibleManager)
+    return sim, sim.manager, now
+
+
+def _set_topics(sim: Simulation, topics: dict[str, int]) -> None:
+    path = sim.extensible
+    assert path is not None
+    for broker, n in topics.items():
+        path.published[broker] = replace(path.published[broker], topics=n)
+
+
+def test_placement_skips_brokers_at_the_max_topic_count() -> None:
+    """ExtensibleLoadManagerImpl.selectAsync runs the broker filter pipeline before the strategy, and
+    BrokerMaxTopicCountFilter.filter removes every broker whose published ``topics >=
+    loadBalancerBrokerMaxTopics`` (no published data counts as 0 topics)."""
+    sim, manager, now = _settled(limit=1000)
+    snap = sim.publishing.snapshot(now, sim.cluster.alive)
+    # unfiltered, LeastResourceUsageWithWeight's best set is broker-0002, broker-0003 and broker-0004
+    _set_topics(sim, {"broker-0001:8080": 0, "broker-0002:8080": 1000, "broker-0003:8080": 1000})
+    _set_topics(sim, {"broker-0004:8080": 999})
+    bundle = next(iter(sim.bundle_index))
+    picked = set()
+    for _ in range(30):
+        manager.transfers.pop(bundle, None)
+        picked.add(manager.lookup(bundle, snap, now).broker)
+    assert picked == {"broker-0004:8080"}
+
+
+def test_placement_finds_no_broker_when_every_one_is_at_the_max_topic_count() -> None:
+    """selectAsync: no candidate left after the filters completes with no broker (the lookup fails); unlike
+    the modular manager's max-topics filter, the extensible pipeline never restores the unfiltered set."""
+    sim, manager, now = _settled(limit=1)
+    assert sim.extensible is not None
+    _set_topics(sim, dict.fromkeys(sim.extensible.published, 5))
+    bundle = next(iter(sim.bundle_index))
+    manager.transfers.pop(bundle, None)
+    assert manager.lookup(bundle, sim.publishing.snapshot(now, sim.cluster.alive), now).broker is None
+
+
+def test_transfer_shedder_does_not_transfer_to_a_broker_at_the_max_topic_count() -> None:
+    """TransferShedder.isTransferable runs the same brokerFilterPipeline over the available brokers, and a
+    destination the max-topic filter removed makes the bundle non-transferable: the pair broker-0001 →
+    broker-0003 moves nothing, nor does the next max broker, paired with the same min broker."""
+    sim, manager, now = _settled(limit=1000)
+    snap = sim.publishing.snapshot(now, sim.cluster.alive)
+    _set_topics(sim, {"broker-0001:8080": 0, "broker-0002:8080": 0, "broker-0003:8080": 1000})
+    manager.scheduler.recently_unloaded_brokers.clear()
+    manager.scheduler.recently_unloaded_bundles.clear()
+    assert manager.do_load_shedding(snap, now) == []
+    result = manager.last_result
+    assert result is not None and result.label == "Skip"
+    bundle_skips = [s for s in result.skipped if "bundle" in s]
+    assert {s["broker"] for s in bundle_skips} == {"broker-0001:8080", "broker-0002:8080"}
+    assert {s["reason"] for s in bundle_skips} == {"not transferable (policies or filters)"}
+    # one topic fewer and the same cycle transfers to broker-0003
+    _set_topics(sim, {"broker-0003:8080": 999})
+    decisions = manager.do_load_shedding(snap, now)
+    assert "broker-0003:8080" in {d.destination for d in decisions}

@@ -46,8 +46,11 @@ Deviations and simplifications (documented in ``docs/transfer-shedder.md``):
 * With ``loadBalancerTransferEnabled=false`` an unload has no destination in Pulsar and the clients'
   lookup picks one with the same placement on the same published data (the EMA store changes only on
   publication); the simulator picks it at the unload and binds it, so the decision row names it.
-* Every broker passes the broker filter pipeline (one load-manager class and version, no topic limit),
-  and there are no isolation or anti-affinity policies, as in the modular path.
+* Of the broker filter pipeline (``ExtensibleLoadManagerImpl``'s ``brokerFilterPipeline``) only
+  ``BrokerMaxTopicCountFilter`` can remove a broker here: every broker runs one load-manager class and
+  version, and there are no isolation or anti-affinity policies, as in the modular path. It is applied
+  where Pulsar applies the pipeline: to the candidates of every placement (``selectAsync``) and, through
+  :class:`~shedlab.strategies.transfer_shedder.TransferPolicies`, in TransferShedder's ``isTransferable``.
 * The modular reports (``reports_published``, ``reported_score``) are still computed and recorded; they
   describe the modular report rule, which the extensible pair does not read.
 """
@@ -79,6 +82,7 @@ from shedlab.strategies.extensible_least_resource_usage_with_weight import (
     ExtensibleLeastResourceUsageWithWeight,
 )
 from shedlab.strategies.transfer_shedder import (
+    TransferPolicies,
     TransferShedder,
     TransferShedderSettings,
     TransferSheddingResult,
@@ -384,6 +388,27 @@ class _Owners(Mapping[str, str]):
         return int(np.count_nonzero(self._path.cluster.owner >= 0))
 
 
+class _MaxTopicCountFilter:
+    """``BrokerMaxTopicCountFilter``: drops every candidate whose *published* BrokerLoadData has
+    ``topics >= loadBalancerBrokerMaxTopics``; a broker without published data counts 0 topics.
+
+    Unlike the modular manager's max-topics filter (:mod:`shedlab.manager.loop`), it counts no preallocated
+    topics (the extensible manager has none), removes a broker *at* the limit, and never falls back to the
+    unfiltered set: with every candidate removed, a placement finds no broker and ``isTransferable`` is
+    false. The published count can lag the broker's own (Pulsar's TODO says as much); the leader only has it.
+    """
+
+    def __init__(self, path: ExtensibleDataPath, limit: int) -> None:
+        self._path = path
+        self._limit = limit
+
+    def __call__(self, candidates: frozenset[str], bundle: str) -> frozenset[str]:
+        published = self._path.published
+        return frozenset(
+            b for b in candidates if (published[b].topics if b in published else 0) < self._limit
+        )
+
+
 class ExtensibleManager:
     """The extensible manager's leader: ``UnloadScheduler`` around TransferShedder, and ``assign`` with its
     LeastResourceUsageWithWeight. Duck-typed like :class:`~shedlab.manager.LoadManager` where the kernel
@@ -395,6 +420,10 @@ class ExtensibleManager:
         self.settings = path.settings
         self.scheduler = UnloadScheduler(TransferShedder())
         self.placement = ExtensibleLeastResourceUsageWithWeight(rng=seed)
+        # The broker filter pipeline as it can act here (see the module docstring); TransferShedder gets it
+        # as policies, so its isTransferable runs it over the available brokers as Pulsar's does.
+        self.max_topics = _MaxTopicCountFilter(path, int(conf.load_balancer_broker_max_topics))
+        self.policies = TransferPolicies(broker_filters=(self.max_topics,))
         self.transfers: dict[str, str] = {}
         self.preallocated: dict[str, dict[str, Any]] = {}
         self.preallocated_bundle_to_broker: dict[str, str] = {}
@@ -433,8 +462,9 @@ class ExtensibleManager:
 
     def _select(self, bundle: str, candidates: tuple[str, ...] | None = None) -> str | None:
         available = self.path.available()
+        pool = available if candidates is None else available & frozenset(candidates)
         return self.placement.select_broker(
-            available if candidates is None else available & frozenset(candidates),
+            self.max_topics(pool, bundle),
             bundle,
             self.path.published,
             difference_threshold_percentage=self._difference,
@@ -458,7 +488,7 @@ class ExtensibleManager:
     def do_load_shedding(self, snapshot: ClusterSnapshot, now_ms: int) -> list[ManagerDecision]:
         """``UnloadScheduler.execute`` on the published stores; every decision completes at ``now_ms``."""
         result = self.scheduler.execute(
-            self.path.view(), self.settings, now_ms=now_ms, owners=_Owners(self.path)
+            self.path.view(), self.settings, now_ms=now_ms, owners=_Owners(self.path), policies=self.policies
         )
         self.last_result = result
         if result is None or not result.unloads:
