@@ -259,10 +259,9 @@ def _settled(limit: int) -> tuple[Simulation, ExtensibleManager, int]:
         config={"loadBalancerBrokerMaxTopics": limit, "loadBalancerSheddingConditionHitCountThreshold": 0}
     )
     sim = Simulation(scenario, seed=1)
-    now = sim.start_ms
-    for t in range(7):
-        now = sim.start_ms + t * sim.tick_ms
-        sim.tick(t, now)
+    for _ in range(7):
+        sim.step()
+    now = sim.now_ms
     assert sim.extensible is not None and len(sim.extensible.published) == 4
     assert isinstance(sim.manager, ExtensibleManager)
     return sim, sim.manager, now
@@ -285,8 +284,12 @@ def test_placement_skips_brokers_at_the_max_topic_count() -> None:
     _set_topics(sim, {"broker-0001:8080": 0, "broker-0002:8080": 1000, "broker-0003:8080": 1000})
     _set_topics(sim, {"broker-0004:8080": 999})
     bundle = next(iter(sim.bundle_index))
+    path = sim.extensible
+    assert path is not None
+    published = dict(path.published)
     picked = set()
     for _ in range(30):
+        path.published = dict(published)  # each pick on the same data: a lookup tombstones its destination
         manager.transfers.pop(bundle, None)
         picked.add(manager.lookup(bundle, snap, now).broker)
     assert picked == {"broker-0004:8080"}
@@ -322,3 +325,90 @@ def test_transfer_shedder_does_not_transfer_to_a_broker_at_the_max_topic_count()
     _set_topics(sim, {"broker-0003:8080": 999})
     decisions = manager.do_load_shedding(snap, now)
     assert "broker-0003:8080" in {d.destination for d in decisions}
+
+
+# ------------------------------------------------------------------------------------------- tombstones
+def test_a_transfer_tombstones_its_source_and_destination() -> None:
+    """BrokerLoadDataReporter/TopBundleLoadDataReporter.handleEvent: the source of a Releasing bundle and
+    the destination of an Owned one clear their local data and remove their store entries; at the next
+    report both publish again, their EMAs started afresh from that sample (no decay from the old load)."""
+    sim, manager, now = _settled(limit=50_000)
+    path = sim.extensible
+    assert path is not None
+    manager.scheduler.recently_unloaded_brokers.clear()
+    manager.scheduler.recently_unloaded_bundles.clear()
+    had, before = set(path.published), path.tombstones
+    decisions = manager.do_load_shedding(sim.publishing.snapshot(now, sim.cluster.alive), now)
+    assert decisions, "the busy broker must shed to the idle ones"
+    moved = {d.source for d in decisions} | {d.destination for d in decisions}
+    for broker in moved:
+        assert broker not in path.published and broker not in path.top
+        assert path.local_data[sim.cluster.slot_of[broker]] == BrokerLoadData()
+    assert set(path.published) == had - moved  # the others keep theirs
+    removals = path.tombstones
+    assert removals - before == len(moved)
+    # the next tick: published again (forced), each EMA seeded by its first sample after the clear
+    sim.step()
+    for broker in moved:
+        data = path.published[broker]
+        # a fresh EMA: the sample itself, however far the broker's load moved
+        assert data.weighted_max_ema == data.weighted_max(path.settings.resource_weights)
+        assert data.msg_throughput_ema == data.msg_throughput
+        assert broker in path.top
+    # the clients' lookups of the transferred bundles land on their destination without a second event
+    assert path.tombstones == removals
+
+
+def test_tombstones_remove_store_entries_at_most_once_per_ten_seconds() -> None:
+    """The reporters' dedup (TOMBSTONE_DELAY_IN_MILLIS = 10 s, lastTombstonedAt set first): a second
+    event within 10 s clears the local data again but removes nothing; the next report is published
+    whatever the change rule says (reportedAt is 0 again)."""
+    from shedlab.core.sim.extensible import TOMBSTONE_DELAY_MS
+
+    sim, _, now = _settled(limit=50_000)
+    path = sim.extensible
+    assert path is not None
+    broker = "broker-0002:8080"
+    before = path.tombstones
+    path.tombstone(broker, now)
+    assert path.tombstones == before + 1 and broker not in path.published
+    data = BrokerLoadData()
+    path.published[broker] = data  # as if it had published again
+    path.tombstone(broker, now + TOMBSTONE_DELAY_MS - 1)
+    assert path.published[broker] is data and path.tombstones == before + 1
+    assert path.forced[sim.cluster.slot_of[broker]]
+    path.tombstone(broker, now + TOMBSTONE_DELAY_MS)
+    assert broker not in path.published and path.tombstones == before + 2
+    path.tombstone("broker-9999:8080", now)  # not a broker of the cluster: nothing to do
+    assert path.tombstones == before + 2
+
+
+def test_an_assignment_tombstones_its_destination() -> None:
+    """A bundle without an owner assigned by a lookup: Owned at the chosen broker, which tombstones."""
+    sim, manager, now = _settled(limit=50_000)
+    path = sim.extensible
+    assert path is not None
+    bundle = next(iter(sim.bundle_index))
+    manager.transfers.pop(bundle, None)
+    answer = manager.lookup(bundle, sim.publishing.snapshot(now, sim.cluster.alive), now)
+    assert answer.path == "placement" and answer.broker is not None
+    assert answer.broker not in path.published
+    # an unload without transfer (or an admin unload) bound to a destination: Owned there at the lookup
+    dest = "broker-0003:8080"
+    manager.transfers[bundle] = dest
+    answer = manager.lookup(bundle, sim.publishing.snapshot(now, sim.cluster.alive), now)
+    assert (answer.path, answer.broker) == ("affinity", dest)
+    assert dest not in path.published
+
+
+def test_an_admin_unload_tombstones_the_owner() -> None:
+    """The admin API's unload (the sandbox's) releases the bundle: its owner's Releasing event."""
+    sim, _, _ = _settled(limit=50_000)
+    path = sim.extensible
+    assert path is not None
+    j = int(np.flatnonzero(sim.cluster.owner >= 0)[0])
+    owner = sim.cluster.ids[int(sim.cluster.owner[j])]
+    assert owner in path.published
+    assert sim.request_unload(sim.pop.names[j], None)
+    assert owner not in path.published
+    assert path.local_data[sim.cluster.slot_of[owner]] == BrokerLoadData()

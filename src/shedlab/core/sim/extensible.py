@@ -29,6 +29,18 @@ What the extensible manager reads, and how it is modelled here:
 * **Top-k bundle reports** (``TopBundleLoadDataReporter``): refreshed whenever the broker's bundle stats
   were (its stats samples), from the bundles its local report lists, with Pulsar's order and filters
   (:func:`top_k_rows`, equal to :func:`~shedlab.strategies.extensible_data.top_k_bundles`).
+* **Tombstones after ownership changes** (``BrokerLoadDataReporter`` and ``TopBundleLoadDataReporter``
+  are state-change listeners): a broker that is the source of a ``Releasing`` (or ``Splitting``) bundle,
+  or the destination of an ``Owned`` one, clears its local ``BrokerLoadData`` (its EMA starts again from
+  the next sample, ``updatedAt = 0``) and removes its entries from both load-data stores, the removal at
+  most once per ``TOMBSTONE_DELAY_IN_MILLIS`` (10 s) per broker (:meth:`ExtensibleDataPath.tombstone`).
+  Its next report is published whatever the change rule says (its ``reportedAt`` is 0 again); its top-k
+  report comes back with its next stats sample (``TopBundleLoadDataReporter`` pushes only new stats).
+  So the leader never sees a moved bundle's load on both brokers, and after a transfer both brokers'
+  EMAs restart at their new load instead of decaying towards it. When: a transfer's source and
+  destination at the decision (Pulsar's channel goes ``Releasing`` → ``Owned`` within the transfer); an
+  unload without transfer's source at the decision, and every assignment's destination (lookups of
+  unowned bundles: a failed broker's, a restarted one's, an unload without transfer's) at its lookup.
 * **Unload → assign.** :class:`ExtensibleManager` runs ``UnloadScheduler.execute`` every
   ``loadBalancerSheddingIntervalMinutes``; each decision is a *transfer* naming its destination, and the
   service-unit state channel assigns the bundle there: its clients reconnect after the kernel's
@@ -95,6 +107,11 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
+TOMBSTONE_DELAY_MS = 10_000
+"""The reporters' ``TOMBSTONE_DELAY_IN_MILLIS``: a broker removes its load data from a store at most once
+in 10 s (the local data is cleared at every event)."""
+_LONG_AGO = np.iinfo(np.int64).min // 2  # Java's lastTombstonedAt = 0: the first tombstone always removes
+
 
 def _jround(x: FloatArray) -> IntArray:
     """Java's Math.round (halves up) on an array."""
@@ -159,7 +176,10 @@ class ExtensibleDataPath:
     next_report_ms: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     name_rank: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     eligible: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    last_tombstone_ms: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    forced: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))  # publish next report
     reports_published: int = 0
+    tombstones: int = 0  # store removals (the 10 s dedup applied)
 
     @classmethod
     def new(
@@ -197,6 +217,8 @@ class ExtensibleDataPath:
             next_report_ms=np.full(n, NEVER, dtype=np.int64),
             name_rank=rank,
             eligible=eligible,
+            last_tombstone_ms=np.full(n, _LONG_AGO, dtype=np.int64),
+            forced=np.zeros(n, dtype=np.bool_),
         )
 
     # ------------------------------------------------------------------------------------- membership
@@ -204,6 +226,8 @@ class ExtensibleDataPath:
         """A (re)started broker: fresh BrokerLoadData, first report one interval after its start."""
         self.local_data[slot] = BrokerLoadData()
         self.next_report_ms[slot] = now + self.interval_ms
+        self.last_tombstone_ms[slot] = _LONG_AGO  # a new process: its reporters never tombstoned
+        self.forced[slot] = False
 
     def broker_left(self, slot: int) -> None:
         """Its ephemeral registration is gone; the leader drops its entries from both stores."""
@@ -211,6 +235,27 @@ class ExtensibleDataPath:
         self.published.pop(broker, None)
         self.top.pop(broker, None)
         self.next_report_ms[slot] = NEVER
+
+    def tombstone(self, broker: str, now: int) -> None:
+        """``broker`` is the source of a ``Releasing`` bundle or the destination of an ``Owned`` one at
+        ``now``: both reporters' ``handleEvent`` (see the module docstring).
+
+        The stored Pulsar tests show the local data cleared after every such event and the store entry
+        removed once per 10 s (``BrokerLoadDataReporterTest.testTombstone``); the top-k reporter's
+        ``tombstone`` is the same dedup around its own store. Both reporters see the same events, so
+        one timestamp per broker serves both. A broker that is not alive has no reporters.
+        """
+        s = self.cluster.slot_of.get(broker)
+        if s is None or not self.cluster.alive[s]:
+            return
+        self.local_data[s] = BrokerLoadData()
+        self.forced[s] = True
+        if now - int(self.last_tombstone_ms[s]) < TOMBSTONE_DELAY_MS:
+            return
+        self.last_tombstone_ms[s] = now
+        if self.published.pop(broker, None) is not None:
+            self.tombstones += 1
+        self.top.pop(broker, None)
 
     # ------------------------------------------------------------------------------------- each tick
     def advance(self, now: int, local: Reports, samplers: IntArray) -> None:
@@ -270,10 +315,12 @@ class ExtensibleDataPath:
             now_ms=now,
             conf=self.conf,
         )
-        for s, data, go in zip(slots, fresh, (mask | never).tolist(), strict=True):
+        forced = self.forced[np.asarray(slots, dtype=np.int64)]
+        for s, data, go in zip(slots, fresh, (mask | never | forced).tolist(), strict=True):
             if go:
                 self.published[ids[s]] = _reported(data, now)
                 self.reports_published += 1
+                self.forced[s] = False
 
     def _refresh_top(self, s: int, local: Reports) -> None:
         if not self.cluster.alive[s]:
@@ -425,6 +472,9 @@ class ExtensibleManager:
         self.max_topics = _MaxTopicCountFilter(path, int(conf.load_balancer_broker_max_topics))
         self.policies = TransferPolicies(broker_filters=(self.max_topics,))
         self.transfers: dict[str, str] = {}
+        # bundles whose destination already saw its ``Owned`` event (a transfer's, at the decision), so the
+        # clients' arrival there is no new assignment: no second tombstone at the lookup
+        self.owned_at_decision: set[str] = set()
         self.preallocated: dict[str, dict[str, Any]] = {}
         self.preallocated_bundle_to_broker: dict[str, str] = {}
         self.unload_bundle_total = 0
@@ -480,10 +530,17 @@ class ExtensibleManager:
         """A transfer's destination (bound by the state channel), else the extensible placement among
         ``candidates`` when given (a pinned start: the brokers an isolation policy would allow)."""
         dest = self.transfers.pop(bundle, None)
+        announced = bundle in self.owned_at_decision
+        self.owned_at_decision.discard(bundle)
         if dest is not None and dest in self.path.available():
+            if not announced:  # an unload without transfer, an admin unload: assigned now
+                self.path.tombstone(dest, now_ms)
             return Assignment(bundle, dest, "affinity")
         broker = self._select(bundle, candidates)
-        return Assignment(bundle, broker, "placement" if broker is not None else "none")
+        if broker is None:
+            return Assignment(bundle, None, "none")
+        self.path.tombstone(broker, now_ms)  # Owned at its destination
+        return Assignment(bundle, broker, "placement")
 
     def do_load_shedding(self, snapshot: ClusterSnapshot, now_ms: int) -> list[ManagerDecision]:
         """``UnloadScheduler.execute`` on the published stores; every decision completes at ``now_ms``."""
@@ -500,6 +557,10 @@ class ExtensibleManager:
             if dest is None or dest == unload.broker:
                 continue
             self.transfers[unload.bundle] = dest
+            self.path.tombstone(unload.broker, now_ms)  # Releasing at its source
+            if unload.destination is not None:  # a transfer: Owned at the destination right after
+                self.path.tombstone(dest, now_ms)
+                self.owned_at_decision.add(unload.bundle)
             self.scheduler.record_completed(unload, now_ms)
             self.unload_bundle_total += 1
             sources.add(unload.broker)

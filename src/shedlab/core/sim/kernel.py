@@ -252,6 +252,8 @@ class Simulation:
         if cluster.owner[j] < 0:
             return False
         now = self.now_ms
+        if self.extensible is not None:  # hook: the owner's Releasing event tombstones its load data
+            self.extensible.tombstone(cluster.ids[int(cluster.owner[j])], now)
         cluster.owner[j] = -1
         cluster.lookup_at[j] = now + self.reconnect_ms
         self.metrics.churn.count(np.asarray([j], dtype=np.int64), now)
