@@ -26,6 +26,9 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
         (("tune", "--out", "x", "--objective", "imbalance + bogus"), "bogus"),
         (("tune", "load-jitter", "--out", "x", "--strategies", "AvgShedderr"), "AvgShedder"),
         (("tune", "load-jitter", "--out", "x", "--seeds", "0"), "--seeds"),
+        # read as 'all': a typo started a tune of every pair, on Spark, and exited 0
+        (("tune", "load-jitter", "--out", "x", "--strategies", ""), "--strategies: name at least one"),
+        (("tune", "load-jitter", "--out", "x", "--strategies", " , ,"), "--strategies: name at least one"),
         (("twin", "/nonexistent/snap", "--out", "t.yaml", "--window", "yesterday"), "--window"),
         (("twin", "/nonexistent/snap", "--out", "t.yaml", "--strategy", "Nope"), "Nope"),
     ],

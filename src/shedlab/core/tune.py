@@ -578,9 +578,14 @@ def tune_markdown(
 
 
 def pairs_of(names: Sequence[str] | None) -> list[str]:
-    """``--strategies``: pair names, or every built-in pair."""
-    if not names or list(names) == ["all"]:
+    """``--strategies``: pair names, or every built-in pair (``None``: not given, or ``all``).
+
+    Given but naming nothing (``-s ''``, ``-s ,,``) is refused, as ``replay`` refuses it: taken for
+    ``all``, a typo started a tune of every pair, minutes of Spark, and exited 0."""
+    if names is None or list(names) == ["all"]:
         return list(STRATEGY_PAIRS)
+    if not names:
+        raise ConfigError("name at least one strategy pair, or 'all'", field="--strategies")
     return [resolve_pair_name(n, field="--strategies") for n in names]
 
 
