@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import io
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,6 +105,30 @@ EXTENSIBLE = b'{"cpu": {"usage": 1, "limit": 4}, "weightedMaxEMA": 0.3, "updated
 def _ingest_bundles(name: str, data: bytes, names: str) -> Case:
     args = ("ingest", "{dir}/r.jsonl", "--out", "{dir}/out", "--bundles", "{dir}/b.json")
     return Case(f"ingest-bundles-{name}", args, names, {"b.json": data, "r.jsonl": b"{}\n"})
+
+
+def _parquet(**columns: list[object]) -> bytes:
+    out = io.BytesIO()
+    pd.DataFrame(columns).to_parquet(out, index=False)
+    return out.getvalue()
+
+
+SUMMARY = b'{"scenario": "small", "strategy": "AvgShedder", "seed": 1, "unloads": 0}'
+SIMULATION = {
+    "sim/summary.json": SUMMARY,
+    "sim/ticks.parquet": _parquet(time_s=[0.0], score_spread=[1.0]),
+    "sim/brokers.parquet": _parquet(time_s=[0.0], broker=["b1"], score=[1.0]),
+    "sim/decisions.parquet": _parquet(time_s=[0.0], source=["b1"], destination=["b2"], bundle=["t/n/0_1"]),
+    "sim/events.parquet": _parquet(time_s=[0.0], kind=["start"], detail=[""]),
+}
+
+
+def _report(name: str, files: Mapping[str, bytes], names: str) -> Case:
+    return Case(f"report-{name}", ("report", "{dir}/res", "--out", "{dir}/r.html"), names, files)
+
+
+def _simulation(**changed: bytes) -> dict[str, bytes]:
+    return {f"res/{k}": v for k, v in {**SIMULATION, **{f"sim/{n}": d for n, d in changed.items()}}.items()}
 
 
 # ------------------------------------------------------------------------------------------- the table
@@ -322,6 +348,52 @@ CASES: dict[str, list[Case]] = {
             "collect-zookeeper-port-out-of-range",
             ("collect", "--out", "{dir}/rec", "--zookeeper", "zk1:99999"),
             "--zookeeper",
+        ),
+    ],
+    # a KeyError from pandas deep in the report: the readers did not check the columns they index
+    "results of another program or version": [
+        _report(
+            "summary-without-scenario",
+            _simulation(**{"summary.json": b'{"strategy": "AvgShedder", "seed": 1}'}),
+            "sim/summary.json: scenario: missing",
+        ),
+        _report(
+            "summary-with-a-list-for-strategy",
+            _simulation(**{"summary.json": b'{"scenario": "s", "strategy": ["AvgShedder"]}'}),
+            "sim/summary.json: strategy: expected a name",
+        ),
+        _report(
+            "ticks-of-another-table",
+            _simulation(**{"ticks.parquet": _parquet(time_s=[0.0], broker=["b1"], score=[1.0])}),
+            "sim/ticks.parquet: not a table shedlab wrote here: no column 'score_spread'",
+        ),
+        _report(
+            "sweep-run-of-another-table",
+            {
+                "res/sweep.json": b'{"grids": []}',
+                "res/runs/scenario=s/strategy=AvgShedder/run-0123456789abcdef0123.parquet": _parquet(
+                    run_id=["0123456789abcdef0123"], time_s=[0.0], score_spread=[1.0]
+                ),
+            },
+            "run-0123456789abcdef0123.parquet: not a table shedlab wrote here: no column 'status'",
+        ),
+        _report(
+            "pip364-csv-of-another-table",
+            {"res/evaluation/pip364.csv": b"a,b\n1,2\n"},
+            "pip364.csv: not a table shedlab wrote here: no column 'strategy', 'problem'",
+        ),
+        _report(
+            "replay-table-of-another-table",
+            {
+                "res/replay.json": b'{"configs": []}',
+                "res/comparison/cluster=c/strategy=AvgShedder/part-0.parquet": _parquet(time_s=[0.0]),
+            },
+            "part-0.parquet: not a table shedlab wrote here: no column 'tick_ms'",
+        ),
+        _report(
+            "replay-manifest-configs-not-a-list",
+            {"res/replay.json": b'{"configs": 5}'},
+            "replay.json: configs: expected a list of strategy configurations (objects) (got 5)",
         ),
     ],
     "options typer refuses": [

@@ -29,7 +29,7 @@ import socket
 import time
 import traceback
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -52,6 +52,7 @@ __all__ = [
     "OUTPUT_TABLES",
     "PARTITION_KEYS",
     "QUARANTINE_DIR",
+    "RUN_COLUMNS_READ",
     "RUN_SUMMARY_ARROW",
     "RunWriter",
     "check_output_dir",
@@ -60,6 +61,7 @@ __all__ = [
     "filesystem",
     "finished_run_files",
     "manifest_grids",
+    "missing_columns",
     "quarantine_corrupt_runs",
     "read_manifest",
     "read_partitioned",
@@ -113,6 +115,8 @@ RUN_SUMMARY_ARROW = pa.schema(
 numeric summary metric of the simulator (null where undefined for the run); ``summary_json`` the
 full summary including non-numeric values. In the files, ``scenario``/``strategy`` are partition
 directories, not columns."""
+RUN_COLUMNS_READ = ("run_id", "status", "params_id", "params_json", "seed", "metrics")
+"""The columns of a run summary file its readers index (:func:`read_sweep_runs`)."""
 
 # ---------------------------------------------------------------------------------------------
 # Layout
@@ -475,14 +479,34 @@ def read_manifest(out: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def read_partitioned(path: Path, keys: tuple[str, ...] = PARTITION_KEYS) -> pd.DataFrame | None:
+def missing_columns(names: Sequence[str], required: Sequence[str], source: str) -> None:
+    """Refuse a table (``source`` names its file) without the columns its readers index: another
+    table's file, or a file of another program, under a shedlab table's name. Pandas would raise a
+    KeyError deep in whoever reads the column first."""
+    missing = [c for c in required if c not in names]
+    if missing:
+        raise InputError(
+            f"not a table shedlab wrote here: no column {', '.join(map(repr, missing))}",
+            source=source,
+            hint=f"its columns: {', '.join(list(names)[:8])}{', …' if len(names) > 8 else ''}",
+        )
+
+
+def read_partitioned(
+    path: Path, keys: tuple[str, ...] = PARTITION_KEYS, required: Sequence[str] = ()
+) -> pd.DataFrame | None:
     """A Parquet directory partitioned Spark-style (``key=value/``), partition values as strings
-    (unescaped); None if ``path`` is not a directory."""
+    (unescaped); None if ``path`` is not a directory. Every file must hold the ``required`` columns
+    (checked on each file's own schema: the dataset takes its schema from one file and reads the
+    others' missing columns as nulls)."""
     if not path.is_dir():
         return None
     partitioning = pads.partitioning(pa.schema([(k, pa.string()) for k in keys]), flavor="hive")
     try:
         dataset = pads.dataset(str(path), format="parquet", partitioning=partitioning)
+        for fragment in dataset.get_fragments() if required else ():
+            if fragment.metadata.num_rows:  # an empty table may be written without columns
+                missing_columns(fragment.physical_schema.names, required, fragment.path)
         frame: pd.DataFrame = dataset.to_table().to_pandas()
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
@@ -513,7 +537,7 @@ def refuse_other_versions(out: str, runs: pd.DataFrame, digests: Mapping[str, st
 
 def read_sweep_runs(root: Path) -> pd.DataFrame:
     """One row per run of a sweep directory, its ``metrics`` map spread into columns."""
-    frame = read_partitioned(root / "runs")
+    frame = read_partitioned(root / "runs", required=RUN_COLUMNS_READ)
     if frame is None or frame.empty:
         return pd.DataFrame(
             columns=["run_id", "scenario", "strategy", "params_id", "params_json", "seed", "status"]
@@ -524,13 +548,21 @@ def read_sweep_runs(root: Path) -> pd.DataFrame:
 
 
 def read_run_table(
-    root: Path, table: str, scenario: str, strategy: str, run_id: str, columns: list[str] | None = None
+    root: Path,
+    table: str,
+    scenario: str,
+    strategy: str,
+    run_id: str,
+    columns: list[str] | None = None,
+    required: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """One run's rows of ``table`` (an empty frame if the run wrote none)."""
+    """One run's rows of ``table`` (an empty frame if the run wrote none); the file must hold
+    ``columns`` and ``required``."""
     path = Path(run_path(str(root), table, scenario, strategy, run_id))
     if not path.exists():
         return pd.DataFrame(columns=columns or [])
     try:
+        missing_columns(pq.read_schema(path).names, [*(columns or []), *required], str(path))
         return pd.read_parquet(path, columns=columns)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None

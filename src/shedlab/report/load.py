@@ -20,16 +20,24 @@ in the files is not shown. Everything is read with pyarrow; no Spark session is 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from shedlab.core.evaluation import DEFINITIONS_FILE
 from shedlab.core.grid import params_label
-from shedlab.core.results import MANIFEST, manifest_grids, read_partitioned, read_run_table, read_sweep_runs
+from shedlab.core.results import (
+    MANIFEST,
+    manifest_grids,
+    missing_columns,
+    read_partitioned,
+    read_run_table,
+    read_sweep_runs,
+)
 from shedlab.errors import InputError
 from shedlab.report.model import SKIP_REPORT_COLUMNS, ReplayData, ReportData, RunSeries, ScenarioInfo
 from shedlab.report.pip364 import pair_order
@@ -46,6 +54,29 @@ HIDDEN_EVENTS = frozenset({"start"})
 """Event kinds not drawn as scenario events (the start of a run is not a disturbance)."""
 DECISION_COLUMNS = ["time_s", "source", "destination", "bundle"]
 EVENT_COLUMNS = ["time_s", "kind", "detail"]
+TICK_COLUMNS = ["time_s", "score_spread"]
+BROKER_COLUMNS = ["time_s", "broker", "score"]
+PIP_COLUMNS_READ = ("strategy", "problem", "metric", "n_runs", "value", "ci_low", "ci_high", "rating")
+"""The columns of ``evaluate``'s tables the report indexes (the PIP-364 table, the metric statistics)."""
+STATS_COLUMNS_READ = ("scenario", "strategy", "params_id", "metric", "mean")
+REPLAY_COLUMNS_READ = {
+    "comparison": (
+        "tick_ms",
+        "actual_moves",
+        "strategy_unloads",
+        "both",
+        "max_usage",
+        "est_max_usage",
+        "usage_spread",
+        "est_usage_spread",
+        "left_alone",
+        "reasons",
+    ),
+    "load": ("tick_ms", "broker", "usage", "est_usage"),
+    "decisions": ("tick_ms", "source", "bundle", "destination"),
+    "ownership_changes": ("tick_ms", "bundle", "from_broker", "to_broker"),
+}
+"""The columns of each table of a replay the report indexes (besides the partition keys)."""
 IMBALANCE_LABEL = "max − min broker score"
 
 
@@ -61,24 +92,32 @@ def _read_json(path: Path) -> Any:
         raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
 
 
-def _read_parquet(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+def _read_parquet(path: Path, columns: list[str] | None = None, required: Sequence[str] = ()) -> pd.DataFrame:
+    """A Parquet file or directory with ``columns`` (read; all if None) and ``required`` (checked)."""
     try:
-        return pd.read_parquet(path, columns=columns)
+        if columns and path.is_file():  # say which are missing, not pyarrow's "No match for FieldRef"
+            missing_columns(pq.read_schema(path).names, columns, str(path))
+        frame = pd.read_parquet(path, columns=columns)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
+    missing_columns(list(frame.columns), required, str(path))
+    return frame
 
 
-def _read_table(base: Path, name: str) -> pd.DataFrame | None:
-    """``name`` as a Parquet file or directory, else as CSV (None if neither exists)."""
+def _read_table(base: Path, name: str, required: Sequence[str] = ()) -> pd.DataFrame | None:
+    """``name`` as a Parquet file or directory, else as CSV (None if neither exists), with the
+    ``required`` columns."""
     for candidate in (base / name, base / f"{name}.parquet"):
         if candidate.exists():
-            return _read_parquet(candidate)
+            return _read_parquet(candidate, required=required)
     csv = base / f"{name}.csv"
     if csv.is_file():
         try:
-            return pd.read_csv(csv)
+            frame = pd.read_csv(csv)
         except (OSError, ValueError) as exc:
             raise InputError(f"cannot read CSV: {exc}", source=str(csv)) from None
+        missing_columns(list(frame.columns), required, str(csv))
+        return frame
     return None
 
 
@@ -186,21 +225,39 @@ def read_simulation_dir(path: Path) -> tuple[dict[str, Any], RunSeries]:
     summary = _read_json(path / "summary.json")
     if not isinstance(summary, dict):
         raise InputError("expected a JSON object", source=str(path / "summary.json"))
+    _check_summary(summary, str(path / "summary.json"))
     missing = [f for f in SIM_FILES if not (path / f).exists()]
     if missing:
         raise InputError(f"incomplete simulation output: missing {', '.join(missing)}", source=str(path))
     seed = summary.get("seed")
     series = _series(
-        str(summary.get("scenario") or path.name),
-        str(summary.get("strategy") or "unknown"),
-        _read_parquet(path / "ticks.parquet"),
-        _read_parquet(path / "brokers.parquet", ["time_s", "broker", "score"]),
-        _read_parquet(path / "decisions.parquet"),
-        _read_parquet(path / "events.parquet"),
+        summary["scenario"],
+        summary["strategy"],
+        _read_parquet(path / "ticks.parquet", required=TICK_COLUMNS),
+        _read_parquet(path / "brokers.parquet", BROKER_COLUMNS),
+        _read_parquet(path / "decisions.parquet", required=DECISION_COLUMNS),
+        _read_parquet(path / "events.parquet", required=EVENT_COLUMNS),
         label=f"seed {seed}" if seed is not None else "",
         skips=_read_parquet(path / "skips.parquet") if (path / "skips.parquet").exists() else None,
     )
     return summary, series
+
+
+def _check_summary(summary: dict[str, Any], source: str) -> None:
+    """The fields of a run summary the report reads, as the simulator writes them: the scenario's and
+    the strategy pair's names (strings), the seed (an integer, or absent)."""
+    for key in ("scenario", "strategy"):
+        value = summary.get(key)
+        if not isinstance(value, str) or not value:
+            raise InputError(
+                "expected a name (a non-empty string)" if key in summary else "missing",
+                source=source,
+                field=key,
+                value=value if key in summary else None,
+            )
+    seed = summary.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise InputError("expected an integer seed", source=source, field="seed", value=seed)
 
 
 def _builtin_scenario_info(name: str) -> ScenarioInfo | None:
@@ -276,9 +333,11 @@ def is_sweep_dir(path: Path) -> bool:
     return (path / "runs").is_dir() and ((path / MANIFEST).is_file() or (path / "ticks").is_dir())
 
 
-def _run_table(root: Path, table: str, row: pd.Series, columns: list[str] | None = None) -> pd.DataFrame:
+def _run_table(
+    root: Path, table: str, row: pd.Series, columns: list[str] | None = None, required: Sequence[str] = ()
+) -> pd.DataFrame:
     return read_run_table(
-        root, table, str(row["scenario"]), str(row["strategy"]), str(row["run_id"]), columns
+        root, table, str(row["scenario"]), str(row["strategy"]), str(row["run_id"]), columns, required
     )
 
 
@@ -402,7 +461,7 @@ def _sweep_series(
     """Per scenario, the time series of the drawn run of each strategy pair, in pair order."""
     series: dict[str, list[RunSeries]] = {}
     for row in _drawn_runs(runs, chosen) if not runs.empty else []:
-        ticks = _run_table(root, "ticks", row)
+        ticks = _run_table(root, "ticks", row, required=TICK_COLUMNS)
         if ticks.empty:
             continue
         label = f"seed {int(row['seed'])}"
@@ -412,9 +471,9 @@ def _sweep_series(
             str(row["scenario"]),
             str(row["strategy"]),
             ticks,
-            _run_table(root, "brokers", row, ["time_s", "broker", "score"]),
-            _run_table(root, "decisions", row),
-            _run_table(root, "events", row),
+            _run_table(root, "brokers", row, BROKER_COLUMNS),
+            _run_table(root, "decisions", row, required=DECISION_COLUMNS),
+            _run_table(root, "events", row, required=EVENT_COLUMNS),
             label,
             _run_table(root, "skips", row),
         )
@@ -468,8 +527,8 @@ def read_evaluation(path: Path) -> EvaluationTables:
         if isinstance(raw, dict):
             definitions = {str(k): dict(v) for k, v in raw.items() if isinstance(v, dict)}
     return EvaluationTables(
-        pip_table=_read_table(path, "pip364"),
-        metric_stats=_read_table(path, "metric_stats"),
+        pip_table=_read_table(path, "pip364", PIP_COLUMNS_READ),
+        metric_stats=_read_table(path, "metric_stats", STATS_COLUMNS_READ),
         definitions=definitions,
         info={"evaluation": str(path)},
         sweep_dir=path.parent if is_sweep_dir(path.parent) else None,
@@ -487,16 +546,25 @@ def _replay_table(path: Path, keys: tuple[str, ...]) -> pd.DataFrame | None:
     """A replay table, None when it holds no row: a replay in which nothing moved has empty
     ``decisions``/``ownership_changes`` (older replays wrote them without any column), and the figures
     draw a missing table as "none"."""
-    frame = read_partitioned(path, keys)
+    frame = read_partitioned(path, keys, REPLAY_COLUMNS_READ[path.name])
     return None if frame is None or frame.empty else frame
 
 
 def read_replay(path: Path) -> tuple[ReplayData, dict[str, Any]]:
     """A replay output and what it was run with (``replay.json``)."""
     manifest = _read_json(path / "replay.json") if (path / "replay.json").is_file() else {}
+    configs = manifest.get("configs", []) if isinstance(manifest, dict) else []
+    if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
+        raise InputError(
+            "expected a list of strategy configurations (objects)",
+            source=str(path / "replay.json"),
+            field="configs",
+            value=configs,
+        )
+    keys = ("cluster", "strategy")
     replay = ReplayData(
-        comparison=read_partitioned(path / "comparison", ("cluster", "strategy")),
-        load=read_partitioned(path / "load", ("cluster", "strategy")),
+        comparison=read_partitioned(path / "comparison", keys, REPLAY_COLUMNS_READ["comparison"]),
+        load=read_partitioned(path / "load", keys, REPLAY_COLUMNS_READ["load"]),
         decisions=_replay_table(path / "decisions", ("cluster", "strategy")),
         ownership=_replay_table(path / "ownership_changes", ("cluster",)),
     )
@@ -505,8 +573,7 @@ def read_replay(path: Path) -> tuple[ReplayData, dict[str, Any]]:
         info["recorded data"] = str(manifest.get("snapshots", ""))
         info["replay seed"] = str(manifest.get("seed", ""))
         info["configs"] = {
-            f"{c.get('strategy')} · {c.get('config_id')}": c.get("overrides", {})
-            for c in manifest.get("configs", [])
+            f"{c.get('strategy')} · {c.get('config_id')}": c.get("overrides", {}) for c in configs
         }
     return replay, info
 
