@@ -123,6 +123,18 @@ SIMULATION = {
 }
 
 
+def _damaged(data: bytes) -> bytes:
+    """Parquet overwritten inside (the first page header): both magic numbers intact."""
+    return data[:4] + b"\xff" * 20 + data[24:]
+
+
+SAMPLES = _parquet(cluster=["c"], time_ms=[1735776000000], broker=["b1:8080"], bundle=["t/n/0x0_0x1"])
+INGESTED = {
+    "snap/broker_samples/cluster=c/day=2025-01-02/part-0.parquet": SAMPLES,
+    "snap/bundle_samples/cluster=c/day=2025-01-02/part-0.parquet": _damaged(SAMPLES),
+}
+
+
 def _report(name: str, files: Mapping[str, bytes], names: str) -> Case:
     return Case(f"report-{name}", ("report", "{dir}/res", "--out", "{dir}/r.html"), names, files)
 
@@ -428,6 +440,19 @@ CASES: dict[str, list[Case]] = {
         ),
         # the table's JAVA_HOME names a folder without bin/java: PySpark's JAVA_GATEWAY_EXITED traceback
         Case("sweep-java-home-without-java", ("sweep", "tiny", "--out", "{dir}/out"), "JAVA_HOME"),
+        # a file damaged inside passed the PAR1 check: a Java stack per Spark task, then a traceback
+        Case(
+            "replay-damaged-parquet",
+            ("replay", "{dir}/snap", "--strategies", "AvgShedder", "--out", "{dir}/out"),
+            "part-0.parquet: damaged Parquet file",
+            INGESTED,
+        ),
+        Case(
+            "ingest-damaged-parquet",
+            ("ingest", "{dir}/snap", "--out", "{dir}/out"),
+            "part-0.parquet: damaged Parquet file",
+            INGESTED,
+        ),
         Case(
             "ingest-java-home-without-java",
             ("ingest", "{dir}/r.jsonl", "--out", "{dir}/out"),

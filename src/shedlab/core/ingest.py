@@ -978,8 +978,16 @@ def _check_content(path: Path, kind: str) -> None:
 
 
 def check_parquet_file(path: Path) -> None:
-    """Refuse a file that is not whole Parquet (``PAR1`` at both ends: not truncated, not another
-    format under a ``.parquet`` name)."""
+    """Refuse a file that is not whole Parquet: ``PAR1`` at both ends (not truncated, not another
+    format under a ``.parquet`` name), then its footer and every row group decoded by pyarrow.
+
+    A file damaged inside (overwritten bytes, a bad copy) keeps both magic numbers; Spark then failed in
+    an executor, printing a Java stack per task and a Python traceback. Decoding it here costs one read
+    of the data before Spark's (``quarantine_corrupt_runs`` reads a sweep's run files the same way), and
+    one row group at a time keeps memory to a row group's size."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
     try:
         size = path.stat().st_size
         with path.open("rb") as src:
@@ -992,6 +1000,13 @@ def check_parquet_file(path: Path) -> None:
         raise InputError("not a Parquet file", source=str(path))
     if tail != b"PAR1":
         raise InputError("truncated Parquet file (no footer)", source=str(path))
+    try:
+        with pq.ParquetFile(path) as parquet:
+            for group in range(parquet.num_row_groups):
+                parquet.read_row_group(group)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"damaged Parquet file: {reason}", source=str(path)) from None
 
 
 def _check_parquet_tree(directory: Path) -> None:
