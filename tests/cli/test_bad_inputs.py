@@ -433,6 +433,25 @@ CASES: dict[str, list[Case]] = {
             ("sweep", "tiny", "--out", "{dir}/out", "--conf", "spark.x"),
             "--conf",
         ),
+        # Spark parses these when the driver starts: spark-submit exited (JAVA_GATEWAY_EXITED) or the
+        # session failed, each after a Java stack and before a Python traceback
+        Case(
+            "sweep-conf-memory-not-a-size",
+            ("sweep", "tiny", "--out", "{dir}/out", "--conf", "spark.executor.memory=lots"),
+            "--conf: spark.executor.memory: expected a size such as 512m or 4g (more than 0) (got 'lots')",
+        ),
+        Case(
+            "ingest-conf-partitions-not-an-integer",
+            ("ingest", "{dir}/r.jsonl", "--out", "{dir}/out", "--conf", "spark.sql.shuffle.partitions=abc"),
+            "--conf: spark.sql.shuffle.partitions: expected an integer",
+            {"r.jsonl": b"{}\n"},
+        ),
+        Case(
+            "sweep-spark-conf-fractional-memory",
+            ("sweep", "tiny", "--out", "{dir}/out", "--spark-conf", "{dir}/spark-defaults.conf"),
+            "spark-defaults.conf:2: spark.driver.memory: expected a size",
+            {"spark-defaults.conf": b"# mine\nspark.driver.memory 1.5g\n"},
+        ),
         Case(
             "sweep-spark-conf-missing",
             ("sweep", "tiny", "--out", "{dir}/out", "--spark-conf", "{dir}/s.conf"),

@@ -7,12 +7,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shedlab.core.ingest import classify_sources, local_bytes
 from shedlab.errors import ConfigError
 from shedlab.spark.session import (
     C1_ONLY,
     SHORT_INPUT_BYTES,
+    check_spark_values,
     local_cores,
     parse_conf_pairs,
     read_conf_file,
@@ -153,3 +156,31 @@ def test_session_is_configured(spark: SparkSession) -> None:
     assert spark.sparkContext.parallelize([1], 1).mapPartitions(probe).collect() == [
         (sys.executable, shedlab.__version__)
     ]
+
+
+@given(
+    st.integers(0, 10**6),
+    st.sampled_from(["", "b", "k", "kb", "m", "mb", "g", "gb", "t", "tb", "p", "pb", "G", "MB"]),
+)
+def test_spark_sizes_are_read_as_spark_reads_them(amount: int, unit: str) -> None:
+    """Digits and one of JavaUtils' units: accepted (more than 0 for the memory settings); a fraction,
+    a sign or another unit: refused in one line naming the setting, before spark-submit could exit."""
+    size = f"{amount}{unit}"
+    assert check_spark_values({"spark.driver.maxResultSize": size}, "--conf")
+    if amount > 0:
+        assert check_spark_values({"spark.executor.memory": size}, "--conf")
+    else:
+        with pytest.raises(ConfigError, match=r"spark\.executor\.memory: expected a size"):
+            check_spark_values({"spark.executor.memory": size}, "--conf")
+    for bad in (f"{amount}.5{unit}", f"-{size}", f"{amount}x", f"{amount} g", ""):
+        with pytest.raises(ConfigError, match=r"--conf: spark\.driver\.memory: expected a size"):
+            check_spark_values({"spark.driver.memory": bad}, "--conf")
+
+
+def test_settings_spark_does_not_parse_at_start_up_pass_unchecked() -> None:
+    assert check_spark_values({"spark.x.y": "anything", "spark.ui.enabled": "FALSE"}, "f") == {
+        "spark.x.y": "anything",
+        "spark.ui.enabled": "FALSE",
+    }
+    with pytest.raises(ConfigError, match=r"spark\.ui\.port: expected an integer from 0 to 65535"):
+        check_spark_values({"spark.ui.port": "70000"}, "f")

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ACCEPTED_MASTERS",
     "DEFAULT_MASTER",
+    "check_spark_values",
     "get_spark",
     "has_active_session",
     "is_local_master",
@@ -133,8 +134,76 @@ def local_cores(master: str | None) -> int:
 
 
 def parse_conf_pairs(pairs: Iterable[str], *, source: str = "--conf") -> dict[str, str]:
-    """``--conf`` values → dict (:func:`shedlab.config.parse_key_values`, Spark's wording)."""
-    return parse_key_values(pairs, source=source)
+    """``--conf`` values → dict (:func:`shedlab.config.parse_key_values`, Spark's wording), the values of
+    the settings Spark parses at start-up checked (:func:`check_spark_values`)."""
+    return check_spark_values(parse_key_values(pairs, source=source), source)
+
+
+_SIZE_UNITS = frozenset({"b", "k", "kb", "m", "mb", "g", "gb", "t", "tb", "p", "pb"})
+_SPARK_VALUES: dict[str, tuple[str, int]] = {
+    **{key: ("size", 1) for key in ("spark.driver.memory", "spark.executor.memory")},
+    **{
+        key: ("size", 0)
+        for key in (
+            "spark.driver.memoryOverhead",
+            "spark.executor.memoryOverhead",
+            "spark.executor.pyspark.memory",
+            "spark.driver.maxResultSize",
+            "spark.memory.offHeap.size",
+        )
+    },
+    **{
+        key: ("integer", 1)
+        for key in (
+            "spark.driver.cores",
+            "spark.executor.cores",
+            "spark.cores.max",
+            "spark.executor.instances",
+            "spark.default.parallelism",
+            "spark.sql.shuffle.partitions",
+            "spark.sql.adaptive.coalescePartitions.initialPartitionNum",
+            "spark.task.cpus",
+            "spark.task.maxFailures",
+        )
+    },
+    **{key: ("port", 0) for key in ("spark.ui.port", "spark.driver.port", "spark.blockManager.port")},
+    **{
+        key: ("boolean", 0)
+        for key in (
+            "spark.ui.enabled",
+            "spark.sql.adaptive.enabled",
+            "spark.dynamicAllocation.enabled",
+            "spark.eventLog.enabled",
+            "spark.python.worker.reuse",
+        )
+    },
+}
+"""Settings Spark parses when the driver starts, by kind and minimum. A value it cannot parse made
+spark-submit exit (``JAVA_GATEWAY_EXITED``, after a Java stack on stderr: the memory and core counts) or
+the session fail to start (an ``IllegalArgumentException`` and a Java stack: the others)."""
+
+
+def check_spark_values(settings: Mapping[str, str], source: str) -> dict[str, str]:
+    """``settings``, refused when a setting of :data:`_SPARK_VALUES` has a value Spark would not parse
+    (sizes as ``JavaUtils.byteStringAsBytes`` reads them: digits and an optional unit, no fraction)."""
+    for key, value in settings.items():
+        kind, minimum = _SPARK_VALUES.get(key, ("", 0))
+        text = value.strip().lower()
+        if kind == "size":
+            m = re.fullmatch(r"([0-9]+)([a-z]+)?", text)
+            ok = m is not None and (m.group(2) or "b") in _SIZE_UNITS and int(m.group(1)) >= minimum
+            what = "a size such as 512m or 4g" + (" (more than 0)" if minimum else "")
+        elif kind in ("integer", "port"):
+            top = 65535 if kind == "port" else 2**31 - 1
+            ok = re.fullmatch(r"[+-]?[0-9]{1,10}", text) is not None and minimum <= int(text) <= top
+            what = f"an integer from {minimum} to {top}"
+        elif kind == "boolean":
+            ok, what = text in ("true", "false"), "true or false"
+        else:
+            continue
+        if not ok:
+            raise ConfigError(f"expected {what}", source=source, field=key, value=value)
+    return dict(settings)
 
 
 def read_conf_file(path: str | Path) -> dict[str, str]:
@@ -146,7 +215,7 @@ def read_conf_file(path: str | Path) -> dict[str, str]:
         data = parse_yaml_text(text, str(p), error=ConfigError) or {}  # YAML 1.2 reads JSON too
         if not isinstance(data, Mapping):
             raise ConfigError("expected a mapping of Spark settings", source=str(p))
-        return _flatten(data)
+        return check_spark_values(_flatten(data), str(p))
     out: dict[str, str] = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -156,6 +225,7 @@ def read_conf_file(path: str | Path) -> dict[str, str]:
         if not m:
             raise ConfigError("expected 'key value' or 'key=value'", source=f"{p}:{lineno}", value=line)
         out[m.group(1)] = m.group(2).strip()
+        check_spark_values({m.group(1): out[m.group(1)]}, f"{p}:{lineno}")
     return out
 
 
@@ -262,7 +332,9 @@ def _user_settings(
     if conf_file is not None:
         settings.update(read_conf_file(conf_file))
     if conf is not None:
-        settings.update(parse_conf_pairs(conf) if not isinstance(conf, Mapping) else dict(conf))
+        settings.update(
+            parse_conf_pairs(conf) if not isinstance(conf, Mapping) else check_spark_values(conf, "conf")
+        )
     return settings
 
 
