@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from shedlab.errors import InputError
 from shedlab.report.builder import Page
 from shedlab.report.recommendation import recommendation_section
 
@@ -74,3 +80,52 @@ def test_fit_table_shows_no_recorded_value_for_the_usage_distribution(tmp_path: 
     (tmp_path / "fit-report.json").write_text(json.dumps({"checks": [check]}))
     html = recommendation_section(Page(max_points=2000), tmp_path)
     assert "<tr><td>broker usage distribution</td><td>—</td><td>4.1</td>" in html
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda d: d.update(notes=5), "notes"),
+        (lambda d: d.update(candidates={"a": 1}), "candidates"),
+        (lambda d: d["candidates"].append("x"), "candidates[2]"),
+        (lambda d: d["candidates"][0].update(imbalance="8"), "candidates[0].imbalance"),
+        (lambda d: d["candidates"][0].pop("unloads_per_day"), "candidates[0].unloads_per_day"),
+        (lambda d: d["candidates"][1].update(seeds=2.5), "candidates[1].seeds"),
+        (lambda d: d.update(recommended=[1]), "recommended"),
+        (lambda d: d["recorded"].update(imbalance_high=True), "recorded.imbalance_high"),
+        (lambda d: d.update(improvement={"objective": {"mean": "-10"}}), "improvement.objective.mean"),
+        (lambda d: d.update(improvement=[1]), "improvement"),
+        (lambda d: d.update(fragment=["x"]), "fragment"),
+    ],
+)
+def test_a_tune_json_of_other_types_is_refused_naming_the_field(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], object], field: str
+) -> None:
+    """A tune.json edited by hand or written by something else: one error naming the file and the field
+    (each of these was a TypeError or KeyError traceback from the section's formatting)."""
+    doc: dict[str, Any] = json.loads(json.dumps(_doc(keep=False)))
+    edit(doc)
+    (tmp_path / "tune.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError) as info:
+        recommendation_section(Page(max_points=2000), tmp_path)
+    assert info.value.source == str(tmp_path / "tune.json")
+    assert field in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "words"),
+    [
+        ("tune.json", "{not json", "malformed JSON"),
+        ("tune.json", "[1, 2]", "expected a JSON object"),
+        ("fit-report.json", '{"checks": 5}', "checks"),
+        ("fit-report.json", '{"checks": [{"twin": "a"}]}', "checks[0].twin"),
+    ],
+)
+def test_a_malformed_tune_or_fit_report_is_refused(tmp_path: Path, name: str, text: str, words: str) -> None:
+    """Before, malformed JSON made the section vanish without a word, and a list where a number goes was a
+    traceback."""
+    (tmp_path / "tune.json").write_text(json.dumps(_doc(keep=False)))
+    (tmp_path / name).write_text(text)
+    with pytest.raises(InputError, match=re.escape(words)) as info:
+        recommendation_section(Page(max_points=2000), tmp_path)
+    assert info.value.source == str(tmp_path / name)

@@ -10,12 +10,13 @@ predicted 95 % intervals, cut at 0 for counts and spreads.
 from __future__ import annotations
 
 import html
-import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
 
+from shedlab.errors import InputError, parse_json_text, read_user_text
 from shedlab.report.builder import Page, fmt
 
 __all__ = ["recommendation_section"]
@@ -28,12 +29,82 @@ _FIGURES = (
 )
 
 
+_NUMBERS = tuple(f"{fig}{end}" for fig, _ in _FIGURES for end in ("", "_low", "_high"))
+"""The figure fields of a candidate row (``recommended``, ``recorded``, ``candidates[i]``)."""
+
+
 def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """``path``'s JSON object, None when the file does not exist; a file that is not one is refused."""
+    if not path.is_file():
         return None
-    return data if isinstance(data, dict) else None
+    doc = parse_json_text(read_user_text(path), str(path))
+    if not isinstance(doc, dict):
+        raise InputError("expected a JSON object", source=str(path))
+    return doc
+
+
+def _bad(source: Path, field: str, expected: str, value: object) -> InputError:
+    return InputError(f"expected {expected}", source=str(source), field=field, value=value)
+
+
+def _numbers(obj: Mapping[str, object], keys: tuple[str, ...], source: Path, field: str) -> None:
+    """``obj``'s ``keys``, each a number or null (absent counts as null)."""
+    for key in keys:
+        value = obj.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise _bad(source, f"{field}.{key}", "a number or null", value)
+
+
+def _object(value: object, source: Path, field: str) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise _bad(source, field, "an object", value)
+    return value
+
+
+def _check_row(value: object, source: Path, field: str) -> Mapping[str, object]:
+    """A candidate row as ``shedlab tune`` writes it: an object whose figures are numbers or null."""
+    row = _object(value, source, field)
+    _numbers(row, _NUMBERS, source, field)
+    seeds = row.get("seeds", 1)
+    if isinstance(seeds, bool) or not isinstance(seeds, int):
+        raise _bad(source, f"{field}.seeds", "an integer", seeds)
+    return row
+
+
+def _check_tune(doc: dict[str, Any], source: Path) -> dict[str, Any]:
+    """The fields of ``tune.json`` the section reads, with the types ``shedlab tune`` writes: a file edited
+    or written by something else is refused at the first field that differs, not with a traceback."""
+    for key in ("recommended", "recorded"):
+        if doc.get(key) is not None:
+            _check_row(doc[key], source, key)
+    candidates = doc.get("candidates") or []
+    if not isinstance(candidates, list):
+        raise _bad(source, "candidates", "a list", candidates)
+    for i, value in enumerate(candidates):
+        row = _check_row(value, source, f"candidates[{i}]")
+        for key in ("imbalance", "unloads_per_day"):  # plotted: a candidate needs both
+            if row.get(key) is None:
+                raise _bad(source, f"candidates[{i}].{key}", "a number", None)
+    improvement = _object(doc.get("improvement") or {}, source, "improvement")
+    for fig, _ in _FIGURES:
+        if improvement.get(fig) is not None:
+            entry = _object(improvement[fig], source, f"improvement.{fig}")
+            _numbers(entry, ("mean", "low", "high"), source, f"improvement.{fig}")
+    for key, kind, expected in (("notes", list, "a list"), ("fragment", str, "a string")):
+        if doc.get(key) is not None and not isinstance(doc[key], kind):
+            raise _bad(source, key, expected, doc[key])
+    return doc
+
+
+def _check_fit(doc: dict[str, Any], source: Path) -> dict[str, Any]:
+    """``fit-report.json`` as ``shedlab twin`` writes it: ``checks``, objects with numbers or null."""
+    checks = doc.get("checks") or []
+    if not isinstance(checks, list):
+        raise _bad(source, "checks", "a list", checks)
+    for i, value in enumerate(checks):
+        check = _object(value, source, f"checks[{i}]")
+        _numbers(check, ("recorded", "twin", "distance", "tolerance"), source, f"checks[{i}]")
+    return doc
 
 
 def _iv(row: dict[str, Any], fig: str) -> str:
@@ -113,9 +184,10 @@ def _recorded_cell(check: dict[str, Any]) -> str:
 
 
 def _fit_warning(root: Path) -> str:
-    fit = _read(root / "fit-report.json")
-    if fit is None:
+    raw = _read(root / "fit-report.json")
+    if raw is None:
         return ""
+    fit = _check_fit(raw, root / "fit-report.json")
     checks = fit.get("checks") or []
     bad = [c for c in checks if not c.get("ok")]
     rows = "".join(
@@ -139,9 +211,10 @@ def _fit_warning(root: Path) -> str:
 def recommendation_section(page: Page, source: Path) -> str:
     """The section's HTML ('' when ``source`` holds no ``tune.json``)."""
     root = Path(source)
-    doc = _read(root / "tune.json") if root.is_dir() else None
-    if doc is None:
+    raw = _read(root / "tune.json") if root.is_dir() else None
+    if raw is None:
         return ""
+    doc = _check_tune(raw, root / "tune.json")
     rec, recorded = doc.get("recommended") or {}, doc.get("recorded") or {}
     parts = [page.heading(1, "Recommendation", "recommendation")]
     if doc.get("keep_recorded"):
