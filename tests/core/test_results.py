@@ -164,10 +164,15 @@ def test_unreadable_run_summaries_are_moved_to_quarantine(tmp_path: Path) -> Non
     (part / "run-torn.parquet").write_bytes(torn[: len(torn) // 2])  # a killed writer
     (part / "run-junk.parquet").write_bytes(b"\x1f\x8b" + b"\x00" * 200)  # not Parquet at all
     (part / "run-empty.parquet").write_bytes(b"")
+    pq.write_table(pa.table({"run_id": ["x"], "score": [1.0]}), part / "run-other.parquet")  # a ticks file
     moved = quarantine_corrupt_runs(str(tmp_path))
     names = sorted(path for path, _ in moved)
-    assert names == [f"runs/scenario=s/strategy=a%3Ab/run-{n}.parquet" for n in ("empty", "junk", "torn")]
+    kinds = ("empty", "junk", "other", "torn")
+    assert names == [f"runs/scenario=s/strategy=a%3Ab/run-{n}.parquet" for n in kinds]
     assert all(reason and "\n" not in reason for _, reason in moved)
+    assert dict(moved)["runs/scenario=s/strategy=a%3Ab/run-other.parquet"] == (
+        "not a run summary: no column 'status'"
+    )
     assert sorted(p.name for p in part.iterdir()) == ["run-good.parquet"]
     assert (tmp_path / "quarantine" / "runs" / "scenario=s" / "strategy=a%3Ab" / "run-torn.parquet").exists()
     assert quarantine_corrupt_runs(str(tmp_path)) == []  # nothing left to move

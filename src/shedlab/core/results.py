@@ -568,15 +568,21 @@ def read_run_table(
         raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
 
 
+_RUN_IDENTITY = ("run_id", "status")
+"""The columns that make a file a run summary (another table's file under ``runs/`` lacks ``status``)."""
+
+
 def _readable(fs: Any, path: str) -> str | None:
-    """Why the Parquet file ``path`` cannot be read whole (None if it can): truncated by a killed
-    writer, overwritten with garbage, or not Parquet at all."""
+    """Why the run summary ``path`` cannot be read whole (None if it can): truncated by a killed
+    writer, overwritten with garbage, not Parquet at all, or another table's file (no ``status``:
+    Spark would read its rows as runs of unknown status, counted failed without a reason)."""
     try:
         with fs.open_input_file(path) as src:
-            pq.ParquetFile(src).read()
+            names = pq.ParquetFile(src).read().schema.names
     except (OSError, ValueError, pa.ArrowException) as exc:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return None
+    missing = [c for c in _RUN_IDENTITY if c not in names]
+    return f"not a run summary: no column {', '.join(map(repr, missing))}" if missing else None
 
 
 def quarantine_corrupt_runs(out: str) -> list[tuple[str, str]]:
