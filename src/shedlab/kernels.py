@@ -25,6 +25,11 @@ bounded by the pass it would save: with ``reporting._saturated_steps`` patched t
 averages, a timing bound only; ``bench_simulator.py --ticks 400 --phases``, alternated, 27 Nov 2026) the
 report writes with the leader's averages fall 2.2 → 1.0 ms of an 8.3 ms tick, about 14 %, and it would
 change the averages' rounding (an anchor's decay is one power, not a product per tick).
+The shedding's remaining NumPy calls compiled (the brokers' score, AvgShedder's pairing, the
+even-distribution filter; branch ``shed-speed-kept``, ``1b171a5``): the shedding step 2.35 → 2.22 ms a
+tick, the day 14.6 → 14.0 s (``bench/compare_revisions.py``, medians of 5 alternated runs, 27 Nov 2026:
+1.04×, within the runs' spread); not merged, since each would keep its NumPy form beside it (the light
+commands do not load Numba) for about 4 %.
 
 Why the same bits: every kernel performs, element by element, exactly the IEEE-754 operations of the
 NumPy code it replaces, in the same order. ``+ − × ÷`` are correctly rounded wherever they run, and
