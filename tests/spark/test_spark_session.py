@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,6 +95,26 @@ def test_user_jvm_options_keep_the_quiet_log_configuration() -> None:
     assert both == f"{ours} -XX:TieredStopAtLevel=1"
     own = "-Dlog4j2.configurationFile=file:/etc/mine.properties -Xss4m"
     assert spark_settings("local[2]", {key: own})[key] == own  # their log file alone
+
+
+def test_the_log_configuration_starts_spark_without_its_log_level_banner(tmp_path: Path) -> None:
+    """Spark prints "Setting default log level to ..." and a hint before every command's output when the
+    first logging class's level differs from the root's (Logging.initializeLogging, PySpark being an
+    interpreter): the root starts at ERROR, Spark's own loggers at the level asked. A fresh driver process
+    shows only the JVM's own module warning on stderr."""
+    key = "spark.driver.extraJavaOptions"
+    path = spark_settings("local[1]")[key].split("file:", 1)[1].split()[0]
+    text = Path(path).read_text(encoding="utf-8")
+    assert "rootLogger.level = ERROR" in text and "logger.spark.level = WARN" in text
+    assert "rootLogger.level = OFF" in Path(
+        spark_settings("local[1]", log_level="OFF")[key].split("file:", 1)[1].split()[0]
+    ).read_text(encoding="utf-8")
+    code = "from shedlab.spark.session import get_spark; get_spark('local[1]').stop()"
+    env = {**os.environ, "SPARK_LOCAL_DIRS": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Setting default log level" not in done.stderr
+    assert [line for line in done.stderr.splitlines() if "incubator" not in line] == []
 
 
 def test_short_local_inputs_get_c1_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -60,7 +60,9 @@ __all__ = [
 DEFAULT_MASTER = "local[*]"
 
 _LOG4J2 = """\
-rootLogger.level = {level}
+rootLogger.level = {root}
+logger.spark.name = org.apache.spark
+logger.spark.level = {level}
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -87,7 +89,7 @@ logger.py.name = org.apache.spark.api.python
 logger.py.level = ERROR
 """
 
-_LEVELS = ("ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF", "TRACE")
+_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")  # chattiest first
 
 
 def is_local_master(master: str | None) -> bool:
@@ -363,9 +365,21 @@ def _java_options(level: str, user: str) -> str:
     return f"{ours} {user}".strip()
 
 
+def _quiet_root(level: str) -> str:
+    """The root logger's level while Spark starts: ``level``, but no chattier than ERROR.
+
+    Spark's ``Logging.initializeLogging`` (a PySpark driver counts as an interpreter) prints "Setting
+    default log level to …" and a hint to stderr, two lines before every command's own output, when the
+    level of the class that first logs differs from the root's. That class's logger is one this file
+    sets to ERROR, so the root starts at ERROR too; Spark's own loggers (``org.apache.spark``) log at
+    ``level``, and ``setLogLevel(level)`` sets the root once the session is up.
+    """
+    return level if _LEVELS.index(level) >= _LEVELS.index("ERROR") else "ERROR"
+
+
 def _log4j_file(level: str) -> str:
     path = Path(tempfile.gettempdir()) / f"shedlab-log4j2-{level.lower()}.properties"
-    content = _LOG4J2.format(level=level)
+    content = _LOG4J2.format(level=level, root=_quiet_root(level))
     if not path.exists() or path.read_text(encoding="utf-8") != content:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(content, encoding="utf-8")
