@@ -91,6 +91,7 @@ def test_fit_table_shows_no_recorded_value_for_the_usage_distribution(tmp_path: 
         (lambda d: d["candidates"][0].update(imbalance="8"), "candidates[0].imbalance"),
         (lambda d: d["candidates"][0].pop("unloads_per_day"), "candidates[0].unloads_per_day"),
         (lambda d: d["candidates"][1].update(seeds=2.5), "candidates[1].seeds"),
+        (lambda d: d["candidates"][1].pop("label"), "candidates[1].label"),
         (lambda d: d.update(recommended=[1]), "recommended"),
         (lambda d: d["recorded"].update(imbalance_high=True), "recorded.imbalance_high"),
         (lambda d: d.update(improvement={"objective": {"mean": "-10"}}), "improvement.objective.mean"),
@@ -119,6 +120,7 @@ def test_a_tune_json_of_other_types_is_refused_naming_the_field(
         ("tune.json", "[1, 2]", "expected a JSON object"),
         ("fit-report.json", '{"checks": 5}', "checks"),
         ("fit-report.json", '{"checks": [{"twin": "a"}]}', "checks[0].twin"),
+        ("fit-report.json", '{"checks": [{"twin": 1.0}]}', "checks[0].figure"),
     ],
 )
 def test_a_malformed_tune_or_fit_report_is_refused(tmp_path: Path, name: str, text: str, words: str) -> None:

@@ -82,9 +82,11 @@ def _check_tune(doc: dict[str, Any], source: Path) -> dict[str, Any]:
         raise _bad(source, "candidates", "a list", candidates)
     for i, value in enumerate(candidates):
         row = _check_row(value, source, f"candidates[{i}]")
-        for key in ("imbalance", "unloads_per_day"):  # plotted: a candidate needs both
+        for key in ("imbalance", "unloads_per_day"):  # plotted: a candidate needs both, and a label
             if row.get(key) is None:
                 raise _bad(source, f"candidates[{i}].{key}", "a number", None)
+        if not isinstance(row.get("label"), str):
+            raise _bad(source, f"candidates[{i}].label", "a string", row.get("label"))
     improvement = _object(doc.get("improvement") or {}, source, "improvement")
     for fig, _ in _FIGURES:
         if improvement.get(fig) is not None:
@@ -104,6 +106,8 @@ def _check_fit(doc: dict[str, Any], source: Path) -> dict[str, Any]:
     for i, value in enumerate(checks):
         check = _object(value, source, f"checks[{i}]")
         _numbers(check, ("recorded", "twin", "distance", "tolerance"), source, f"checks[{i}]")
+        if not isinstance(check.get("figure"), str):
+            raise _bad(source, f"checks[{i}].figure", "a string", check.get("figure"))
     return doc
 
 
