@@ -61,8 +61,6 @@ DEFAULT_MASTER = "local[*]"
 
 _LOG4J2 = """\
 rootLogger.level = {root}
-logger.spark.name = org.apache.spark
-logger.spark.level = {level}
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -366,20 +364,21 @@ def _java_options(level: str, user: str) -> str:
 
 
 def _quiet_root(level: str) -> str:
-    """The root logger's level while Spark starts: ``level``, but no chattier than ERROR.
+    """The root logger's level: ``level``, but no chattier than ERROR.
 
     Spark's ``Logging.initializeLogging`` (a PySpark driver counts as an interpreter) prints "Setting
     default log level to …" and a hint to stderr, two lines before every command's own output, when the
-    level of the class that first logs differs from the root's. That class's logger is one this file
-    sets to ERROR, so the root starts at ERROR too; Spark's own loggers (``org.apache.spark``) log at
-    ``level``, and ``setLogLevel(level)`` sets the root once the session is up.
+    level of the class that first logs differs from the root's; that class's logger is one this file
+    sets to ERROR. It then filtered the console at that level for the whole session (``setLogLevel`` of
+    an unchanged root level does not lift the filter), so shedlab's console showed errors only. The
+    root at ERROR gives that console without the two lines.
     """
     return level if _LEVELS.index(level) >= _LEVELS.index("ERROR") else "ERROR"
 
 
 def _log4j_file(level: str) -> str:
     path = Path(tempfile.gettempdir()) / f"shedlab-log4j2-{level.lower()}.properties"
-    content = _LOG4J2.format(level=level, root=_quiet_root(level))
+    content = _LOG4J2.format(root=_quiet_root(level))
     if not path.exists() or path.read_text(encoding="utf-8") != content:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(content, encoding="utf-8")
@@ -546,7 +545,8 @@ def get_spark(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(log_level.upper())
+    # spark-submit's own log configuration applies when submitted; ours (the quiet root) otherwise
+    spark.sparkContext.setLogLevel(log_level.upper() if submitted else _quiet_root(log_level.upper()))
     if submitted:
         # Respect what spark-submit chose; still apply the runtime SQL settings we rely on.
         for key in ("spark.sql.session.timeZone", "spark.sql.sources.partitionOverwriteMode"):
