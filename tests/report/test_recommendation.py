@@ -131,3 +131,15 @@ def test_a_malformed_tune_or_fit_report_is_refused(tmp_path: Path, name: str, te
     with pytest.raises(InputError, match=re.escape(words)) as info:
         recommendation_section(Page(max_points=2000), tmp_path)
     assert info.value.source == str(tmp_path / name)
+
+
+def test_optional_fields_of_a_candidate_row_may_be_absent(tmp_path: Path) -> None:
+    """What the check lets through, the section draws: a candidate without ``seeds`` (one seed) and a
+    recorded row without ``unloads_per_day`` (no marker for it) were KeyErrors in the Pareto plot."""
+    doc: dict[str, Any] = json.loads(json.dumps(_doc(keep=False)))
+    del doc["candidates"][0]["seeds"]
+    del doc["recorded"]["unloads_per_day"]
+    (tmp_path / "tune.json").write_text(json.dumps(doc))
+    page = Page(max_points=2000)
+    html = recommendation_section(page, tmp_path)
+    assert "Recommendation" in html and page.figures

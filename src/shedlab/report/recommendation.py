@@ -132,7 +132,7 @@ def _pareto(page: Page, doc: dict[str, Any]) -> str:
                 mode="markers",
                 name=name,
                 marker={"color": colour, "size": [6 + 2 * int(r.get("seeds", 1)) for r in sub]},
-                text=[f"{r['label']}<br>{r['seeds']} seeds" for r in sub],
+                text=[f"{r['label']}<br>{r.get('seeds', 1)} seeds" for r in sub],
                 hovertemplate="%{text}<br>imbalance %{x:.3g}<br>unloads/day %{y:.3g}<extra></extra>",
             )
         )
@@ -141,7 +141,7 @@ def _pareto(page: Page, doc: dict[str, Any]) -> str:
         ("recommended", "recommended", "star"),
     ):
         r = doc.get(key) or {}
-        if "imbalance" in r:
+        if r.get("imbalance") is not None and r.get("unloads_per_day") is not None:
             fig.add_trace(
                 go.Scatter(
                     x=[r["imbalance"]],
