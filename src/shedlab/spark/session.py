@@ -377,8 +377,9 @@ def _quiet_root(level: str) -> str:
 
 
 def _log4j_file(level: str) -> str:
-    path = Path(tempfile.gettempdir()) / f"shedlab-log4j2-{level.lower()}.properties"
-    content = _LOG4J2.format(root=_quiet_root(level))
+    root = _quiet_root(level)  # the file's only variable: one file per root level, not per level asked
+    path = Path(tempfile.gettempdir()) / f"shedlab-log4j2-{root.lower()}.properties"
+    content = _LOG4J2.format(root=root)
     if not path.exists() or path.read_text(encoding="utf-8") != content:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(content, encoding="utf-8")
