@@ -125,8 +125,8 @@ def test_the_recording_and_its_twin_compare_over_the_same_times() -> None:
 
 
 def test_without_gaps_the_figures_are_the_whole_runs_as_before() -> None:
-    """No gaps (a recording without any, or a TwinFit made before gaps were carried): the summary's
-    spread and unloads, every broker row, per day of the span; the report reads as it always did."""
+    """No gaps (a recording without any, or a TwinFit made before gaps were carried): the whole runs,
+    whose spread and unloads are the summary's (no warm-up), every broker row, per day of the span."""
     summaries, brokers, ticks = _runs()
     old = TwinFit({}, "", {}, {})
     assert not old.gaps
@@ -144,4 +144,18 @@ def test_without_gaps_the_figures_are_the_whole_runs_as_before() -> None:
     checks = compare(recorded_figures(spread, quantiles, moves, SPAN_S), figs, {"a:8080": 1})
     assert fit_report_markdown(checks, title="t", seeds=2, gaps=old.gaps) == fit_report_markdown(
         checks, title="t", seeds=2
+    )
+
+
+def test_a_twins_warm_up_counts_like_the_recordings_time_it_covers() -> None:
+    """A twin edited to have a ``metrics.warmup``: its summary leaves the first minutes out, but the
+    recording covers them, so the figures still come from every tick (with or without gaps), and a
+    summary whose spread is None (no finite tick) is not read at all."""
+    summaries, brokers, ticks = _runs()
+    warm = [{**s, "score_spread_mean": None, "unloads": 0, "warmup_s": 1800.0} for s in summaries]
+    for gaps in (None, RecordingGaps((GAP,), 60.0)):
+        assert twin_figures(warm, brokers, ticks, gaps) == twin_figures(summaries, brokers, ticks, gaps)
+    fig = twin_figures(warm, brokers, ticks)[0]
+    assert fig["unloads per day"] == float(ticks[ticks["run_id"] == "s1"]["unloads"].sum()) / (
+        SPAN_S / 86400.0
     )

@@ -826,31 +826,35 @@ def twin_figures(
     ticks: pd.DataFrame,
     gaps: RecordingGaps | None = None,
 ) -> list[dict[str, Any]]:
-    """Per twin run (seed): the same figures from its summary, ``brokers`` and ``ticks`` tables.
+    """Per twin run (seed): the same figures from its ``brokers`` and ``ticks`` tables, over the times
+    the recording covers.
 
-    With the recording's ``gaps`` (:class:`RecordingGaps`), only over the times the recording covers:
-    spread and broker quantiles from the ticks at recorded times (``time_s``), unloads and traffic moved
-    from the ticks whose unloads the recording would have seen, per day of that time — the twin runs
-    through a gap, and its ticks there have no recorded counterpart. ``brokers`` needs ``time_s`` then,
-    ``ticks`` needs ``time_s``, ``score_spread`` and ``unloads``. Without gaps, the whole runs (the
-    summary's ``score_spread_mean`` and ``unloads``).
+    Without ``gaps`` (:class:`RecordingGaps`) that is the whole run; with them, spread and broker
+    quantiles come from the ticks at recorded times (``time_s``), unloads and traffic moved from the
+    ticks whose unloads the recording would have seen, per day of that time: the twin runs through a
+    gap, and its ticks there have no recorded counterpart. ``brokers`` needs ``time_s`` and ``score``,
+    ``ticks`` needs ``time_s``, ``score_spread``, ``unloads`` and the throughputs; of the summary only
+    ``run_id`` and ``duration_s`` are read.
+
+    One path, from the tables, with or without gaps. The summary's own figures leave out a
+    ``metrics.warmup`` (a twin edited to have one), while the recording's cover its whole span; the
+    tables keep every tick, so both sides are over the same times either way. (Until 27 Nov 2026 the
+    run without gaps took the summary's spread and unloads but every broker row, and divided the
+    unloads of the time after the warm-up by the whole span.)
     """
     out = []
+    every = gaps or RecordingGaps()  # no spans: every tick is at a recorded time and its moves seen
     for s in summaries:
         run = str(s["run_id"])
+        days = every.observed_s(float(s["duration_s"])) / 86400.0
         b = brokers[brokers["run_id"] == run]
         t = ticks[ticks["run_id"] == run]
-        if gaps:
-            days = gaps.observed_s(float(s["duration_s"])) / 86400.0
-            b = b[gaps.at_recorded_times(b["time_s"])]
-            spread = t["score_spread"].to_numpy(dtype=np.float64)[gaps.at_recorded_times(t["time_s"])]
-            finite = spread[np.isfinite(spread)]
-            spread_mean = float(finite.mean()) if finite.size else math.nan
-            t = t[gaps.moves_seen(t["time_s"])]
-            unloads = float(t["unloads"].sum())
-        else:
-            days = float(s["duration_s"]) / 86400.0
-            spread_mean, unloads = float(s["score_spread_mean"]), float(s["unloads"])
+        b = b[every.at_recorded_times(b["time_s"])]
+        spread = t["score_spread"].to_numpy(dtype=np.float64)[every.at_recorded_times(t["time_s"])]
+        finite = spread[np.isfinite(spread)]
+        spread_mean = float(finite.mean()) if finite.size else math.nan
+        t = t[every.moves_seen(t["time_s"])]
+        unloads = float(t["unloads"].sum())
         q = b.groupby("broker")["score"].quantile(np.array(QUANTILES)).unstack()
         moved_share = float(
             (t["throughput_moved"] / t["throughput_total"].where(t["throughput_total"] > 0)).sum()
