@@ -153,7 +153,9 @@ def test_an_output_location_that_is_a_file_is_refused(tmp_path: Path) -> None:
 
 def _summary_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"run_id": ["x"], "status": ["ok"]}), path)
+    row = {"run_id": ["x"], "status": ["ok"], "params_id": ["p"], "params_json": ["{}"], "seed": [1]}
+    metrics = pa.array([[("unloads", 1.0)]], type=pa.map_(pa.string(), pa.float64()))
+    pq.write_table(pa.table({**row, "metrics": metrics}), path)
 
 
 def test_unreadable_run_summaries_are_moved_to_quarantine(tmp_path: Path) -> None:
@@ -165,13 +167,18 @@ def test_unreadable_run_summaries_are_moved_to_quarantine(tmp_path: Path) -> Non
     (part / "run-junk.parquet").write_bytes(b"\x1f\x8b" + b"\x00" * 200)  # not Parquet at all
     (part / "run-empty.parquet").write_bytes(b"")
     pq.write_table(pa.table({"run_id": ["x"], "score": [1.0]}), part / "run-other.parquet")  # a ticks file
+    # a summary without the metrics its readers spread into columns (an older or a foreign writer)
+    pq.write_table(pq.read_table(part / "run-good.parquet").drop(["metrics"]), part / "run-short.parquet")
     moved = quarantine_corrupt_runs(str(tmp_path))
     names = sorted(path for path, _ in moved)
-    kinds = ("empty", "junk", "other", "torn")
+    kinds = ("empty", "junk", "other", "short", "torn")
     assert names == [f"runs/scenario=s/strategy=a%3Ab/run-{n}.parquet" for n in kinds]
     assert all(reason and "\n" not in reason for _, reason in moved)
     assert dict(moved)["runs/scenario=s/strategy=a%3Ab/run-other.parquet"] == (
-        "not a run summary: no column 'status'"
+        "not a run summary: no column 'status', 'params_id', 'params_json', 'seed', 'metrics'"
+    )
+    assert dict(moved)["runs/scenario=s/strategy=a%3Ab/run-short.parquet"] == (
+        "not a run summary: no column 'metrics'"
     )
     assert sorted(p.name for p in part.iterdir()) == ["run-good.parquet"]
     assert (tmp_path / "quarantine" / "runs" / "scenario=s" / "strategy=a%3Ab" / "run-torn.parquet").exists()

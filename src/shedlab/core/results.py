@@ -483,10 +483,10 @@ def missing_columns(names: Sequence[str], required: Sequence[str], source: str) 
     """Refuse a table (``source`` names its file) without the columns its readers index: another
     table's file, or a file of another program, under a shedlab table's name. Pandas would raise a
     KeyError deep in whoever reads the column first."""
-    missing = [c for c in required if c not in names]
+    missing = _absent(names, required)
     if missing:
         raise InputError(
-            f"not a table shedlab wrote here: no column {', '.join(map(repr, missing))}",
+            f"not a table shedlab wrote here: {missing}",
             source=source,
             hint=f"its columns: {', '.join(list(names)[:8])}{', …' if len(names) > 8 else ''}",
         )
@@ -568,8 +568,10 @@ def read_run_table(
         raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
 
 
-_RUN_IDENTITY = ("run_id", "status")
-"""The columns that make a file a run summary (another table's file under ``runs/`` lacks ``status``)."""
+def _absent(names: Sequence[str], required: Sequence[str]) -> str | None:
+    """The phrase ``no column 'a', 'b'`` for the ``required`` columns not in ``names`` (None if none are)."""
+    missing = [c for c in required if c not in names]
+    return f"no column {', '.join(map(repr, missing))}" if missing else None
 
 
 def _readable(fs: Any, path: str) -> str | None:
@@ -581,8 +583,8 @@ def _readable(fs: Any, path: str) -> str | None:
             names = pq.ParquetFile(src).read().schema.names
     except (OSError, ValueError, pa.ArrowException) as exc:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    missing = [c for c in _RUN_IDENTITY if c not in names]
-    return f"not a run summary: no column {', '.join(map(repr, missing))}" if missing else None
+    missing = _absent(names, RUN_COLUMNS_READ)  # what the readers index: quarantined, not a failed read
+    return f"not a run summary: {missing}" if missing else None
 
 
 def quarantine_corrupt_runs(out: str) -> list[tuple[str, str]]:
