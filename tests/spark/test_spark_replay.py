@@ -5,6 +5,7 @@ simulator's own decisions (known truth)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -214,3 +215,54 @@ def test_replay_of_a_cluster_not_in_the_ingest_output_names_it(
             strategy_configs(["AvgShedder"]),
             clusters=["prod"],
         )
+
+
+def _with_checksum_sidecars(spark: SparkSession, root: Path) -> None:
+    """Rewrite every Parquet file under ``root`` through Hadoop's default local filesystem (checksummed),
+    which writes the ``.crc`` beside it: the output as Spark writes it with Hadoop's defaults, and as
+    shedlab wrote it before it stopped writing checksums."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop = jvm.org.apache.hadoop
+    fs = hadoop.fs.LocalFileSystem()
+    fs.initialize(jvm.java.net.URI("file:///"), hadoop.conf.Configuration())
+    for path in root.rglob("*.parquet"):
+        data = path.read_bytes()
+        sink = fs.create(hadoop.fs.Path(str(path)), True)
+        sink.write(bytearray(data))
+        sink.close()
+    assert len(list(root.rglob(".*.parquet.crc"))) == len(list(root.rglob("*.parquet"))) > 0
+
+
+@pytest.mark.spark
+def test_replay_reads_an_ingest_output_whose_file_a_user_rewrote(
+    spark: SparkSession, recorded: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broker_samples file rewritten with pandas beside its stale ``.crc`` sidecar replays as the file it
+    replaced (Hadoop's checksummed filesystem failed with ChecksumException and a Java stack), and the
+    replay's own output has no sidecars."""
+    from py4j.protocol import Py4JJavaError
+
+    from shedlab.cli import main
+
+    snap = tmp_path / "snap"
+    shutil.copytree(recorded["root"] / "snap", snap)
+    _with_checksum_sidecars(spark, snap)
+    edited = next((snap / "broker_samples").rglob("*.parquet"))
+    pd.read_parquet(edited).to_parquet(edited, index=False)  # same rows, other bytes
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    checksummed = jvm.org.apache.hadoop.fs.LocalFileSystem()
+    checksummed.initialize(jvm.java.net.URI("file:///"), jvm.org.apache.hadoop.conf.Configuration())
+    stream = checksummed.open(jvm.org.apache.hadoop.fs.Path(str(edited)))
+    with pytest.raises(Py4JJavaError, match="ChecksumException"):  # the sidecar is real, and stale
+        stream.readFully(0, bytearray(edited.stat().st_size))
+    stream.close()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["replay", str(snap), "-s", "AvgShedder", "--out", str(tmp_path / "out"), "--json"])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 0, captured.err
+    assert _decisions_of(pd.read_parquet(tmp_path / "out" / "decisions"), "AvgShedder") == _decisions_of(
+        _replayed(recorded["root"], "decisions"), "AvgShedder"
+    )
+    assert list((tmp_path / "out").rglob("*.crc")) == []

@@ -16,6 +16,7 @@ from shedlab.core.ingest import classify_sources, local_bytes
 from shedlab.errors import ConfigError
 from shedlab.spark.session import (
     C1_ONLY,
+    RAW_LOCAL_FILES,
     SHORT_INPUT_BYTES,
     check_spark_values,
     local_cores,
@@ -85,6 +86,20 @@ def test_settings_defaults_and_overrides() -> None:
     assert "spark.driver.memory" not in cluster  # small-machine defaults only for local masters
     with pytest.raises(ConfigError, match="log level"):
         spark_settings(None, log_level="LOUD")
+
+
+def test_local_files_are_read_and_written_without_checksum_sidecars() -> None:
+    """``file:`` goes through Hadoop's raw local filesystem on every master (an output a user edited stays
+    readable), uncached; a user can set Hadoop's checksummed one back."""
+    for master in ("local[2]", "spark://master:7077", None):
+        settings = spark_settings(master)
+        assert settings["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.RawLocalFileSystem"
+        assert settings["spark.hadoop.fs.file.impl.disable.cache"] == "true"
+    checksummed = spark_settings(
+        "local[2]", {"spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem"}
+    )
+    assert checksummed["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.LocalFileSystem"
+    assert set(RAW_LOCAL_FILES) <= set(checksummed)
 
 
 def test_user_jvm_options_keep_the_quiet_log_configuration() -> None:
@@ -178,6 +193,36 @@ def test_session_is_configured(spark: SparkSession) -> None:
     assert spark.sparkContext.parallelize([1], 1).mapPartitions(probe).collect() == [
         (sys.executable, shedlab.__version__)
     ]
+
+
+@pytest.mark.spark
+def test_writes_without_checksum_sidecars_keep_their_semantics(spark: SparkSession, tmp_path: Path) -> None:
+    """The raw local filesystem writes no ``.crc`` files and changes nothing else a write does: ``_SUCCESS``,
+    overwrite, append, and dynamic partition overwrite (only the partitions written are replaced)."""
+    from pyspark.sql import functions
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    fs = jvm.org.apache.hadoop.fs.Path(tmp_path.as_uri()).getFileSystem(
+        spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    )
+    assert fs.getClass().getName() == "org.apache.hadoop.fs.RawLocalFileSystem"
+    rows = spark.createDataFrame([(i, f"p{i % 3}") for i in range(30)], "x int, p string")
+    plain, parts = str(tmp_path / "plain"), str(tmp_path / "parts")
+    rows.write.mode("overwrite").parquet(plain)
+    rows.write.mode("append").parquet(plain)
+    assert spark.read.parquet(plain).count() == 60
+    rows.limit(5).write.mode("overwrite").parquet(plain)
+    assert spark.read.parquet(plain).count() == 5
+    assert (tmp_path / "plain" / "_SUCCESS").is_file()
+    rows.write.mode("overwrite").partitionBy("p").parquet(parts)
+    rows.filter("p = 'p0'").selectExpr("x + 100 AS x", "p").write.mode("overwrite").partitionBy("p").parquet(
+        parts
+    )
+    summary = spark.read.parquet(parts).groupBy("p").agg(functions.count("*"), functions.min("x")).collect()
+    counts = {str(p): (int(n), int(low)) for p, n, low in summary}
+    assert counts == {"p0": (10, 100), "p1": (10, 1), "p2": (10, 2)}
+    assert list(tmp_path.rglob("*.crc")) == []
 
 
 @given(

@@ -13,6 +13,8 @@
   :func:`ship_strategy_modules` ships their modules with ``addPyFile``;
 * quiet logs (WARN, and ERROR for the noisy Hadoop/Spark loggers), no console progress bar, the
   web UI off unless asked for;
+* local files (``file:``) read and written without Hadoop's ``.crc`` checksum sidecars
+  (:data:`RAW_LOCAL_FILES`), so an output a user edited stays readable;
 * small-machine defaults for local masters (shuffle partitions = 2 × cores, UTC session time zone,
   Arrow for pandas conversion, one BLAS thread per task); every default can be overridden with
   ``--conf k=v`` or a config file.
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ACCEPTED_MASTERS",
     "DEFAULT_MASTER",
+    "RAW_LOCAL_FILES",
     "check_spark_values",
     "get_spark",
     "has_active_session",
@@ -242,6 +245,28 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
+RAW_LOCAL_FILES = {
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.hadoop.fs.file.impl.disable.cache": "true",
+}
+"""``file:`` paths through Hadoop's raw local filesystem: no ``.crc`` sidecars written, none verified.
+
+Hadoop's default for ``file:`` (``LocalFileSystem``, a ``ChecksumFileSystem``) writes a hidden
+``.part-….crc`` beside every data file and verifies it on every read. A user who rewrites a file of an
+output (a Parquet file rewritten with pandas) leaves the old checksum behind, and the next command that
+read the directory (``ingest`` → ``replay`` or ``twin``) failed with
+``org.apache.hadoop.fs.ChecksumException`` under a Java stack. An edited file is the user's data, not
+damage: outputs are now written without sidecars, and those of outputs written before (or by another
+Spark) are ignored (never opened, and Spark lists no hidden file as data). A truncated or non-Parquet
+file is still refused, in one line, by ``check_ingest_output`` (``PAR1`` at both ends).
+``RawLocalFileSystem`` is the filesystem ``LocalFileSystem`` wraps, so writes are otherwise unchanged:
+``_SUCCESS``, overwrite, append and dynamic partition overwrite behave the same
+(tests/spark/test_spark_session.py). The cache is disabled because Hadoop keeps one filesystem per scheme
+for the whole JVM, whichever configuration made it first: a ``LocalFileSystem`` made from a default
+configuration would otherwise serve these reads too. Only ``file:`` changes (HDFS and object stores keep
+their own checksums); ``--conf`` sets either key back."""
+
+
 def spark_settings(
     master: str | None,
     conf: Mapping[str, str] | None = None,
@@ -271,6 +296,10 @@ def spark_settings(
         # expressions took seconds of a short ingest. It only adds the Python line to Spark's own error
         # text, which shedlab turns into its one-line errors anyway (docs/spark.md, 26 Nov 2026).
         "spark.python.sql.dataFrameDebugging.enabled": "false",
+        # No .crc sidecars on local files: a file a user edited in an output stayed readable by pandas
+        # but not by the next shedlab command (ChecksumException, a Java stack). Why it is safe: see
+        # RAW_LOCAL_FILES.
+        **RAW_LOCAL_FILES,
     }
     if is_local_master(master):
         cores = local_cores(master)
