@@ -40,6 +40,20 @@ def test_user_errors_are_one_line(args: tuple[str, ...], expected: str) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_a_space_that_changes_the_pair_is_one_line_before_spark(tmp_path: Path) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text("AvgShedder:\n  loadBalancerLoadSheddingStrategy: [ThresholdShedder]\n")
+    result = _run("tune", "load-jitter", "--out", str(tmp_path / "out"), "--space", str(space))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: {space}: AvgShedder.loadBalancerLoadSheddingStrategy: a space cannot change the strategy "
+        "pair: the pair is chosen by the section name (got ['ThresholdShedder']); give that pair a section "
+        "of its own (e.g. ThresholdShedder+LeastResourceUsageWithWeight:); --strategies chooses the pairs "
+        "tuned"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
 def test_demo_refuses_a_bad_strategy_before_spark() -> None:
     # --demo ignored --strategies: a misspelt pair (or a plugin) was silently replaced by the built-ins
     result = _run("tune", "--demo", "--out", "x", "--strategies", "AvgShedderr")

@@ -83,6 +83,45 @@ def test_space_values_are_checked_against_the_key_table(tmp_path: Path) -> None:
         load_space(path)
 
 
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("AvgShedder", "loadBalancerLoadSheddingStrategy", "ThresholdShedder"),
+        (TS, "loadBalancerLoadPlacementStrategy", "LeastResourceUsageWithWeight"),
+        (TS, "loadBalancerLoadSheddingStrategy", "ThresholdShedder"),  # the section's own: still the pair's
+        ("common", "loadBalancerLoadPlacementStrategy", "LeastResourceUsageWithWeight"),
+        (
+            "common",
+            "loadManagerClassName",
+            "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
+        ),
+    ],
+)
+def test_space_keys_that_choose_the_pair_are_refused(
+    tmp_path: Path, section: str, key: str, value: str
+) -> None:
+    """Under a pair, a strategy or load manager key ran that pair's candidates as another pair (placement
+    LeastResourceUsageWithWeight under ThresholdShedder+LeastLongTermMessageRate), still labelled with the
+    section's name, or as no pair at all (a Spark task's error): the section name chooses the pair."""
+    path = tmp_path / "space.yaml"
+    path.write_text(f"{section}:\n  maxUnloadPercentage: [0.2]\n  {key}: [{value}]\n")
+    with pytest.raises(ConfigError) as err:
+        load_space(path)
+    assert err.value.source == str(path) and err.value.field == f"{section}.{key}"
+    assert str(err.value).startswith(f"{path}: {section}.{key}: a space cannot change the strategy pair")
+    assert "the pair is chosen by the section name" in str(err.value)
+    assert repr(value) in str(err.value)
+
+
+def test_a_space_may_vary_string_keys_that_do_not_choose_the_pair(tmp_path: Path) -> None:
+    """Only the pair's own keys are refused: the split algorithm, say, is a setting like any other."""
+    path = tmp_path / "space.yaml"
+    path.write_text("AvgShedder:\n  defaultNamespaceBundleSplitAlgorithm: [range_equally_divide]\n")
+    assert load_space(path).pair_axes("AvgShedder") == [
+        ("defaultNamespaceBundleSplitAlgorithm", ("range_equally_divide",))
+    ]
+
+
 def test_candidates_are_deterministic_and_start_with_the_recorded_configuration() -> None:
     space = load_space()
     a = make_candidates(space, list(STRATEGY_PAIRS), TS, per_pair=6, seed=3)

@@ -38,7 +38,7 @@ from shedlab.core.evaluation import evaluate_expression, expression_names, mean_
 from shedlab.core.grid import canonical_json
 from shedlab.errors import ConfigError, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
-from shedlab.strategies.registry import pair_config
+from shedlab.strategies.registry import PAIR_KEYS, pair_config
 from shedlab.units import conf_value
 
 __all__ = [
@@ -107,6 +107,7 @@ def _axes(data: Any, source: str, where: str) -> tuple[tuple[str, tuple[Any, ...
     out = []
     base = LoadBalancerConfig()
     for key, raw in data.items():
+        _refuse_pair_key(str(key), raw, source, where)
         values = tuple(raw) if isinstance(raw, list) else (raw,)
         if not values:
             raise ConfigError("expected at least one value", source=source, field=f"{where}.{key}")
@@ -114,6 +115,21 @@ def _axes(data: Any, source: str, where: str) -> tuple[tuple[str, tuple[Any, ...
             resolve_config(base.with_overrides({str(key): v}, source=f"{source}: {where}.{key}"), pair=False)
         out.append((str(key), values))
     return tuple(out)
+
+
+def _refuse_pair_key(key: str, raw: Any, source: str, where: str) -> None:
+    """A space varies a pair's settings, never the pair: a strategy or load manager class key under
+    ``where`` would run every candidate it is in as another pair (or fail in a Spark task when the
+    classes do not go together), still labelled with the section's pair."""
+    if key in PAIR_KEYS:
+        raise ConfigError(
+            "a space cannot change the strategy pair: the pair is chosen by the section name",
+            source=source,
+            field=f"{where}.{key}",
+            value=raw,
+            hint="give that pair a section of its own (e.g. ThresholdShedder+LeastResourceUsageWithWeight:); "
+            "--strategies chooses the pairs tuned",
+        )
 
 
 def load_space(path: str | Path | None = None) -> Space:

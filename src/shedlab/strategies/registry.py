@@ -51,6 +51,7 @@ __all__ = [
     "EXTENSIBLE_PAIRS",
     "MODULAR_LOAD_MANAGER",
     "PAIR_COLOURS",
+    "PAIR_KEYS",
     "PLACEMENT_STRATEGIES",
     "SHEDDING_STRATEGIES",
     "STRATEGY_PAIRS",
@@ -136,6 +137,9 @@ _EXTENSIBLE_ONLY: Final = (
 MODULAR_LOAD_MANAGER: Final = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
 EXTENSIBLE_LOAD_MANAGER: Final = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
 """``loadManagerClassName`` of the extensible manager; the extensible pair sets it (spec §8)."""
+PAIR_KEYS: Final = frozenset((*STRATEGY_KEYS.values(), "loadManagerClassName"))
+"""The keys a strategy pair decides (:func:`pair_config`): its two strategy classes and the load manager
+class that runs them. Setting one of them on top of a pair makes it another pair, or none."""
 
 
 def _roles_of(cls: type) -> frozenset[StrategyRole]:
