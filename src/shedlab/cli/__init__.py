@@ -1,9 +1,10 @@
 """The ``shedlab`` command line: one entry point, one module per group of subcommands.
 
 User errors (:class:`~shedlab.errors.ShedlabError`) are printed as one line on stderr with exit
-code 2 and no traceback; anything else is a bug and keeps its traceback. So are the usage errors typer
-finds itself (``--seed abc``, an unknown option, a missing argument), naming the option and the value,
-instead of typer's boxed message of several lines.
+code 2 and no traceback, and so is a Spark job that failed on a file it could not read (the user's
+data: :mod:`shedlab.spark.failures`); anything else is a bug and keeps its traceback. So are the
+usage errors typer finds itself (``--seed abc``, an unknown option, a missing argument), naming the
+option and the value, instead of typer's boxed message of several lines.
 
 Start-up: a command's module is imported only when that command runs. Importing every command module
 up front loaded pandas, plotly and PyArrow (through the simulator, the report and the Spark commands)
@@ -38,6 +39,7 @@ from typer.exceptions import Abort
 
 from shedlab import __version__
 from shedlab.errors import ShedlabError, one_line
+from shedlab.spark.failures import read_failure
 
 __all__ = ["COMMANDS", "app", "main"]
 
@@ -185,6 +187,11 @@ def main(argv: list[str] | None = None) -> None:
     except Abort:  # end of input at a prompt
         typer.echo("Aborted!", err=True)
         sys.exit(1)
+    except Exception as exc:
+        failure = read_failure(exc)  # a Spark job that failed on a file it could not read: user data
+        if failure is None:
+            raise  # a bug: its traceback
+        _fail(str(failure), failure.exit_code)
     # as in typer's standalone mode, always SystemExit: typer.Exit(code), Ctrl-C (130), or 0
     sys.exit(code if isinstance(code, int) else 0)
 

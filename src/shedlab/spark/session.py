@@ -11,8 +11,8 @@
   is installed in the executors' environment);
 * users' strategies (``package.module:ClassName``) importable on the workers:
   :func:`ship_strategy_modules` ships their modules with ``addPyFile``;
-* quiet logs (WARN, and ERROR for the noisy Hadoop/Spark loggers), no console progress bar, the
-  web UI off unless asked for;
+* quiet logs (the console at ERROR, the root included: :func:`_quiet_root`; a local master's failed
+  tasks to :data:`SPARK_TASKS_LOG`), no console progress bar, the web UI off unless asked for;
 * local files (``file:``) read and written without Hadoop's ``.crc`` checksum sidecars
   (:data:`RAW_LOCAL_FILES`), so an output a user edited stays readable;
 * small-machine defaults for local masters (shuffle partitions = 2 × cores, UTC session time zone,
@@ -46,6 +46,7 @@ __all__ = [
     "ACCEPTED_MASTERS",
     "DEFAULT_MASTER",
     "RAW_LOCAL_FILES",
+    "SPARK_TASKS_LOG",
     "check_spark_values",
     "get_spark",
     "has_active_session",
@@ -84,11 +85,31 @@ logger.sparkenv.name = org.apache.spark.SparkEnv
 logger.sparkenv.level = ERROR
 logger.blockmgr.name = org.apache.spark.storage
 logger.blockmgr.level = ERROR
+appender.tasks.type = File
+appender.tasks.name = tasks
+appender.tasks.fileName = {tasks_log}
+appender.tasks.layout.type = PatternLayout
+appender.tasks.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = ERROR
+logger.executor.additivity = false
+logger.executor.appenderRef.tasks.ref = tasks
 logger.taskset.name = org.apache.spark.scheduler.TaskSetManager
 logger.taskset.level = ERROR
+logger.taskset.additivity = false
+logger.taskset.appenderRef.tasks.ref = tasks
 logger.py.name = org.apache.spark.api.python
 logger.py.level = ERROR
 """
+
+SPARK_TASKS_LOG = Path(tempfile.gettempdir()) / "shedlab-spark-tasks.log"
+"""Where a local master's failed tasks are logged (``Executor``, ``TaskSetManager``), not the console.
+
+A task that fails logs its Java stack at ERROR from the executor, which a local master runs in the
+driver's JVM: 40 lines on the console before the driver's own error. The driver's exception carries the
+same failure (the command line turns a file Spark could not read into one line,
+:mod:`shedlab.spark.failures`, and keeps the traceback of any other), so the console loses nothing a user
+reads and the file keeps the executor's stacks. A cluster's executors log where their cluster puts logs."""
 
 _LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")  # chattiest first
 
@@ -408,7 +429,7 @@ def _quiet_root(level: str) -> str:
 def _log4j_file(level: str) -> str:
     root = _quiet_root(level)  # the file's only variable: one file per root level, not per level asked
     path = Path(tempfile.gettempdir()) / f"shedlab-log4j2-{root.lower()}.properties"
-    content = _LOG4J2.format(root=root)
+    content = _LOG4J2.format(root=root, tasks_log=SPARK_TASKS_LOG)
     if not path.exists() or path.read_text(encoding="utf-8") != content:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(content, encoding="utf-8")
