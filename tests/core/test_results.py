@@ -169,9 +169,13 @@ def test_unreadable_run_summaries_are_moved_to_quarantine(tmp_path: Path) -> Non
     pq.write_table(pa.table({"run_id": ["x"], "score": [1.0]}), part / "run-other.parquet")  # a ticks file
     # a summary without the metrics its readers spread into columns (an older or a foreign writer)
     pq.write_table(pq.read_table(part / "run-good.parquet").drop(["metrics"]), part / "run-short.parquet")
+    # a summary rewritten by another program with the seed as text (Spark failed the whole read on it)
+    good = pq.read_table(part / "run-good.parquet")
+    seed = good.schema.get_field_index("seed")
+    pq.write_table(good.set_column(seed, "seed", pa.array(["1"])), part / "run-typed.parquet")
     moved = quarantine_corrupt_runs(str(tmp_path))
     names = sorted(path for path, _ in moved)
-    kinds = ("empty", "junk", "other", "short", "torn")
+    kinds = ("empty", "junk", "other", "short", "torn", "typed")
     assert names == [f"runs/scenario=s/strategy=a%3Ab/run-{n}.parquet" for n in kinds]
     assert all(reason and "\n" not in reason for _, reason in moved)
     assert dict(moved)["runs/scenario=s/strategy=a%3Ab/run-other.parquet"] == (
@@ -179,6 +183,9 @@ def test_unreadable_run_summaries_are_moved_to_quarantine(tmp_path: Path) -> Non
     )
     assert dict(moved)["runs/scenario=s/strategy=a%3Ab/run-short.parquet"] == (
         "not a run summary: no column 'metrics'"
+    )
+    assert dict(moved)["runs/scenario=s/strategy=a%3Ab/run-typed.parquet"] == (
+        "not a run summary: column 'seed' is string, not int64"
     )
     assert sorted(p.name for p in part.iterdir()) == ["run-good.parquet"]
     assert (tmp_path / "quarantine" / "runs" / "scenario=s" / "strategy=a%3Ab" / "run-torn.parquet").exists()

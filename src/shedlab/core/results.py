@@ -576,15 +576,25 @@ def _absent(names: Sequence[str], required: Sequence[str]) -> str | None:
 
 def _readable(fs: Any, path: str) -> str | None:
     """Why the run summary ``path`` cannot be read whole (None if it can): truncated by a killed
-    writer, overwritten with garbage, not Parquet at all, or another table's file (no ``status``:
-    Spark would read its rows as runs of unknown status, counted failed without a reason)."""
+    writer, overwritten with garbage, not Parquet at all, another table's file (no ``status``: Spark
+    would read its rows as runs of unknown status, counted failed without a reason), or a column of
+    another type than the sweep writes (a file rewritten by another program: Spark, which reads the
+    table with ``RUN_SUMMARY``, failed the whole read on it)."""
     try:
         with fs.open_input_file(path) as src:
-            names = pq.ParquetFile(src).read().schema.names
+            schema = pq.ParquetFile(src).read().schema
     except (OSError, ValueError, pa.ArrowException) as exc:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    missing = _absent(names, RUN_COLUMNS_READ)  # what the readers index: quarantined, not a failed read
-    return f"not a run summary: {missing}" if missing else None
+    missing = _absent(
+        schema.names, RUN_COLUMNS_READ
+    )  # what the readers index: quarantined, not a failed read
+    if missing:
+        return f"not a run summary: {missing}"
+    for name in schema.names:
+        wanted = RUN_SUMMARY_ARROW.field(name).type if name in RUN_SUMMARY_ARROW.names else None
+        if wanted is not None and schema.field(name).type != wanted:
+            return f"not a run summary: column {name!r} is {schema.field(name).type}, not {wanted}"
+    return None
 
 
 def quarantine_corrupt_runs(out: str) -> list[tuple[str, str]]:
