@@ -40,6 +40,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from shedlab.core.results import read_local_parquet  # not pd.read_parquet: see its docstring
+
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCES = ROOT / "tests" / "reference"
 SHEDLAB = str(ROOT / ".venv" / "bin" / "shedlab")
@@ -157,7 +159,7 @@ def same_table(expected_csv: Path, found_csv: Path) -> bool:
 
 def content_digest(path: Path) -> str:
     """A run-summary file's content without what legitimately varies: wall time and host."""
-    frame = pd.read_parquet(path).drop(columns=list(VOLATILE), errors="ignore")
+    frame = read_local_parquet(path).drop(columns=list(VOLATILE), errors="ignore")
     return hashlib.sha256(frame.to_csv(index=False).encode()).hexdigest()
 
 

@@ -34,6 +34,7 @@ from shedlab.core.results import (
     MANIFEST,
     manifest_grids,
     missing_columns,
+    read_local_parquet,
     read_partitioned,
     read_run_table,
     read_sweep_runs,
@@ -97,7 +98,7 @@ def _read_parquet(path: Path, columns: list[str] | None = None, required: Sequen
     try:
         if columns and path.is_file():  # say which are missing, not pyarrow's "No match for FieldRef"
             missing_columns(pq.read_schema(path).names, columns, str(path))
-        frame = pd.read_parquet(path, columns=columns)
+        frame = read_local_parquet(path, columns)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
     missing_columns(list(frame.columns), required, str(path))
