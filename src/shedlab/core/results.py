@@ -480,6 +480,12 @@ def read_manifest(out: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _absent(names: Sequence[str], required: Sequence[str]) -> str | None:
+    """The phrase ``no column 'a', 'b'`` for the ``required`` columns not in ``names`` (None if none are)."""
+    missing = [c for c in required if c not in names]
+    return f"no column {', '.join(map(repr, missing))}" if missing else None
+
+
 def missing_columns(names: Sequence[str], required: Sequence[str], source: str) -> None:
     """Refuse a table (``source`` names its file) without the columns its readers index: another
     table's file, or a file of another program, under a shedlab table's name. Pandas would raise a
@@ -585,12 +591,6 @@ def read_run_table(
         raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
 
 
-def _absent(names: Sequence[str], required: Sequence[str]) -> str | None:
-    """The phrase ``no column 'a', 'b'`` for the ``required`` columns not in ``names`` (None if none are)."""
-    missing = [c for c in required if c not in names]
-    return f"no column {', '.join(map(repr, missing))}" if missing else None
-
-
 def _readable(fs: Any, path: str) -> str | None:
     """Why the run summary ``path`` cannot be read whole (None if it can): truncated by a killed
     writer, overwritten with garbage, not Parquet at all, another table's file (no ``status``: Spark
@@ -602,9 +602,8 @@ def _readable(fs: Any, path: str) -> str | None:
             schema = pq.ParquetFile(src).read().schema
     except (OSError, ValueError, pa.ArrowException) as exc:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    missing = _absent(
-        schema.names, RUN_COLUMNS_READ
-    )  # what the readers index: quarantined, not a failed read
+    # what the readers index, and each column's type: quarantined here, not a failed read later
+    missing = _absent(schema.names, RUN_COLUMNS_READ)
     if missing:
         return f"not a run summary: {missing}"
     for name in schema.names:
