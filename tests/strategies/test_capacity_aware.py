@@ -361,18 +361,19 @@ PROBES = Path(__file__).resolve().parents[2] / "examples" / "capacity-probes"
 def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
     # docs/capacity-aware.md, "Probes": every probe file is in one of the three grids (grid.yaml: the eight
     # probes, the out-of-sample three of the first round too; holdout.yaml: the three of issue 15's second
-    # round; holdout-3.yaml, holdout-4.yaml and holdout-5.yaml: the four of its third, fourth and fifth),
-    # each loads as a
-    # scenario of its own name, and every grid compares the four pairs of the capacity grid.
+    # round; holdout-3.yaml to holdout-6.yaml: the four of its third to sixth), each loads as a scenario
+    # of its own name, and every grid compares the four pairs of the capacity grid.
     grid = load_grid(PROBES / "grid.yaml")
     holdout = load_grid(PROBES / "holdout.yaml")
     third = load_grid(PROBES / "holdout-3.yaml")
     fourth = load_grid(PROBES / "holdout-4.yaml")
     fifth = load_grid(PROBES / "holdout-5.yaml")
+    sixth = load_grid(PROBES / "holdout-6.yaml")
     files = sorted(p.stem for p in PROBES.glob("probe-*.yaml"))
     assert len(grid.scenarios) == 8 and len(holdout.scenarios) == 3
-    assert len(third.scenarios) == len(fourth.scenarios) == len(fifth.scenarios) == 4
-    grids = [*grid.scenarios, *holdout.scenarios, *third.scenarios, *fourth.scenarios, *fifth.scenarios]
+    assert len(third.scenarios) == len(fourth.scenarios) == len(fifth.scenarios) == len(sixth.scenarios) == 4
+    later = [*third.scenarios, *fourth.scenarios, *fifth.scenarios, *sixth.scenarios]
+    grids = [*grid.scenarios, *holdout.scenarios, *later]
     assert sorted(ref.name for ref in grids) == files
     assert {"probe-five-classes", "probe-some-bookies", "probe-busy-strong-nic"} <= set(files)
     assert {"probe-bundle-sizes", "probe-strong-slow-nic", "probe-colocated-comes-goes"} == {
@@ -387,8 +388,14 @@ def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
     assert {"probe-weak-joins", "probe-connection-heavy", "probe-rolling-mixed", "probe-zipf-classes"} == {
         ref.name for ref in fifth.scenarios
     }
+    assert {
+        "probe-strong-leaves",
+        "probe-namespace-surge",
+        "probe-growing-colocated",
+        "probe-fanout-mixed",
+    } == {ref.name for ref in sixth.scenarios}
     for name in files:
         assert load_scenario(str(PROBES / f"{name}.yaml")).name == name
     capacity = set(load_grid("capacity").strategies)
     assert set(grid.strategies) == set(holdout.strategies) == set(third.strategies) == capacity
-    assert set(fourth.strategies) == set(fifth.strategies) == capacity
+    assert set(fourth.strategies) == set(fifth.strategies) == set(sixth.strategies) == capacity
