@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from shedlab.core.results import read_local_parquet
 from shedlab.core.sim import load_scenario, run_simulation
 from shedlab.errors import InputError
 from shedlab.report import build_report, load_results
@@ -141,7 +142,6 @@ def test_decimate_keeps_extremes_and_bounds_points() -> None:
 
 @pytest.mark.spark
 def test_sweep_and_evaluation_report(sweep_root: Path, tmp_path: Path) -> None:
-    import pandas as pd
 
     data = load_results(sweep_root)
     assert data.kind == "sweep"
@@ -235,12 +235,11 @@ def test_replay_report(spark: SparkSession, tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_terminal_pip_table_fits_80_columns(sweep_root: Path) -> None:
-    import pandas as pd
     from rich.console import Console
 
     from shedlab.report.terminal import pip364_table
 
-    pip = pd.read_parquet(sweep_root / "sweep" / "evaluation" / "pip364")
+    pip = read_local_parquet(sweep_root / "sweep" / "evaluation" / "pip364")
     console = Console(width=80, record=True, color_system=None)
     console.print(pip364_table(pip))
     text = console.export_text()
@@ -307,7 +306,7 @@ def test_report_on_a_replay_in_which_nothing_moved(spark: SparkSession, tmp_path
     ingest(spark, [str(quiet)], str(tmp_path / "ingest"))
     replay(spark, str(tmp_path / "ingest"), str(tmp_path / "replay"), strategy_configs(["AvgShedder"]))
     for table in ("decisions", "ownership_changes"):
-        frame = pd.read_parquet(tmp_path / "replay" / table)
+        frame = read_local_parquet(tmp_path / "replay" / table)
         assert frame.empty and "tick_ms" in frame.columns
     build_report(tmp_path / "replay", tmp_path / "quiet.html")
     for table in ("decisions", "ownership_changes"):  # the older form: a table directory without a file

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from shedlab.core.grid import load_grid
-from shedlab.core.results import read_partitioned
+from shedlab.core.results import read_local_parquet, read_partitioned
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -139,7 +139,7 @@ def test_a_sweep_killed_twice_resumes_to_the_uninterrupted_result(
 def _ingested(root: Path) -> dict[str, pd.DataFrame]:
     tables = {}
     for name in ("broker_samples", "bundle_samples", "quarantine"):
-        frame = pd.read_parquet(root / name)
+        frame = read_local_parquet(root / name)
         frame = frame.astype({c: str for c in ("cluster", "day") if c in frame.columns})
         tables[name] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
     return tables

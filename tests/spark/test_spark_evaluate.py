@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from shedlab.core.evaluation import PIP364_DEFINITIONS, TOO_FEW_RUNS, evaluate_runs, rate
-from shedlab.core.results import read_sweep_runs
+from shedlab.core.results import read_local_parquet, read_sweep_runs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,7 +36,7 @@ def evaluated(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def _direct_runs(out: Path) -> pd.DataFrame:
-    runs = pd.read_parquet(out / "runs")
+    runs = read_local_parquet(out / "runs")
     runs = runs[runs["status"] == "ok"]
     wide = pd.DataFrame([dict(m) for m in runs["metrics"]], index=runs.index)
     return pd.concat(
@@ -71,7 +71,7 @@ def test_metric_stats_equal_pandas(evaluated: tuple[Path, Any]) -> None:
     # the files: Parquet and CSV with the same numbers
     csv = pd.read_csv(result.out + "/metric_stats.csv")
     assert len(csv) == len(result.metric_stats)
-    parquet = pd.read_parquet(result.out + "/metric_stats")
+    parquet = read_local_parquet(result.out + "/metric_stats")
     keys = ["scenario", "strategy", "params_id", "metric"]
     assert np.allclose(parquet.sort_values(keys)["mean"], result.metric_stats.sort_values(keys)["mean"])
 

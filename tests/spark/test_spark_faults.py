@@ -16,6 +16,7 @@ import pytest
 
 from shedlab.cli import main
 from shedlab.core.grid import load_grid
+from shedlab.core.results import read_local_parquet
 from shedlab.errors import ConfigError
 from shedlab.spark.session import validate_master
 
@@ -196,7 +197,7 @@ def test_a_torn_line_is_quarantined_as_invalid_utf8_and_the_rest_kept(
     res = ingest(spark, [str(damaged)], str(tmp_path / "out"), default_cluster="c1")
     reasons = res.reasons.set_index("reason")["count"].to_dict()
     assert reasons.get("invalid_utf8") == 1
-    q = pd.read_parquet(tmp_path / "out" / "quarantine")
+    q = read_local_parquet(tmp_path / "out" / "quarantine")
     row = q[q["reason"] == "invalid_utf8"].iloc[0]
     assert row["record"] == 2 and row["raw"]
     assert int(res.stats["records_read"].iloc[0]) == len([x for x in lines if x.strip()])
@@ -276,6 +277,6 @@ def test_empty_replay_tables_keep_their_columns(spark: SparkSession, tmp_path: P
         ("ownership_changes", OWNERSHIP_CHANGE, ("cluster",)),
     ):
         _write_partitioned(spark.createDataFrame([], schema), str(tmp_path / name), keys)
-        frame = pd.read_parquet(tmp_path / name)
+        frame = read_local_parquet(tmp_path / name)
         assert frame.empty and set(field_names(schema)) - set(keys) <= set(frame.columns)
         assert spark.read.parquet(str(tmp_path / name)).count() == 0

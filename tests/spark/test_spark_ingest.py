@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
 
 from shedlab.core.ingest import RAW_COLUMNS, STAGED_COLUMNS
+from shedlab.core.results import read_local_parquet
 from shedlab.spark.ingest import IngestResult
 from shedlab.spark.schemas import RAW_ROW, STAGED_ROW, struct
 
@@ -121,7 +121,7 @@ def test_ingest_output_tables(spark: SparkSession, fixture_ingest: IngestResult)
     u = bundles.toPandas()
     claimed = u[(u["bundle"] == "public/default/0x80000000_0xa0000000") & (u["tick_ms"] == 1735689780000)]
     assert claimed.empty  # quarantined: claimed by b2 and b4 in the same tick
-    q = pd.read_parquet(out / "quarantine")
+    q = read_local_parquet(out / "quarantine")
     assert len(q) == fixture_ingest.quarantined_rows
     assert q["reason"].notna().all() and q["detail"].notna().all()
     assert set(q.loc[q["reason"] == "malformed_json", "cluster"].astype(str)) == {"unknown"}
@@ -135,8 +135,8 @@ def test_ingest_canonical_parquet(spark: SparkSession, fixture_ingest: IngestRes
     again = ingest(spark, [fixture_ingest.out], str(tmp_path / "again"))
     assert len(again.stats) == 1 and again.stats.iloc[0]["source_kind"] == "parquet"
     s = dict(again.stats.iloc[0])
-    brokers_before = pd.read_parquet(Path(fixture_ingest.out) / "broker_samples")
-    bundles_before = pd.read_parquet(Path(fixture_ingest.out) / "bundle_samples")
+    brokers_before = read_local_parquet(Path(fixture_ingest.out) / "broker_samples")
+    bundles_before = read_local_parquet(Path(fixture_ingest.out) / "bundle_samples")
     assert s["broker_rows_kept"] == len(brokers_before)
     assert s["bundle_rows_kept"] == len(bundles_before)
     assert s["bundle_data_rows_kept"] == 3
@@ -235,5 +235,5 @@ def test_ingest_bare_bundle_data_takes_its_file_time(spark: SparkSession, tmp_pa
     os.utime(dump, (1_735_689_600, 1_735_689_600))
     res = ingest(spark, [str(dump)], str(tmp_path / "out"), default_cluster="c")
     assert (res.bundle_data_rows, res.quarantined_rows) == (1, 0)
-    rows = pd.read_parquet(tmp_path / "out" / "bundle_data")
+    rows = read_local_parquet(tmp_path / "out" / "bundle_data")
     assert list(rows["time_ms"]) == [1_735_689_600_000]

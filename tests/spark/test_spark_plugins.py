@@ -9,11 +9,11 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pytest
 
 from shedlab.core.grid import parse_grid
 from shedlab.core.replay import strategy_configs
+from shedlab.core.results import read_local_parquet
 from shedlab.core.sim import run_simulation
 from shedlab.core.sim.recording import write_recording
 from shedlab.core.sim.scenario import parse_scenario_text
@@ -102,9 +102,9 @@ def test_sweep_runs_plugins_on_executors(
 
     result = sweep(spark, grid, str(tmp_path / "out"))
     assert (result.total, result.failed) == (4, 0)
-    runs = pd.read_parquet(tmp_path / "out" / "runs")
+    runs = read_local_parquet(tmp_path / "out" / "runs")
     assert set(runs["strategy"]) == set(pairs) and set(runs["status"]) == {"ok"}
-    decisions = pd.read_parquet(tmp_path / "out" / "decisions")
+    decisions = read_local_parquet(tmp_path / "out" / "decisions")
     assert (decisions["strategy"].astype(str) == pairs[0]).any()  # OneBundle unloaded on the executors
 
 
@@ -121,7 +121,7 @@ def test_replay_runs_plugins_on_executors(
     ingest(spark, [str(tmp_path / "rec" / "load-reports.jsonl")], str(tmp_path / "snap"))
     pairs = [f"{STRATEGY}+LeastLongTermMessageRate", "HottestBroker+LeastLongTermMessageRate"]
     replay(spark, str(tmp_path / "snap"), str(tmp_path / "out"), strategy_configs(pairs), seed=1)
-    decisions = pd.read_parquet(tmp_path / "out" / "decisions")
+    decisions = read_local_parquet(tmp_path / "out" / "decisions")
     assert set(decisions["strategy"].astype(str)) <= set(pairs)
     assert (decisions["strategy"].astype(str) == pairs[0]).any()  # OneBundle unloads every cycle
 
@@ -171,7 +171,7 @@ def test_replay_keeps_the_other_groups_when_a_plugin_raises(
         )
     ]
     assert list(result.summary["strategy"]) == ["AvgShedder"]
-    comparison = pd.read_parquet(tmp_path / "out" / "comparison")
+    comparison = read_local_parquet(tmp_path / "out" / "comparison")
     assert set(comparison["strategy"].astype(str)) == {"AvgShedder"} and len(comparison) > 0
 
     with pytest.raises(InputError, match=r"every replay failed; .*RuntimeError: no \[luck\] here"):

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.core.results import read_local_parquet
 from shedlab.manager import LoadManager
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import (
@@ -50,7 +51,7 @@ def recorded(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> d
 
 
 def _replayed(root: Path, table: str) -> pd.DataFrame:
-    frame = pd.read_parquet(root / "out" / table)
+    frame = read_local_parquet(root / "out" / table)
     frame["strategy"] = frame["strategy"].astype(str)
     frame["cluster"] = frame["cluster"].astype(str)
     return frame
@@ -137,7 +138,7 @@ def test_replay_load_estimate_and_comparison(recorded: dict[str, Any]) -> None:
     load = _replayed(root, "load")
     decisions = _replayed(root, "decisions")
     comparison = _replayed(root, "comparison")
-    ownership = pd.read_parquet(root / "out" / "ownership_changes")
+    ownership = read_local_parquet(root / "out" / "ownership_changes")
     sim_moves = len(recorded["sim"].decisions)
     assert abs(len(ownership) - sim_moves) <= 2  # every unload shows up as an ownership change
     for strategy in STRATEGIES:
@@ -175,8 +176,8 @@ def test_replay_cli_and_prometheus_recording(
     root: Path = recorded["root"]
     prom = ingest(spark, [str(root / "rec" / "prometheus")], str(tmp_path / "snap"), web_port=8080)
     assert prom.quarantined_rows == 0
-    from_reports = pd.read_parquet(root / "snap" / "bundle_samples")[["tick_ms", "bundle", "broker"]]
-    from_prom = pd.read_parquet(tmp_path / "snap" / "bundle_samples")[["tick_ms", "bundle", "broker"]]
+    from_reports = read_local_parquet(root / "snap" / "bundle_samples")[["tick_ms", "bundle", "broker"]]
+    from_prom = read_local_parquet(tmp_path / "snap" / "bundle_samples")[["tick_ms", "bundle", "broker"]]
     key = ["tick_ms", "bundle"]
     merged = from_reports.merge(from_prom, on=key, suffixes=("_r", "_p"))
     assert len(merged) == len(from_reports) == len(from_prom)
@@ -249,7 +250,7 @@ def test_replay_reads_an_ingest_output_whose_file_a_user_rewrote(
     shutil.copytree(recorded["root"] / "snap", snap)
     _with_checksum_sidecars(spark, snap)
     edited = next((snap / "broker_samples").rglob("*.parquet"))
-    pd.read_parquet(edited).to_parquet(edited, index=False)  # same rows, other bytes
+    read_local_parquet(edited).to_parquet(edited, index=False)  # same rows, other bytes
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     checksummed = jvm.org.apache.hadoop.fs.LocalFileSystem()
@@ -262,7 +263,7 @@ def test_replay_reads_an_ingest_output_whose_file_a_user_rewrote(
         main(["replay", str(snap), "-s", "AvgShedder", "--out", str(tmp_path / "out"), "--json"])
     captured = capsys.readouterr()
     assert exit_info.value.code == 0, captured.err
-    assert _decisions_of(pd.read_parquet(tmp_path / "out" / "decisions"), "AvgShedder") == _decisions_of(
+    assert _decisions_of(read_local_parquet(tmp_path / "out" / "decisions"), "AvgShedder") == _decisions_of(
         _replayed(recorded["root"], "decisions"), "AvgShedder"
     )
     assert list((tmp_path / "out").rglob("*.crc")) == []

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from shedlab.core.grid import expand_grid, load_grid
+from shedlab.core.results import read_local_parquet
 from shedlab.spark.sweep import plan_tasks, sweep
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ GRID = FIXTURES / "grid_tiny.yaml"
 
 
 def _runs(out: Path) -> pd.DataFrame:
-    return pd.read_parquet(out / "runs")
+    return read_local_parquet(out / "runs")
 
 
 def test_spark_schemas_are_the_core_layouts() -> None:
@@ -89,14 +90,14 @@ def test_sweep_tiny_grid(spark: SparkSession, tmp_path: Path) -> None:
     assert "unloads" in metrics and "score_spread_mean" in metrics
     ticks = spark.read.parquet(str(out / "ticks"))
     assert ticks.select("run_id").distinct().count() == 16
-    decisions = pd.read_parquet(out / "decisions")
+    decisions = read_local_parquet(out / "decisions")
     assert set(decisions["run_id"]) <= set(runs["run_id"])
     assert decisions["reason"].map(lambda r: isinstance(json.loads(r), dict)).all()
     # unloads of the summary == decision rows of the run
     per_run = decisions.groupby("run_id").size()
     for row in runs.itertuples():
         assert dict(cast("list[tuple[str, float]]", row.metrics))["unloads"] == per_run.get(row.run_id, 0)
-    brokers = pd.read_parquet(out / "brokers")
+    brokers = read_local_parquet(out / "brokers")
     assert (brokers["tick"] % 5 == 0).all()  # brokers_every: 5
     manifest = json.loads((out / "sweep.json").read_text())
     assert manifest["grids"][0]["name"] == "tiny"

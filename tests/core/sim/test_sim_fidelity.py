@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from shedlab.core.results import read_local_parquet
 from shedlab.core.sim import Scenario, SimulationResult, load_scenario, run_simulation
 from shedlab.core.sim.kernel import Simulation
 from shedlab.errors import InputError
@@ -87,7 +88,7 @@ def test_skips_table_is_written_next_to_the_decisions(tmp_path: object) -> None:
 
     out = Path(str(tmp_path))
     run("homogeneous-gap", AVG).write(out)
-    frame = pd.read_parquet(out / "skips.parquet")
+    frame = read_local_parquet(out / "skips.parquet")
     assert list(frame.columns) == ["tick", "time_s", "role", "kind", "broker", "count", "message"]
     assert frame["count"].sum() > 0
 

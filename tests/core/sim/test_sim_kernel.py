@@ -15,6 +15,7 @@ import pytest
 from builders import FULL
 
 from shedlab.config import STRATEGY_PACKAGE
+from shedlab.core.results import read_local_parquet
 from shedlab.core.sim import Scenario, SimulationResult, load_scenario, run_simulation
 from shedlab.core.sim.kernel import Simulation, build_config
 from shedlab.core.sim.metrics import over_placement, over_unloading_flip, ratio, time_to_balance
@@ -239,7 +240,7 @@ def test_write_outputs(tmp_path: Path) -> None:
         "skips.parquet",
         "summary.json",
     }
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "ticks.parquet"), result.ticks)
+    pd.testing.assert_frame_equal(read_local_parquet(tmp_path / "out" / "ticks.parquet"), result.ticks)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["strategy"] == "AvgShedder" and "config" in summary
 
