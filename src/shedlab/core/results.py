@@ -63,6 +63,7 @@ __all__ = [
     "manifest_grids",
     "missing_columns",
     "quarantine_corrupt_runs",
+    "read_checked_parquet",
     "read_local_parquet",
     "read_manifest",
     "read_partitioned",
@@ -584,11 +585,23 @@ def read_run_table(
     path = Path(run_path(str(root), table, scenario, strategy, run_id))
     if not path.exists():
         return pd.DataFrame(columns=columns or [])
+    return read_checked_parquet(path, columns, required)
+
+
+def read_checked_parquet(
+    path: Path, columns: Sequence[str] | None = None, required: Sequence[str] = ()
+) -> pd.DataFrame:
+    """A local Parquet file or directory (:func:`read_local_parquet`) with ``columns`` (read; all if
+    None) and ``required`` (checked), refused in one line when it lacks one (a file's schema is read
+    first, so pyarrow's "No match for FieldRef" never shows) or is not Parquet."""
     try:
-        missing_columns(pq.read_schema(path).names, [*(columns or []), *required], str(path))
-        return read_local_parquet(path, columns)
+        if path.is_file():
+            missing_columns(pq.read_schema(path).names, [*(columns or []), *required], str(path))
+        frame = read_local_parquet(path, columns)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
+    missing_columns(list(frame.columns), required, str(path))  # a directory's, known once read
+    return frame
 
 
 def _readable(fs: Any, path: str) -> str | None:

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from shedlab.core.evaluation import DEFINITIONS_FILE
 from shedlab.core.grid import params_label
@@ -34,7 +33,7 @@ from shedlab.core.results import (
     MANIFEST,
     manifest_grids,
     missing_columns,
-    read_local_parquet,
+    read_checked_parquet,
     read_partitioned,
     read_run_table,
     read_sweep_runs,
@@ -93,24 +92,12 @@ def _read_json(path: Path) -> Any:
         raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
 
 
-def _read_parquet(path: Path, columns: list[str] | None = None, required: Sequence[str] = ()) -> pd.DataFrame:
-    """A Parquet file or directory with ``columns`` (read; all if None) and ``required`` (checked)."""
-    try:
-        if columns and path.is_file():  # say which are missing, not pyarrow's "No match for FieldRef"
-            missing_columns(pq.read_schema(path).names, columns, str(path))
-        frame = read_local_parquet(path, columns)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None
-    missing_columns(list(frame.columns), required, str(path))
-    return frame
-
-
 def _read_table(base: Path, name: str, required: Sequence[str] = ()) -> pd.DataFrame | None:
     """``name`` as a Parquet file or directory, else as CSV (None if neither exists), with the
     ``required`` columns."""
     for candidate in (base / name, base / f"{name}.parquet"):
         if candidate.exists():
-            return _read_parquet(candidate, required=required)
+            return read_checked_parquet(candidate, required=required)
     csv = base / f"{name}.csv"
     if csv.is_file():
         try:
@@ -234,12 +221,12 @@ def read_simulation_dir(path: Path) -> tuple[dict[str, Any], RunSeries]:
     series = _series(
         summary["scenario"],
         summary["strategy"],
-        _read_parquet(path / "ticks.parquet", required=TICK_COLUMNS),
-        _read_parquet(path / "brokers.parquet", BROKER_COLUMNS),
-        _read_parquet(path / "decisions.parquet", required=DECISION_COLUMNS),
-        _read_parquet(path / "events.parquet", required=EVENT_COLUMNS),
+        read_checked_parquet(path / "ticks.parquet", required=TICK_COLUMNS),
+        read_checked_parquet(path / "brokers.parquet", BROKER_COLUMNS),
+        read_checked_parquet(path / "decisions.parquet", required=DECISION_COLUMNS),
+        read_checked_parquet(path / "events.parquet", required=EVENT_COLUMNS),
         label=f"seed {seed}" if seed is not None else "",
-        skips=_read_parquet(path / "skips.parquet") if (path / "skips.parquet").exists() else None,
+        skips=read_checked_parquet(path / "skips.parquet") if (path / "skips.parquet").exists() else None,
     )
     return summary, series
 
