@@ -361,7 +361,7 @@ PROBES = Path(__file__).resolve().parents[2] / "examples" / "capacity-probes"
 def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
     # docs/capacity-aware.md, "Probes": every probe file is in one of the three grids (grid.yaml: the eight
     # probes, the out-of-sample three of the first round too; holdout.yaml: the three of issue 15's second
-    # round; holdout-3.yaml to holdout-6.yaml: the four of its third to sixth), each loads as a scenario
+    # round; holdout-3.yaml to holdout-7.yaml: the four of its third to seventh), each loads as a scenario
     # of its own name, and every grid compares the four pairs of the capacity grid.
     grid = load_grid(PROBES / "grid.yaml")
     holdout = load_grid(PROBES / "holdout.yaml")
@@ -369,10 +369,12 @@ def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
     fourth = load_grid(PROBES / "holdout-4.yaml")
     fifth = load_grid(PROBES / "holdout-5.yaml")
     sixth = load_grid(PROBES / "holdout-6.yaml")
+    seventh = load_grid(PROBES / "holdout-7.yaml")
     files = sorted(p.stem for p in PROBES.glob("probe-*.yaml"))
     assert len(grid.scenarios) == 8 and len(holdout.scenarios) == 3
-    assert len(third.scenarios) == len(fourth.scenarios) == len(fifth.scenarios) == len(sixth.scenarios) == 4
-    later = [*third.scenarios, *fourth.scenarios, *fifth.scenarios, *sixth.scenarios]
+    rounds = (third, fourth, fifth, sixth, seventh)
+    assert [len(later_round.scenarios) for later_round in rounds] == [4] * 5
+    later = [ref for later_round in rounds for ref in later_round.scenarios]
     grids = [*grid.scenarios, *holdout.scenarios, *later]
     assert sorted(ref.name for ref in grids) == files
     assert {"probe-five-classes", "probe-some-bookies", "probe-busy-strong-nic"} <= set(files)
@@ -394,8 +396,14 @@ def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
         "probe-growing-colocated",
         "probe-fanout-mixed",
     } == {ref.name for ref in sixth.scenarios}
+    assert {
+        "probe-large-mixed",
+        "probe-heavy-placed",
+        "probe-growing-mixed",
+        "probe-colocated-loaded",
+    } == {ref.name for ref in seventh.scenarios}
     for name in files:
         assert load_scenario(str(PROBES / f"{name}.yaml")).name == name
     capacity = set(load_grid("capacity").strategies)
     assert set(grid.strategies) == set(holdout.strategies) == set(third.strategies) == capacity
-    assert set(fourth.strategies) == set(fifth.strategies) == set(sixth.strategies) == capacity
+    assert all(set(later_round.strategies) == capacity for later_round in rounds)
