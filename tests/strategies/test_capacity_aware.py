@@ -129,6 +129,28 @@ def test_heterogeneous_clusters_trigger_after_the_high_hit_count() -> None:
     assert second.unloads and {u.broker for u in second.unloads} == {"a"}
 
 
+def test_an_overloaded_broker_on_a_heterogeneous_cluster_triggers_at_its_first_hit() -> None:
+    # a at 87.5 %, 37.5 points of it background: heterogeneous, and above the overload threshold (85).
+    snap = cluster({"a": (112, 128, [1024.0] * 4), "b": (64, 128, [1024.0] * 4)})
+    first = CapacityAwareShedder().find_bundles_for_unloading(snap, CONF)
+    assert first.unloads and {u.broker for u in first.unloads} == {"a"}
+    # Not above the threshold (equal passes, as the veto): the two hits of rule 2 again.
+    calm = conf_with(loadBalancerBrokerOverloadedThresholdPercentage=88)
+    shedder = CapacityAwareShedder()
+    assert not shedder.find_bundles_for_unloading(snap, calm).unloads
+    assert shedder.find_bundles_for_unloading(snap, calm).unloads
+
+
+def test_an_overloaded_broker_on_identical_machines_keeps_its_hit_count() -> None:
+    # Equal slopes, no background: jitter could explain the gap (37.5, a low hit), so eight hits.
+    snap = cluster({"a": (112, 128, [1024.0] * 7), "b": (64, 128, [1024.0] * 4)})
+    model = estimate_capacity(snap, CONF)
+    assert model is not None and model.slope[0] == model.slope[1] and not model.background.any()
+    shedder = CapacityAwareShedder()
+    assert not run(shedder, snap, CONF, 7).unloads
+    assert shedder.find_bundles_for_unloading(snap, CONF).unloads
+
+
 def test_min_benefit_is_a_key_of_the_strategy() -> None:
     snap = cluster({"a": (128, 128, [2048.0] * 4), "b": (64, 128, [1024.0] * 4)})
     assert run(CapacityAwareShedder(), snap, conf_with(capacityAwareMinBenefit=100), 2).unloads
@@ -361,7 +383,7 @@ PROBES = Path(__file__).resolve().parents[2] / "examples" / "capacity-probes"
 def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
     # docs/capacity-aware.md, "Probes": every probe file is in one of the three grids (grid.yaml: the eight
     # probes, the out-of-sample three of the first round too; holdout.yaml: the three of issue 15's second
-    # round; holdout-3.yaml to holdout-7.yaml: the four of its third to seventh), each loads as a scenario
+    # round; holdout-3.yaml to holdout-8.yaml: the four of its third to eighth), each loads as a scenario
     # of its own name, and every grid compares the four pairs of the capacity grid.
     grid = load_grid(PROBES / "grid.yaml")
     holdout = load_grid(PROBES / "holdout.yaml")
@@ -370,10 +392,11 @@ def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
     fifth = load_grid(PROBES / "holdout-5.yaml")
     sixth = load_grid(PROBES / "holdout-6.yaml")
     seventh = load_grid(PROBES / "holdout-7.yaml")
+    eighth = load_grid(PROBES / "holdout-8.yaml")
     files = sorted(p.stem for p in PROBES.glob("probe-*.yaml"))
     assert len(grid.scenarios) == 8 and len(holdout.scenarios) == 3
-    rounds = (third, fourth, fifth, sixth, seventh)
-    assert [len(later_round.scenarios) for later_round in rounds] == [4] * 5
+    rounds = (third, fourth, fifth, sixth, seventh, eighth)
+    assert [len(later_round.scenarios) for later_round in rounds] == [4] * 6
     later = [ref for later_round in rounds for ref in later_round.scenarios]
     grids = [*grid.scenarios, *holdout.scenarios, *later]
     assert sorted(ref.name for ref in grids) == files
@@ -402,6 +425,12 @@ def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
         "probe-growing-mixed",
         "probe-colocated-loaded",
     } == {ref.name for ref in seventh.scenarios}
+    assert {
+        "probe-tenant-surge-loaded",
+        "probe-bookie-machines",
+        "probe-bytes-and-messages",
+        "probe-loaded-failover",
+    } == {ref.name for ref in eighth.scenarios}
     for name in files:
         assert load_scenario(str(PROBES / f"{name}.yaml")).name == name
     capacity = set(load_grid("capacity").strategies)

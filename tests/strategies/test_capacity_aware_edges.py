@@ -78,7 +78,12 @@ def cycles(
 
 
 def last(snap: ClusterSnapshot, conf: LoadBalancerConfig = CONF, times: int = 2) -> SheddingResult:
-    return cycles(CapacityAwareShedder(), snap, conf, times)[-1]
+    """The first of ``times`` cycles that planned (moved, or recorded why no move paid), else the last.
+
+    Planning starts at the second cycle after two hits, or at the first when a broker is overloaded on a
+    heterogeneous cluster (rule 2); the cycle after a plan sees reports that do not show it yet."""
+    results = cycles(CapacityAwareShedder(), snap, conf, times)
+    return next((r for r in results if r.unloads or any("best_gain" in s for s in r.skipped)), results[-1])
 
 
 def moves(result: SheddingResult) -> list[tuple[str, str | None]]:

@@ -18,7 +18,9 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   times the cores, a quarter of the slope. What traffic does not explain, ``score − slope · traffic``,
   is background load.
 * **Heterogeneous clusters trigger sooner**: low hits count after the high hit count when slopes or
-  backgrounds differ (the imbalance is the machines', not traffic that may swing back).
+  backgrounds differ (the imbalance is the machines', not traffic that may swing back), and after one
+  hit while a broker is above ``loadBalancerBrokerOverloadedThresholdPercentage`` (an overload costs
+  now; Pulsar's OverloadShedder does not wait either).
 * **Greedy moves that must pay**: move by move, the best of any bundle of the three hottest triggered
   brokers that fits the pair-evening amount ``(p_hot − p_cold) / (slope_hot + slope_cold)`` towards one of
   the two coldest brokers admitted for its namespace, while it lowers the predicted imbalance (spread +
@@ -317,7 +319,12 @@ class CapacityAwareShedder:
         reaches the high one; a miss restarts the count (AvgShedder's rule, counted on the hot side only,
         since the destination of a move may change from cycle to cycle). On a heterogeneous cluster
         (:func:`_heterogeneous`) low hits trigger after the *high* hit count: the imbalance comes from the
-        machines, not from traffic that may swing back.
+        machines, not from traffic that may swing back. On such a cluster, while any broker's score is
+        above the overload threshold, one hit of either kind triggers, for every broker: each minute of
+        waiting is a minute overloaded, and the whole plan is made at once (triggering the overloaded
+        broker alone left the rest of the plan to the hysteresis of rule 3, which then held it;
+        docs/capacity-aware.md, rule 2). Identical machines keep their counts, which is what keeps this
+        strategy calm under jitter.
         """
         low, high = (
             conf.load_balancer_avg_shedder_low_threshold,
@@ -327,6 +334,8 @@ class CapacityAwareShedder:
         hl = conf.load_balancer_avg_shedder_hit_count_low_threshold
         fast = _heterogeneous(model, low)
         need_low = hh if fast else hl
+        if fast and float(model.scores.max()) > conf.load_balancer_broker_overloaded_threshold_percentage:
+            hh = need_low = 1
         coldest = float(model.scores.min())
         triggered: set[str] = set()
         for b, broker in enumerate(snapshot.broker_ids):
