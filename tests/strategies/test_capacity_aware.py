@@ -380,59 +380,62 @@ def test_a_smaller_bundle_may_go_where_the_largest_one_is_not_admitted() -> None
 PROBES = Path(__file__).resolve().parents[2] / "examples" / "capacity-probes"
 
 
-def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
-    # docs/capacity-aware.md, "Probes": every probe file is in one of the three grids (grid.yaml: the eight
-    # probes, the out-of-sample three of the first round too; holdout.yaml: the three of issue 15's second
-    # round; holdout-3.yaml to holdout-8.yaml: the four of its third to eighth), each loads as a scenario
-    # of its own name, and every grid compares the four pairs of the capacity grid.
-    grid = load_grid(PROBES / "grid.yaml")
-    holdout = load_grid(PROBES / "holdout.yaml")
-    third = load_grid(PROBES / "holdout-3.yaml")
-    fourth = load_grid(PROBES / "holdout-4.yaml")
-    fifth = load_grid(PROBES / "holdout-5.yaml")
-    sixth = load_grid(PROBES / "holdout-6.yaml")
-    seventh = load_grid(PROBES / "holdout-7.yaml")
-    eighth = load_grid(PROBES / "holdout-8.yaml")
-    files = sorted(p.stem for p in PROBES.glob("probe-*.yaml"))
-    assert len(grid.scenarios) == 8 and len(holdout.scenarios) == 3
-    rounds = (third, fourth, fifth, sixth, seventh, eighth)
-    assert [len(later_round.scenarios) for later_round in rounds] == [4] * 6
-    later = [ref for later_round in rounds for ref in later_round.scenarios]
-    grids = [*grid.scenarios, *holdout.scenarios, *later]
-    assert sorted(ref.name for ref in grids) == files
-    assert {"probe-five-classes", "probe-some-bookies", "probe-busy-strong-nic"} <= set(files)
-    assert {"probe-bundle-sizes", "probe-strong-slow-nic", "probe-colocated-comes-goes"} == {
-        ref.name for ref in holdout.scenarios
-    }
-    assert {"probe-cpu-generations", "probe-diurnal-phases", "probe-churn-mixed", "probe-hashed-ramp"} == {
-        ref.name for ref in third.scenarios
-    }
-    assert {"probe-strong-bookie", "probe-shared-namespace", "probe-catchup-mixed", "probe-heavy-tail"} == {
-        ref.name for ref in fourth.scenarios
-    }
-    assert {"probe-weak-joins", "probe-connection-heavy", "probe-rolling-mixed", "probe-zipf-classes"} == {
-        ref.name for ref in fifth.scenarios
-    }
-    assert {
+HELD_OUT_ROUNDS: dict[str, set[str]] = {
+    "holdout.yaml": {"probe-bundle-sizes", "probe-strong-slow-nic", "probe-colocated-comes-goes"},
+    "holdout-3.yaml": {
+        "probe-cpu-generations",
+        "probe-diurnal-phases",
+        "probe-churn-mixed",
+        "probe-hashed-ramp",
+    },
+    "holdout-4.yaml": {
+        "probe-strong-bookie",
+        "probe-shared-namespace",
+        "probe-catchup-mixed",
+        "probe-heavy-tail",
+    },
+    "holdout-5.yaml": {
+        "probe-weak-joins",
+        "probe-connection-heavy",
+        "probe-rolling-mixed",
+        "probe-zipf-classes",
+    },
+    "holdout-6.yaml": {
         "probe-strong-leaves",
         "probe-namespace-surge",
         "probe-growing-colocated",
         "probe-fanout-mixed",
-    } == {ref.name for ref in sixth.scenarios}
-    assert {
+    },
+    "holdout-7.yaml": {
         "probe-large-mixed",
         "probe-heavy-placed",
         "probe-growing-mixed",
         "probe-colocated-loaded",
-    } == {ref.name for ref in seventh.scenarios}
-    assert {
+    },
+    "holdout-8.yaml": {
         "probe-tenant-surge-loaded",
         "probe-bookie-machines",
         "probe-bytes-and-messages",
         "probe-loaded-failover",
-    } == {ref.name for ref in eighth.scenarios}
+    },
+}
+"""Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
+(three probes) and its third to eighth (four each)."""
+
+
+def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
+    # Every probe file is in exactly one grid (grid.yaml: the eight probes, the out-of-sample three of the
+    # first round too; then the held-out rounds above), each loads as a scenario of its own name, and
+    # every grid compares the four pairs of the capacity grid.
+    grid = load_grid(PROBES / "grid.yaml")
+    rounds = {name: load_grid(PROBES / name) for name in HELD_OUT_ROUNDS}
+    assert len(grid.scenarios) == 8
+    assert {name: {ref.name for ref in g.scenarios} for name, g in rounds.items()} == HELD_OUT_ROUNDS
+    grids = [*grid.scenarios, *(ref for g in rounds.values() for ref in g.scenarios)]
+    files = sorted(p.stem for p in PROBES.glob("probe-*.yaml"))
+    assert sorted(ref.name for ref in grids) == files
+    assert {"probe-five-classes", "probe-some-bookies", "probe-busy-strong-nic"} <= set(files)
     for name in files:
         assert load_scenario(str(PROBES / f"{name}.yaml")).name == name
     capacity = set(load_grid("capacity").strategies)
-    assert set(grid.strategies) == set(holdout.strategies) == set(third.strategies) == capacity
-    assert all(set(later_round.strategies) == capacity for later_round in rounds)
+    assert all(set(g.strategies) == capacity for g in [grid, *rounds.values()])
