@@ -589,18 +589,21 @@ class TickMetrics:
         """The tick's per-broker rows: true usage by resource, traffic, the leader's score of each."""
         slots, agg = true.slots, true.agg
         usage, limit = true.usage, true.limit
-        pct = usage / np.where(limit > 0, limit, np.inf) * 100.0
+        # one contiguous row per resource (a transposed copy, the same values): the run's end joins each
+        # column's chunks, and strided chunks (columns of the (n, 5) array) take NumPy's slow path, twice
+        # the time (a day of 1,000 brokers: the join took 0.21-0.33 s, now 0.11-0.16 s)
+        pct = np.ascontiguousarray((usage / np.where(limit > 0, limit, np.inf) * 100.0).T)
         n = slots.size
         self.collector.add_brokers(
             tick=np.full(n, t, dtype=np.int64),
             time_s=np.full(n, time_s),
             broker=slots.copy(),
             score=true.score,
-            cpu_pct=pct[:, 0],
-            memory_pct=pct[:, 1],
-            direct_memory_pct=pct[:, 2],
-            bandwidth_in_pct=pct[:, 3],
-            bandwidth_out_pct=pct[:, 4],
+            cpu_pct=pct[0],
+            memory_pct=pct[1],
+            direct_memory_pct=pct[2],
+            bandwidth_in_pct=pct[3],
+            bandwidth_out_pct=pct[4],
             msg_rate_in=agg[:, 0].copy(),
             msg_rate_out=agg[:, 1].copy(),
             msg_rate=agg[:, 0] + agg[:, 1],
