@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
+from shedlab.config import LoadBalancerConfig
+from shedlab.core.sim.reporting import need_update_mask
 from shedlab.kernels import (
     GAINED,
     HAS,
@@ -21,10 +23,12 @@ from shedlab.kernels import (
     group_order,
     normal_affine,
     owner_sums,
+    report_rule,
     saturated_run,
     special_runs,
     tick_samples,
 )
+from shedlab.model.snapshot import weighted_max_percent
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -272,3 +276,71 @@ def test_normal_affine_draws_what_numpy_draws_and_leaves_the_generator_there(
     expected -= 0.5 * sigma * sigma
     assert np.array_equal(bits(out), bits(expected))
     assert np.array_equal(ours.standard_normal(5), theirs.standard_normal(5))  # the stream goes on alike
+
+
+# ------------------------------------------------------------------------------------ the report rule
+def report_usage(rng: np.random.Generator, n: int) -> tuple[FloatArray, FloatArray]:
+    """(n, 5) usage and limits with what tests the float32 path: zero, negative and NaN limits, usage
+    beyond float32's range, NaN and infinite usage, equal rows (a change of exactly 0)."""
+    usage = rng.lognormal(2.0, 3.0, (n, 5))
+    limit = rng.lognormal(4.0, 2.0, (n, 5))
+    odd = rng.random((n, 5))
+    usage[odd < 0.05] = 0.0
+    usage[(odd > 0.05) & (odd < 0.07)] = 1e300
+    usage[(odd > 0.07) & (odd < 0.08)] = np.nan
+    usage[(odd > 0.08) & (odd < 0.09)] = np.inf
+    limit[(odd > 0.1) & (odd < 0.15)] = 0.0
+    limit[(odd > 0.15) & (odd < 0.17)] = -1.0
+    limit[(odd > 0.17) & (odd < 0.18)] = np.nan
+    return usage, limit
+
+
+@settings(max_examples=60, deadline=None)
+@given(seeds, st.integers(1, 60), st.sampled_from([(1.0, 1.0, 1.0, 1.0), (0.5, 2.0, 1.0, 0.0)]))
+def test_report_rule_is_the_numpy_rule_over_both_reports_scores(
+    seed: int, n: int, weights: tuple[float, float, float, float]
+) -> None:
+    rng = np.random.default_rng(seed)
+    conf = LoadBalancerConfig()
+    (pub_usage, pub_limit), (loc_usage, loc_limit) = report_usage(rng, n), report_usage(rng, n)
+    same = rng.random(n) < 0.3  # unchanged reports: every change is 0
+    loc_usage[same], loc_limit[same] = pub_usage[same], pub_limit[same]
+    pub_agg, loc_agg = values(rng, (n, 4)), values(rng, (n, 4))
+    loc_agg[same] = pub_agg[same]
+    pub_bundles, loc_bundles = rng.integers(0, 4, n), rng.integers(0, 4, n)
+    last_update = rng.integers(0, 2_000_000, n)
+    reporting = np.flatnonzero(rng.random(n) < 0.8).astype(np.int64)
+    empty = rng.random(reporting.size) < 0.2
+    now, w = 1_500_000, np.asarray(weights)
+    r = reporting
+    with np.errstate(invalid="ignore"):  # inf − inf and 0·inf: NaN, as the kernel has it
+        last_u = weighted_max_percent(pub_usage[r], pub_limit[r], weights) / 100.0
+        now_u = weighted_max_percent(loc_usage[r], loc_limit[r], weights) / 100.0
+        mask = need_update_mask(
+            last_rate=np.where(empty, 0.0, pub_agg[r, 0] + pub_agg[r, 1]),
+            last_tp=np.where(empty, 0.0, pub_agg[r, 2] + pub_agg[r, 3]),
+            last_bundles=np.where(empty, 0.0, pub_bundles[r].astype(float)),
+            last_usage=np.where(empty, 0.0, last_u),
+            rate=loc_agg[r, 0] + loc_agg[r, 1],
+            tp=loc_agg[r, 2] + loc_agg[r, 3],
+            bundles=loc_bundles[r].astype(float),
+            usage=now_u,
+            last_update_ms=last_update[r],
+            now_ms=now,
+            conf=conf,
+        )
+    expected = r[mask]
+    writers = np.empty(reporting.size, dtype=np.int64)
+    k = report_rule(
+        reporting,
+        empty,
+        (pub_usage, pub_limit, pub_agg, pub_bundles),
+        (loc_usage, loc_limit, loc_agg, loc_bundles),
+        last_update,
+        now,
+        conf.load_balancer_report_update_max_interval_minutes * 60_000,
+        float(conf.load_balancer_report_update_threshold_percentage),
+        w,
+        writers,
+    )
+    assert np.array_equal(writers[:k], expected)

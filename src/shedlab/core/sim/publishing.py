@@ -21,11 +21,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shedlab.config import LoadBalancerConfig
-from shedlab.core.sim.reporting import LeaderBundleData, need_update_mask
+from shedlab.core.sim.reporting import LeaderBundleData
 from shedlab.core.sim.state import NEVER, Reports, TrueUsage
 from shedlab.core.sim.traffic import Traffic
-from shedlab.kernels import group_order
-from shedlab.model.snapshot import ClusterSnapshot, weighted_max_percent
+from shedlab.kernels import group_order, report_rule
+from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.shed_kernels import lister_rows, regroup
 
 __all__ = ["LeaderView", "Publishing"]
@@ -319,24 +319,22 @@ class Publishing:
         reporting = alive[self.has_report[alive]]
         if not reporting.size:
             return np.zeros(0, dtype=np.int64)
-        pub, loc, w = self.published, self.local, self.weights
-        empty = self.baseline_empty[reporting]
-        last_u = weighted_max_percent(pub.usage[reporting], pub.limit[reporting], w) / 100.0
-        now_u = weighted_max_percent(loc.usage[reporting], loc.limit[reporting], w) / 100.0
-        mask = need_update_mask(
-            last_rate=np.where(empty, 0.0, pub.agg[reporting, 0] + pub.agg[reporting, 1]),
-            last_tp=np.where(empty, 0.0, pub.agg[reporting, 2] + pub.agg[reporting, 3]),
-            last_bundles=np.where(empty, 0.0, pub.bundles[reporting].astype(float)),
-            last_usage=np.where(empty, 0.0, last_u),
-            rate=loc.agg[reporting, 0] + loc.agg[reporting, 1],
-            tp=loc.agg[reporting, 2] + loc.agg[reporting, 3],
-            bundles=loc.bundles[reporting].astype(float),
-            usage=now_u,
-            last_update_ms=self.last_update_ms[reporting],
-            now_ms=now,
-            conf=self.conf,
+        pub, loc, conf = self.published, self.local, self.conf
+        # need_update_mask over the reporting brokers' rows, compiled (the same operations per row)
+        writers = np.empty(reporting.size, dtype=np.int64)
+        k = report_rule(
+            reporting,
+            self.baseline_empty[reporting],
+            (pub.usage, pub.limit, pub.agg, pub.bundles),
+            (loc.usage, loc.limit, loc.agg, loc.bundles),
+            self.last_update_ms,
+            now,
+            conf.load_balancer_report_update_max_interval_minutes * 60_000,
+            float(conf.load_balancer_report_update_threshold_percentage),
+            np.asarray(self.weights, dtype=np.float64),
+            writers,
         )
-        writers = reporting[mask]
+        writers = writers[:k]
         result: IntArray = writers[np.argsort(self.write_rank[writers], kind="stable")]
         return result
 
