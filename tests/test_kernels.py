@@ -27,6 +27,7 @@ from shedlab.kernels import (
     saturated_run,
     special_runs,
     tick_samples,
+    weighted_scores,
 )
 from shedlab.model.snapshot import weighted_max_percent
 
@@ -344,3 +345,16 @@ def test_report_rule_is_the_numpy_rule_over_both_reports_scores(
         writers,
     )
     assert np.array_equal(writers[:k], expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seeds, st.integers(0, 80), st.sampled_from([(1.0, 1.0, 1.0, 1.0), (0.5, 2.0, 1.0, 0.0)]))
+def test_weighted_scores_are_weighted_max_percent_bit_for_bit(
+    seed: int, n: int, weights: tuple[float, float, float, float]
+) -> None:
+    usage, limit = report_usage(np.random.default_rng(seed), n)
+    with np.errstate(invalid="ignore"):  # 0·inf: NaN, as the kernel has it
+        expected = weighted_max_percent(usage, limit, weights)
+    out = np.empty(n)
+    weighted_scores(usage, limit, np.asarray(weights), out)
+    assert np.array_equal(bits(out), bits(expected))

@@ -66,6 +66,7 @@ __all__ = [
     "saturated_run",
     "special_runs",
     "tick_samples",
+    "weighted_scores",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -392,3 +393,25 @@ def report_rule(
             writers[n] = s
             n += 1
     return n
+
+
+@_compiled
+def weighted_scores(usage: FloatArray, limit: FloatArray, weights: FloatArray, out: FloatArray) -> None:
+    """``U(b)·100`` of each row of (n, 5) ``usage``/``limit`` into ``out``: ``weighted_max_percent``'s
+    operations (``shedlab.model.snapshot``; the light commands keep that NumPy form) per row.
+
+    Float32 percentages (0 where the limit is not above 0; a usage beyond float32's range is +∞, as
+    NumPy's cast), times 100 in float32, in float64 times the weights of cpu, direct memory and the
+    bandwidths, their maximum propagating NaN as ``np.maximum`` does. The simulator scores its
+    thousand brokers every tick: eleven NumPy passes and their temporaries took 0.1 ms there.
+    """
+    hundred = np.float32(100.0)
+    for s in range(usage.shape[0]):
+        best = 0.0
+        for i in range(4):  # cpu, direct memory, bandwidth in and out: heap memory is not weighed
+            res = 0 if i == 0 else i + 1
+            lim = np.float32(limit[s, res])
+            pct = np.float32(usage[s, res]) / lim if lim > 0 else np.float32(0.0)
+            v = np.float64(pct * hundred) * weights[i]
+            best = v if i == 0 or not (best >= v or best != best) else best
+        out[s] = best

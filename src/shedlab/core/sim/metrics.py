@@ -21,10 +21,9 @@ from numpy.typing import NDArray
 from shedlab.core.sim.hardware import CostModel
 from shedlab.core.sim.publishing import LeaderView
 from shedlab.core.sim.scenario import MetricsSettings
-from shedlab.core.sim.state import TrueUsage
+from shedlab.core.sim.state import TrueUsage, broker_scores
 from shedlab.core.sim.traffic import Traffic
 from shedlab.manager import ManagerDecision
-from shedlab.model.snapshot import weighted_max_percent
 from shedlab.strategies import Skip, SkipKind
 
 __all__ = [
@@ -59,7 +58,7 @@ BoolArray = NDArray[np.bool_]
 
 def scores(usage: FloatArray, limit: FloatArray, weights: tuple[float, float, float, float]) -> FloatArray:
     """``U(b)·100`` per broker from (n, 5) usage and limits (Pulsar's float32 percentages)."""
-    return weighted_max_percent(usage, limit, weights)
+    return broker_scores(usage, limit, weights)
 
 
 def ratio(values: FloatArray) -> float:
