@@ -139,3 +139,17 @@ def test_weighted_max_percent_is_cached_and_shared_with_usage_and_copies() -> No
         snap.weighted_max_percent(weights).tolist()
         == weighted_max_percent(snap.resource_usage, snap.resource_limit, weights).tolist()
     )
+
+
+def test_seeded_scores_are_served_from_the_cache_until_the_usage_changes() -> None:
+    snap = _snapshot(np.random.default_rng(3), 20, 50)
+    weights = LoadBalancerConfig().resource_weights()
+    seeded = weighted_max_percent(snap.resource_usage, snap.resource_limit, weights)
+    snap.seed_percent(weights, seeded)
+    assert snap.weighted_max_percent(weights) is seeded
+    with pytest.raises(ValueError):
+        seeded[0] = 0.0
+    usage = snap.weighted_max_usage(weights)  # the percent / 100, from the seeded values
+    assert usage.tolist() == weighted_max_usage(snap.resource_usage, snap.resource_limit, weights).tolist()
+    snap.resource_usage[1, 0] += 1.0  # in place: the seed no longer holds
+    assert snap.weighted_max_percent(weights) is not seeded

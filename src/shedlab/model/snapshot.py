@@ -235,6 +235,17 @@ class ClusterSnapshot:
         1,000 brokers, now 0.025)."""
         return self._percent((weights, self.resource_usage.tobytes(), self.resource_limit.tobytes()))
 
+    def seed_percent(self, weights: tuple[float, float, float, float], percent: FloatArray) -> None:
+        """Take ``percent`` as :meth:`weighted_max_percent` of ``weights``, cached as if computed here.
+
+        For a caller that computed the same values another way (the simulator, whose every leader view
+        is scored: :func:`shedlab.kernels.weighted_scores`, compiled, bit for bit this NumPy form); the
+        cache's key is the same, so a change to the usage or limits still recomputes.
+        """
+        percent.flags.writeable = False
+        key = (weights, self.resource_usage.tobytes(), self.resource_limit.tobytes())
+        self._percent_cache = (key, percent)
+
     def _percent(self, key: tuple[tuple[float, float, float, float], bytes, bytes]) -> FloatArray:
         cached = self._percent_cache
         if cached is not None and cached[0] == key:
