@@ -332,16 +332,19 @@ def test_report_rule_is_the_numpy_rule_over_both_reports_scores(
         )
     expected = r[mask]
     writers = np.empty(reporting.size, dtype=np.int64)
+    last_scores, now_scores = np.empty(r.size), np.empty(r.size)  # the simulator's: weighted_scores'
+    weighted_scores(np.ascontiguousarray(pub_usage[r]), np.ascontiguousarray(pub_limit[r]), w, last_scores)
+    weighted_scores(np.ascontiguousarray(loc_usage[r]), np.ascontiguousarray(loc_limit[r]), w, now_scores)
     k = report_rule(
         reporting,
         empty,
-        (pub_usage, pub_limit, pub_agg, pub_bundles),
-        (loc_usage, loc_limit, loc_agg, loc_bundles),
+        (last_scores, now_scores),
+        (pub_agg, pub_bundles),
+        (loc_agg, loc_bundles),
         last_update,
         now,
         conf.load_balancer_report_update_max_interval_minutes * 60_000,
         float(conf.load_balancer_report_update_threshold_percentage),
-        w,
         writers,
     )
     assert np.array_equal(writers[:k], expected)

@@ -336,42 +336,30 @@ def tick_samples(
 def report_rule(
     reporting: IntArray,
     empty: BoolArray,
-    published: tuple[FloatArray, FloatArray, FloatArray, IntArray],
-    local: tuple[FloatArray, FloatArray, FloatArray, IntArray],
+    scores: tuple[FloatArray, FloatArray],
+    published: tuple[FloatArray, IntArray],
+    local: tuple[FloatArray, IntArray],
     last_update_ms: IntArray,
     now_ms: int,
     max_age_ms: int,
     threshold: float,
-    weights: FloatArray,
     writers: IntArray,
 ) -> int:
     """§4.3's rule for the slots ``reporting``: writes those that write into ``writers``; returns how many.
 
-    ``published``/``local`` are each (usage (n, 5), limits (n, 5), rates (n, 4), bundle counts) by slot;
+    ``scores`` are both reports' ``U(b)·100`` per row of ``reporting`` (published, then local: from
+    :func:`weighted_scores`); ``published``/``local`` are each (rates (n, 4), bundle counts) by slot;
     ``empty[k]`` says slot ``reporting[k]`` compares with an empty report. Per slot, the NumPy form's
-    operations on its row (``Publishing.writers``: ``weighted_max_percent`` of both reports, then
-    ``need_update_mask``; ``tests/test_kernels.py``): U(b) from float32 percentages, the weighted
-    maximum of cpu, direct memory and the bandwidths propagating NaN as ``np.maximum`` does, the
-    relative changes (0 from 0 to 0, +∞ from 0), their maximum, and the strict comparisons. The NumPy
-    form made some twenty passes over the thousand brokers, 0.26 ms a tick; this loop 0.06 ms.
+    operations on its row (``need_update_mask``; ``tests/test_kernels.py``): the relative changes (0 from
+    0 to 0, +∞ from 0), their maximum propagating NaN as ``np.maximum`` does, and the strict
+    comparisons. The NumPy form made some twenty passes over the thousand brokers, 0.26 ms a tick.
     """
-    pub_usage, pub_limit, pub_agg, pub_bundles = published
-    loc_usage, loc_limit, loc_agg, loc_bundles = local
-    hundred = np.float32(100.0)
+    last_scores, now_scores = scores
+    pub_agg, pub_bundles = published
+    loc_agg, loc_bundles = local
     n = 0
     for k in range(reporting.size):
         s = reporting[k]
-        last_u, now_u = 0.0, 0.0
-        for i in range(4):  # cpu, direct memory, bandwidth in and out: heap memory is not weighed
-            res = 0 if i == 0 else i + 1
-            lim = np.float32(pub_limit[s, res])
-            pct = np.float32(pub_usage[s, res]) / lim if lim > 0 else np.float32(0.0)
-            a = np.float64(pct * hundred) * weights[i]
-            lim = np.float32(loc_limit[s, res])
-            pct = np.float32(loc_usage[s, res]) / lim if lim > 0 else np.float32(0.0)
-            b = np.float64(pct * hundred) * weights[i]
-            last_u = a if i == 0 or not (last_u >= a or last_u != last_u) else last_u
-            now_u = b if i == 0 or not (now_u >= b or now_u != now_u) else now_u
         change = 0.0
         for i in range(4):  # message rate, throughput, bundle count, usage: need_update_mask's order
             if i < 2:
@@ -380,7 +368,7 @@ def report_rule(
             elif i == 2:
                 old, new = np.float64(pub_bundles[s]), np.float64(loc_bundles[s])
             else:  # U(b) as a fraction, the NumPy form's ``/ 100.0``
-                old, new = last_u / 100.0, now_u / 100.0
+                old, new = last_scores[k] / 100.0, now_scores[k] / 100.0
             old = 0.0 if empty[k] else old
             if i == 3:
                 pc = 100.0 * abs(old - new)

@@ -319,19 +319,23 @@ class Publishing:
         reporting = alive[self.has_report[alive]]
         if not reporting.size:
             return np.zeros(0, dtype=np.int64)
-        pub, loc, conf = self.published, self.local, self.conf
+        pub, loc, conf, w = self.published, self.local, self.conf, self.weights
+        scores = (
+            broker_scores(pub.usage[reporting], pub.limit[reporting], w),
+            broker_scores(loc.usage[reporting], loc.limit[reporting], w),
+        )
         # need_update_mask over the reporting brokers' rows, compiled (the same operations per row)
         writers = np.empty(reporting.size, dtype=np.int64)
         k = report_rule(
             reporting,
             self.baseline_empty[reporting],
-            (pub.usage, pub.limit, pub.agg, pub.bundles),
-            (loc.usage, loc.limit, loc.agg, loc.bundles),
+            scores,
+            (pub.agg, pub.bundles),
+            (loc.agg, loc.bundles),
             self.last_update_ms,
             now,
             conf.load_balancer_report_update_max_interval_minutes * 60_000,
             float(conf.load_balancer_report_update_threshold_percentage),
-            np.asarray(self.weights, dtype=np.float64),
             writers,
         )
         writers = writers[:k]
