@@ -26,6 +26,8 @@ from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies.avg_shedder import AvgShedder
 from shedlab.strategies.base import SheddingResult
 from shedlab.strategies.capacity_aware import (
+    TRIGGER_HITS,
+    TRIGGER_OVERLOAD,
     CapacityAwareShedder,
     UnseenMoves,
     declared_capacities,
@@ -134,11 +136,13 @@ def test_an_overloaded_broker_on_a_heterogeneous_cluster_triggers_at_its_first_h
     snap = cluster({"a": (112, 128, [1024.0] * 4), "b": (64, 128, [1024.0] * 4)})
     first = CapacityAwareShedder().find_bundles_for_unloading(snap, CONF)
     assert first.unloads and {u.broker for u in first.unloads} == {"a"}
+    assert {u.reason["trigger"] for u in first.unloads} == {TRIGGER_OVERLOAD}
     # Not above the threshold (equal passes, as the veto): the two hits of rule 2 again.
     calm = conf_with(loadBalancerBrokerOverloadedThresholdPercentage=88)
     shedder = CapacityAwareShedder()
     assert not shedder.find_bundles_for_unloading(snap, calm).unloads
-    assert shedder.find_bundles_for_unloading(snap, calm).unloads
+    second = shedder.find_bundles_for_unloading(snap, calm)
+    assert second.unloads and {u.reason["trigger"] for u in second.unloads} == {TRIGGER_HITS}
 
 
 def test_an_overloaded_broker_on_identical_machines_keeps_its_hit_count() -> None:

@@ -116,6 +116,7 @@ def test_every_reason_field_by_hand_on_unequal_machines() -> None:
         "over_slope": S,
         "under_background": 0.0,
         "over_background": 25.0,
+        "trigger": "hit counts",  # 75 is not above the overload threshold (85)
         "level": 18.75,
     }
     # gap 68.75 is a high hit; one is not enough (loadBalancerAvgShedderHitCountHighThreshold 2), and the
@@ -306,6 +307,7 @@ def test_a_bundle_with_any_traffic_is_sheddable(rate: float, sheddable: bool) ->
                     "over_background": 50.0,
                     "hit_high_over": 0,
                     "hit_low_over": 2,
+                    "trigger": "hit counts",
                     "level": model.level,
                     "broker": "a",
                     "reason": NOTHING_TO_SHED,

@@ -70,6 +70,10 @@ from shedlab.strategies.greedy import sort_descending
 
 __all__ = ["CapacityAwareShedder", "CapacityModel", "UnseenMoves", "declared_capacities", "estimate_capacity"]
 
+TRIGGER_HITS: Final = "hit counts"
+TRIGGER_OVERLOAD: Final = "one hit: a broker is overloaded on a heterogeneous cluster"
+"""A reason's ``trigger``: the counts that applied this cycle (rule 2 of docs/capacity-aware.md)."""
+
 MAX_MOVES_PER_BROKER: Final = 3
 """A cycle plans at most this many moves per broker of the snapshot: a safety cap. The minimum benefit stops
 a cycle first except where one empty strong machine joins (``heterogeneous-strong-joins``: 15 moves for
@@ -194,6 +198,7 @@ class CapacityAwareShedder:
         self.unseen: dict[str, UnseenMoves] = {}
         self.settled: float | None = None
         self._headroom: _HeadroomView | None = None
+        self._trigger = TRIGGER_HITS  # this cycle's trigger, in every reason (rule 2)
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         """Forget counters and planned destinations of brokers that left (AvgShedder keeps them)."""
@@ -334,8 +339,10 @@ class CapacityAwareShedder:
         hl = conf.load_balancer_avg_shedder_hit_count_low_threshold
         fast = _heterogeneous(model, low)
         need_low = hh if fast else hl
+        self._trigger = TRIGGER_HITS
         if fast and float(model.scores.max()) > conf.load_balancer_broker_overloaded_threshold_percentage:
             hh = need_low = 1
+            self._trigger = TRIGGER_OVERLOAD
         coldest = float(model.scores.min())
         triggered: set[str] = set()
         for b, broker in enumerate(snapshot.broker_ids):
@@ -399,6 +406,7 @@ class CapacityAwareShedder:
             "over_background": float(model.background[hot]),
             "hit_high_over": self.hit_high.get(ids[hot], 0),
             "hit_low_over": self.hit_low.get(ids[hot], 0),
+            "trigger": self._trigger,
             "level": model.level,
         }
 
