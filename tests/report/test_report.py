@@ -339,3 +339,30 @@ def test_the_same_results_give_a_byte_identical_report(
     monkeypatch.setattr(page, "dt", dt, raising=False)
     second = build_report(compare_dir, tmp_path / "b.html").read_bytes()
     assert first == second
+
+
+def test_goal_section_from_the_evaluation(sweep_root: Path, tmp_path: Path) -> None:
+    """The report shows the goal's cells that ``shedlab evaluate`` wrote (``goal.csv``), one row each,
+    with the tally; an evaluation without cells (no CapacityAwareShedder swept) has no such section."""
+    import shutil
+
+    from shedlab.core.goal import goal_cells, scenario_classes, tally_sentence
+
+    plain = build_report(sweep_root, tmp_path / "plain.html").read_text(encoding="utf-8")
+    assert 'id="goal"' not in plain
+    evaluation = tmp_path / "evaluation"
+    shutil.copytree(sweep_root / "sweep" / "evaluation", evaluation)
+    manifest = json.loads((sweep_root / "sweep" / "sweep.json").read_text(encoding="utf-8"))
+    texts = {n: e["text"] for g in manifest["grids"] for n, e in g["scenarios"].items()}
+    stats = pd.read_csv(evaluation / "metric_stats.csv")
+    cells = goal_cells(stats, scenario_classes(texts), "AvgShedder")
+    assert len(cells) == 3 + 1  # over-unloading-90-10: three cells; over-placement-lruww: one
+    cells.to_csv(evaluation / "goal.csv", index=False)
+    data = load_results(evaluation)
+    assert data.goal is not None and len(data.goal) == len(cells)
+    document = build_report(evaluation, tmp_path / "goal.html").read_text(encoding="utf-8")
+    start = document.index('id="goal"')
+    section = document[start : document.index("</table>", start)]
+    assert section.count("<tr>") == 1 + len(cells)
+    assert tally_sentence(cells) in section
+    assert section.count('class="verdict verdict-') == len(cells)

@@ -133,6 +133,39 @@ def test_evaluate_cli(evaluated: tuple[Path, Any], tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+def test_goal_cells_of_a_challenger(evaluated: tuple[Path, Any], tmp_path: Path) -> None:
+    """Without CapacityAwareShedder in the sweep there is no cell (goal.csv holds its header); with
+    AvgShedder as the challenger, each of its two parameter sets gets the three cells of both
+    scenarios (both have machines that differ), judged against the best set of each baseline."""
+    import typer
+    from typer.testing import CliRunner
+
+    from shedlab.cli.spark_cmd import register
+    from shedlab.core.goal import GOAL_COLUMNS, goal_cells, scenario_classes
+
+    out, result = evaluated
+    assert result.goal.empty
+    assert list(pd.read_csv(result.out + "/goal.csv").columns) == list(GOAL_COLUMNS)
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(
+        app, ["evaluate", str(out), "--out", str(tmp_path / "ev"), "--challenger", "AvgShedder"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "against issue 15's goal" in res.output and "goal cells won" in res.output
+    written = pd.read_csv(tmp_path / "ev" / "goal.csv")
+    assert len(written) == 2 * 2 * 3
+    assert set(written["class"]) == {"heterogeneous"}
+    manifest = json.loads((out / "sweep.json").read_text())
+    texts = {n: e["text"] for g in manifest["grids"] for n, e in g["scenarios"].items()}
+    direct = goal_cells(result.metric_stats, scenario_classes(texts), "AvgShedder")
+    assert written["verdict"].tolist() == direct["verdict"].tolist()
+    # against itself a set never wins the spread: the best set ties, the other loses or ties
+    spread = direct[direct["criterion"] == "lower spread"]
+    assert set(spread["verdict"]) <= {"tie", "lost"} and "tie" in set(spread["verdict"])
+
+
+@pytest.mark.spark
 def test_spark_equals_the_core_without_spark(evaluated: tuple[Path, Any]) -> None:
     out, result = evaluated
     direct = evaluate_runs(read_sweep_runs(out))  # every metric column, as Spark explodes them

@@ -70,7 +70,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     ),
     "evaluate": (
         "spark_cmd",
-        "Mean and 95 % confidence interval over seeds of every run metric, and the PIP-364 table.",
+        "Mean and 95 % confidence interval over seeds of every run metric, the PIP-364 table, and a "
+        "challenger's goal cells.",
     ),
     "ingest": (
         "spark_cmd",

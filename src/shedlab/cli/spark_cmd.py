@@ -31,10 +31,12 @@ from rich.progress import (
 from rich.table import Table
 
 from shedlab.cli.settings import check_count, check_seed, run_overrides
+from shedlab.core.goal import DEFAULT_CHALLENGER
 from shedlab.core.grid import params_label
 from shedlab.core.results import check_output_dir
 from shedlab.errors import ConfigError, InputError
 from shedlab.report.figures import short_pair
+from shedlab.report.terminal import goal_table
 from shedlab.spark.session import check_java, parse_conf_pairs, read_conf_file, validate_master
 from shedlab.units import compact, parse_duration
 
@@ -331,11 +333,23 @@ def evaluate(
         str | None,
         typer.Option("--metrics", help="Comma-separated metrics to print per scenario (default: a few)."),
     ] = None,
+    challenger: Annotated[
+        str,
+        typer.Option(
+            "--challenger",
+            help="The strategy judged against issue 15's goal (AvgShedder and Threshold + LRUWW "
+            "as baselines) where the sweep ran all three; a plugin's module:Class or its class name.",
+        ),
+    ] = DEFAULT_CHALLENGER,
     as_json: JsonOpt = False,
 ) -> None:
-    """Mean and 95 % confidence interval over seeds of every run metric, and the PIP-364 table.
+    """Mean and 95 % confidence interval over seeds of every run metric, the PIP-364 table, and a
+    challenger's goal cells.
 
-    Writes metric_stats and pip364 as Parquet and CSV (plus runs.csv and pip364_definitions.json).
+    The goal is issue 15's (docs/capacity-aware.md, "Against the goal"; docs/spark.md, "Evaluation").
+
+    Writes metric_stats and pip364 as Parquet and CSV (plus runs.csv, goal.csv and
+    pip364_definitions.json).
     """
     from shedlab.spark.evaluate import evaluate as run_evaluate
     from shedlab.spark.evaluate import require_sweep_dir
@@ -343,7 +357,7 @@ def evaluate(
     require_sweep_dir(sweep_dir)
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "evaluate") as spark, _status(as_json) as say:
-        result = run_evaluate(spark, sweep_dir, out, progress=say)
+        result = run_evaluate(spark, sweep_dir, out, challenger=challenger, progress=say)
     if as_json:
         _print_json(
             {
@@ -352,6 +366,7 @@ def evaluate(
                 "runs_failed": result.runs_failed,
                 "quarantined": [{"file": path, "reason": why} for path, why in result.quarantined],
                 "pip364": result.pip364.to_dict("records"),
+                "goal": result.goal.to_dict("records"),
                 "notes": result.notes,
             }
         )
@@ -369,6 +384,8 @@ def evaluate(
     )
     _print_metric_table(result.metric_stats, chosen)
     _print_pip_table(result.pip364, result.definitions)
+    if not result.goal.empty:
+        console.print(goal_table(result.goal))
     for note in result.notes:
         err_console.print(f"[yellow]note:[/] {escape(note)}")  # notes quote a grid's names and patterns
     console.print(f"{result.runs_ok} runs evaluated ({result.runs_failed} failed) → {result.out}")

@@ -55,6 +55,8 @@ table.pip tbody th { text-align:left; font-weight:600; min-width:150px; }
 .swatch { display:inline-block; width:10px; height:10px; border-radius:2px; margin-right:7px; }
 td.rating-good { background:var(--good); } td.rating-normal { background:var(--normal); }
 td.rating-bad { background:var(--bad); } td.rating-none { background:#fff; }
+span.verdict { padding:0 .3em; } span.verdict-good { background:var(--good); }
+span.verdict-normal { background:var(--normal); } span.verdict-bad { background:var(--bad); }
 .cell .fig { font-size:16px; font-weight:650; font-variant-numeric: tabular-nums; }
 .cell .ci { font-size:12px; color:#495057; font-variant-numeric: tabular-nums; }
 .cell a.def { font-size:11.5px; display:block; margin-top:2px; }

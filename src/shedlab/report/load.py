@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from shedlab.core.evaluation import DEFINITIONS_FILE
+from shedlab.core.goal import GOAL_COLUMNS, GOAL_TABLE
 from shedlab.core.grid import params_label
 from shedlab.core.results import (
     MANIFEST,
@@ -401,6 +402,7 @@ def _load_sweep(root: Path, evaluation: EvaluationTables | None) -> ReportData:
         pip_table=pip,
         pip_definitions=evaluation.definitions if evaluation is not None else {},
         metric_stats=evaluation.metric_stats if evaluation is not None else None,
+        goal=evaluation.goal if evaluation is not None else None,
         runs=ok,
         churn_label="unloads per run",
         imbalance_label=f"mean {IMBALANCE_LABEL}",
@@ -498,6 +500,7 @@ class EvaluationTables:
     pip_table: pd.DataFrame | None
     metric_stats: pd.DataFrame | None
     definitions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    goal: pd.DataFrame | None = None
     info: dict[str, Any] = field(default_factory=dict)
     sweep_dir: Path | None = None
 
@@ -507,7 +510,8 @@ def is_evaluation_dir(path: Path) -> bool:
 
 
 def read_evaluation(path: Path) -> EvaluationTables:
-    """``pip364`` and ``metric_stats`` (Parquet, else CSV) and ``pip364_definitions.json``."""
+    """``pip364`` and ``metric_stats`` (Parquet, else CSV), ``pip364_definitions.json`` and the goal's
+    cells (``goal.csv``, from ``shedlab evaluate`` since it judges a challenger)."""
     definitions: dict[str, dict[str, Any]] = {}
     defs_path = path / DEFINITIONS_FILE
     if defs_path.is_file():
@@ -518,6 +522,7 @@ def read_evaluation(path: Path) -> EvaluationTables:
         pip_table=_read_table(path, "pip364", PIP_COLUMNS_READ),
         metric_stats=_read_table(path, "metric_stats", STATS_COLUMNS_READ),
         definitions=definitions,
+        goal=_read_table(path, GOAL_TABLE, GOAL_COLUMNS),
         info={"evaluation": str(path)},
         sweep_dir=path.parent if is_sweep_dir(path.parent) else None,
     )
@@ -594,6 +599,7 @@ def load_results(results_dir: Path) -> ReportData:
             pip_table=evaluation.pip_table,
             pip_definitions=evaluation.definitions,
             metric_stats=evaluation.metric_stats,
+            goal=evaluation.goal,
             run_info=dict(evaluation.info),
             notes=["The sweep this evaluation was made from is not here, so there are no time series."],
         )

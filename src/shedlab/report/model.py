@@ -85,6 +85,7 @@ class ReportData:
       ``scenarios``, ``n_runs``, ``value``, ``ci_low``, ``ci_high``, ``good_below``, ``bad_above``,
       ``rating``).
     * ``metric_stats``: per scenario × strategy × parameters × metric means and 95 % intervals.
+    * ``goal``: a challenger's cells of issue 15's goal (:data:`shedlab.core.goal.GOAL_COLUMNS`).
     * ``runs``: one row per run: ``scenario``, ``strategy``, ``params_id``, ``params_json``, ``seed``,
       ``churn``, ``imbalance`` (for the trade-off scatter) and any other summary metrics.
     * ``series``: per scenario, the runs whose time series are drawn (one per strategy pair).
@@ -96,6 +97,7 @@ class ReportData:
     pip_table: pd.DataFrame | None = None
     pip_definitions: dict[str, dict[str, Any]] = field(default_factory=dict)
     metric_stats: pd.DataFrame | None = None
+    goal: pd.DataFrame | None = None
     runs: pd.DataFrame | None = None
     churn_label: str = "unloads per run"
     imbalance_label: str = "mean max − min broker usage (pp)"

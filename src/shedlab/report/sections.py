@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from shedlab.core.evaluation import MIN_RUNS_TO_RATE, TOO_FEW_RUNS
+from shedlab.core.goal import tally_sentence
 from shedlab.core.replay import total_reasons
 from shedlab.core.results import RUN_SUMMARY_ARROW
 from shedlab.report import figures
@@ -265,6 +266,56 @@ def definitions_section(page: Page, data: ReportData) -> str:
         )
     out.append("</dl>")
     return "\n".join(out)
+
+
+# -------------------------------------------------------------------------------------------- goal
+
+_VERDICT_CLASS = {"won": "good", "tie": "normal", "lost": "bad"}
+
+
+def _verdict_html(verdict: str, by_mean_only: bool) -> str:
+    css = _VERDICT_CLASS.get(verdict, "none")
+    close = ' <span class="ci">by the mean only</span>' if by_mean_only else ""
+    return f'<span class="verdict verdict-{css}">{html.escape(verdict)}</span>{close}'
+
+
+def goal_section(page: Page, data: ReportData) -> str:
+    """A challenger against issue 15's goal, cell by cell (``core/goal.py``), where ``shedlab evaluate``
+    found the challenger and both baselines in the sweep."""
+    cells = data.goal
+    if cells is None or cells.empty:
+        return ""
+    challenger = str(cells["challenger"].iloc[0])
+    rows = pd.DataFrame(
+        {
+            "scenario": cells["scenario"].astype(str) + " (" + cells["class"].astype(str) + ")",
+            "criterion": cells["criterion"],
+            challenger: [_mean_html(r.value, r.ci_low, r.ci_high) for r in cells.itertuples()],
+            "to beat": [
+                f"{_mean_html(r.baseline_value, r.baseline_ci_low, r.baseline_ci_high)}"
+                f'<div class="ci">{pair_label(str(r.baseline))}</div>'
+                for r in cells.itertuples()
+            ],
+            "verdict": [_verdict_html(str(r.verdict), bool(r.by_mean_only)) for r in cells.itertuples()],
+        }
+    )
+    intro_text = (
+        f"<p>{html.escape(challenger)} against the goal of issue 15 (<code>docs/capacity-aware.md</code>, "
+        "“Against the goal”). On a cluster whose machines differ: a lower mean spread than both "
+        "AvgShedder and ThresholdShedder + LRUWW, no more overloaded broker-minutes, fewer unloads than "
+        "ThresholdShedder + LRUWW. On identical machines: a spread within AvgShedder's 95 % interval (or "
+        "below it), and under jitter no more unloads. Each cell compares means over the sweep's seeds "
+        "with the baseline to beat (the lower of the two). "
+        f"<strong>{html.escape(tally_sentence(cells))}.</strong></p>"
+    )
+    table = table_html(
+        rows, text_columns=("scenario", "criterion"), html_columns=(challenger, "to beat", "verdict")
+    )
+    return page.heading(1, "Against the goal", "goal") + intro_text + table
+
+
+def _mean_html(mean: Any, low: Any, high: Any) -> str:
+    return f"{fmt(mean)}{_ci(low, high)}"
 
 
 # ----------------------------------------------------------------------------------------- scenarios
@@ -698,6 +749,7 @@ def metadata_section(page: Page, data: ReportData) -> str:
 
 SECTIONS: tuple[Callable[[Page, ReportData], str], ...] = (
     pip_section,
+    goal_section,
     definitions_section,
     scenario_sections,
     tradeoff_section,

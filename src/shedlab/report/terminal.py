@@ -1,4 +1,4 @@
-"""The PIP-364 table for a terminal (rich), compact enough for 80 columns.
+"""The PIP-364 table and the goal's cells for a terminal (rich), compact enough for 80 columns.
 
 Rows are strategy pairs under short names (``Threshold + LRUWW``; the caption spells the
 abbreviations out), so no pair is truncated into another; each cell holds the figure, ± its 95 %
@@ -7,19 +7,23 @@ interval and the rating in its colour.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 from rich.markup import escape
 from rich.table import Table
 
 from shedlab.core.evaluation import TOO_FEW_RUNS
+from shedlab.core.goal import tally_sentence
 from shedlab.report.figures import short_pair
 from shedlab.report.pip364 import pair_order, params_of, problem_order
 from shedlab.strategies.registry import caption_legend
 from shedlab.units import significant
 
-__all__ = ["pip364_table"]
+__all__ = ["goal_table", "pip364_table"]
 
 RATING_STYLE = {"good": "green", "normal": "yellow", "bad": "red", TOO_FEW_RUNS: "dim italic"}
+VERDICT_STYLE = {"won": "green", "tie": "yellow", "lost": "red"}
 _HEADINGS = {
     "heterogeneous environment": "hetero-\ngeneous",
     "load jitter": "load\njitter",
@@ -78,3 +82,39 @@ def pip364_table(table: pd.DataFrame) -> Table:
         )
         out.add_row(label, *cells)
     return out
+
+
+def goal_table(cells: pd.DataFrame) -> Table:
+    """The goal's cells (``core/goal.py``), one row per scenario and one column per metric: the verdict
+    (``~``: by the mean only, the 95 % intervals overlap) over the challenger's mean against the mean
+    of the baseline to beat. The intervals are in ``goal.csv`` and the report."""
+    challenger = short_pair(str(cells["challenger"].iloc[0])) if len(cells) else ""
+    metrics = list(dict.fromkeys(cells["metric"].astype(str)))
+    out = Table(
+        title=escape(f"{challenger} against issue 15's goal: its mean vs the baseline's"),
+        caption=tally_sentence(cells),
+        show_lines=True,
+    )
+    out.add_column("scenario", overflow="fold")
+    for metric in metrics:
+        out.add_column(_GOAL_HEADINGS.get(metric, metric), justify="center")
+    for scenario, rows in cells.groupby("scenario", sort=True):
+        by_metric = {str(r.metric): r for r in rows.itertuples(index=False)}
+        row = [escape(f"{scenario}\n({rows['class'].iloc[0]})")]
+        for metric in metrics:
+            r = by_metric.get(metric)
+            row.append("" if r is None else _goal_cell(r))
+        out.add_row(*row)
+    return out
+
+
+_GOAL_HEADINGS = {"score_spread_mean": "spread", "broker_minutes_overloaded": "overloaded\nminutes"}
+
+
+def _goal_cell(r: Any) -> str:
+    style = VERDICT_STYLE.get(str(r.verdict), "dim")
+    mark = " ~" if bool(r.by_mean_only) else ""
+    versus = f"{significant(r.value)} vs {significant(r.baseline_value)}"
+    return (
+        f"[{style}]{escape(str(r.verdict))}{mark}[/]\n{versus}\n[dim]{escape(short_pair(str(r.baseline)))}[/]"
+    )

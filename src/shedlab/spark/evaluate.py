@@ -9,7 +9,9 @@ functions per group (``groupBy(...).applyInPandas``) and writes the tables, each
 * ``pip364``: the PIP-364 table (:func:`~shedlab.core.evaluation.pip364_table`);
 * ``runs``: one row per successful run, one column per metric;
 * ``pip364_definitions.json``: the definitions used (a grid's ``pip364:`` section overrides the
-  defaults), with the scenarios each one matched.
+  defaults), with the scenarios each one matched;
+* ``goal.csv``: a challenger strategy (default CapacityAwareShedder) against issue 15's goal, cell by
+  cell (:func:`~shedlab.core.goal.goal_cells`), when the sweep ran it beside the goal's baselines.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from shedlab.core.evaluation import (
     pip364_values,
     resolve_definitions,
 )
+from shedlab.core.goal import DEFAULT_CHALLENGER, GOAL_TABLE, goal_cells, scenario_classes
 from shedlab.core.results import (
     exists,
     filesystem,
@@ -68,6 +71,7 @@ class EvaluationResult:
     pip364: pd.DataFrame
     runs: pd.DataFrame
     definitions: dict[str, dict[str, Any]]
+    goal: pd.DataFrame  # GOAL_COLUMNS; empty when the sweep did not run the challenger and baselines
     runs_ok: int
     runs_failed: int
     notes: list[str]
@@ -188,10 +192,11 @@ def evaluate(
     *,
     definitions: Mapping[str, Mapping[str, Any]] | None = None,
     confidence: float = 0.95,
+    challenger: str = DEFAULT_CHALLENGER,
     progress: Callable[[str], None] | None = None,
 ) -> EvaluationResult:
-    """Compute ``metric_stats`` and the PIP-364 table of a sweep and write them under ``out``
-    (default ``SWEEP_DIR/evaluation``)."""
+    """Compute ``metric_stats``, the PIP-364 table and ``challenger``'s goal cells of a sweep and write
+    them under ``out`` (default ``SWEEP_DIR/evaluation``)."""
     target = (out or table_path(sweep_dir, EVALUATION_DIR)).rstrip("/")
     notes: list[str] = []
     say = progress or (lambda _msg: None)
@@ -236,15 +241,18 @@ def evaluate(
     notes.extend(more)
     say("the PIP-364 table")
     pip = pip364_table(_pip364_stats(wide, usable, confidence), defs)
+    goal = goal_cells(stats_pd, scenario_classes(_scenario_texts(sweep_dir)), challenger)
 
     say(f"writing the tables to {target}")
     _write_outputs(spark, target, stats, stats_pd, pip, runs_pd, defs)
+    _put(target, f"{GOAL_TABLE}.csv", goal.to_csv(index=False).encode("utf-8"))  # header only: no cell
     return EvaluationResult(
         out=target,
         metric_stats=stats_pd,
         pip364=pip,
         runs=runs_pd,
         definitions=defs,
+        goal=goal,
         runs_ok=runs_ok,
         runs_failed=runs_failed,
         notes=notes,
@@ -265,16 +273,29 @@ def _write_outputs(
     spark.createDataFrame(conform(pip, PIP364_TABLE), PIP364_TABLE).coalesce(1).write.mode(
         "overwrite"
     ).parquet(f"{target}/pip364")
+    _put(target, "metric_stats.csv", stats_pd.to_csv(index=False).encode("utf-8"))
+    _put(target, "pip364.csv", pip.to_csv(index=False).encode("utf-8"))
+    _put(target, "runs.csv", runs_pd.to_csv(index=False).encode("utf-8"))
     fs, base = filesystem(target)
-    fs.create_dir(base, recursive=True)
-
-    def put(name: str, data: bytes) -> None:
-        with fs.open_output_stream(f"{base}/{name}") as sink:
-            sink.write(data)
-
-    put("metric_stats.csv", stats_pd.to_csv(index=False).encode("utf-8"))
-    put("pip364.csv", pip.to_csv(index=False).encode("utf-8"))
-    put("runs.csv", runs_pd.to_csv(index=False).encode("utf-8"))
     with fs.open_output_stream(f"{base}/runs.parquet") as sink:
         pq.write_table(pa.Table.from_pandas(runs_pd, preserve_index=False), sink)
-    put(DEFINITIONS_FILE, (json.dumps(defs, indent=2, default=str) + "\n").encode("utf-8"))
+    _put(target, DEFINITIONS_FILE, (json.dumps(defs, indent=2, default=str) + "\n").encode("utf-8"))
+
+
+def _put(target: str, name: str, data: bytes) -> None:
+    """Write ``data`` as ``target/name`` (a local path or a URI), creating the directory."""
+    fs, base = filesystem(target)
+    fs.create_dir(base, recursive=True)
+    with fs.open_output_stream(f"{base}/{name}") as sink:
+        sink.write(data)
+
+
+def _scenario_texts(sweep_dir: str) -> dict[str, str]:
+    """Each swept scenario's YAML text, as the manifest recorded it (a later grid's entry wins)."""
+    grids = manifest_grids(read_manifest(sweep_dir), table_path(sweep_dir, "sweep.json"))
+    return {
+        name: str(entry.get("text", ""))
+        for grid in grids
+        for name, entry in (grid.get("scenarios") or {}).items()
+        if entry.get("text")
+    }

@@ -8,6 +8,7 @@ Scenarios are plain frozen dataclasses, so they can be pickled to Spark executor
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import importlib.resources
 import re
@@ -241,6 +242,21 @@ class Scenario:
     def num_ticks(self) -> int:
         """How many ticks the simulator runs (:func:`tick_count`)."""
         return tick_count(self.duration, self.simulation.tick)
+
+    @property
+    def machines_differ(self) -> bool:
+        """Whether the brokers differ as machines: groups (initial or added) on hardware classes whose
+        figures differ, groups with different co-located load (``background``), or a ``background``
+        event, which changes some brokers' load and not the others'. What PIP-364 calls a heterogeneous
+        environment, read from the scenario rather than its name, so that a user's cluster or a probe
+        is classed like the built-in ``heterogeneous-*`` scenarios (``core/goal.py``). Class names do
+        not count: two classes with the same figures are the same machine."""
+        groups: list[BrokerGroup | AddBrokers] = [*self.brokers]
+        groups += [e for e in self.events if isinstance(e, AddBrokers)]
+        machines = {dataclasses.replace(self.hardware[g.hardware], name="") for g in groups}
+        backgrounds = {g.background for g in groups}
+        changes = any(isinstance(e, BackgroundChange) for e in self.events)
+        return len(machines) > 1 or len(backgrounds) > 1 or changes
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "scenario") -> Scenario:
