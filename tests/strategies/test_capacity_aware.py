@@ -422,9 +422,15 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-bytes-and-messages",
         "probe-loaded-failover",
     },
+    "holdout-9.yaml": {
+        "probe-fine-bundles",
+        "probe-coarse-bundles",
+        "probe-colocated-cycles",
+        "probe-spiky-mixed",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
-(three probes) and its third to eighth (four each)."""
+(three probes) and its third to ninth (four each)."""
 
 
 def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
