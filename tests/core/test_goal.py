@@ -16,6 +16,7 @@ from shedlab.core.goal import (
     GOAL_COLUMNS,
     TS_LRUWW,
     goal_cells,
+    goal_note,
     goal_tally,
     same_mean,
     same_strategy,
@@ -225,6 +226,25 @@ def test_scenario_classes_leave_out_texts_this_version_cannot_read() -> None:
     texts = {
         "ok": _BASE,
         "foreign": "name: foreign\nnot_a_field: 1\n",
+        "other-keys": "name: k\nstrategy_config:\n  AvgShedder:\n    noSuchKey: 1\n",  # a ConfigError
         "jitter-like": _BASE.replace("name: s", "name: j"),
     }
     assert scenario_classes(texts) == {"ok": "homogeneous", "jitter-like": "jitter"}  # named as swept
+
+
+def test_a_within_interval_cell_is_never_by_the_mean_only() -> None:
+    rows = _three("homogeneous-gap", (19.0, 19.5, 40.0), (0.0, 0.0, 0.0), (3.0, 2.0, 5.0))
+    cells = goal_cells(_stats(rows), {"homogeneous-gap": "homogeneous"}, "CapacityAwareShedder")
+    assert cells["verdict"].tolist() == ["won"] and not bool(cells["by_mean_only"].iloc[0])
+
+
+def test_why_there_are_no_cells() -> None:
+    both = [AVG, TS_LRUWW]
+    assert goal_note([PLUGIN, *both], "CapacityAwareShedder") is None
+    assert goal_note(both, "CapacityAwareShedder") is None  # the default challenger, simply not swept
+    assert goal_note([PLUGIN, AVG], "CapacityAwareShedder") == (
+        f"no goal cells for CapacityAwareShedder: the sweep has no runs of {TS_LRUWW}"
+    )
+    mine = "HottestBroker+LeastLongTermMessageRate"
+    note = goal_note([*both, mine], mine.replace("Hottest", "Hotest"))
+    assert note is not None and "did you mean 'HottestBroker+LeastLongTermMessageRate'?" in note

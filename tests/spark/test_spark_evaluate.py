@@ -144,7 +144,7 @@ def test_goal_cells_of_a_challenger(evaluated: tuple[Path, Any], tmp_path: Path)
     from shedlab.core.goal import GOAL_COLUMNS, goal_cells, scenario_classes
 
     out, result = evaluated
-    assert result.goal.empty
+    assert result.goal.empty and not any("goal" in note for note in result.notes)  # default: not swept
     assert list(pd.read_csv(result.out + "/goal.csv").columns) == list(GOAL_COLUMNS)
     app = typer.Typer()
     register(app)
@@ -160,6 +160,10 @@ def test_goal_cells_of_a_challenger(evaluated: tuple[Path, Any], tmp_path: Path)
     texts = {n: e["text"] for g in manifest["grids"] for n, e in g["scenarios"].items()}
     direct = goal_cells(result.metric_stats, scenario_classes(texts), "AvgShedder")
     assert written["verdict"].tolist() == direct["verdict"].tolist()
+    misspelt = CliRunner().invoke(
+        app, ["evaluate", str(out), "--out", str(tmp_path / "ev2"), "--challenger", "AvgShedde"]
+    )
+    assert misspelt.exit_code == 0 and "did you mean 'AvgShedder'?" in " ".join(misspelt.output.split())
     # against itself a set never wins the spread: the best set ties, the other loses or ties
     spread = direct[direct["criterion"] == "lower spread"]
     assert set(spread["verdict"]) <= {"tie", "lost"} and "tie" in set(spread["verdict"])

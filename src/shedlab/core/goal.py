@@ -15,8 +15,9 @@ machines better than what Pulsar offers, without paying for it elsewhere? Measur
 Each cell says ``won``, ``tie`` (equal means where the goal asks for lower: a cluster no pair moves)
 or ``lost``, with both sides' means and intervals, and ``by_mean_only`` where the means differ but
 their 95 % intervals overlap (a cell won or lost by the mean only; equal means, as two pairs that
-never overload, are not). Until now the tallies of issue 15's held-out rounds were counted by hand from
-``evaluate``'s table; this is their one home, used by ``shedlab evaluate --goal`` and the report.
+never overload, are not; nor is a ``within_ci`` cell, which is about the interval already). Before this
+module the tallies of issue 15's held-out rounds were counted by hand from ``evaluate``'s table; it is
+their one home, used by ``shedlab evaluate --challenger`` and the report.
 
 Strategy names are compared by their class part: a plugin named ``package.module:Class`` in a grid
 is the strategy ``Class`` (``CapacityAwareShedder`` matches
@@ -28,13 +29,13 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
 
 from shedlab.core.sim.scenario import parse_scenario_text
-from shedlab.errors import InputError
+from shedlab.errors import ShedlabError, did_you_mean
 
 __all__ = [
     "AVG",
@@ -46,6 +47,7 @@ __all__ = [
     "TS_LRUWW",
     "GoalRule",
     "goal_cells",
+    "goal_note",
     "goal_tally",
     "same_mean",
     "same_strategy",
@@ -179,7 +181,9 @@ def _cell(sub: pd.DataFrame, own: pd.DataFrame, rule: GoalRule) -> dict[str, obj
         "baseline_ci_low": _num(best["ci_low"]),
         "baseline_ci_high": _num(best["ci_high"]),
         "verdict": verdict(rule.test, float(m["mean"]), float(best["mean"]), _num(best["ci_high"])),
-        "by_mean_only": not same_mean(float(m["mean"]), float(best["mean"])) and _overlap(m, best),
+        "by_mean_only": rule.test != "within_ci"
+        and not same_mean(float(m["mean"]), float(best["mean"]))
+        and _overlap(m, best),
     }
 
 
@@ -249,6 +253,21 @@ def tally_sentence(cells: pd.DataFrame) -> str:
     )
 
 
+def goal_note(strategies: Collection[str], challenger: str) -> str | None:
+    """Why a sweep has no goal cells, when that is worth saying: the challenger was swept but a baseline
+    was not, or a challenger other than the default was asked for and is not in the sweep (with the
+    closest swept name). None when the cells can be made, or when the default challenger simply was not
+    swept (most sweeps do not run CapacityAwareShedder)."""
+    swept = sorted(set(strategies))
+    missing = [s for s in (challenger, AVG, TS_LRUWW) if not any(same_strategy(r, s) for r in swept)]
+    if not missing or (missing[0] == challenger and challenger == DEFAULT_CHALLENGER):
+        return None
+    hint = did_you_mean(challenger, swept) if missing[0] == challenger else None
+    return f"no goal cells for {challenger}: the sweep has no runs of {', '.join(missing)}" + (
+        f" ({hint})" if hint else ""
+    )
+
+
 def scenario_classes(texts: Mapping[str, str]) -> dict[str, str]:
     """Scenario name → class, from each scenario's YAML text as a sweep's manifest records it
     (``sweep.json``). A text this version cannot read (a sweep of another version) is left out, and so
@@ -257,7 +276,7 @@ def scenario_classes(texts: Mapping[str, str]) -> dict[str, str]:
     for name, text in texts.items():
         try:
             scenario = parse_scenario_text(text, name)
-        except InputError:
+        except ShedlabError:  # InputError or ConfigError: the text of another version
             continue
         classes[name] = scenario_class(name, scenario.machines_differ)
     return classes

@@ -39,7 +39,7 @@ from shedlab.core.evaluation import (
     pip364_values,
     resolve_definitions,
 )
-from shedlab.core.goal import DEFAULT_CHALLENGER, GOAL_TABLE, goal_cells, scenario_classes
+from shedlab.core.goal import DEFAULT_CHALLENGER, GOAL_TABLE, goal_cells, goal_note, scenario_classes
 from shedlab.core.results import (
     exists,
     filesystem,
@@ -242,6 +242,9 @@ def evaluate(
     say("the PIP-364 table")
     pip = pip364_table(_pip364_stats(wide, usable, confidence), defs)
     goal = goal_cells(stats_pd, scenario_classes(_scenario_texts(sweep_dir)), challenger)
+    why_no_goal = goal_note(runs_pd["strategy"].astype(str).tolist(), challenger)
+    if goal.empty and why_no_goal:
+        notes.append(why_no_goal)
 
     say(f"writing the tables to {target}")
     _write_outputs(spark, target, stats, stats_pd, pip, runs_pd, defs)
