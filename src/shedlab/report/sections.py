@@ -285,7 +285,7 @@ def goal_section(page: Page, data: ReportData) -> str:
     cells = data.goal
     if cells is None or cells.empty:
         return ""
-    challenger = str(cells["challenger"].iloc[0])
+    challenger = figures.short_pair(str(cells["challenger"].iloc[0]))
     rows = pd.DataFrame(
         {
             "scenario": cells["scenario"].astype(str) + " (" + cells["class"].astype(str) + ")",
