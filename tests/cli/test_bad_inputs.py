@@ -395,6 +395,14 @@ CASES: dict[str, list[Case]] = {
             "pip364.csv: not a table shedlab wrote here: no column 'strategy', 'problem'",
         ),
         _report(
+            "goal-csv-of-another-table",
+            {
+                "res/evaluation/pip364.csv": b"strategy,problem,metric,n_runs,value,ci_low,ci_high,rating\n",
+                "res/evaluation/goal.csv": b"a,b\n1,2\n",
+            },
+            "goal.csv: not a table shedlab wrote here: no column 'scenario', 'class'",
+        ),
+        _report(
             "replay-table-of-another-table",
             {
                 "res/replay.json": b'{"configs": []}',
