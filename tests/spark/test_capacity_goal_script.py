@@ -1,0 +1,50 @@
+"""``scripts/capacity-goal.py``: the docs' goal table is made by sweeping and evaluating each grid; its
+rows are the tallies of the cells ``evaluate`` wrote, and it refuses to resume a directory."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import pytest
+
+from shedlab.core.goal import goal_tally
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "fixtures" / "grid_tiny.yaml"
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("capacity_goal", ROOT / "scripts" / "capacity-goal.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_default_grids_are_every_round_in_order() -> None:
+    grids = _script().default_grids()
+    assert grids[0] == "capacity" and grids[-1] == "pip364-extended"
+    rounds = [Path(g).name for g in grids[2:-1]]
+    assert rounds[:3] == ["holdout.yaml", "holdout-3.yaml", "holdout-4.yaml"]
+    assert rounds[-1] == f"holdout-{len(rounds) + 1}.yaml"  # holdout.yaml is the second round
+
+
+@pytest.mark.spark
+def test_a_row_per_grid_from_the_cells_evaluate_wrote(spark: SparkSession, tmp_path: Path) -> None:
+    script = _script()
+    rows = script.run(spark, [str(TINY)], tmp_path, "AvgShedder")
+    cells = pd.read_csv(tmp_path / "grid_tiny" / "evaluation" / "goal.csv")
+    assert len(rows) == 1 and rows[0]["grid"] == "grid_tiny.yaml"
+    assert {k: rows[0][k] for k in ("cells", "won", "tie", "lost")} == {
+        k: goal_tally(cells)[k] for k in ("cells", "won", "tie", "lost")
+    }
+    assert rows[0]["cells"] == 12
+    with pytest.raises(SystemExit, match="exists"):
+        script.run(spark, [str(TINY)], tmp_path, "AvgShedder")
