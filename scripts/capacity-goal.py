@@ -12,17 +12,28 @@ the second round, ``holdout-3.yaml`` onwards the third and later) and the built-
 2,650 runs with nine rounds, 108 s on the 2-core development machine (27 Nov 2026).
 
 A grid's directory must not exist yet: a sweep resumes what its directory holds, and runs made by other
-code would be counted as this code's (pass another ``--out``).
+code would be counted as this code's (pass another ``--out``). ``--set KEY=VALUE`` (repeatable) runs
+every pair with that configuration value on top of each grid's own (``capacityAwareBalancedSpread=20``:
+the scan of rule 3's constants in ``docs/capacity-aware.md``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from shedlab.cli.settings import run_overrides
+from shedlab.core.goal import goal_tally
+from shedlab.core.grid import Grid, load_grid
+from shedlab.errors import InputError, ShedlabError
+from shedlab.spark.evaluate import evaluate
+from shedlab.spark.session import get_spark
+from shedlab.spark.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = ROOT / "examples" / "capacity-probes"
@@ -39,25 +50,32 @@ def default_grids() -> list[str]:
     return ["capacity", str(PROBES / "grid.yaml"), *map(str, rounds), "pip364-extended"]
 
 
-def run(spark: Any, grids: Sequence[str], out: Path, challenger: str) -> list[dict[str, Any]]:
-    """Sweep and evaluate each grid into ``out/<grid name>``; one row of the tally per grid."""
-    from shedlab.core.goal import goal_tally
-    from shedlab.core.grid import load_grid
-    from shedlab.spark.evaluate import evaluate
-    from shedlab.spark.sweep import sweep
-
-    rows = []
-    for source in grids:
+def load_grids(sources: Sequence[str], out: Path, sets: Mapping[str, Any]) -> list[tuple[str, Grid]]:
+    """Each grid read, checked and given ``sets`` on top of its own settings, with the directory it is
+    swept into (which must not exist), before Spark starts."""
+    loaded = []
+    for source in sources:
         grid = load_grid(source)
+        if sets:
+            grid = dataclasses.replace(grid, overrides=(*grid.overrides, *sets.items()))
         target = out / Path(source).stem
         if target.exists():
-            sys.exit(f"error: {target} exists (a sweep would resume it); remove it or pass another --out")
-        sweep(spark, grid, str(target))
-        cells = evaluate(spark, str(target), challenger=challenger).goal
+            why = "exists (a sweep would resume it); remove it or pass another --out"
+            raise InputError(why, source=str(target))
+        loaded.append((str(target), grid))
+    return loaded
+
+
+def run(spark: Any, grids: Sequence[tuple[str, Grid]], challenger: str) -> list[dict[str, Any]]:
+    """Sweep and evaluate each grid into its directory; one row of the tally per grid."""
+    rows = []
+    for target, grid in grids:
+        sweep(spark, grid, target)
+        cells = evaluate(spark, target, challenger=challenger).goal
         lost = cells[cells["verdict"] == "lost"]
         rows.append(
             {
-                "grid": Path(source).name,
+                "grid": Path(grid.source.removeprefix("builtin:")).name,
                 **goal_tally(cells),
                 "lost cells": "; ".join(f"{r.scenario}: {r.criterion}" for r in lost.itertuples()),
             }
@@ -71,11 +89,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "capacity-goal")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--challenger", default="CapacityAwareShedder")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
-    from shedlab.spark.session import get_spark
-
-    spark = get_spark(args.master, app_name="capacity-goal")
-    rows = run(spark, args.grids or default_grids(), args.out, args.challenger)
+    try:
+        sets, _ = run_overrides(None, args.sets)  # a key checked (did-you-mean) before anything runs
+        grids = load_grids(args.grids or default_grids(), args.out, sets)
+        rows = run(get_spark(args.master, app_name="capacity-goal"), grids, args.challenger)
+    except ShedlabError as exc:  # a bad key, grid or directory: one line, as the CLI says it
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     print("| grid | cells | won | tie | lost | lost cells |")
     print("|---|---|---|---|---|---|")
     for r in rows:

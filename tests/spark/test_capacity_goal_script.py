@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from shedlab.core.goal import goal_tally
+from shedlab.errors import InputError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,12 +40,25 @@ def test_the_default_grids_are_every_round_in_order() -> None:
 @pytest.mark.spark
 def test_a_row_per_grid_from_the_cells_evaluate_wrote(spark: SparkSession, tmp_path: Path) -> None:
     script = _script()
-    rows = script.run(spark, [str(TINY)], tmp_path, "AvgShedder")
+    rows = script.run(spark, script.load_grids([str(TINY)], tmp_path, {}), "AvgShedder")
     cells = pd.read_csv(tmp_path / "grid_tiny" / "evaluation" / "goal.csv")
     assert len(rows) == 1 and rows[0]["grid"] == "grid_tiny.yaml"
     assert {k: rows[0][k] for k in ("cells", "won", "tie", "lost")} == {
         k: goal_tally(cells)[k] for k in ("cells", "won", "tie", "lost")
     }
     assert rows[0]["cells"] == 12
-    with pytest.raises(SystemExit, match="exists"):
-        script.run(spark, [str(TINY)], tmp_path, "AvgShedder")
+    with pytest.raises(InputError, match="exists"):
+        script.load_grids([str(TINY)], tmp_path, {})
+
+
+def test_settings_go_on_top_of_each_grid_and_bad_input_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script()
+    ((_, grid),) = script.load_grids([str(TINY)], tmp_path, {"capacityAwareMinBenefit": "3"})
+    assert dict(grid.overrides)["capacityAwareMinBenefit"] == "3"
+    assert script.main(["--set", "capacityAwareMinBenefitt=3", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean 'capacityAwareMinBenefit'?" in err
+    assert script.main(["no-such-grid", "--out", str(tmp_path)]) == 2
+    assert "no-such-grid" in capsys.readouterr().err
