@@ -366,3 +366,5 @@ def test_goal_section_from_the_evaluation(sweep_root: Path, tmp_path: Path) -> N
     assert section.count("<tr>") == 1 + len(cells)
     assert tally_sentence(cells) in section
     assert section.count('class="verdict verdict-') == len(cells)
+    assert '<a href="#goal">Against the goal</a>' in document  # "How to read this" points to it
+    assert '<a href="#goal">' not in plain

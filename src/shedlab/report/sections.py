@@ -82,6 +82,13 @@ def intro(data: ReportData) -> str:
             "definition</a> of its figure. Lower is better everywhere. Where PIP-364 rated a pair itself, "
             "its claim is printed under the measurement, so you can see where the measurement agrees."
         )
+    if data.goal is not None and not data.goal.empty:
+        items.append(
+            '<a href="#goal">Against the goal</a> holds one strategy (the challenger) to issue 15\'s bar, '
+            "cell by cell: on clusters whose machines differ, a lower spread than AvgShedder and "
+            "ThresholdShedder + LRUWW, no more overloaded minutes, fewer unloads than ThresholdShedder + "
+            "LRUWW; each cell is won, tied or lost on the means over seeds."
+        )
     if data.series:
         items.append(
             "Each <a href=\"#scenarios\">scenario</a> shows every broker's <em>score</em> (Pulsar's "
