@@ -326,3 +326,20 @@ def test_cluster_help_says_what_a_zookeeper_recording_is_labelled(command: str) 
     result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "250"})
     assert result.exit_code == 0
     assert "ZooKeeper, whose load-balancer znodes do not name it, 'pulsar'" in result.output
+
+
+def test_json_output_is_strict_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """The Spark commands' ``--json``: a statistic without a value (one seed's interval, NaN in pandas)
+    is null, not the ``NaN`` strict parsers refuse; nested in records and lists alike."""
+    import json
+    import math
+
+    from shedlab.cli.spark_cmd import _print_json
+
+    _print_json({"goal": [{"ci_low": math.nan, "value": 1.5}], "pip364": ({"ci": [math.inf, 2.0]},)})
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"not strict JSON: {constant}")
+
+    doc = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert doc == {"goal": [{"ci_low": None, "value": 1.5}], "pip364": [{"ci": [None, 2.0]}]}
