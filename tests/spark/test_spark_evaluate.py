@@ -194,7 +194,7 @@ def test_a_bad_pip364_section_of_an_older_sweep_is_named_before_anything_is_read
     """A sweep.json written before sweep checked ``pip364:`` may hold a bad threshold: evaluate names its
     place in sweep.json at once (it read every run first, then said only ``pip364: expected a number``)."""
     from shedlab.errors import ConfigError
-    from shedlab.spark.evaluate import _grid_definitions
+    from shedlab.spark.evaluate import _grid_definitions, _swept_grids
 
     good = {"name": "a", "pip364": {"load jitter": {"good_below": 5}}}
     bad = {"name": "b", "pip364": {"mine": {"expr": "unloads", "good_below": "x"}}}
@@ -202,6 +202,6 @@ def test_a_bad_pip364_section_of_an_older_sweep_is_named_before_anything_is_read
     with pytest.raises(
         ConfigError, match=r"sweep\.json: grids\[1\]\.pip364\.mine\.good_below: expected a finite"
     ):
-        _grid_definitions(str(tmp_path))
+        _grid_definitions(str(tmp_path), _swept_grids(str(tmp_path)))
     (tmp_path / "sweep.json").write_text(json.dumps({"grids": [good]}))
-    assert _grid_definitions(str(tmp_path)) == [good["pip364"]]
+    assert _grid_definitions(str(tmp_path), _swept_grids(str(tmp_path))) == [good["pip364"]]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,13 +168,17 @@ def _pip364_stats(wide: Any, definitions: Mapping[str, Mapping[str, Any]], confi
     return result
 
 
-def _grid_definitions(sweep_dir: str) -> list[Mapping[str, Any]]:
-    """The ``pip364:`` sections of the grids swept into ``sweep_dir``, each checked before anything is
+def _swept_grids(sweep_dir: str) -> list[dict[str, Any]]:
+    """The grids recorded in ``sweep_dir``'s ``sweep.json``, checked (read once per evaluation)."""
+    return manifest_grids(read_manifest(sweep_dir), table_path(sweep_dir, "sweep.json"))
+
+
+def _grid_definitions(sweep_dir: str, grids: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The ``pip364:`` sections of ``grids`` (:func:`_swept_grids`), each checked before anything is
     read (a grid swept before sweep checked them may hold a bad one: named by its place in sweep.json)."""
-    manifest = read_manifest(sweep_dir)
     where = table_path(sweep_dir, "sweep.json")
     overrides: list[Mapping[str, Any]] = []
-    for i, grid in enumerate(manifest_grids(manifest, where)):
+    for i, grid in enumerate(grids):
         override = grid.get("pip364") or {}
         if not isinstance(override, Mapping):
             raise ConfigError(
@@ -201,7 +205,8 @@ def evaluate(
     notes: list[str] = []
     say = progress or (lambda _msg: None)
     require_sweep_dir(sweep_dir)  # refuses a directory that is not a sweep's before touching it
-    grid_overrides = _grid_definitions(sweep_dir)
+    grids = _swept_grids(sweep_dir)
+    grid_overrides = _grid_definitions(sweep_dir, grids)
     say("checking the run files")
     quarantined = quarantine_corrupt_runs(sweep_dir)
     if quarantined:
@@ -241,14 +246,13 @@ def evaluate(
     notes.extend(more)
     say("the PIP-364 table")
     pip = pip364_table(_pip364_stats(wide, usable, confidence), defs)
-    goal = goal_cells(stats_pd, scenario_classes(_scenario_texts(sweep_dir)), challenger)
+    goal = goal_cells(stats_pd, scenario_classes(_scenario_texts(grids)), challenger)
     why_no_goal = goal_note(runs_pd["strategy"].astype(str).tolist(), challenger)
     if goal.empty and why_no_goal:
         notes.append(why_no_goal)
 
     say(f"writing the tables to {target}")
-    _write_outputs(spark, target, stats, stats_pd, pip, runs_pd, defs)
-    _put(target, f"{GOAL_TABLE}.csv", goal.to_csv(index=False).encode("utf-8"))  # header only: no cell
+    _write_outputs(spark, target, stats, stats_pd, pip, runs_pd, defs, goal)
     return EvaluationResult(
         out=target,
         metric_stats=stats_pd,
@@ -271,31 +275,30 @@ def _write_outputs(
     pip: pd.DataFrame,
     runs_pd: pd.DataFrame,
     defs: Mapping[str, Any],
+    goal: pd.DataFrame,
 ) -> None:
     stats.coalesce(1).write.mode("overwrite").parquet(f"{target}/metric_stats")
     spark.createDataFrame(conform(pip, PIP364_TABLE), PIP364_TABLE).coalesce(1).write.mode(
         "overwrite"
     ).parquet(f"{target}/pip364")
-    _put(target, "metric_stats.csv", stats_pd.to_csv(index=False).encode("utf-8"))
-    _put(target, "pip364.csv", pip.to_csv(index=False).encode("utf-8"))
-    _put(target, "runs.csv", runs_pd.to_csv(index=False).encode("utf-8"))
-    fs, base = filesystem(target)
-    with fs.open_output_stream(f"{base}/runs.parquet") as sink:
-        pq.write_table(pa.Table.from_pandas(runs_pd, preserve_index=False), sink)
-    _put(target, DEFINITIONS_FILE, (json.dumps(defs, indent=2, default=str) + "\n").encode("utf-8"))
-
-
-def _put(target: str, name: str, data: bytes) -> None:
-    """Write ``data`` as ``target/name`` (a local path or a URI), creating the directory."""
     fs, base = filesystem(target)
     fs.create_dir(base, recursive=True)
-    with fs.open_output_stream(f"{base}/{name}") as sink:
-        sink.write(data)
+
+    def put(name: str, data: bytes) -> None:
+        with fs.open_output_stream(f"{base}/{name}") as sink:
+            sink.write(data)
+
+    put("metric_stats.csv", stats_pd.to_csv(index=False).encode("utf-8"))
+    put("pip364.csv", pip.to_csv(index=False).encode("utf-8"))
+    put("runs.csv", runs_pd.to_csv(index=False).encode("utf-8"))
+    with fs.open_output_stream(f"{base}/runs.parquet") as sink:
+        pq.write_table(pa.Table.from_pandas(runs_pd, preserve_index=False), sink)
+    put(DEFINITIONS_FILE, (json.dumps(defs, indent=2, default=str) + "\n").encode("utf-8"))
+    put(f"{GOAL_TABLE}.csv", goal.to_csv(index=False).encode("utf-8"))  # header only: no cell
 
 
-def _scenario_texts(sweep_dir: str) -> dict[str, str]:
+def _scenario_texts(grids: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Each swept scenario's YAML text, as the manifest recorded it (a later grid's entry wins)."""
-    grids = manifest_grids(read_manifest(sweep_dir), table_path(sweep_dir, "sweep.json"))
     return {
         name: str(entry.get("text", ""))
         for grid in grids
