@@ -31,7 +31,6 @@ from shedlab.core.sim.metrics import (
     over_placement,
     over_unloading_flip,
     ratio,
-    scores,
     summarize,
     time_to_balance,
 )
@@ -44,7 +43,7 @@ from shedlab.core.sim.recording import (
     prometheus_value,
 )
 from shedlab.core.sim.scenario import MetricsSettings
-from shedlab.core.sim.state import TrueUsage
+from shedlab.core.sim.state import TrueUsage, broker_scores
 from shedlab.core.sim.traffic import Traffic
 from shedlab.manager import ManagerDecision
 from shedlab.strategies import Skip, SkipKind
@@ -250,9 +249,9 @@ class TestScores:
         # cpu 50 %, heap 90 %, direct 12.5 %, in 25 %, out 37.5 % (exact in float32)
         usage = np.array([[50.0, 900.0, 12.5, 25.0, 37.5]])
         limit = np.array([[100.0, 1000.0, 100.0, 100.0, 100.0]])
-        assert scores(usage, limit, (1.0, 1.0, 1.0, 1.0)).tolist() == [50.0]  # heap 90 % ignored
-        assert scores(usage, limit, (0.5, 1.0, 1.0, 1.0)).tolist() == [37.5]
-        assert scores(usage, limit, (0.25, 2.0, 1.0, 0.5)).tolist() == [25.0]
+        assert broker_scores(usage, limit, (1.0, 1.0, 1.0, 1.0)).tolist() == [50.0]  # heap 90 % ignored
+        assert broker_scores(usage, limit, (0.5, 1.0, 1.0, 1.0)).tolist() == [37.5]
+        assert broker_scores(usage, limit, (0.25, 2.0, 1.0, 0.5)).tolist() == [25.0]
 
 
 # ------------------------------------------------------------------------------------------- hardware

@@ -7,10 +7,10 @@ import json
 import numpy as np
 
 from shedlab.core.sim.hardware import CostModel, HardwareClass
-from shedlab.core.sim.metrics import Churn, TickMetrics, scores
+from shedlab.core.sim.metrics import Churn, TickMetrics
 from shedlab.core.sim.publishing import LeaderView
 from shedlab.core.sim.scenario import MetricsSettings
-from shedlab.core.sim.state import TrueUsage
+from shedlab.core.sim.state import TrueUsage, broker_scores
 from shedlab.core.sim.traffic import Traffic
 from shedlab.manager import ManagerDecision
 
@@ -73,7 +73,7 @@ def true_usage(m: TickMetrics, owner: list[int], slots: list[int]) -> TrueUsage:
         slots=alive,
         usage=usage,
         limit=limit,
-        score=scores(usage, limit, WEIGHTS),
+        score=broker_scores(usage, limit, WEIGHTS),
         background=bg,
         agg=agg[alive],
         bundles=bundles[alive],

@@ -39,7 +39,6 @@ __all__ = [
     "over_placement",
     "over_unloading_flip",
     "ratio",
-    "scores",
     "summarize",
     "time_to_balance",
 ]
@@ -54,11 +53,6 @@ rows, and reading the three through the enum's properties (``value`` is a descri
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
-
-
-def scores(usage: FloatArray, limit: FloatArray, weights: tuple[float, float, float, float]) -> FloatArray:
-    """``U(b)·100`` per broker from (n, 5) usage and limits (Pulsar's float32 percentages)."""
-    return broker_scores(usage, limit, weights)
 
 
 def ratio(values: FloatArray) -> float:
@@ -570,7 +564,7 @@ class TickMetrics:
         snap = view.cached
         reported = np.full(slots.size, np.nan)
         if snap is not None and snap.num_brokers:
-            rep_scores = snap.weighted_max_percent(self.weights)  # scores(), as the leader computed them
+            rep_scores = snap.weighted_max_percent(self.weights)  # U(b)·100, as the leader computed them
             idx = view.slot_to_row[slots]
             has = idx >= 0
             reported[has] = rep_scores[idx[has]]
@@ -676,7 +670,7 @@ class TickMetrics:
         )
         if true.extra_cpu is not None:  # approximation: the landed bundles' connections are kept
             without_usage[:, 0] += true.extra_cpu[keep]
-        without = scores(without_usage, true.limit[keep], self.weights)
+        without = broker_scores(without_usage, true.limit[keep], self.weights)
         margin = self.settings.over_placement_margin
         return int(over_placement(score[keep], without, mean, self.overload_pct, margin).sum())
 
