@@ -428,9 +428,15 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-colocated-cycles",
         "probe-spiky-mixed",
     },
+    "holdout-10.yaml": {
+        "probe-staged-migration",
+        "probe-strong-restarts",
+        "probe-isolation-lifted",
+        "probe-generations-day",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
-(three probes) and its third to ninth (four each)."""
+(three probes) and its third to tenth (four each)."""
 
 
 def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
