@@ -2,7 +2,7 @@
 
 Layers, lowest first (``docs/architecture.md``):
 
-0. foundation: ``shedlab.errors``, ``shedlab.units``, ``shedlab.kernels`` and ``shedlab.shed_kernels``
+0. foundation: ``shedlab.errors``, ``shedlab.units``, ``shedlab.jsonout``, ``shedlab.kernels`` and ``shedlab.shed_kernels``
    (compiled array loops)
 1. Pulsar's model: ``shedlab.config``, ``shedlab.model``
 2. ``shedlab.strategies``
@@ -27,7 +27,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "shedlab"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("shedlab.errors", "shedlab.units", "shedlab.kernels", "shedlab.shed_kernels"),
+    ("shedlab.errors", "shedlab.units", "shedlab.jsonout", "shedlab.kernels", "shedlab.shed_kernels"),
     ("shedlab.config", "shedlab.model"),
     ("shedlab.strategies",),
     ("shedlab.manager",),

@@ -55,4 +55,9 @@ def test_a_usage_beyond_floats_range_decides_as_java_without_warnings(tmp_path: 
         warnings.simplefilter("error")  # a NumPy RuntimeWarning would be a line on the user's stderr
         result = CliRunner().invoke(app, ["decide", str(tmp_path / "huge.json"), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["unload"]
+    decided = json.loads(result.stdout, parse_constant=_refuse)  # strict JSON: its NaNs are null
+    assert decided["unload"] and decided["unload"][0]["reason"]["usage_now"] is None
+
+
+def _refuse(constant: str) -> object:
+    raise AssertionError(f"not JSON: {constant}")

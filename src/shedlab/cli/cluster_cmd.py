@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from shedlab import jsonout
 from shedlab.cli.decide_cmd import print_outcome
 from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
 from shedlab.cluster.access import Retry, Token, load_token
@@ -221,7 +221,7 @@ def _print_cycle(
     missing: dict[str, str],
 ) -> None:
     if as_json:
-        print(json.dumps(result), flush=True)
+        print(jsonout.dumps(result), flush=True)
         return
     print_outcome(outcome, title)
     for broker, why in sorted(missing.items()):
@@ -427,7 +427,7 @@ class _Advisor:
         if self.log is not None:
             self.log.write({"cycle": cycle, "action": "skipped", "detail": f"cluster not read: {reason}"})
         if self.as_json:
-            print(json.dumps({"cycle": cycle, "mode": self.mode, "error": reason}), flush=True)
+            print(jsonout.dumps({"cycle": cycle, "mode": self.mode, "error": reason}), flush=True)
         else:
             console.print(f"cycle {cycle}: the cluster could not be read ({reason}); no decision this cycle")
 

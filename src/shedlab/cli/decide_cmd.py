@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from shedlab import jsonout
 from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
 from shedlab.core.decide import Outcome, decide_on_snapshot, load_snapshot_file
 from shedlab.errors import InputError
@@ -121,7 +121,7 @@ def decide(
     snap = _read_snapshot(snapshot)
     outcome = decide_on_snapshot(snap, conf, strategy=strategy, seed=seed, cycles=cycles)
     if as_json:
-        print(json.dumps(outcome.to_json(), indent=2))
+        print(jsonout.dumps(outcome.to_json(), indent=2))
     else:
         title = outcome.strategy if outcome.cycles == 1 else f"{outcome.strategy}, cycle {outcome.cycles}"
         print_outcome(outcome, title)
@@ -144,7 +144,7 @@ def conform(
     passed = failed = errors = 0
     for path in files:
         output, ok = conform_one(path, check=check, timing=timing, seed=seed)
-        print(json.dumps(output), flush=True)
+        print(jsonout.dumps(output), flush=True)
         if "error" in output:
             errors += 1
         elif ok:

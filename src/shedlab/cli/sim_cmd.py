@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -15,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from shedlab import units
+from shedlab import jsonout, units
 from shedlab.cli.settings import SetOption, check_seed, run_overrides
 from shedlab.core.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
 from shedlab.errors import ConfigError, InputError
@@ -191,7 +190,7 @@ def simulate(
 
             write_recording(result, out)
     if json_output:
-        typer.echo(json.dumps({**result.summary, "config": result.config}, indent=2))
+        typer.echo(jsonout.dumps(result.document(), indent=2))
         return
     _print_header(scen, result.seed, result.config)
     console.print(_summary_table(f"{result.strategy}", [(result.strategy, result.summary)]))
@@ -236,10 +235,10 @@ def compare(
     if out is not None:
         for result in results:
             result.write(out / _safe_dir_name(result.strategy))
-        document = [{**r.summary, "config": r.config} for r in results]
-        (out / "compare.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        document = jsonout.dumps([r.document() for r in results], indent=2)
+        (out / "compare.json").write_text(document + "\n", encoding="utf-8")
     if json_output:
-        typer.echo(json.dumps([{**r.summary, "config": r.config} for r in results], indent=2))
+        typer.echo(jsonout.dumps([r.document() for r in results], indent=2))
         return
     _print_header(scen, results[0].seed, overrides)
     columns = [(short_pair_name(r.strategy), r.summary) for r in results]

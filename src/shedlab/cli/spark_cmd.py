@@ -30,6 +30,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from shedlab import jsonout
 from shedlab.cli.settings import check_count, check_seed, run_overrides
 from shedlab.core.goal import DEFAULT_CHALLENGER
 from shedlab.core.grid import params_label
@@ -137,19 +138,9 @@ def _preflight(
 
 
 def _print_json(doc: Any) -> None:
-    """``doc`` as strict JSON: a statistic that has no value (the interval of one seed is NaN in pandas)
-    is ``null``, since ``NaN`` is not JSON and strict parsers (JavaScript's, Go's) refuse it."""
-    sys.stdout.write(json.dumps(_strict_json(doc), indent=2, default=str, allow_nan=False) + "\n")
-
-
-def _strict_json(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _strict_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_strict_json(v) for v in value]
-    return value
+    """``doc`` as strict JSON (``shedlab.jsonout``): a statistic that has no value (the interval of one
+    seed is NaN in pandas) is ``null``."""
+    sys.stdout.write(jsonout.dumps(doc, indent=2, default=str) + "\n")
 
 
 def parse_duration_ms(text: str, *, field: str = "--interval") -> int:

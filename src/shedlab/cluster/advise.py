@@ -17,7 +17,6 @@ this module adds what a real cluster needs around it:
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shedlab import jsonout
 from shedlab.cluster.access import Token, scrub
 from shedlab.cluster.readers import AdminReader, ClusterReading, extensible_marker
 from shedlab.core.decide import Decision, Outcome, load_snapshot_file
@@ -221,7 +221,7 @@ class AuditLog:
 
     def write(self, entry: dict[str, Any]) -> None:
         now = datetime.now(UTC)
-        line = json.dumps({"time": now.isoformat(timespec="milliseconds"), **entry}, sort_keys=False)
+        line = jsonout.dumps({"time": now.isoformat(timespec="milliseconds"), **entry})
         data = (scrub(line, self.token) + "\n").encode("utf-8")
         os.write(self._fd, data)
         os.fsync(self._fd)

@@ -17,7 +17,6 @@ functions per group (``groupBy(...).applyInPandas``) and writes the tables, each
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark.sql import functions as sf
 
+from shedlab import jsonout
 from shedlab.core.evaluation import (
     DEFINITIONS_FILE,
     EVALUATION_DIR,
@@ -293,7 +293,7 @@ def _write_outputs(
     put("runs.csv", runs_pd.to_csv(index=False).encode("utf-8"))
     with fs.open_output_stream(f"{base}/runs.parquet") as sink:
         pq.write_table(pa.Table.from_pandas(runs_pd, preserve_index=False), sink)
-    put(DEFINITIONS_FILE, (json.dumps(defs, indent=2, default=str) + "\n").encode("utf-8"))
+    put(DEFINITIONS_FILE, (jsonout.dumps(defs, indent=2, default=str) + "\n").encode("utf-8"))
     put(f"{GOAL_TABLE}.csv", goal.to_csv(index=False).encode("utf-8"))  # header only: no cell
 
 

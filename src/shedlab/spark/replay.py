@@ -23,6 +23,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
+from shedlab import jsonout
 from shedlab.core.replay import StrategyConfig, ownership_changes, replay_cluster, total_reasons
 from shedlab.core.results import filesystem, remove_stale_temporaries
 from shedlab.errors import ConfigError, InputError, ShedlabError, one_line
@@ -289,4 +290,4 @@ def _write_config(root: str, configs: Sequence[StrategyConfig], seed: int, sourc
         ],
     }
     with fs.open_output_stream(f"{base}/replay.json") as sink:
-        sink.write((json.dumps(doc, indent=2, default=str) + "\n").encode("utf-8"))
+        sink.write((jsonout.dumps(doc, indent=2, default=str) + "\n").encode("utf-8"))

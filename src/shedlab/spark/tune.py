@@ -9,7 +9,6 @@ seeds, and an interrupted tune resumes. Planning, scoring and the recommendation
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from shedlab import jsonout
 from shedlab.core.grid import Grid, ScenarioRef, candidate_specs
 from shedlab.core.results import read_sweep_runs, refuse_other_versions
 from shedlab.core.sim.scenario import parse_scenario_text
@@ -146,14 +146,6 @@ def tune(
     return TuneResult(out, table, rec, fragment, markdown, rungs, full_grid)
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, float) and value != value:
-        return None
-    if hasattr(value, "item"):
-        return value.item()
-    return value
-
-
 def _write(
     out: str,
     table: pd.DataFrame,
@@ -167,7 +159,7 @@ def _write(
 ) -> None:
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
-    rows = [{k: _plain(v) for k, v in row.items()} for row in table.to_dict("records")]
+    rows = table.to_dict("records")
     doc = {
         "scenarios": [r.name for r in refs],
         "objective": rec.objective,
@@ -177,15 +169,15 @@ def _write(
         "rungs": rungs,
         "runs_spent": sum(int(r["new_runs"]) for r in rungs),
         "full_grid_runs": full_grid,
-        "recommended": {k: _plain(v) for k, v in rec.candidate.items()},
-        "recorded": {k: _plain(v) for k, v in rec.recorded.items()},
+        "recommended": dict(rec.candidate),
+        "recorded": dict(rec.recorded),
         "improvement": rec.improvement,
         "keep_recorded": rec.is_recorded,
         "notes": rec.notes,
         "fragment": fragment,
         "candidates": rows,
     }
-    (root / TUNE_FILE).write_text(json.dumps(doc, indent=2, default=_plain) + "\n", encoding="utf-8")
+    (root / TUNE_FILE).write_text(jsonout.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
     (root / "tune.md").write_text(markdown, encoding="utf-8")
     (root / FRAGMENT_FILE).write_text(fragment, encoding="utf-8")
     table.to_csv(root / "candidates.csv", index=False)

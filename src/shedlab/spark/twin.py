@@ -9,7 +9,6 @@ move. The fitting math and the comparison are :mod:`shedlab.core.twin`; the twin
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 
+from shedlab import jsonout
 from shedlab.core.grid import parse_grid
 from shedlab.core.results import read_run_table, read_sweep_runs
 from shedlab.core.twin import (
@@ -341,7 +341,7 @@ def validate(
     if gaps:  # only then: a report of a recording without gaps reads as it always did
         doc["recording_gaps_s"] = [list(span) for span in gaps.spans]
     Path(out).mkdir(parents=True, exist_ok=True)
-    Path(out, "fit-report.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    Path(out, "fit-report.json").write_text(jsonout.dumps(doc, indent=2) + "\n", encoding="utf-8")
     Path(out, "fit-report.md").write_text(markdown, encoding="utf-8")
     return ValidationResult(checks, markdown, doc)
 

@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,7 @@ from shedlab.core.sim.publishing import LeaderView
 from shedlab.core.sim.scenario import MetricsSettings
 from shedlab.core.sim.state import TrueUsage, broker_scores
 from shedlab.core.sim.traffic import Traffic
+from shedlab.jsonout import json_ready
 from shedlab.manager import ManagerDecision
 from shedlab.strategies import Skip, SkipKind
 
@@ -200,17 +201,6 @@ class Collector:
         return frame
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        return v if math.isfinite(v) else None
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
-    return value
-
-
 def summarize(
     ticks: pd.DataFrame,
     brokers: pd.DataFrame,
@@ -255,7 +245,7 @@ def summarize(
     out["time_to_balance_s_max"] = float(balanced.max()) if balanced.size else None
     out["time_to_balance_s_last_event"] = float(ttb[-1]) if ttb.size and np.isfinite(ttb[-1]) else None
     out["events_never_balanced"] = int((~np.isfinite(ttb)).sum())
-    return {k: _finite(v) for k, v in out.items()}
+    return cast(dict[str, Any], json_ready(out))  # non-finite → None, NumPy scalars → Python (jsonout)
 
 
 NOT_DISTURBANCES = frozenset({"leader_change", "traffic_end", "broker_up"})

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from shedlab import jsonout
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.sim.metrics import (
     NOT_DISTURBANCES,
@@ -129,6 +129,11 @@ class SimulationResult:
             skips=skips if skips is not None else pd.DataFrame(columns=list(SKIP_COLUMNS)),
         )
 
+    def document(self) -> dict[str, Any]:
+        """The run summary with its ``config``: ``summary.json``, and what ``simulate --json`` and
+        ``compare --json`` print."""
+        return {**self.summary, "config": self.config}
+
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write ticks/brokers/decisions/events/skips Parquet files and summary.json; returns the paths."""
         out = Path(out_dir)
@@ -148,7 +153,6 @@ class SimulationResult:
             frame.to_parquet(path, index=False)
             paths.append(path)
         summary_path = out / "summary.json"
-        document = {**self.summary, "config": self.config}
-        summary_path.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        summary_path.write_text(jsonout.dumps(self.document(), indent=2) + "\n", encoding="utf-8")
         paths.append(summary_path)
         return paths
