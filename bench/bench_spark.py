@@ -290,8 +290,8 @@ def ingest_rates(workdir: Path, minutes: int) -> None:
     import pandas as pd
 
     for table in ("broker_samples", "bundle_samples", "bundle_data", "quarantine", "ingest_stats"):
-        frames = [_read_table(workdir / f"snap-{p}" / table) for p in ("python", "jvm")]
-        pd.testing.assert_frame_equal(*frames, obj=table)
+        python, jvm = (_read_table(workdir / f"snap-{p}" / table) for p in ("python", "jvm"))
+        pd.testing.assert_frame_equal(python, jvm, obj=table)
     print("the two outputs are identical (every table, ingest_stats too)")
 
 

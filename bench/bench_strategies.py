@@ -11,6 +11,7 @@ path). Snapshot construction is not timed. Prints a table of median and minimum 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -132,9 +133,8 @@ def main() -> None:
         for label, cands in (("ids", everyone), ("indices", everyone_idx)):
             placer.select_broker(cands, snap.bundle_names[0], snap, conf)  # warm-up (and history)
             reps = max(args.repeat, 200)
-            med, low = timed(
-                lambda p=placer, c=cands: p.select_broker(c, snap.bundle_names[1], snap, conf), reps
-            )
+            place = functools.partial(placer.select_broker, cands, snap.bundle_names[1], snap, conf)
+            med, low = timed(place, reps)
             rows.append((name, f"place ({args.brokers} candidates as {label})", med, low, ""))
 
     print(f"{'strategy':<30} {'call':<42} {'median ms':>10} {'min ms':>10}  note")

@@ -66,7 +66,7 @@ def main(out: Path) -> None:
     bundle = "public/new/0x00000000_0x00000001"
     out.mkdir(parents=True, exist_ok=True)
     for strategy in ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight"):
-        case = {
+        case: dict[str, Any] = {
             "name": f"timing-{strategy}-{N_BROKERS}x{N_BUNDLES}",
             "strategy": strategy,
             "tags": ["timing"],

@@ -72,7 +72,8 @@ VOLATILE = ("elapsed_s", "started_ms", "finished_ms", "host")
 def numpy_family() -> str:
     """The family of NumPy's SIMD kernels on this CPU whose float results the outputs depend on:
     ``avx512``, ``avx2``, or the machine's architecture (``baseline-<arch>``) otherwise."""
-    from numpy._core._multiarray_umath import __cpu_features__ as features
+    # NumPy's private module (no stubs): the one place NumPy says which SIMD kernels it dispatches to.
+    from numpy._core._multiarray_umath import __cpu_features__ as features  # type: ignore[import-not-found]
 
     if features.get("AVX512F") and features.get("AVX512_SKX"):
         return "avx512"
