@@ -9,7 +9,8 @@ The table of ``docs/capacity-aware.md`` ("Counting the cells") comes from this: 
 then a row: cells, won, tied, lost, and the cells lost. The default grids are the built-in ``capacity``
 grid, ``examples/capacity-probes/grid.yaml``, the held-out rounds in their order (``holdout.yaml`` is
 the second round, ``holdout-3.yaml`` onwards the third and later) and the built-in ``pip364-extended``:
-2,650 runs with nine rounds, 108 s on the 2-core development machine (27 Nov 2026).
+2,810 runs with ten rounds, 136 s on the 2-core development machine while another job ran on it (27 Nov
+2026).
 
 A grid's directory must not exist yet: a sweep resumes what its directory holds, and runs made by other
 code would be counted as this code's (pass another ``--out``). ``--set KEY=VALUE`` (repeatable) runs
