@@ -85,11 +85,17 @@ logger.sparkenv.name = org.apache.spark.SparkEnv
 logger.sparkenv.level = ERROR
 logger.blockmgr.name = org.apache.spark.storage
 logger.blockmgr.level = ERROR
-appender.tasks.type = File
+appender.tasks.type = RollingFile
 appender.tasks.name = tasks
 appender.tasks.fileName = {tasks_log}
+appender.tasks.filePattern = {tasks_log}.%i
 appender.tasks.layout.type = PatternLayout
 appender.tasks.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+appender.tasks.policies.type = Policies
+appender.tasks.policies.size.type = SizeBasedTriggeringPolicy
+appender.tasks.policies.size.size = {tasks_log_size}
+appender.tasks.strategy.type = DefaultRolloverStrategy
+appender.tasks.strategy.max = 1
 logger.executor.name = org.apache.spark.executor.Executor
 logger.executor.level = ERROR
 logger.executor.additivity = false
@@ -109,7 +115,13 @@ A task that fails logs its Java stack at ERROR from the executor, which a local 
 driver's JVM: 40 lines on the console before the driver's own error. The driver's exception carries the
 same failure (the command line turns a file Spark could not read into one line,
 :mod:`shedlab.spark.failures`, and keeps the traceback of any other), so the console loses nothing a user
-reads and the file keeps the executor's stacks. A cluster's executors log where their cluster puts logs."""
+reads and the file keeps the executor's stacks. A cluster's executors log where their cluster puts logs.
+
+The file rolls over at :data:`SPARK_TASKS_LOG_SIZE` into one previous file (``….log.1``), so a machine
+that sweeps every day keeps the last failures, not all of them."""
+
+SPARK_TASKS_LOG_SIZE = "10MB"
+"""log4j2's size at which the tasks log rolls over (a failed task's stack is about 4 KB)."""
 
 _LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")  # chattiest first
 
@@ -429,7 +441,7 @@ def _quiet_root(level: str) -> str:
 def _log4j_file(level: str) -> str:
     root = _quiet_root(level)  # the file's only variable: one file per root level, not per level asked
     path = Path(tempfile.gettempdir()) / f"shedlab-log4j2-{root.lower()}.properties"
-    content = _LOG4J2.format(root=root, tasks_log=SPARK_TASKS_LOG)
+    content = _LOG4J2.format(root=root, tasks_log=SPARK_TASKS_LOG, tasks_log_size=SPARK_TASKS_LOG_SIZE)
     if not path.exists() or path.read_text(encoding="utf-8") != content:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(content, encoding="utf-8")
