@@ -59,6 +59,13 @@ class NoRng:
         return SheddingResult()
 
 
+class Boom(_Base):
+    """Named like rich's emoji code :boom: (the error line used to print ``broken_plugin💥``)."""
+
+    def find_bundles_for_unloading(self, snapshot, conf):
+        raise ValueError("kaboom")
+
+
 class RaisesInShedding(_Base):
     def find_bundles_for_unloading(self, snapshot, conf):
         raise ValueError("boom in shedding")
@@ -147,6 +154,7 @@ CASES = [
     ("WrongSignature+LeastLongTermMessageRate", "find_bundles_for_unloading raised TypeError"),
     ("NoRng+LeastLongTermMessageRate", "cannot be constructed as NoRng(rng=generator)"),
     ("RaisesInShedding+LeastLongTermMessageRate", "raised ValueError: boom in shedding"),
+    ("Boom+LeastLongTermMessageRate", ":Boom: find_bundles_for_unloading raised ValueError: kaboom"),
     ("RaisesOnBrokerChange+LeastLongTermMessageRate", "on_active_brokers_change raised RuntimeError"),
     ("GhostBundle+LeastLongTermMessageRate", "which is not a bundle of the snapshot"),
     ("NotTheOwner+LeastLongTermMessageRate", "but it is owned by"),

@@ -22,7 +22,6 @@ import sys
 from typing import Annotated, Final
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 # typer vendors click; these names are not re-exported by typer itself
@@ -38,6 +37,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.exceptions import Abort
 
 from shedlab import __version__
+from shedlab.cli.consoles import make_console
 from shedlab.errors import ShedlabError, one_line
 from shedlab.spark.failures import read_failure
 
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _fail(line: str, exit_code: int) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    make_console(stderr=True).print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
     sys.exit(exit_code)
 
 

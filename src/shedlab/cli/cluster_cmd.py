@@ -13,10 +13,10 @@ from types import FrameType
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from shedlab import jsonout
+from shedlab.cli.consoles import make_console
 from shedlab.cli.decide_cmd import print_outcome
 from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
 from shedlab.cluster.access import Retry, Token, load_token
@@ -36,8 +36,8 @@ from shedlab.errors import InputError, ShedlabError
 from shedlab.model.pulsar import BundleData
 from shedlab.units import parse_duration
 
-console = Console(stderr=True)
-out = Console()
+console = make_console(stderr=True)
+out = make_console()
 
 MAX_CYCLES = 10_000_000
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from shedlab.cli.consoles import make_console
 from shedlab.cli.settings import SetOption, cli_config
 from shedlab.config import KEY_SPECS, KeySpec, LoadBalancerConfig
 from shedlab.errors import ShedlabError
@@ -70,15 +70,15 @@ def show(
         conf = cli_config(config, set_, _pair_layer(strategy))
     except ShedlabError as err:
         # One line naming file, key and value is more useful than a traceback for a user's typo.
-        Console(stderr=True).print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
+        make_console(stderr=True).print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(code=err.exit_code) from err
     if as_json:
         typer.echo(json.dumps(_json_payload(conf, config, changed_only=changed_only), indent=2))
     elif changed_only and conf.to_pulsar_dict() == LoadBalancerConfig().to_pulsar_dict():
         # An empty table under a caption squeezed into a column of 15 characters said nothing
-        Console().print(_nothing_changed(conf), markup=False, highlight=False, soft_wrap=True)
+        make_console().print(_nothing_changed(conf), markup=False, highlight=False, soft_wrap=True)
     else:
-        Console().print(_table(conf, config, changed_only=changed_only))
+        make_console().print(_table(conf, config, changed_only=changed_only))
 
 
 def _nothing_changed(conf: LoadBalancerConfig) -> str:

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from shedlab import jsonout
+from shedlab.cli.consoles import make_console
 from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
 from shedlab.core.decide import Outcome, decide_on_snapshot, load_snapshot_file
 from shedlab.errors import InputError
@@ -18,7 +18,7 @@ from shedlab.model.json_reader import load_json_file
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.units import general
 
-console = Console()
+console = make_console()
 
 MAX_CYCLES = 10_000
 """``decide --cycles``: AvgShedder's hit counts need a handful; more is a typo that would loop for hours."""

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from shedlab.cli.consoles import make_console
 from shedlab.errors import InputError
 from shedlab.units import megabytes
 
@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # the CLI imports Spark and pandas only when a command runs (
     from shedlab.spark.evaluate import EvaluationResult
     from shedlab.spark.sweep import SweepResult
 
-console = Console()
-err_console = Console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 DEMO_GRID = "pip364"
 DEMO_SEEDS = 10

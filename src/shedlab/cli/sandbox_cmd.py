@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
+
+from shedlab.cli.consoles import make_console
 
 if TYPE_CHECKING:
     from shedlab.cluster.sandbox import Sandbox
@@ -21,7 +22,7 @@ from shedlab.core.sim import Scenario, load_scenario
 from shedlab.errors import InputError
 from shedlab.units import parse_duration
 
-console = Console()
+console = make_console()
 
 
 def sandbox(

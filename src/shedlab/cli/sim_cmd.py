@@ -10,19 +10,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from shedlab import jsonout, units
+from shedlab.cli.consoles import make_console
 from shedlab.cli.settings import SetOption, check_seed, run_overrides
 from shedlab.core.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
 from shedlab.errors import ConfigError, InputError
 from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name, short_pair_name
 from shedlab.strategies.registry import caption_legend
 
-console = Console()
-err_console = Console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 _PROGRESS_MIN_TICKS = 200  # shorter runs finish before a bar is worth drawing
 

@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -31,6 +30,7 @@ from rich.progress import (
 from rich.table import Table
 
 from shedlab import jsonout
+from shedlab.cli.consoles import make_console
 from shedlab.cli.settings import check_count, check_seed, run_overrides
 from shedlab.core.goal import DEFAULT_CHALLENGER
 from shedlab.core.grid import params_label
@@ -48,8 +48,8 @@ if TYPE_CHECKING:
     from shedlab.spark.replay import ReplayResult
     from shedlab.spark.sweep import SweepResult
 
-console = Console()
-err_console = Console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 MAX_LIMIT = 1_000_000_000
 """``sweep --limit``: at most this many runs (a grid never has more; a negative limit means nothing)."""
