@@ -2,8 +2,8 @@
 
 Layers, lowest first (``docs/architecture.md``):
 
-0. foundation: ``shedlab.errors``, ``shedlab.units``, ``shedlab.jsonout``, ``shedlab.kernels`` and ``shedlab.shed_kernels``
-   (compiled array loops)
+0. foundation: ``shedlab.errors``, ``shedlab.units``, ``shedlab.jsonout``, ``shedlab.kernels`` and
+   ``shedlab.shed_kernels`` (compiled array loops)
 1. Pulsar's model: ``shedlab.config``, ``shedlab.model``
 2. ``shedlab.strategies``
 3. ``shedlab.manager``

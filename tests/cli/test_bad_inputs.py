@@ -297,7 +297,9 @@ CASES: dict[str, list[Case]] = {
         _sweep("unknown-field", b"scenarios: [scale-out]\nseed: [1]\n", "seed"),
     ],
     "empty and missing input": [
-        Case("conform-missing-path", ("conform", "--check", "{dir}/nonexistent"), "no such file or directory"),
+        Case(
+            "conform-missing-path", ("conform", "--check", "{dir}/nonexistent"), "no such file or directory"
+        ),
         Case(
             "conform-empty-directory",
             ("conform", "{dir}/cases"),

@@ -15,6 +15,7 @@ from shedlab.core.goal import (
     AVG,
     GOAL_COLUMNS,
     TS_LRUWW,
+    check_challenger,
     goal_cells,
     goal_note,
     goal_tally,
@@ -26,6 +27,7 @@ from shedlab.core.goal import (
     verdict,
 )
 from shedlab.core.sim.scenario import builtin_scenarios, load_scenario, parse_scenario_text
+from shedlab.errors import ConfigError
 
 PROBES = Path(__file__).resolve().parents[2] / "examples" / "capacity-probes"
 PLUGIN = "shedlab.strategies.capacity_aware:CapacityAwareShedder"
@@ -246,5 +248,19 @@ def test_why_there_are_no_cells() -> None:
         f"no goal cells for CapacityAwareShedder: the sweep has no runs of {TS_LRUWW}"
     )
     mine = "HottestBroker+LeastLongTermMessageRate"
-    note = goal_note([*both, mine], mine.replace("Hottest", "Hotest"))
-    assert note is not None and "did you mean 'HottestBroker+LeastLongTermMessageRate'?" in note
+    assert goal_note(both, mine) is None  # check_challenger refuses a named one first
+
+
+def test_a_named_challenger_the_sweep_never_ran_is_refused() -> None:
+    both = [AVG, TS_LRUWW]
+    mine = "HottestBroker+LeastLongTermMessageRate"
+    check_challenger("CapacityAwareShedder", both)  # the default may be absent
+    check_challenger(mine, [*both, f"my_module:{mine}"])  # compared by class name
+    with pytest.raises(ConfigError) as typo:
+        check_challenger(mine.replace("Hottest", "Hotest"), [*both, mine])
+    assert str(typo.value) == (
+        "--challenger: the sweep has no runs of this strategy (got 'HotestBroker+LeastLongTermMessageRate');"
+        " did you mean 'HottestBroker+LeastLongTermMessageRate'?"
+    )
+    with pytest.raises(ConfigError, match=r"\(got 'Foo'\); it ran AvgShedder, ThresholdShedder"):
+        check_challenger("Foo", both)

@@ -14,6 +14,7 @@ import pytest
 
 from shedlab.core.evaluation import PIP364_DEFINITIONS, TOO_FEW_RUNS, evaluate_runs, rate
 from shedlab.core.results import read_local_parquet, read_sweep_runs
+from shedlab.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -152,7 +153,7 @@ def test_goal_cells_of_a_challenger(evaluated: tuple[Path, Any], tmp_path: Path)
         app, ["evaluate", str(out), "--out", str(tmp_path / "ev"), "--challenger", "AvgShedder"]
     )
     assert res.exit_code == 0, res.output
-    assert "against issue 15's goal" in res.output and "goal cells won" in res.output
+    assert "against the heterogeneous-cluster goal" in res.output and "goal cells won" in res.output
     written = pd.read_csv(tmp_path / "ev" / "goal.csv")
     assert len(written) == 2 * 2 * 3
     assert set(written["class"]) == {"heterogeneous"}
@@ -163,7 +164,9 @@ def test_goal_cells_of_a_challenger(evaluated: tuple[Path, Any], tmp_path: Path)
     misspelt = CliRunner().invoke(
         app, ["evaluate", str(out), "--out", str(tmp_path / "ev2"), "--challenger", "AvgShedde"]
     )
-    assert misspelt.exit_code == 0 and "did you mean 'AvgShedder'?" in " ".join(misspelt.output.split())
+    assert isinstance(misspelt.exception, ConfigError)  # main() prints it as one line, exit 2
+    assert str(misspelt.exception).endswith("(got 'AvgShedde'); did you mean 'AvgShedder'?")
+    assert not (tmp_path / "ev2").exists()  # refused before anything was read or written
     # against itself a set never wins the spread: the best set ties, the other loses or ties
     spread = direct[direct["criterion"] == "lower spread"]
     assert set(spread["verdict"]) <= {"tie", "lost"} and "tie" in set(spread["verdict"])

@@ -340,8 +340,8 @@ def evaluate(
         str,
         typer.Option(
             "--challenger",
-            help="The strategy judged against issue 15's goal (AvgShedder and Threshold + LRUWW "
-            "as baselines) where the sweep ran all three; a plugin's module:Class or its class name.",
+            help="The strategy judged against the heterogeneous-cluster goal (AvgShedder and Threshold + "
+            "LRUWW as baselines) where the sweep ran all three; a plugin's module:Class or its class name.",
         ),
     ] = DEFAULT_CHALLENGER,
     as_json: JsonOpt = False,
@@ -349,15 +349,16 @@ def evaluate(
     """Mean and 95 % confidence interval over seeds of every run metric, the PIP-364 table, and a
     challenger's goal cells.
 
-    The goal is issue 15's (docs/capacity-aware.md, "Against the goal"; docs/spark.md, "Evaluation").
+    The goal: docs/capacity-aware.md, "Against the goal"; docs/spark.md, "Evaluation".
 
     Writes metric_stats and pip364 as Parquet and CSV (plus runs.csv, goal.csv and
     pip364_definitions.json).
     """
     from shedlab.spark.evaluate import evaluate as run_evaluate
-    from shedlab.spark.evaluate import require_sweep_dir
+    from shedlab.spark.evaluate import require_challenger_swept, require_sweep_dir
 
     require_sweep_dir(sweep_dir)
+    require_challenger_swept(sweep_dir, challenger)
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "evaluate") as spark, _status(as_json) as say:
         result = run_evaluate(spark, sweep_dir, out, challenger=challenger, progress=say)

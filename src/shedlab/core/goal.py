@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from shedlab.core.sim.scenario import parse_scenario_text
-from shedlab.errors import ShedlabError, did_you_mean
+from shedlab.errors import ConfigError, ShedlabError, did_you_mean
 
 __all__ = [
     "AVG",
@@ -46,6 +46,7 @@ __all__ = [
     "JITTER_PATTERN",
     "TS_LRUWW",
     "GoalRule",
+    "check_challenger",
     "goal_cells",
     "goal_note",
     "goal_tally",
@@ -253,19 +254,30 @@ def tally_sentence(cells: pd.DataFrame) -> str:
     )
 
 
+def check_challenger(challenger: str, strategies: Collection[str]) -> None:
+    """Refuse a challenger the user named that the sweep never ran (a typo, or the wrong sweep), with the
+    closest swept name: an evaluation judged against nothing would look like one that found no cells.
+    The default challenger may be absent (most sweeps do not run CapacityAwareShedder): no cells then."""
+    if challenger == DEFAULT_CHALLENGER or any(same_strategy(s, challenger) for s in strategies):
+        return
+    swept = sorted(set(strategies))
+    raise ConfigError(
+        "the sweep has no runs of this strategy",
+        field="--challenger",
+        value=challenger,
+        hint=did_you_mean(challenger, swept) or f"it ran {', '.join(swept)}",
+    )
+
+
 def goal_note(strategies: Collection[str], challenger: str) -> str | None:
-    """Why a sweep has no goal cells, when that is worth saying: the challenger was swept but a baseline
-    was not, or a challenger other than the default was asked for and is not in the sweep (with the
-    closest swept name). None when the cells can be made, or when the default challenger simply was not
-    swept (most sweeps do not run CapacityAwareShedder)."""
+    """Why a sweep that ran the challenger has no goal cells: a baseline was not swept. None when the
+    cells can be made, or when the challenger was not swept (:func:`check_challenger` refused a named
+    one; the default simply was not run)."""
     swept = sorted(set(strategies))
     missing = [s for s in (challenger, AVG, TS_LRUWW) if not any(same_strategy(r, s) for r in swept)]
-    if not missing or (missing[0] == challenger and challenger == DEFAULT_CHALLENGER):
+    if not missing or missing[0] == challenger:
         return None
-    hint = did_you_mean(challenger, swept) if missing[0] == challenger else None
-    return f"no goal cells for {challenger}: the sweep has no runs of {', '.join(missing)}" + (
-        f" ({hint})" if hint else ""
-    )
+    return f"no goal cells for {challenger}: the sweep has no runs of {', '.join(missing)}"
 
 
 def scenario_classes(texts: Mapping[str, str]) -> dict[str, str]:

@@ -91,7 +91,7 @@ def goal_table(cells: pd.DataFrame) -> Table:
     challenger = short_pair(str(cells["challenger"].iloc[0])) if len(cells) else ""
     metrics = list(dict.fromkeys(cells["metric"].astype(str)))
     out = Table(
-        title=escape(f"{challenger} against issue 15's goal: its mean vs the baseline's"),
+        title=escape(f"{challenger} against the heterogeneous-cluster goal: its mean vs the baseline's"),
         caption=tally_sentence(cells),
         show_lines=True,
     )

@@ -39,7 +39,14 @@ from shedlab.core.evaluation import (
     pip364_values,
     resolve_definitions,
 )
-from shedlab.core.goal import DEFAULT_CHALLENGER, GOAL_TABLE, goal_cells, goal_note, scenario_classes
+from shedlab.core.goal import (
+    DEFAULT_CHALLENGER,
+    GOAL_TABLE,
+    check_challenger,
+    goal_cells,
+    goal_note,
+    scenario_classes,
+)
 from shedlab.core.results import (
     exists,
     filesystem,
@@ -59,7 +66,7 @@ from shedlab.spark.schemas import (
     field_names,
 )
 
-__all__ = ["EvaluationResult", "evaluate", "require_sweep_dir"]
+__all__ = ["EvaluationResult", "evaluate", "require_challenger_swept", "require_sweep_dir"]
 
 
 @dataclass
@@ -85,6 +92,16 @@ def require_sweep_dir(sweep_dir: str) -> None:
         raise InputError(
             "not a sweep directory: runs/ is missing", source=sweep_dir, hint="run shedlab sweep first"
         )
+
+
+def require_challenger_swept(sweep_dir: str, challenger: str) -> None:
+    """Refuse a named challenger that ``sweep.json``'s grids never list (the CLI calls it before Spark
+    starts, so a typo costs no JVM); :func:`evaluate` checks again against the runs themselves."""
+    listed = [
+        s for grid in _swept_grids(sweep_dir) for s in grid.get("strategies") or () if isinstance(s, str)
+    ]
+    if listed:  # a manifest without strategy lists (another version) leaves the check to the runs
+        check_challenger(challenger, listed)
 
 
 def _read_runs(spark: Any, sweep_dir: str) -> Any:
@@ -240,6 +257,7 @@ def evaluate(
         *[sf.col("metrics").getItem(m).alias(m) for m in metric_names],
     )
     runs_pd = wide.orderBy("scenario", "strategy", "params_id", "seed").toPandas()
+    check_challenger(challenger, set(runs_pd["strategy"].astype(str)))
 
     defs = resolve_definitions(*grid_overrides, *([definitions] if definitions else []))
     usable, more = applicable_definitions(defs, sorted(set(runs_pd["scenario"])), metric_names)
