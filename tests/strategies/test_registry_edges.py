@@ -84,7 +84,8 @@ def test_unknown_pair_hint_lists_the_pip_364_pairs_and_the_installed_plugins() -
     assert error_of("Qzxqzxqzx") == (
         "s.yaml: pair: unknown strategy pair (got 'Qzxqzxqzx'); known pairs: "
         "ThresholdShedder+LeastLongTermMessageRate, ThresholdShedder+LeastResourceUsageWithWeight, "
-        "UniformLoadShedder+LeastLongTermMessageRate, OverloadShedder+LeastLongTermMessageRate, AvgShedder; "
+        "UniformLoadShedder+LeastLongTermMessageRate, OverloadShedder+LeastLongTermMessageRate, AvgShedder, "
+        "TransferShedder+ExtensibleLeastResourceUsageWithWeight; "
         f"installed plugins: {', '.join(plugins)}; or name shed+place"
     )
 
@@ -93,6 +94,15 @@ def test_a_placement_strategy_alone_is_not_a_pair_and_the_hint_pairs_it_with_a_s
     assert error_of("LeastLongTermMessageRate") == (
         "s.yaml: pair: LeastLongTermMessageRate is only a placement strategy; a pair names both roles "
         "(got 'LeastLongTermMessageRate'); e.g. ThresholdShedder+LeastLongTermMessageRate"
+    )
+
+
+@pytest.mark.parametrize("alone", ["TransferShedder", "ExtensibleLeastResourceUsageWithWeight"])
+def test_an_extensible_class_alone_is_given_the_pair_it_runs_in(alone: str) -> None:
+    """Not TransferShedder+LeastLongTermMessageRate: that pair is refused (the classes of the two managers
+    do not mix)."""
+    assert error_of(alone).endswith(
+        f"(got '{alone}'); e.g. TransferShedder+ExtensibleLeastResourceUsageWithWeight"
     )
 
 

@@ -147,8 +147,8 @@ def test_the_extensible_classes_refuse_to_be_instantiated_for_the_modular_manage
     rng = np.random.default_rng(1)
     builtins = reg.builtin_strategies()
     tail = (
-        " belongs to the extensible load manager (PIP-192): it runs in the simulator (compare, sweep, run), "
-        "not in the modular manager's decide or replay"
+        " belongs to the extensible load manager (PIP-192): it runs in the simulator (simulate, compare, "
+        "sweep), not in the modular manager's decide or replay"
     )
     assert error_line(builtins["TransferShedder"].shedder, rng) == f"{SHED_KEY}: TransferShedder{tail}"
     assert error_line(builtins["ExtensibleLeastResourceUsageWithWeight"].placer, rng) == (
@@ -339,7 +339,8 @@ def test_without_any_plugin_installed_the_hints_say_none(no_plugins: None) -> No
     assert error_line(reg.resolve_pair, "Qzxqzxqzx") == (
         "strategy: unknown strategy pair (got 'Qzxqzxqzx'); known pairs: "
         "ThresholdShedder+LeastLongTermMessageRate, ThresholdShedder+LeastResourceUsageWithWeight, "
-        "UniformLoadShedder+LeastLongTermMessageRate, OverloadShedder+LeastLongTermMessageRate, AvgShedder; "
+        "UniformLoadShedder+LeastLongTermMessageRate, OverloadShedder+LeastLongTermMessageRate, AvgShedder, "
+        "TransferShedder+ExtensibleLeastResourceUsageWithWeight; "
         "installed plugins: none; or name shed+place"
     )
 

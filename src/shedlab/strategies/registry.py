@@ -130,8 +130,8 @@ class StrategyInfo:
 
 
 _EXTENSIBLE_ONLY: Final = (
-    "{name} belongs to the extensible load manager (PIP-192): it runs in the simulator (compare, sweep, "
-    "run), not in the modular manager's decide or replay"
+    "{name} belongs to the extensible load manager (PIP-192): it runs in the simulator (simulate, "
+    "compare, sweep), not in the modular manager's decide or replay"
 )
 
 MODULAR_LOAD_MANAGER: Final = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
@@ -453,8 +453,9 @@ def resolve_pair(
         if ":" in text or text in _entry_points():  # a plugin that failed to load: keep its cause
             raise ConfigError(exc.message, source=source, field=field, value=name, hint=exc.hint) from None
         plugins = installed_plugins()
-        hint = did_you_mean(text, [*STRATEGY_PAIRS, *plugins]) or (
-            f"known pairs: {', '.join(STRATEGY_PAIRS)}; installed plugins: {', '.join(plugins) or 'none'}; "
+        pairs = [*STRATEGY_PAIRS, *EXTENSIBLE_PAIRS]
+        hint = did_you_mean(text, [*pairs, *plugins]) or (
+            f"known pairs: {', '.join(pairs)}; installed plugins: {', '.join(plugins) or 'none'}; "
             "or name shed+place"
         )
         raise ConfigError(
@@ -467,11 +468,18 @@ def resolve_pair(
             source=source,
             field=field,
             value=name,
-            hint=f"e.g. {info.name}+LeastLongTermMessageRate"
-            if info.sheds
-            else f"e.g. ThresholdShedder+{info.name}",
+            hint=_pair_example(info),
         )
     return info, info
+
+
+def _pair_example(info: StrategyInfo) -> str:
+    """A pair that runs with ``info``: an extensible class pairs only with the other extensible one."""
+    if info.extensible:
+        return f"e.g. {next(iter(EXTENSIBLE_PAIRS))}"
+    if info.sheds:
+        return f"e.g. {info.name}+LeastLongTermMessageRate"
+    return f"e.g. ThresholdShedder+{info.name}"
 
 
 def resolve_pair_name(name: object, *, source: str | None = None, field: str = "strategy") -> str:
