@@ -324,6 +324,27 @@ CASES: dict[str, list[Case]] = {
     ],
     "malformed documents": [
         _decide("truncated", SNAPSHOT[:200].encode(), "malformed JSON"),
+        _decide(
+            "usage-text",
+            snapshot('"usage": 656.0', '"usage": "abc"'),
+            "cpu.usage: expected a number (got 'abc')",
+        ),
+        _simulate(
+            "msg-size-list",
+            scenario("    msg_size: [1024]\n"),
+            "msg_size: expected a number or a distribution",
+        ),
+        _sweep(
+            "brokers-every-word",
+            b"scenarios: [scale-out]\nstrategies: [AvgShedder]\nseeds: [1]\nbrokers_every: five\n",
+            "brokers_every: expected a non-negative integer (0 = no broker rows) (got 'five')",
+        ),
+        _sweep(
+            "parameter-not-a-number",
+            b"scenarios: [scale-out]\nstrategies: [AvgShedder]\nseeds: [1]\n"
+            b"parameters:\n  maxUnloadPercentage: [abc]\n",
+            "g.yaml: parameters: maxUnloadPercentage: expected a finite number",
+        ),
         _decide("deep-nesting", b"[" * 100_000, "nested too deeply"),
         _decide("top-level-list", b"[1, 2]", "snap.json"),
         _decide("brokers-is-a-list", b'{"brokers": []}', "brokers"),

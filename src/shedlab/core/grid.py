@@ -235,9 +235,7 @@ def _check_params(
     for key, raw in axes.items():
         values = _value_list(raw, source, f"{field_name}.{key}")
         for v in values:
-            resolve_config(
-                base.with_overrides({str(key): v}, source=f"{source}: {field_name}.{key}"), pair=False
-            )
+            resolve_config(base.with_overrides({str(key): v}, source=f"{source}: {field_name}"), pair=False)
         out.append((str(key), values))
     return tuple(out)
 
@@ -313,7 +311,10 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
     every = data.get("brokers_every", 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
         raise ConfigError(
-            "expected a non-negative integer (0 = no broker rows)", source=source, field="brokers_every"
+            "expected a non-negative integer (0 = no broker rows)",
+            source=source,
+            field="brokers_every",
+            value=every,
         )
     pip = data.get("pip364") or {}
     if not isinstance(pip, Mapping):

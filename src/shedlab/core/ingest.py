@@ -186,7 +186,9 @@ def _extract(
                 check(spec, value, obj)
                 continue
         except FormatError as exc:
-            raise _BadValueError(exc.reason, f"{path}{spec.json}: {exc.message}") from None
+            raise _BadValueError(
+                exc.reason, f"{path}{spec.json}: {exc.message} (got {obj.get(spec.json)!r})"
+            ) from None
         row[prefix + spec.column] = value
 
 
@@ -333,7 +335,7 @@ def _broker_row(key: Mapping[str, Any], raw: str, report: Mapping[str, Any]) -> 
     try:
         check_collections(report)
     except FieldError as exc:
-        raise _BadValueError(exc.reason, f"report.{exc.field}: {exc.message}") from None
+        raise _BadValueError(exc.reason, f"report.{exc.field}: {exc.message} (got {exc.value!r})") from None
     row["last_update_ms"] = _time_ms(report.get("lastUpdate"), "report.lastUpdate")
     return row
 

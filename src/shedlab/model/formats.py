@@ -393,7 +393,7 @@ _JAVA_LONG = (-(2**63), 2**63 - 1)
 
 def _number(value: object) -> float:
     if isinstance(value, bool):
-        raise FormatError("invalid_value", f"expected a number, got {value!r}")
+        raise FormatError("invalid_value", "expected a number")
     if isinstance(value, int | float):
         try:
             return float(value)
@@ -407,7 +407,7 @@ def _number(value: object) -> float:
             return float(text)
         except ValueError:
             pass
-    raise FormatError("invalid_value", f"expected a number, got {value!r}")
+    raise FormatError("invalid_value", "expected a number")
 
 
 def coerce(spec: Field, value: object) -> float | int | bool | str | None:
@@ -426,16 +426,16 @@ def coerce(spec: Field, value: object) -> float | int | bool | str | None:
             raise FormatError("invalid_value", f"integer out of Java's long range: {str(value)[:24]}…")
         number = _number(value)
         if not number.is_integer():
-            raise FormatError("invalid_value", f"expected an integer, got {value!r}")
+            raise FormatError("invalid_value", "expected an integer")
         if not _JAVA_LONG[0] <= number <= _JAVA_LONG[1]:
             raise FormatError("invalid_value", f"integer out of Java's long range: {str(value)[:24]}")
         return int(number)
     if kind == "boolean":
         if not isinstance(value, bool):
-            raise FormatError("invalid_value", f"expected true or false, got {value!r}")
+            raise FormatError("invalid_value", "expected true or false")
         return value
     if not isinstance(value, str):
-        raise FormatError("invalid_value", f"expected a string, got {value!r}")
+        raise FormatError("invalid_value", "expected a string")
     return value
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +140,10 @@ def parse_distribution(
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
         value = check_number(raw, source=source, field=where, minimum=minimum)
         return Distribution.constant(value)
+    if not isinstance(raw, Mapping):  # a list or a text: Node's "expected a mapping" hides the number form
+        raise InputError(
+            "expected a number or a distribution {dist: KIND, ...}", source=source, field=where, value=raw
+        )
     node = Node(raw, source, where)
     kind = node.string("dist", choices=tuple(DISTRIBUTIONS))
     params: list[tuple[str, Any]] = []
