@@ -257,6 +257,18 @@ CASES: dict[str, list[Case]] = {
         ),
     ],
     "names that do not exist": [
+        Case(
+            "replay-extensible-pair",
+            (
+                "replay",
+                "{dir}",
+                "--strategies",
+                "TransferShedder+ExtensibleLeastResourceUsageWithWeight",
+                "-o",
+                "{dir}/o",
+            ),
+            "--strategies: TransferShedder belongs to the extensible load manager",
+        ),
         _simulate("remove-missing-broker", event("{at: 1m, kind: remove_brokers, brokers: [9]}"), "broker 9"),
         _simulate(
             "restart-missing-broker",

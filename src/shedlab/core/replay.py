@@ -49,7 +49,7 @@ from shedlab.manager import LoadManager
 from shedlab.manager.loop import ManagerDecision
 from shedlab.model.pulsar import NUM_LONG_SAMPLES, NUM_SHORT_SAMPLES, is_system_heartbeat_bundle
 from shedlab.model.snapshot import ClusterSnapshot, weighted_max_usage
-from shedlab.strategies import pair_config, resolve_config, resolve_pair_name
+from shedlab.strategies import pair_config, require_modular, resolve_config, resolve_pair_name
 
 __all__ = [
     "MoveEstimate",
@@ -90,6 +90,7 @@ def strategy_configs(
     seen = set()
     for name in strategies:
         pair = resolve_pair_name(name.strip(), field="--strategies")
+        require_modular(pair, field="--strategies")
         ov = dict(overrides or {})
         resolve_config(pair_config(pair, LoadBalancerConfig().with_overrides(ov, source="--set")))
         cfg = StrategyConfig(pair, ov, params_id_of(ov))

@@ -66,6 +66,7 @@ __all__ = [
     "pair_colour",
     "pair_config",
     "pair_name_of",
+    "require_modular",
     "resolve_config",
     "resolve_pair",
     "resolve_pair_name",
@@ -581,6 +582,14 @@ def _check_manager(conf: LoadBalancerConfig, shed: StrategyInfo, sources: Mappin
 def is_extensible_pair(conf: LoadBalancerConfig) -> bool:
     """Whether a resolved config runs the extensible load manager (string work only)."""
     return conf.load_manager_class_name == EXTENSIBLE_LOAD_MANAGER
+
+
+def require_modular(pair: str, *, field: str) -> None:
+    """Refuse a pair of the extensible manager where only the modular manager runs (``replay``), before
+    any work starts: the instance would refuse it too, but only inside a Spark task, 20 s later."""
+    shed, _ = resolve_pair(pair, field=field)
+    if shed.extensible:
+        raise ConfigError(_EXTENSIBLE_ONLY.format(name=shed.name), field=field, value=pair)
 
 
 def strategy_modules(names: Sequence[str]) -> tuple[str, ...]:
