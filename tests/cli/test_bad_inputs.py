@@ -310,9 +310,6 @@ CASES: dict[str, list[Case]] = {
     ],
     "empty and missing input": [
         Case(
-            "conform-missing-path", ("conform", "--check", "{dir}/nonexistent"), "no such file or directory"
-        ),
-        Case(
             "conform-empty-directory",
             ("conform", "{dir}/cases"),
             "no conformance cases",

@@ -246,13 +246,8 @@ def time_case(case: Case, repeats: int, seed: int = 0) -> dict[str, dict[str, fl
 
 
 def iter_case_files(paths: list[Path]) -> Iterator[Path]:
-    """Case files named directly, or every ``*.json`` below a directory (sorted).
-
-    A path that does not exist is the user's mistake (a typo), refused before any case runs; a case file
-    that exists but cannot be read is that case's error, and the other cases still run."""
+    """Case files named directly, or every ``*.json`` below a directory (sorted)."""
     for path in paths:
-        if not path.exists():
-            raise InputError("no such file or directory", source=str(path))
         if path.is_dir():
             yield from sorted(path.rglob("*.json"))
         else:
