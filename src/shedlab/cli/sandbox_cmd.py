@@ -96,7 +96,11 @@ def sandbox(
     finally:
         for sig, previous in handlers.items():
             signal.signal(sig, previous)
-    console.print("sandbox stopped: brokers' sessions closed, ephemeral znodes removed.")
+    console.print(
+        "sandbox stopped: brokers' sessions closed, ephemeral znodes removed."
+        if zk is not None
+        else "sandbox stopped: the admin API is closed (no ZooKeeper was used)."
+    )
 
 
 def _tokens(token_file: Path | None) -> dict[str, str] | None:
