@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from shedlab.config import parse_key_values, parse_yaml_text
 from shedlab.errors import ConfigError, read_user_text
+from shedlab.spark.jvm_stderr import filtered_jvm_stderr
 from shedlab.strategies.registry import strategy_modules
 
 if TYPE_CHECKING:
@@ -607,7 +608,8 @@ def get_spark(
         builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with filtered_jvm_stderr():  # the JVM starts here, if it is not running yet
+        spark = builder.getOrCreate()
     # spark-submit's own log configuration applies when submitted; ours (the quiet root) otherwise
     spark.sparkContext.setLogLevel(log_level.upper() if submitted else _quiet_root(log_level.upper()))
     if submitted:

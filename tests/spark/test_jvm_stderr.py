@@ -1,0 +1,42 @@
+"""The driver JVM's stderr reaches the terminal line for line, without Spark 4's incubator warning."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+
+import pytest
+
+from shedlab.spark.jvm_stderr import filtered_jvm_stderr
+
+
+def _join_copier() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "jvm-stderr":
+            thread.join(timeout=30)
+
+
+def test_children_lose_only_the_warning(capfd: pytest.CaptureFixture[str]) -> None:
+    script = (
+        "echo 'WARNING: Using incubator modules: jdk.incubator.vector' >&2; "
+        "echo 'a Java stack line' >&2; printf 'no newline at the end' >&2; echo 'stdout as it was'"
+    )
+    with filtered_jvm_stderr():
+        child = subprocess.Popen(["sh", "-c", script])
+    print("this process's stdout", flush=True)
+    child.wait(timeout=30)
+    _join_copier()
+    out, err = capfd.readouterr()
+    assert err == "a Java stack line\nno newline at the end"
+    assert "stdout as it was\n" in out and "this process's stdout\n" in out
+
+
+def test_this_process_writes_to_its_own_stderr_again_after_the_block(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    with filtered_jvm_stderr():
+        pass
+    _join_copier()  # no child holds the pipe: the copier has ended
+    warning = "WARNING: Using incubator modules: jdk.incubator.vector"
+    subprocess.run(["sh", "-c", f"echo '{warning}' >&2"], check=True)
+    assert capfd.readouterr().err == warning + "\n"
