@@ -118,3 +118,32 @@ def test_the_printed_broker_conf_fragment_is_not_wrapped(
     tune_cmd._print_recommendation(result)
     lines = capsys.readouterr().out.splitlines()
     assert key in lines and why in lines
+
+
+def test_recommendation_prints_large_figures_as_plain_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    """``.3g`` printed ``unloads_per_day: recorded 692 [380, 1e+03]`` and ``change -692 [-1e+03, -380]``:
+    figures and changes use the project's ``significant`` (``1,030``, ``-1,030``)."""
+    from types import SimpleNamespace
+
+    from shedlab.cli import tune_cmd
+
+    row = {"objective": 692.0, "objective_low": 380.0, "objective_high": 1030.4}
+    figures = {f"{fig}{end}": v for fig in ("imbalance", "unloads_per_day") for end, v in
+               (("", 692.0), ("_low", 380.0), ("_high", 1030.4))}  # fmt: skip
+    change = {"mean": -692.0, "low": -1030.4, "high": -380.0}
+    rec = SimpleNamespace(
+        is_recorded=False,
+        candidate={"label": "AvgShedder", **row, **figures},
+        recorded={**row, **figures},
+        objective="balanced",
+        objective_expr="imbalance",
+        seeds=5,
+        improvement={f: change for f in ("objective", "imbalance", "unloads_per_day")},
+        notes=[],
+    )
+    result = SimpleNamespace(recommendation=rec, runs_spent=1, rungs=[1], full_grid=1, fragment="")
+    tune_cmd._print_recommendation(result)
+    out = capsys.readouterr().out
+    assert "e+0" not in out, out
+    assert "unloads_per_day: recorded 692 [380, 1,030]" in out, out
+    assert "(change -692 [-1,030, -380])" in out, out

@@ -27,6 +27,7 @@ from shedlab.core.tune import (
     pareto_front,
     recommend,
     score_runs,
+    tune_markdown,
 )
 from shedlab.errors import ConfigError
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config
@@ -232,3 +233,17 @@ def test_a_tie_at_zero_is_no_gain() -> None:
     rec = recommend(table, scored, "balanced")
     assert rec.is_recorded
     assert rec.improvement["objective"]["mean"] == 0.0
+
+
+def test_reports_print_large_figures_as_plain_numbers() -> None:
+    """A thousand unloads a day came out of ``.3g`` as ``1e+03`` in tune.md and the fragment."""
+    scored, cands = _scored(
+        {"": [(20, 1000), (21, 1030), (19, 1060)], "0.5": [(12, 100), (13.1, 110), (11, 90)]}
+    )
+    table = candidate_table(scored, cands, {})
+    table["pareto"] = pareto_front(table)
+    rec = recommend(table, scored, "balanced")
+    fragment = broker_conf_fragment(rec, scored, table, {}, "AvgShedder", "test")
+    text = tune_markdown(table, rec, [{"candidates": 2, "seeds": 3, "new_runs": 6}], fragment, full_grid=6)
+    assert "e+0" not in text, text
+    assert "(recorded 1,030 [" in fragment, fragment

@@ -39,7 +39,7 @@ from shedlab.core.grid import canonical_json
 from shedlab.errors import ConfigError, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
 from shedlab.strategies.registry import PAIR_KEYS, pair_config
-from shedlab.units import conf_value
+from shedlab.units import conf_value, significant
 
 __all__ = [
     "DERIVED",
@@ -431,8 +431,8 @@ def recommend(table: pd.DataFrame, scored: pd.DataFrame, objective: str) -> Reco
         clear = clear and float(gain["high"]) < 0
     if best["origin"] != RECORDED and not clear:
         notes.append(
-            f"the best candidate ({best['label']}) changed the objective by {gain['mean']:.3g}"
-            + (f" [{gain['low']:.3g}, {gain['high']:.3g}]" if gain["high"] is not None else "")
+            f"the best candidate ({best['label']}) changed the objective by {_fmt(gain['mean'])}"
+            + (f" [{_fmt(gain['low'])}, {_fmt(gain['high'])}]" if gain["high"] is not None else "")
             + f": not a clear gain (at least {MIN_GAIN:.0%} and an interval below 0); keep the recorded "
             "configuration, or run more seeds"
         )
@@ -463,7 +463,9 @@ def _marginal(
 
 
 def _fmt(v: Any) -> str:
-    return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.3g}"
+    """A figure in :func:`shedlab.units.significant`'s digits (``1,030``, not ``.3g``'s ``1e+03``),
+    ``—`` when it is missing or not finite."""
+    return significant(v, missing="—", infinity=("—", "—"))
 
 
 def _iv(row: Mapping[str, Any] | pd.Series, fig: str) -> str:
