@@ -247,3 +247,38 @@ def test_reports_print_large_figures_as_plain_numbers() -> None:
     text = tune_markdown(table, rec, [{"candidates": 2, "seeds": 3, "new_runs": 6}], fragment, full_grid=6)
     assert "e+0" not in text, text
     assert "(recorded 1,030 [" in fragment, fragment
+
+
+def _why(fragment: str, key: str) -> str:
+    lines = fragment.splitlines()
+    return lines[lines.index(next(line for line in lines if line.startswith(f"{key}="))) - 1]
+
+
+def test_why_says_when_the_first_rung_went_against_the_value() -> None:
+    """Lower is better, yet the line read 'first rung: 1 candidate(s) with 0.5 averaged 22.5 on the
+    objective, the others 21.5' under a recommended 0.5 and stopped there: an argument against it. It
+    says that the value did not look better on its own, and what decided (the set over every seed)."""
+    recorded = [(20.0, 10.0), (21, 10), (19, 10), (20, 10), (21, 10)]  # objective 22, 23, 21, 22, 23
+    scored, cands = _scored(
+        {"": recorded, "0.5": [(20.5, 10), (12, 10), (11, 10), (12, 10), (11, 10)], "0.8": [(19, 10)]}
+    )
+    table = candidate_table(scored, cands, {})
+    rec = recommend(table, scored, "balanced")
+    assert not rec.is_recorded and rec.candidate["params_json"] == '{"maxUnloadPercentage":0.5}'
+    why = _why(broker_conf_fragment(rec, scored, table, {}, "AvgShedder", "test"), "maxUnloadPercentage")
+    first = (
+        "first rung (one seed): 1 candidate(s) with 0.5 averaged 22.5 on the objective, the 2 other(s) 21.5"
+    )
+    assert f"{first}, so 0.5 alone did not look better there" in why, why
+    assert "which scored 15.3 against the recorded configuration's 22.2 over the same 5 seeds" in why
+
+
+def test_why_counts_the_recorded_value_among_the_others() -> None:
+    """A candidate at the recorded value has the key dropped from its parameters; it was left out of
+    'the others', so the evidence compared against the other changed values only (or was missing)."""
+    scored, cands = _scored({"": [(20, 10), (21, 10), (19, 10)], "0.5": [(12, 10), (13.1, 10), (11, 10)]})
+    table = candidate_table(scored, cands, {})
+    rec = recommend(table, scored, "balanced")
+    why = _why(broker_conf_fragment(rec, scored, table, {}, "AvgShedder", "test"), "maxUnloadPercentage")
+    first = "first rung (one seed): 1 candidate(s) with 0.5 averaged 14 on the objective, the 1 other(s) 22"
+    assert why.endswith(f"Recorded 0.2 → 0.5; {first}"), why

@@ -448,18 +448,45 @@ def recommend(table: pd.DataFrame, scored: pd.DataFrame, objective: str) -> Reco
 
 
 def _marginal(
-    scored: pd.DataFrame, pair: str, key: str, value: Any
-) -> tuple[float | None, float | None, int]:
-    """Mean objective of the pair's first-rung runs with ``key = value`` and with another value."""
+    scored: pd.DataFrame, pair: str, key: str, value: Any, recorded_config: Mapping[str, Any]
+) -> tuple[float | None, float | None, int, int]:
+    """Mean objective of the pair's first-rung runs with ``key = value`` and with any other value, and
+    how many runs each. A run without ``key`` in its parameters ran the recorded value (a value equal to
+    the recorded one is dropped from a candidate): it is one of the others, not left out."""
     runs = scored[(scored["strategy"] == pair) & (scored["seed"] == scored["seed"].min())]
     if runs.empty:
-        return None, None, 0
-    vals = [json.loads(p or "{}").get(key) for p in runs["params_json"]]
-    mask = np.array([v is not None and _same(v, value) for v in vals])
-    other = np.array([v is not None and not _same(v, value) for v in vals])
+        return None, None, 0, 0
+    before = recorded_value(key, recorded_config)
+    vals = [json.loads(p or "{}").get(key, before) for p in runs["params_json"]]
+    mask = np.array([_same(v, value) for v in vals])
     with_v = float(runs.loc[mask, "objective"].mean()) if mask.any() else None
-    without = float(runs.loc[other, "objective"].mean()) if other.any() else None
-    return with_v, without, int(mask.sum())
+    without = float(runs.loc[~mask, "objective"].mean()) if (~mask).any() else None
+    return with_v, without, int(mask.sum()), int((~mask).sum())
+
+
+def _evidence(
+    rec: Recommendation, scored: pd.DataFrame, key: str, value: Any, recorded_config: Mapping[str, Any]
+) -> str:
+    """The first rung's evidence for ``key = value``, as it is: its runs with the value against the
+    pair's others. Lower is better; when the value's average was not lower, the line said nothing more
+    and so argued against the value it recommended. It then says so, and what decided: the recommended
+    settings as a whole against the recorded configuration on every seed."""
+    pair = str(rec.candidate["strategy"])
+    with_v, without, n, others = _marginal(scored, pair, key, value, recorded_config)
+    if with_v is None or without is None:
+        return ""
+    shown = conf_value(value)
+    text = (
+        f"; first rung (one seed): {n} candidate(s) with {shown} averaged {_fmt(with_v)} on the "
+        f"objective, the {others} other(s) {_fmt(without)}"
+    )
+    if with_v < without:
+        return text
+    return (
+        f"{text}, so {shown} alone did not look better there; it is recommended as part of these "
+        f"settings together, which scored {_fmt(rec.candidate['objective'])} against the recorded "
+        f"configuration's {_fmt(rec.recorded['objective'])} over the same {rec.seeds} seeds"
+    )
 
 
 def _fmt(v: Any) -> str:
@@ -515,15 +542,8 @@ def broker_conf_fragment(
         before = recorded_value(key, recorded_config)
         if _same(before, value):
             continue
-        with_v, without, n = _marginal(scored, pair, key, value)
         doc = key_spec(key).doc.rstrip(".")
-        evidence = (
-            f"; first rung: {n} candidate(s) with {conf_value(value)} averaged {_fmt(with_v)} "
-            "on the objective, "
-            f"the others {_fmt(without)}"
-            if with_v is not None and without is not None
-            else ""
-        )
+        evidence = _evidence(rec, scored, key, value, recorded_config)
         lines.append(f"# why: {doc}. Recorded {conf_value(before)} → {conf_value(value)}{evidence}")
         lines.append(f"{key}={conf_value(value)}")
     return "\n".join(lines) + "\n"
