@@ -147,3 +147,26 @@ def test_recommendation_prints_large_figures_as_plain_numbers(capsys: pytest.Cap
     assert "e+0" not in out, out
     assert "unloads_per_day: recorded 692 [380, 1,030]" in out, out
     assert "(change -692 [-1,030, -380])" in out, out
+
+
+def test_scenarios_that_disagree_on_the_recorded_configuration_are_one_line_before_spark(
+    tmp_path: Path,
+) -> None:
+    """The first scenario's pair was taken as every scenario's recorded configuration, silently: an
+    AvgShedder scenario's 'recorded configuration' ran UniformLoadShedder, and tune.json had no note."""
+    import importlib.resources
+
+    builtin = importlib.resources.files("shedlab").joinpath(
+        "data", "scenarios", "heterogeneous-colocated.yaml"
+    )
+    mine = tmp_path / "my-cluster.yaml"
+    mine.write_text(builtin.read_text("utf-8").replace("name: heterogeneous-colocated", "name: my-cluster"))
+    result = _run("tune", "heterogeneous-cpu-eater", str(mine), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: strategy: the scenarios disagree on the recorded configuration: "
+        f"builtin:heterogeneous-cpu-eater has UniformLoadShedder+LeastLongTermMessageRate, {mine} has "
+        "AvgShedder; tune compares every candidate with one recorded configuration; tune them one at a "
+        "time, or give them the same strategy and config"
+    ]
+    assert not (tmp_path / "out").exists()

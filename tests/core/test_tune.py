@@ -282,3 +282,35 @@ def test_why_counts_the_recorded_value_among_the_others() -> None:
     why = _why(broker_conf_fragment(rec, scored, table, {}, "AvgShedder", "test"), "maxUnloadPercentage")
     first = "first rung (one seed): 1 candidate(s) with 0.5 averaged 14 on the objective, the 1 other(s) 22"
     assert why.endswith(f"Recorded 0.2 → 0.5; {first}"), why
+
+
+def _ref(tmp_path: Path, name: str, config: str) -> Any:
+    from shedlab.core.grid import scenario_ref
+
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(
+        f"name: {name}\nduration: 30m\nstrategy: AvgShedder\n{config}\n"
+        "hardware: {standard: {cores: 8, nic_gbps: 10}}\nbrokers: [{count: 3}]\n"
+        "workloads: [{name: m, bundles: 4, msg_rate_in: 100, msg_size: 1024}]\n"
+    )
+    return scenario_ref(str(path))
+
+
+def test_scenarios_share_one_recorded_configuration(tmp_path: Path) -> None:
+    """Tune compares with one recorded configuration: scenarios that disagree on a setting are refused
+    (naming both files and values); a key one leaves unset is Pulsar's default, not a difference."""
+    from shedlab.core.tune import recorded_configuration
+    from shedlab.errors import InputError
+
+    grace = "loadBalancerSheddingGracePeriodMinutes"
+    a = _ref(tmp_path, "a", f"config: {{{grace}: 30}}")  # 30 is Pulsar's default
+    unset = _ref(tmp_path, "unset", "config: {}")
+    other = _ref(tmp_path, "other", f"config: {{{grace}: 10}}")
+    assert recorded_configuration([a, unset]) == ("AvgShedder", {grace: 30})
+    with pytest.raises(InputError) as exc:
+        recorded_configuration([a, unset, other])
+    assert str(exc.value).startswith(
+        f"config.{grace}: the scenarios disagree on the recorded configuration: {a.source} has 30, "
+        f"{other.source} has 10;"
+    )
+    assert exc.value.exit_code == 2

@@ -329,13 +329,17 @@ def tune_demo(
 
 
 def _tune_targets(twin_file: str | None, scenarios: list[str] | None) -> list[ScenarioRef]:
-    """What to tune on: the twin first (if given), then the scenarios; one of them is required."""
+    """What to tune on: the twin first (if given), then the scenarios; one of them is required, and
+    they share one recorded configuration (refused before Spark starts if they do not)."""
     from shedlab.core.grid import scenario_ref
+    from shedlab.core.tune import recorded_configuration
 
     if not twin_file and not scenarios:
         raise InputError("give --twin TWIN.yaml or scenarios to tune on", field="--twin")
     refs = [scenario_ref(twin_file, field="--twin")] if twin_file else []
-    return refs + [scenario_ref(item) for item in scenarios or []]
+    refs += [scenario_ref(item) for item in scenarios or []]
+    recorded_configuration(refs)
+    return refs
 
 
 def tune(

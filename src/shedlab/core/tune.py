@@ -35,8 +35,9 @@ import pandas as pd
 
 from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, key_spec, parse_yaml_text
 from shedlab.core.evaluation import evaluate_expression, expression_names, mean_interval
-from shedlab.core.grid import canonical_json
-from shedlab.errors import ConfigError, read_user_text
+from shedlab.core.grid import ScenarioRef, canonical_json
+from shedlab.core.sim.scenario import parse_scenario_text
+from shedlab.errors import ConfigError, InputError, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
 from shedlab.strategies.registry import PAIR_KEYS, pair_config
 from shedlab.units import conf_value, significant
@@ -60,6 +61,7 @@ __all__ = [
     "pairs_of",
     "pareto_front",
     "recommend",
+    "recorded_configuration",
     "recorded_value",
     "score_runs",
     "survivors",
@@ -330,6 +332,38 @@ def label_of(cand: Candidate, recorded_config: Mapping[str, Any]) -> str:
         if not _same(recorded_value(k, recorded_config), v)
     ]
     return f"{cand.strategy}: {', '.join(diffs)}" if diffs else f"{cand.strategy} (recorded settings)"
+
+
+def recorded_configuration(refs: Sequence[ScenarioRef]) -> tuple[str, dict[str, Any]]:
+    """The strategy pair and ``config`` every candidate is compared with: the scenarios' own, which
+    they must share. Tune measures the change from one cluster's recorded configuration; it took the
+    first scenario's silently, so the next one's 'recorded configuration' ran a pair or settings that
+    scenario never had (AvgShedder's scenario compared with UniformLoadShedder). Scenarios that
+    disagree are refused, naming both and the first difference; a key one of them leaves unset is
+    Pulsar's default, so stating the default is no difference."""
+    parsed = [(ref.source, parse_scenario_text(ref.text, ref.source)) for ref in refs]
+    first_source, first = parsed[0]
+    for source, other in parsed[1:]:
+        field, mine, theirs = "strategy", first.strategy, other.strategy
+        if mine == theirs:
+            differs = [
+                k
+                for k in sorted({*first.config, *other.config})
+                if not _same(recorded_value(k, first.config), recorded_value(k, other.config))
+            ]
+            if not differs:
+                continue
+            field = f"config.{differs[0]}"
+            mine = conf_value(recorded_value(differs[0], first.config))
+            theirs = conf_value(recorded_value(differs[0], other.config))
+        raise InputError(
+            f"the scenarios disagree on the recorded configuration: {first_source} has {mine}, "
+            f"{source} has {theirs}",
+            field=field,
+            hint="tune compares every candidate with one recorded configuration; tune them one at a time, "
+            "or give them the same strategy and config",
+        )
+    return first.strategy, dict(first.config)
 
 
 def recorded_value(key: str, recorded_config: Mapping[str, Any]) -> Any:
