@@ -170,3 +170,16 @@ def test_scenarios_that_disagree_on_the_recorded_configuration_are_one_line_befo
         "time, or give them the same strategy and config"
     ]
     assert not (tmp_path / "out").exists()
+
+
+def test_twin_fit_lines_print_each_figure_with_its_unit(capsys: pytest.CaptureFixture[str]) -> None:
+    """'traffic moved per day: recorded 2.16' (a share of the cluster's traffic) read like tune's
+    traffic_moved_per_day (MiB/s of unloaded throughput, 2599.8 on the demo): the unit is printed."""
+    from types import SimpleNamespace
+
+    from shedlab.cli import tune_cmd
+    from shedlab.core.twin import FitCheck
+
+    check = FitCheck("traffic moved per day", 2.16, 2.11, 1.64, 2.53, 0.0574, 1.3, "share of the traffic", "")
+    tune_cmd._print_fit(SimpleNamespace(checks=[check], fits=True), "fit")
+    assert "traffic moved per day (share of the traffic): recorded 2.16, twin 2.11" in capsys.readouterr().out

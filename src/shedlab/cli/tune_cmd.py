@@ -129,14 +129,17 @@ def _run_twin(
 
 
 def _print_fit(validation: Any, report_dir: str) -> None:
+    """The fit checks, each figure with its unit as fit-report.md gives it: without it, 'traffic moved
+    per day: recorded 2.16' (a share of the cluster's traffic) read like tune's traffic_moved_per_day
+    (MiB/s), another figure under the same words."""
     if validation is None:
         return
     for c in validation.checks:
         mark = "[green]fits[/]" if c.ok else "[red bold]DOES NOT FIT[/]"
         rec = "" if c.figure == "broker usage distribution" else f"recorded {significant(c.recorded)}, "
         console.print(
-            f"  {c.figure}: {rec}twin {significant(c.twin)} (distance {significant(c.distance)} ≤ "
-            f"{significant(c.tolerance)}?) {mark}"
+            f"  {c.figure} ({c.unit}): {rec}twin {significant(c.twin)} "
+            f"(distance {significant(c.distance)} ≤ {significant(c.tolerance)}?) {mark}"
         )
     if not validation.fits:
         console.print(
