@@ -110,6 +110,15 @@ def test_significant(value: object, digits: int, text: str) -> None:
     assert units.significant(value, digits) == text
 
 
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(12.5, "+12.5"), (-692, "-692"), (1030.4, "+1,030"), (-1030.4, "-1,030"), (999.6, "+1,000"), (0, "0")],
+)
+def test_significant_signed_is_a_change_in_the_same_digits(value: float, text: str) -> None:
+    # tune printed its paired changes with +.3g: "change -692 [-1e+03, -380]"
+    assert units.significant(value, sign=True) == text
+
+
 def test_significant_with_report_symbols() -> None:
     assert units.significant(INF, infinity=("∞", "−∞")) == "∞"
     assert units.significant(-INF, infinity=("∞", "−∞")) == "−∞"

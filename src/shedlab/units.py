@@ -82,10 +82,18 @@ def megabytes(value: object, *, missing: str = MISSING) -> str:
 
 
 def significant(
-    value: object, digits: int = 3, *, missing: str = MISSING, infinity: tuple[str, str] = _INF
+    value: object,
+    digits: int = 3,
+    *,
+    missing: str = MISSING,
+    infinity: tuple[str, str] = _INF,
+    sign: bool = False,
 ) -> str:
     """``digits`` significant digits below 1,000 (``0.123``, ``45.6``), whole numbers with separators
-    from 1,000 on (``12,346``): a metric read at a glance, never in exponent notation above 1,000."""
+    from 1,000 on (``12,346``): a metric read at a glance, never in exponent notation above 1,000.
+
+    ``sign``: a change, ``+`` before a positive value (``+12.5``, ``-1,030``; 0 stays ``0``), so that a
+    change and its interval read as changes, in the same digits as the figures they change."""
     number = as_number(value)
     if number is None:
         return missing
@@ -94,9 +102,10 @@ def significant(
         return special
     if number == 0:
         return "0"  # also for -0.0
-    short = f"{number:.{digits}g}"
+    plus = "+" if sign else ""
+    short = f"{number:{plus}.{digits}g}"
     # 999.6 rounds to 1e+03 with 3 digits: from 1,000 on (before or after rounding), whole numbers
-    return f"{number:,.0f}" if abs(float(short)) >= 1000 else short
+    return f"{number:{plus},.0f}" if abs(float(short)) >= 1000 else short
 
 
 def compact(value: object, decimals: int = 2, *, missing: str = MISSING) -> str:

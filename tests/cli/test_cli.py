@@ -280,6 +280,26 @@ def test_spark_commands_status_adds_no_empty_line_on_a_pipe(monkeypatch: pytest.
     assert re.fullmatch(r"reading \(\d+\.\d s\)\n", err.getvalue()), repr(err.getvalue())
 
 
+def test_spark_commands_status_prints_the_last_step_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step was printed when the next began, so the last never was: ``tune`` showed ``rung 1/3`` and
+    ``rung 2/3`` but not the third rung it ran (``tune --demo`` did: its report step came after)."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    import shedlab.cli.spark_cmd as spark_cmd
+
+    err = io.StringIO()
+    monkeypatch.setattr(spark_cmd, "err_console", Console(file=err, width=80))
+    with spark_cmd._status(False) as say:
+        for rung in (1, 2, 3):
+            say(f"rung {rung}/3")
+    assert re.fullmatch(r"(rung \d/3 \(\d+\.\d s\)\n){3}", err.getvalue()), repr(err.getvalue())
+    steps = [line.split(" (")[0] for line in err.getvalue().splitlines()]
+    assert steps == ["rung 1/3", "rung 2/3", "rung 3/3"]
+
+
 def test_report_help_names_every_output_it_reads() -> None:
     """``report --help`` listed sweep, simulate, compare and replay, not tune, whose output the README and
     docs/tune.md report (with a Recommendation section)."""

@@ -118,3 +118,68 @@ def test_the_printed_broker_conf_fragment_is_not_wrapped(
     tune_cmd._print_recommendation(result)
     lines = capsys.readouterr().out.splitlines()
     assert key in lines and why in lines
+
+
+def test_recommendation_prints_large_figures_as_plain_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    """``.3g`` printed ``unloads_per_day: recorded 692 [380, 1e+03]`` and ``change -692 [-1e+03, -380]``:
+    figures and changes use the project's ``significant`` (``1,030``, ``-1,030``)."""
+    from types import SimpleNamespace
+
+    from shedlab.cli import tune_cmd
+
+    row = {"objective": 692.0, "objective_low": 380.0, "objective_high": 1030.4}
+    figures = {f"{fig}{end}": v for fig in ("imbalance", "unloads_per_day") for end, v in
+               (("", 692.0), ("_low", 380.0), ("_high", 1030.4))}  # fmt: skip
+    change = {"mean": -692.0, "low": -1030.4, "high": -380.0}
+    rec = SimpleNamespace(
+        is_recorded=False,
+        candidate={"label": "AvgShedder", **row, **figures},
+        recorded={**row, **figures},
+        objective="balanced",
+        objective_expr="imbalance",
+        seeds=5,
+        improvement={f: change for f in ("objective", "imbalance", "unloads_per_day")},
+        notes=[],
+    )
+    result = SimpleNamespace(recommendation=rec, runs_spent=1, rungs=[1], full_grid=1, fragment="")
+    tune_cmd._print_recommendation(result)
+    out = capsys.readouterr().out
+    assert "e+0" not in out, out
+    assert "unloads_per_day: recorded 692 [380, 1,030]" in out, out
+    assert "(change -692 [-1,030, -380])" in out, out
+
+
+def test_scenarios_that_disagree_on_the_recorded_configuration_are_one_line_before_spark(
+    tmp_path: Path,
+) -> None:
+    """The first scenario's pair was taken as every scenario's recorded configuration, silently: an
+    AvgShedder scenario's 'recorded configuration' ran UniformLoadShedder, and tune.json had no note."""
+    import importlib.resources
+
+    builtin = importlib.resources.files("shedlab").joinpath(
+        "data", "scenarios", "heterogeneous-colocated.yaml"
+    )
+    mine = tmp_path / "my-cluster.yaml"
+    mine.write_text(builtin.read_text("utf-8").replace("name: heterogeneous-colocated", "name: my-cluster"))
+    result = _run("tune", "heterogeneous-cpu-eater", str(mine), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: strategy: the scenarios disagree on the recorded configuration: "
+        f"builtin:heterogeneous-cpu-eater has UniformLoadShedder+LeastLongTermMessageRate, {mine} has "
+        "AvgShedder; tune compares every candidate with one recorded configuration; tune them one at a "
+        "time, or give them the same strategy and config"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_twin_fit_lines_print_each_figure_with_its_unit(capsys: pytest.CaptureFixture[str]) -> None:
+    """'traffic moved per day: recorded 2.16' (a share of the cluster's traffic) read like tune's
+    traffic_moved_per_day (MiB/s of unloaded throughput, 2599.8 on the demo): the unit is printed."""
+    from types import SimpleNamespace
+
+    from shedlab.cli import tune_cmd
+    from shedlab.core.twin import FitCheck
+
+    check = FitCheck("traffic moved per day", 2.16, 2.11, 1.64, 2.53, 0.0574, 1.3, "share of the traffic", "")
+    tune_cmd._print_fit(SimpleNamespace(checks=[check], fits=True), "fit")
+    assert "traffic moved per day (share of the traffic): recorded 2.16, twin 2.11" in capsys.readouterr().out

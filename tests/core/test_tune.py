@@ -27,6 +27,7 @@ from shedlab.core.tune import (
     pareto_front,
     recommend,
     score_runs,
+    tune_markdown,
 )
 from shedlab.errors import ConfigError
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config
@@ -232,3 +233,84 @@ def test_a_tie_at_zero_is_no_gain() -> None:
     rec = recommend(table, scored, "balanced")
     assert rec.is_recorded
     assert rec.improvement["objective"]["mean"] == 0.0
+
+
+def test_reports_print_large_figures_as_plain_numbers() -> None:
+    """A thousand unloads a day came out of ``.3g`` as ``1e+03`` in tune.md and the fragment."""
+    scored, cands = _scored(
+        {"": [(20, 1000), (21, 1030), (19, 1060)], "0.5": [(12, 100), (13.1, 110), (11, 90)]}
+    )
+    table = candidate_table(scored, cands, {})
+    table["pareto"] = pareto_front(table)
+    rec = recommend(table, scored, "balanced")
+    fragment = broker_conf_fragment(rec, scored, table, {}, "AvgShedder", "test")
+    text = tune_markdown(table, rec, [{"candidates": 2, "seeds": 3, "new_runs": 6}], fragment, full_grid=6)
+    assert "e+0" not in text, text
+    assert "(recorded 1,030 [" in fragment, fragment
+
+
+def _why(fragment: str, key: str) -> str:
+    lines = fragment.splitlines()
+    return lines[lines.index(next(line for line in lines if line.startswith(f"{key}="))) - 1]
+
+
+def test_why_says_when_the_first_rung_went_against_the_value() -> None:
+    """Lower is better, yet the line read 'first rung: 1 candidate(s) with 0.5 averaged 22.5 on the
+    objective, the others 21.5' under a recommended 0.5 and stopped there: an argument against it. It
+    says that the value did not look better on its own, and what decided (the set over every seed)."""
+    recorded = [(20.0, 10.0), (21, 10), (19, 10), (20, 10), (21, 10)]  # objective 22, 23, 21, 22, 23
+    scored, cands = _scored(
+        {"": recorded, "0.5": [(20.5, 10), (12, 10), (11, 10), (12, 10), (11, 10)], "0.8": [(19, 10)]}
+    )
+    table = candidate_table(scored, cands, {})
+    rec = recommend(table, scored, "balanced")
+    assert not rec.is_recorded and rec.candidate["params_json"] == '{"maxUnloadPercentage":0.5}'
+    why = _why(broker_conf_fragment(rec, scored, table, {}, "AvgShedder", "test"), "maxUnloadPercentage")
+    first = (
+        "first rung (one seed): 1 candidate(s) with 0.5 averaged 22.5 on the objective, the 2 other(s) 21.5"
+    )
+    assert f"{first}, so 0.5 alone did not look better there" in why, why
+    assert "which scored 15.3 against the recorded configuration's 22.2 over the same 5 seeds" in why
+
+
+def test_why_counts_the_recorded_value_among_the_others() -> None:
+    """A candidate at the recorded value has the key dropped from its parameters; it was left out of
+    'the others', so the evidence compared against the other changed values only (or was missing)."""
+    scored, cands = _scored({"": [(20, 10), (21, 10), (19, 10)], "0.5": [(12, 10), (13.1, 10), (11, 10)]})
+    table = candidate_table(scored, cands, {})
+    rec = recommend(table, scored, "balanced")
+    why = _why(broker_conf_fragment(rec, scored, table, {}, "AvgShedder", "test"), "maxUnloadPercentage")
+    first = "first rung (one seed): 1 candidate(s) with 0.5 averaged 14 on the objective, the 1 other(s) 22"
+    assert why.endswith(f"Recorded 0.2 → 0.5; {first}"), why
+
+
+def _ref(tmp_path: Path, name: str, config: str) -> Any:
+    from shedlab.core.grid import scenario_ref
+
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(
+        f"name: {name}\nduration: 30m\nstrategy: AvgShedder\n{config}\n"
+        "hardware: {standard: {cores: 8, nic_gbps: 10}}\nbrokers: [{count: 3}]\n"
+        "workloads: [{name: m, bundles: 4, msg_rate_in: 100, msg_size: 1024}]\n"
+    )
+    return scenario_ref(str(path))
+
+
+def test_scenarios_share_one_recorded_configuration(tmp_path: Path) -> None:
+    """Tune compares with one recorded configuration: scenarios that disagree on a setting are refused
+    (naming both files and values); a key one leaves unset is Pulsar's default, not a difference."""
+    from shedlab.core.tune import recorded_configuration
+    from shedlab.errors import InputError
+
+    grace = "loadBalancerSheddingGracePeriodMinutes"
+    a = _ref(tmp_path, "a", f"config: {{{grace}: 30}}")  # 30 is Pulsar's default
+    unset = _ref(tmp_path, "unset", "config: {}")
+    other = _ref(tmp_path, "other", f"config: {{{grace}: 10}}")
+    assert recorded_configuration([a, unset]) == ("AvgShedder", {grace: 30})
+    with pytest.raises(InputError) as exc:
+        recorded_configuration([a, unset, other])
+    assert str(exc.value).startswith(
+        f"config.{grace}: the scenarios disagree on the recorded configuration: {a.source} has 30, "
+        f"{other.source} has 10;"
+    )
+    assert exc.value.exit_code == 2

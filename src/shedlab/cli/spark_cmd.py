@@ -93,7 +93,11 @@ def spark_session(
 @contextmanager
 def _status(quiet: bool) -> Iterator[Callable[[str], None]]:
     """A live status line on stderr: the current step and a running clock (these commands run tens of
-    seconds between steps); each finished step stays printed with its duration."""
+    seconds between steps); each finished step stays printed with its duration.
+
+    A step was printed when the next one began, so the last one never was: ``tune`` showed ``rung 1/3``
+    and ``rung 2/3`` but not the third (``tune --demo`` did, its report step came after). It is printed
+    when the block ends normally; after an error, only the error follows the finished steps."""
     if quiet:
         yield lambda _msg: None
         return
@@ -110,14 +114,18 @@ def _status(quiet: bool) -> Iterator[Callable[[str], None]]:
         task = bar.add_task("working…", total=None)
         step: list[tuple[str, float]] = []
 
-        def update(msg: str) -> None:
-            now = time.time()
+        def finish() -> None:
             if step:
-                bar.console.print(f"[dim]{step[0][0]} ({now - step[0][1]:.1f} s)[/]")
-            step[:] = [(msg, now)]
+                bar.console.print(f"[dim]{step[0][0]} ({time.time() - step[0][1]:.1f} s)[/]")
+                step.clear()
+
+        def update(msg: str) -> None:
+            finish()
+            step[:] = [(msg, time.time())]
             bar.update(task, description=msg)
 
         yield update
+        finish()
 
 
 def _preflight(

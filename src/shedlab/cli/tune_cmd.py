@@ -32,6 +32,7 @@ from shedlab.cli.spark_cmd import (
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.results import check_output_dir
 from shedlab.errors import InputError
+from shedlab.units import significant
 
 if TYPE_CHECKING:
     from shedlab.core.grid import ScenarioRef
@@ -128,13 +129,17 @@ def _run_twin(
 
 
 def _print_fit(validation: Any, report_dir: str) -> None:
+    """The fit checks, each figure with its unit as fit-report.md gives it: without it, 'traffic moved
+    per day: recorded 2.16' (a share of the cluster's traffic) read like tune's traffic_moved_per_day
+    (MiB/s), another figure under the same words."""
     if validation is None:
         return
     for c in validation.checks:
         mark = "[green]fits[/]" if c.ok else "[red bold]DOES NOT FIT[/]"
-        rec = "" if c.figure == "broker usage distribution" else f"recorded {c.recorded:.3g}, "
+        rec = "" if c.figure == "broker usage distribution" else f"recorded {significant(c.recorded)}, "
         console.print(
-            f"  {c.figure}: {rec}twin {c.twin:.3g} (distance {c.distance:.3g} ≤ {c.tolerance:.3g}?) {mark}"
+            f"  {c.figure} ({c.unit}): {rec}twin {significant(c.twin)} "
+            f"(distance {significant(c.distance)} ≤ {significant(c.tolerance)}?) {mark}"
         )
     if not validation.fits:
         console.print(
@@ -223,8 +228,10 @@ def _print_recommendation(result: Any) -> None:
     console.print(f"objective {rec.objective} = {rec.objective_expr} (lower is better), {rec.seeds} seeds")
     for fig in ("objective", "imbalance", "unloads_per_day"):
         imp = rec.improvement[fig]
-        change = f"{imp['mean']:+.3g}" + (
-            f" [{imp['low']:+.3g}, {imp['high']:+.3g}]" if imp["low"] is not None else ""
+        change = significant(imp["mean"], sign=True) + (
+            f" [{significant(imp['low'], sign=True)}, {significant(imp['high'], sign=True)}]"
+            if imp["low"] is not None
+            else ""
         )
         console.print(
             f"  {fig}: recorded {_iv(rec.recorded, fig)} → recommended {_iv(rec.candidate, fig)}"
@@ -243,10 +250,12 @@ def _print_recommendation(result: Any) -> None:
 
 
 def _iv(row: dict[str, Any], fig: str) -> str:
+    """A figure and its interval in :func:`shedlab.units.significant`'s digits (``1,030``, never
+    ``1e+03``: ``.3g`` wrote a thousand unloads a day in exponent notation)."""
     low, high = row.get(f"{fig}_low"), row.get(f"{fig}_high")
     if low is None or high is None or low != low:
-        return f"{row[fig]:.3g}"
-    return f"{row[fig]:.3g} [{low:.3g}, {high:.3g}]"
+        return significant(row[fig])
+    return f"{significant(row[fig])} [{significant(low)}, {significant(high)}]"
 
 
 def tune_demo(
@@ -323,13 +332,17 @@ def tune_demo(
 
 
 def _tune_targets(twin_file: str | None, scenarios: list[str] | None) -> list[ScenarioRef]:
-    """What to tune on: the twin first (if given), then the scenarios; one of them is required."""
+    """What to tune on: the twin first (if given), then the scenarios; one of them is required, and
+    they share one recorded configuration (refused before Spark starts if they do not)."""
     from shedlab.core.grid import scenario_ref
+    from shedlab.core.tune import recorded_configuration
 
     if not twin_file and not scenarios:
         raise InputError("give --twin TWIN.yaml or scenarios to tune on", field="--twin")
     refs = [scenario_ref(twin_file, field="--twin")] if twin_file else []
-    return refs + [scenario_ref(item) for item in scenarios or []]
+    refs += [scenario_ref(item) for item in scenarios or []]
+    recorded_configuration(refs)
+    return refs
 
 
 def tune(

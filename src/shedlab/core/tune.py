@@ -35,11 +35,12 @@ import pandas as pd
 
 from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, key_spec, parse_yaml_text
 from shedlab.core.evaluation import evaluate_expression, expression_names, mean_interval
-from shedlab.core.grid import canonical_json
-from shedlab.errors import ConfigError, read_user_text
+from shedlab.core.grid import ScenarioRef, canonical_json
+from shedlab.core.sim.scenario import parse_scenario_text
+from shedlab.errors import ConfigError, InputError, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
 from shedlab.strategies.registry import PAIR_KEYS, pair_config
-from shedlab.units import conf_value
+from shedlab.units import conf_value, significant
 
 __all__ = [
     "DERIVED",
@@ -60,6 +61,7 @@ __all__ = [
     "pairs_of",
     "pareto_front",
     "recommend",
+    "recorded_configuration",
     "recorded_value",
     "score_runs",
     "survivors",
@@ -332,6 +334,38 @@ def label_of(cand: Candidate, recorded_config: Mapping[str, Any]) -> str:
     return f"{cand.strategy}: {', '.join(diffs)}" if diffs else f"{cand.strategy} (recorded settings)"
 
 
+def recorded_configuration(refs: Sequence[ScenarioRef]) -> tuple[str, dict[str, Any]]:
+    """The strategy pair and ``config`` every candidate is compared with: the scenarios' own, which
+    they must share. Tune measures the change from one cluster's recorded configuration; it took the
+    first scenario's silently, so the next one's 'recorded configuration' ran a pair or settings that
+    scenario never had (AvgShedder's scenario compared with UniformLoadShedder). Scenarios that
+    disagree are refused, naming both and the first difference; a key one of them leaves unset is
+    Pulsar's default, so stating the default is no difference."""
+    parsed = [(ref.source, parse_scenario_text(ref.text, ref.source)) for ref in refs]
+    first_source, first = parsed[0]
+    for source, other in parsed[1:]:
+        field, mine, theirs = "strategy", first.strategy, other.strategy
+        if mine == theirs:
+            differs = [
+                k
+                for k in sorted({*first.config, *other.config})
+                if not _same(recorded_value(k, first.config), recorded_value(k, other.config))
+            ]
+            if not differs:
+                continue
+            field = f"config.{differs[0]}"
+            mine = conf_value(recorded_value(differs[0], first.config))
+            theirs = conf_value(recorded_value(differs[0], other.config))
+        raise InputError(
+            f"the scenarios disagree on the recorded configuration: {first_source} has {mine}, "
+            f"{source} has {theirs}",
+            field=field,
+            hint="tune compares every candidate with one recorded configuration; tune them one at a time, "
+            "or give them the same strategy and config",
+        )
+    return first.strategy, dict(first.config)
+
+
 def recorded_value(key: str, recorded_config: Mapping[str, Any]) -> Any:
     if key in recorded_config:
         return LoadBalancerConfig().with_overrides({key: recorded_config[key]}, source="recorded").get(key)
@@ -431,8 +465,8 @@ def recommend(table: pd.DataFrame, scored: pd.DataFrame, objective: str) -> Reco
         clear = clear and float(gain["high"]) < 0
     if best["origin"] != RECORDED and not clear:
         notes.append(
-            f"the best candidate ({best['label']}) changed the objective by {gain['mean']:.3g}"
-            + (f" [{gain['low']:.3g}, {gain['high']:.3g}]" if gain["high"] is not None else "")
+            f"the best candidate ({best['label']}) changed the objective by {_fmt(gain['mean'])}"
+            + (f" [{_fmt(gain['low'])}, {_fmt(gain['high'])}]" if gain["high"] is not None else "")
             + f": not a clear gain (at least {MIN_GAIN:.0%} and an interval below 0); keep the recorded "
             "configuration, or run more seeds"
         )
@@ -448,22 +482,51 @@ def recommend(table: pd.DataFrame, scored: pd.DataFrame, objective: str) -> Reco
 
 
 def _marginal(
-    scored: pd.DataFrame, pair: str, key: str, value: Any
-) -> tuple[float | None, float | None, int]:
-    """Mean objective of the pair's first-rung runs with ``key = value`` and with another value."""
+    scored: pd.DataFrame, pair: str, key: str, value: Any, recorded_config: Mapping[str, Any]
+) -> tuple[float | None, float | None, int, int]:
+    """Mean objective of the pair's first-rung runs with ``key = value`` and with any other value, and
+    how many runs each. A run without ``key`` in its parameters ran the recorded value (a value equal to
+    the recorded one is dropped from a candidate): it is one of the others, not left out."""
     runs = scored[(scored["strategy"] == pair) & (scored["seed"] == scored["seed"].min())]
     if runs.empty:
-        return None, None, 0
-    vals = [json.loads(p or "{}").get(key) for p in runs["params_json"]]
-    mask = np.array([v is not None and _same(v, value) for v in vals])
-    other = np.array([v is not None and not _same(v, value) for v in vals])
+        return None, None, 0, 0
+    before = recorded_value(key, recorded_config)
+    vals = [json.loads(p or "{}").get(key, before) for p in runs["params_json"]]
+    mask = np.array([_same(v, value) for v in vals])
     with_v = float(runs.loc[mask, "objective"].mean()) if mask.any() else None
-    without = float(runs.loc[other, "objective"].mean()) if other.any() else None
-    return with_v, without, int(mask.sum())
+    without = float(runs.loc[~mask, "objective"].mean()) if (~mask).any() else None
+    return with_v, without, int(mask.sum()), int((~mask).sum())
+
+
+def _evidence(
+    rec: Recommendation, scored: pd.DataFrame, key: str, value: Any, recorded_config: Mapping[str, Any]
+) -> str:
+    """The first rung's evidence for ``key = value``, as it is: its runs with the value against the
+    pair's others. Lower is better; when the value's average was not lower, the line said nothing more
+    and so argued against the value it recommended. It then says so, and what decided: the recommended
+    settings as a whole against the recorded configuration on every seed."""
+    pair = str(rec.candidate["strategy"])
+    with_v, without, n, others = _marginal(scored, pair, key, value, recorded_config)
+    if with_v is None or without is None:
+        return ""
+    shown = conf_value(value)
+    text = (
+        f"; first rung (one seed): {n} candidate(s) with {shown} averaged {_fmt(with_v)} on the "
+        f"objective, the {others} other(s) {_fmt(without)}"
+    )
+    if with_v < without:
+        return text
+    return (
+        f"{text}, so {shown} alone did not look better there; it is recommended as part of these "
+        f"settings together, which scored {_fmt(rec.candidate['objective'])} against the recorded "
+        f"configuration's {_fmt(rec.recorded['objective'])} over the same {rec.seeds} seeds"
+    )
 
 
 def _fmt(v: Any) -> str:
-    return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.3g}"
+    """A figure in :func:`shedlab.units.significant`'s digits (``1,030``, not ``.3g``'s ``1e+03``),
+    ``—`` when it is missing or not finite."""
+    return significant(v, missing="—", infinity=("—", "—"))
 
 
 def _iv(row: Mapping[str, Any] | pd.Series, fig: str) -> str:
@@ -513,15 +576,8 @@ def broker_conf_fragment(
         before = recorded_value(key, recorded_config)
         if _same(before, value):
             continue
-        with_v, without, n = _marginal(scored, pair, key, value)
         doc = key_spec(key).doc.rstrip(".")
-        evidence = (
-            f"; first rung: {n} candidate(s) with {conf_value(value)} averaged {_fmt(with_v)} "
-            "on the objective, "
-            f"the others {_fmt(without)}"
-            if with_v is not None and without is not None
-            else ""
-        )
+        evidence = _evidence(rec, scored, key, value, recorded_config)
         lines.append(f"# why: {doc}. Recorded {conf_value(before)} → {conf_value(value)}{evidence}")
         lines.append(f"{key}={conf_value(value)}")
     return "\n".join(lines) + "\n"

@@ -47,6 +47,7 @@ from shedlab.core.sim.hardware import HardwareClass
 from shedlab.core.sim.scenario import tick_count, tick_ms_of
 from shedlab.errors import InputError
 from shedlab.model.bundles import bundle_name, even_ranges
+from shedlab.units import significant
 
 __all__ = [
     "BROKER_PRODUCTS",
@@ -951,10 +952,11 @@ def fit_report_markdown(
         "|---|---|---|---|---|---|",
     ]
     for c in checks:
-        rec = "—" if c.figure == "broker usage distribution" else f"{c.recorded:.3g}"
+        rec = "—" if c.figure == "broker usage distribution" else significant(c.recorded)
         lines.append(
-            f"| {c.figure} ({c.unit}) | {rec} | {c.twin:.3g} [{c.twin_low:.3g}, {c.twin_high:.3g}] | "
-            f"{c.distance:.3g} | ≤ {c.tolerance:.3g} | {'yes' if c.ok else '**NO**'} |"
+            f"| {c.figure} ({c.unit}) | {rec} | {significant(c.twin)} [{significant(c.twin_low)}, "
+            f"{significant(c.twin_high)}] | {significant(c.distance)} | ≤ {significant(c.tolerance)} | "
+            f"{'yes' if c.ok else '**NO**'} |"
         )
     lines += ["", "Tolerances: " + "; ".join(f"{k}: {v['why']}" for k, v in TOLERANCES.items()), ""]
     if gaps:

@@ -19,7 +19,6 @@ import pandas as pd
 from shedlab import jsonout
 from shedlab.core.grid import Grid, ScenarioRef, candidate_specs
 from shedlab.core.results import read_sweep_runs, refuse_other_versions
-from shedlab.core.sim.scenario import parse_scenario_text
 from shedlab.core.tune import (
     Candidate,
     Recommendation,
@@ -30,6 +29,7 @@ from shedlab.core.tune import (
     make_candidates,
     pareto_front,
     recommend,
+    recorded_configuration,
     score_runs,
     survivors,
     tune_markdown,
@@ -95,9 +95,9 @@ def tune(
     say: Callable[[str], None] | None = None,
     progress: Callable[[int, int, int], None] | None = None,
 ) -> TuneResult:
-    """Tune on ``refs`` (a twin, or scenarios): the recorded configuration is the first scenario's
-    strategy pair and ``config``; write ``tune.json``, ``tune.md``, ``candidates.csv`` and
-    ``recommendation.conf`` into ``out``."""
+    """Tune on ``refs`` (a twin, or scenarios): the recorded configuration is the strategy pair and
+    ``config`` they share (:func:`~shedlab.core.tune.recorded_configuration` refuses them otherwise);
+    write ``tune.json``, ``tune.md``, ``candidates.csv`` and ``recommendation.conf`` into ``out``."""
     note = say or (lambda _m: None)
     refuse_other_versions(
         out,
@@ -105,8 +105,7 @@ def tune(
         {r.name: r.digest for r in refs},
         hint="tune into a new --out directory",
     )
-    first = parse_scenario_text(refs[0].text, refs[0].source)
-    recorded_pair, recorded_config = first.strategy, dict(first.config)
+    recorded_pair, recorded_config = recorded_configuration(refs)
     candidates = make_candidates(
         space, pairs, recorded_pair, per_pair=per_pair, seed=sample_seed, recorded_config=recorded_config
     )
