@@ -61,7 +61,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     ),
     "demo": (
         "report_cmd",
-        "The main job: every built-in PIP-364 scenario × the five strategy pairs × a few seeds, swept on "
+        "The main job: every built-in PIP-364 scenario × the five strategy pairs × 10 seeds, swept on "
         "Spark, evaluated, and turned into an HTML report; prints the PIP-364 table and the report's path.",
     ),
     "sweep": (

@@ -109,7 +109,7 @@ def demo(
         ),
     ] = True,
 ) -> None:
-    """The main job: every built-in PIP-364 scenario × the five strategy pairs × a few seeds, swept on
+    """The main job: every built-in PIP-364 scenario × the five strategy pairs × 10 seeds, swept on
     Spark, evaluated, and turned into an HTML report; prints the PIP-364 table and the report's path.
     Then, from a recorded cluster to a recommendation: the shipped recording of a cluster on Pulsar's old
     default strategy is ingested, fitted by a twin, tuned, and the advice printed as a broker.conf."""
