@@ -96,6 +96,23 @@ def test_shipped_grids_lookup(tmp_path: Path) -> None:
         load_grid(tmp_path / "missing.yaml")
 
 
+def test_a_shipped_grids_name_is_that_grid_whatever_the_directory_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sweep tiny --out tiny`` run a second time read its own output directory ``./tiny`` as the grid
+    ('expected a grid file, found a directory') instead of resuming."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny" / "runs").mkdir(parents=True)  # a sweep's output, named after its grid
+    assert load_grid("tiny").source == "builtin:tiny"
+    (tmp_path / "pip364").write_text("not: a grid\n", encoding="utf-8")
+    assert load_grid("pip364").source == "builtin:pip364"  # a bare shipped name is never a file
+    mine = GRID.read_text(encoding="utf-8").replace("name: tiny", "name: mine")
+    (tmp_path / "capacity").write_text(mine, encoding="utf-8")
+    assert load_grid("./capacity").name == "mine"  # a path names the file
+    with pytest.raises(InputError, match=r"^tiny: expected a grid file, found a directory"):
+        load_grid("tiny/")
+
+
 # ------------------------------------------------------------------------------------- bad grids (hardening)
 
 

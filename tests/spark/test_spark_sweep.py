@@ -202,6 +202,31 @@ def test_sweep_cli_json(spark: SparkSession, tmp_path: Path) -> None:
     assert spark.sparkContext._jsc is not None  # the shared session is still alive
 
 
+@pytest.mark.spark
+def test_the_same_sweep_of_a_shipped_grid_into_its_name_resumes(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sweep tiny --out tiny`` worked once; the same command again read ``./tiny`` (its output) as the
+    grid: 'tiny: expected a grid file, found a directory', exit 2, instead of resuming."""
+    import typer
+    from typer.testing import CliRunner
+
+    from shedlab.cli.spark_cmd import register
+
+    app = typer.Typer()
+    register(app)
+    monkeypatch.chdir(tmp_path)  # ./tiny is the output (given absolute: the shared JVM has its own cwd)
+    docs = []
+    for _ in range(2):
+        res = CliRunner().invoke(
+            app, ["sweep", "tiny", "--out", str(tmp_path / "tiny"), "--limit", "2", "--json"]
+        )
+        assert res.exit_code == 0, res.output
+        docs.append(json.loads(res.stdout[res.stdout.index("{") :]))
+    assert [(d["grid"], d["skipped"], d["ran"]) for d in docs] == [("tiny", 0, 2), ("tiny", 2, 2)]
+    assert len(_runs(tmp_path / "tiny")) == 4
+
+
 def test_progress_counts_this_sweeps_finished_run_summaries(tmp_path: Path) -> None:
     import time
 

@@ -434,12 +434,18 @@ def shipped_grid(name: str) -> str | None:
 
 
 def load_grid(path: str | Path) -> Grid:
-    """Read and validate a grid file (a path, or the name of a shipped grid such as ``pip364``)."""
+    """Read and validate a grid: the name of a shipped grid such as ``pip364``, or a grid file.
+
+    A bare name (no ``/``, no ``.yaml``/``.yml``) of a shipped grid is that grid whatever the current
+    directory holds, as a bare scenario name is a built-in: ``sweep tiny --out tiny`` once read its own
+    output directory ``./tiny`` as the grid on the re-run meant to resume it. ``./tiny`` names a file.
+    """
+    name = str(path)
     p = Path(path)
-    if not p.exists() and "/" not in str(path) and not str(path).endswith((".yaml", ".yml")):
-        text = shipped_grid(str(path))
+    if "/" not in name and not name.endswith((".yaml", ".yml")):
+        text = shipped_grid(name)
         if text is not None:
-            return parse_grid(parse_yaml_text(text, f"builtin:{path}"), source=f"builtin:{path}", text=text)
+            return parse_grid(parse_yaml_text(text, f"builtin:{name}"), source=f"builtin:{name}", text=text)
     text = read_user_text(p, what="grid file")
     data = parse_yaml_text(text, str(path))
     return parse_grid(data, source=str(path), base=p.resolve().parent, text=text)
