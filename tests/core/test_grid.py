@@ -113,6 +113,26 @@ def test_a_shipped_grids_name_is_that_grid_whatever_the_directory_holds(
         load_grid("tiny/")
 
 
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("tnyy", "tnyy: no shipped grid or grid file of this name; did you mean 'tiny'?"),
+        ("pip-364", "pip-364: no shipped grid or grid file of this name; did you mean 'pip364'?"),
+        ("tnyy.yaml", "tnyy.yaml: grid file not found; did you mean 'tiny'?"),
+        ("zzzz", "zzzz: no shipped grid or grid file of this name; shipped grids: capacity, pip364, "),
+        ("zzzz.yml", "zzzz.yml: grid file not found"),
+    ],
+)
+def test_a_mistyped_shipped_grid_gets_the_closest_name(
+    name: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped scenario got 'did you mean', a mistyped grid only 'grid file not found'."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as info:
+        load_grid(name)
+    assert str(info.value).startswith(message), str(info.value)
+
+
 # ------------------------------------------------------------------------------------- bad grids (hardening)
 
 

@@ -446,9 +446,21 @@ def load_grid(path: str | Path) -> Grid:
         text = shipped_grid(name)
         if text is not None:
             return parse_grid(parse_yaml_text(text, f"builtin:{name}"), source=f"builtin:{name}", text=text)
+    if "/" not in name and not p.exists():
+        raise _no_such_grid(name)
     text = read_user_text(p, what="grid file")
     data = parse_yaml_text(text, str(path))
     return parse_grid(data, source=str(path), base=p.resolve().parent, text=text)
+
+
+def _no_such_grid(name: str) -> InputError:
+    """A name without ``/`` that is no file: most often a shipped grid's name mistyped (``tnyy``), so the
+    error suggests the closest one, as a mistyped scenario's does (the names when none is close)."""
+    names = shipped_grids()
+    if name.endswith((".yaml", ".yml")):
+        return InputError("grid file not found", source=name, hint=did_you_mean(Path(name).stem, names))
+    hint = did_you_mean(name, names) or f"shipped grids: {', '.join(names)}"
+    return InputError("no shipped grid or grid file of this name", source=name, hint=hint)
 
 
 def expand_grid(grid: Grid) -> pd.DataFrame:
