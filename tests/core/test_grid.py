@@ -88,6 +88,26 @@ def test_ids_are_hashes_of_canonical_json() -> None:
     assert spec["run_id"] == run_id_of(spec["scenario"], spec["strategy"], params, spec["seed"])
 
 
+def test_the_size_is_told_as_the_product_of_every_axis() -> None:
+    """The sweep's first line said '2 scenario(s) × 2 strategy pair(s) × 2 seed(s) = 16 runs' for the
+    tiny grid: its two parameter sets were left out of the product."""
+    assert (
+        load_grid("tiny").factors() == "2 scenario(s) × 2 strategy pair(s) × 2 parameter set(s) × 2 seed(s)"
+    )
+    assert load_grid("pip364").factors() == "11 scenario(s) × 5 strategy pair(s) × 3 seed(s)"  # one set
+    uneven = parse_grid(
+        {
+            "scenarios": ["scale-out"],
+            "strategies": ["AvgShedder", "ThresholdShedder+LeastResourceUsageWithWeight"],
+            "seeds": [1, 2],
+            "parameters": {"maxUnloadPercentage": [0.2, 0.5]},
+            "strategy_parameters": {"AvgShedder": {"loadBalancerAvgShedderHitCountHighThreshold": [1, 2, 4]}},
+        }
+    )
+    assert uneven.factors() == "1 scenario(s) × (6 + 2) parameter set(s) over 2 strategy pair(s) × 2 seed(s)"
+    assert uneven.size == 1 * (6 + 2) * 2 == len(expand_grid(uneven))
+
+
 def test_shipped_grids_lookup(tmp_path: Path) -> None:
     assert {"pip364", "tiny"} <= set(shipped_grids())
     assert shipped_grid("no-such-grid") is None

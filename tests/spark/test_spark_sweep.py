@@ -203,6 +203,23 @@ def test_sweep_cli_json(spark: SparkSession, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+def test_the_sweep_starts_with_every_axis_of_the_grid(spark: SparkSession, tmp_path: Path) -> None:
+    """The first line left the parameter sets out: '2 scenario(s) × 2 strategy pair(s) × 2 seed(s) =
+    16 runs' (2 × 2 × 2 = 8)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from shedlab.cli.spark_cmd import register
+
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["sweep", str(GRID), "--out", str(tmp_path / "out"), "--limit", "1"])
+    assert res.exit_code == 0, res.output
+    header = "grid tiny: 2 scenario(s) × 2 strategy pair(s) × 2 parameter set(s) × 2 seed(s) = 16 runs"
+    assert " ".join(res.stderr.split()).startswith(header), res.stderr  # folded at 80 columns
+
+
+@pytest.mark.spark
 def test_the_same_sweep_of_a_shipped_grid_into_its_name_resumes(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -188,10 +188,7 @@ def sweep(
     g = load_grid(grid)
     _preflight(master, out, conf, spark_conf)
     if not as_json:
-        err_console.print(
-            f"grid [bold]{g.name}[/]: {len(g.scenarios)} scenario(s) × {len(g.strategies)} strategy pair(s)"
-            f" × {len(g.seeds)} seed(s) = {g.size} runs"
-        )
+        err_console.print(f"grid [bold]{g.name}[/]: {g.factors()} = {g.size} runs")
     with spark_session(master, conf, spark_conf, ui, "sweep") as spark:
         run = functools.partial(
             run_sweep, spark, g, out, retry_failed=retry_failed, limit=limit, timeout_s=timeout

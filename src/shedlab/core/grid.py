@@ -132,6 +132,20 @@ class Grid:
             sum(len(self.parameter_sets(s)) for s in self.strategies) * len(self.scenarios) * len(self.seeds)
         )
 
+    def factors(self) -> str:
+        """:attr:`size` as the product of its axes, for the line a sweep starts with: ``2 scenario(s) ×
+        2 strategy pair(s) × 2 parameter set(s) × 2 seed(s)``, so that the user can check the count (it
+        left the parameter sets out: 2 × 2 × 2 = 16 runs). The parameter sets appear when there is more
+        than one; when ``strategy_parameters`` gives the pairs different numbers of them, the pairs and
+        their sets are one factor, the sum ``(6 + 1) parameter set(s) over 2 strategy pair(s)``."""
+        counts = [len(self.parameter_sets(s)) for s in self.strategies]
+        pairs = f"{len(self.strategies)} strategy pair(s)"
+        if len(set(counts)) > 1:
+            pairs = f"({' + '.join(map(str, counts))}) parameter set(s) over {pairs}"
+        elif counts and counts[0] > 1:
+            pairs += f" × {counts[0]} parameter set(s)"
+        return f"{len(self.scenarios)} scenario(s) × {pairs} × {len(self.seeds)} seed(s)"
+
 
 def canonical_json(value: Any) -> str:
     """The JSON run ids and parameter sets are hashed and stored as (sorted keys, no spaces)."""
