@@ -201,6 +201,44 @@ def test_sweep_outcome_prints_names_and_errors_as_written(monkeypatch: pytest.Mo
     assert "failed s[bold]x / AvgShedder / seed 1: no [luck] here [/]" in err.getvalue()
 
 
+def test_sweep_outcome_counts_the_failures_of_earlier_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-run printed '6 runs: 6 already complete, 0 ran now (0 failed)' over 2 failed runs."""
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    import shedlab.cli.spark_cmd as spark_cmd
+    from shedlab.core.grid import parse_grid
+    from shedlab.spark.sweep import SweepResult
+
+    grid = parse_grid({"scenarios": ["scale-out"]})
+    none = pd.DataFrame()
+    kept = SweepResult("o", grid, 6, 6, 0, 0, 1.0, none, skipped_failed=2)
+    ok = pd.DataFrame(
+        {
+            "scenario": ["s", "s"],
+            "strategy": ["AvgShedder", "AvgShedder"],
+            "status": ["ok", "ok"],
+            "seed": [1, 2],
+            "error": [None, None],
+            "metrics": [{"unloads": 1.0}, {"unloads": 2.0}],
+            "elapsed_s": [0.1, 0.1],
+        }
+    )
+    retried = SweepResult("o", grid, 6, 4, 2, 0, 1.0, ok, retried=2)
+    lines = []
+    for result in (kept, retried):
+        out = io.StringIO()
+        monkeypatch.setattr(spark_cmd, "console", Console(file=out, width=200))
+        spark_cmd._print_sweep_outcome(result, "o")
+        lines.append(out.getvalue().splitlines()[-1])
+    assert lines[0].startswith(
+        "6 runs: 6 already complete (2 of them failed: drop --skip-failed to run them again), 0 ran now"
+    )
+    assert lines[1].startswith("6 runs: 4 already complete, 2 ran now (2 failed before and were run again; 0")
+
+
 def test_ingest_outcome_tells_sources_apart_and_says_why_rows_were_merged(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -164,8 +164,12 @@ def sweep(
     spark_conf: ConfFileOpt = None,
     ui: UiOpt = False,
     retry_failed: Annotated[
-        bool, typer.Option("--retry-failed", help="Run again the runs that failed.")
-    ] = False,
+        bool,
+        typer.Option(
+            "--retry-failed/--skip-failed",
+            help="Run again the runs whose summary records an error (the default), or keep them as they are.",
+        ),
+    ] = True,
     limit: Annotated[int | None, typer.Option("--limit", help="Run at most N of the pending runs.")] = None,
     timeout: Annotated[
         float | None,
@@ -177,7 +181,7 @@ def sweep(
 
     Outputs partitioned Parquet under OUT: runs/ (one summary row per run, status ok/error),
     ticks/, decisions/, brokers/, events/, skips/. Re-running the same command skips the runs already
-    complete, so an interrupted sweep resumes without duplicates.
+    complete, so an interrupted sweep resumes without duplicates, and runs the failed ones again.
     """
     from shedlab.core.grid import load_grid
     from shedlab.spark.sweep import sweep as run_sweep
@@ -207,6 +211,8 @@ def sweep(
                 "skipped": result.skipped,
                 "ran": result.ran,
                 "failed": result.failed,
+                "retried": result.retried,
+                "skipped_failed": result.skipped_failed,
                 "elapsed_s": round(result.elapsed_s, 2),
                 "quarantined": [{"file": path, "reason": why} for path, why in result.quarantined],
                 "temporaries_removed": result.temporaries_removed,
@@ -247,9 +253,11 @@ def _print_sweep_outcome(result: SweepResult, out: str) -> None:
     """Quarantined files, the per-pair table, the counts, the first failures and what is still pending."""
     _print_quarantined(result.quarantined, "ran again")
     _print_sweep_table(result.summaries)
+    kept = f" ({result.skipped_failed} of them failed: drop --skip-failed to run them again)"
+    retried = f"{result.retried} failed before and were run again; " if result.retried else ""
     console.print(
-        f"{result.total} runs: {result.skipped} already complete, {result.ran} ran now"
-        f" ({result.failed} failed) in {result.elapsed_s:.1f} s → {out}"
+        f"{result.total} runs: {result.skipped} already complete{kept if result.skipped_failed else ''},"
+        f" {result.ran} ran now ({retried}{result.failed} failed) in {result.elapsed_s:.1f} s → {out}"
     )
     if result.failed:
         errors = result.summaries[result.summaries["status"] != "ok"]
