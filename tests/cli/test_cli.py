@@ -281,6 +281,42 @@ def test_ingest_outcome_tells_sources_apart_and_says_why_rows_were_merged(
         assert "65 row(s) merged" in text and "shorter --interval" in text
 
 
+def test_ingest_outcome_counts_the_rows_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """'kept 2,928 broker and 62,464 bundle rows' for tables of 976 and 15,616: the last line summed the
+    kept Prometheus points (a row read each) as rows written, with no word how points become rows."""
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    import shedlab.cli.spark_cmd as spark_cmd
+    from shedlab.spark.ingest import IngestResult
+
+    stats = pd.DataFrame(
+        {
+            "source": ["/r/load-reports.jsonl", "/r/prometheus/cpu.json", "/r/prometheus/rate.json"],
+            "source_kind": ["load_report", "prometheus", "prometheus"],
+            "records_read": [488, 488, 7808],
+            "rows_read": [8296, 488, 7808],
+            "broker_rows_kept": [488, 488, 0],
+            "bundle_rows_kept": [7808, 0, 7808],
+            "bundle_data_rows_kept": 0,
+            "rows_merged": 0,
+            "rows_quarantined": 0,
+            "rows_relabelled": 0,
+        }
+    )
+    reasons = pd.DataFrame({"source": [], "reason": [], "count": []})
+    result = IngestResult("o", stats, reasons, 976, 15616, 3, 0, ["c"], prometheus_rows=(488, 7808))
+    out = io.StringIO()
+    monkeypatch.setattr(spark_cmd, "console", Console(file=out, width=300))
+    spark_cmd._print_ingest_outcome(result, "o", has_boundaries=False)
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == "wrote 976 broker, 15,616 bundle and 3 BundleData rows (c); quarantined 0 → o"
+    assert lines[-2].startswith("the 8,296 Prometheus point(s) kept make 488 broker and 7,808 bundle row(s)")
+    assert "also in the load reports has a row from each per tick (source_kind)" in lines[-2]
+
+
 def test_result_tables_fold_names_rather_than_cut_them() -> None:
     """At 80 columns replay's table showed its strategies as 'AvgShe…' and 'Thresh…'."""
     import io

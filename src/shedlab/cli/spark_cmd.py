@@ -492,7 +492,8 @@ def ingest(
     """Ingest recorded load data into per-tick cluster snapshots (canonical Parquet, by cluster and day).
 
     Rows that fail validation go to OUT/quarantine with a reason; the command prints, per source,
-    how many rows were read, kept, merged (superseded within a tick) and quarantined.
+    how many rows were read, kept, merged (superseded within a tick) and quarantined, then the rows
+    written (the Prometheus points of a broker or bundle and tick make one row).
     """
     from shedlab.core.ingest import classify_sources, cluster_problem, local_bytes
     from shedlab.model.bundles import read_bundle_boundaries
@@ -524,6 +525,12 @@ def ingest(
             {
                 "out": out,
                 "clusters": result.clusters,
+                "rows_written": {
+                    "broker_samples": result.broker_rows,
+                    "bundle_samples": result.bundle_rows,
+                    "bundle_data": result.bundle_data_rows,
+                    "quarantine": result.quarantined_rows,
+                },
                 "sources": result.stats.to_dict("records"),
                 "reasons": result.reasons.to_dict("records"),
             }
@@ -536,7 +543,8 @@ def _print_ingest_outcome(
     result: IngestResult, out: str, *, has_boundaries: bool, interval: str = "60s"
 ) -> None:
     """Per source: rows read, kept, merged and quarantined; the quarantine reasons; label renames; what
-    to give when topic series had no bundle boundaries; why rows were merged; the totals."""
+    to give when topic series had no bundle boundaries; why rows were merged; how the Prometheus points
+    kept became rows; the rows written."""
     folder, names = _below_common_folder([str(source) for source in result.stats["source"]])
     kinds = sorted({str(kind) for kind in result.stats["source_kind"]})
     one_kind = len(kinds) == 1  # then named in the title: a column fewer to share a narrow terminal
@@ -583,9 +591,33 @@ def _print_ingest_outcome(
             f" {interval} tick; samples taken more often (collect --every below {interval}, a sandbox at"
             " --speed above 1) are kept with a shorter --interval"
         )
+    _print_prometheus_rows(result)
+    tables = [f"{result.broker_rows:,} broker", f"{result.bundle_rows:,} bundle"]
+    tables += [f"{result.bundle_data_rows:,} BundleData"] if result.bundle_data_rows else []
     console.print(
-        f"kept {result.broker_rows:,} broker and {result.bundle_rows:,} bundle rows"
+        f"wrote {', '.join(tables[:-1])} and {tables[-1]} rows"
         f" ({', '.join(result.clusters) or 'no cluster'}); quarantined {result.quarantined_rows:,} → {out}"
+    )
+
+
+def _print_prometheus_rows(result: IngestResult) -> None:
+    """The per-source table counts rows read, and every Prometheus point is one: the points of a broker
+    (or bundle) and tick make one row written. Said, so that the table's 2,928 broker rows kept and the
+    976 written agree (a broker in the load reports as well has a row from each, told by source_kind)."""
+    stats = result.stats[result.stats["source_kind"] == "prometheus"]
+    points = int(stats["broker_rows_kept"].sum() + stats["bundle_rows_kept"].sum()) if len(stats) else 0
+    if not points:
+        return
+    brokers, bundles = result.prometheus_rows
+    both = bool((result.stats["source_kind"] == "load_report").any())
+    console.print(
+        f"the {points:,} Prometheus point(s) kept make {brokers:,} broker and {bundles:,} bundle row(s),"
+        " one per broker or bundle and tick"
+        + (
+            "; a broker or bundle also in the load reports has a row from each per tick (source_kind)"
+            if both
+            else ""
+        )
     )
 
 
