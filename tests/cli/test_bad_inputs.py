@@ -330,6 +330,17 @@ CASES: dict[str, list[Case]] = {
         Case("config-missing-file", ("config", "show", "--config", "{dir}/nope.conf"), "nope.conf"),
         _sweep("empty-file", b"", "g.yaml"),
         Case("sweep-missing-grid", ("sweep", "{dir}/nope.yaml", "--out", "{dir}/out"), "nope.yaml"),
+        # a shipped grid's name mistyped got 'grid file not found' without the name it meant
+        Case(
+            "sweep-mistyped-shipped-grid",
+            ("sweep", "tnyy", "--out", "{dir}/out"),
+            "tnyy: no shipped grid or grid file of this name; did you mean 'tiny'?",
+        ),
+        Case(
+            "sweep-missing-grid-file-near-a-shipped-name",
+            ("sweep", "pip346.yaml", "--out", "{dir}/out"),
+            "pip346.yaml: grid file not found; did you mean 'pip364'?",
+        ),
     ],
     "malformed documents": [
         _decide("truncated", SNAPSHOT[:200].encode(), "malformed JSON"),

@@ -201,6 +201,44 @@ def test_sweep_outcome_prints_names_and_errors_as_written(monkeypatch: pytest.Mo
     assert "failed s[bold]x / AvgShedder / seed 1: no [luck] here [/]" in err.getvalue()
 
 
+def test_sweep_outcome_counts_the_failures_of_earlier_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-run printed '6 runs: 6 already complete, 0 ran now (0 failed)' over 2 failed runs."""
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    import shedlab.cli.spark_cmd as spark_cmd
+    from shedlab.core.grid import parse_grid
+    from shedlab.spark.sweep import SweepResult
+
+    grid = parse_grid({"scenarios": ["scale-out"]})
+    none = pd.DataFrame()
+    kept = SweepResult("o", grid, 6, 6, 0, 0, 1.0, none, skipped_failed=2)
+    ok = pd.DataFrame(
+        {
+            "scenario": ["s", "s"],
+            "strategy": ["AvgShedder", "AvgShedder"],
+            "status": ["ok", "ok"],
+            "seed": [1, 2],
+            "error": [None, None],
+            "metrics": [{"unloads": 1.0}, {"unloads": 2.0}],
+            "elapsed_s": [0.1, 0.1],
+        }
+    )
+    retried = SweepResult("o", grid, 6, 4, 2, 0, 1.0, ok, retried=2)
+    lines = []
+    for result in (kept, retried):
+        out = io.StringIO()
+        monkeypatch.setattr(spark_cmd, "console", Console(file=out, width=200))
+        spark_cmd._print_sweep_outcome(result, "o")
+        lines.append(out.getvalue().splitlines()[-1])
+    assert lines[0].startswith(
+        "6 runs: 6 already complete (2 of them failed: drop --skip-failed to run them again), 0 ran now"
+    )
+    assert lines[1].startswith("6 runs: 4 already complete, 2 ran now (2 failed before and were run again; 0")
+
+
 def test_ingest_outcome_tells_sources_apart_and_says_why_rows_were_merged(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -241,6 +279,42 @@ def test_ingest_outcome_tells_sources_apart_and_says_why_rows_were_merged(
         assert all(name in cells for name in names), text
         assert "/tmp/walk/rec/" in text and "…" not in cells
         assert "65 row(s) merged" in text and "shorter --interval" in text
+
+
+def test_ingest_outcome_counts_the_rows_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """'kept 2,928 broker and 62,464 bundle rows' for tables of 976 and 15,616: the last line summed the
+    kept Prometheus points (a row read each) as rows written, with no word how points become rows."""
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    import shedlab.cli.spark_cmd as spark_cmd
+    from shedlab.spark.ingest import IngestResult
+
+    stats = pd.DataFrame(
+        {
+            "source": ["/r/load-reports.jsonl", "/r/prometheus/cpu.json", "/r/prometheus/rate.json"],
+            "source_kind": ["load_report", "prometheus", "prometheus"],
+            "records_read": [488, 488, 7808],
+            "rows_read": [8296, 488, 7808],
+            "broker_rows_kept": [488, 488, 0],
+            "bundle_rows_kept": [7808, 0, 7808],
+            "bundle_data_rows_kept": 0,
+            "rows_merged": 0,
+            "rows_quarantined": 0,
+            "rows_relabelled": 0,
+        }
+    )
+    reasons = pd.DataFrame({"source": [], "reason": [], "count": []})
+    result = IngestResult("o", stats, reasons, 976, 15616, 3, 0, ["c"], prometheus_rows=(488, 7808))
+    out = io.StringIO()
+    monkeypatch.setattr(spark_cmd, "console", Console(file=out, width=300))
+    spark_cmd._print_ingest_outcome(result, "o", has_boundaries=False)
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == "wrote 976 broker, 15,616 bundle and 3 BundleData rows (c); quarantined 0 → o"
+    assert lines[-2].startswith("the 8,296 Prometheus point(s) kept make 488 broker and 7,808 bundle row(s)")
+    assert "also in the load reports has a row from each per tick (source_kind)" in lines[-2]
 
 
 def test_result_tables_fold_names_rather_than_cut_them() -> None:

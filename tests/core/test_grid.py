@@ -88,12 +88,69 @@ def test_ids_are_hashes_of_canonical_json() -> None:
     assert spec["run_id"] == run_id_of(spec["scenario"], spec["strategy"], params, spec["seed"])
 
 
+def test_the_size_is_told_as_the_product_of_every_axis() -> None:
+    """The sweep's first line said '2 scenario(s) × 2 strategy pair(s) × 2 seed(s) = 16 runs' for the
+    tiny grid: its two parameter sets were left out of the product."""
+    assert (
+        load_grid("tiny").factors() == "2 scenario(s) × 2 strategy pair(s) × 2 parameter set(s) × 2 seed(s)"
+    )
+    assert load_grid("pip364").factors() == "11 scenario(s) × 5 strategy pair(s) × 3 seed(s)"  # one set
+    uneven = parse_grid(
+        {
+            "scenarios": ["scale-out"],
+            "strategies": ["AvgShedder", "ThresholdShedder+LeastResourceUsageWithWeight"],
+            "seeds": [1, 2],
+            "parameters": {"maxUnloadPercentage": [0.2, 0.5]},
+            "strategy_parameters": {"AvgShedder": {"loadBalancerAvgShedderHitCountHighThreshold": [1, 2, 4]}},
+        }
+    )
+    assert uneven.factors() == "1 scenario(s) × (6 + 2) parameter set(s) over 2 strategy pair(s) × 2 seed(s)"
+    assert uneven.size == 1 * (6 + 2) * 2 == len(expand_grid(uneven))
+
+
 def test_shipped_grids_lookup(tmp_path: Path) -> None:
     assert {"pip364", "tiny"} <= set(shipped_grids())
     assert shipped_grid("no-such-grid") is None
     assert load_grid("tiny").source == "builtin:tiny"
     with pytest.raises(InputError, match="grid file not found"):
         load_grid(tmp_path / "missing.yaml")
+
+
+def test_a_shipped_grids_name_is_that_grid_whatever_the_directory_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sweep tiny --out tiny`` run a second time read its own output directory ``./tiny`` as the grid
+    ('expected a grid file, found a directory') instead of resuming."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny" / "runs").mkdir(parents=True)  # a sweep's output, named after its grid
+    assert load_grid("tiny").source == "builtin:tiny"
+    (tmp_path / "pip364").write_text("not: a grid\n", encoding="utf-8")
+    assert load_grid("pip364").source == "builtin:pip364"  # a bare shipped name is never a file
+    mine = GRID.read_text(encoding="utf-8").replace("name: tiny", "name: mine")
+    (tmp_path / "capacity").write_text(mine, encoding="utf-8")
+    assert load_grid("./capacity").name == "mine"  # a path names the file
+    with pytest.raises(InputError, match=r"^tiny: expected a grid file, found a directory"):
+        load_grid("tiny/")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("tnyy", "tnyy: no shipped grid or grid file of this name; did you mean 'tiny'?"),
+        ("pip-364", "pip-364: no shipped grid or grid file of this name; did you mean 'pip364'?"),
+        ("tnyy.yaml", "tnyy.yaml: grid file not found; did you mean 'tiny'?"),
+        ("zzzz", "zzzz: no shipped grid or grid file of this name; shipped grids: capacity, pip364, "),
+        ("zzzz.yml", "zzzz.yml: grid file not found"),
+    ],
+)
+def test_a_mistyped_shipped_grid_gets_the_closest_name(
+    name: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped scenario got 'did you mean', a mistyped grid only 'grid file not found'."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as info:
+        load_grid(name)
+    assert str(info.value).startswith(message), str(info.value)
 
 
 # ------------------------------------------------------------------------------------- bad grids (hardening)

@@ -110,9 +110,10 @@ def test_ingest_output_tables(spark: SparkSession, fixture_ingest: IngestResult)
     assert (out / "broker_samples" / "cluster=c1" / "day=2025-01-01").is_dir()
     brokers, bundles, dumps = read_snapshots(spark, str(out))
     b = brokers.toPandas()
-    assert (
-        len(b) == fixture_ingest.broker_rows - 20 + 4
-    )  # Prometheus: 20 gauge points pivot into 4 broker rows
+    # the rows written, not the points read: 20 kept Prometheus gauge points pivot into 4 broker rows
+    assert len(b) == fixture_ingest.broker_rows and fixture_ingest.prometheus_rows[0] == 4
+    assert _stats(fixture_ingest, "prometheus_query_range.json")["broker_rows_kept"] == 20
+    assert bundles.count() == fixture_ingest.bundle_rows
     assert (b["tick_ms"] % 60_000 == 0).all()
     # Prometheus gauges are percentages with limit 100; totals come from the bundle series
     p1 = b[(b["cluster"] == "c2") & (b["broker"] == "p1:8080")].sort_values("tick_ms")
@@ -175,6 +176,42 @@ def test_an_ingest_output_with_empty_tables_is_ingested_again(spark: SparkSessio
         first.bundle_rows,
         0,
     )
+
+
+@pytest.mark.spark
+def test_the_rows_an_ingest_counts_are_the_rows_it_writes(spark: SparkSession, tmp_path: Path) -> None:
+    """A recording's load reports and Prometheus exports printed 'kept 2,928 broker and 62,464 bundle
+    rows' for tables of 976 and 15,616: the kept Prometheus points (one a value) summed as rows, though
+    the points of a broker or bundle and tick make one row."""
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from shedlab.cli.spark_cmd import register
+    from shedlab.core.sim import load_scenario, run_simulation
+    from shedlab.core.sim.recording import write_recording
+
+    scenario = load_scenario("over-unloading-90-10")
+    write_recording(run_simulation(scenario, seed=1, record=True), tmp_path / "rec")
+    app = typer.Typer()
+    register(app)
+    sources = [str(tmp_path / "rec" / "load-reports.jsonl"), str(tmp_path / "rec" / "prometheus")]
+    res = CliRunner().invoke(app, ["ingest", *sources, "--out", str(tmp_path / "o"), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout[res.stdout.index("{") :])
+    written = {t: len(read_local_parquet(tmp_path / "o" / t)) for t in ("broker_samples", "bundle_samples")}
+    assert {t: doc["rows_written"][t] for t in written} == written
+    brokers = read_local_parquet(tmp_path / "o" / "broker_samples")
+    per_tick = brokers.groupby(["broker", "tick_ms"])["source_kind"].agg(sorted)
+    assert set(per_tick.map(tuple)) == {("load_report", "prometheus")}  # a row from each source
+    kept_points = sum(s["broker_rows_kept"] for s in doc["sources"])
+    assert kept_points > written["broker_samples"]  # each gauge point is a row read
+    text = CliRunner().invoke(app, ["ingest", *sources, "--out", str(tmp_path / "o")])
+    assert text.exit_code == 0, text.output
+    flat = " ".join(text.stdout.split())
+    assert f"wrote {written['broker_samples']:,} broker and {written['bundle_samples']:,} bundle rows" in flat
+    assert f"make {len(per_tick):,} broker and " in flat
 
 
 @pytest.mark.spark

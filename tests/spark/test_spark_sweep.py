@@ -174,12 +174,27 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(spark: SparkSession, tm
     assert set(failed["scenario"]) == {"over-unloading-90-10"}
     assert failed["error"].str.len().gt(0).all() and failed["traceback"].notna().all()
     assert set(runs.loc[runs["status"] == "ok", "scenario"]) == {"heterogeneous-cpu-eater"}
-    # Failed runs count as complete unless asked to retry.
-    again = sweep(spark, grid, str(out))
-    assert again.ran == 0
-    retried = sweep(spark, grid, str(out), retry_failed=True)
-    assert retried.ran == 8 and retried.failed == 8
-    assert len(_runs(out)) == 16
+    # Kept as they are when asked, and counted: the summary said '16 already complete, 0 ran now (0 failed)'.
+    kept = sweep(spark, grid, str(out), retry_failed=False)
+    assert (kept.skipped, kept.skipped_failed, kept.ran, kept.retried) == (16, 8, 0, 0)
+
+
+@pytest.mark.spark
+def test_a_rerun_runs_the_failed_runs_again(spark: SparkSession, tmp_path: Path) -> None:
+    """A failure stuck: the re-run counted failed runs as complete ('6 runs: 6 already complete, 0 ran now
+    (0 failed)', "failed": 0), so a transient failure or a plugin fixed since needed --retry-failed."""
+    grid = load_grid(GRID)
+    grid = dataclasses.replace(grid, scenarios=grid.scenarios[:1])
+    out = tmp_path / "sweep"
+    first = sweep(spark, grid, str(out), timeout_s=1e-3)  # a machine too busy for the --timeout given
+    assert (first.ran, first.failed) == (8, 8)
+    assert _runs(out)["error"].str.contains("time limit").all()
+    seen: list[tuple[int, int, int]] = []
+    again = sweep(spark, grid, str(out), progress=lambda *p: seen.append(p))
+    assert (again.skipped, again.ran, again.retried, again.failed, again.skipped_failed) == (0, 8, 8, 0, 0)
+    assert seen[-1] == (8, 8, 0)
+    runs = _runs(out)  # replaced in place: one summary per run
+    assert len(runs) == 8 and runs["run_id"].is_unique and set(runs["status"]) == {"ok"}
 
 
 @pytest.mark.spark
@@ -200,6 +215,48 @@ def test_sweep_cli_json(spark: SparkSession, tmp_path: Path) -> None:
     doc = json.loads(res.stdout[res.stdout.index("{") :])
     assert doc["ran"] == 3 and doc["runs"] == 16
     assert spark.sparkContext._jsc is not None  # the shared session is still alive
+
+
+@pytest.mark.spark
+def test_the_sweep_starts_with_every_axis_of_the_grid(spark: SparkSession, tmp_path: Path) -> None:
+    """The first line left the parameter sets out: '2 scenario(s) × 2 strategy pair(s) × 2 seed(s) =
+    16 runs' (2 × 2 × 2 = 8)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from shedlab.cli.spark_cmd import register
+
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["sweep", str(GRID), "--out", str(tmp_path / "out"), "--limit", "1"])
+    assert res.exit_code == 0, res.output
+    header = "grid tiny: 2 scenario(s) × 2 strategy pair(s) × 2 parameter set(s) × 2 seed(s) = 16 runs"
+    assert " ".join(res.stderr.split()).startswith(header), res.stderr  # folded at 80 columns
+
+
+@pytest.mark.spark
+def test_the_same_sweep_of_a_shipped_grid_into_its_name_resumes(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sweep tiny --out tiny`` worked once; the same command again read ``./tiny`` (its output) as the
+    grid: 'tiny: expected a grid file, found a directory', exit 2, instead of resuming."""
+    import typer
+    from typer.testing import CliRunner
+
+    from shedlab.cli.spark_cmd import register
+
+    app = typer.Typer()
+    register(app)
+    monkeypatch.chdir(tmp_path)  # ./tiny is the output (given absolute: the shared JVM has its own cwd)
+    docs = []
+    for _ in range(2):
+        res = CliRunner().invoke(
+            app, ["sweep", "tiny", "--out", str(tmp_path / "tiny"), "--limit", "2", "--json"]
+        )
+        assert res.exit_code == 0, res.output
+        docs.append(json.loads(res.stdout[res.stdout.index("{") :]))
+    assert [(d["grid"], d["skipped"], d["ran"]) for d in docs] == [("tiny", 0, 2), ("tiny", 2, 2)]
+    assert len(_runs(tmp_path / "tiny")) == 4
 
 
 def test_progress_counts_this_sweeps_finished_run_summaries(tmp_path: Path) -> None:

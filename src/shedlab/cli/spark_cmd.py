@@ -172,8 +172,12 @@ def sweep(
     spark_conf: ConfFileOpt = None,
     ui: UiOpt = False,
     retry_failed: Annotated[
-        bool, typer.Option("--retry-failed", help="Run again the runs that failed.")
-    ] = False,
+        bool,
+        typer.Option(
+            "--retry-failed/--skip-failed",
+            help="Run again the runs whose summary records an error (the default), or keep them as they are.",
+        ),
+    ] = True,
     limit: Annotated[int | None, typer.Option("--limit", help="Run at most N of the pending runs.")] = None,
     timeout: Annotated[
         float | None,
@@ -185,7 +189,7 @@ def sweep(
 
     Outputs partitioned Parquet under OUT: runs/ (one summary row per run, status ok/error),
     ticks/, decisions/, brokers/, events/, skips/. Re-running the same command skips the runs already
-    complete, so an interrupted sweep resumes without duplicates.
+    complete, so an interrupted sweep resumes without duplicates, and runs the failed ones again.
     """
     from shedlab.core.grid import load_grid
     from shedlab.spark.sweep import sweep as run_sweep
@@ -196,10 +200,7 @@ def sweep(
     g = load_grid(grid)
     _preflight(master, out, conf, spark_conf)
     if not as_json:
-        err_console.print(
-            f"grid [bold]{g.name}[/]: {len(g.scenarios)} scenario(s) × {len(g.strategies)} strategy pair(s)"
-            f" × {len(g.seeds)} seed(s) = {g.size} runs"
-        )
+        err_console.print(f"grid [bold]{g.name}[/]: {g.factors()} = {g.size} runs")
     with spark_session(master, conf, spark_conf, ui, "sweep") as spark:
         run = functools.partial(
             run_sweep, spark, g, out, retry_failed=retry_failed, limit=limit, timeout_s=timeout
@@ -218,6 +219,8 @@ def sweep(
                 "skipped": result.skipped,
                 "ran": result.ran,
                 "failed": result.failed,
+                "retried": result.retried,
+                "skipped_failed": result.skipped_failed,
                 "elapsed_s": round(result.elapsed_s, 2),
                 "quarantined": [{"file": path, "reason": why} for path, why in result.quarantined],
                 "temporaries_removed": result.temporaries_removed,
@@ -258,9 +261,11 @@ def _print_sweep_outcome(result: SweepResult, out: str) -> None:
     """Quarantined files, the per-pair table, the counts, the first failures and what is still pending."""
     _print_quarantined(result.quarantined, "ran again")
     _print_sweep_table(result.summaries)
+    kept = f" ({result.skipped_failed} of them failed: drop --skip-failed to run them again)"
+    retried = f"{result.retried} failed before and were run again; " if result.retried else ""
     console.print(
-        f"{result.total} runs: {result.skipped} already complete, {result.ran} ran now"
-        f" ({result.failed} failed) in {result.elapsed_s:.1f} s → {out}"
+        f"{result.total} runs: {result.skipped} already complete{kept if result.skipped_failed else ''},"
+        f" {result.ran} ran now ({retried}{result.failed} failed) in {result.elapsed_s:.1f} s → {out}"
     )
     if result.failed:
         errors = result.summaries[result.summaries["status"] != "ok"]
@@ -496,7 +501,8 @@ def ingest(
     """Ingest recorded load data into per-tick cluster snapshots (canonical Parquet, by cluster and day).
 
     Rows that fail validation go to OUT/quarantine with a reason; the command prints, per source,
-    how many rows were read, kept, merged (superseded within a tick) and quarantined.
+    how many rows were read, kept, merged (superseded within a tick) and quarantined, then the rows
+    written (the Prometheus points of a broker or bundle and tick make one row).
     """
     from shedlab.core.ingest import classify_sources, cluster_problem, local_bytes
     from shedlab.model.bundles import read_bundle_boundaries
@@ -528,6 +534,12 @@ def ingest(
             {
                 "out": out,
                 "clusters": result.clusters,
+                "rows_written": {
+                    "broker_samples": result.broker_rows,
+                    "bundle_samples": result.bundle_rows,
+                    "bundle_data": result.bundle_data_rows,
+                    "quarantine": result.quarantined_rows,
+                },
                 "sources": result.stats.to_dict("records"),
                 "reasons": result.reasons.to_dict("records"),
             }
@@ -540,7 +552,8 @@ def _print_ingest_outcome(
     result: IngestResult, out: str, *, has_boundaries: bool, interval: str = "60s"
 ) -> None:
     """Per source: rows read, kept, merged and quarantined; the quarantine reasons; label renames; what
-    to give when topic series had no bundle boundaries; why rows were merged; the totals."""
+    to give when topic series had no bundle boundaries; why rows were merged; how the Prometheus points
+    kept became rows; the rows written."""
     folder, names = _below_common_folder([str(source) for source in result.stats["source"]])
     kinds = sorted({str(kind) for kind in result.stats["source_kind"]})
     one_kind = len(kinds) == 1  # then named in the title: a column fewer to share a narrow terminal
@@ -587,9 +600,33 @@ def _print_ingest_outcome(
             f" {interval} tick; samples taken more often (collect --every below {interval}, a sandbox at"
             " --speed above 1) are kept with a shorter --interval"
         )
+    _print_prometheus_rows(result)
+    tables = [f"{result.broker_rows:,} broker", f"{result.bundle_rows:,} bundle"]
+    tables += [f"{result.bundle_data_rows:,} BundleData"] if result.bundle_data_rows else []
     console.print(
-        f"kept {result.broker_rows:,} broker and {result.bundle_rows:,} bundle rows"
+        f"wrote {', '.join(tables[:-1])} and {tables[-1]} rows"
         f" ({', '.join(result.clusters) or 'no cluster'}); quarantined {result.quarantined_rows:,} → {out}"
+    )
+
+
+def _print_prometheus_rows(result: IngestResult) -> None:
+    """The per-source table counts rows read, and every Prometheus point is one: the points of a broker
+    (or bundle) and tick make one row written. Said, so that the table's 2,928 broker rows kept and the
+    976 written agree (a broker in the load reports as well has a row from each, told by source_kind)."""
+    stats = result.stats[result.stats["source_kind"] == "prometheus"]
+    points = int(stats["broker_rows_kept"].sum() + stats["bundle_rows_kept"].sum()) if len(stats) else 0
+    if not points:
+        return
+    brokers, bundles = result.prometheus_rows
+    both = bool((result.stats["source_kind"] == "load_report").any())
+    console.print(
+        f"the {points:,} Prometheus point(s) kept make {brokers:,} broker and {bundles:,} bundle row(s),"
+        " one per broker or bundle and tick"
+        + (
+            "; a broker or bundle also in the load reports has a row from each per tick (source_kind)"
+            if both
+            else ""
+        )
     )
 
 

@@ -132,6 +132,20 @@ class Grid:
             sum(len(self.parameter_sets(s)) for s in self.strategies) * len(self.scenarios) * len(self.seeds)
         )
 
+    def factors(self) -> str:
+        """:attr:`size` as the product of its axes, for the line a sweep starts with: ``2 scenario(s) ×
+        2 strategy pair(s) × 2 parameter set(s) × 2 seed(s)``, so that the user can check the count (it
+        left the parameter sets out: 2 × 2 × 2 = 16 runs). The parameter sets appear when there is more
+        than one; when ``strategy_parameters`` gives the pairs different numbers of them, the pairs and
+        their sets are one factor, the sum ``(6 + 1) parameter set(s) over 2 strategy pair(s)``."""
+        counts = [len(self.parameter_sets(s)) for s in self.strategies]
+        pairs = f"{len(self.strategies)} strategy pair(s)"
+        if len(set(counts)) > 1:
+            pairs = f"({' + '.join(map(str, counts))}) parameter set(s) over {pairs}"
+        elif counts and counts[0] > 1:
+            pairs += f" × {counts[0]} parameter set(s)"
+        return f"{len(self.scenarios)} scenario(s) × {pairs} × {len(self.seeds)} seed(s)"
+
 
 def canonical_json(value: Any) -> str:
     """The JSON run ids and parameter sets are hashed and stored as (sorted keys, no spaces)."""
@@ -435,15 +449,33 @@ def shipped_grid(name: str) -> str | None:
 
 
 def load_grid(path: str | Path) -> Grid:
-    """Read and validate a grid file (a path, or the name of a shipped grid such as ``pip364``)."""
+    """Read and validate a grid: the name of a shipped grid such as ``pip364``, or a grid file.
+
+    A bare name (no ``/``, no ``.yaml``/``.yml``) of a shipped grid is that grid whatever the current
+    directory holds, as a bare scenario name is a built-in: ``sweep tiny --out tiny`` once read its own
+    output directory ``./tiny`` as the grid on the re-run meant to resume it. ``./tiny`` names a file.
+    """
+    name = str(path)
     p = Path(path)
-    if not p.exists() and "/" not in str(path) and not str(path).endswith((".yaml", ".yml")):
-        text = shipped_grid(str(path))
+    if "/" not in name and not name.endswith((".yaml", ".yml")):
+        text = shipped_grid(name)
         if text is not None:
-            return parse_grid(parse_yaml_text(text, f"builtin:{path}"), source=f"builtin:{path}", text=text)
+            return parse_grid(parse_yaml_text(text, f"builtin:{name}"), source=f"builtin:{name}", text=text)
+    if "/" not in name and not p.exists():
+        raise _no_such_grid(name)
     text = read_user_text(p, what="grid file")
     data = parse_yaml_text(text, str(path))
     return parse_grid(data, source=str(path), base=p.resolve().parent, text=text)
+
+
+def _no_such_grid(name: str) -> InputError:
+    """A name without ``/`` that is no file: most often a shipped grid's name mistyped (``tnyy``), so the
+    error suggests the closest one, as a mistyped scenario's does (the names when none is close)."""
+    names = shipped_grids()
+    if name.endswith((".yaml", ".yml")):
+        return InputError("grid file not found", source=name, hint=did_you_mean(Path(name).stem, names))
+    hint = did_you_mean(name, names) or f"shipped grids: {', '.join(names)}"
+    return InputError("no shipped grid or grid file of this name", source=name, hint=hint)
 
 
 def expand_grid(grid: Grid) -> pd.DataFrame:

@@ -76,7 +76,9 @@ def run_tasks(
 
 @dataclass
 class SweepResult:
-    """What a sweep did: how many runs the grid has, skipped (already complete), ran, failed."""
+    """What a sweep did: how many runs the grid has, skipped (already complete), ran, failed; of the runs
+    ran, how many had failed before (``retried``); of the runs skipped, how many are failures kept as
+    they were (``skipped_failed``, with ``retry_failed=False``), so that a summary never hides them."""
 
     out: str
     grid: Grid
@@ -88,6 +90,8 @@ class SweepResult:
     summaries: pd.DataFrame  # the runs executed now (RUN_SUMMARY columns)
     quarantined: list[tuple[str, str]] = field(default_factory=list)  # unreadable summaries moved aside
     temporaries_removed: int = 0  # files an interrupted earlier sweep left behind
+    retried: int = 0  # runs ran now whose earlier summary said error
+    skipped_failed: int = 0  # runs skipped whose summary says error (retry_failed=False)
 
     @property
     def complete(self) -> int:
@@ -151,7 +155,7 @@ class _RunCounter:
 
     A run writes its summary (``runs/…/run-<id>.parquet``) last, so the count moves with the
     simulations themselves, one run at a time, however many runs a Spark task holds. With
-    ``--retry-failed`` a pending run may already have an old summary; only files written since the
+    failed runs retried a pending run may already have an old summary; only files written since the
     sweep started count then.
     """
 
@@ -266,7 +270,7 @@ def _run_pending(
     out: str,
     pending: pd.DataFrame,
     started: float,
-    retry_failed: bool,
+    retrying: bool,
     max_tasks: int,
     timeout_s: float | None,
     progress: ProgressFn | None,
@@ -284,7 +288,7 @@ def _run_pending(
         run_tasks(out, timeout_s, plan), RUN_SUMMARY
     )
     group = f"shedlab-sweep-{os.getpid()}-{int(started * 1000)}"
-    counter = _RunCounter(out, set(pending["run_id"]), started if retry_failed else None)
+    counter = _RunCounter(out, set(pending["run_id"]), started if retrying else None)
     n = len(pending)
     try:
         return _collect_watched(
@@ -294,13 +298,29 @@ def _run_pending(
         plan.unpersist()
 
 
+def _pending(
+    specs: pd.DataFrame, done: pd.DataFrame, retry_failed: bool, limit: int | None
+) -> tuple[pd.DataFrame, int, int, int]:
+    """The specs to run now (the first ``limit``), and what the summary counts: the runs skipped as
+    complete, the pending runs whose summary says ``error`` (retried), and the failures kept as complete
+    (``retry_failed`` off)."""
+    failed_ids = set(done.loc[done["status"] != "ok", "run_id"]) & set(specs["run_id"])
+    finished_ids = set(done.loc[done["status"] == "ok", "run_id"]) | (set() if retry_failed else failed_ids)
+    pending = specs[~specs["run_id"].isin(finished_ids)]
+    skipped = len(specs) - len(pending)
+    if limit is not None:
+        pending = pending.head(max(0, limit))
+    retried = int(pending["run_id"].isin(failed_ids).sum()) if len(pending) else 0
+    return pending, skipped, retried, 0 if retry_failed else len(failed_ids)
+
+
 def sweep(
     spark: Any,
     grid: Grid,
     out: str,
     *,
     progress: ProgressFn | None = None,
-    retry_failed: bool = False,
+    retry_failed: bool = True,
     max_tasks: int = 4000,
     timeout_s: float | None = None,
     limit: int | None = None,
@@ -309,7 +329,9 @@ def sweep(
     """Run every run of ``grid`` that ``out`` does not hold yet; return what happened.
 
     ``limit`` runs only the first N pending runs (useful to test, or to split a sweep in parts);
-    ``retry_failed`` runs again the runs whose summary says ``error``; ``specs`` replaces the grid's
+    ``retry_failed`` (the default) runs again the runs whose summary says ``error``: a timeout on a busy
+    machine, a write that failed or a plugin fixed since should not stick to the sweep as if the run were
+    done (with False they count as complete, and as ``skipped_failed``); ``specs`` replaces the grid's
     cross product by these run specifications (``shedlab tune``'s rungs; the grid then only names the
     sweep, its scenarios and its strategies in ``sweep.json``).
     """
@@ -324,12 +346,7 @@ def sweep(
     refuse_other_versions(
         out, done, {s.name: s.digest for s in grid.scenarios}, hint="sweep into a new --out directory"
     )
-    skip_status = {"ok"} if retry_failed else {"ok", "error"}
-    finished_ids = set(done.loc[done["status"].isin(skip_status), "run_id"])
-    pending = specs[~specs["run_id"].isin(finished_ids)]
-    skipped = total - len(pending)
-    if limit is not None:
-        pending = pending.head(max(0, limit))
+    pending, skipped, retried, skipped_failed = _pending(specs, done, retry_failed, limit)
     write_manifest(out, grid)
     if pending.empty:
         if progress:
@@ -345,9 +362,10 @@ def sweep(
             conform(pd.DataFrame(), RUN_SUMMARY),
             quarantined,
             len(removed),
+            skipped_failed=skipped_failed,
         )
     n = len(pending)
-    collected = _run_pending(spark, grid, out, pending, started, retry_failed, max_tasks, timeout_s, progress)
+    collected = _run_pending(spark, grid, out, pending, started, retried > 0, max_tasks, timeout_s, progress)
     summaries = pd.DataFrame([r.asDict() for r in collected], columns=field_names(RUN_SUMMARY))
     # Every task of this sweep has renamed its temporaries by now, so any left is a dead writer's: a
     # Python worker of a killed earlier sweep can outlive its JVM by a moment and touch its temporary
@@ -367,4 +385,6 @@ def sweep(
         summaries,
         quarantined,
         len(removed),
+        retried,
+        skipped_failed,
     )
