@@ -166,12 +166,9 @@ def _output_dir(out: Path) -> Path:
 
 
 def _announce(the_grid: Grid, out: Path) -> None:
-    product = len(the_grid.scenarios) * len(the_grid.strategies) * len(the_grid.seeds)
-    params = " × parameter sets" if the_grid.size != product else ""
     err_console.print(
-        f"[bold]shedlab demo[/]: grid [bold]{the_grid.name}[/]: {len(the_grid.scenarios)} scenarios × "
-        f"{len(the_grid.strategies)} strategy pairs × {len(the_grid.seeds)} seeds{params} = "
-        f"{the_grid.size} runs\n→ {out}",
+        f"[bold]shedlab demo[/]: grid [bold]{the_grid.name}[/]: {the_grid.factors()} = {the_grid.size} runs"
+        f"\n→ {out}",
         highlight=False,
     )
 
