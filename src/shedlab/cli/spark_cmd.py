@@ -530,22 +530,26 @@ def ingest(
             boundaries=boundaries,
         )
     if as_json:
-        _print_json(
-            {
-                "out": out,
-                "clusters": result.clusters,
-                "rows_written": {
-                    "broker_samples": result.broker_rows,
-                    "bundle_samples": result.bundle_rows,
-                    "bundle_data": result.bundle_data_rows,
-                    "quarantine": result.quarantined_rows,
-                },
-                "sources": result.stats.to_dict("records"),
-                "reasons": result.reasons.to_dict("records"),
-            }
-        )
+        _print_json(_ingest_document(result, out))
         return
     _print_ingest_outcome(result, out, has_boundaries=bool(boundaries), interval=interval)
+
+
+def _ingest_document(result: IngestResult, out: str) -> dict[str, Any]:
+    """``ingest --json``: the rows written per table, and per source the rows read and what became of
+    them."""
+    return {
+        "out": out,
+        "clusters": result.clusters,
+        "rows_written": {
+            "broker_samples": result.broker_rows,
+            "bundle_samples": result.bundle_rows,
+            "bundle_data": result.bundle_data_rows,
+            "quarantine": result.quarantined_rows,
+        },
+        "sources": result.stats.to_dict("records"),
+        "reasons": result.reasons.to_dict("records"),
+    }
 
 
 def _print_ingest_outcome(
