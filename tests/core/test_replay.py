@@ -59,6 +59,18 @@ def test_snapshots_hold_the_recorded_view() -> None:
     assert views[1].snapshot.bundle_names == ()  # no broker reports a bundle at 2000: its data is dropped
 
 
+@pytest.mark.parametrize("load_report_first", [True, False])
+def test_a_broker_recorded_both_ways_is_seen_as_its_load_report_says(load_report_first: bool) -> None:
+    """One row from the load report and one from Prometheus for the same broker and tick (ingest keeps
+    both): the leader reads the load report, whichever row Spark hands over last."""
+    report = _brokers([1000]).assign(source_kind="load_report", time_ms=1000)
+    scraped = report[report["broker"] == "a:8080"].assign(source_kind="prometheus", cpu_usage=95.0)
+    both = pd.concat([report, scraped] if load_report_first else [scraped, report], ignore_index=True)
+    view = build_snapshots(both, _bundles([(1000, LOW, "a:8080")]))[0]
+    assert view.snapshot.broker_ids == ("a:8080", "b:8080")
+    assert view.snapshot.resource_usage[0, 0] == 60.0
+
+
 def test_estimated_load_after_a_hand_made_move() -> None:
     view = build_snapshots(_brokers([1000]), _bundles([(1000, LOW, "a:8080"), (1000, HIGH, "a:8080")]))[0]
     move = ManagerDecision(time_ms=1000, source="a:8080", bundle=LOW, destination="b:8080")

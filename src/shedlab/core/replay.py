@@ -209,14 +209,28 @@ def _resources(b_rows: pd.DataFrame) -> tuple[NDArray[np.float64], NDArray[np.fl
     return usage, limit
 
 
+def _in_precedence(rows: pd.DataFrame, key: str) -> pd.DataFrame:
+    """``rows`` in (tick, ``key``) order, and within one tick and key in the order that decides which row
+    :func:`_tick_view` keeps (the last): a row that is not a load report's before a load report's (the
+    load report is what Pulsar's leader reads; a broker recorded both ways has one row of each per tick,
+    ``docs/spark.md``), then by sample time, then by source file. Before, the row kept was the one that
+    came last from Spark, an order no rule fixed."""
+    rank = {}
+    if "source_kind" in rows:
+        rank["_load_report"] = (rows["source_kind"] == "load_report").astype(np.int8)
+    ties = [c for c in ("time_ms", "source") if c in rows]
+    ordered = rows.assign(**rank).sort_values(["tick_ms", key, *rank, *ties], kind="stable")
+    return ordered.drop(columns=list(rank))
+
+
 def build_snapshots(
     brokers: pd.DataFrame, bundles: pd.DataFrame, dumps: pd.DataFrame | None = None
 ) -> list[TickView]:
     """The leader's view at every tick of one cluster's samples (see the module docstring)."""
     if brokers.empty:
         return []
-    brokers = brokers.sort_values(["tick_ms", "broker"], kind="stable")
-    bundles = bundles.sort_values(["tick_ms", "bundle"], kind="stable")
+    brokers = _in_precedence(brokers, "broker")
+    bundles = _in_precedence(bundles, "bundle")
     history = _BundleHistory(np.array(sorted(set(bundles["bundle"].astype(str))), dtype=object), dumps)
     bundle_groups = {_as_int(t): g for t, g in bundles.groupby("tick_ms", sort=True)}
     views: list[TickView] = []
