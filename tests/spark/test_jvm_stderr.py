@@ -10,8 +10,9 @@ import pytest
 from shedlab.spark.jvm_stderr import filtered_jvm_stderr
 
 
-def _join_copier() -> None:
-    for thread in threading.enumerate():
+def _join_copiers(before: set[threading.Thread]) -> None:
+    """Wait for the copiers started since ``before`` (not a Spark session's, which lives with its JVM)."""
+    for thread in set(threading.enumerate()) - before:
         if thread.name == "jvm-stderr":
             thread.join(timeout=30)
 
@@ -21,11 +22,12 @@ def test_children_lose_only_the_warning(capfd: pytest.CaptureFixture[str]) -> No
         "echo 'WARNING: Using incubator modules: jdk.incubator.vector' >&2; "
         "echo 'a Java stack line' >&2; printf 'no newline at the end' >&2; echo 'stdout as it was'"
     )
+    before = set(threading.enumerate())
     with filtered_jvm_stderr():
         child = subprocess.Popen(["sh", "-c", script])
     print("this process's stdout", flush=True)
     child.wait(timeout=30)
-    _join_copier()
+    _join_copiers(before)
     out, err = capfd.readouterr()
     assert err == "a Java stack line\nno newline at the end"
     assert "stdout as it was\n" in out and "this process's stdout\n" in out
@@ -34,9 +36,10 @@ def test_children_lose_only_the_warning(capfd: pytest.CaptureFixture[str]) -> No
 def test_this_process_writes_to_its_own_stderr_again_after_the_block(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
+    before = set(threading.enumerate())
     with filtered_jvm_stderr():
         pass
-    _join_copier()  # no child holds the pipe: the copier has ended
+    _join_copiers(before)  # no child holds the pipe: the copier has ended
     warning = "WARNING: Using incubator modules: jdk.incubator.vector"
     subprocess.run(["sh", "-c", f"echo '{warning}' >&2"], check=True)
     assert capfd.readouterr().err == warning + "\n"
