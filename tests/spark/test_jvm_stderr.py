@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 
 import pytest
 
-from shedlab.spark.jvm_stderr import filtered_jvm_stderr
+from shedlab.spark.jvm_stderr import _copy, filtered_jvm_stderr
 
 
 def _join_copiers(before: set[threading.Thread]) -> None:
@@ -43,3 +44,13 @@ def test_this_process_writes_to_its_own_stderr_again_after_the_block(
     warning = "WARNING: Using incubator modules: jdk.incubator.vector"
     subprocess.run(["sh", "-c", f"echo '{warning}' >&2"], check=True)
     assert capfd.readouterr().err == warning + "\n"
+
+
+def test_a_closed_stderr_ends_the_copy_quietly() -> None:
+    """``2>&1 | head -1``: once the reader is gone, the copier stops without a thread traceback."""
+    source_read, source_write = os.pipe()
+    sink_read, sink_write = os.pipe()
+    os.close(sink_read)  # nobody reads the terminal side any more
+    os.write(source_write, b"a line for a closed terminal\n")
+    os.close(source_write)
+    _copy(source_read, sink_write)  # returns: no BrokenPipeError escapes

@@ -49,8 +49,13 @@ def filtered_jvm_stderr() -> Iterator[None]:
 
 def _copy(read_end: int, terminal: int) -> None:
     """Each line as it arrives (a buffered reader returns a line as soon as its newline is read; a last
-    line without one at the end), written through unless it is noise."""
+    line without one at the end), written through unless it is noise. A stderr that is gone (the reader
+    of ``2>&1 | head`` has exited) ends the copy quietly: a thread's traceback would have no one to
+    reach, and the JVM's later writes fail as they would have on the closed stderr itself."""
     with open(read_end, "rb") as pipe, open(terminal, "wb", buffering=0) as out:
-        for line in pipe:
-            if line.rstrip(b"\r\n") not in JVM_NOISE:
-                out.write(line)
+        try:
+            for line in pipe:
+                if line.rstrip(b"\r\n") not in JVM_NOISE:
+                    out.write(line)
+        except OSError:  # BrokenPipeError and its kind: the terminal side is closed
+            return
