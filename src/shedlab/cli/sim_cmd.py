@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from shedlab import jsonout, units
-from shedlab.cli.consoles import make_console
+from shedlab.cli.consoles import make_console, print_table
 from shedlab.cli.settings import SetOption, check_seed, run_overrides
 from shedlab.core.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
 from shedlab.errors import ConfigError, InputError
@@ -193,7 +193,7 @@ def simulate(
         typer.echo(jsonout.dumps(result.document(), indent=2))
         return
     _print_header(scen, result.seed, result.config)
-    console.print(_summary_table(f"{result.strategy}", [(result.strategy, result.summary)]))
+    print_table(console, _summary_table(f"{result.strategy}", [(result.strategy, result.summary)]))
     if out is not None:
         console.print(f"wrote {out}/", style="dim")
 
@@ -242,7 +242,7 @@ def compare(
         return
     _print_header(scen, results[0].seed, overrides)
     columns = [(short_pair_name(r.strategy), r.summary) for r in results]
-    console.print(_summary_table(f"{scen.name}: strategy pairs side by side", columns))
+    print_table(console, _summary_table(f"{scen.name}: strategy pairs side by side", columns))
     console.print(
         f"{caption_legend([r.strategy for r in results])}; metrics: docs/metrics.md",
         style="dim",

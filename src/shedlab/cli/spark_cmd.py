@@ -30,7 +30,7 @@ from rich.progress import (
 from rich.table import Table
 
 from shedlab import jsonout
-from shedlab.cli.consoles import make_console
+from shedlab.cli.consoles import make_console, print_table
 from shedlab.cli.settings import check_count, check_seed, run_overrides
 from shedlab.core.goal import DEFAULT_CHALLENGER
 from shedlab.core.grid import params_label
@@ -322,7 +322,7 @@ def _print_sweep_table(summaries: pd.DataFrame) -> None:
             compact(_mean(spread), 1),
             compact(group["elapsed_s"].mean(), 2),
         )
-    console.print(table)
+    print_table(console, table)
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -402,7 +402,7 @@ def evaluate(
     _print_metric_table(result.metric_stats, chosen)
     _print_pip_table(result.pip364, result.definitions)
     if not result.goal.empty:
-        console.print(goal_table(result.goal))
+        print_table(console, goal_table(result.goal))
     for note in result.notes:
         err_console.print(f"[yellow]note:[/] {escape(note)}")  # notes quote a grid's names and patterns
     console.print(f"{result.runs_ok} runs evaluated ({result.runs_failed} failed) → {result.out}")
@@ -438,7 +438,7 @@ def _print_metric_table(stats: pd.DataFrame, metrics: list[str]) -> None:
         if multi_params:
             row.append(escape(params_label(group["params_json"].iloc[0])))
         table.add_row(*row, *cells)
-    console.print(table)
+    print_table(console, table)
 
 
 def _print_pip_table(pip: pd.DataFrame, definitions: dict[str, dict[str, Any]]) -> None:
@@ -449,7 +449,7 @@ def _print_pip_table(pip: pd.DataFrame, definitions: dict[str, dict[str, Any]]) 
             "[yellow]no PIP-364 figure: no scenario of the sweep matches a problem definition[/]"
         )
         return
-    console.print(pip364_table(pip))
+    print_table(console, pip364_table(pip))
     for problem in sorted(set(pip["problem"].astype(str))):
         d = definitions.get(problem, {})
         scenarios = ", ".join(d.get("matched_scenarios", []))
@@ -582,7 +582,7 @@ def _print_ingest_outcome(
             compact(r.rows_merged),
             f"[red]{compact(r.rows_quarantined)}[/]" if r.rows_quarantined else "0",
         )
-    console.print(table)
+    print_table(console, table)
     if len(result.reasons):
         reasons = _table("quarantined rows by reason", ("source", "reason", "rows"))
         below = dict(zip(result.stats["source"].astype(str), names, strict=True))
@@ -726,7 +726,7 @@ def _print_replay(result: ReplayResult, out: str) -> None:
             f"{compact(r.mean_max_usage, 3)} → {compact(r.est_mean_max_usage, 3)}",
             f"{compact(r.mean_usage_spread, 3)} → {compact(r.est_mean_usage_spread, 3)}",
         )
-    console.print(table)
+    print_table(console, table)
     for r in result.summary.itertuples(index=False):
         counts = json.loads(str(getattr(r, "reasons", "{}") or "{}"))
         if counts:
