@@ -9,7 +9,7 @@ the error line and in the tables. A class name, a bundle name or a path must pri
 from __future__ import annotations
 
 import os
-from typing import Final
+from typing import IO, Final
 
 from rich.console import Console, RenderableType
 
@@ -19,9 +19,10 @@ PIPED_MAX_WIDTH: Final = 240
 """The widest a table is printed into a file or a pipe (wider tables are still wrapped)."""
 
 
-def make_console(*, stderr: bool = False) -> Console:
-    """A console on stdout (or stderr) that prints emoji codes as the text they are."""
-    return Console(stderr=stderr, emoji=False)
+def make_console(*, stderr: bool = False, file: IO[str] | None = None, width: int | None = None) -> Console:
+    """A console on stdout (or stderr, or ``file``) that prints emoji codes as the text they are;
+    ``width`` None measures the terminal (:func:`print_table` gives a file's)."""
+    return Console(stderr=stderr, file=file, width=width, emoji=False)
 
 
 def print_table(console: Console, table: RenderableType) -> None:
@@ -36,4 +37,4 @@ def print_table(console: Console, table: RenderableType) -> None:
         return
     wide = console.options.update_width(PIPED_MAX_WIDTH)
     width = max(console.width, console.measure(table, options=wide).maximum)
-    Console(file=console.file, width=width, emoji=False).print(table)
+    make_console(file=console.file, width=width).print(table)

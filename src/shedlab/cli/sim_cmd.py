@@ -235,10 +235,11 @@ def compare(
     if out is not None:
         for result in results:
             result.write(out / _safe_dir_name(result.strategy))
-        document = jsonout.dumps([r.document() for r in results], indent=2)
+    document = jsonout.dumps([r.document() for r in results], indent=2)  # compare.json and --json
+    if out is not None:
         (out / "compare.json").write_text(document + "\n", encoding="utf-8")
     if json_output:
-        typer.echo(jsonout.dumps([r.document() for r in results], indent=2))
+        typer.echo(document)
         return
     _print_header(scen, results[0].seed, overrides)
     columns = [(short_pair_name(r.strategy), r.summary) for r in results]

@@ -186,7 +186,9 @@ def _pip364_stats(wide: Any, definitions: Mapping[str, Mapping[str, Any]], confi
 
 
 def _swept_grids(sweep_dir: str) -> list[dict[str, Any]]:
-    """The grids recorded in ``sweep_dir``'s ``sweep.json``, checked (read once per evaluation)."""
+    """The grids recorded in ``sweep_dir``'s ``sweep.json``, checked (:func:`evaluate` reads them once
+    for the PIP-364 overrides and the goal's scenario texts; the CLI's challenger check before Spark
+    starts reads them once more)."""
     return manifest_grids(read_manifest(sweep_dir), table_path(sweep_dir, "sweep.json"))
 
 
@@ -257,7 +259,8 @@ def evaluate(
         *[sf.col("metrics").getItem(m).alias(m) for m in metric_names],
     )
     runs_pd = wide.orderBy("scenario", "strategy", "params_id", "seed").toPandas()
-    check_challenger(challenger, set(runs_pd["strategy"].astype(str)))
+    swept = runs_pd["strategy"].astype(str).tolist()
+    check_challenger(challenger, swept)
 
     defs = resolve_definitions(*grid_overrides, *([definitions] if definitions else []))
     usable, more = applicable_definitions(defs, sorted(set(runs_pd["scenario"])), metric_names)
@@ -265,7 +268,7 @@ def evaluate(
     say("the PIP-364 table")
     pip = pip364_table(_pip364_stats(wide, usable, confidence), defs)
     goal = goal_cells(stats_pd, scenario_classes(_scenario_texts(grids)), challenger)
-    why_no_goal = goal_note(runs_pd["strategy"].astype(str).tolist(), challenger)
+    why_no_goal = goal_note(swept, challenger)
     if goal.empty and why_no_goal:
         notes.append(why_no_goal)
 
