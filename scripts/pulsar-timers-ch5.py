@@ -41,94 +41,104 @@ def cpu_percent(owner: np.ndarray, rate_in: np.ndarray) -> np.ndarray:
     return result
 
 
-def run(seed: int, timers: str, idle_samples: int) -> dict[str, float] | None:
-    rng = np.random.default_rng(seed)
-    owner = np.repeat(np.arange(5), BUNDLES)
-    base = np.repeat(RATE_IN, BUNDLES).astype(float)
-    m = owner.size
-    tick = timers == "tick"
-    noise_phase = 0.0 if tick else rng.uniform(0, 60)
-    noise: dict[int, np.ndarray] = {}
+class Ch5Run:
+    """One run's clocks and state: the brokers' timers, their local and published reports, the leader's."""
 
-    def true_rate(t: float) -> np.ndarray:
+    def __init__(self, seed: int, timers: str, idle_samples: int) -> None:
+        rng = self.rng = np.random.default_rng(seed)
+        self.owner = np.repeat(np.arange(5), BUNDLES)
+        self.base = np.repeat(RATE_IN, BUNDLES).astype(float)
+        m = self.owner.size
+        self.tick = tick = timers == "tick"
+        self.noise_phase = 0.0 if tick else rng.uniform(0, 60)
+        self.noise: dict[int, np.ndarray] = {}
+        stats = np.full(5, 0.5) if tick else rng.uniform(0, 60, 5)
+        if tick:
+            host = stats.copy()
+        elif timers == "random":
+            host = rng.uniform(0, 60, 5)
+        else:
+            host = (stats + (-2.0 if timers == "host-first" else 2.0)) % 60
+        check = rng.uniform(0, 5, 5)
+        shed = 0.9 if tick else rng.uniform(0, 60)
+        self.writers_order = rng.permutation(5)  # who reaches the store first when checks coincide
+        self.t = t = -300.0
+        self.next_stats, self.next_host = stats + t, host + t
+        self.next_check, self.next_shed = check + t, shed + t
+        self.st_sum, self.st_start = np.zeros(m), np.full(5, t)
+        self.host_sum, self.host_start = np.zeros(5), np.full(5, t)
+        self.local_rates, self.local_cpu = np.zeros(m), np.full(5, 2.5)
+        self.pub_rates, self.pub_cpu = np.zeros(m), np.full(5, 2.5)
+        self.last_rate, self.last_cpu = np.zeros(5), np.full(5, 2.5)
+        self.short_n, self.short_v = np.full(m, idle_samples), np.zeros(m)  # idle bundles: samples of 0
+        self.hits = np.zeros(5, dtype=int)
+        self.lo = self.hi = 0  # the extreme pair at the last shedding
+        self.writes = 0
+
+    def true_rate(self, t: float) -> np.ndarray:
+        """Every bundle's rate at ``t``: 0 before the step, then its base times this minute's noise."""
         if t < 0:
-            return np.zeros(m)
-        k = int((t - noise_phase) // 60)
-        if k not in noise:
-            noise[k] = 1 + 0.08 * rng.standard_normal(m)
-        result: np.ndarray = base * noise[k]
+            return np.zeros(self.owner.size)
+        k = int((t - self.noise_phase) // 60)
+        if k not in self.noise:
+            self.noise[k] = 1 + 0.08 * self.rng.standard_normal(self.owner.size)
+        result: np.ndarray = self.base * self.noise[k]
         return result
 
-    stats = np.full(5, 0.5) if tick else rng.uniform(0, 60, 5)
-    if tick:
-        host = stats.copy()
-    elif timers == "random":
-        host = rng.uniform(0, 60, 5)
-    else:
-        host = (stats + (-2.0 if timers == "host-first" else 2.0)) % 60
-    check = rng.uniform(0, 5, 5)
-    shed = 0.9 if tick else rng.uniform(0, 60)
-    writers_order = rng.permutation(5)  # who reaches the store first when checks coincide
-    t = -300.0
-    next_stats, next_host, next_check, next_shed = stats + t, host + t, check + t, shed + t
-    st_sum, st_start = np.zeros(m), np.full(5, t)
-    host_sum, host_start = np.zeros(5), np.full(5, t)
-    local_rates, local_cpu = np.zeros(m), np.full(5, 2.5)
-    pub_rates, pub_cpu = np.zeros(m), np.full(5, 2.5)
-    last_rate, last_cpu = np.zeros(5), np.full(5, 2.5)
-    short_n, short_v = np.full(m, idle_samples), np.zeros(m)  # idle bundles: samples of 0
-    hits = np.zeros(5, dtype=int)
-    writes = 0
-    while t < 16 * 60:
-        x = true_rate(t)
-        cpu_now = cpu_percent(owner, x)
-        st_sum += x
-        host_sum += cpu_now
-        t += 1.0
-        for b in range(5):
-            if t >= next_stats[b]:
-                mine = owner == b
-                local_rates[mine] = x[mine] if tick else st_sum[mine] / (t - st_start[b])
-                st_sum[mine] = 0
-                st_start[b] = t
-                next_stats[b] += 60
-            if t >= next_host[b]:
-                local_cpu[b] = cpu_now[b] if tick else host_sum[b] / (t - host_start[b])
-                host_sum[b] = 0
-                host_start[b] = t
-                next_host[b] += 60
-        for b in writers_order:
-            if t < next_check[b]:
-                continue
-            next_check[b] += 5
-            rate = 2 * local_rates[owner == b].sum()
-            if last_rate[b] == 0:
-                change = 0.0 if rate == 0 else np.inf
-            else:
-                change = 100 * abs(last_rate[b] - rate) / last_rate[b]
-            if max(change, abs(last_cpu[b] - local_cpu[b])) > 10:
-                writes += t >= 0
-                mine = owner == b
-                pub_rates[mine] = local_rates[mine]
-                pub_cpu[b] = last_cpu[b] = local_cpu[b]
-                last_rate[b] = rate
-                short_n = np.minimum(short_n + 1, 10)  # the leader's updateBundleData
-                short_v = ((short_n - 1) * short_v + 2 * pub_rates) / short_n
-        if t < next_shed:
-            continue
-        next_shed += 60
-        order = np.argsort(pub_cpu, kind="stable")
+    def sample(self, b: int, x: np.ndarray, cpu_now: np.ndarray) -> None:
+        """Broker ``b``'s two timers: bundle stats and host usage, each its window's average when due."""
+        t = self.t
+        if t >= self.next_stats[b]:
+            mine = self.owner == b
+            self.local_rates[mine] = x[mine] if self.tick else self.st_sum[mine] / (t - self.st_start[b])
+            self.st_sum[mine] = 0
+            self.st_start[b] = t
+            self.next_stats[b] += 60
+        if t >= self.next_host[b]:
+            self.local_cpu[b] = cpu_now[b] if self.tick else self.host_sum[b] / (t - self.host_start[b])
+            self.host_sum[b] = 0
+            self.host_start[b] = t
+            self.next_host[b] += 60
+
+    def check_report(self, b: int) -> None:
+        """Broker ``b``'s 5-s report check; a write runs the leader's ``updateBundleData``."""
+        t = self.t
+        if t < self.next_check[b]:
+            return
+        self.next_check[b] += 5
+        rate = 2 * self.local_rates[self.owner == b].sum()
+        if self.last_rate[b] == 0:
+            change = 0.0 if rate == 0 else np.inf
+        else:
+            change = 100 * abs(self.last_rate[b] - rate) / self.last_rate[b]
+        if max(change, abs(self.last_cpu[b] - self.local_cpu[b])) <= 10:
+            return
+        self.writes += t >= 0
+        mine = self.owner == b
+        self.pub_rates[mine] = self.local_rates[mine]
+        self.pub_cpu[b] = self.last_cpu[b] = self.local_cpu[b]
+        self.last_rate[b] = rate
+        self.short_n = np.minimum(self.short_n + 1, 10)  # the leader's updateBundleData
+        self.short_v = ((self.short_n - 1) * self.short_v + 2 * self.pub_rates) / self.short_n
+
+    def count_hits(self) -> bool:
+        """AvgShedder's pairs and per-broker hit counters; whether the extreme pair has 8 hits."""
+        order = np.argsort(self.pub_cpu, kind="stable")
+        hits = self.hits
         for under, over in ((order[0], order[4]), (order[1], order[3])):
-            if pub_cpu[over] - pub_cpu[under] < 15:
+            if self.pub_cpu[over] - self.pub_cpu[under] < 15:
                 hits[under] = hits[over] = 0
             else:
                 hits[under] += 1
                 hits[over] += 1
         hits[order[2]] = 0
-        lo, hi = order[0], order[4]
-        if max(hits[lo], hits[hi]) < 8:
-            continue
-        rates = np.bincount(owner, 2 * pub_rates, 5)
+        self.lo, self.hi = int(order[0]), int(order[4])
+        return bool(max(hits[self.lo], hits[self.hi]) >= 8)
+
+    def select(self) -> dict[str, float]:
+        """The msg-rate amount, first-fit decreasing on the short-term rates; what the trigger saw."""
+        owner, base, short_v, lo, hi = self.owner, self.base, self.short_v, self.lo, self.hi
+        rates = np.bincount(owner, 2 * self.pub_rates, 5)
         remaining = (rates[hi] - rates[lo]) * 0.5
         candidates = np.flatnonzero(owner == hi)
         candidates = candidates[np.argsort(-short_v[candidates], kind="stable")]
@@ -140,12 +150,32 @@ def run(seed: int, timers: str, idle_samples: int) -> dict[str, float] | None:
         moved = base[chosen].sum()
         gap_after = 0.333 * ((base[owner == lo].sum() + moved) - (base[owner == hi].sum() - moved)) / 1024
         return {
-            "seconds": t,
+            "seconds": self.t,
             "bundles": len(chosen),
             "seen": float(np.mean(short_v[candidates] / (2 * base[candidates]))),
-            "writes": writes,
+            "writes": self.writes,
             "reverse": float(gap_after >= 15),
         }
+
+
+def run(seed: int, timers: str, idle_samples: int) -> dict[str, float] | None:
+    """One run, second by second, until AvgShedder triggers (its selection) or 16 minutes pass (None)."""
+    state = Ch5Run(seed, timers, idle_samples)
+    while state.t < 16 * 60:
+        x = state.true_rate(state.t)
+        cpu_now = cpu_percent(state.owner, x)
+        state.st_sum += x
+        state.host_sum += cpu_now
+        state.t += 1.0
+        for b in range(5):
+            state.sample(b, x, cpu_now)
+        for b in state.writers_order:
+            state.check_report(b)
+        if state.t < state.next_shed:
+            continue
+        state.next_shed += 60
+        if state.count_hits():
+            return state.select()
     return None
 
 
