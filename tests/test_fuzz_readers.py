@@ -51,23 +51,28 @@ BROKER_CONF = {
 }
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+FIXED = settings(SETTINGS, derandomize=True)
+"""The readers fuzzed since: the same examples every run (a failure in CI is one a developer can rerun)."""
 
 
-def refused_cleanly(call: Callable[[], object]) -> None:
-    """Run ``call``: success, or a ShedlabError with a one-line message; any other exception fails."""
+def refused_cleanly(call: Callable[[], object], names: str | None = None) -> None:
+    """Run ``call``: success, or a ShedlabError with a one-line message (naming ``names`` when given: the
+    file read); any other exception fails."""
     try:
         call()
     except ShedlabError as exc:
         message = str(exc)
         assert message.strip(), f"empty message from {type(exc).__name__}"
         assert "\n" not in message and "\r" not in message, f"multi-line message: {message!r}"
+        assert names is None or names in message, f"{names!r} not named: {message!r}"
 
 
-def in_file(name: str, data: bytes, read: Callable[[Path], object]) -> None:
+def in_file(name: str, data: bytes, read: Callable[[Path], object], *, named: bool = False) -> None:
+    """``read`` a file ``name`` holding ``data``; with ``named``, a refusal must name the file."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / name
         path.write_bytes(data)
-        refused_cleanly(lambda: read(path))
+        refused_cleanly(lambda: read(path), str(path) if named else None)
 
 
 # ------------------------------------------------------------------------------------------ generators
@@ -211,6 +216,49 @@ def test_load_report_reader(data: bytes) -> None:
 @given(mutated(json.loads(BUNDLE_DATA)).map(_json_bytes) | _JSON.map(_json_bytes))
 def test_bundle_data_reader(data: bytes) -> None:
     in_file("bundle.json", data, _pulsar_reader(BundleData))
+
+
+WRAPPED_REPORT = {"broker": "b3:8080", "timestamp": 1735776000000, "report": json.loads(LOAD_REPORT)}
+
+
+def _read_reports(path: Path) -> object:
+    """``decide``'s reader of load reports that are not a LoadData document (advise's)."""
+    from shedlab.cluster.advise import read_snapshot_path, snapshot_of
+
+    return snapshot_of(read_snapshot_path(path))
+
+
+_TIMES = st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e300, 1e19, 2**63, -(2**63), 0.5])
+
+
+@st.composite
+def _stamped(draw: st.DrawFn) -> bytes:
+    """A recorded load report (collect's wrapper) with a drawn time, mutated elsewhere too."""
+    doc = draw(mutated(WRAPPED_REPORT))
+    if isinstance(doc, dict):
+        where = doc["report"] if draw(st.booleans()) and isinstance(doc.get("report"), dict) else doc
+        where["lastUpdate" if where is not doc else "timestamp"] = draw(_TIMES | _SCALARS)
+    return _json_bytes(doc)
+
+
+# advise's reader of load reports (``decide REPORT.jsonl``) was not fuzzed: a NaN, infinite or beyond-long
+# timestamp was a ValueError/OverflowError traceback from int().
+@FIXED
+@given(
+    st.sampled_from(["reports.jsonl", "report.json"]),
+    _stamped() | mutated(json.loads(LOAD_REPORT)).map(_json_bytes),
+)
+def test_load_report_files_for_decide(name: str, data: bytes) -> None:
+    in_file(name, data.replace(b"\n", b" "), _read_reports, named=True)
+
+
+@pytest.mark.parametrize("stamp", ["NaN", "Infinity", "-Infinity", "1e300", "1e19"])
+def test_a_report_time_that_is_no_time_is_refused(tmp_path: Path, stamp: str) -> None:
+    path = tmp_path / "reports.jsonl"
+    path.write_text(json.dumps(WRAPPED_REPORT).replace("1735776000000", stamp) + "\n", encoding="utf-8")
+    with pytest.raises(ShedlabError, match="timestamp: expected a time in milliseconds") as info:
+        _read_reports(path)
+    assert f"{path}:1" in str(info.value)
 
 
 # ----------------------------------------------------------------------------------------- broker.conf
