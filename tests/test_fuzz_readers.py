@@ -9,6 +9,7 @@ encoding). Example counts are kept moderate so the whole module runs in well und
 from __future__ import annotations
 
 import codecs
+import io
 import json
 import tempfile
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from shedlab.errors import ShedlabError, parse_json_text
 from shedlab.model.bundles import read_bundle_boundaries
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import BundleData, LocalBrokerData
+from shedlab.report.load import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -393,6 +395,59 @@ BUNDLES_FILE = {
 @given(st.binary(max_size=200) | mutated(BUNDLES_FILE).map(_json_bytes))
 def test_bundle_boundaries_file(data: bytes) -> None:
     in_file("bundles.json", data, lambda path: read_bundle_boundaries([path]))
+
+
+# ------------------------------------------------------------------------- results a report reads
+
+
+def _parquet(**columns: list[object]) -> bytes:
+    out = io.BytesIO()
+    pd.DataFrame(columns).to_parquet(out, index=False)
+    return out.getvalue()
+
+
+SIM_TABLES = {
+    "ticks.parquet": _parquet(time_s=[0.0], score_spread=[1.0]),
+    "brokers.parquet": _parquet(time_s=[0.0], broker=["b1"], score=[1.0]),
+    "decisions.parquet": _parquet(time_s=[0.0], source=["b1"], destination=["b2"], bundle=["t/n/0_1"]),
+    "events.parquet": _parquet(time_s=[0.0], kind=["start"], detail=[""]),
+}
+SUMMARY = {"scenario": "small", "strategy": "AvgShedder", "seed": 1, "unloads": 0}
+
+
+def _report_reads(name: str) -> Callable[[Path], object]:
+    """``shedlab report``'s reader of a results directory whose file ``name`` is the one fuzzed."""
+
+    def read(path: Path) -> object:
+        for table, data in SIM_TABLES.items():
+            (path.parent / table).write_bytes(data)
+        if name != path.name:
+            path.rename(path.parent / name)
+        return load_results(path.parent)
+
+    return read
+
+
+# The report read its JSON files with json.loads(read_text()): a summary.json that was not UTF-8 (or was
+# gzip), nested too deeply or held a 5,000-digit integer was a traceback.
+@FIXED
+@given(
+    st.binary(max_size=100)
+    | encoded(json.dumps(SUMMARY))
+    | mutated(SUMMARY).map(_json_bytes)
+    | st.sampled_from([b"[" * 100_000, b'{"seed": 1' + b"0" * 5000 + b"}"])
+)
+def test_simulation_summary_for_report(data: bytes) -> None:
+    in_file("summary.json", data, _report_reads("summary.json"), named=True)
+
+
+@FIXED
+@given(
+    st.binary(max_size=100)
+    | mutated({"configs": [{"strategy": "AvgShedder", "config_id": "c0"}]}).map(_json_bytes)
+)
+def test_replay_manifest_for_report(data: bytes) -> None:
+    in_file("replay.json", data, lambda path: load_results(path.parent), named=True)
 
 
 # ------------------------------------------------------------------------------ the cases that broke
