@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,7 @@ from shedlab.config import LoadBalancerConfig
 from shedlab.core.decide import load_snapshot_file
 from shedlab.core.grid import load_grid, parse_grid
 from shedlab.core.ingest import parse_text_batch, process_group
+from shedlab.core.results import write_manifest
 from shedlab.core.sim.scenario import load_scenario, parse_scenario_text
 from shedlab.errors import ShedlabError, parse_json_text
 from shedlab.model.bundles import read_bundle_boundaries
@@ -448,6 +450,64 @@ def test_simulation_summary_for_report(data: bytes) -> None:
 )
 def test_replay_manifest_for_report(data: bytes) -> None:
     in_file("replay.json", data, lambda path: load_results(path.parent), named=True)
+
+
+SWEEP_MANIFEST = {
+    "grids": [
+        {
+            "name": "fuzz",
+            "source": "grid.yaml",
+            "text": GRID,
+            "pip364": {"load jitter": {"good_below": 10}},
+            "scenarios": {"scale-out": {"source": "builtin", "digest": "0123", "text": "name: scale-out\n"}},
+            "strategies": ["AvgShedder", "ThresholdShedder+LeastResourceUsageWithWeight"],
+            "seeds": [1, 2],
+        }
+    ]
+}
+
+
+def _challenger_check(path: Path) -> None:
+    """What ``evaluate`` reads of a sweep's ``sweep.json`` before Spark starts."""
+    from shedlab.spark.evaluate import require_challenger_swept
+
+    require_challenger_swept(str(path.parent), "AvgShedder")
+
+
+# evaluate's reader of sweep.json took a damaged one for none (json errors caught: the grids' PIP-364
+# overrides and the challenger check lost silently); deep nesting was a RecursionError and a
+# 'strategies' that is not a list a TypeError.
+@FIXED
+@given(
+    st.binary(max_size=100)
+    | encoded(json.dumps(SWEEP_MANIFEST))
+    | mutated(SWEEP_MANIFEST).map(_json_bytes)
+    | st.just(b"[" * 100_000)
+)
+def test_sweep_manifest_for_evaluate(data: bytes) -> None:
+    in_file("sweep.json", data, _challenger_check, named=True)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (json.dumps(SWEEP_MANIFEST)[:60].encode(), "malformed JSON"),
+        (b"[1, 2]", "expected an object with a 'grids' list"),
+        (b'{"grids": [{"name": "g", "strategies": 5}]}', "grids[0].strategies: expected a list"),
+        (b'{"grids": []}\xff', "not UTF-8"),
+    ],
+    ids=["truncated", "a-list", "strategies-not-a-list", "not-utf8"],
+)
+def test_a_damaged_sweep_manifest_is_refused_not_replaced(tmp_path: Path, data: bytes, message: str) -> None:
+    """Neither read as no manifest (by evaluate) nor written over (by the next sweep into the folder)."""
+    path = tmp_path / "sweep.json"
+    path.write_bytes(data)
+    with pytest.raises(ShedlabError, match=re.escape(message)) as info:
+        _challenger_check(path)
+    assert str(path) in str(info.value)
+    with pytest.raises(ShedlabError, match=re.escape(message)):
+        write_manifest(str(tmp_path), load_grid("tiny"))
+    assert path.read_bytes() == data
 
 
 # ------------------------------------------------------------------------------ the cases that broke
