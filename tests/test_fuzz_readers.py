@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import operator
 import re
 import tempfile
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.decide import load_snapshot_file
+from shedlab.core.evaluation import evaluate_expression, expression_names, expression_range
 from shedlab.core.grid import load_grid, parse_grid
 from shedlab.core.ingest import parse_text_batch, process_group
 from shedlab.core.results import write_manifest
@@ -508,6 +510,39 @@ def test_a_damaged_sweep_manifest_is_refused_not_replaced(tmp_path: Path, data: 
     with pytest.raises(ShedlabError, match=re.escape(message)):
         write_manifest(str(tmp_path), load_grid("tiny"))
     assert path.read_bytes() == data
+
+
+# ------------------------------------------------------------------- expressions (--objective, pip364)
+
+_WORDS = (
+    "unloads duration_s 1 0 2.5 1e999 + - * / % ( ) , abs( sqrt( ln( pow( greatest( least( coalesce( max("
+)
+_TOKENS = st.sampled_from([*_WORDS.split(), "x.y", "**", "'a'", "\x00"])
+_DEPTHS = st.sampled_from([20, 150, 1_000, 5_000, 20_000])
+_EXPRESSIONS = (
+    st.lists(_TOKENS, max_size=12).map(" ".join)
+    | st.text(max_size=20)
+    | st.builds(operator.mul, st.sampled_from(["-", "+", "abs(", "("]), _DEPTHS).map(lambda e: e + "unloads")
+    | _DEPTHS.map(lambda n: "unloads" + " + 1" * n)
+    | st.sampled_from(["abs()", "pow(unloads)", "sqrt(unloads, 2)", "greatest()", "ln(*unloads)"])
+)
+
+
+def _evaluated(expr: str) -> object:
+    """What ``tune --objective`` and a grid's ``pip364: expr`` do: check it, then score runs with it."""
+    names = expression_names(expr)
+    frame = pd.DataFrame({name: [1.0, 0.0, -2.0] for name in names})
+    expression_range(expr)
+    return evaluate_expression(expr, frame)
+
+
+# An expression that passed the check could fail when the runs were scored, after a whole sweep: a
+# function with the wrong number of arguments (abs(), a TypeError), deep nesting (RecursionError); and
+# deeper nesting failed the check itself with a MemoryError from Python's parser.
+@FIXED
+@given(_EXPRESSIONS)
+def test_expression(expr: str) -> None:
+    refused_cleanly(lambda: _evaluated(expr))
 
 
 # ------------------------------------------------------------------------------ the cases that broke
