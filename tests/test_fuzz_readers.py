@@ -192,13 +192,13 @@ def _duplicate_first_key(text: str) -> str:
 @SETTINGS
 @given(st.binary(max_size=200) | encoded(SNAPSHOT) | mutated(json.loads(SNAPSHOT)).map(_json_bytes))
 def test_snapshot_reader(data: bytes) -> None:
-    in_file("snapshot.json", data, load_snapshot_file)
+    in_file("snapshot.json", data, load_snapshot_file, named=True)
 
 
 @SETTINGS
 @given(_JSON.map(_json_bytes))
 def test_snapshot_reader_random_json(data: bytes) -> None:
-    in_file("snapshot.json", data, load_snapshot_file)
+    in_file("snapshot.json", data, load_snapshot_file, named=True)
 
 
 def _pulsar_reader(cls: Any) -> Callable[[Path], object]:
@@ -215,13 +215,13 @@ def _pulsar_reader(cls: Any) -> Callable[[Path], object]:
 @SETTINGS
 @given(st.binary(max_size=100) | mutated(json.loads(LOAD_REPORT)).map(_json_bytes) | _JSON.map(_json_bytes))
 def test_load_report_reader(data: bytes) -> None:
-    in_file("report.json", data, _pulsar_reader(LocalBrokerData))
+    in_file("report.json", data, _pulsar_reader(LocalBrokerData), named=True)
 
 
 @SETTINGS
 @given(mutated(json.loads(BUNDLE_DATA)).map(_json_bytes) | _JSON.map(_json_bytes))
 def test_bundle_data_reader(data: bytes) -> None:
-    in_file("bundle.json", data, _pulsar_reader(BundleData))
+    in_file("bundle.json", data, _pulsar_reader(BundleData), named=True)
 
 
 WRAPPED_REPORT = {"broker": "b3:8080", "timestamp": 1735776000000, "report": json.loads(LOAD_REPORT)}
@@ -280,7 +280,7 @@ def test_a_report_time_that_is_no_time_is_refused(tmp_path: Path, stamp: str) ->
     | st.text(max_size=200).map(str.encode),
 )
 def test_config_reader(name: str, data: bytes) -> None:
-    in_file(name, data, LoadBalancerConfig.from_file)
+    in_file(name, data, LoadBalancerConfig.from_file, named=True)
 
 
 # ------------------------------------------------------------------------------------- scenario, grid
@@ -295,7 +295,7 @@ def test_config_reader(name: str, data: bytes) -> None:
     | _JSON.map(_yaml_bytes)
 )
 def test_scenario_reader(data: bytes) -> None:
-    in_file("scenario.yaml", data, load_scenario)
+    in_file("scenario.yaml", data, load_scenario, named=True)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -313,7 +313,7 @@ def test_scenario_parser(document: Any) -> None:
     | _JSON.map(_yaml_bytes)
 )
 def test_grid_reader(data: bytes) -> None:
-    in_file("grid.yaml", data, load_grid)
+    in_file("grid.yaml", data, load_grid, named=True)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -425,7 +425,7 @@ BUNDLES_FILE = {
 @SETTINGS
 @given(st.binary(max_size=200) | mutated(BUNDLES_FILE).map(_json_bytes))
 def test_bundle_boundaries_file(data: bytes) -> None:
-    in_file("bundles.json", data, lambda path: read_bundle_boundaries([path]))
+    in_file("bundles.json", data, lambda path: read_bundle_boundaries([path]), named=True)
 
 
 # ------------------------------------------------------------------------- results a report reads
