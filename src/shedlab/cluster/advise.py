@@ -17,6 +17,7 @@ this module adds what a real cluster needs around it:
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -29,7 +30,14 @@ from shedlab import jsonout
 from shedlab.cluster.access import Token, scrub
 from shedlab.cluster.readers import AdminReader, ClusterReading, extensible_marker
 from shedlab.core.decide import Decision, Outcome, load_snapshot_file
-from shedlab.errors import ClusterError, InputError, ShedlabError, parse_json_text, read_user_text
+from shedlab.errors import (
+    MAX_INTEGER_BITS,
+    ClusterError,
+    InputError,
+    ShedlabError,
+    parse_json_text,
+    read_user_text,
+)
 from shedlab.model.pulsar import LoadData
 from shedlab.model.snapshot import ClusterSnapshot
 
@@ -47,6 +55,7 @@ NO_ADMIN_URL = "no --admin-url to send the unloads to"
 """The refusal of every ``--execute`` cycle without an admin URL (a ``--snapshot`` rehearsal)."""
 
 _SUFFIXES = (".json", ".jsonl", ".ndjson")
+_LONG = 2 ** (MAX_INTEGER_BITS - 1)
 
 
 @dataclass
@@ -91,6 +100,20 @@ def _is_load_data(doc: Any) -> bool:
     return isinstance(doc, dict) and any(k in doc for k in ("brokers", "brokerData", "loadData", "ticks"))
 
 
+def _record_time(record: dict[str, Any], report: dict[str, Any], where: str) -> int:
+    """The record's ``timestamp`` (else its report's ``lastUpdate``) in ms; 0 when it is not a number.
+    NaN, infinity or a time beyond a Java long is refused: ``int()`` raised ValueError/OverflowError."""
+    field = "timestamp" if "timestamp" in record else "lastUpdate"
+    stamp = record.get("timestamp", report.get("lastUpdate", 0))
+    if not isinstance(stamp, int | float) or isinstance(stamp, bool):
+        return 0
+    if not (math.isfinite(stamp) and -_LONG <= stamp < _LONG):
+        raise InputError(
+            "expected a time in milliseconds since the epoch", source=where, field=field, value=stamp
+        )
+    return int(stamp)
+
+
 def _add(reading: ClusterReading, times: dict[str, int], where: str, record: Any) -> None:
     if not isinstance(record, dict):
         raise InputError("expected a JSON object (a load report)", source=where)
@@ -111,8 +134,7 @@ def _add(reading: ClusterReading, times: dict[str, int], where: str, record: Any
     if record.get("error") is not None and "report" not in record:
         return  # collect's record of a broker that did not answer
     broker = _broker_of(record, report, where)
-    stamp = record.get("timestamp", report.get("lastUpdate", 0))
-    when = int(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else 0
+    when = _record_time(record, report, where)
     if broker not in times or when >= times[broker]:
         times[broker] = when
         reading.reports[broker] = report

@@ -426,12 +426,21 @@ _FUNCTIONS: dict[str, Callable[..., _FloatArray]] = {
 }
 """Functions an expression may call (Spark SQL's names and null semantics: ``greatest``/``least``
 skip nulls, ``coalesce`` takes the first non-null)."""
+_ARITY: dict[str, tuple[int, int | None]] = {"abs": (1, 1), "sqrt": (1, 1), "ln": (1, 1), "pow": (2, 2)}
+"""How many arguments a function takes (the others: one or more); ``abs()`` passed the check and was a
+TypeError when the runs were scored, after the sweep."""
+MAX_EXPRESSION_DEPTH = 100
+"""Nesting an expression may have: the evaluators recurse once per level (``-`` × 5,000 was a
+RecursionError, × 20,000 a MemoryError from Python's parser)."""
 
 
 def _allowed(node: ast.AST) -> bool:
     """Whether a syntax node belongs to the arithmetic an ``expr`` may use."""
     if isinstance(node, ast.Call):
-        return isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS and not node.keywords
+        if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords:
+            return False
+        least, most = _ARITY.get(node.func.id, (1, None))
+        return least <= len(node.args) and (most is None or len(node.args) <= most)
     if isinstance(node, ast.BinOp):
         return type(node.op) in _BINARY
     if isinstance(node, ast.UnaryOp):
@@ -442,6 +451,16 @@ def _allowed(node: ast.AST) -> bool:
     return isinstance(node, ast.Name | ast.Load | ast.operator | ast.unaryop)
 
 
+def _depth(tree: ast.AST) -> int:
+    """The nesting depth of a syntax tree (without recursion: the tree may be deep)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def _parse(expr: str) -> ast.expr:
     """The syntax tree of a PIP-364 ``expr``; only arithmetic over metric names is allowed (a grid is
     user input: nothing in it is ever executed as Python)."""
@@ -449,6 +468,14 @@ def _parse(expr: str) -> ast.expr:
         tree = ast.parse(str(expr).strip(), mode="eval").body
     except SyntaxError as exc:
         raise ConfigError(f"not an arithmetic expression: {exc.msg}", source="pip364", value=expr) from None
+    except (RecursionError, MemoryError):
+        tree = None
+    if tree is None or _depth(tree) > MAX_EXPRESSION_DEPTH:
+        raise ConfigError(
+            f"expression nested too deeply (more than {MAX_EXPRESSION_DEPTH} levels)",
+            source="pip364",
+            value=expr,
+        )
     for node in ast.walk(tree):
         if not _allowed(node):
             shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__

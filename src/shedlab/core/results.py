@@ -45,7 +45,7 @@ from shedlab.core.grid import Grid
 from shedlab.core.partitions import escape_partition_value
 from shedlab.core.sim import run_simulation
 from shedlab.core.sim.scenario import Scenario, parse_scenario_text
-from shedlab.errors import InputError
+from shedlab.errors import InputError, decode_user_bytes, parse_json_text
 
 __all__ = [
     "MANIFEST",
@@ -292,6 +292,14 @@ def manifest_grids(manifest: Any, source: str) -> list[dict[str, Any]]:
             raise InputError(
                 "expected an object of scenarios by name", source=source, field=f"grids[{i}].scenarios"
             )
+        strategies = grid.get("strategies") or []
+        if not isinstance(strategies, list) or not all(isinstance(s, str) for s in strategies):
+            raise InputError(
+                "expected a list of strategy names",
+                source=source,
+                field=f"grids[{i}].strategies",
+                value=strategies,
+            )
     return grids
 
 
@@ -300,12 +308,7 @@ def write_manifest(out: str, grid: Grid) -> None:
     fs, base = filesystem(out)
     fs.create_dir(base, recursive=True)
     path = f"{base}/{MANIFEST}"
-    manifest: dict[str, Any] = {"grids": []}
-    try:
-        with fs.open_input_stream(path) as src:
-            manifest = json.loads(src.read().decode("utf-8"))
-    except (FileNotFoundError, OSError, ValueError):
-        pass
+    manifest = read_manifest(out) or {"grids": []}
     entry = {
         "name": grid.name,
         "source": grid.source,
@@ -471,14 +474,22 @@ def execute_spec(
 
 
 def read_manifest(out: str) -> dict[str, Any]:
-    """The ``sweep.json`` of a sweep directory ({} if absent or unreadable)."""
+    """The ``sweep.json`` of a sweep directory ({} if absent). One that cannot be read (truncated, not
+    JSON, not an object) is refused naming it: taken for none, ``evaluate`` lost the grids' PIP-364
+    overrides and the challenger check without a word, and the next ``sweep`` wrote over the record."""
     fs, base = filesystem(out)
+    source = table_path(out, MANIFEST)
     try:
         with fs.open_input_stream(f"{base}/{MANIFEST}") as src:
-            data = json.loads(src.read().decode("utf-8"))
-    except (FileNotFoundError, OSError, ValueError):
+            data = src.read()
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except OSError as exc:
+        raise InputError(f"cannot read the sweep's manifest: {exc}", source=source) from None
+    manifest = parse_json_text(decode_user_bytes(data, source), source)
+    if not isinstance(manifest, dict):
+        raise InputError("expected an object with a 'grids' list", source=source)
+    return manifest
 
 
 def _absent(names: Sequence[str], required: Sequence[str]) -> str | None:

@@ -32,6 +32,7 @@ __all__ = [
     "BUNDLE_DATA",
     "BUNDLE_STATS",
     "EXTENSIBLE_LOAD_FIELDS",
+    "JAVA_INT",
     "LOCAL_BROKER_DATA",
     "MAX_TIME_MS",
     "NIC_USAGE",
@@ -389,6 +390,9 @@ _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "-I
 
 _JAVA_LONG = (-(2**63), 2**63 - 1)
 """Pulsar's integer fields are Java ints and longs: nothing outside a long can come from Pulsar."""
+JAVA_INT = (-(2**31), 2**31 - 1)
+"""The range of a field held in an ``int`` column (a Java int in Pulsar: Jackson refuses more). A
+``numBundles`` of 2**31 passed as a long and failed ingest's Int32 cast with a TypeError."""
 
 
 def _number(value: object) -> float:
@@ -420,15 +424,17 @@ def coerce(spec: Field, value: object) -> float | int | bool | str | None:
     if kind == "number":
         return value if type(value) is float else _number(value)  # the common case first: ingest's speed
     if kind == "integer":
+        low, high = JAVA_INT if spec.spark_type == "int" else _JAVA_LONG
+        java = "int" if spec.spark_type == "int" else "long"
         if type(value) is int:
-            if _JAVA_LONG[0] <= value <= _JAVA_LONG[1]:
+            if low <= value <= high:
                 return value
-            raise FormatError("invalid_value", f"integer out of Java's long range: {str(value)[:24]}…")
+            raise FormatError("invalid_value", f"integer out of Java's {java} range: {str(value)[:24]}")
         number = _number(value)
         if not number.is_integer():
             raise FormatError("invalid_value", "expected an integer")
-        if not _JAVA_LONG[0] <= number <= _JAVA_LONG[1]:
-            raise FormatError("invalid_value", f"integer out of Java's long range: {str(value)[:24]}")
+        if not low <= number <= high:
+            raise FormatError("invalid_value", f"integer out of Java's {java} range: {str(value)[:24]}")
         return int(number)
     if kind == "boolean":
         if not isinstance(value, bool):

@@ -39,7 +39,7 @@ from shedlab.core.results import (
     read_run_table,
     read_sweep_runs,
 )
-from shedlab.errors import InputError
+from shedlab.errors import InputError, parse_json_text, read_user_text
 from shedlab.report.model import SKIP_REPORT_COLUMNS, ReplayData, ReportData, RunSeries, ScenarioInfo
 from shedlab.report.pip364 import pair_order
 
@@ -85,12 +85,9 @@ IMBALANCE_LABEL = "max − min broker score"
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON: {exc}", source=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    """A JSON file of a results directory, read as every user file is (:mod:`shedlab.errors`): text that is
+    not UTF-8, binary data, deep nesting or a huge integer was a traceback (UnicodeDecodeError, ...)."""
+    return parse_json_text(read_user_text(path), str(path))
 
 
 def _read_table(base: Path, name: str, required: Sequence[str] = ()) -> pd.DataFrame | None:

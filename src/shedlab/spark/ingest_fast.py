@@ -38,6 +38,7 @@ from pyspark.sql.types import (
 from shedlab.core.ingest import MAX_CLUSTER_PATH
 from shedlab.model.formats import (
     BUNDLE_STATS,
+    JAVA_INT,
     LOCAL_BROKER_DATA,
     MAX_TIME_MS,
     OBJECTS,
@@ -122,7 +123,6 @@ JSON_OPTIONS = {
 
 _OBJECT = "^[ \\t\\r\\n]*\\{"
 _NUMBER = "^-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?$"
-_JAVA_INT = 2**31 - 1
 
 
 def _is_string(col: Column) -> Column:
@@ -150,7 +150,7 @@ def _field_ok(f: Field, col: Column, siblings: Column | None = None) -> Column:
             above = above | siblings[name].isin(sorted(exempt))
         value_ok = value_ok & above
     if f.column_type == "int":  # an int column (Pulsar's Java int)
-        value_ok = value_ok & (col <= _JAVA_INT)
+        value_ok = value_ok & (col <= JAVA_INT[1])
     return ok & (col.isNull() | value_ok)
 
 
