@@ -9,6 +9,7 @@ import pytest
 
 from shedlab.cluster.access import Token
 from shedlab.errors import (
+    MAX_SHOWN_VALUE,
     ConfigError,
     InputError,
     decode_user_bytes,
@@ -123,3 +124,20 @@ def test_a_registered_secret_never_appears_in_an_error() -> None:
     message = str(InputError("bad value", source=f"http://h/{secret}", field="cpu.usage", value=echoed))
     assert secret not in message and message == "http://h/***: cpu.usage: bad value (got 'x***y')"
     assert redact(f"a {secret} b {secret}") == "a *** b ***"
+
+
+def test_a_long_value_is_cut_and_its_length_named() -> None:
+    # the fuzz of scenario fields: a 100 kB string given for a number was echoed whole, a 100 kB line
+    error = InputError("expected a number", source="s.yaml", field="brokers", value="x" * 100_000)
+    shown = repr("x" * 100_000)[:MAX_SHOWN_VALUE]
+    assert str(error) == f"s.yaml: brokers: expected a number (got {shown}… (100002 characters))"
+    short = InputError("expected a number", source="s.yaml", field="brokers", value="abc")
+    assert str(short) == "s.yaml: brokers: expected a number (got 'abc')"
+
+
+def test_a_secret_across_the_cut_is_redacted_before_the_cut() -> None:
+    secret = "eyJhbGciOiJIUzI1NiJ9.cut-across.c2lnbmF0dXJl"
+    Token(secret)
+    value = "y" * (MAX_SHOWN_VALUE - 10) + secret
+    message = str(InputError("bad value", source="f", value=value))
+    assert secret[:9] not in message and "***" in message

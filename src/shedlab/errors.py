@@ -25,6 +25,7 @@ from typing import Any, Final
 __all__ = [
     "MAX_INTEGER_BITS",
     "MAX_SEED",
+    "MAX_SHOWN_VALUE",
     "ClusterError",
     "ConfigError",
     "InputError",
@@ -68,11 +69,15 @@ class ShedlabError(Exception):
         where = ": ".join(part for part in (self.source, self.field) if part)
         text = f"{where}: {self.message}" if where else self.message
         if self.show_value and self.value is not None:
-            text += f" (got {self.value!r})"
+            # redacted before it is cut, so that no cut can leave part of a secret behind
+            text += f" (got {_short(redact(repr(self.value)), MAX_SHOWN_VALUE)})"
         if self.hint:
             text += f"; {self.hint}"
         return one_line(redact(text))
 
+
+MAX_SHOWN_VALUE: Final = 200
+"""Characters of a refused value an error shows: a 100 kB string in a scenario field was a 100 kB line."""
 
 _SECRETS: set[str] = set()
 
