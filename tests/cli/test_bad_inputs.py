@@ -134,6 +134,13 @@ INGESTED = {
     "snap/bundle_samples/cluster=c/day=2025-01-02/part-0.parquet": _damaged(SAMPLES),
 }
 
+EU_SAMPLES = _parquet(time_ms=[1735776000000], broker=["b1:8080"], bundle=["t/n/0x0_0x1"])
+EU_INGESTED = {
+    f"snap/{table}/cluster=prod-eu/day=2025-01-02/part-0.parquet": EU_SAMPLES
+    for table in ("broker_samples", "bundle_samples")
+}
+"""A whole ingest output of one cluster, ``prod-eu`` (named by its directories, as ingest writes it)."""
+
 
 def _report(name: str, files: Mapping[str, bytes], names: str) -> Case:
     return Case(f"report-{name}", ("report", "{dir}/res", "--out", "{dir}/r.html"), names, files)
@@ -517,6 +524,20 @@ CASES: dict[str, list[Case]] = {
             ("replay", "{dir}/snap", "--strategies", "AvgShedder", "--out", "{dir}/out"),
             "part-0.parquet: damaged Parquet file",
             INGESTED,
+        ),
+        # a cluster the output lacks was refused by Spark's read, 10 s after the JVM started
+        Case(
+            "twin-unknown-cluster",
+            ("twin", "{dir}/snap", "--out", "{dir}/t.yaml", "--cluster", "prod-ue"),
+            "--cluster: no such cluster in the ingest output (got 'prod-ue'); did you mean 'prod-eu'? "
+            "its clusters: prod-eu",
+            EU_INGESTED,
+        ),
+        Case(
+            "replay-unknown-cluster",
+            ("replay", "{dir}/snap", "-s", "AvgShedder", "--out", "{dir}/out", "--cluster", "prod"),
+            "--cluster: no such cluster in the ingest output (got 'prod'); did you mean 'prod-eu'?",
+            EU_INGESTED,
         ),
         Case(
             "ingest-damaged-parquet",

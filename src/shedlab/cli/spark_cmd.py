@@ -683,7 +683,7 @@ def replay(
     as_json: JsonOpt = False,
 ) -> None:
     """What each strategy would have decided on recorded snapshots, and why, next to what really happened."""
-    from shedlab.core.ingest import check_ingest_output
+    from shedlab.core.ingest import check_clusters, check_ingest_output, recorded_clusters
     from shedlab.core.replay import strategy_configs
     from shedlab.spark.replay import replay as run_replay
 
@@ -691,6 +691,9 @@ def replay(
     overrides, _ = run_overrides(config, set_)
     configs = strategy_configs([s for s in strategies.split(",") if s.strip()], overrides)
     check_ingest_output(snapshots_dir)  # before Spark starts
+    present = recorded_clusters(snapshots_dir)
+    if cluster and present is not None:
+        check_clusters(cluster, present, source=snapshots_dir)
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:
         result = run_replay(spark, snapshots_dir, out, configs, seed=seed, clusters=cluster, progress=say)

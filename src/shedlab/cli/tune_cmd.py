@@ -186,13 +186,16 @@ def twin(
     ui: UiOpt = False,
 ) -> None:
     """Fit a scenario (a twin of the recorded cluster) to ingest's output; check it against the recording."""
-    from shedlab.core.ingest import check_ingest_output
+    from shedlab.core.ingest import check_ingest_output, choose_cluster, recorded_clusters
 
     check_count(seeds, "--seeds", minimum=1, maximum=1000)
     pair, overrides = _recorded_config(config, set_, strategy)
     parsed_window = _parse_window(window)
     _check_twin_out(out)
     check_ingest_output(recording_dir)
+    present = recorded_clusters(recording_dir)  # a cluster the recording lacks is refused before Spark
+    if present is not None:
+        choose_cluster(present, cluster, source=recording_dir)
     reports = report_dir or str(Path(out).with_suffix("")) + "-fit"
     _preflight(master, reports, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "twin") as spark, _status(False) as say:

@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
 from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
-from shedlab.errors import InputError
+from shedlab.errors import InputError, did_you_mean
 from shedlab.model.bundles import bundle_for_topic, namespace_of_topic, parse_range
 from shedlab.model.formats import (
     BUNDLE_DATA,
@@ -65,14 +65,17 @@ __all__ = [
     "STAGED_COLUMNS",
     "Sources",
     "broker_id_from_url",
+    "check_clusters",
     "check_ingest_output",
     "check_parquet_file",
+    "choose_cluster",
     "classify_sources",
     "cluster_problem",
     "is_remote",
     "local_bytes",
     "parse_text_batch",
     "process_group",
+    "recorded_clusters",
     "typed_frame",
     "validate_rows",
 ]
@@ -1031,6 +1034,75 @@ def check_ingest_output(path: str, tables: Sequence[str] = ("broker_samples", "b
                 f"not an ingest output: {table}/ is missing", source=path, hint="run shedlab ingest first"
             )
     _check_parquet_tree(root)
+
+
+def recorded_clusters(path: str) -> list[str] | None:
+    """The clusters of an ingest output's broker samples, read without Spark: the ``cluster=NAME``
+    directories ingest writes (Spark escapes a name's ``%``, ``/``, ``:`` … as ``%XX``), and for a file
+    outside them its ``cluster`` column (one column read by pyarrow). None for a remote path, or when a
+    file says nothing of its cluster: Spark's read decides then."""
+    if is_remote(path):
+        return None
+    root = Path(path[len("file://") :] if path.startswith("file://") else path) / "broker_samples"
+    found: set[str] = set()
+    for f in sorted(root.rglob("*.parquet")):
+        parts = f.relative_to(root).parts
+        if not f.is_file() or any(p.startswith((".", "_")) for p in parts):
+            continue
+        named = [unquote(p[len("cluster=") :]) for p in parts[:-1] if p.startswith("cluster=")]
+        names = set(named[-1:]) or _cluster_column(f)
+        if not names or _HIVE_NULL in names:
+            return None
+        found |= names
+    return sorted(found)
+
+
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+"""The directory name Spark gives a null partition value (read back as a null cluster)."""
+
+
+def _cluster_column(path: Path) -> set[str]:
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    if "cluster" not in pq.read_schema(path).names:
+        return set()
+    values = pq.read_table(path, columns=["cluster"]).column(0).unique().to_pylist()
+    return set() if None in values else {str(v) for v in values}
+
+
+def choose_cluster(present: Sequence[str], cluster: str | None, *, source: str | None = None) -> str:
+    """The one cluster to fit among ``present`` (an ingest output's): ``cluster`` (checked by
+    :func:`check_clusters`), or the only one when ``cluster`` is None (several are refused, listed)."""
+    if cluster is not None:
+        check_clusters([cluster], present, source=source)
+        return cluster
+    if not present:
+        raise InputError("the ingest output holds no broker samples", source=source)
+    if len(present) > 1:
+        raise InputError(
+            "the recording holds several clusters: choose one",
+            source=source,
+            field="--cluster",
+            hint=", ".join(present),
+        )
+    return str(present[0])
+
+
+def check_clusters(wanted: Sequence[str], present: Sequence[str], *, source: str | None = None) -> None:
+    """Refuse the first of ``wanted`` (``--cluster``) that the ingest output does not hold, with the
+    closest name and the clusters it holds."""
+    for cluster in dict.fromkeys(wanted):
+        if cluster in present:
+            continue
+        listed = f"its clusters: {', '.join(present)}" if present else "it holds no broker samples"
+        suggestion = did_you_mean(cluster, present)
+        raise InputError(
+            "no such cluster in the ingest output",
+            source=source,
+            field="--cluster",
+            value=cluster,
+            hint=f"{suggestion} {listed}" if suggestion else listed,
+        )
 
 
 def _holds_parquet(directory: Path) -> bool:

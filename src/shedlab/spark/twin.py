@@ -21,6 +21,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 
 from shedlab import jsonout
 from shedlab.core.grid import parse_grid
+from shedlab.core.ingest import choose_cluster
 from shedlab.core.results import read_run_table, read_sweep_runs
 from shedlab.core.twin import (
     BROKER_PRODUCTS,
@@ -98,23 +99,9 @@ def _window(df: DataFrame, window: tuple[int, int] | None) -> DataFrame:
     return df.where((F.col("tick_ms") >= window[0]) & (F.col("tick_ms") <= window[1]))
 
 
-def _pick_cluster(brokers: DataFrame, cluster: str | None) -> str:
-    clusters = sorted(r[0] for r in brokers.select("cluster").distinct().collect())
-    if not clusters:
-        raise InputError("the ingest output holds no broker samples")
-    if cluster is None:
-        if len(clusters) > 1:
-            raise InputError(
-                "the recording holds several clusters: choose one",
-                field="--cluster",
-                hint=", ".join(clusters),
-            )
-        return str(clusters[0])
-    if cluster not in clusters:
-        raise InputError(
-            "no such cluster in the recording", field="--cluster", value=cluster, hint=", ".join(clusters)
-        )
-    return cluster
+def _pick_cluster(brokers: DataFrame, cluster: str | None, source: str) -> str:
+    present = sorted(r[0] for r in brokers.select("cluster").distinct().collect())
+    return choose_cluster(present, cluster, source=source)
 
 
 def _broker_stats(b: DataFrame) -> pd.DataFrame:
@@ -256,7 +243,7 @@ def fit(
     """Aggregate the recording on Spark and fit the twin (plus the recording's own figures)."""
     say = progress or (lambda _m: None)
     brokers_df, bundles_df, _ = read_snapshots(spark, snapshots)
-    chosen = _pick_cluster(brokers_df, cluster)
+    chosen = _pick_cluster(brokers_df, cluster, snapshots)
     b = _window(brokers_df.where(F.col("cluster") == chosen), window).cache()
     u = _window(bundles_df.where(F.col("cluster") == chosen), window).cache()
     try:
