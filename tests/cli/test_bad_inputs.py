@@ -539,6 +539,19 @@ CASES: dict[str, list[Case]] = {
             "--cluster: no such cluster in the ingest output (got 'prod'); did you mean 'prod-eu'?",
             EU_INGESTED,
         ),
+        # strategy_config of the recorded pair was not compared: both were tuned as one recorded configuration
+        Case(
+            "tune-scenarios-disagree-on-strategy-config",
+            ("tune", "{dir}/a.yaml", "{dir}/b.yaml", "--out", "{dir}/out"),
+            "strategy_config.AvgShedder.maxUnloadPercentage: the scenarios disagree on the recorded "
+            "configuration",
+            {
+                "a.yaml": scenario("strategy: AvgShedder\n"),
+                "b.yaml": scenario(
+                    "strategy: AvgShedder\nstrategy_config: {AvgShedder: {maxUnloadPercentage: 0.5}}\n"
+                ),
+            },
+        ),
         Case(
             "ingest-damaged-parquet",
             ("ingest", "{dir}/snap", "--out", "{dir}/out"),

@@ -334,9 +334,12 @@ def tune_demo(
     console.print(f"report: {report} · whole path {time.time() - started:.0f} s")
 
 
-def _tune_targets(twin_file: str | None, scenarios: list[str] | None) -> list[ScenarioRef]:
+def _tune_targets(
+    twin_file: str | None, scenarios: list[str] | None, pairs: Sequence[str]
+) -> list[ScenarioRef]:
     """What to tune on: the twin first (if given), then the scenarios; one of them is required, and
-    they share one recorded configuration (refused before Spark starts if they do not)."""
+    they share one recorded configuration and the settings of ``pairs`` (refused before Spark starts
+    if they do not)."""
     from shedlab.core.grid import scenario_ref
     from shedlab.core.tune import recorded_configuration
 
@@ -344,7 +347,7 @@ def _tune_targets(twin_file: str | None, scenarios: list[str] | None) -> list[Sc
         raise InputError("give --twin TWIN.yaml or scenarios to tune on", field="--twin")
     refs = [scenario_ref(twin_file, field="--twin")] if twin_file else []
     refs += [scenario_ref(item) for item in scenarios or []]
-    recorded_configuration(refs)
+    recorded_configuration(refs, pairs)
     return refs
 
 
@@ -409,7 +412,7 @@ def tune(
         return
     if out is None:
         raise InputError("give --out DIR", field="--out")
-    refs = _tune_targets(twin_file, scenarios)
+    refs = _tune_targets(twin_file, scenarios, pairs)
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "tune") as spark, _status(False) as say:
         result = run_tune(

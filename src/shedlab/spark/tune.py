@@ -95,8 +95,9 @@ def tune(
     say: Callable[[str], None] | None = None,
     progress: Callable[[int, int, int], None] | None = None,
 ) -> TuneResult:
-    """Tune on ``refs`` (a twin, or scenarios): the recorded configuration is the strategy pair and
-    ``config`` they share (:func:`~shedlab.core.tune.recorded_configuration` refuses them otherwise);
+    """Tune on ``refs`` (a twin, or scenarios): the recorded configuration is the strategy pair and the
+    settings it runs with that they share (:func:`~shedlab.core.tune.recorded_configuration` refuses
+    them otherwise), each pair's candidates starting from the settings it runs with in them;
     write ``tune.json``, ``tune.md``, ``candidates.csv`` and ``recommendation.conf`` into ``out``."""
     note = say or (lambda _m: None)
     refuse_other_versions(
@@ -105,9 +106,16 @@ def tune(
         {r.name: r.digest for r in refs},
         hint="tune into a new --out directory",
     )
-    recorded_pair, recorded_config = recorded_configuration(refs)
+    recorded = recorded_configuration(refs, pairs)
+    recorded_pair, recorded_config = recorded.pair, recorded.config
     candidates = make_candidates(
-        space, pairs, recorded_pair, per_pair=per_pair, seed=sample_seed, recorded_config=recorded_config
+        space,
+        pairs,
+        recorded_pair,
+        per_pair=per_pair,
+        seed=sample_seed,
+        recorded_config=recorded_config,
+        bases=recorded.bases(pairs),
     )
     schedule = halving_schedule(len(candidates), seeds, eta)
     alive = list(candidates)
