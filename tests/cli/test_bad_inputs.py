@@ -552,6 +552,16 @@ CASES: dict[str, list[Case]] = {
                 ),
             },
         ),
+        # a swept grid's pip364 section was checked 5 s in, after Spark had started
+        Case(
+            "evaluate-bad-pip364-in-sweep-json",
+            ("evaluate", "{dir}/sw"),
+            "sweep.json: grids[0].pip364.bogus: expected a mapping",
+            {
+                "sw/runs/_SUCCESS": b"",
+                "sw/sweep.json": b'{"grids": [{"name": "g", "scenarios": {}, "pip364": {"bogus": 5}}]}',
+            },
+        ),
         Case(
             "ingest-damaged-parquet",
             ("ingest", "{dir}/snap", "--out", "{dir}/out"),

@@ -500,3 +500,24 @@ def test_the_clusters_of_an_ingest_output_are_read_without_spark(tmp_path: Path)
     _samples(root / "no-cluster.parquet")  # Spark reads a null cluster: it decides, not this check
     assert recorded_clusters(str(tmp_path)) is None
     assert recorded_clusters("s3a://bucket/snap") is None
+
+
+def test_a_parquet_file_is_decoded_once_while_it_is_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """twin and replay check their input before Spark starts, and the reader checks it again: every row
+    group of the recording was decoded twice. An unchanged file is decoded once; a rewritten one again."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    from shedlab.core.ingest import check_parquet_file
+
+    path = tmp_path / "part-0.parquet"
+    _samples(path, cluster=["c"])
+    check_parquet_file(path)
+    with monkeypatch.context() as patch:
+        patch.setattr(pq, "ParquetFile", lambda *a: pytest.fail("decoded again"))
+        check_parquet_file(path)
+    data = path.read_bytes()
+    path.write_bytes(data[:4] + b"\xff" * 20 + data[24:] + b"PAR1")  # damaged inside, another size
+    with pytest.raises(InputError, match="damaged Parquet file"):
+        check_parquet_file(path)

@@ -367,14 +367,13 @@ def evaluate(
     Writes metric_stats and pip364 as Parquet and CSV (plus runs.csv, goal.csv and
     pip364_definitions.json).
     """
+    from shedlab.spark.evaluate import check_sweep
     from shedlab.spark.evaluate import evaluate as run_evaluate
-    from shedlab.spark.evaluate import require_challenger_swept, require_sweep_dir
 
-    require_sweep_dir(sweep_dir)
-    require_challenger_swept(sweep_dir, challenger)
+    grids = check_sweep(sweep_dir, challenger)  # before Spark starts
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "evaluate") as spark, _status(as_json) as say:
-        result = run_evaluate(spark, sweep_dir, out, challenger=challenger, progress=say)
+        result = run_evaluate(spark, sweep_dir, out, challenger=challenger, progress=say, grids=grids)
     if as_json:
         _print_json(
             {

@@ -36,7 +36,7 @@ from shedlab.units import significant
 
 if TYPE_CHECKING:
     from shedlab.core.grid import ScenarioRef
-    from shedlab.core.tune import Space
+    from shedlab.core.tune import Recorded, Space
 
 __all__ = ["register", "tune", "tune_demo", "twin"]
 
@@ -336,10 +336,10 @@ def tune_demo(
 
 def _tune_targets(
     twin_file: str | None, scenarios: list[str] | None, pairs: Sequence[str]
-) -> list[ScenarioRef]:
+) -> tuple[list[ScenarioRef], Recorded]:
     """What to tune on: the twin first (if given), then the scenarios; one of them is required, and
     they share one recorded configuration and the settings of ``pairs`` (refused before Spark starts
-    if they do not)."""
+    if they do not; handed to the tune, which would otherwise parse them again)."""
     from shedlab.core.grid import scenario_ref
     from shedlab.core.tune import recorded_configuration
 
@@ -347,8 +347,7 @@ def _tune_targets(
         raise InputError("give --twin TWIN.yaml or scenarios to tune on", field="--twin")
     refs = [scenario_ref(twin_file, field="--twin")] if twin_file else []
     refs += [scenario_ref(item) for item in scenarios or []]
-    recorded_configuration(refs, pairs)
-    return refs
+    return refs, recorded_configuration(refs, pairs)
 
 
 def tune(
@@ -412,7 +411,7 @@ def tune(
         return
     if out is None:
         raise InputError("give --out DIR", field="--out")
-    refs = _tune_targets(twin_file, scenarios, pairs)
+    refs, recorded = _tune_targets(twin_file, scenarios, pairs)
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "tune") as spark, _status(False) as say:
         result = run_tune(
@@ -426,6 +425,7 @@ def tune(
             per_pair=candidates,
             eta=eta,
             say=say,
+            recorded=recorded,
         )
     _print_recommendation(result)
     console.print(f"tune.json, tune.md, candidates.csv, recommendation.conf → {out}")

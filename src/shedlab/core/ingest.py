@@ -994,7 +994,13 @@ def check_parquet_file(path: Path) -> None:
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     try:
-        size = path.stat().st_size
+        stat = path.stat()
+        size = stat.st_size
+        seen = (str(path.resolve()), stat.st_ino, size, stat.st_mtime_ns)
+        if (
+            seen in _WHOLE
+        ):  # decoded already by this process (the CLI's check before Spark, then the reader's)
+            return
         with path.open("rb") as src:
             head = src.read(4)
             src.seek(max(0, size - 4))
@@ -1012,6 +1018,13 @@ def check_parquet_file(path: Path) -> None:
     except (OSError, ValueError, pa.ArrowException) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"damaged Parquet file: {reason}", source=str(path)) from None
+    _WHOLE.add(seen)
+
+
+_WHOLE: set[tuple[str, int, int, int]] = set()
+"""The Parquet files :func:`check_parquet_file` decoded whole, by path, inode, size and modification time: a
+command checks its input before Spark starts and its reader checks it again; one decode of the data is
+enough while the file is unchanged."""
 
 
 def _check_parquet_tree(directory: Path) -> None:
