@@ -134,7 +134,9 @@ INGESTED = {
     "snap/bundle_samples/cluster=c/day=2025-01-02/part-0.parquet": _damaged(SAMPLES),
 }
 
-EU_SAMPLES = _parquet(time_ms=[1735776000000], broker=["b1:8080"], bundle=["t/n/0x0_0x1"])
+EU_SAMPLES = _parquet(
+    tick_ms=[1735776000000], time_ms=[1735776000000], broker=["b1:8080"], bundle=["t/n/0x0_0x1"]
+)
 EU_INGESTED = {
     f"snap/{table}/cluster=prod-eu/day=2025-01-02/part-0.parquet": EU_SAMPLES
     for table in ("broker_samples", "bundle_samples")
@@ -531,6 +533,21 @@ CASES: dict[str, list[Case]] = {
             ("twin", "{dir}/snap", "--out", "{dir}/t.yaml", "--cluster", "prod-ue"),
             "--cluster: no such cluster in the ingest output (got 'prod-ue'); did you mean 'prod-eu'? "
             "its clusters: prod-eu",
+            EU_INGESTED,
+        ),
+        # a window in another year took the fit's first Spark job (8 s) to find
+        Case(
+            "twin-window-outside-the-recording",
+            (
+                "twin",
+                "{dir}/snap",
+                "--out",
+                "{dir}/t.yaml",
+                "--window",
+                "2020-01-01T00:00Z..2020-01-02T00:00Z",
+            ),
+            "--window: fewer than two sample times in the window; the recording of prod-eu spans "
+            "2025-01-02T00:00:00Z..2025-01-02T00:00:00Z (got '2020-01-01T00:00:00Z..2020-01-02T00:00:00Z')",
             EU_INGESTED,
         ),
         Case(

@@ -24,6 +24,7 @@ from shedlab.core.ingest import (
     parse_text_batch,
     process_group,
     recorded_clusters,
+    recorded_span,
 )
 from shedlab.errors import InputError
 from shedlab.model.formats import RESOURCES
@@ -492,6 +493,15 @@ def test_the_clusters_of_an_ingest_output_are_read_without_spark(tmp_path: Path)
     _samples(root / "flat.parquet", cluster=["us"])
     _samples(root / "_temporary" / "cluster=half-written" / "part-0.parquet")
     assert recorded_clusters(str(tmp_path)) == ["eu:west", "prod", "us"]
+    other = tmp_path / "other"
+    _samples(
+        other / "broker_samples" / "cluster=prod" / "day=2025-01-03" / "part-0.parquet", tick_ms=[180_000]
+    )
+    _samples(other / "broker_samples" / "cluster=eu" / "day=2025-01-03" / "part-0.parquet", tick_ms=[9])
+    _samples(other / "broker_samples" / "cluster=prod" / "day=2025-01-02" / "part-0.parquet")
+    assert recorded_span(str(other), "prod") is None  # a file without tick_ms: Spark's read decides
+    _samples(other / "broker_samples" / "cluster=prod" / "day=2025-01-02" / "part-0.parquet", tick_ms=[0])
+    assert recorded_span(str(other), "prod") == (0, 180_000)  # from the footers' statistics
     with pytest.raises(InputError, match=r"\(got 'eu:wst'\); did you mean 'eu:west'\? its clusters: eu:west"):
         choose_cluster(["eu:west", "prod", "us"], "eu:wst", source=str(tmp_path))
     with pytest.raises(InputError, match="several clusters: choose one; eu:west, prod, us"):

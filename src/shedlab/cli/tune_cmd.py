@@ -86,6 +86,22 @@ def _check_twin_out(out: str) -> None:
     check_output_dir(str(path.parent), field="--out")
 
 
+def _check_recording(path: str, cluster: str | None, window: tuple[int, int] | None) -> None:
+    """Before Spark starts, from the ingest output's directories and Parquet footers: a ``--cluster`` it
+    holds (or its only one), and a ``--window`` that meets the cluster's recorded span (a window in
+    another day or year took the fit's first Spark job to find)."""
+    from shedlab.core.ingest import choose_cluster, recorded_clusters, recorded_span
+    from shedlab.core.twin import window_error
+
+    present = recorded_clusters(path)
+    if present is None:
+        return
+    chosen = choose_cluster(present, cluster, source=path)
+    span = recorded_span(path, chosen) if window is not None else None
+    if window is not None and span is not None and (window[1] < span[0] or window[0] > span[1]):
+        raise window_error(chosen, span, window)
+
+
 def _recorded_config(
     config: str | None, sets: list[str] | None, strategy: str | None
 ) -> tuple[str, dict[str, Any]]:
@@ -186,16 +202,14 @@ def twin(
     ui: UiOpt = False,
 ) -> None:
     """Fit a scenario (a twin of the recorded cluster) to ingest's output; check it against the recording."""
-    from shedlab.core.ingest import check_ingest_output, choose_cluster, recorded_clusters
+    from shedlab.core.ingest import check_ingest_output
 
     check_count(seeds, "--seeds", minimum=1, maximum=1000)
     pair, overrides = _recorded_config(config, set_, strategy)
     parsed_window = _parse_window(window)
     _check_twin_out(out)
     check_ingest_output(recording_dir)
-    present = recorded_clusters(recording_dir)  # a cluster the recording lacks is refused before Spark
-    if present is not None:
-        choose_cluster(present, cluster, source=recording_dir)
+    _check_recording(recording_dir, cluster, parsed_window)
     reports = report_dir or str(Path(out).with_suffix("")) + "-fit"
     _preflight(master, reports, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "twin") as spark, _status(False) as say:

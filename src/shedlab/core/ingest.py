@@ -76,6 +76,7 @@ __all__ = [
     "parse_text_batch",
     "process_group",
     "recorded_clusters",
+    "recorded_span",
     "typed_frame",
     "validate_rows",
 ]
@@ -1068,6 +1069,39 @@ def recorded_clusters(path: str) -> list[str] | None:
             return None
         found |= names
     return sorted(found)
+
+
+def recorded_span(path: str, cluster: str) -> tuple[int, int] | None:
+    """The first and last ``tick_ms`` of ``cluster``'s broker samples (in its ``cluster=NAME``
+    directories), from the Parquet footers' statistics: no data is read. None when a file has no
+    statistics or the layout is not ingest's (a remote path, a file outside such a directory)."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    if is_remote(path):
+        return None
+    root = Path(path[len("file://") :] if path.startswith("file://") else path) / "broker_samples"
+    lows: list[int] = []
+    highs: list[int] = []
+    for f in sorted(root.rglob("*.parquet")):
+        parts = f.relative_to(root).parts
+        if not f.is_file() or any(p.startswith((".", "_")) for p in parts):
+            continue
+        named = [unquote(p[len("cluster=") :]) for p in parts[:-1] if p.startswith("cluster=")]
+        if not named:
+            return None
+        if named[-1] != cluster:
+            continue
+        meta = pq.ParquetFile(f).metadata
+        if "tick_ms" not in meta.schema.names:
+            return None
+        column = meta.schema.names.index("tick_ms")
+        for group in range(meta.num_row_groups):
+            stats = meta.row_group(group).column(column).statistics
+            if stats is None or not stats.has_min_max:
+                return None
+            lows.append(int(stats.min))
+            highs.append(int(stats.max))
+    return (min(lows), max(highs)) if lows else None
 
 
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"

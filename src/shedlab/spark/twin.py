@@ -37,6 +37,7 @@ from shedlab.core.twin import (
     recorded_figures,
     score_expression,
     twin_figures,
+    window_error,
 )
 from shedlab.errors import InputError
 from shedlab.spark.ingest import read_snapshots
@@ -74,23 +75,13 @@ class ValidationResult:
         return all(c.ok for c in self.checks)
 
 
-def _utc(ms: int) -> str:
-    return pd.Timestamp(ms, unit="ms", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _window_error(brokers: DataFrame, cluster: str, window: tuple[int, int] | None) -> InputError:
-    """Fewer than two sample times in ``--window``: its value and the span the recording has. The error
-    named neither, so a window in the wrong day or year (or time zone) left nothing to go on."""
+    """Fewer than two sample times in ``--window`` (:func:`shedlab.core.twin.window_error`)."""
     if window is None:  # the whole recording: core.twin's own check says so
         return InputError("the recording has fewer than two sample times: nothing to fit a twin to")
     row = brokers.agg(F.min("tick_ms"), F.max("tick_ms")).first()
-    span = f"{_utc(row[0])}..{_utc(row[1])}" if row is not None and row[0] is not None else "nothing"
-    start, end = ("" if ms <= 0 or ms >= 2**62 else _utc(ms) for ms in window)
-    return InputError(
-        f"fewer than two sample times in the window; the recording of {cluster} spans {span}",
-        field="--window",
-        value=f"{start}..{end}",
-    )
+    span = (int(row[0]), int(row[1])) if row is not None and row[0] is not None else None
+    return window_error(cluster, span, window)
 
 
 def _window(df: DataFrame, window: tuple[int, int] | None) -> DataFrame:
