@@ -134,6 +134,15 @@ INGESTED = {
     "snap/bundle_samples/cluster=c/day=2025-01-02/part-0.parquet": _damaged(SAMPLES),
 }
 
+EU_SAMPLES = _parquet(
+    tick_ms=[1735776000000], time_ms=[1735776000000], broker=["b1:8080"], bundle=["t/n/0x0_0x1"]
+)
+EU_INGESTED = {
+    f"snap/{table}/cluster=prod-eu/day=2025-01-02/part-0.parquet": EU_SAMPLES
+    for table in ("broker_samples", "bundle_samples")
+}
+"""A whole ingest output of one cluster, ``prod-eu`` (named by its directories, as ingest writes it)."""
+
 
 def _report(name: str, files: Mapping[str, bytes], names: str) -> Case:
     return Case(f"report-{name}", ("report", "{dir}/res", "--out", "{dir}/r.html"), names, files)
@@ -517,6 +526,58 @@ CASES: dict[str, list[Case]] = {
             ("replay", "{dir}/snap", "--strategies", "AvgShedder", "--out", "{dir}/out"),
             "part-0.parquet: damaged Parquet file",
             INGESTED,
+        ),
+        # a cluster the output lacks was refused by Spark's read, 10 s after the JVM started
+        Case(
+            "twin-unknown-cluster",
+            ("twin", "{dir}/snap", "--out", "{dir}/t.yaml", "--cluster", "prod-ue"),
+            "--cluster: no such cluster in the ingest output (got 'prod-ue'); did you mean 'prod-eu'? "
+            "its clusters: prod-eu",
+            EU_INGESTED,
+        ),
+        # a window in another year took the fit's first Spark job (8 s) to find
+        Case(
+            "twin-window-outside-the-recording",
+            (
+                "twin",
+                "{dir}/snap",
+                "--out",
+                "{dir}/t.yaml",
+                "--window",
+                "2020-01-01T00:00Z..2020-01-02T00:00Z",
+            ),
+            "--window: fewer than two sample times in the window; the recording of prod-eu spans "
+            "2025-01-02T00:00:00Z..2025-01-02T00:00:00Z (got '2020-01-01T00:00:00Z..2020-01-02T00:00:00Z')",
+            EU_INGESTED,
+        ),
+        Case(
+            "replay-unknown-cluster",
+            ("replay", "{dir}/snap", "-s", "AvgShedder", "--out", "{dir}/out", "--cluster", "prod"),
+            "--cluster: no such cluster in the ingest output (got 'prod'); did you mean 'prod-eu'?",
+            EU_INGESTED,
+        ),
+        # strategy_config of the recorded pair was not compared: both were tuned as one recorded configuration
+        Case(
+            "tune-scenarios-disagree-on-strategy-config",
+            ("tune", "{dir}/a.yaml", "{dir}/b.yaml", "--out", "{dir}/out"),
+            "strategy_config.AvgShedder.maxUnloadPercentage: the scenarios disagree on the recorded "
+            "configuration",
+            {
+                "a.yaml": scenario("strategy: AvgShedder\n"),
+                "b.yaml": scenario(
+                    "strategy: AvgShedder\nstrategy_config: {AvgShedder: {maxUnloadPercentage: 0.5}}\n"
+                ),
+            },
+        ),
+        # a swept grid's pip364 section was checked 5 s in, after Spark had started
+        Case(
+            "evaluate-bad-pip364-in-sweep-json",
+            ("evaluate", "{dir}/sw"),
+            "sweep.json: grids[0].pip364.bogus: expected a mapping",
+            {
+                "sw/runs/_SUCCESS": b"",
+                "sw/sweep.json": b'{"grids": [{"name": "g", "scenarios": {}, "pip364": {"bogus": 5}}]}',
+            },
         ),
         Case(
             "ingest-damaged-parquet",

@@ -167,7 +167,7 @@ def test_scenarios_that_disagree_on_the_recorded_configuration_are_one_line_befo
         "error: strategy: the scenarios disagree on the recorded configuration: "
         f"builtin:heterogeneous-cpu-eater has UniformLoadShedder+LeastLongTermMessageRate, {mine} has "
         "AvgShedder; tune compares every candidate with one recorded configuration; tune them one at a "
-        "time, or give them the same strategy and config"
+        "time, or give them the same strategy, config and strategy_config"
     ]
     assert not (tmp_path / "out").exists()
 

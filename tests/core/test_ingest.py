@@ -18,10 +18,13 @@ from shedlab.core.ingest import (
     STAGED_COLUMNS,
     broker_id_from_url,
     check_ingest_output,
+    choose_cluster,
     classify_sources,
     cluster_problem,
     parse_text_batch,
     process_group,
+    recorded_clusters,
+    recorded_span,
 )
 from shedlab.errors import InputError
 from shedlab.model.formats import RESOURCES
@@ -474,3 +477,57 @@ def test_replay_input_is_checked_before_spark(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     with pytest.raises(InputError, match="not a directory"):
         check_ingest_output(str(tmp_path / "afile"))
+
+
+def _samples(path: Path, **columns: list[object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"time_ms": [1], "broker": ["b:8080"], **columns}).to_parquet(path, index=False)
+
+
+def test_the_clusters_of_an_ingest_output_are_read_without_spark(tmp_path: Path) -> None:
+    """twin and replay refuse a ``--cluster`` the output lacks before Spark starts: the clusters come
+    from ingest's ``cluster=NAME`` directories (unescaped as Spark escapes them), else a file's column."""
+    root = tmp_path / "broker_samples"
+    _samples(root / "cluster=eu%3Awest" / "day=2025-01-02" / "part-0.parquet")
+    _samples(root / "cluster=prod" / "day=2025-01-02" / "part-0.parquet")
+    _samples(root / "flat.parquet", cluster=["us"])
+    _samples(root / "_temporary" / "cluster=half-written" / "part-0.parquet")
+    assert recorded_clusters(str(tmp_path)) == ["eu:west", "prod", "us"]
+    other = tmp_path / "other"
+    _samples(
+        other / "broker_samples" / "cluster=prod" / "day=2025-01-03" / "part-0.parquet", tick_ms=[180_000]
+    )
+    _samples(other / "broker_samples" / "cluster=eu" / "day=2025-01-03" / "part-0.parquet", tick_ms=[9])
+    _samples(other / "broker_samples" / "cluster=prod" / "day=2025-01-02" / "part-0.parquet")
+    assert recorded_span(str(other), "prod") is None  # a file without tick_ms: Spark's read decides
+    _samples(other / "broker_samples" / "cluster=prod" / "day=2025-01-02" / "part-0.parquet", tick_ms=[0])
+    assert recorded_span(str(other), "prod") == (0, 180_000)  # from the footers' statistics
+    with pytest.raises(InputError, match=r"\(got 'eu:wst'\); did you mean 'eu:west'\? its clusters: eu:west"):
+        choose_cluster(["eu:west", "prod", "us"], "eu:wst", source=str(tmp_path))
+    with pytest.raises(InputError, match="several clusters: choose one; eu:west, prod, us"):
+        choose_cluster(["eu:west", "prod", "us"], None)
+    assert choose_cluster(["prod"], None) == "prod"
+    _samples(root / "no-cluster.parquet")  # Spark reads a null cluster: it decides, not this check
+    assert recorded_clusters(str(tmp_path)) is None
+    assert recorded_clusters("s3a://bucket/snap") is None
+
+
+def test_a_parquet_file_is_decoded_once_while_it_is_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """twin and replay check their input before Spark starts, and the reader checks it again: every row
+    group of the recording was decoded twice. An unchanged file is decoded once; a rewritten one again."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    from shedlab.core.ingest import check_parquet_file
+
+    path = tmp_path / "part-0.parquet"
+    _samples(path, cluster=["c"])
+    check_parquet_file(path)
+    with monkeypatch.context() as patch:
+        patch.setattr(pq, "ParquetFile", lambda *a: pytest.fail("decoded again"))
+        check_parquet_file(path)
+    data = path.read_bytes()
+    path.write_bytes(data[:4] + b"\xff" * 20 + data[24:] + b"PAR1")  # damaged inside, another size
+    with pytest.raises(InputError, match="damaged Parquet file"):
+        check_parquet_file(path)

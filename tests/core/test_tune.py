@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -306,7 +307,8 @@ def test_scenarios_share_one_recorded_configuration(tmp_path: Path) -> None:
     a = _ref(tmp_path, "a", f"config: {{{grace}: 30}}")  # 30 is Pulsar's default
     unset = _ref(tmp_path, "unset", "config: {}")
     other = _ref(tmp_path, "other", f"config: {{{grace}: 10}}")
-    assert recorded_configuration([a, unset]) == ("AvgShedder", {grace: 30})
+    recorded = recorded_configuration([a, unset])
+    assert (recorded.pair, recorded.config) == ("AvgShedder", {grace: 30})
     with pytest.raises(InputError) as exc:
         recorded_configuration([a, unset, other])
     assert str(exc.value).startswith(
@@ -314,3 +316,67 @@ def test_scenarios_share_one_recorded_configuration(tmp_path: Path) -> None:
         f"{other.source} has 10;"
     )
     assert exc.value.exit_code == 2
+
+
+def test_the_recorded_configuration_is_the_recorded_pairs_strategy_config_too(tmp_path: Path) -> None:
+    """A scenario's ``strategy_config`` of its own pair is part of what the cluster runs
+    (``build_config``); tune compared ``config`` only: two scenarios whose recorded pair ran different
+    settings were tuned as one 'recorded configuration', and the settings of a pair's candidates were
+    judged against ``config`` alone."""
+    from shedlab.core.tune import recorded_configuration
+    from shedlab.errors import InputError
+
+    share = "maxUnloadPercentage"
+    half = _ref(tmp_path, "half", f"strategy_config: {{AvgShedder: {{{share}: 0.5}}}}")
+    plain = _ref(tmp_path, "plain", "config: {}")
+    recorded = recorded_configuration([half])
+    assert recorded.config == {share: 0.5}
+    with pytest.raises(InputError) as exc:
+        recorded_configuration([half, plain])
+    assert str(exc.value).splitlines() == [
+        f"strategy_config.AvgShedder.{share}: the scenarios disagree on the recorded configuration: "
+        f"{half.source} has 0.5, {plain.source} has 0.2; tune compares every candidate with one recorded "
+        "configuration; tune them one at a time, or give them the same strategy, config and strategy_config"
+    ]
+    # another pair's strategy_config: its candidates would run other settings on each scenario
+    ts = _ref(tmp_path, "ts", f"strategy_config: {{{TS}: {{{share}: 0.5}}}}")
+    assert recorded_configuration([plain, ts]).pair == "AvgShedder"  # TS not tuned: no matter
+    with pytest.raises(
+        InputError, match=rf"disagree on the settings {re.escape(TS)} runs with: .* has 0.2, .* has 0.5"
+    ):
+        recorded_configuration([plain, ts], [TS])
+
+
+def test_candidates_start_from_the_settings_their_pair_runs_with() -> None:
+    """load-jitter records UniformLoadShedder and runs AvgShedder with ``maxUnloadPercentage: 0.5``
+    (strategy_config). AvgShedder's candidates were judged against ``config`` alone: the space's 0.5 was
+    a 'change' (it ran what 'recorded settings' ran, twice), its 1.0 was 'no change' and dropped (so never
+    tried: the runs had 0.5), and the settings AvgShedder ran with were in no label and no broker.conf."""
+    from shedlab.core.grid import scenario_ref
+    from shedlab.core.tune import changes_of, recorded_configuration
+
+    recorded = recorded_configuration([scenario_ref("load-jitter")], ["AvgShedder"])
+    assert recorded.pair == "UniformLoadShedder+LeastLongTermMessageRate" and recorded.config == {}
+    space = load_space()
+    cands = make_candidates(
+        space, ["AvgShedder"], recorded.pair, per_pair=1000, recorded_config=recorded.config,
+        bases=recorded.bases(["AvgShedder"]),
+    )  # fmt: skip
+    avg = [c for c in cands if c.strategy == "AvgShedder"]
+    assert {c.settings()["maxUnloadPercentage"] for c in avg} == {0.2, 0.5}  # the space's two values
+    assert not any(c.params.get("maxUnloadPercentage") == 0.5 for c in avg)  # 0.5 is no change for it
+    plain = next(c for c in avg if c.origin == "recorded settings" and not c.params)
+    assert label_of(plain, recorded.config) == "AvgShedder: maxUnloadPercentage=0.5"
+    assert changes_of(plain, recorded.config) == {"maxUnloadPercentage": 0.5}
+    scored, _ = _scored({"": [(20, 10), (21, 10), (19, 10)]})
+    scored = pd.concat(
+        [scored.assign(strategy=recorded.pair), scored.assign(objective=scored["objective"] / 2)]
+    )
+    scored["candidate"] = [f"{s}|{{}}" for s in scored["strategy"]]
+    mine = [Candidate(recorded.pair, {}, RECORDED), plain]
+    table = candidate_table(scored, mine, recorded.config)
+    rec = recommend(table, scored, "balanced")
+    assert rec.candidate["strategy"] == "AvgShedder"
+    fragment = broker_conf_fragment(rec, scored, table, recorded.config, recorded.pair, "load-jitter")
+    assert _why(fragment, "maxUnloadPercentage").startswith("# why: ")
+    assert "maxUnloadPercentage=0.5" in fragment.splitlines()  # what AvgShedder ran with, to deploy

@@ -367,14 +367,13 @@ def evaluate(
     Writes metric_stats and pip364 as Parquet and CSV (plus runs.csv, goal.csv and
     pip364_definitions.json).
     """
+    from shedlab.spark.evaluate import check_sweep
     from shedlab.spark.evaluate import evaluate as run_evaluate
-    from shedlab.spark.evaluate import require_challenger_swept, require_sweep_dir
 
-    require_sweep_dir(sweep_dir)
-    require_challenger_swept(sweep_dir, challenger)
+    grids = check_sweep(sweep_dir, challenger)  # before Spark starts
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "evaluate") as spark, _status(as_json) as say:
-        result = run_evaluate(spark, sweep_dir, out, challenger=challenger, progress=say)
+        result = run_evaluate(spark, sweep_dir, out, challenger=challenger, progress=say, grids=grids)
     if as_json:
         _print_json(
             {
@@ -683,7 +682,7 @@ def replay(
     as_json: JsonOpt = False,
 ) -> None:
     """What each strategy would have decided on recorded snapshots, and why, next to what really happened."""
-    from shedlab.core.ingest import check_ingest_output
+    from shedlab.core.ingest import check_clusters, check_ingest_output, recorded_clusters
     from shedlab.core.replay import strategy_configs
     from shedlab.spark.replay import replay as run_replay
 
@@ -691,6 +690,9 @@ def replay(
     overrides, _ = run_overrides(config, set_)
     configs = strategy_configs([s for s in strategies.split(",") if s.strip()], overrides)
     check_ingest_output(snapshots_dir)  # before Spark starts
+    present = recorded_clusters(snapshots_dir)
+    if cluster and present is not None:
+        check_clusters(cluster, present, source=snapshots_dir)
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:
         result = run_replay(spark, snapshots_dir, out, configs, seed=seed, clusters=cluster, progress=say)

@@ -36,7 +36,7 @@ from shedlab.units import significant
 
 if TYPE_CHECKING:
     from shedlab.core.grid import ScenarioRef
-    from shedlab.core.tune import Space
+    from shedlab.core.tune import Recorded, Space
 
 __all__ = ["register", "tune", "tune_demo", "twin"]
 
@@ -84,6 +84,22 @@ def _check_twin_out(out: str) -> None:
             hint=f"e.g. {path / 'twin.yaml'}",
         )
     check_output_dir(str(path.parent), field="--out")
+
+
+def _check_recording(path: str, cluster: str | None, window: tuple[int, int] | None) -> None:
+    """Before Spark starts, from the ingest output's directories and Parquet footers: a ``--cluster`` it
+    holds (or its only one), and a ``--window`` that meets the cluster's recorded span (a window in
+    another day or year took the fit's first Spark job to find)."""
+    from shedlab.core.ingest import choose_cluster, recorded_clusters, recorded_span
+    from shedlab.core.twin import window_error
+
+    present = recorded_clusters(path)
+    if present is None:
+        return
+    chosen = choose_cluster(present, cluster, source=path)
+    span = recorded_span(path, chosen) if window is not None else None
+    if window is not None and span is not None and (window[1] < span[0] or window[0] > span[1]):
+        raise window_error(chosen, span, window)
 
 
 def _recorded_config(
@@ -193,6 +209,7 @@ def twin(
     parsed_window = _parse_window(window)
     _check_twin_out(out)
     check_ingest_output(recording_dir)
+    _check_recording(recording_dir, cluster, parsed_window)
     reports = report_dir or str(Path(out).with_suffix("")) + "-fit"
     _preflight(master, reports, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "twin") as spark, _status(False) as say:
@@ -331,9 +348,12 @@ def tune_demo(
     console.print(f"report: {report} · whole path {time.time() - started:.0f} s")
 
 
-def _tune_targets(twin_file: str | None, scenarios: list[str] | None) -> list[ScenarioRef]:
+def _tune_targets(
+    twin_file: str | None, scenarios: list[str] | None, pairs: Sequence[str]
+) -> tuple[list[ScenarioRef], Recorded]:
     """What to tune on: the twin first (if given), then the scenarios; one of them is required, and
-    they share one recorded configuration (refused before Spark starts if they do not)."""
+    they share one recorded configuration and the settings of ``pairs`` (refused before Spark starts
+    if they do not; handed to the tune, which would otherwise parse them again)."""
     from shedlab.core.grid import scenario_ref
     from shedlab.core.tune import recorded_configuration
 
@@ -341,8 +361,7 @@ def _tune_targets(twin_file: str | None, scenarios: list[str] | None) -> list[Sc
         raise InputError("give --twin TWIN.yaml or scenarios to tune on", field="--twin")
     refs = [scenario_ref(twin_file, field="--twin")] if twin_file else []
     refs += [scenario_ref(item) for item in scenarios or []]
-    recorded_configuration(refs)
-    return refs
+    return refs, recorded_configuration(refs, pairs)
 
 
 def tune(
@@ -406,7 +425,7 @@ def tune(
         return
     if out is None:
         raise InputError("give --out DIR", field="--out")
-    refs = _tune_targets(twin_file, scenarios)
+    refs, recorded = _tune_targets(twin_file, scenarios, pairs)
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "tune") as spark, _status(False) as say:
         result = run_tune(
@@ -420,6 +439,7 @@ def tune(
             per_pair=candidates,
             eta=eta,
             say=say,
+            recorded=recorded,
         )
     _print_recommendation(result)
     console.print(f"tune.json, tune.md, candidates.csv, recommendation.conf → {out}")

@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
 from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
-from shedlab.errors import InputError
+from shedlab.errors import InputError, did_you_mean
 from shedlab.model.bundles import bundle_for_topic, namespace_of_topic, parse_range
 from shedlab.model.formats import (
     BUNDLE_DATA,
@@ -65,14 +65,18 @@ __all__ = [
     "STAGED_COLUMNS",
     "Sources",
     "broker_id_from_url",
+    "check_clusters",
     "check_ingest_output",
     "check_parquet_file",
+    "choose_cluster",
     "classify_sources",
     "cluster_problem",
     "is_remote",
     "local_bytes",
     "parse_text_batch",
     "process_group",
+    "recorded_clusters",
+    "recorded_span",
     "typed_frame",
     "validate_rows",
 ]
@@ -991,7 +995,13 @@ def check_parquet_file(path: Path) -> None:
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     try:
-        size = path.stat().st_size
+        stat = path.stat()
+        size = stat.st_size
+        seen = (str(path.resolve()), stat.st_ino, size, stat.st_mtime_ns)
+        if (
+            seen in _WHOLE
+        ):  # decoded already by this process (the CLI's check before Spark, then the reader's)
+            return
         with path.open("rb") as src:
             head = src.read(4)
             src.seek(max(0, size - 4))
@@ -1009,6 +1019,13 @@ def check_parquet_file(path: Path) -> None:
     except (OSError, ValueError, pa.ArrowException) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"damaged Parquet file: {reason}", source=str(path)) from None
+    _WHOLE.add(seen)
+
+
+_WHOLE: set[tuple[str, int, int, int]] = set()
+"""The Parquet files :func:`check_parquet_file` decoded whole, by path, inode, size and modification time: a
+command checks its input before Spark starts and its reader checks it again; one decode of the data is
+enough while the file is unchanged."""
 
 
 def _check_parquet_tree(directory: Path) -> None:
@@ -1031,6 +1048,108 @@ def check_ingest_output(path: str, tables: Sequence[str] = ("broker_samples", "b
                 f"not an ingest output: {table}/ is missing", source=path, hint="run shedlab ingest first"
             )
     _check_parquet_tree(root)
+
+
+def recorded_clusters(path: str) -> list[str] | None:
+    """The clusters of an ingest output's broker samples, read without Spark: the ``cluster=NAME``
+    directories ingest writes (Spark escapes a name's ``%``, ``/``, ``:`` … as ``%XX``), and for a file
+    outside them its ``cluster`` column (one column read by pyarrow). None for a remote path, or when a
+    file says nothing of its cluster: Spark's read decides then."""
+    if is_remote(path):
+        return None
+    root = Path(path[len("file://") :] if path.startswith("file://") else path) / "broker_samples"
+    found: set[str] = set()
+    for f in sorted(root.rglob("*.parquet")):
+        parts = f.relative_to(root).parts
+        if not f.is_file() or any(p.startswith((".", "_")) for p in parts):
+            continue
+        named = [unquote(p[len("cluster=") :]) for p in parts[:-1] if p.startswith("cluster=")]
+        names = set(named[-1:]) or _cluster_column(f)
+        if not names or _HIVE_NULL in names:
+            return None
+        found |= names
+    return sorted(found)
+
+
+def recorded_span(path: str, cluster: str) -> tuple[int, int] | None:
+    """The first and last ``tick_ms`` of ``cluster``'s broker samples (in its ``cluster=NAME``
+    directories), from the Parquet footers' statistics: no data is read. None when a file has no
+    statistics or the layout is not ingest's (a remote path, a file outside such a directory)."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    if is_remote(path):
+        return None
+    root = Path(path[len("file://") :] if path.startswith("file://") else path) / "broker_samples"
+    lows: list[int] = []
+    highs: list[int] = []
+    for f in sorted(root.rglob("*.parquet")):
+        parts = f.relative_to(root).parts
+        if not f.is_file() or any(p.startswith((".", "_")) for p in parts):
+            continue
+        named = [unquote(p[len("cluster=") :]) for p in parts[:-1] if p.startswith("cluster=")]
+        if not named:
+            return None
+        if named[-1] != cluster:
+            continue
+        meta = pq.ParquetFile(f).metadata
+        if "tick_ms" not in meta.schema.names:
+            return None
+        column = meta.schema.names.index("tick_ms")
+        for group in range(meta.num_row_groups):
+            stats = meta.row_group(group).column(column).statistics
+            if stats is None or not stats.has_min_max:
+                return None
+            lows.append(int(stats.min))
+            highs.append(int(stats.max))
+    return (min(lows), max(highs)) if lows else None
+
+
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+"""The directory name Spark gives a null partition value (read back as a null cluster)."""
+
+
+def _cluster_column(path: Path) -> set[str]:
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    if "cluster" not in pq.read_schema(path).names:
+        return set()
+    values = pq.read_table(path, columns=["cluster"]).column(0).unique().to_pylist()
+    return set() if None in values else {str(v) for v in values}
+
+
+def choose_cluster(present: Sequence[str], cluster: str | None, *, source: str | None = None) -> str:
+    """The one cluster to fit among ``present`` (an ingest output's): ``cluster`` (checked by
+    :func:`check_clusters`), or the only one when ``cluster`` is None (several are refused, listed)."""
+    if cluster is not None:
+        check_clusters([cluster], present, source=source)
+        return cluster
+    if not present:
+        raise InputError("the ingest output holds no broker samples", source=source)
+    if len(present) > 1:
+        raise InputError(
+            "the recording holds several clusters: choose one",
+            source=source,
+            field="--cluster",
+            hint=", ".join(present),
+        )
+    return str(present[0])
+
+
+def check_clusters(wanted: Sequence[str], present: Sequence[str], *, source: str | None = None) -> None:
+    """Refuse the first of ``wanted`` (``--cluster``) that the ingest output does not hold, with the
+    closest name and the clusters it holds."""
+    for cluster in dict.fromkeys(wanted):
+        if cluster in present:
+            continue
+        listed = f"its clusters: {', '.join(present)}" if present else "it holds no broker samples"
+        suggestion = did_you_mean(cluster, present)
+        raise InputError(
+            "no such cluster in the ingest output",
+            source=source,
+            field="--cluster",
+            value=cluster,
+            hint=f"{suggestion} {listed}" if suggestion else listed,
+        )
 
 
 def _holds_parquet(directory: Path) -> bool:

@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -49,9 +49,11 @@ __all__ = [
     "RECORDED",
     "Candidate",
     "Recommendation",
+    "Recorded",
     "Space",
     "broker_conf_fragment",
     "candidate_table",
+    "changes_of",
     "full_grid_size",
     "halving_schedule",
     "label_of",
@@ -161,11 +163,17 @@ def load_space(path: str | Path | None = None) -> Space:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A strategy pair with a parameter set (applied on top of the scenario's ``config``)."""
+    """A strategy pair with a parameter set, applied on ``base``: the settings the pair runs with in the
+    scenarios (their ``config`` ← ``strategy_config[pair]``, :meth:`Recorded.settings`)."""
 
     strategy: str
     params: Mapping[str, Any]
     origin: str  # "recorded configuration", "recorded settings", "space"
+    base: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def settings(self) -> dict[str, Any]:
+        """The keys the candidate's runs set: its base, then its parameters."""
+        return {**self.base, **self.params}
 
     @property
     def key(self) -> str:
@@ -180,15 +188,21 @@ def make_candidates(
     per_pair: int = 12,
     seed: int = 1,
     recorded_config: Mapping[str, Any] | None = None,
+    bases: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Candidate]:
     """The recorded configuration first, then per pair its recorded settings and up to ``per_pair − 1``
     parameter sets of the space (all of them if the cross product is that small, else a sample drawn
-    with ``seed``: the same inputs give the same candidates)."""
-    out = [Candidate(recorded_pair, {}, RECORDED)]
+    with ``seed``: the same inputs give the same candidates). A pair's parameters apply on its entry of
+    ``bases`` (:meth:`Recorded.bases`; ``recorded_config`` for a pair without one): a value equal to the
+    base's is no change, dropped."""
+    recorded = dict(recorded_config or {})
+    base_of = {**dict.fromkeys([recorded_pair, *pairs], recorded), **(bases or {})}
+    out = [Candidate(recorded_pair, {}, RECORDED, base_of[recorded_pair])]
     rng = np.random.default_rng(seed)
     for pair in pairs:
+        base = base_of[pair]
         if pair != recorded_pair:
-            out.append(Candidate(pair, {}, "recorded settings"))
+            out.append(Candidate(pair, {}, "recorded settings", base))
         axes = space.pair_axes(pair)
         if not axes:
             continue
@@ -204,9 +218,10 @@ def make_candidates(
             for (key, values), size in zip(reversed(axes), reversed(sizes), strict=True):
                 params[key] = values[index % size]
                 index //= size
-            # a value equal to the recorded one is no change: dropped, so equal candidates coincide
-            kept = {k: v for k, v in params.items() if not _same(recorded_value(k, recorded_config or {}), v)}
-            out.append(Candidate(pair, dict(sorted(kept.items())), "space" if kept else "recorded settings"))
+            # a value equal to the one the pair runs with is no change: dropped, so equal candidates coincide
+            kept = {k: v for k, v in params.items() if not _same(recorded_value(k, base), v)}
+            origin = "space" if kept else "recorded settings"
+            out.append(Candidate(pair, dict(sorted(kept.items())), origin, base))
     seen: set[str] = set()
     unique = []
     for c in out:
@@ -305,6 +320,7 @@ def candidate_table(
             "strategy": cand.strategy,
             "origin": cand.origin,
             "params_json": canonical_json(dict(cand.params)),
+            "base_json": canonical_json(dict(cand.base)),
             "label": label_of(cand, recorded_config),
             "seeds": int(runs["seed"].nunique()),
         }
@@ -321,49 +337,94 @@ def candidate_table(
     )
 
 
+def changes_of(cand: Candidate, recorded_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys whose value in the candidate's runs differs from the recorded configuration (Pulsar's
+    default where neither set the key), in its runs' values: its parameters, and its pair's
+    ``strategy_config`` in the scenarios (an AvgShedder candidate of a PIP-364 scenario runs
+    ``maxUnloadPercentage=0.5`` with no parameter saying so)."""
+    return _differences(cand.settings(), recorded_config)
+
+
+def _differences(mine: Mapping[str, Any], recorded_config: Mapping[str, Any]) -> dict[str, Any]:
+    keys = sorted({*mine, *recorded_config})
+    return {
+        k: recorded_value(k, mine)
+        for k in keys
+        if not _same(recorded_value(k, recorded_config), recorded_value(k, mine))
+    }
+
+
 def label_of(cand: Candidate, recorded_config: Mapping[str, Any]) -> str:
     """``Pair: key=value, …`` with only the keys whose value differs from the recorded configuration
-    (Pulsar's default where the recording did not set the key): never a hash."""
+    (:func:`changes_of`): never a hash."""
     if cand.origin == RECORDED:
         return f"{cand.strategy} ({RECORDED})"
-    diffs = [
-        f"{k}={conf_value(v)}"
-        for k, v in cand.params.items()
-        if not _same(recorded_value(k, recorded_config), v)
-    ]
+    diffs = [f"{k}={conf_value(v)}" for k, v in changes_of(cand, recorded_config).items()]
     return f"{cand.strategy}: {', '.join(diffs)}" if diffs else f"{cand.strategy} (recorded settings)"
 
 
-def recorded_configuration(refs: Sequence[ScenarioRef]) -> tuple[str, dict[str, Any]]:
-    """The strategy pair and ``config`` every candidate is compared with: the scenarios' own, which
-    they must share. Tune measures the change from one cluster's recorded configuration; it took the
-    first scenario's silently, so the next one's 'recorded configuration' ran a pair or settings that
-    scenario never had (AvgShedder's scenario compared with UniformLoadShedder). Scenarios that
-    disagree are refused, naming both and the first difference; a key one of them leaves unset is
-    Pulsar's default, so stating the default is no difference."""
+@dataclass(frozen=True)
+class Recorded:
+    """The configuration a tune starts from, shared by its scenarios: the recorded ``pair``, the
+    scenarios' ``config`` (every pair) and ``strategy_config`` (per pair)."""
+
+    pair: str
+    common: Mapping[str, Any]
+    per_pair: Mapping[str, Mapping[str, Any]]
+
+    def settings(self, pair: str | None = None) -> dict[str, Any]:
+        """The keys ``pair`` (the recorded one by default) runs with: ``config`` ← ``strategy_config[pair]``,
+        as :func:`shedlab.core.sim.kernel.build_config` layers them."""
+        return {**self.common, **self.per_pair.get(pair or self.pair, {})}
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The recorded configuration: the recorded pair's settings."""
+        return self.settings()
+
+    def bases(self, pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Per pair (and the recorded one) the settings its candidates' parameters apply on."""
+        return {pair: self.settings(pair) for pair in dict.fromkeys([self.pair, *pairs])}
+
+
+def recorded_configuration(refs: Sequence[ScenarioRef], pairs: Sequence[str] = ()) -> Recorded:
+    """The configuration every candidate is compared with: the scenarios' own, which they must share.
+    Tune measures the change from one cluster's recorded configuration; it took the first scenario's
+    silently, so the next one's 'recorded configuration' ran a pair or settings that scenario never had
+    (AvgShedder's scenario compared with UniformLoadShedder). Scenarios that disagree on the pair, or
+    on the settings the recorded pair or one of ``pairs`` runs with (``config`` ← its
+    ``strategy_config``), are refused, naming both and the first difference; a key one of them leaves
+    unset is Pulsar's default, so stating the default is no difference."""
     parsed = [(ref.source, parse_scenario_text(ref.text, ref.source)) for ref in refs]
-    first_source, first = parsed[0]
-    for source, other in parsed[1:]:
-        field, mine, theirs = "strategy", first.strategy, other.strategy
-        if mine == theirs:
-            differs = [
-                k
-                for k in sorted({*first.config, *other.config})
-                if not _same(recorded_value(k, first.config), recorded_value(k, other.config))
-            ]
-            if not differs:
-                continue
-            field = f"config.{differs[0]}"
-            mine = conf_value(recorded_value(differs[0], first.config))
-            theirs = conf_value(recorded_value(differs[0], other.config))
-        raise InputError(
-            f"the scenarios disagree on the recorded configuration: {first_source} has {mine}, "
-            f"{source} has {theirs}",
-            field=field,
-            hint="tune compares every candidate with one recorded configuration; tune them one at a time, "
-            "or give them the same strategy and config",
-        )
-    return first.strategy, dict(first.config)
+    recorded = [(source, Recorded(sc.strategy, dict(sc.config), sc.strategy_config)) for source, sc in parsed]
+    first_source, first = recorded[0]
+    for source, other in recorded[1:]:
+        if first.pair != other.pair:
+            _disagree("strategy", f"the {RECORDED}", (first_source, first.pair), (source, other.pair))
+        for pair in dict.fromkeys([first.pair, *pairs]):
+            _check_same_settings(pair, (first_source, first), (source, other))
+    return first
+
+
+def _check_same_settings(pair: str, a: tuple[str, Recorded], b: tuple[str, Recorded]) -> None:
+    mine, theirs = a[1].settings(pair), b[1].settings(pair)
+    for key in sorted({*mine, *theirs}):
+        if _same(recorded_value(key, mine), recorded_value(key, theirs)):
+            continue
+        per_pair = key in a[1].per_pair.get(pair, {}) or key in b[1].per_pair.get(pair, {})
+        field = f"strategy_config.{pair}.{key}" if per_pair else f"config.{key}"
+        what = f"the {RECORDED}" if pair == a[1].pair else f"the settings {pair} runs with"
+        values = (conf_value(recorded_value(key, mine)), conf_value(recorded_value(key, theirs)))
+        _disagree(field, what, (a[0], values[0]), (b[0], values[1]))
+
+
+def _disagree(field: str, what: str, a: tuple[str, Any], b: tuple[str, Any]) -> NoReturn:
+    raise InputError(
+        f"the scenarios disagree on {what}: {a[0]} has {a[1]}, {b[0]} has {b[1]}",
+        field=field,
+        hint="tune compares every candidate with one recorded configuration; tune them one at a time, "
+        "or give them the same strategy, config and strategy_config",
+    )
 
 
 def recorded_value(key: str, recorded_config: Mapping[str, Any]) -> Any:
@@ -482,15 +543,15 @@ def recommend(table: pd.DataFrame, scored: pd.DataFrame, objective: str) -> Reco
 
 
 def _marginal(
-    scored: pd.DataFrame, pair: str, key: str, value: Any, recorded_config: Mapping[str, Any]
+    scored: pd.DataFrame, pair: str, key: str, value: Any, base: Mapping[str, Any]
 ) -> tuple[float | None, float | None, int, int]:
     """Mean objective of the pair's first-rung runs with ``key = value`` and with any other value, and
-    how many runs each. A run without ``key`` in its parameters ran the recorded value (a value equal to
-    the recorded one is dropped from a candidate): it is one of the others, not left out."""
+    how many runs each. A run without ``key`` in its parameters ran the value of the pair's ``base``
+    (a value equal to it is dropped from a candidate): it is one of the others, not left out."""
     runs = scored[(scored["strategy"] == pair) & (scored["seed"] == scored["seed"].min())]
     if runs.empty:
         return None, None, 0, 0
-    before = recorded_value(key, recorded_config)
+    before = recorded_value(key, base)
     vals = [json.loads(p or "{}").get(key, before) for p in runs["params_json"]]
     mask = np.array([_same(v, value) for v in vals])
     with_v = float(runs.loc[mask, "objective"].mean()) if mask.any() else None
@@ -499,14 +560,14 @@ def _marginal(
 
 
 def _evidence(
-    rec: Recommendation, scored: pd.DataFrame, key: str, value: Any, recorded_config: Mapping[str, Any]
+    rec: Recommendation, scored: pd.DataFrame, key: str, value: Any, base: Mapping[str, Any]
 ) -> str:
     """The first rung's evidence for ``key = value``, as it is: its runs with the value against the
     pair's others. Lower is better; when the value's average was not lower, the line said nothing more
     and so argued against the value it recommended. It then says so, and what decided: the recommended
     settings as a whole against the recorded configuration on every seed."""
     pair = str(rec.candidate["strategy"])
-    with_v, without, n, others = _marginal(scored, pair, key, value, recorded_config)
+    with_v, without, n, others = _marginal(scored, pair, key, value, base)
     if with_v is None or without is None:
         return ""
     shown = conf_value(value)
@@ -548,6 +609,7 @@ def broker_conf_fragment(
     cand = rec.candidate
     pair = str(cand["strategy"])
     params = json.loads(str(cand["params_json"]))
+    base = json.loads(str(cand["base_json"]))
     conf = pair_config(pair)
     lines = [
         f"# shedlab tune: recommended load-balancer settings for {source}",
@@ -572,13 +634,14 @@ def broker_conf_fragment(
             else f"# why: unchanged {role} strategy ({pair}); stated so the fragment is complete"
         )
         lines.append(f"{key}={conf.get(key)}")
-    for key, value in params.items():
-        before = recorded_value(key, recorded_config)
-        if _same(before, value):
-            continue
+    for key, value in _differences({**base, **params}, recorded_config).items():
+        before = conf_value(recorded_value(key, recorded_config))
         doc = key_spec(key).doc.rstrip(".")
-        evidence = _evidence(rec, scored, key, value, recorded_config)
-        lines.append(f"# why: {doc}. Recorded {conf_value(before)} → {conf_value(value)}{evidence}")
+        # a key the parameters leave alone comes from the pair's strategy_config in the scenarios: the
+        # candidate ran with it, so the cluster must too
+        origin = "" if key in params else f" (what {pair} ran with in the scenarios)"
+        evidence = _evidence(rec, scored, key, value, base)
+        lines.append(f"# why: {doc}. Recorded {before} → {conf_value(value)}{origin}{evidence}")
         lines.append(f"{key}={conf_value(value)}")
     return "\n".join(lines) + "\n"
 

@@ -65,6 +65,7 @@ __all__ = [
     "recording_gaps",
     "score_expression",
     "twin_figures",
+    "window_error",
 ]
 
 MIB = 1024.0 * 1024.0
@@ -968,3 +969,19 @@ def fit_report_markdown(
             "",
         ]
     return "\n".join(lines)
+
+
+def _utc(ms: int) -> str:
+    return pd.Timestamp(ms, unit="ms", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def window_error(cluster: str, span: tuple[int, int] | None, window: tuple[int, int]) -> InputError:
+    """Fewer than two sample times in ``--window``: its value and the span ``(first, last)`` of the
+    recording, so a window in the wrong day or year (or time zone) has something to go on."""
+    shown = f"{_utc(span[0])}..{_utc(span[1])}" if span is not None else "nothing"
+    start, end = ("" if ms <= 0 or ms >= 2**62 else _utc(ms) for ms in window)
+    return InputError(
+        f"fewer than two sample times in the window; the recording of {cluster} spans {shown}",
+        field="--window",
+        value=f"{start}..{end}",
+    )

@@ -66,7 +66,7 @@ from shedlab.spark.schemas import (
     field_names,
 )
 
-__all__ = ["EvaluationResult", "evaluate", "require_challenger_swept", "require_sweep_dir"]
+__all__ = ["EvaluationResult", "check_sweep", "evaluate", "require_sweep_dir"]
 
 
 @dataclass
@@ -94,14 +94,17 @@ def require_sweep_dir(sweep_dir: str) -> None:
         )
 
 
-def require_challenger_swept(sweep_dir: str, challenger: str) -> None:
-    """Refuse a named challenger that ``sweep.json``'s grids never list (the CLI calls it before Spark
-    starts, so a typo costs no JVM); :func:`evaluate` checks again against the runs themselves."""
-    listed = [
-        s for grid in _swept_grids(sweep_dir) for s in grid.get("strategies") or () if isinstance(s, str)
-    ]
+def check_sweep(sweep_dir: str, challenger: str) -> list[dict[str, Any]]:
+    """What the CLI checks before Spark starts, ``sweep.json`` read once: a sweep directory, a named
+    challenger its grids list (:func:`evaluate` checks again against the runs themselves), and their
+    ``pip364:`` sections; the grids, for :func:`evaluate`."""
+    require_sweep_dir(sweep_dir)
+    grids = _swept_grids(sweep_dir)
+    listed = [s for grid in grids for s in grid.get("strategies") or () if isinstance(s, str)]
     if listed:  # a manifest without strategy lists (another version) leaves the check to the runs
         check_challenger(challenger, listed)
+    _grid_definitions(sweep_dir, grids)
+    return grids
 
 
 def _read_runs(spark: Any, sweep_dir: str) -> Any:
@@ -186,9 +189,9 @@ def _pip364_stats(wide: Any, definitions: Mapping[str, Mapping[str, Any]], confi
 
 
 def _swept_grids(sweep_dir: str) -> list[dict[str, Any]]:
-    """The grids recorded in ``sweep_dir``'s ``sweep.json``, checked (:func:`evaluate` reads them once
-    for the PIP-364 overrides and the goal's scenario texts; the CLI's challenger check before Spark
-    starts reads them once more)."""
+    """The grids recorded in ``sweep_dir``'s ``sweep.json``, checked: read once per evaluation (by
+    :func:`check_sweep` before Spark starts, or by :func:`evaluate` when not given them), for the
+    challenger, the PIP-364 overrides and the goal's scenario texts."""
     return manifest_grids(read_manifest(sweep_dir), table_path(sweep_dir, "sweep.json"))
 
 
@@ -217,14 +220,17 @@ def evaluate(
     confidence: float = 0.95,
     challenger: str = DEFAULT_CHALLENGER,
     progress: Callable[[str], None] | None = None,
+    grids: Sequence[Mapping[str, Any]] | None = None,
 ) -> EvaluationResult:
     """Compute ``metric_stats``, the PIP-364 table and ``challenger``'s goal cells of a sweep and write
-    them under ``out`` (default ``SWEEP_DIR/evaluation``)."""
+    them under ``out`` (default ``SWEEP_DIR/evaluation``). ``grids`` are :func:`check_sweep`'s, when the
+    caller has them (read from ``sweep.json`` otherwise)."""
     target = (out or table_path(sweep_dir, EVALUATION_DIR)).rstrip("/")
     notes: list[str] = []
     say = progress or (lambda _msg: None)
-    require_sweep_dir(sweep_dir)  # refuses a directory that is not a sweep's before touching it
-    grids = _swept_grids(sweep_dir)
+    if grids is None:
+        require_sweep_dir(sweep_dir)  # refuses a directory that is not a sweep's before touching it
+        grids = _swept_grids(sweep_dir)
     grid_overrides = _grid_definitions(sweep_dir, grids)
     say("checking the run files")
     quarantined = quarantine_corrupt_runs(sweep_dir)

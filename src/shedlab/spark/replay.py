@@ -24,6 +24,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
 from shedlab import jsonout
+from shedlab.core.ingest import check_clusters
 from shedlab.core.replay import StrategyConfig, ownership_changes, replay_cluster, total_reasons
 from shedlab.core.results import filesystem, remove_stale_temporaries
 from shedlab.errors import ConfigError, InputError, ShedlabError, one_line
@@ -111,15 +112,7 @@ def _read_inputs(spark: Any, snapshots_dir: str, clusters: Sequence[str] | None)
     brokers, bundles, dumps = read_snapshots(spark, snapshots_dir)
     if clusters:
         present = sorted(r["cluster"] for r in brokers.select("cluster").distinct().collect())
-        missing = [c for c in dict.fromkeys(clusters) if c not in present]
-        if missing:
-            raise InputError(
-                "no such cluster in the ingest output",
-                source=snapshots_dir,
-                field="--cluster",
-                value=missing[0],
-                hint=f"its clusters: {', '.join(present)}" if present else "it holds no broker samples",
-            )
+        check_clusters(clusters, present, source=snapshots_dir)
         brokers = brokers.where(sf.col("cluster").isin(list(clusters)))
         bundles = bundles.where(sf.col("cluster").isin(list(clusters)))
         dumps = dumps.where(sf.col("cluster").isin(list(clusters))) if dumps is not None else None

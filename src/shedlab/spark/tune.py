@@ -22,6 +22,7 @@ from shedlab.core.results import read_sweep_runs, refuse_other_versions
 from shedlab.core.tune import (
     Candidate,
     Recommendation,
+    Recorded,
     Space,
     broker_conf_fragment,
     candidate_table,
@@ -94,10 +95,13 @@ def tune(
     sample_seed: int = 1,
     say: Callable[[str], None] | None = None,
     progress: Callable[[int, int, int], None] | None = None,
+    recorded: Recorded | None = None,
 ) -> TuneResult:
-    """Tune on ``refs`` (a twin, or scenarios): the recorded configuration is the strategy pair and
-    ``config`` they share (:func:`~shedlab.core.tune.recorded_configuration` refuses them otherwise);
-    write ``tune.json``, ``tune.md``, ``candidates.csv`` and ``recommendation.conf`` into ``out``."""
+    """Tune on ``refs`` (a twin, or scenarios): the recorded configuration is the strategy pair and the
+    settings it runs with that they share (:func:`~shedlab.core.tune.recorded_configuration` refuses
+    them otherwise), each pair's candidates starting from the settings it runs with in them;
+    write ``tune.json``, ``tune.md``, ``candidates.csv`` and ``recommendation.conf`` into ``out``.
+    ``recorded`` is that configuration when the caller has checked it already (the CLI, before Spark)."""
     note = say or (lambda _m: None)
     refuse_other_versions(
         out,
@@ -105,9 +109,16 @@ def tune(
         {r.name: r.digest for r in refs},
         hint="tune into a new --out directory",
     )
-    recorded_pair, recorded_config = recorded_configuration(refs)
+    recorded = recorded if recorded is not None else recorded_configuration(refs, pairs)
+    recorded_pair, recorded_config = recorded.pair, recorded.config
     candidates = make_candidates(
-        space, pairs, recorded_pair, per_pair=per_pair, seed=sample_seed, recorded_config=recorded_config
+        space,
+        pairs,
+        recorded_pair,
+        per_pair=per_pair,
+        seed=sample_seed,
+        recorded_config=recorded_config,
+        bases=recorded.bases(pairs),
     )
     schedule = halving_schedule(len(candidates), seeds, eta)
     alive = list(candidates)

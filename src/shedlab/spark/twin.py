@@ -21,6 +21,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 
 from shedlab import jsonout
 from shedlab.core.grid import parse_grid
+from shedlab.core.ingest import choose_cluster
 from shedlab.core.results import read_run_table, read_sweep_runs
 from shedlab.core.twin import (
     BROKER_PRODUCTS,
@@ -36,6 +37,7 @@ from shedlab.core.twin import (
     recorded_figures,
     score_expression,
     twin_figures,
+    window_error,
 )
 from shedlab.errors import InputError
 from shedlab.spark.ingest import read_snapshots
@@ -73,23 +75,13 @@ class ValidationResult:
         return all(c.ok for c in self.checks)
 
 
-def _utc(ms: int) -> str:
-    return pd.Timestamp(ms, unit="ms", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _window_error(brokers: DataFrame, cluster: str, window: tuple[int, int] | None) -> InputError:
-    """Fewer than two sample times in ``--window``: its value and the span the recording has. The error
-    named neither, so a window in the wrong day or year (or time zone) left nothing to go on."""
+    """Fewer than two sample times in ``--window`` (:func:`shedlab.core.twin.window_error`)."""
     if window is None:  # the whole recording: core.twin's own check says so
         return InputError("the recording has fewer than two sample times: nothing to fit a twin to")
     row = brokers.agg(F.min("tick_ms"), F.max("tick_ms")).first()
-    span = f"{_utc(row[0])}..{_utc(row[1])}" if row is not None and row[0] is not None else "nothing"
-    start, end = ("" if ms <= 0 or ms >= 2**62 else _utc(ms) for ms in window)
-    return InputError(
-        f"fewer than two sample times in the window; the recording of {cluster} spans {span}",
-        field="--window",
-        value=f"{start}..{end}",
-    )
+    span = (int(row[0]), int(row[1])) if row is not None and row[0] is not None else None
+    return window_error(cluster, span, window)
 
 
 def _window(df: DataFrame, window: tuple[int, int] | None) -> DataFrame:
@@ -98,23 +90,9 @@ def _window(df: DataFrame, window: tuple[int, int] | None) -> DataFrame:
     return df.where((F.col("tick_ms") >= window[0]) & (F.col("tick_ms") <= window[1]))
 
 
-def _pick_cluster(brokers: DataFrame, cluster: str | None) -> str:
-    clusters = sorted(r[0] for r in brokers.select("cluster").distinct().collect())
-    if not clusters:
-        raise InputError("the ingest output holds no broker samples")
-    if cluster is None:
-        if len(clusters) > 1:
-            raise InputError(
-                "the recording holds several clusters: choose one",
-                field="--cluster",
-                hint=", ".join(clusters),
-            )
-        return str(clusters[0])
-    if cluster not in clusters:
-        raise InputError(
-            "no such cluster in the recording", field="--cluster", value=cluster, hint=", ".join(clusters)
-        )
-    return cluster
+def _pick_cluster(brokers: DataFrame, cluster: str | None, source: str) -> str:
+    present = sorted(r[0] for r in brokers.select("cluster").distinct().collect())
+    return choose_cluster(present, cluster, source=source)
 
 
 def _broker_stats(b: DataFrame) -> pd.DataFrame:
@@ -256,7 +234,7 @@ def fit(
     """Aggregate the recording on Spark and fit the twin (plus the recording's own figures)."""
     say = progress or (lambda _m: None)
     brokers_df, bundles_df, _ = read_snapshots(spark, snapshots)
-    chosen = _pick_cluster(brokers_df, cluster)
+    chosen = _pick_cluster(brokers_df, cluster, snapshots)
     b = _window(brokers_df.where(F.col("cluster") == chosen), window).cache()
     u = _window(bundles_df.where(F.col("cluster") == chosen), window).cache()
     try:
