@@ -15,7 +15,7 @@ import glob
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -998,9 +998,7 @@ def check_parquet_file(path: Path) -> None:
         stat = path.stat()
         size = stat.st_size
         seen = (str(path.resolve()), stat.st_ino, size, stat.st_mtime_ns)
-        if (
-            seen in _WHOLE
-        ):  # decoded already by this process (the CLI's check before Spark, then the reader's)
+        if seen in _WHOLE:  # decoded already: the CLI's check before Spark, then the reader's
             return
         with path.open("rb") as src:
             head = src.read(4)
@@ -1050,21 +1048,29 @@ def check_ingest_output(path: str, tables: Sequence[str] = ("broker_samples", "b
     _check_parquet_tree(root)
 
 
-def recorded_clusters(path: str) -> list[str] | None:
-    """The clusters of an ingest output's broker samples, read without Spark: the ``cluster=NAME``
-    directories ingest writes (Spark escapes a name's ``%``, ``/``, ``:`` … as ``%XX``), and for a file
-    outside them its ``cluster`` column (one column read by pyarrow). None for a remote path, or when a
-    file says nothing of its cluster: Spark's read decides then."""
-    if is_remote(path):
-        return None
-    root = Path(path[len("file://") :] if path.startswith("file://") else path) / "broker_samples"
-    found: set[str] = set()
+def _sample_files(path: str) -> Iterator[tuple[Path, str | None]]:
+    """Each Parquet file of a local ingest output's broker samples, with the cluster its last
+    ``cluster=NAME`` directory names (Spark escapes a name's ``%``, ``/``, ``:`` … as ``%XX``), or None
+    for a file outside such a directory; hidden and ``_`` files (Spark's markers) are skipped."""
+    root = Path(_clean_source(path)) / "broker_samples"
     for f in sorted(root.rglob("*.parquet")):
         parts = f.relative_to(root).parts
         if not f.is_file() or any(p.startswith((".", "_")) for p in parts):
             continue
         named = [unquote(p[len("cluster=") :]) for p in parts[:-1] if p.startswith("cluster=")]
-        names = set(named[-1:]) or _cluster_column(f)
+        yield f, (named[-1] if named else None)
+
+
+def recorded_clusters(path: str) -> list[str] | None:
+    """The clusters of an ingest output's broker samples, read without Spark: the ``cluster=NAME``
+    directories ingest writes, and for a file outside them its ``cluster`` column (one column read by
+    pyarrow). None for a remote path, or when a file says nothing of its cluster: Spark's read decides
+    then."""
+    if is_remote(path):
+        return None
+    found: set[str] = set()
+    for f, cluster in _sample_files(path):
+        names = {cluster} if cluster is not None else _cluster_column(f)
         if not names or _HIVE_NULL in names:
             return None
         found |= names
@@ -1079,17 +1085,12 @@ def recorded_span(path: str, cluster: str) -> tuple[int, int] | None:
 
     if is_remote(path):
         return None
-    root = Path(path[len("file://") :] if path.startswith("file://") else path) / "broker_samples"
     lows: list[int] = []
     highs: list[int] = []
-    for f in sorted(root.rglob("*.parquet")):
-        parts = f.relative_to(root).parts
-        if not f.is_file() or any(p.startswith((".", "_")) for p in parts):
-            continue
-        named = [unquote(p[len("cluster=") :]) for p in parts[:-1] if p.startswith("cluster=")]
-        if not named:
+    for f, named in _sample_files(path):
+        if named is None:
             return None
-        if named[-1] != cluster:
+        if named != cluster:
             continue
         meta = pq.ParquetFile(f).metadata
         if "tick_ms" not in meta.schema.names:
