@@ -59,3 +59,18 @@ def test_a_token_echoed_encoded_in_an_error_body_is_not_printed(form: str) -> No
     text = str(caught.value)
     assert "HTTP 400" in text and "Bearer ***" in text
     assert not any(f in text for f in encoded_forms(TOKEN).values()), text
+
+
+@pytest.mark.parametrize("padding", [120, 130, 139])
+def test_a_token_echoed_across_the_cut_of_a_long_body_shows_no_part_of_it(padding: int) -> None:
+    """A body without Pulsar's ``reason`` is shown cut to 160 characters; it was cut before the token was
+    removed, so a token echoed across the cut lost its end and its start was printed."""
+    body = json.dumps({"error": "x" * padding + f" Bearer {TOKEN}"})
+    with stub_broker(refusing, default=(500, body)) as url, pytest.raises(ClusterError) as caught:
+        reader = AdminReader(url, token=Token(TOKEN), retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            reader.read()
+        finally:
+            reader.close()
+    text = str(caught.value)
+    assert "HTTP 500" in text and TOKEN[:2] not in text.rpartition("x")[2], text

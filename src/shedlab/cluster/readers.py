@@ -431,14 +431,16 @@ _MAX_REDIRECTS = 5
 
 def _reason(response: httpx.Response, token: Token | None) -> str:
     """Pulsar's ``ErrorData`` reason (``{"reason": …}``, what ``RestException`` sends), else the start of
-    the body (an HTML error page of Jetty's), on one line and without the token."""
+    the body (an HTML error page of Jetty's), on one line and without the token. The token goes before
+    the body is cut: cut first, a token echoed across the cut lost its end, and the start of it was
+    printed (no longer the whole token, so not replaced)."""
     try:
         body = response.json()
         reason = body.get("reason") if isinstance(body, dict) else None
     except ValueError:
         reason = None
-    text = str(reason) if reason else response.text[:160]
-    return scrub(" ".join(text.split()), token)
+    text = " ".join(scrub(str(reason) if reason else response.text, token).split())
+    return text if reason else text[:160]
 
 
 def _raise_for(response: httpx.Response, token: Token | None) -> None:
