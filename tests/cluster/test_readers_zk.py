@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -241,3 +242,38 @@ def test_a_metadata_store_url_as_broker_conf_writes_it_is_taken(zk_hosts: str) -
         reader.close()
     assert sorted(reading.reports) == sorted(example()["brokers"])
     assert "zk:" not in reading.source
+
+
+def test_a_zookeeper_that_goes_away_after_the_first_read_ends_the_next_read_in_bounded_time() -> None:
+    """kazoo's blocking calls wait with no limit, and a request made while the client reconnects is queued
+    until a connection comes back: once the ZooKeeper of a running ``collect`` or ``advise --watch`` went
+    away, its next read hung for ever instead of failing that cycle."""
+    from shedlab.cluster.zookeeper_server import LocalZooKeeper
+
+    server = LocalZooKeeper().start()
+    try:
+        publish(server.hosts, example())
+        reader = ZooKeeperReader(server.hosts, retry=Retry(attempts=2, backoff_s=0.0, timeout_s=1.0))
+        assert reader.read().reports
+    finally:
+        server.stop()
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            reader.read()
+        except BaseException as exc:
+            outcome.append(exc)
+
+    started = time.monotonic()
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(30)
+    try:
+        assert not thread.is_alive(), "the read after ZooKeeper went away never ended"
+        assert time.monotonic() - started < 10
+        [error] = outcome
+        assert isinstance(error, ClusterError)
+        assert str(error).endswith("/loadbalance: unreachable after 2 attempts: no answer within 1 s"), error
+    finally:
+        reader.close()

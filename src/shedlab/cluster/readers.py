@@ -62,6 +62,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.hosts import collect_hosts
+from kazoo.interfaces import IAsyncResult
 
 from shedlab.cluster.access import PermanentError, Retry, RetryableAnswerError, Token, scrub, with_retries
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
@@ -317,25 +318,33 @@ class ZooKeeperReader:
             self._client.close()
             self._client = None
 
-    def _call(self, fn: Callable[[], Any], path: str) -> Any:
+    def _call(self, start: Callable[[], IAsyncResult], path: str) -> Any:
+        """The answer of one of kazoo's asynchronous requests (``start``), awaited ``timeout_s`` at most.
+
+        kazoo's blocking calls (``client.get``) wait with no limit, and a request made while the client is
+        reconnecting (ZooKeeper gone after the first read) is queued until a connection comes back: a
+        ``collect`` or an ``advise --watch`` whose ZooKeeper went away hung for ever on its next read."""
+
         def call() -> Any:
             try:
-                return fn()
+                return start().get(timeout=self.retry.timeout_s)
             except NoAuthError:
                 raise PermanentError("ZooKeeper refused access (no auth)") from None
+            except KazooTimeoutError:
+                raise KazooTimeoutError(f"no answer within {self.retry.timeout_s:g} s") from None
 
         return with_retries(call, what=f"{self.what}{path}", retry=self.retry, transient=_ZK_TRANSIENT)
 
     def _get(self, client: KazooClient, path: str) -> bytes | None:
         try:
-            data, _stat = self._call(lambda: client.get(path), path)
+            data, _stat = self._call(lambda: client.get_async(path), path)
         except NoNodeError:
             return None
         return bytes(data or b"")
 
     def _children(self, client: KazooClient, path: str) -> list[str]:
         try:
-            return sorted(self._call(lambda: client.get_children(path), path))
+            return sorted(self._call(lambda: client.get_children_async(path), path))
         except NoNodeError:
             return []
 
@@ -343,8 +352,8 @@ class ZooKeeperReader:
         client = self._connect()
         now = self.clock()
         where = self.what
-        if self._call(lambda: client.exists(LOADBALANCE), LOADBALANCE) is None:
-            if client.chroot and self._call(lambda: client.exists("/"), "/") is None:
+        if self._call(lambda: client.exists_async(LOADBALANCE), LOADBALANCE) is None:
+            if client.chroot and self._call(lambda: client.exists_async("/"), "/") is None:
                 raise ClusterError(
                     f"the chroot {client.chroot} does not exist: no Pulsar cluster keeps its metadata there",
                     source=where,
@@ -353,14 +362,14 @@ class ZooKeeperReader:
             raise ClusterError(
                 "no /loadbalance znode: not a Pulsar metadata store, or the wrong chroot", source=where
             )
-        extensible = self._call(lambda: client.exists(EXTENSIBLE_LEADER_PATH), EXTENSIBLE_LEADER_PATH)
+        extensible = self._call(lambda: client.exists_async(EXTENSIBLE_LEADER_PATH), EXTENSIBLE_LEADER_PATH)
         if extensible is not None:
             raise ClusterError(
                 f"this cluster runs the extensible load manager: {EXTENSIBLE_LEADER_PATH} exists",
                 source=where,
                 hint=_EXTENSIBLE_HINT,
             )
-        if self._call(lambda: client.exists(BROKERS_PATH), BROKERS_PATH) is None:
+        if self._call(lambda: client.exists_async(BROKERS_PATH), BROKERS_PATH) is None:
             raise ClusterError(
                 f"no {BROKERS_PATH} znode: no broker has registered a load report", source=where
             )
