@@ -66,7 +66,9 @@ TokenEnvOption = Annotated[
 TlsCaOption = Annotated[
     Path | None, typer.Option("--tls-ca", help="CA certificate to verify https:// brokers.")
 ]
-TimeoutOption = Annotated[str, typer.Option(help="Timeout of each call (e.g. 10s).")]
+TimeoutOption = Annotated[
+    str, typer.Option(help="Timeout of each call, and of connecting to ZooKeeper (e.g. 10s).")
+]
 RetriesOption = Annotated[int, typer.Option(help="Attempts per call, with exponential back-off.")]
 
 

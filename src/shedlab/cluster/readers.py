@@ -66,7 +66,7 @@ from kazoo.interfaces import IAsyncResult
 
 from shedlab.cluster.access import PermanentError, Retry, RetryableAnswerError, Token, scrub, with_retries
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
-from shedlab.errors import ClusterError, InputError, ShedlabError
+from shedlab.errors import ClusterError, InputError
 from shedlab.model.bundles import parse_range
 from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind, legacy_load_report
 from shedlab.model.json_reader import JsonReader, json_kind
@@ -257,6 +257,21 @@ def _check_report(obj: dict[str, Any], where: str) -> None:
 _ZK_TRANSIENT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
 
 
+class _ConnectionFailures(logging.Handler):
+    """The last of kazoo's failed connection attempts, which it logs and does not raise."""
+
+    _KINDS = ("Connection dropped: ", "Connection time-out: ", "Cannot resolve ")
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(self._KINDS):
+            self.last = message.removeprefix("Connection dropped: ")
+
+
 class ZooKeeperReader:
     """Reads the modular load manager's znodes with kazoo; one session, kept across reads."""
 
@@ -290,25 +305,34 @@ class ZooKeeperReader:
         return f"zookeeper {self.hosts}"
 
     def _connect(self) -> KazooClient:
+        """A session, within ``timeout_s``: one ``start``, in which kazoo itself tries every host of the list
+        again and again (its connection retry policy: unlimited, 0.1 s doubling). It is not retried
+        ``--retries`` times: that only repeated the same wait, 3 × 10 s and the back-off, 32 s before a
+        ZooKeeper that was not running was said to be so. The error names kazoo's last failure (a refused
+        connection, a server that does not answer, a host that does not resolve), which kazoo only logs."""
         if self._client is not None:
             return self._client
-        client = KazooClient(hosts=self.hosts, timeout=self.retry.timeout_s)  # hosts checked in __init__
-
-        def start() -> None:
-            try:
-                with warnings.catch_warnings():
-                    # kazoo warns (two lines on stderr) when the chroot does not exist; read() says so
-                    warnings.simplefilter("ignore")
-                    client.start(timeout=self.retry.timeout_s)
-            except ValueError as exc:  # kazoo refuses a malformed hosts string this way
-                raise PermanentError(f"not a HOST:PORT[/chroot] list ({exc})") from None
-
+        failures = _ConnectionFailures()
+        # a logger of its own (not the "kazoo" tree: nothing is printed), only for the last failure
+        logger = logging.Logger(f"shedlab.zookeeper.{self.hosts}", logging.WARNING)
+        logger.addHandler(failures)
+        client = KazooClient(hosts=self.hosts, timeout=self.retry.timeout_s, logger=logger)  # hosts checked
         try:
-            with_retries(start, what=self.what, retry=self.retry, transient=_ZK_TRANSIENT)
-        except ShedlabError:
+            with warnings.catch_warnings():
+                # kazoo warns (two lines on stderr) when the chroot does not exist; read() says so
+                warnings.simplefilter("ignore")
+                client.start(timeout=self.retry.timeout_s)
+        except (ValueError, KazooTimeoutError) as exc:
             client.stop()
             client.close()
-            raise
+            if isinstance(exc, ValueError):  # kazoo refuses a malformed hosts string this way
+                raise ClusterError(f"not a HOST:PORT[/chroot] list ({exc})", source=self.what) from None
+            last = f" (last attempt: {failures.last})" if failures.last else ""
+            raise ClusterError(
+                f"no connection within {self.retry.timeout_s:g} s, kazoo retrying all along{last}",
+                source=self.what,
+                hint="is ZooKeeper running at that address? --timeout gives a slow network longer",
+            ) from None
         self._client = client
         return client
 
