@@ -152,11 +152,13 @@ def test_malformed_znode_names_path_and_field(zk_hosts: str) -> None:
     assert f"/loadbalance/brokers/{broker}" in line and "cpu.usage" in line and "lots" in line
 
 
-def test_znode_that_is_not_json(zk_hosts: str) -> None:
+@pytest.mark.parametrize("raw", [b"{not json", b"[" * 100_000 + b"]" * 100_000], ids=["broken", "nested"])
+def test_znode_that_is_not_json(zk_hosts: str, raw: bytes) -> None:
+    """JSON nested deeper than Python's recursion limit (a RecursionError) was a traceback."""
     publish(zk_hosts, example())
     zk = KazooClient(hosts=zk_hosts, timeout=5.0)
     zk.start(timeout=10)
-    zk.set("/loadbalance/brokers/broker-2:8080", b"{not json")
+    zk.set("/loadbalance/brokers/broker-2:8080", raw)
     zk.stop()
     zk.close()
     line = one_line_error(run("advise", "--zookeeper", zk_hosts))

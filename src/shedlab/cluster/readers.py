@@ -220,10 +220,15 @@ def update_bundle(bundles: dict[str, BundleData], name: str, stats: NamespaceBun
     return data
 
 
+_NOT_JSON = (ValueError, RecursionError)
+"""What ``json`` raises for a text that is not JSON (``JSONDecodeError`` and ``UnicodeDecodeError``
+are ``ValueError``), or JSON nested deeper than Python's recursion limit (``[[[[…``): a traceback before."""
+
+
 def _parse(raw: bytes, where: str) -> dict[str, Any]:
     try:
         obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except _NOT_JSON as exc:
         raise ClusterError(f"not valid JSON ({exc})", source=where) from None
     if not isinstance(obj, dict):
         raise ClusterError(f"expected a JSON object, found {json_kind(obj)}", source=where)
@@ -470,7 +475,7 @@ def _reason(response: httpx.Response, token: Token | None) -> str:
     try:
         body = response.json()
         reason = body.get("reason") if isinstance(body, dict) else None
-    except ValueError:
+    except _NOT_JSON:
         reason = None
     text = " ".join(scrub(str(reason) if reason else response.text, token).split())
     return text if reason else text[:160]
@@ -597,6 +602,12 @@ class AdminReader:
             return httpx.Response(
                 streamed.status_code, headers=streamed.headers, content=bytes(body), request=streamed.request
             )
+        except httpx.DecodingError as exc:  # not a TransportError: it was a traceback
+            encoding = streamed.headers.get("content-encoding", "?")
+            raise PermanentError(
+                f"the answer is not JSON: HTTP {streamed.status_code} with a body that is not valid "
+                f"Content-Encoding {encoding} ({exc})"
+            ) from None
         except httpx.TransportError as exc:
             failure = verification_failure(exc)
             if failure is None:
@@ -611,7 +622,7 @@ class AdminReader:
         response = self.request("GET", url)
         try:
             return response.json()
-        except ValueError:
+        except _NOT_JSON:
             raise ClusterError("the answer is not JSON", source=f"GET {url}") from None
 
     def broker_url(self, broker: str) -> str:
