@@ -463,6 +463,7 @@ def _answered(exc: ClusterError) -> bool:
     return exc.message.startswith(("HTTP ", "the answer is not JSON")) and not _refused(exc)
 
 
+_NOT_RETRIED = "not retried: the broker may have done it (check the bundle's owner)"
 _REDIRECTS = (301, 302, 303, 307, 308)
 _MAX_REDIRECTS = 5
 
@@ -553,12 +554,18 @@ class AdminReader:
     def close(self) -> None:
         self._client.close()
 
-    def request(self, method: str, url: str, *, params: dict[str, str] | None = None) -> httpx.Response:
+    def request(
+        self, method: str, url: str, *, params: dict[str, str] | None = None, once_sent: bool = False
+    ) -> httpx.Response:
         """One call with the token, timeout and retries; raises :class:`ClusterError` naming the URL.
 
         Redirects are followed here, keeping the token, as Pulsar's admin client does: a broker redirects
         an unload to the leader and then to the bundle's owner (httpx would drop the ``Authorization``
         header on a redirect to another host:port). Only to the same scheme, at most 5 hops.
+
+        ``once_sent``: an action, retried only while it cannot have reached a broker (no connection);
+        once sent, a failure (no answer in time, the connection cut, a 5xx) is final, because the broker
+        may have acted: a second unload would move the bundle again, from its new owner.
         """
 
         def call() -> httpx.Response:
@@ -574,8 +581,22 @@ class AdminReader:
                 target, query = location, None
             raise PermanentError(f"more than {_MAX_REDIRECTS} redirects")
 
+        def call_once_sent() -> httpx.Response:
+            try:
+                return call()
+            except (httpx.ConnectError, httpx.ConnectTimeout):
+                raise  # not sent: retried
+            except RetryableAnswerError as exc:
+                raise PermanentError(f"{exc.message}; {_NOT_RETRIED}") from None
+            except httpx.TransportError as exc:
+                raise PermanentError(f"{str(exc) or type(exc).__name__}; {_NOT_RETRIED}") from None
+
         return with_retries(
-            call, what=f"{method} {url}", retry=self.retry, transient=_HTTP_TRANSIENT, token=self.token
+            call_once_sent if once_sent else call,
+            what=f"{method} {url}",
+            retry=self.retry,
+            transient=_HTTP_TRANSIENT,
+            token=self.token,
         )
 
     def _send(self, method: str, url: str, params: dict[str, str] | None) -> httpx.Response:
@@ -742,4 +763,4 @@ class AdminReader:
         api = "admin/namespaces" if namespace.count("/") == 2 else "admin/v2/namespaces"
         url = f"{self.url}/{api}/{namespace}/{quote(bundle_range, safe='')}/unload"
         params = {"destinationBroker": destination} if destination else None
-        return self.request("PUT", url, params=params).status_code
+        return self.request("PUT", url, params=params, once_sent=True).status_code
