@@ -204,7 +204,9 @@ class Guard:
 class AuditLog:
     """JSON lines, one per action or refusal; each line is written whole (one ``write`` on an
     ``O_APPEND`` descriptor) and fsynced before the next action, so a crash loses at most the line being
-    written and never leaves an action unrecorded after it was taken."""
+    written. An unload has a line before it is sent (``unloading``) and one with its outcome: the outcome
+    line alone, written after the call, left an unload a kill interrupted (Ctrl-C, SIGKILL, the machine)
+    unrecorded although the broker may have done it."""
 
     def __init__(self, path: Path, token: Token | None = None) -> None:
         self.path = path
@@ -235,7 +237,8 @@ class ActionResult:
     """What ``execute`` did with one decision."""
 
     decision: Decision
-    action: str  # "unloaded"; "capped" (over --max-unloads); "refused" (the guard); "failed"; "dry-run"
+    action: str  # "unloaded"; "capped" (over --max-unloads); "refused" (the guard); "failed"; "dry-run";
+    # "unloading" (the audit's line before the call)
     detail: str = ""
     status: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -269,6 +272,12 @@ def execute(
     refusals = [] if dry_run else guard.refusals(source, now)
     if not dry_run and admin is None:
         refusals.append(NO_ADMIN_URL)
+
+    def record(result: ActionResult) -> None:
+        if audit is not None:
+            entry = {"cycle": cycle, "strategy": outcome.strategy, **result.to_json()}
+            audit.write({**entry, "reason": _reason_line(result.decision)})
+
     for k, decision in enumerate(outcome.decisions):
         if dry_run:
             result = ActionResult(decision, "dry-run", "nothing was called (dry-run is the default)")
@@ -282,21 +291,16 @@ def execute(
             result = ActionResult(decision, "refused", "no destination broker")
         else:
             assert admin is not None
+            # written (and fsynced) before the call: killed while the broker has it, the audit still says
+            # that this unload was sent, with no outcome line after it
+            record(ActionResult(decision, "unloading", "sending; its outcome is the next line for it"))
             try:
                 status = admin.unload(decision.bundle, decision.destination)
                 result = ActionResult(decision, "unloaded", "", status)
             except ShedlabError as exc:
                 result = ActionResult(decision, "failed", str(exc))
         results.append(result)
-        if audit is not None:
-            audit.write(
-                {
-                    "cycle": cycle,
-                    "strategy": outcome.strategy,
-                    **result.to_json(),
-                    "reason": _reason_line(decision),
-                }
-            )
+        record(result)
     if refusals and not outcome.decisions and audit is not None and not dry_run:
         audit.write({"cycle": cycle, "action": "refused", "detail": "; ".join(refusals)})
     return results
