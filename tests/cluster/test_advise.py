@@ -248,3 +248,29 @@ def test_an_unload_is_in_the_audit_before_it_is_sent(tmp_path: Path) -> None:
     assert admin.sent == [decisions[0].bundle]
     assert entry["action"] == "unloading" and entry["bundle"] == decisions[0].bundle
     assert entry["destination"] == "b2:8080" and entry["cycle"] == 1
+
+
+def test_watch_execute_cycles_no_faster_than_the_leader_sheds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cap is per cycle: ``--watch --execute --every 1s`` (``1m`` mistyped) could unload up to
+    ``--max-unloads`` bundles every second. Cycles are now at least ``loadBalancerSheddingIntervalMinutes``
+    apart with --execute, as the leader's; a dry-run watch keeps any rhythm."""
+    line = error_line(
+        [
+            *execute_args(EXAMPLE, "AvgShedder", tmp_path / "audit.jsonl"),
+            "--watch",
+            "--every",
+            "1s",
+            "--count",
+            "1",
+        ],
+        capsys,
+    )
+    assert line == (
+        "error: --every: with --execute, cycles at most as often as the leader sheds, every "
+        "loadBalancerSheddingIntervalMinutes=1 min (got '1s'); each cycle unloads up to --max-unloads: raise "
+        "that to move more bundles a cycle"
+    )
+    args = ["advise", "--snapshot", str(EXAMPLE), "--watch", "--every", "1s", "--count", "1", "--json"]
+    assert runner.invoke(app, args).exit_code == 0

@@ -11,7 +11,9 @@ this module adds what a real cluster needs around it:
   ``loadBalancerReportUpdateMaxIntervalMinutes`` (a broker writes its report at least that often, so an
   older one means it stopped reporting or the snapshot is old), when a listed broker's report is missing,
   or when the snapshot has no read time; and it caps the unloads per cycle (``--max-unloads``), like
-  Cruise Control's movement caps. Dry-run is the default: nothing is called without ``--execute``.
+  Cruise Control's movement caps, and the cycles under ``--watch`` to one per
+  ``loadBalancerSheddingIntervalMinutes``, as the leader's. Dry-run is the default: nothing is called
+  without ``--execute``.
 * :class:`AuditLog`: every action and refusal as one JSON line, appended and fsynced (never the token).
 """
 
@@ -170,6 +172,20 @@ class Guard:
 
     max_unloads: int = 1
     max_age_minutes: int = 15
+    min_every_minutes: int = 1
+
+    def check_every(self, every_s: float, given: str) -> None:
+        """``--watch --execute`` cycles no more often than the leader sheds
+        (``loadBalancerSheddingIntervalMinutes``): the cap is per cycle, so ``--every 1s`` typed for
+        ``1m`` unloaded up to ``--max-unloads`` bundles every second."""
+        if every_s < self.min_every_minutes * 60:
+            raise InputError(
+                f"with --execute, cycles at most as often as the leader sheds, every "
+                f"loadBalancerSheddingIntervalMinutes={self.min_every_minutes} min",
+                field="--every",
+                value=given,
+                hint="each cycle unloads up to --max-unloads: raise that to move more bundles a cycle",
+            )
 
     def refusals(self, source: SnapshotInput, now_ms: int) -> list[str]:
         """Why this cycle must not act (empty: it may)."""
