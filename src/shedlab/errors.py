@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import html
 import json
+import re
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote, quote_plus
 
 __all__ = [
     "MAX_INTEGER_BITS",
@@ -39,6 +42,7 @@ __all__ = [
     "read_user_text",
     "redact",
     "register_secret",
+    "secret_forms",
 ]
 
 
@@ -69,8 +73,10 @@ class ShedlabError(Exception):
         where = ": ".join(part for part in (self.source, self.field) if part)
         text = f"{where}: {self.message}" if where else self.message
         if self.show_value and self.value is not None:
-            # redacted before it is cut, so that no cut can leave part of a secret behind
-            text += f" (got {_short(redact(repr(self.value)), MAX_SHOWN_VALUE)})"
+            # redacted before repr() escapes it again (a value holding an escaped form stays covered),
+            # and again before it is cut, so that no cut can leave part of a secret behind
+            value = redact(self.value) if isinstance(self.value, str) else self.value
+            text += f" (got {_short(redact(repr(value)), MAX_SHOWN_VALUE)})"
         if self.hint:
             text += f"; {self.hint}"
         return one_line(redact(text))
@@ -83,17 +89,40 @@ _SECRETS: set[str] = set()
 
 
 def register_secret(value: str) -> None:
-    """Keep ``value`` (a token) out of every error message from now on: :func:`redact` replaces it.
+    """Keep ``value`` (a token) out of every error message from now on: :func:`redact` replaces it, in
+    every form of :func:`secret_forms`.
 
     Messages echo what they read (``got '…'``), and a server could put anything into a field it sends
     back; one registry consulted by every :class:`ShedlabError` covers the cases no caller thought of."""
     if value:
-        _SECRETS.add(value)
+        _SECRETS.update(secret_forms(value))
+
+
+def secret_forms(value: str) -> list[str]:
+    """``value`` as text may carry it, longest first: as it is; escaped in a JSON string (``\\"``, ``\\\\``,
+    and ``\\/`` as some encoders write ``/``) or a Python ``repr`` (``got '…'``); percent-encoded as in
+    a URL or a form (``%2B``, ``+`` for a space; upper- and lower-case hex); HTML-escaped (``&quot;``, an
+    error page). A token with ``+``, ``/``, ``=``, a quote or a backslash, echoed by a server in any of
+    these, was printed in clear: only the raw form was replaced."""
+    as_json = json.dumps(value)[1:-1]
+    encoded = [quote(value, safe=""), quote(value, safe="/"), quote_plus(value, safe="")]
+    lower_hex = [re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), form) for form in encoded]
+    forms = {
+        value,
+        as_json,
+        as_json.replace("/", "\\/"),
+        repr(value)[1:-1],
+        html.escape(value),
+        html.escape(value, quote=False),
+        *encoded,
+        *lower_hex,
+    }
+    return sorted(forms, key=len, reverse=True)
 
 
 def redact(text: str) -> str:
-    """``text`` with every registered secret replaced by ``***``."""
-    for secret in _SECRETS:
+    """``text`` with every registered secret, in every form of :func:`secret_forms`, replaced by ``***``."""
+    for secret in sorted(_SECRETS, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, "***")
     return text

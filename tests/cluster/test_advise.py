@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from shedlab.cli import app
 from shedlab.cluster.access import Token, load_token
-from shedlab.cluster.advise import AuditLog, Guard, SnapshotInput, read_snapshot_path, snapshot_of
+from shedlab.cluster.advise import AuditLog, Guard, SnapshotInput, execute, read_snapshot_path, snapshot_of
 from shedlab.cluster.readers import ClusterReading
 from shedlab.config import LoadBalancerConfig
-from shedlab.core.decide import decide_on_snapshot
+from shedlab.core.decide import Decision, Outcome, decide_on_snapshot
 from shedlab.errors import ClusterError, InputError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "snapshot.json"
@@ -217,3 +217,60 @@ def test_execute_without_an_admin_url_is_refused_even_without_decisions(tmp_path
     assert [json.loads(line)["action"] for line in audit.read_text().splitlines()] == ["refused"]
     result = runner.invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 1 and f"guard: {no_admin_url}" in result.stdout, result.output
+
+
+class _Interrupted:
+    """An admin client whose unload is interrupted while the broker has it (Ctrl-C, a kill)."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def unload(self, bundle: str, destination: str | None) -> int:
+        self.sent.append(bundle)
+        raise KeyboardInterrupt
+
+
+def test_an_unload_is_in_the_audit_before_it_is_sent(tmp_path: Path) -> None:
+    """The audit line was written after the call: an unload the run was killed in (the broker may have
+    done it) left no trace. Now ``unloading`` is fsynced first, and the outcome follows."""
+    now = int(time.time() * 1000)
+    source = SnapshotInput(reading=ClusterReading(source="test", cluster="c", time_ms=now))
+    decisions = [
+        Decision("b1:8080", f"t/ns/0x0000000{k}_0x0000000{k + 1}", "b2:8080", {"why": "x"}) for k in (0, 1)
+    ]
+    outcome = Outcome("ThresholdShedder", decisions)
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    admin = _Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        execute(outcome, source, guard=Guard(2), admin=admin, audit=audit, cycle=1, dry_run=False, now_ms=now)  # type: ignore[arg-type]
+    audit.close()
+    [entry] = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert admin.sent == [decisions[0].bundle]
+    assert entry["action"] == "unloading" and entry["bundle"] == decisions[0].bundle
+    assert entry["destination"] == "b2:8080" and entry["cycle"] == 1
+
+
+def test_watch_execute_cycles_no_faster_than_the_leader_sheds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cap is per cycle: ``--watch --execute --every 1s`` (``1m`` mistyped) could unload up to
+    ``--max-unloads`` bundles every second. Cycles are now at least ``loadBalancerSheddingIntervalMinutes``
+    apart with --execute, as the leader's; a dry-run watch keeps any rhythm."""
+    line = error_line(
+        [
+            *execute_args(EXAMPLE, "AvgShedder", tmp_path / "audit.jsonl"),
+            "--watch",
+            "--every",
+            "1s",
+            "--count",
+            "1",
+        ],
+        capsys,
+    )
+    assert line == (
+        "error: --every: with --execute, cycles at most as often as the leader sheds, every "
+        "loadBalancerSheddingIntervalMinutes=1 min (got '1s'); each cycle unloads up to --max-unloads: raise "
+        "that to move more bundles a cycle"
+    )
+    args = ["advise", "--snapshot", str(EXAMPLE), "--watch", "--every", "1s", "--count", "1", "--json"]
+    assert runner.invoke(app, args).exit_code == 0

@@ -95,7 +95,9 @@ def test_execute_moves_exactly_two_bundles(sandbox: Sandbox, tmp_path: Path) -> 
     assert len(capped) == len(doc["unload"]) - 2 and all("--max-unloads=2" in a["detail"] for a in capped)
     assert result.returncode == 0, result.stderr  # the cap is the plan, not a failure
     log = [json.loads(line) for line in audit.read_text().splitlines()]
-    assert [e["action"] for e in log].count("unloaded") == 2 and len(log) == len(doc["unload"])
+    actions = [e["action"] for e in log]
+    assert actions.count("unloaded") == 2 and len(log) == len(doc["unload"]) + 2
+    assert actions[:4] == ["unloading", "unloaded", "unloading", "unloaded"]  # each unload, before it is sent
     assert TOKEN not in audit.read_text() + result.stdout + result.stderr
     sandbox.advance(5)  # reconnection delay, then the new owners report
     after = owners(sandbox)

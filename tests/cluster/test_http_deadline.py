@@ -44,8 +44,8 @@ def serving(handler: Handler) -> Iterator[tuple[str, list[int]]]:
         server.server_close()
 
 
-def _headers(out: BaseHTTPRequestHandler, length: int, **extra: str) -> None:
-    out.send_response(200)
+def _headers(out: BaseHTTPRequestHandler, length: int, status: int = 200, **extra: str) -> None:
+    out.send_response(status)
     out.send_header("Content-Type", "application/json")
     out.send_header("Content-Length", str(length))
     for name, value in extra.items():
@@ -116,3 +116,42 @@ def chunked(out: BaseHTTPRequestHandler) -> None:
 def test_a_chunked_answer_reads_as_json() -> None:
     _, answer = get_clusters(chunked)
     assert answer.json() == ["standalone"]
+
+
+def not_gzip(out: BaseHTTPRequestHandler) -> None:
+    body = b"not gzip at all"
+    _headers(out, len(body), Content_Encoding="gzip")
+    out.wfile.write(body)
+
+
+def nested(out: BaseHTTPRequestHandler, status: int = 200) -> None:
+    body = b"[" * 100_000 + b"]" * 100_000
+    _headers(out, len(body), status=status)
+    out.wfile.write(body)
+
+
+def nested_error(out: BaseHTTPRequestHandler) -> None:
+    nested(out, 500)
+
+
+@pytest.mark.parametrize(
+    ("handler", "says"),
+    [
+        (not_gzip, "the answer is not JSON: HTTP 200 with a body that is not valid Content-Encoding gzip"),
+        (nested, "the answer is not JSON"),
+        (nested_error, "still failing after 2 attempts: HTTP 500: [[[["),
+    ],
+)
+def test_an_answer_python_cannot_decode_is_one_line(handler: Handler, says: str) -> None:
+    """A body that is not what its Content-Encoding says (httpx's DecodingError is not a TransportError)
+    and JSON nested deeper than Python's recursion limit (RecursionError, not a ValueError) were
+    tracebacks, from the cluster list as from an error answer's reason."""
+    with serving(handler) as (url, _):
+        reader = AdminReader(url, retry=Retry(attempts=2, backoff_s=0.0, timeout_s=5.0))
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.read()
+        finally:
+            reader.close()
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"GET {url}/admin/v2/")

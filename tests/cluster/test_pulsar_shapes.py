@@ -6,6 +6,8 @@ documents, Jackson's number forms), each with the Pulsar class that produces it.
 
 from __future__ import annotations
 
+import socket
+import time
 from typing import Any
 
 import pytest
@@ -167,6 +169,46 @@ def test_an_unload_in_a_v1_namespace_goes_to_the_v1_resource() -> None:
             assert reader.unload("public/default/0x00000000_0x40000000", "b2:8080") == 204
         finally:
             reader.close()
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["500", "answer-after-the-timeout"])
+def test_an_unload_that_reached_a_broker_is_not_sent_again(late: bool) -> None:
+    """An unload whose answer is a 5xx or does not come in time may have been done; it was retried like a
+    read, and a second unload moves the bundle again, from its new owner (the destination). It is now one
+    try, said as such; an unload that could not be sent at all (no connection) is still retried."""
+    path = "PUT /admin/v2/namespaces/public/default/0x00000000_0x40000000/unload?destinationBroker=b2%3A8080"
+    sent: list[str] = []
+
+    def answers(request: str, port: int) -> dict[str, Answer]:
+        if "/unload" in request:
+            sent.append(request)
+            if late:
+                time.sleep(1.0)
+        return {path: (204, None) if late else (500, {"reason": "Failed to unload"})}
+
+    with stub_broker(answers) as url:
+        reader = AdminReader(url, retry=Retry(attempts=3, backoff_s=0.0, timeout_s=0.5))
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.unload("public/default/0x00000000_0x40000000", "b2:8080")
+        finally:
+            reader.close()
+    assert len(sent) == 1, sent
+    text = str(caught.value)
+    assert "not retried: the broker may have done it" in text and "after 3 attempts" not in text
+    assert ("timed out" if late else "HTTP 500: Failed to unload") in text
+
+
+def test_an_unload_that_could_not_be_sent_is_retried() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    reader = AdminReader(f"http://127.0.0.1:{port}", retry=Retry(attempts=2, backoff_s=0.0, timeout_s=1.0))
+    try:
+        with pytest.raises(ClusterError, match="unreachable after 2 attempts"):
+            reader.unload("public/default/0x00000000_0x40000000", "b2:8080")
+    finally:
+        reader.close()
 
 
 def test_a_server_error_is_said_with_pulsars_reason() -> None:

@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -151,11 +152,13 @@ def test_malformed_znode_names_path_and_field(zk_hosts: str) -> None:
     assert f"/loadbalance/brokers/{broker}" in line and "cpu.usage" in line and "lots" in line
 
 
-def test_znode_that_is_not_json(zk_hosts: str) -> None:
+@pytest.mark.parametrize("raw", [b"{not json", b"[" * 100_000 + b"]" * 100_000], ids=["broken", "nested"])
+def test_znode_that_is_not_json(zk_hosts: str, raw: bytes) -> None:
+    """JSON nested deeper than Python's recursion limit (a RecursionError) was a traceback."""
     publish(zk_hosts, example())
     zk = KazooClient(hosts=zk_hosts, timeout=5.0)
     zk.start(timeout=10)
-    zk.set("/loadbalance/brokers/broker-2:8080", b"{not json")
+    zk.set("/loadbalance/brokers/broker-2:8080", raw)
     zk.stop()
     zk.close()
     line = one_line_error(run("advise", "--zookeeper", zk_hosts))
@@ -163,15 +166,24 @@ def test_znode_that_is_not_json(zk_hosts: str) -> None:
 
 
 def test_unreachable_zookeeper() -> None:
+    """One wait of --timeout, in which kazoo tries again and again, and kazoo's last failure named. The
+    connection was retried --retries times, each a whole --timeout of kazoo's own retries: 32 s with the
+    defaults before a ZooKeeper that was not running was said to be unreachable, as 'Connection time-out'."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     line = one_line_error(
         run("advise", "--zookeeper", f"127.0.0.1:{port}", "--timeout", "1s", "--retries", "2")
     )
-    assert f"127.0.0.1:{port}" in line and "unreachable after 2 attempts" in line
-    with pytest.raises(ClusterError, match="unreachable"):
-        ZooKeeperReader(f"127.0.0.1:{port}", retry=Retry(attempts=1, timeout_s=0.5)).read()
+    assert line == (
+        f"error: zookeeper 127.0.0.1:{port}: no connection within 1 s, kazoo retrying all along (last "
+        "attempt: socket connection error: Connection refused); is ZooKeeper running at that address? "
+        "--timeout gives a slow network longer"
+    )
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match="no connection within 1 s"):
+        ZooKeeperReader(f"127.0.0.1:{port}", retry=Retry(attempts=3, backoff_s=0.5, timeout_s=1.0)).read()
+    assert time.monotonic() - started < 2.5  # one --timeout, not 3 of them and the back-off (4.5 s)
 
 
 def test_bundle_data_of_v1_namespaces_is_read(zk_hosts: str) -> None:
@@ -241,3 +253,38 @@ def test_a_metadata_store_url_as_broker_conf_writes_it_is_taken(zk_hosts: str) -
         reader.close()
     assert sorted(reading.reports) == sorted(example()["brokers"])
     assert "zk:" not in reading.source
+
+
+def test_a_zookeeper_that_goes_away_after_the_first_read_ends_the_next_read_in_bounded_time() -> None:
+    """kazoo's blocking calls wait with no limit, and a request made while the client reconnects is queued
+    until a connection comes back: once the ZooKeeper of a running ``collect`` or ``advise --watch`` went
+    away, its next read hung for ever instead of failing that cycle."""
+    from shedlab.cluster.zookeeper_server import LocalZooKeeper
+
+    server = LocalZooKeeper().start()
+    try:
+        publish(server.hosts, example())
+        reader = ZooKeeperReader(server.hosts, retry=Retry(attempts=2, backoff_s=0.0, timeout_s=1.0))
+        assert reader.read().reports
+    finally:
+        server.stop()
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            reader.read()
+        except BaseException as exc:
+            outcome.append(exc)
+
+    started = time.monotonic()
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(30)
+    try:
+        assert not thread.is_alive(), "the read after ZooKeeper went away never ended"
+        assert time.monotonic() - started < 10
+        [error] = outcome
+        assert isinstance(error, ClusterError)
+        assert str(error).endswith("/loadbalance: unreachable after 2 attempts: no answer within 1 s"), error
+    finally:
+        reader.close()

@@ -66,7 +66,9 @@ TokenEnvOption = Annotated[
 TlsCaOption = Annotated[
     Path | None, typer.Option("--tls-ca", help="CA certificate to verify https:// brokers.")
 ]
-TimeoutOption = Annotated[str, typer.Option(help="Timeout of each call (e.g. 10s).")]
+TimeoutOption = Annotated[
+    str, typer.Option(help="Timeout of each call, and of connecting to ZooKeeper (e.g. 10s).")
+]
 RetriesOption = Annotated[int, typer.Option(help="Attempts per call, with exponential back-off.")]
 
 
@@ -299,7 +301,13 @@ def advise(
     every_s = _watch_rhythm(watch, every, count)
     conf = cli_config(config, set_)
     decider = Decider(conf, strategy=strategy, seed=seed)
-    guard = Guard(max_unloads, decider.conf.load_balancer_report_update_max_interval_minutes)
+    guard = Guard(
+        max_unloads,
+        decider.conf.load_balancer_report_update_max_interval_minutes,
+        decider.conf.load_balancer_shedding_interval_minutes,
+    )
+    if execute_ and watch:
+        guard.check_every(every_s, every)
     token = load_token(token_file, token_env)
     retry = _retry(timeout, retries)
     source = (

@@ -3,8 +3,9 @@
 Three rules, in one place so that no reader or command can forget one:
 
 * **The token never leaves this module in clear.** :class:`Token` holds it; its ``repr``/``str`` say
-  ``Token(***)``; :func:`scrub` removes it from any text that goes to a log, an error, an output or the
-  audit (a server may echo a header back in an error body).
+  ``Token(***)``; :func:`scrub` removes it, and its JSON-escaped, percent-encoded and HTML forms, from
+  any text that goes to a log, an error, an output or the audit (a server may echo a header back in an
+  error body).
 * **Every call has a timeout and is retried with exponential back-off** (:func:`with_retries`), except
   for answers that will not change on retry (401/403/404: :class:`PermanentError`).
 * **Failures become one line** (:class:`~shedlab.errors.ClusterError`), naming the host or path and
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from shedlab.errors import ClusterError, InputError, read_user_text, register_secret
+from shedlab.errors import ClusterError, InputError, read_user_text, redact, register_secret
 
 __all__ = [
     "PermanentError",
@@ -50,7 +51,9 @@ class Token:
         return {"Authorization": f"Bearer {self._value}"}
 
     def scrub(self, text: str) -> str:
-        return text.replace(self._value, "***") if self._value else text
+        """``text`` without the token, in every form a server or an encoder may give it (JSON-escaped,
+        percent-encoded, …: :func:`~shedlab.errors.secret_forms`): the registry's one rule."""
+        return redact(text)
 
     def __repr__(self) -> str:
         return "Token(***)"

@@ -11,7 +11,9 @@ this module adds what a real cluster needs around it:
   ``loadBalancerReportUpdateMaxIntervalMinutes`` (a broker writes its report at least that often, so an
   older one means it stopped reporting or the snapshot is old), when a listed broker's report is missing,
   or when the snapshot has no read time; and it caps the unloads per cycle (``--max-unloads``), like
-  Cruise Control's movement caps. Dry-run is the default: nothing is called without ``--execute``.
+  Cruise Control's movement caps, and the cycles under ``--watch`` to one per
+  ``loadBalancerSheddingIntervalMinutes``, as the leader's. Dry-run is the default: nothing is called
+  without ``--execute``.
 * :class:`AuditLog`: every action and refusal as one JSON line, appended and fsynced (never the token).
 """
 
@@ -192,6 +194,20 @@ class Guard:
 
     max_unloads: int = 1
     max_age_minutes: int = 15
+    min_every_minutes: int = 1
+
+    def check_every(self, every_s: float, given: str) -> None:
+        """``--watch --execute`` cycles no more often than the leader sheds
+        (``loadBalancerSheddingIntervalMinutes``): the cap is per cycle, so ``--every 1s`` typed for
+        ``1m`` unloaded up to ``--max-unloads`` bundles every second."""
+        if every_s < self.min_every_minutes * 60:
+            raise InputError(
+                f"with --execute, cycles at most as often as the leader sheds, every "
+                f"loadBalancerSheddingIntervalMinutes={self.min_every_minutes} min",
+                field="--every",
+                value=given,
+                hint="each cycle unloads up to --max-unloads: raise that to move more bundles a cycle",
+            )
 
     def refusals(self, source: SnapshotInput, now_ms: int) -> list[str]:
         """Why this cycle must not act (empty: it may)."""
@@ -226,7 +242,9 @@ class Guard:
 class AuditLog:
     """JSON lines, one per action or refusal; each line is written whole (one ``write`` on an
     ``O_APPEND`` descriptor) and fsynced before the next action, so a crash loses at most the line being
-    written and never leaves an action unrecorded after it was taken."""
+    written. An unload has a line before it is sent (``unloading``) and one with its outcome: the outcome
+    line alone, written after the call, left an unload a kill interrupted (Ctrl-C, SIGKILL, the machine)
+    unrecorded although the broker may have done it."""
 
     def __init__(self, path: Path, token: Token | None = None) -> None:
         self.path = path
@@ -257,7 +275,8 @@ class ActionResult:
     """What ``execute`` did with one decision."""
 
     decision: Decision
-    action: str  # "unloaded"; "capped" (over --max-unloads); "refused" (the guard); "failed"; "dry-run"
+    action: str  # "unloaded"; "capped" (over --max-unloads); "refused" (the guard); "failed"; "dry-run";
+    # "unloading" (the audit's line before the call)
     detail: str = ""
     status: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -291,6 +310,12 @@ def execute(
     refusals = [] if dry_run else guard.refusals(source, now)
     if not dry_run and admin is None:
         refusals.append(NO_ADMIN_URL)
+
+    def record(result: ActionResult) -> None:
+        if audit is not None:
+            entry = {"cycle": cycle, "strategy": outcome.strategy, **result.to_json()}
+            audit.write({**entry, "reason": _reason_line(result.decision)})
+
     for k, decision in enumerate(outcome.decisions):
         if dry_run:
             result = ActionResult(decision, "dry-run", "nothing was called (dry-run is the default)")
@@ -304,21 +329,16 @@ def execute(
             result = ActionResult(decision, "refused", "no destination broker")
         else:
             assert admin is not None
+            # written (and fsynced) before the call: killed while the broker has it, the audit still says
+            # that this unload was sent, with no outcome line after it
+            record(ActionResult(decision, "unloading", "sending; its outcome is the next line for it"))
             try:
                 status = admin.unload(decision.bundle, decision.destination)
                 result = ActionResult(decision, "unloaded", "", status)
             except ShedlabError as exc:
                 result = ActionResult(decision, "failed", str(exc))
         results.append(result)
-        if audit is not None:
-            audit.write(
-                {
-                    "cycle": cycle,
-                    "strategy": outcome.strategy,
-                    **result.to_json(),
-                    "reason": _reason_line(decision),
-                }
-            )
+        record(result)
     if refusals and not outcome.decisions and audit is not None and not dry_run:
         audit.write({"cycle": cycle, "action": "refused", "detail": "; ".join(refusals)})
     return results

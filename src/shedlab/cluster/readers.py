@@ -62,10 +62,11 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.hosts import collect_hosts
+from kazoo.interfaces import IAsyncResult
 
 from shedlab.cluster.access import PermanentError, Retry, RetryableAnswerError, Token, scrub, with_retries
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
-from shedlab.errors import ClusterError, InputError, ShedlabError
+from shedlab.errors import ClusterError, InputError
 from shedlab.model.bundles import parse_range
 from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind, legacy_load_report
 from shedlab.model.json_reader import JsonReader, json_kind
@@ -219,10 +220,15 @@ def update_bundle(bundles: dict[str, BundleData], name: str, stats: NamespaceBun
     return data
 
 
+_NOT_JSON = (ValueError, RecursionError)
+"""What ``json`` raises for a text that is not JSON (``JSONDecodeError`` and ``UnicodeDecodeError``
+are ``ValueError``), or JSON nested deeper than Python's recursion limit (``[[[[…``): a traceback before."""
+
+
 def _parse(raw: bytes, where: str) -> dict[str, Any]:
     try:
         obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except _NOT_JSON as exc:
         raise ClusterError(f"not valid JSON ({exc})", source=where) from None
     if not isinstance(obj, dict):
         raise ClusterError(f"expected a JSON object, found {json_kind(obj)}", source=where)
@@ -254,6 +260,21 @@ def _check_report(obj: dict[str, Any], where: str) -> None:
 # ------------------------------------------------------------------------------------------ ZooKeeper
 
 _ZK_TRANSIENT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
+
+
+class _ConnectionFailures(logging.Handler):
+    """The last of kazoo's failed connection attempts, which it logs and does not raise."""
+
+    _KINDS = ("Connection dropped: ", "Connection time-out: ", "Cannot resolve ")
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(self._KINDS):
+            self.last = message.removeprefix("Connection dropped: ")
 
 
 class ZooKeeperReader:
@@ -289,25 +310,34 @@ class ZooKeeperReader:
         return f"zookeeper {self.hosts}"
 
     def _connect(self) -> KazooClient:
+        """A session, within ``timeout_s``: one ``start``, in which kazoo itself tries every host of the list
+        again and again (its connection retry policy: unlimited, 0.1 s doubling). It is not retried
+        ``--retries`` times: that only repeated the same wait, 3 × 10 s and the back-off, 32 s before a
+        ZooKeeper that was not running was said to be so. The error names kazoo's last failure (a refused
+        connection, a server that does not answer, a host that does not resolve), which kazoo only logs."""
         if self._client is not None:
             return self._client
-        client = KazooClient(hosts=self.hosts, timeout=self.retry.timeout_s)  # hosts checked in __init__
-
-        def start() -> None:
-            try:
-                with warnings.catch_warnings():
-                    # kazoo warns (two lines on stderr) when the chroot does not exist; read() says so
-                    warnings.simplefilter("ignore")
-                    client.start(timeout=self.retry.timeout_s)
-            except ValueError as exc:  # kazoo refuses a malformed hosts string this way
-                raise PermanentError(f"not a HOST:PORT[/chroot] list ({exc})") from None
-
+        failures = _ConnectionFailures()
+        # a logger of its own (not the "kazoo" tree: nothing is printed), only for the last failure
+        logger = logging.Logger(f"shedlab.zookeeper.{self.hosts}", logging.WARNING)
+        logger.addHandler(failures)
+        client = KazooClient(hosts=self.hosts, timeout=self.retry.timeout_s, logger=logger)  # hosts checked
         try:
-            with_retries(start, what=self.what, retry=self.retry, transient=_ZK_TRANSIENT)
-        except ShedlabError:
+            with warnings.catch_warnings():
+                # kazoo warns (two lines on stderr) when the chroot does not exist; read() says so
+                warnings.simplefilter("ignore")
+                client.start(timeout=self.retry.timeout_s)
+        except (ValueError, KazooTimeoutError) as exc:
             client.stop()
             client.close()
-            raise
+            if isinstance(exc, ValueError):  # kazoo refuses a malformed hosts string this way
+                raise ClusterError(f"not a HOST:PORT[/chroot] list ({exc})", source=self.what) from None
+            last = f" (last attempt: {failures.last})" if failures.last else ""
+            raise ClusterError(
+                f"no connection within {self.retry.timeout_s:g} s, kazoo retrying all along{last}",
+                source=self.what,
+                hint="is ZooKeeper running at that address? --timeout gives a slow network longer",
+            ) from None
         self._client = client
         return client
 
@@ -317,25 +347,33 @@ class ZooKeeperReader:
             self._client.close()
             self._client = None
 
-    def _call(self, fn: Callable[[], Any], path: str) -> Any:
+    def _call(self, start: Callable[[], IAsyncResult], path: str) -> Any:
+        """The answer of one of kazoo's asynchronous requests (``start``), awaited ``timeout_s`` at most.
+
+        kazoo's blocking calls (``client.get``) wait with no limit, and a request made while the client is
+        reconnecting (ZooKeeper gone after the first read) is queued until a connection comes back: a
+        ``collect`` or an ``advise --watch`` whose ZooKeeper went away hung for ever on its next read."""
+
         def call() -> Any:
             try:
-                return fn()
+                return start().get(timeout=self.retry.timeout_s)
             except NoAuthError:
                 raise PermanentError("ZooKeeper refused access (no auth)") from None
+            except KazooTimeoutError:
+                raise KazooTimeoutError(f"no answer within {self.retry.timeout_s:g} s") from None
 
         return with_retries(call, what=f"{self.what}{path}", retry=self.retry, transient=_ZK_TRANSIENT)
 
     def _get(self, client: KazooClient, path: str) -> bytes | None:
         try:
-            data, _stat = self._call(lambda: client.get(path), path)
+            data, _stat = self._call(lambda: client.get_async(path), path)
         except NoNodeError:
             return None
         return bytes(data or b"")
 
     def _children(self, client: KazooClient, path: str) -> list[str]:
         try:
-            return sorted(self._call(lambda: client.get_children(path), path))
+            return sorted(self._call(lambda: client.get_children_async(path), path))
         except NoNodeError:
             return []
 
@@ -343,8 +381,8 @@ class ZooKeeperReader:
         client = self._connect()
         now = self.clock()
         where = self.what
-        if self._call(lambda: client.exists(LOADBALANCE), LOADBALANCE) is None:
-            if client.chroot and self._call(lambda: client.exists("/"), "/") is None:
+        if self._call(lambda: client.exists_async(LOADBALANCE), LOADBALANCE) is None:
+            if client.chroot and self._call(lambda: client.exists_async("/"), "/") is None:
                 raise ClusterError(
                     f"the chroot {client.chroot} does not exist: no Pulsar cluster keeps its metadata there",
                     source=where,
@@ -353,14 +391,14 @@ class ZooKeeperReader:
             raise ClusterError(
                 "no /loadbalance znode: not a Pulsar metadata store, or the wrong chroot", source=where
             )
-        extensible = self._call(lambda: client.exists(EXTENSIBLE_LEADER_PATH), EXTENSIBLE_LEADER_PATH)
+        extensible = self._call(lambda: client.exists_async(EXTENSIBLE_LEADER_PATH), EXTENSIBLE_LEADER_PATH)
         if extensible is not None:
             raise ClusterError(
                 f"this cluster runs the extensible load manager: {EXTENSIBLE_LEADER_PATH} exists",
                 source=where,
                 hint=_EXTENSIBLE_HINT,
             )
-        if self._call(lambda: client.exists(BROKERS_PATH), BROKERS_PATH) is None:
+        if self._call(lambda: client.exists_async(BROKERS_PATH), BROKERS_PATH) is None:
             raise ClusterError(
                 f"no {BROKERS_PATH} znode: no broker has registered a load report", source=where
             )
@@ -425,20 +463,23 @@ def _answered(exc: ClusterError) -> bool:
     return exc.message.startswith(("HTTP ", "the answer is not JSON")) and not _refused(exc)
 
 
+_NOT_RETRIED = "not retried: the broker may have done it (check the bundle's owner)"
 _REDIRECTS = (301, 302, 303, 307, 308)
 _MAX_REDIRECTS = 5
 
 
 def _reason(response: httpx.Response, token: Token | None) -> str:
     """Pulsar's ``ErrorData`` reason (``{"reason": …}``, what ``RestException`` sends), else the start of
-    the body (an HTML error page of Jetty's), on one line and without the token."""
+    the body (an HTML error page of Jetty's), on one line and without the token. The token goes before
+    the body is cut: cut first, a token echoed across the cut lost its end, and the start of it was
+    printed (no longer the whole token, so not replaced)."""
     try:
         body = response.json()
         reason = body.get("reason") if isinstance(body, dict) else None
-    except ValueError:
+    except _NOT_JSON:
         reason = None
-    text = str(reason) if reason else response.text[:160]
-    return scrub(" ".join(text.split()), token)
+    text = " ".join(scrub(str(reason) if reason else response.text, token).split())
+    return text if reason else text[:160]
 
 
 def _raise_for(response: httpx.Response, token: Token | None) -> None:
@@ -513,12 +554,18 @@ class AdminReader:
     def close(self) -> None:
         self._client.close()
 
-    def request(self, method: str, url: str, *, params: dict[str, str] | None = None) -> httpx.Response:
+    def request(
+        self, method: str, url: str, *, params: dict[str, str] | None = None, once_sent: bool = False
+    ) -> httpx.Response:
         """One call with the token, timeout and retries; raises :class:`ClusterError` naming the URL.
 
         Redirects are followed here, keeping the token, as Pulsar's admin client does: a broker redirects
         an unload to the leader and then to the bundle's owner (httpx would drop the ``Authorization``
         header on a redirect to another host:port). Only to the same scheme, at most 5 hops.
+
+        ``once_sent``: an action, retried only while it cannot have reached a broker (no connection);
+        once sent, a failure (no answer in time, the connection cut, a 5xx) is final, because the broker
+        may have acted: a second unload would move the bundle again, from its new owner.
         """
 
         def call() -> httpx.Response:
@@ -534,8 +581,22 @@ class AdminReader:
                 target, query = location, None
             raise PermanentError(f"more than {_MAX_REDIRECTS} redirects")
 
+        def call_once_sent() -> httpx.Response:
+            try:
+                return call()
+            except (httpx.ConnectError, httpx.ConnectTimeout):
+                raise  # not sent: retried
+            except RetryableAnswerError as exc:
+                raise PermanentError(f"{exc.message}; {_NOT_RETRIED}") from None
+            except httpx.TransportError as exc:
+                raise PermanentError(f"{str(exc) or type(exc).__name__}; {_NOT_RETRIED}") from None
+
         return with_retries(
-            call, what=f"{method} {url}", retry=self.retry, transient=_HTTP_TRANSIENT, token=self.token
+            call_once_sent if once_sent else call,
+            what=f"{method} {url}",
+            retry=self.retry,
+            transient=_HTTP_TRANSIENT,
+            token=self.token,
         )
 
     def _send(self, method: str, url: str, params: dict[str, str] | None) -> httpx.Response:
@@ -562,6 +623,12 @@ class AdminReader:
             return httpx.Response(
                 streamed.status_code, headers=streamed.headers, content=bytes(body), request=streamed.request
             )
+        except httpx.DecodingError as exc:  # not a TransportError: it was a traceback
+            encoding = streamed.headers.get("content-encoding", "?")
+            raise PermanentError(
+                f"the answer is not JSON: HTTP {streamed.status_code} with a body that is not valid "
+                f"Content-Encoding {encoding} ({exc})"
+            ) from None
         except httpx.TransportError as exc:
             failure = verification_failure(exc)
             if failure is None:
@@ -576,7 +643,7 @@ class AdminReader:
         response = self.request("GET", url)
         try:
             return response.json()
-        except ValueError:
+        except _NOT_JSON:
             raise ClusterError("the answer is not JSON", source=f"GET {url}") from None
 
     def broker_url(self, broker: str) -> str:
@@ -696,4 +763,4 @@ class AdminReader:
         api = "admin/namespaces" if namespace.count("/") == 2 else "admin/v2/namespaces"
         url = f"{self.url}/{api}/{namespace}/{quote(bundle_range, safe='')}/unload"
         params = {"destinationBroker": destination} if destination else None
-        return self.request("PUT", url, params=params).status_code
+        return self.request("PUT", url, params=params, once_sent=True).status_code

@@ -1,0 +1,76 @@
+"""The token never shows, in any form a server or an encoder may give it back."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from urllib.parse import quote, quote_plus
+
+import pytest
+from stub_broker import refusing, stub_broker
+
+from shedlab.cluster.access import Retry, Token, scrub
+from shedlab.cluster.readers import AdminReader
+from shedlab.errors import ClusterError, InputError
+
+# every character a token may have that JSON, a URL or HTML writes otherwise
+TOKEN = "tok-a+b/c=d\"e\\f<g>&h'i j"
+
+
+def encoded_forms(secret: str) -> dict[str, str]:
+    return {
+        "raw": secret,
+        "json": json.dumps(secret)[1:-1],
+        "json with \\/": json.dumps(secret)[1:-1].replace("/", "\\/"),
+        "repr": repr(secret)[1:-1],
+        "url": quote(secret, safe=""),
+        "url, / kept": quote(secret),
+        "form": quote_plus(secret),
+        "url, lower-case hex": re.sub("%..", lambda m: m.group().lower(), quote(secret, safe="")),
+        "html": html.escape(secret),
+    }
+
+
+@pytest.mark.parametrize("form", list(encoded_forms(TOKEN)))
+def test_every_encoded_form_of_the_token_is_scrubbed(form: str) -> None:
+    """Only the raw token was replaced: a server echoing the header JSON-escaped (a quote, a backslash),
+    percent-encoded (``+``, ``/``, ``=``) or HTML-escaped had it printed in clear."""
+    token = Token(TOKEN)
+    shown = encoded_forms(TOKEN)[form]
+    assert TOKEN not in shown or form == "raw"
+    assert scrub(f"bad header Bearer {shown}!", token) == "bad header Bearer ***!"
+    assert str(InputError("bad", value=shown)) == "bad (got '***')"
+
+
+@pytest.mark.parametrize("form", ["json", "url", "html"])
+def test_a_token_echoed_encoded_in_an_error_body_is_not_printed(form: str) -> None:
+    shown = encoded_forms(TOKEN)[form]
+    body = f"<html>Bearer {shown}</html>" if form == "html" else json.dumps({"message": f"Bearer {TOKEN}"})
+    if form == "url":
+        body = f"bad header Bearer {shown}"
+
+    with stub_broker(refusing, default=(400, body)) as url, pytest.raises(ClusterError) as caught:
+        reader = AdminReader(url, token=Token(TOKEN), retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            reader.read()
+        finally:
+            reader.close()
+    text = str(caught.value)
+    assert "HTTP 400" in text and "Bearer ***" in text
+    assert not any(f in text for f in encoded_forms(TOKEN).values()), text
+
+
+@pytest.mark.parametrize("padding", [120, 130, 139])
+def test_a_token_echoed_across_the_cut_of_a_long_body_shows_no_part_of_it(padding: int) -> None:
+    """A body without Pulsar's ``reason`` is shown cut to 160 characters; it was cut before the token was
+    removed, so a token echoed across the cut lost its end and its start was printed."""
+    body = json.dumps({"error": "x" * padding + f" Bearer {TOKEN}"})
+    with stub_broker(refusing, default=(500, body)) as url, pytest.raises(ClusterError) as caught:
+        reader = AdminReader(url, token=Token(TOKEN), retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            reader.read()
+        finally:
+            reader.close()
+    text = str(caught.value)
+    assert "HTTP 500" in text and TOKEN[:2] not in text.rpartition("x")[2], text
