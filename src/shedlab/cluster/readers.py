@@ -14,7 +14,10 @@ URL and its JSON field.
 * ``/loadbalance/bundle-data/<tenant>/<namespace>/<range>``: BundleData, written by the leader
   (``LoadBalanceResources.BUNDLE_DATA_BASE_PATH``);
 * ``/loadbalance/leader``: the elected leader, ``{"serviceUrl": …}``
-  (``LeaderElectionService.ELECTION_ROOT``).
+  (``LeaderElectionService.ELECTION_ROOT``);
+* ``/namespace/<tenant>/<namespace>/<range>``: the bundle's owner now, ephemeral, its data
+  ``NamespaceEphemeralData`` (``ServiceUnitUtils.path``, the lock ``OwnershipCache`` takes), read only
+  just before an unload (:meth:`ZooKeeperReader.bundle_owner`).
 
 **Admin API** (``--admin-url URL``): ``GET /admin/v2/brokers/{cluster}`` lists the live brokers, then each
 broker's own ``GET /admin/v2/broker-stats/load-report`` (a per-broker endpoint: it answers for the broker
@@ -23,7 +26,8 @@ is made up for: the leader's **bundle histories** (BundleData: 10- and 1000-samp
 by any endpoint; each bundle is seeded from its one ``lastStats`` sample, as the leader seeds a bundle it
 has never seen (defaults, then one update, so both averages equal the sample); ``--watch`` and ``collect``
 then add one sample per cycle, which rebuilds the short-term average after 10 cycles and approaches the
-long-term one only slowly.
+long-term one only slowly. Just before an unload, ``GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces``
+on the decision's source says whether it still owns the bundle (:meth:`AdminReader.bundle_owner`).
 
 From either source, the **broker time averages** are aggregated from the bundle averages as the leader does
 on every update (``ModularLoadManagerImpl.updateBundleData``: ``TimeAverageBrokerData.reset`` over the
@@ -45,7 +49,7 @@ import re
 import ssl
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,9 +89,11 @@ __all__ = [
     "EXTENSIBLE_LEADER_PATH",
     "LEADER_PATH",
     "LOADBALANCE",
+    "OWNERSHIP_PATH",
     "TIME_AVERAGE_PATH",
     "AdminReader",
     "ClusterReading",
+    "Ownership",
     "ZooKeeperReader",
     "extensible_marker",
 ]
@@ -97,6 +103,8 @@ BROKERS_PATH = "/loadbalance/brokers"
 BUNDLE_DATA_PATH = "/loadbalance/bundle-data"
 TIME_AVERAGE_PATH = "/loadbalance/broker-time-average"
 LEADER_PATH = "/loadbalance/leader"
+OWNERSHIP_PATH = "/namespace"
+"""``ServiceUnitUtils.OWNER_INFO_ROOT``: ``/namespace/<full bundle name>`` is the owner's ephemeral lock."""
 EXTENSIBLE_LEADER_PATH = "/loadbalance/extension/leader"
 """``ExtensibleLoadManagerImpl.ELECTION_ROOT``: present only on clusters running the extensible manager."""
 
@@ -142,6 +150,32 @@ def leader_id(info: Mapping[str, Any]) -> str | None:
     if not isinstance(url, str) or not url:
         return None
     return urlparse(url).netloc or url
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """Who owns a bundle now, as read just before unloading it: ``owner`` is a broker id (None: nobody,
+    or nobody found); ``active`` is False while the owner is unloading it
+    (``NamespaceEphemeralData.disabled``, ``NamespaceOwnershipStatus.is_active`` false); ``where`` is what
+    was read (a znode or a URL)."""
+
+    owner: str | None
+    active: bool
+    where: str
+    unknown: str = ""  # why the owner could not be told (brokers that did not answer); "": it was
+
+
+def owner_of_ephemeral_data(obj: Mapping[str, Any], where: str) -> Ownership:
+    """The owner named by an ownership znode's ``NamespaceEphemeralData`` (``nativeUrl``, ``nativeUrlTls``,
+    ``httpUrl``, ``httpUrlTls``, ``disabled``, ``advertisedListeners``). Its broker id is the host and port
+    of ``httpUrl`` (``OwnershipCache`` writes ``getSafeWebServiceAddress()``: the http:// address, else the
+    https:// one), else of ``httpUrlTls``, as a broker's id is ``advertisedAddress:webServicePort``; the
+    ``nativeUrl`` (the binary protocol's port) cannot name it."""
+    for key in ("httpUrl", "httpUrlTls"):
+        url = obj.get(key)
+        if isinstance(url, str) and urlparse(url).netloc:
+            return Ownership(urlparse(url).netloc, obj.get("disabled") is not True, where)
+    raise ClusterError("NamespaceEphemeralData without httpUrl or httpUrlTls: no broker id", source=where)
 
 
 @dataclass
@@ -377,6 +411,18 @@ class ZooKeeperReader:
         except NoNodeError:
             return []
 
+    def bundle_owner(self, bundle: str) -> Ownership:
+        """The owner of ``bundle`` now, from its ownership znode ``/namespace/<bundle>``
+        (:func:`owner_of_ephemeral_data`); no znode: unowned. Raises :class:`ClusterError` when it cannot be
+        read (the caller does not unload then)."""
+        client = self._connect()
+        path = f"{OWNERSHIP_PATH}/{bundle}"
+        where = f"{self.what}{path}"
+        raw = self._get(client, path)
+        if raw is None:
+            return Ownership(None, False, where)
+        return owner_of_ephemeral_data(_parse(raw, where), where)
+
     def read(self) -> ClusterReading:
         client = self._connect()
         now = self.clock()
@@ -480,6 +526,11 @@ def _reason(response: httpx.Response, token: Token | None) -> str:
         reason = None
     text = " ".join(scrub(str(reason) if reason else response.text, token).split())
     return text if reason else text[:160]
+
+
+def _is_active(status: Any) -> bool:
+    """``NamespaceOwnershipStatus.is_active``: false while the owner is unloading the bundle."""
+    return isinstance(status, dict) and status.get("is_active") is True
 
 
 def _raise_for(response: httpx.Response, token: Token | None) -> None:
@@ -752,6 +803,41 @@ class AdminReader:
         except ClusterError:
             pass  # older brokers have no such endpoint; the leader is informative only
         return reading
+
+    def owned_bundles(self, broker: str) -> tuple[dict[str, Any], str]:
+        """``GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces`` on ``broker`` itself
+        (``BrokersBase.getOwnedNamespaces``: another broker would redirect there, ``validateBrokerName``):
+        its bundles, full name → ``NamespaceOwnershipStatus`` (``broker_assignment``, ``is_controlled``,
+        ``is_active``), and the URL read."""
+        cluster = quote(self.resolve_cluster(), safe="")
+        path = f"/admin/v2/brokers/{cluster}/{quote(broker, safe=':')}/ownedNamespaces"
+        url = f"{self.broker_url(broker)}{path}"
+        owned = self._json(url)
+        if not isinstance(owned, dict):
+            raise ClusterError("expected a JSON object (bundle → ownership status)", source=f"GET {url}")
+        return owned, f"GET {url}"
+
+    def bundle_owner(self, bundle: str, source: str, others: Iterable[str] = ()) -> Ownership:
+        """The owner of ``bundle`` now: ``source`` if its owned bundles list it (``active`` from
+        ``is_active``), else the first of ``others`` that lists it, else nobody. No admin endpoint names a
+        bundle's owner (a topic lookup would assign an unowned one), so ``others`` are asked only when
+        ``source`` no longer owns it; those that cannot be read are named in ``unknown`` when no one else
+        lists it. A failure to read ``source`` raises :class:`ClusterError` (the caller does not unload)."""
+        owned, where = self.owned_bundles(source)
+        if bundle in owned:
+            return Ownership(source, _is_active(owned[bundle]), where)
+        unread: list[str] = []
+        for broker in others:
+            if broker == source:
+                continue
+            try:
+                theirs, there = self.owned_bundles(broker)
+            except ClusterError as exc:
+                unread.append(str(exc))
+                continue
+            if bundle in theirs:
+                return Ownership(broker, _is_active(theirs[bundle]), there)
+        return Ownership(None, False, where, "; ".join(unread))
 
     def unload(self, bundle: str, destination: str | None) -> int:
         """``PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload?destinationBroker=…``;

@@ -219,6 +219,8 @@ def _route(
             return Reply(200, [sandbox.cluster])
         if len(parts) == 2 and parts[0] == "brokers":
             return _active_brokers(sandbox, parts[1])
+        if len(parts) == 4 and parts[0] == "brokers" and parts[3] == "ownedNamespaces":
+            return _owned_namespaces(sandbox, slot, parts[1], parts[2], raw_path)
         if parts == ["broker-stats", "load-report"]:
             return _per_broker(sandbox, slot, sandbox.load_report)
         if parts == ["broker-stats", "topics"]:
@@ -265,6 +267,21 @@ def _active_brokers(sandbox: Sandbox, cluster: str) -> Reply:
     if sandbox.tokens is not None and cluster != sandbox.cluster:
         return _error(404, f"Cluster does not exist: cluster={cluster}")
     return Reply(200, sandbox.active_brokers())
+
+
+def _owned_namespaces(sandbox: Sandbox, slot: int | None, cluster: str, broker: str, raw_path: str) -> Reply:
+    """``BrokersBase.getOwnedNamespaces``: the cluster checked as for the broker list; then
+    ``validateBrokerName``: a request that is not on ``broker`` itself is redirected there (307, same
+    path), a name that is not ``host:port`` is refused; on ``broker``, its bundles (``owned_namespaces``)."""
+    if sandbox.tokens is not None and cluster != sandbox.cluster:
+        return _error(404, f"Cluster does not exist: cluster={cluster}")
+    names = sandbox.names
+    if slot is None or names.address(slot) != broker:
+        host, _, port = broker.rpartition(":")
+        if not host or not port.isdigit():
+            return _error(412, f"Invalid broker url {broker}")
+        return Reply(307, location=f"{names.scheme}://{broker}{urlsplit(raw_path).path}")
+    return Reply(200, sandbox.owned_namespaces(slot))
 
 
 def _per_broker(sandbox: Sandbox, slot: int | None, view: Callable[[int], Any]) -> Reply:
@@ -328,7 +345,7 @@ def unload(
             names.url(owner), raw_path, {"authoritative": authoritative}, drop=("destinationBroker",)
         )
         return Reply(307, location=moved)
-    sandbox.simulation.request_unload(bundle, None)
+    sandbox.release(bundle)
     return Reply(204)
 
 

@@ -35,14 +35,16 @@ from shedlab.cluster.sandbox.views import (
     bundle_data,
     bundles_data,
     local_broker_data,
+    namespace_ephemeral_data,
     namespaces,
+    owned_namespaces,
     persisted_bundle_data,
     runtime_configuration,
     time_average_broker_data,
     topic_names,
     topics_stats,
 )
-from shedlab.cluster.sandbox.zk import ZooKeeperPublisher, ensure_chroot
+from shedlab.cluster.sandbox.zk import ZooKeeperPublisher, dump, ensure_chroot
 from shedlab.cluster.tls import server_context
 from shedlab.cluster.zookeeper_server import LocalZooKeeper, ZooKeeperUnavailableError
 from shedlab.core.sim.kernel import Simulation
@@ -267,6 +269,7 @@ class Sandbox:
         leader = cluster.leader
         if zk is None:
             return
+        self._publish_owners()
         if leader is None:
             zk.elect(None, None)
         else:
@@ -288,6 +291,25 @@ class Sandbox:
             gone = {b for b in zk.bundle_nodes if b not in sim.bundle_index or not has[sim.bundle_index[b]]}
             if gone:
                 zk.drop_bundles(gone)
+
+    def _publish_owners(self) -> None:
+        """Every bundle's ownership znode, from its owner's session (``ZooKeeperPublisher.write_owners``)."""
+        if self._zk is None:
+            return
+        cluster, names = self.simulation.cluster, self.names
+        alive = {int(s) for s in np.flatnonzero(cluster.alive)}
+        owners = {
+            name: names.address(int(cluster.owner[j])) if int(cluster.owner[j]) in alive else None
+            for name, j in self.simulation.bundle_index.items()
+        }
+        data = {names.address(s): dump(namespace_ephemeral_data(names, s)) for s in alive}
+        self._zk.write_owners(owners, data)
+
+    def release(self, bundle: str) -> None:
+        """The owner unloads ``bundle`` (``NamespaceService.unloadNamespaceBundle``): the simulation closes
+        it, and its ownership znode goes before the unload call returns, as the owner releases its lock."""
+        self.simulation.request_unload(bundle, None)
+        self._publish_owners()
 
     def _broker_up(self, slot: int) -> None:
         self._started[slot] = int(self.simulation.cluster.start_ts[slot])
@@ -397,6 +419,9 @@ class Sandbox:
                 for ns, ranges in self._namespaces.items()
             }
         return topics_stats(self.simulation, slot, self._topics)
+
+    def owned_namespaces(self, slot: int) -> dict[str, dict[str, Any]]:
+        return owned_namespaces(self.simulation, slot)
 
     def runtime_configuration(self) -> dict[str, str]:
         return runtime_configuration(self.simulation, self.cluster)

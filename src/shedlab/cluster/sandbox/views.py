@@ -38,6 +38,8 @@ __all__ = [
     "bundles_data",
     "java_string",
     "local_broker_data",
+    "namespace_ephemeral_data",
+    "owned_namespaces",
     "persisted_bundle_data",
     "runtime_configuration",
     "time_average_broker_data",
@@ -169,6 +171,40 @@ def time_average_broker_data(
     average = TimeAverageBrokerData()
     average.reset(listed, dict(data))
     return average
+
+
+# ------------------------------------------------------------------------------------------- ownership
+
+
+def namespace_ephemeral_data(names: Names, slot: int) -> dict[str, Any]:
+    """``NamespaceEphemeralData`` of broker ``slot``, the data of its ownership znodes
+    (``/namespace/<bundle>``), as ``OwnershipCache`` builds ``selfOwnerInfo``: ``nativeUrl`` (the binary
+    protocol, ``brokerServicePort``), ``nativeUrlTls``, ``httpUrl`` (``getSafeWebServiceAddress``: the
+    http:// address, else the https:// one), ``httpUrlTls``, ``disabled`` and ``advertisedListeners``; the
+    ports as in the load reports (``local_report``)."""
+    host = names.address(slot).rsplit(":", 1)[0]
+    tls = names.scheme == "https"
+    web = names.url(slot)
+    return {
+        "nativeUrl": f"pulsar://{host}:6650",
+        "nativeUrlTls": f"pulsar+ssl://{host}:6651" if tls else None,
+        "httpUrl": web,
+        "httpUrlTls": web if tls else None,
+        "disabled": False,
+        "advertisedListeners": {},
+    }
+
+
+def owned_namespaces(sim: Simulation, slot: int) -> dict[str, dict[str, Any]]:
+    """``GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces`` of broker ``slot``
+    (``NamespaceService.getOwnedNameSpacesStatus``): every bundle it owns now → ``NamespaceOwnershipStatus``;
+    no isolation policy in the sandbox, so ``shared`` and not controlled, and active (the sandbox's unload
+    releases a bundle at once, so none is seen half-unloaded)."""
+    names = sim.pop.names
+    return {
+        names[j]: {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
+        for j in _bundles_of(sim.cluster.owner, slot)
+    }
 
 
 # ------------------------------------------------------------------------------------ namespaces, topics

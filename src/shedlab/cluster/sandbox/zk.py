@@ -16,6 +16,10 @@ Jackson writes it):
   when the broker leaves (``cleanupDeadBrokersData``).
 * ``/loadbalance/leader``: LeaderBroker ``{"brokerId", "serviceUrl"}``, ephemeral, created by the leader's
   session (``LeaderElectionService`` with ``ELECTION_ROOT = "/loadbalance/leader"``).
+* ``/namespace/<tenant>/<namespace>/<range>``: the bundle's owner, **ephemeral**, created by the owner's
+  session (``OwnershipCache`` takes the lock at ``ServiceUnitUtils.path``, data
+  ``NamespaceEphemeralData``); deleted when the owner releases the bundle (an unload), and gone with the
+  owner's session. An unowned bundle (its clients reconnecting) has none.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ __all__ = [
     "BROKERS",
     "BUNDLE_DATA",
     "LEADER",
+    "OWNERSHIP",
     "TIME_AVERAGE",
     "ZooKeeperPublisher",
     "dump",
@@ -45,6 +50,7 @@ BROKERS = "/loadbalance/brokers"
 BUNDLE_DATA = "/loadbalance/bundle-data"
 TIME_AVERAGE = "/loadbalance/broker-time-average"
 LEADER = "/loadbalance/leader"
+OWNERSHIP = "/namespace"
 
 _TIMEOUT_S = 10.0
 
@@ -81,6 +87,8 @@ class ZooKeeperPublisher:
         self._admin = self._connect()
         for path in (BROKERS, BUNDLE_DATA, TIME_AVERAGE):
             _done(self._admin.ensure_path_async(path))
+        # ephemeral ownership nodes of an earlier run's sessions not yet expired (a sandbox killed with -9)
+        self._delete_tree(OWNERSHIP)
         # What an earlier run left in this chroot (a sandbox stopped, or killed, on the same ZooKeeper):
         # the persistent nodes stay after a stop, as in Pulsar, and creating them again stopped the
         # simulation with NodeExistsError at the leader's first write. A new leader overwrites the bundle
@@ -91,6 +99,7 @@ class ZooKeeperPublisher:
             self._delete(f"{TIME_AVERAGE}/{broker}")
         self._registered: set[str] = set()  # brokers whose ephemeral report node exists
         self._averages: set[str] = set()  # brokers whose time-average node exists
+        self._owners: dict[str, str] = {}  # bundle → the broker whose ownership node exists
         self.leader: str | None = None
 
     def _stored_bundles(self) -> Iterator[str]:
@@ -104,6 +113,11 @@ class ZooKeeperPublisher:
         client = KazooClient(hosts=self.hosts, timeout=_TIMEOUT_S)
         client.start(timeout=_TIMEOUT_S)
         return client
+
+    def _delete_tree(self, path: str) -> None:
+        for child in _children(self._admin, path):
+            self._delete_tree(f"{path}/{child}")
+        self._delete(path)
 
     def _delete(self, path: str) -> None:
         with contextlib.suppress(NoNodeError):
@@ -130,6 +144,7 @@ class ZooKeeperPublisher:
         """Close the broker's session: ZooKeeper drops its ephemeral report (and leader node)."""
         client = self._sessions.pop(broker, None)
         self._registered.discard(broker)
+        self._owners = {b: o for b, o in self._owners.items() if o != broker}  # gone with its session
         if client is not None:
             _close(client)
         if self.leader == broker:
@@ -153,6 +168,25 @@ class ZooKeeperPublisher:
                 self._registered.add(broker)
         for result in pending:
             _done(result)
+
+    def write_owners(self, owners: Mapping[str, str | None], data: Mapping[str, bytes]) -> None:
+        """Each bundle's ownership node as ``owners`` (bundle → broker id, None: unowned) says: a bundle
+        whose owner changed loses its node (the old owner releases the lock) and gets one from its new
+        owner's session, with that broker's ``data`` (NamespaceEphemeralData)."""
+        released = [b for b, o in self._owners.items() if owners.get(b) != o]
+        for bundle in released:
+            self._delete(f"{OWNERSHIP}/{bundle}")
+            del self._owners[bundle]
+        taken = {b: o for b, o in owners.items() if o is not None and b not in self._owners}
+        for parent in sorted({f"{OWNERSHIP}/{b.rsplit('/', 1)[0]}" for b in taken}):
+            _done(self._admin.ensure_path_async(parent))
+        pending = [
+            self._sessions[o].create_async(f"{OWNERSHIP}/{b}", data[o], ephemeral=True)
+            for b, o in taken.items()
+        ]
+        for result in pending:
+            _done(result)
+        self._owners.update(taken)
 
     def elect(self, broker: str | None, service_url: str | None) -> None:
         """The leader's ephemeral election node, from the new leader's session."""
