@@ -13,8 +13,15 @@ from typer.testing import CliRunner
 
 from shedlab.cli import app
 from shedlab.cluster.access import Token, load_token
-from shedlab.cluster.advise import AuditLog, Guard, SnapshotInput, execute, read_snapshot_path, snapshot_of
-from shedlab.cluster.readers import ClusterReading
+from shedlab.cluster.advise import (
+    AuditLog,
+    Guard,
+    SnapshotInput,
+    execute,
+    read_snapshot_path,
+    snapshot_of,
+)
+from shedlab.cluster.readers import ClusterReading, Ownership
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.decide import Decision, Outcome, decide_on_snapshot
 from shedlab.errors import ClusterError, InputError
@@ -242,7 +249,10 @@ def test_an_unload_is_in_the_audit_before_it_is_sent(tmp_path: Path) -> None:
     audit = AuditLog(tmp_path / "audit.jsonl")
     admin = _Interrupted()
     with pytest.raises(KeyboardInterrupt):
-        execute(outcome, source, guard=Guard(2), admin=admin, audit=audit, cycle=1, dry_run=False, now_ms=now)  # type: ignore[arg-type]
+        execute(
+            outcome, source, guard=Guard(2), admin=admin, audit=audit, cycle=1, dry_run=False, now_ms=now,  # type: ignore[arg-type]
+            owners=lambda d: Ownership(d.source, True, "test"),
+        )  # fmt: skip
     audit.close()
     [entry] = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert admin.sent == [decisions[0].bundle]

@@ -1,10 +1,12 @@
-"""Bundle ownership as Pulsar exposes it, read from the sandbox: the ``/namespace/<bundle>`` znodes and each
-broker's ``ownedNamespaces``."""
+"""The owner check before each unload, end to end against the sandbox: the bundle's owner is read again
+(its ``/namespace/<bundle>`` znode, or the source broker's ``ownedNamespaces``) and a bundle that moved
+since the load reports is not unloaded a second time."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -12,8 +14,11 @@ from builders import fresh_scenario
 from kazoo.client import KazooClient
 
 from shedlab.cluster.access import Retry, Token
+from shedlab.cluster.advise import AuditLog, Guard, SnapshotInput, execute, owner_lookup, snapshot_of
 from shedlab.cluster.readers import AdminReader, ZooKeeperReader
 from shedlab.cluster.sandbox import Sandbox
+from shedlab.config import LoadBalancerConfig
+from shedlab.core.decide import Decider, Outcome
 
 pytestmark = pytest.mark.zookeeper
 
@@ -90,3 +95,60 @@ def test_the_sandbox_serves_ownership_as_pulsar_does(
     sandbox.advance(5)
     assert zk_reader.bundle_owner(bundles[0]).owner == other == sandbox.owner_of(bundles[0])
     assert admin.bundle_owner(bundles[0], broker, sandbox.broker_urls).owner == other
+
+
+@pytest.mark.parametrize("read_from", ["zookeeper", "admin"])
+def test_a_bundle_that_moved_since_the_reports_is_not_unloaded_again(
+    sandbox: Sandbox, admin: AdminReader, zk_reader: ZooKeeperReader, tmp_path: Path, read_from: str
+) -> None:
+    """The decision is made on the reports; the bundle then moves (the leader shed it, an operator moved
+    it). Pulsar unloads from whichever broker owns it now: sending the decision would move it twice. It
+    is ``skipped`` with its owner now, nothing is sent for it; the other decisions go ahead."""
+    reading = admin.read()
+    source = SnapshotInput(reading=reading)
+    outcome = Decider(LoadBalancerConfig(), strategy="ThresholdShedder").cycle(snapshot_of(source))
+    assert len(outcome.decisions) >= 2
+    moved, kept = outcome.decisions[:2]
+    assert moved.destination is not None
+    admin.unload(moved.bundle, moved.destination)  # someone else moves it first
+    sandbox.advance(5)
+    assert sandbox.owner_of(moved.bundle) == moved.destination
+    audit = AuditLog(tmp_path / "audit.jsonl", Token(TOKEN))
+    owners = owner_lookup(zk_reader if read_from == "zookeeper" else None, admin, source)
+    results = execute(
+        Outcome(outcome.strategy, [moved, kept]), source, guard=Guard(2), admin=admin, audit=audit,
+        cycle=1, dry_run=False, now_ms=reading.time_ms, owners=owners,
+    )  # fmt: skip
+    audit.close()
+    assert [r.action for r in results] == ["skipped", "unloaded"]
+    assert results[0].owner == moved.destination and f"owned by {moved.destination} now" in results[0].detail
+    log = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [(e["action"], e["bundle"]) for e in log] == [
+        ("skipped", moved.bundle), ("unloading", kept.bundle), ("unloaded", kept.bundle)
+    ]  # fmt: skip
+    assert log[0]["owner"] == moved.destination
+    sandbox.advance(5)
+    assert sandbox.owner_of(moved.bundle) == moved.destination  # moved once, not twice
+
+
+def test_an_owner_that_cannot_be_read_is_not_unloaded(
+    sandbox: Sandbox, admin: AdminReader, tmp_path: Path
+) -> None:
+    """The source broker stops answering after the read: its ownership cannot be checked, so nothing is
+    sent (``unverified``, the reason in the output and the audit) and the bundle stays where it is."""
+    reading = admin.read()
+    source = SnapshotInput(reading=reading)
+    outcome = Decider(LoadBalancerConfig(), strategy="ThresholdShedder").cycle(snapshot_of(source))
+    first = outcome.decisions[0]
+    sandbox.crash_broker(first.source)
+    audit = AuditLog(tmp_path / "audit.jsonl", Token(TOKEN))
+    [result] = execute(
+        Outcome(outcome.strategy, [first]), source, guard=Guard(1), admin=admin, audit=audit, cycle=1,
+        dry_run=False, now_ms=reading.time_ms, owners=owner_lookup(None, admin, source),
+    )  # fmt: skip
+    audit.close()
+    assert result.action == "unverified" and "its owner could not be read, not sent" in result.detail
+    assert f"{first.source}/admin/v2/brokers/" in result.detail
+    [entry] = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert entry["action"] == "unverified" and TOKEN not in json.dumps(entry)
+    assert sandbox.owner_of(first.bundle) == first.source

@@ -22,10 +22,12 @@ from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
 from shedlab.cluster.access import Retry, Token, load_token
 from shedlab.cluster.advise import (
     NO_ADMIN_URL,
+    ActionResult,
     AuditLog,
     Guard,
     SnapshotInput,
     execute,
+    owner_lookup,
     read_snapshot_path,
     snapshot_of,
 )
@@ -389,16 +391,7 @@ class _Advisor:
         if self.execute and (self.source is None or self.source.admin is None):
             # said (and counted in the exit code) in a cycle without decisions too, as the audit has it
             refusals.append(NO_ADMIN_URL)
-        actions = execute(
-            outcome,
-            snap_input,
-            guard=self.guard,
-            admin=self.source.admin if self.source else None,
-            audit=self.log,
-            cycle=cycle,
-            dry_run=not self.execute,
-            now_ms=now_ms,
-        )
+        actions = self._act(outcome, snap_input, cycle, now_ms)
         reading = snap_input.reading
         missing = dict(reading.missing) if reading else {}
         result = {
@@ -419,8 +412,26 @@ class _Advisor:
         }
         title = f"{outcome.strategy}, cycle {cycle}" if self.watch else outcome.strategy
         _print_cycle(result, outcome, title, self.as_json, refusals, missing)
-        failed = refusals or any(a.action in ("refused", "failed") for a in actions)
+        failed = refusals or any(a.action in ("refused", "failed", "unverified") for a in actions)
         return int(bool(self.execute and failed))
+
+    def _act(
+        self, outcome: Outcome, snap_input: SnapshotInput, cycle: int, now_ms: int
+    ) -> list[ActionResult]:
+        """``execute`` the cycle's decisions, each unload after its owner check (``owner_lookup``)."""
+        zookeeper, admin = (self.source.zk, self.source.admin) if self.source else (None, None)
+        actions = execute(
+            outcome,
+            snap_input,
+            guard=self.guard,
+            admin=admin,
+            audit=self.log,
+            cycle=cycle,
+            dry_run=not self.execute,
+            now_ms=now_ms,
+            owners=owner_lookup(zookeeper, admin, snap_input),
+        )
+        return actions
 
     def _read(self) -> SnapshotInput:
         if self.source is not None:

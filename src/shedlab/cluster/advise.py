@@ -14,6 +14,10 @@ this module adds what a real cluster needs around it:
   Cruise Control's movement caps, and the cycles under ``--watch`` to one per
   ``loadBalancerSheddingIntervalMinutes``, as the leader's. Dry-run is the default: nothing is called
   without ``--execute``.
+* the **owner check** (:func:`execute`): just before each unload, the bundle's owner is read again (its
+  ownership znode, or the source broker's ``ownedNamespaces``); a bundle its source no longer owns is
+  ``skipped`` (it moved since the reports were written: unloading it would move it again, from its new
+  owner), one whose owner cannot be read is ``unverified``; neither is sent.
 * :class:`AuditLog`: every action and refusal as one JSON line, appended and fsynced (never the token).
 """
 
@@ -22,15 +26,21 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from shedlab import jsonout
 from shedlab.cluster.access import Token, scrub
-from shedlab.cluster.readers import AdminReader, ClusterReading, extensible_marker
+from shedlab.cluster.readers import (
+    AdminReader,
+    ClusterReading,
+    Ownership,
+    ZooKeeperReader,
+    extensible_marker,
+)
 from shedlab.core.decide import Decision, Outcome, load_snapshot_file
 from shedlab.errors import (
     MAX_INTEGER_BITS,
@@ -45,10 +55,13 @@ from shedlab.model.snapshot import ClusterSnapshot
 
 __all__ = [
     "NO_ADMIN_URL",
+    "ActionResult",
     "AuditLog",
     "Guard",
+    "OwnerLookup",
     "SnapshotInput",
     "execute",
+    "owner_lookup",
     "read_snapshot_path",
     "snapshot_of",
 ]
@@ -270,16 +283,36 @@ class AuditLog:
         os.close(self._fd)
 
 
+OwnerLookup = Callable[[Decision], Ownership]
+"""Who owns a decision's bundle now (raises :class:`ShedlabError` when that cannot be read)."""
+
+
+def owner_lookup(
+    zookeeper: ZooKeeperReader | None, admin: AdminReader | None, source: SnapshotInput
+) -> OwnerLookup | None:
+    """How to read a bundle's owner just before unloading it: its ownership znode when the cluster is read
+    from ZooKeeper, else the source broker's ``ownedNamespaces`` (then the other brokers of the reading, to
+    name the new owner); None without either (nothing is sent then)."""
+    if zookeeper is not None:
+        return lambda decision: zookeeper.bundle_owner(decision.bundle)
+    if admin is not None:
+        reading = source.reading
+        brokers = sorted({*reading.reports, *reading.missing}) if reading is not None else []
+        return lambda decision: admin.bundle_owner(decision.bundle, decision.source, brokers)
+    return None
+
+
 @dataclass
 class ActionResult:
     """What ``execute`` did with one decision."""
 
     decision: Decision
     action: str  # "unloaded"; "capped" (over --max-unloads); "refused" (the guard); "failed"; "dry-run";
+    # "skipped" (the bundle is no longer the source's); "unverified" (its owner could not be read);
     # "unloading" (the audit's line before the call)
     detail: str = ""
     status: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    owner: str | None = None  # the bundle's owner as read just before the unload (None: not read, nobody)
 
     def to_json(self) -> dict[str, Any]:
         d = self.decision
@@ -289,6 +322,7 @@ class ActionResult:
             "bundle": d.bundle,
             "destination": d.destination,
             "status": self.status,
+            "owner": self.owner,
             "detail": self.detail,
         }
 
@@ -303,8 +337,10 @@ def execute(
     cycle: int,
     dry_run: bool,
     now_ms: int | None = None,
+    owners: OwnerLookup | None = None,
 ) -> list[ActionResult]:
-    """Act on ``outcome``'s decisions under ``guard`` (or only record them, in dry-run), auditing each."""
+    """Act on ``outcome``'s decisions under ``guard`` (or only record them, in dry-run), auditing each.
+    Each unload is sent only if ``owners`` says its source still owns the bundle (:func:`_owner_check`)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     results: list[ActionResult] = []
     refusals = [] if dry_run else guard.refusals(source, now)
@@ -329,19 +365,47 @@ def execute(
             result = ActionResult(decision, "refused", "no destination broker")
         else:
             assert admin is not None
-            # written (and fsynced) before the call: killed while the broker has it, the audit still says
-            # that this unload was sent, with no outcome line after it
-            record(ActionResult(decision, "unloading", "sending; its outcome is the next line for it"))
-            try:
-                status = admin.unload(decision.bundle, decision.destination)
-                result = ActionResult(decision, "unloaded", "", status)
-            except ShedlabError as exc:
-                result = ActionResult(decision, "failed", str(exc))
+            result = _owner_check(decision, owners) or _unload(decision, admin, record)
         results.append(result)
         record(result)
     if refusals and not outcome.decisions and audit is not None and not dry_run:
         audit.write({"cycle": cycle, "action": "refused", "detail": "; ".join(refusals)})
     return results
+
+
+def _owner_check(decision: Decision, owners: OwnerLookup | None) -> ActionResult | None:
+    """None when ``decision.source`` still owns the bundle (and is not unloading it): send. Otherwise why
+    not: the decision was made from load reports that can be minutes old, and Pulsar's unload acts on
+    whichever broker owns the bundle *now*: a bundle that moved since would move a second time, from its
+    new owner. An owner that cannot be read is no licence to send (``unverified``)."""
+    if owners is None:
+        return ActionResult(decision, "unverified", "no way to read the bundle's owner: not sent")
+    try:
+        found = owners(decision)
+    except ShedlabError as exc:
+        return ActionResult(decision, "unverified", f"its owner could not be read, not sent: {exc}")
+    if found.owner == decision.source and found.active:
+        return None
+    if found.owner == decision.source:
+        why = f"{found.owner} is unloading it already"
+    elif found.owner is not None:
+        why = f"owned by {found.owner} now, not {decision.source}"
+    elif found.unknown:
+        why = f"no longer owned by {decision.source}; its owner now could not be read ({found.unknown})"
+    else:
+        why = f"unowned now (no longer owned by {decision.source})"
+    return ActionResult(decision, "skipped", f"{why}; not sent (read {found.where})", owner=found.owner)
+
+
+def _unload(decision: Decision, admin: AdminReader, record: Callable[[ActionResult], None]) -> ActionResult:
+    """The unload call, with the audit's ``unloading`` line written (and fsynced) before it: killed while
+    the broker has it, the audit still says that this unload was sent, with no outcome line after it."""
+    record(ActionResult(decision, "unloading", "sending; its outcome is the next line for it"))
+    try:
+        status = admin.unload(decision.bundle, decision.destination)
+    except ShedlabError as exc:
+        return ActionResult(decision, "failed", str(exc))
+    return ActionResult(decision, "unloaded", "", status, owner=decision.source)
 
 
 def _reason_line(decision: Decision) -> dict[str, Any]:
