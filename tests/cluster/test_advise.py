@@ -20,10 +20,11 @@ from shedlab.cluster.advise import (
     execute,
     read_snapshot_path,
     snapshot_of,
+    unloaded_bundles,
 )
 from shedlab.cluster.readers import ClusterReading, Ownership
 from shedlab.config import LoadBalancerConfig
-from shedlab.core.decide import Decision, Outcome, decide_on_snapshot
+from shedlab.core.decide import Decider, Decision, Outcome, decide_on_snapshot
 from shedlab.errors import ClusterError, InputError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "snapshot.json"
@@ -284,3 +285,32 @@ def test_watch_execute_cycles_no_faster_than_the_leader_sheds(
     )
     args = ["advise", "--snapshot", str(EXAMPLE), "--watch", "--every", "1s", "--count", "1", "--json"]
     assert runner.invoke(app, args).exit_code == 0
+
+
+class _Failing:
+    """An admin client whose every unload fails (the broker answered 500)."""
+
+    def unload(self, bundle: str, destination: str | None) -> int:
+        raise ClusterError("HTTP 500: boom", source=f"PUT …/{bundle}/unload")
+
+
+@pytest.mark.parametrize("age_ms", [0, 3_600_000], ids=["failed", "refused"])
+def test_only_succeeded_unloads_stay_in_the_grace_period(age_ms: int) -> None:
+    """A failed or refused unload was put in the grace period as if done, so the next cycle decided
+    around it; Pulsar's leader records a bundle only after its unload call returned. A dry run keeps
+    every decision there (docs/operators.md: it follows a leader whose unloads all succeeded)."""
+    now = int(time.time() * 1000)
+    snap = snapshot_of(SnapshotInput(load_data_file=EXAMPLE))
+    source = SnapshotInput(reading=ClusterReading(source="test", cluster="c", time_ms=now - age_ms))
+    decider = Decider(LoadBalancerConfig(), strategy="ThresholdShedder")
+    first = decider.cycle(snap)
+    results = execute(
+        first, source, guard=Guard(5), admin=_Failing(), audit=None, cycle=1, dry_run=False, now_ms=now,  # type: ignore[arg-type]
+        owners=lambda d: Ownership(d.source, True, "test"),
+    )  # fmt: skip
+    assert {r.action for r in results} == {"failed" if age_ms == 0 else "refused"}
+    decider.keep_unloaded(unloaded_bundles(results))
+    assert [d.bundle for d in decider.cycle(snap).decisions] == [d.bundle for d in first.decisions]
+    dry = Decider(LoadBalancerConfig(), strategy="ThresholdShedder")
+    once = {d.bundle for d in dry.cycle(snap).decisions}
+    assert once and once.isdisjoint(d.bundle for d in dry.cycle(snap).decisions)

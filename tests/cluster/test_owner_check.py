@@ -1,6 +1,7 @@
 """The owner check before each unload, end to end against the sandbox: the bundle's owner is read again
 (its ``/namespace/<bundle>`` znode, or the source broker's ``ownedNamespaces``) and a bundle that moved
-since the load reports is not unloaded a second time."""
+since the load reports is not unloaded a second time; and only bundles whose unload succeeded enter the
+leader's bookkeeping (the grace period)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import httpx
 import pytest
 from builders import fresh_scenario
 from kazoo.client import KazooClient
+from typer.testing import CliRunner
 
+from shedlab.cli import app
 from shedlab.cluster.access import Retry, Token
 from shedlab.cluster.advise import AuditLog, Guard, SnapshotInput, execute, owner_lookup, snapshot_of
 from shedlab.cluster.readers import AdminReader, ZooKeeperReader
@@ -152,3 +155,28 @@ def test_an_owner_that_cannot_be_read_is_not_unloaded(
     [entry] = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert entry["action"] == "unverified" and TOKEN not in json.dumps(entry)
     assert sandbox.owner_of(first.bundle) == first.source
+
+
+def test_only_bundles_really_unloaded_enter_the_grace_period(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--watch --execute --max-unloads 1``: the capped decisions of cycle 1 were put in the grace
+    period as if unloaded, so cycle 2 never proposed them again (Pulsar's leader records a bundle in
+    ``recentlyUnloadedBundles`` only after its unload call returned). Now cycle 2 decides them afresh,
+    and only the bundle really unloaded in cycle 1 waits out its grace period."""
+    monkeypatch.setattr("shedlab.cli.cluster_cmd.time.sleep", lambda _s: None)
+    args = [
+        "advise", "--admin-url", sandbox.admin_url, "--token-env", "OWNER_CHECK_TOKEN", "--strategy",
+        "ThresholdShedder", "--execute", "--max-unloads", "1", "--watch", "--every", "60s", "--count", "2",
+        "--audit", str(tmp_path / "audit.jsonl"), "--json",
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, args, env={"OWNER_CHECK_TOKEN": TOKEN})
+    assert result.exit_code == 0, result.output
+    first, second = (json.loads(line) for line in result.stdout.splitlines())
+    assert [a["action"] for a in first["actions"]][:2] == ["unloaded", "capped"]
+    unloaded = first["actions"][0]["bundle"]
+    capped = {a["bundle"] for a in first["actions"] if a["action"] == "capped"}
+    again = {u["bundle"] for u in second["unload"]}
+    assert unloaded not in again and again & capped
+    assert second["actions"][0]["action"] == "unloaded" and second["actions"][0]["bundle"] in capped
+    assert TOKEN not in result.output

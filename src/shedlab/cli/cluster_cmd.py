@@ -30,6 +30,7 @@ from shedlab.cluster.advise import (
     owner_lookup,
     read_snapshot_path,
     snapshot_of,
+    unloaded_bundles,
 )
 from shedlab.cluster.collect import CollectSummary, RecordWriter, collect
 from shedlab.cluster.readers import AdminReader, ClusterReading, ZooKeeperReader
@@ -418,7 +419,12 @@ class _Advisor:
     def _act(
         self, outcome: Outcome, snap_input: SnapshotInput, cycle: int, now_ms: int
     ) -> list[ActionResult]:
-        """``execute`` the cycle's decisions, each unload after its owner check (``owner_lookup``)."""
+        """``execute`` the cycle's decisions; then, executing, only the bundles whose unload succeeded stay
+        in the leader's bookkeeping (the grace period), as ``ModularLoadManagerImpl.doLoadShedding`` records
+        a bundle in ``recentlyUnloadedBundles`` only after its unload call returned: a capped, refused,
+        skipped or failed decision is decided afresh next cycle. A dry run keeps every decision there, as
+        docs/operators.md says: it follows a leader whose every unload succeeded, which is also what the
+        strategy's own state (AvgShedder's hit counts, reset when it picks a broker) already assumes."""
         zookeeper, admin = (self.source.zk, self.source.admin) if self.source else (None, None)
         actions = execute(
             outcome,
@@ -431,6 +437,8 @@ class _Advisor:
             now_ms=now_ms,
             owners=owner_lookup(zookeeper, admin, snap_input),
         )
+        if self.execute:
+            self.decider.keep_unloaded(unloaded_bundles(actions))
         return actions
 
     def _read(self) -> SnapshotInput:

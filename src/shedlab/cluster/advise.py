@@ -64,6 +64,7 @@ __all__ = [
     "owner_lookup",
     "read_snapshot_path",
     "snapshot_of",
+    "unloaded_bundles",
 ]
 
 NO_ADMIN_URL = "no --admin-url to send the unloads to"
@@ -327,6 +328,14 @@ class ActionResult:
         }
 
 
+UNLOADED = "unloaded"
+
+
+def unloaded_bundles(results: list[ActionResult]) -> set[str]:
+    """The bundles whose unload succeeded: the only ones the leader's bookkeeping takes as moved."""
+    return {r.decision.bundle for r in results if r.action == UNLOADED}
+
+
 def execute(
     outcome: Outcome,
     source: SnapshotInput,
@@ -405,7 +414,7 @@ def _unload(decision: Decision, admin: AdminReader, record: Callable[[ActionResu
         status = admin.unload(decision.bundle, decision.destination)
     except ShedlabError as exc:
         return ActionResult(decision, "failed", str(exc))
-    return ActionResult(decision, "unloaded", "", status, owner=decision.source)
+    return ActionResult(decision, UNLOADED, "", status, owner=decision.source)
 
 
 def _reason_line(decision: Decision) -> dict[str, Any]:

@@ -9,6 +9,7 @@ missing or is its current owner.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,7 @@ class Decider:
     def __init__(self, conf: LoadBalancerConfig, *, strategy: str | None = None, seed: int = 0) -> None:
         self.name, self.conf = _resolve(conf, strategy)
         self.manager = LoadManager(self.conf, seed=np.random.default_rng(seed))
+        self._last: list[Decision] = []  # the last cycle's decisions, for keep_unloaded
 
     def cycle(self, snapshot: ClusterSnapshot, *, cycles: int = 1) -> Outcome:
         """One shedding cycle (repeated up to ``cycles`` times while it unloads nothing), explained.
@@ -161,6 +163,16 @@ class Decider:
         stderr carries no NumPy RuntimeWarning)."""
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             return self._cycle(snapshot, cycles)
+
+    def keep_unloaded(self, unloaded: Collection[str]) -> None:
+        """Of the last cycle's decisions, only the bundles in ``unloaded`` (their unload succeeded) stay in
+        the leader's bookkeeping (the grace period, the affinity, the unload counters); the others are
+        withdrawn (:meth:`LoadManager.withdraw_unloads`), as Pulsar's ``doLoadShedding`` records a bundle
+        only after its unload call returned. Without this call every decision counts as done, as the
+        leader that sent them all would (``decide``, a dry-run ``advise``)."""
+        unloads = [(d.source, d.bundle) for d in self._last]
+        self.manager.withdraw_unloads(unloads, unloaded)
+        self._last = []
 
     def _cycle(self, snapshot: ClusterSnapshot, cycles: int) -> Outcome:
         manager = self.manager
@@ -180,6 +192,7 @@ class Decider:
             reason["placement"] = placement.get("rule")
             outcome.decisions.append(Decision(d.source, d.bundle, d.destination, reason, choices))
         outcome.left_alone = explain(snapshot, self.conf, outcome)
+        self._last = list(outcome.decisions)
         return outcome
 
 

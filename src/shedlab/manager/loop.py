@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import copy
 import operator
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -298,6 +298,22 @@ class LoadManager:
             if unloaded_any:
                 self.unload_broker_total += 1
         return decisions
+
+    def withdraw_unloads(self, unloads: Sequence[tuple[str, str]], done: Collection[str]) -> None:
+        """Undo the bookkeeping of ``unloads`` (source broker, bundle: the last :meth:`do_load_shedding`'s)
+        whose unload did not happen, i.e. whose bundle is not in ``done``: for a caller that sends the
+        unloads itself and some are not sent or fail (``advise --execute``). Pulsar's ``doLoadShedding``
+        records a bundle in ``recentlyUnloadedBundles`` and counts it (``unloadBundleCount``, and its
+        broker in ``unloadBrokerCount``) only after the admin call returned; the affinity is set by the
+        leader's unload endpoint, which a call not sent never reached."""
+        sources = {source for source, _ in unloads}
+        kept = {source for source, bundle in unloads if bundle in done}
+        for _source, bundle in unloads:
+            if bundle not in done:
+                self.recently_unloaded.pop(bundle, None)
+                self.affinity.pop(bundle, None)
+                self.unload_bundle_total -= 1
+        self.unload_broker_total -= len(sources - kept)
 
     def _skip_reason(self, bundle: str) -> str | None:
         """§4.4 step 5 a–c; only the shedding-excluded namespaces apply here (see module docstring)."""
