@@ -301,8 +301,21 @@ CASES: dict[str, list[Case]] = {
         _simulate("zero-count", scenario("", brokers="  - count: 0\n"), "count"),
         _simulate("unknown-hardware", scenario("", brokers="  - count: 3\n    hardware: huge\n"), "huge"),
         Case("simulate-unknown-builtin", ("simulate", "scale-outt"), "scale-outt"),
+        # named the field 'strategy', not the option the user typed
         Case(
-            "compare-unknown-strategy", ("compare", "scale-out", "--strategies", "AvgShedderr"), "AvgShedderr"
+            "compare-unknown-strategy",
+            ("compare", "scale-out", "--strategies", "AvgShedder,AvgShedderr"),
+            "--strategies: unknown strategy pair (got 'AvgShedderr'); did you mean 'AvgShedder'?",
+        ),
+        Case(
+            "config-show-unknown-strategy",
+            ("config", "show", "--strategy", "AvgShedde"),
+            "--strategy: unknown strategy pair (got 'AvgShedde'); did you mean 'AvgShedder'?",
+        ),
+        Case(
+            "sandbox-unknown-strategy",
+            ("sandbox", "scale-out", "--strategy", "AvgShedde", "--zookeeper", "none"),
+            "--strategy: unknown strategy pair (got 'AvgShedde'); did you mean 'AvgShedder'?",
         ),
         _compare("remove-missing-broker", event("{at: 1m, kind: remove_brokers, brokers: [9]}"), "broker 9"),
         _sweep("empty-scenario-list", b"scenarios: []\n", "scenarios"),

@@ -221,7 +221,7 @@ def compare(
     names = (
         list(STRATEGY_PAIRS)
         if strategies.strip().lower() == "all"
-        else [resolve_pair_name(s.strip()) for s in strategies.split(",") if s.strip()]
+        else [resolve_pair_name(s.strip(), field="--strategies") for s in strategies.split(",") if s.strip()]
     )
     if not names:
         raise ConfigError("no strategy pair given", field="--strategies", value=strategies)
