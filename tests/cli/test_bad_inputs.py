@@ -482,6 +482,20 @@ CASES: dict[str, list[Case]] = {
             "replay.json: configs: expected a list of strategy configurations (objects) (got 5)",
         ),
     ],
+    "results with nothing to report": [
+        # an empty report was written, exit 0: an interrupted sweep looked like one that had run
+        _report(
+            "sweep-without-runs",
+            {"res/runs/_SUCCESS": b"", "res/sweep.json": b'{"grids": []}'},
+            "res/runs: no runs to report: the sweep holds no run summaries yet",
+        ),
+        _report(
+            "sweep-without-runs-with-ticks",
+            {"res/runs/scenario=s/strategy=AvgShedder/.keep": b"", "res/ticks/_SUCCESS": b""},
+            "res/runs: no runs to report",
+        ),
+        _report("runs-dir-only", {"res/runs/_SUCCESS": b""}, "res/runs: no runs to report"),
+    ],
     "options typer refuses": [
         _decide("seed-not-a-number", SNAPSHOT.encode(), "--seed: ", "--seed", "abc"),
         _decide("seed-with-equals", SNAPSHOT.encode(), "(got 'x1')", "--seed=x1"),
