@@ -482,6 +482,37 @@ CASES: dict[str, list[Case]] = {
             "replay.json: configs: expected a list of strategy configurations (objects) (got 5)",
         ),
     ],
+    "an output over its input": [
+        # exit 0, and SNAP's tables were replaced by what could still be read: bundle_samples had no row
+        Case(
+            "ingest-out-holds-its-input",
+            ("ingest", "{dir}/snap/broker_samples", "--out", "{dir}/snap"),
+            "--out: holds the input",
+            EU_INGESTED,
+        ),
+        Case(
+            "ingest-out-is-its-input",
+            ("ingest", "{dir}/snap", "--out", "{dir}/snap/"),
+            "--out: is the input itself",
+            EU_INGESTED,
+        ),
+        # the next ingest of rec/ read the output's Parquet as input
+        Case(
+            "ingest-out-inside-its-input",
+            ("ingest", "{dir}/rec", "--out", "{dir}/rec/snap"),
+            "--out: lies inside the input",
+            {"rec/r.jsonl": b"{}\n"},
+        ),
+        Case(
+            "ingest-out-inside-the-bundles-dir",
+            ("ingest", "{dir}/r.jsonl", "--bundles", "{dir}/b", "--out", "{dir}/b/out"),
+            "--out: lies inside the input",
+            {
+                "r.jsonl": b"{}\n",
+                "b/public/default.json": b'{"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1}',
+            },
+        ),
+    ],
     "results with nothing to report": [
         # an empty report was written, exit 0: an interrupted sweep looked like one that had run
         _report(

@@ -20,6 +20,7 @@ from shedlab.core.results import (
     MANIFEST,
     RUN_SUMMARY_ARROW,
     RunWriter,
+    check_apart,
     check_output_dir,
     execute_spec,
     finished_run_files,
@@ -149,6 +150,28 @@ def test_an_output_location_that_is_a_file_is_refused(tmp_path: Path) -> None:
     check_output_dir(str(tmp_path / "new" / "dir"))  # absent: the writer creates it
     check_output_dir(str(tmp_path))  # an existing directory
     check_output_dir("s3a://bucket/out")  # remote: left to the writer
+
+
+def test_an_output_that_overlaps_an_input_is_refused(tmp_path: Path) -> None:
+    snap = tmp_path / "snap"
+    (snap / "broker_samples").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(snap)
+    refused = {
+        str(snap): (str(snap), "is the input itself"),
+        f"file://{snap}": (str(snap / "broker_samples"), "holds the input"),
+        str(tmp_path / "link" / ".." / "snap" / "broker_samples" / "out"): (
+            str(snap / "broker_samples"),
+            "lies inside the input",
+        ),
+        str(tmp_path / "link"): (str(snap / "broker_samples"), "holds the input"),  # resolved
+    }
+    for out, (source, problem) in refused.items():
+        with pytest.raises(InputError, match=f"^--out: {problem}"):
+            check_apart(out, ["s3a://b/in", source])
+    check_apart(str(tmp_path / "snap2"), [str(snap)])  # a sibling sharing a prefix
+    check_apart(str(tmp_path / "out"), [str(snap), str(snap / "broker_samples")])
+    check_apart("s3a://bucket/snap", [str(snap)])  # remote: not compared
+    check_apart(str(snap), ["hdfs:///data/snap"])
 
 
 def _summary_file(path: Path) -> None:

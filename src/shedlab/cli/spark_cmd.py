@@ -34,7 +34,7 @@ from shedlab.cli.consoles import make_console, print_table
 from shedlab.cli.settings import check_count, check_seed, run_overrides
 from shedlab.core.goal import DEFAULT_CHALLENGER
 from shedlab.core.grid import params_label
-from shedlab.core.results import check_output_dir
+from shedlab.core.results import check_apart, check_output_dir
 from shedlab.errors import ConfigError, InputError
 from shedlab.report.figures import short_pair
 from shedlab.report.terminal import goal_table
@@ -514,6 +514,9 @@ def ingest(
         raise InputError(problem, field="--cluster", value=cluster)
     classified = classify_sources(sources)  # a missing, unreadable or binary source: an error before Spark
     boundaries = read_bundle_boundaries(bundles or [])  # a bad boundaries file too
+    # writing over an input lost it; a glob is compared by what it matched
+    expanded = [*classified.json_lines, *classified.json_docs, *classified.parquet]
+    check_apart(out, [*sources, *expanded, *(bundles or [])])
     _preflight(master, out, conf, spark_conf)
     if not has_active_session():  # a running JVM's flags are fixed
         conf = short_input_conf(master, conf or [], spark_conf, local_bytes(classified))

@@ -55,6 +55,7 @@ __all__ = [
     "RUN_COLUMNS_READ",
     "RUN_SUMMARY_ARROW",
     "RunWriter",
+    "check_apart",
     "check_output_dir",
     "execute_spec",
     "exists",
@@ -176,6 +177,37 @@ def check_output_dir(out: str, *, field: str = "--out") -> None:
     parent = next((p for p in path.absolute().parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise InputError(f"{parent} is a file, not a directory", source=out, field=field)
+
+
+def _local_path(location: str) -> Path | None:
+    """A local location as an absolute path with its symbolic links resolved; None for a remote URI."""
+    if "://" in location and not location.startswith("file://"):
+        return None
+    return Path(location[len("file://") :] if location.startswith("file://") else location).resolve()
+
+
+def check_apart(out: str, inputs: Sequence[str], *, field: str = "--out") -> None:
+    """Refuse an output location that is one of ``inputs``, holds one, or lies inside one (paths compared
+    resolved, before Spark starts). Writing over what is being read loses it (``ingest SNAP/broker_samples
+    --out SNAP`` replaced SNAP's tables with what it could still read: bundle_samples was left with no
+    row), and an output inside an input is read back as input the next time. Remote locations are left
+    alone: they cannot be compared cheaply."""
+    target = _local_path(out)
+    if target is None:
+        return
+    for given in inputs:
+        source = _local_path(given)
+        if source is None:
+            continue
+        if target == source:
+            problem = "is the input itself: writing there would replace what is being read"
+        elif target in source.parents:
+            problem = f"holds the input {given}: writing there would replace what is being read"
+        elif source in target.parents:
+            problem = f"lies inside the input {given}: it would be read back as input the next time"
+        else:
+            continue
+        raise InputError(problem, field=field, value=out, hint="name a directory apart from the inputs")
 
 
 _TEMPORARY_FILE = re.compile(r"\.run-.+\.tmp|.+\.json\.\d+\.tmp")
