@@ -513,6 +513,87 @@ CASES: dict[str, list[Case]] = {
             },
         ),
     ],
+    "an output into another command's output": [
+        # each wrote its files among the other command's, exit 0
+        Case(
+            "sweep-out-is-an-ingest-output",
+            ("sweep", "tiny", "--out", "{dir}/snap"),
+            "--out: is an ingest output (broker_samples/), not a sweep directory",
+            EU_INGESTED,
+        ),
+        Case(
+            "sweep-out-is-a-replay-output",
+            ("sweep", "tiny", "--out", "{dir}/o"),
+            "--out: is a replay output (replay.json), not a sweep directory",
+            {"o/replay.json": b"{}"},
+        ),
+        Case(
+            "sweep-out-is-an-evaluate-output",
+            ("sweep", "tiny", "--out", "{dir}/o"),
+            "--out: is an evaluate output (pip364.csv), not a sweep directory",
+            {"o/pip364.csv": b"strategy\n"},
+        ),
+        Case(
+            "sweep-out-is-a-report-directory",
+            ("sweep", "tiny", "--out", "{dir}/o"),
+            "--out: is a directory of shedlab results with their report (report.html)",
+            {"o/report.html": b"<!DOCTYPE html>"},
+        ),
+        Case(
+            "sweep-out-is-an-interrupted-tune",
+            ("sweep", "tiny", "--out", "{dir}/o"),
+            "--out: is a tune output (sweep.json), not a sweep directory",
+            {"o/runs/_SUCCESS": b"", "o/sweep.json": b'{"grids": [{"name": "tune", "scenarios": {}}]}'},
+        ),
+        Case(
+            "replay-out-is-its-ingest-output",
+            ("replay", "{dir}/snap", "-s", "AvgShedder", "--out", "{dir}/snap"),
+            "--out: is an ingest output (broker_samples/), not a replay output",
+            EU_INGESTED,
+        ),
+        Case(
+            "evaluate-out-is-the-sweep",
+            ("evaluate", "{dir}/sw", "--out", "{dir}/sw"),
+            "--out: is a sweep directory (sweep.json), not an evaluate output",
+            {"sw/runs/_SUCCESS": b"", "sw/sweep.json": b'{"grids": []}'},
+        ),
+        Case(
+            "ingest-out-is-a-sweep",
+            ("ingest", "{dir}/r.jsonl", "--out", "{dir}/sw"),
+            "--out: is a sweep directory (runs/), not an ingest output",
+            {"r.jsonl": b"{}\n", "sw/runs/_SUCCESS": b""},
+        ),
+        Case(
+            "twin-report-dir-is-a-sweep",
+            ("twin", "{dir}/snap", "--out", "{dir}/t.yaml", "--report-dir", "{dir}/sw"),
+            "--report-dir: is a sweep directory (runs/), not a twin's fit report directory",
+            {**EU_INGESTED, "sw/runs/_SUCCESS": b""},
+        ),
+        Case(
+            "tune-out-is-a-replay-output",
+            ("tune", "scale-out", "--out", "{dir}/o"),
+            "--out: is a replay output (replay.json), not a tune output",
+            {"o/replay.json": b"{}"},
+        ),
+        Case(
+            "simulate-out-is-a-sweep",
+            ("simulate", "scale-out", "--out", "{dir}/sw"),
+            "--out: is a sweep directory (runs/), not a simulate output",
+            {"sw/runs/_SUCCESS": b""},
+        ),
+        Case(
+            "compare-out-is-a-simulate-output",
+            ("compare", "scale-out", "--strategies", "AvgShedder", "--out", "{dir}/res/sim"),
+            "--out: is a simulate output (summary.json), not a compare output",
+            _simulation(),
+        ),
+        Case(
+            "report-out-over-the-results",
+            ("report", "{dir}/res", "--out", "{dir}/res/sim/summary.json"),
+            "summary.json: exists and is not an HTML page",
+            _simulation(),
+        ),
+    ],
     "results with nothing to report": [
         # an empty report was written, exit 0: an interrupted sweep looked like one that had run
         _report(

@@ -32,6 +32,7 @@ from shedlab.core.goal import GOAL_COLUMNS, GOAL_TABLE
 from shedlab.core.grid import params_label
 from shedlab.core.results import (
     MANIFEST,
+    TUNE_FILE,
     manifest_grids,
     missing_columns,
     read_checked_parquet,
@@ -611,7 +612,7 @@ def load_results(results_dir: Path) -> ReportData:
 def _no_runs(root: Path, sweep_dir: Path) -> bool:
     """Whether a sweep directory holds no run summary, and ``root`` no tuning recommendation either (a
     report of it would be an empty page: an interrupted sweep, a --limit 0 sweep)."""
-    if (root / "tune.json").is_file():
+    if (root / TUNE_FILE).is_file():
         return False
     return not any(
         run_id_of_file(f.name) is not None for f in (sweep_dir / "runs").rglob("run-*.parquet") if f.is_file()
