@@ -301,8 +301,21 @@ CASES: dict[str, list[Case]] = {
         _simulate("zero-count", scenario("", brokers="  - count: 0\n"), "count"),
         _simulate("unknown-hardware", scenario("", brokers="  - count: 3\n    hardware: huge\n"), "huge"),
         Case("simulate-unknown-builtin", ("simulate", "scale-outt"), "scale-outt"),
+        # named the field 'strategy', not the option the user typed
         Case(
-            "compare-unknown-strategy", ("compare", "scale-out", "--strategies", "AvgShedderr"), "AvgShedderr"
+            "compare-unknown-strategy",
+            ("compare", "scale-out", "--strategies", "AvgShedder,AvgShedderr"),
+            "--strategies: unknown strategy pair (got 'AvgShedderr'); did you mean 'AvgShedder'?",
+        ),
+        Case(
+            "config-show-unknown-strategy",
+            ("config", "show", "--strategy", "AvgShedde"),
+            "--strategy: unknown strategy pair (got 'AvgShedde'); did you mean 'AvgShedder'?",
+        ),
+        Case(
+            "sandbox-unknown-strategy",
+            ("sandbox", "scale-out", "--strategy", "AvgShedde", "--zookeeper", "none"),
+            "--strategy: unknown strategy pair (got 'AvgShedde'); did you mean 'AvgShedder'?",
         ),
         _compare("remove-missing-broker", event("{at: 1m, kind: remove_brokers, brokers: [9]}"), "broker 9"),
         _sweep("empty-scenario-list", b"scenarios: []\n", "scenarios"),
@@ -468,6 +481,132 @@ CASES: dict[str, list[Case]] = {
             {"res/replay.json": b'{"configs": 5}'},
             "replay.json: configs: expected a list of strategy configurations (objects) (got 5)",
         ),
+    ],
+    "an output over its input": [
+        # exit 0, and SNAP's tables were replaced by what could still be read: bundle_samples had no row
+        Case(
+            "ingest-out-holds-its-input",
+            ("ingest", "{dir}/snap/broker_samples", "--out", "{dir}/snap"),
+            "--out: holds the input",
+            EU_INGESTED,
+        ),
+        Case(
+            "ingest-out-is-its-input",
+            ("ingest", "{dir}/snap", "--out", "{dir}/snap/"),
+            "--out: is the input itself",
+            EU_INGESTED,
+        ),
+        # the next ingest of rec/ read the output's Parquet as input
+        Case(
+            "ingest-out-inside-its-input",
+            ("ingest", "{dir}/rec", "--out", "{dir}/rec/snap"),
+            "--out: lies inside the input",
+            {"rec/r.jsonl": b"{}\n"},
+        ),
+        Case(
+            "ingest-out-inside-the-bundles-dir",
+            ("ingest", "{dir}/r.jsonl", "--bundles", "{dir}/b", "--out", "{dir}/b/out"),
+            "--out: lies inside the input",
+            {
+                "r.jsonl": b"{}\n",
+                "b/public/default.json": b'{"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1}',
+            },
+        ),
+    ],
+    "an output into another command's output": [
+        # each wrote its files among the other command's, exit 0
+        Case(
+            "sweep-out-is-an-ingest-output",
+            ("sweep", "tiny", "--out", "{dir}/snap"),
+            "--out: is an ingest output (broker_samples/), not a sweep directory",
+            EU_INGESTED,
+        ),
+        Case(
+            "sweep-out-is-a-replay-output",
+            ("sweep", "tiny", "--out", "{dir}/o"),
+            "--out: is a replay output (replay.json), not a sweep directory",
+            {"o/replay.json": b"{}"},
+        ),
+        Case(
+            "sweep-out-is-an-evaluate-output",
+            ("sweep", "tiny", "--out", "{dir}/o"),
+            "--out: is an evaluate output (pip364.csv), not a sweep directory",
+            {"o/pip364.csv": b"strategy\n"},
+        ),
+        Case(
+            "sweep-out-is-a-report-directory",
+            ("sweep", "tiny", "--out", "{dir}/o"),
+            "--out: is a directory of shedlab results with their report (report.html)",
+            {"o/report.html": b"<!DOCTYPE html>"},
+        ),
+        Case(
+            "sweep-out-is-an-interrupted-tune",
+            ("sweep", "tiny", "--out", "{dir}/o"),
+            "--out: is a tune output (sweep.json), not a sweep directory",
+            {"o/runs/_SUCCESS": b"", "o/sweep.json": b'{"grids": [{"name": "tune", "scenarios": {}}]}'},
+        ),
+        Case(
+            "replay-out-is-its-ingest-output",
+            ("replay", "{dir}/snap", "-s", "AvgShedder", "--out", "{dir}/snap"),
+            "--out: is an ingest output (broker_samples/), not a replay output",
+            EU_INGESTED,
+        ),
+        Case(
+            "evaluate-out-is-the-sweep",
+            ("evaluate", "{dir}/sw", "--out", "{dir}/sw"),
+            "--out: is a sweep directory (sweep.json), not an evaluate output",
+            {"sw/runs/_SUCCESS": b"", "sw/sweep.json": b'{"grids": []}'},
+        ),
+        Case(
+            "ingest-out-is-a-sweep",
+            ("ingest", "{dir}/r.jsonl", "--out", "{dir}/sw"),
+            "--out: is a sweep directory (runs/), not an ingest output",
+            {"r.jsonl": b"{}\n", "sw/runs/_SUCCESS": b""},
+        ),
+        Case(
+            "twin-report-dir-is-a-sweep",
+            ("twin", "{dir}/snap", "--out", "{dir}/t.yaml", "--report-dir", "{dir}/sw"),
+            "--report-dir: is a sweep directory (runs/), not a twin's fit report directory",
+            {**EU_INGESTED, "sw/runs/_SUCCESS": b""},
+        ),
+        Case(
+            "tune-out-is-a-replay-output",
+            ("tune", "scale-out", "--out", "{dir}/o"),
+            "--out: is a replay output (replay.json), not a tune output",
+            {"o/replay.json": b"{}"},
+        ),
+        Case(
+            "simulate-out-is-a-sweep",
+            ("simulate", "scale-out", "--out", "{dir}/sw"),
+            "--out: is a sweep directory (runs/), not a simulate output",
+            {"sw/runs/_SUCCESS": b""},
+        ),
+        Case(
+            "compare-out-is-a-simulate-output",
+            ("compare", "scale-out", "--strategies", "AvgShedder", "--out", "{dir}/res/sim"),
+            "--out: is a simulate output (summary.json), not a compare output",
+            _simulation(),
+        ),
+        Case(
+            "report-out-over-the-results",
+            ("report", "{dir}/res", "--out", "{dir}/res/sim/summary.json"),
+            "summary.json: exists and is not an HTML page",
+            _simulation(),
+        ),
+    ],
+    "results with nothing to report": [
+        # an empty report was written, exit 0: an interrupted sweep looked like one that had run
+        _report(
+            "sweep-without-runs",
+            {"res/runs/_SUCCESS": b"", "res/sweep.json": b'{"grids": []}'},
+            "res/runs: no runs to report: the sweep holds no run summaries yet",
+        ),
+        _report(
+            "sweep-without-runs-with-ticks",
+            {"res/runs/scenario=s/strategy=AvgShedder/.keep": b"", "res/ticks/_SUCCESS": b""},
+            "res/runs: no runs to report",
+        ),
+        _report("runs-dir-only", {"res/runs/_SUCCESS": b""}, "res/runs: no runs to report"),
     ],
     "options typer refuses": [
         _decide("seed-not-a-number", SNAPSHOT.encode(), "--seed: ", "--seed", "abc"),

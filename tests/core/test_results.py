@@ -20,9 +20,12 @@ from shedlab.core.results import (
     MANIFEST,
     RUN_SUMMARY_ARROW,
     RunWriter,
+    check_apart,
     check_output_dir,
+    check_output_kind,
     execute_spec,
     finished_run_files,
+    output_kind,
     quarantine_corrupt_runs,
     read_manifest,
     read_partitioned,
@@ -149,6 +152,75 @@ def test_an_output_location_that_is_a_file_is_refused(tmp_path: Path) -> None:
     check_output_dir(str(tmp_path / "new" / "dir"))  # absent: the writer creates it
     check_output_dir(str(tmp_path))  # an existing directory
     check_output_dir("s3a://bucket/out")  # remote: left to the writer
+
+
+def test_an_output_that_overlaps_an_input_is_refused(tmp_path: Path) -> None:
+    snap = tmp_path / "snap"
+    (snap / "broker_samples").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(snap)
+    refused = {
+        str(snap): (str(snap), "is the input itself"),
+        f"file://{snap}": (str(snap / "broker_samples"), "holds the input"),
+        str(tmp_path / "link" / ".." / "snap" / "broker_samples" / "out"): (
+            str(snap / "broker_samples"),
+            "lies inside the input",
+        ),
+        str(tmp_path / "link"): (str(snap / "broker_samples"), "holds the input"),  # resolved
+    }
+    for out, (source, problem) in refused.items():
+        with pytest.raises(InputError, match=f"^--out: {problem}"):
+            check_apart(out, ["s3a://b/in", source])
+    check_apart(str(tmp_path / "snap2"), [str(snap)])  # a sibling sharing a prefix
+    check_apart(str(tmp_path / "out"), [str(snap), str(snap / "broker_samples")])
+    check_apart("s3a://bucket/snap", [str(snap)])  # remote: not compared
+    check_apart(str(snap), ["hdfs:///data/snap"])
+
+
+def _layout(root: Path, *entries: str) -> str:
+    """A directory holding ``entries`` (a trailing ``/``: a directory)."""
+    root.mkdir(parents=True)
+    for entry in entries:
+        (root / entry).mkdir() if entry.endswith("/") else (root / entry).write_text("{}")
+    return str(root)
+
+
+def test_each_command_writes_only_into_its_own_kind_of_output(tmp_path: Path) -> None:
+    kinds = {
+        "ingest": _layout(tmp_path / "snap", "broker_samples/", "bundle_samples/", "quarantine/"),
+        "sweep": _layout(tmp_path / "sweep", "runs/", "ticks/", MANIFEST, "evaluation/", "report.html"),
+        "evaluate": _layout(tmp_path / "ev", "pip364/", "metric_stats/", "runs.csv"),
+        "replay": _layout(tmp_path / "replay", "comparison/", "decisions/", "replay.json"),
+        "tune": _layout(tmp_path / "tune", "runs/", MANIFEST, "tune.json", "fit-report.json"),
+        "twin": _layout(tmp_path / "fit", "fit-report.json", "validation/"),
+        "simulate": _layout(tmp_path / "sim", "summary.json", "ticks.parquet"),
+        "compare": _layout(tmp_path / "cmp", "compare.json", "AvgShedder/"),
+        "report": _layout(tmp_path / "demo", "sweep/", "evaluation/", "report.html"),
+    }
+    for kind, out in kinds.items():
+        assert (output_kind(out) or ("",))[0] == kind, out
+    for command in ("sweep", "evaluate", "replay", "ingest", "tune", "twin", "simulate", "compare"):
+        for kind, out in kinds.items():
+            welcome = kind == command or {kind, command} == {"tune", "twin"}
+            if welcome:
+                check_output_kind(out, command)
+            else:
+                with pytest.raises(InputError, match=r"^--out: is .* not "):
+                    check_output_kind(out, command)
+        check_output_kind(str(tmp_path / "new"), command)  # absent, empty, or of no kind: written into
+        check_output_kind(_layout(tmp_path / f"mine-{command}", "notes.txt", "data/"), command)
+        check_output_kind("s3a://bucket/anything", command)
+    # a sweep with its evaluation written into it (evaluate --out SWEEP_DIR) still resumes
+    (tmp_path / "sweep" / "pip364.csv").write_text("strategy\n")
+    check_output_kind(str(tmp_path / "sweep"), "sweep")
+
+
+def test_a_tune_interrupted_before_tune_json_is_a_tune_not_a_sweep(tmp_path: Path) -> None:
+    out = _layout(tmp_path / "tune", "runs/")
+    (tmp_path / "tune" / MANIFEST).write_text(json.dumps({"grids": [{"name": "tune", "scenarios": {}}]}))
+    assert (output_kind(out) or ("",))[0] == "tune"
+    check_output_kind(out, "tune")
+    with pytest.raises(InputError, match="is a tune output"):
+        check_output_kind(out, "sweep")
 
 
 def _summary_file(path: Path) -> None:

@@ -128,6 +128,17 @@ def test_missing_or_empty_results_are_user_errors(tmp_path: Path) -> None:
     assert run.returncode == 2 and "Traceback" not in run.stderr and "not found" in run.stderr
 
 
+def test_a_sweep_without_runs_is_refused_unless_there_is_more_to_report(tmp_path: Path) -> None:
+    """A sweep directory with no run summary was an empty report, exit 0 (an interrupted sweep looked like
+    one that had run); what else the directory holds is still reported."""
+    (tmp_path / "runs" / "scenario=s" / "strategy=AvgShedder").mkdir(parents=True)
+    (tmp_path / "sweep.json").write_text('{"grids": []}', encoding="utf-8")
+    with pytest.raises(InputError, match="no runs to report"):
+        build_report(tmp_path, tmp_path / "r.html")
+    run_simulation(load_scenario(SCENARIO), strategy="AvgShedder", seed=1).write(tmp_path / "sim")
+    assert load_results(tmp_path).kind == "simulate"
+
+
 def test_decimate_keeps_extremes_and_bounds_points() -> None:
     x = np.arange(10_000, dtype=float)
     y = np.sin(x / 50.0)

@@ -98,7 +98,7 @@ def _pair_layer(strategy: str | None) -> LoadBalancerConfig | None:
     # (python -X importtime -c "import shedlab.cli.config_cmd"), and only --strategy needs it.
     from shedlab.strategies import pair_config, resolve_pair_name
 
-    return pair_config(resolve_pair_name(strategy), source="--strategy")
+    return pair_config(resolve_pair_name(strategy, field="--strategy"), source="--strategy")
 
 
 def _json_payload(conf: LoadBalancerConfig, path: Path | None, *, changed_only: bool) -> dict[str, Any]:

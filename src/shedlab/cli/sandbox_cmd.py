@@ -68,6 +68,10 @@ def sandbox(
     stop_after = None if duration is None else parse_duration(duration, field="--duration")
     tokens = _tokens(token_file)
     loaded = _load_starting(scenario, start)
+    if strategy is not None:  # named as the user typed it (the simulator's check says 'strategy')
+        from shedlab.strategies import resolve_pair_name
+
+        strategy = resolve_pair_name(strategy, field="--strategy")
     zk = None if zookeeper == "none" else zookeeper
     # kazoo logs every refused connection while a ZooKeeper starts; the sandbox reports real failures itself
     logging.getLogger("kazoo").setLevel(logging.ERROR)

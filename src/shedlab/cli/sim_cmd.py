@@ -177,6 +177,10 @@ def simulate(
     if record and out is None:
         raise InputError("--record writes files: give --out DIR too", field="--record")
     check_seed(seed)
+    if out is not None:  # not into another command's output
+        from shedlab.core.results import check_output_kind
+
+        check_output_kind(str(out), "simulate")
     scen = _load(scenario)
     overrides, file_pair = run_overrides(config, set_)
     pair = resolve_pair_name(strategy, field="--strategy") if strategy is not None else file_pair
@@ -217,11 +221,15 @@ def compare(
 ) -> None:
     """Run several strategy pairs on the same scenario and seed and print them side by side."""
     check_seed(seed)
+    if out is not None:  # not into another command's output
+        from shedlab.core.results import check_output_kind
+
+        check_output_kind(str(out), "compare")
     scen = _load(scenario)
     names = (
         list(STRATEGY_PAIRS)
         if strategies.strip().lower() == "all"
-        else [resolve_pair_name(s.strip()) for s in strategies.split(",") if s.strip()]
+        else [resolve_pair_name(s.strip(), field="--strategies") for s in strategies.split(",") if s.strip()]
     )
     if not names:
         raise ConfigError("no strategy pair given", field="--strategies", value=strategies)

@@ -34,7 +34,7 @@ from shedlab.cli.consoles import make_console, print_table
 from shedlab.cli.settings import check_count, check_seed, run_overrides
 from shedlab.core.goal import DEFAULT_CHALLENGER
 from shedlab.core.grid import params_label
-from shedlab.core.results import check_output_dir
+from shedlab.core.results import check_apart, check_output_dir, check_output_kind
 from shedlab.errors import ConfigError, InputError
 from shedlab.report.figures import short_pair
 from shedlab.report.terminal import goal_table
@@ -198,6 +198,7 @@ def sweep(
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise ConfigError("expected a positive number of seconds", field="--timeout", value=timeout)
     g = load_grid(grid)
+    check_output_kind(out, "sweep")
     _preflight(master, out, conf, spark_conf)
     if not as_json:
         err_console.print(f"grid [bold]{g.name}[/]: {g.factors()} = {g.size} runs")
@@ -371,6 +372,8 @@ def evaluate(
     from shedlab.spark.evaluate import evaluate as run_evaluate
 
     grids = check_sweep(sweep_dir, challenger)  # before Spark starts
+    if out is not None:
+        check_output_kind(out, "evaluate")
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "evaluate") as spark, _status(as_json) as say:
         result = run_evaluate(spark, sweep_dir, out, challenger=challenger, progress=say, grids=grids)
@@ -514,6 +517,10 @@ def ingest(
         raise InputError(problem, field="--cluster", value=cluster)
     classified = classify_sources(sources)  # a missing, unreadable or binary source: an error before Spark
     boundaries = read_bundle_boundaries(bundles or [])  # a bad boundaries file too
+    # writing over an input lost it; a glob is compared by what it matched
+    expanded = [*classified.json_lines, *classified.json_docs, *classified.parquet]
+    check_apart(out, [*sources, *expanded, *(bundles or [])])
+    check_output_kind(out, "ingest")
     _preflight(master, out, conf, spark_conf)
     if not has_active_session():  # a running JVM's flags are fixed
         conf = short_input_conf(master, conf or [], spark_conf, local_bytes(classified))
@@ -693,6 +700,7 @@ def replay(
     present = recorded_clusters(snapshots_dir)
     if cluster and present is not None:
         check_clusters(cluster, present, source=snapshots_dir)
+    check_output_kind(out, "replay")
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "replay") as spark, _status(as_json) as say:
         result = run_replay(spark, snapshots_dir, out, configs, seed=seed, clusters=cluster, progress=say)

@@ -30,7 +30,7 @@ from shedlab.cli.spark_cmd import (
     spark_session,
 )
 from shedlab.config import LoadBalancerConfig
-from shedlab.core.results import check_output_dir
+from shedlab.core.results import check_output_dir, check_output_kind
 from shedlab.errors import InputError
 from shedlab.units import significant
 
@@ -211,6 +211,7 @@ def twin(
     check_ingest_output(recording_dir)
     _check_recording(recording_dir, cluster, parsed_window)
     reports = report_dir or str(Path(out).with_suffix("")) + "-fit"
+    check_output_kind(reports, "twin", field="--report-dir")
     _preflight(master, reports, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "twin") as spark, _status(False) as say:
         result, validation = _run_twin(
@@ -408,6 +409,7 @@ def tune(
     search = load_space(space)
     if demo:
         target = out or "out/tune-demo"
+        check_output_kind(str(Path(target) / "tune"), "tune")
         _preflight(master, target, conf, spark_conf)
         tune_demo(
             target,
@@ -426,6 +428,7 @@ def tune(
     if out is None:
         raise InputError("give --out DIR", field="--out")
     refs, recorded = _tune_targets(twin_file, scenarios, pairs)
+    check_output_kind(out, "tune")
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "tune") as spark, _status(False) as say:
         result = run_tune(

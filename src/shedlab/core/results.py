@@ -49,19 +49,26 @@ from shedlab.errors import InputError, decode_user_bytes, parse_json_text
 
 __all__ = [
     "MANIFEST",
+    "OUTPUT_KINDS",
     "OUTPUT_TABLES",
     "PARTITION_KEYS",
     "QUARANTINE_DIR",
     "RUN_COLUMNS_READ",
     "RUN_SUMMARY_ARROW",
+    "TUNE_FILE",
+    "TUNE_GRID",
+    "WRITES_INTO",
     "RunWriter",
+    "check_apart",
     "check_output_dir",
+    "check_output_kind",
     "execute_spec",
     "exists",
     "filesystem",
     "finished_run_files",
     "manifest_grids",
     "missing_columns",
+    "output_kind",
     "quarantine_corrupt_runs",
     "read_checked_parquet",
     "read_local_parquet",
@@ -176,6 +183,107 @@ def check_output_dir(out: str, *, field: str = "--out") -> None:
     parent = next((p for p in path.absolute().parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise InputError(f"{parent} is a file, not a directory", source=out, field=field)
+
+
+def _local_path(location: str) -> Path | None:
+    """A local location as an absolute path with its symbolic links resolved; None for a remote URI."""
+    if "://" in location and not location.startswith("file://"):
+        return None
+    return Path(location[len("file://") :] if location.startswith("file://") else location).resolve()
+
+
+def check_apart(out: str, inputs: Sequence[str], *, field: str = "--out") -> None:
+    """Refuse an output location that is one of ``inputs``, holds one, or lies inside one (paths compared
+    resolved, before Spark starts). Writing over what is being read loses it (``ingest SNAP/broker_samples
+    --out SNAP`` replaced SNAP's tables with what it could still read: bundle_samples was left with no
+    row), and an output inside an input is read back as input the next time. Remote locations are left
+    alone: they cannot be compared cheaply."""
+    target = _local_path(out)
+    if target is None:
+        return
+    for given in inputs:
+        source = _local_path(given)
+        if source is None:
+            continue
+        if target == source:
+            problem = "is the input itself: writing there would replace what is being read"
+        elif target in source.parents:
+            problem = f"holds the input {given}: writing there would replace what is being read"
+        elif source in target.parents:
+            problem = f"lies inside the input {given}: it would be read back as input the next time"
+        else:
+            continue
+        raise InputError(problem, field=field, value=out, hint="name a directory apart from the inputs")
+
+
+TUNE_FILE = "tune.json"
+"""What ``shedlab tune`` writes last into its directory (next to the sweep of its runs)."""
+TUNE_GRID = "tune"
+"""The name of the grid ``shedlab tune`` sweeps (in its directory's ``sweep.json``)."""
+
+OUTPUT_KINDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("tune", "a tune output", (TUNE_FILE,)),
+    ("ingest", "an ingest output", ("broker_samples", "bundle_samples")),
+    ("replay", "a replay output", ("replay.json", "comparison")),
+    ("sweep", "a sweep directory", (MANIFEST, "runs")),
+    ("evaluate", "an evaluate output", ("pip364", "pip364.parquet", "pip364.csv", "metric_stats")),
+    ("twin", "a twin's fit report directory", ("fit-report.json",)),
+    ("compare", "a compare output", ("compare.json",)),
+    ("simulate", "a simulate output", ("summary.json",)),
+    ("report", "a directory of shedlab results with their report", ("report.html",)),
+)
+"""Each kind of directory shedlab writes, as ``(kind, what it is called, the entries that tell it)``, in
+the order they are told apart: a tuning's directory holds a sweep, a sweep directory may hold its
+evaluation (``evaluate --out SWEEP_DIR``) and its report."""
+
+WRITES_INTO: dict[str, tuple[frozenset[str], str]] = {
+    "sweep": (frozenset({"sweep"}), "name a new directory, or an earlier sweep's to resume it"),
+    "evaluate": (frozenset({"evaluate"}), "name a new directory (by default SWEEP_DIR/evaluation)"),
+    "replay": (frozenset({"replay"}), "name a new directory, or an earlier replay's to replace it"),
+    "ingest": (frozenset({"ingest"}), "name a new directory, or an earlier ingest's to add to it"),
+    "tune": (
+        frozenset({"tune", "twin"}),
+        "name a new directory, an earlier tune's or the twin's --report-dir",
+    ),
+    "twin": (frozenset({"twin", "tune"}), "name a new directory, an earlier fit report's, or the tune's"),
+    "simulate": (frozenset({"simulate"}), "name a new directory, or an earlier simulate's to replace it"),
+    "compare": (frozenset({"compare"}), "name a new directory, or an earlier compare's to replace it"),
+}
+"""Per command writing a directory: the kinds of existing directory it writes into (besides a new or
+an empty one, or one of no shedlab kind), and the hint when refused."""
+
+
+def output_kind(out: str) -> tuple[str, str, str] | None:
+    """``(kind, what it is called, the entry that tells it)`` of the shedlab output at the local location
+    ``out`` (:data:`OUTPUT_KINDS`; a sweep of the tune grid alone is a tune's, interrupted before its
+    ``tune.json``); None for a new or remote location, or a directory of no shedlab kind."""
+    path = _local_path(out)
+    if path is None or not path.is_dir():
+        return None
+    for kind, what, markers in OUTPUT_KINDS:
+        marker = next((m for m in markers if (path / m).exists()), None)
+        if marker is not None:
+            if kind == "sweep" and _tune_sweep(out):
+                kind, what = "tune", "a tune output"
+            return kind, what, marker + ("/" if (path / marker).is_dir() else "")
+    return None
+
+
+def _tune_sweep(out: str) -> bool:
+    grids = manifest_grids(read_manifest(out), table_path(out, MANIFEST))
+    return bool(grids) and all(g.get("name") == TUNE_GRID for g in grids)
+
+
+def check_output_kind(out: str, command: str, *, field: str = "--out") -> None:
+    """Refuse (before anything runs) an output location that is another command's output: ``sweep --out``
+    into an ingest output wrote runs among its tables, ``simulate --out`` into a sweep directory its
+    files among the sweep's. What ``command`` writes into is :data:`WRITES_INTO`."""
+    found = output_kind(out)
+    accepted, hint = WRITES_INTO[command]
+    if found is None or found[0] in accepted:
+        return
+    own = next(what for kind, what, _ in OUTPUT_KINDS if kind == command)
+    raise InputError(f"is {found[1]} ({found[2]}), not {own}", field=field, value=out, hint=hint)
 
 
 _TEMPORARY_FILE = re.compile(r"\.run-.+\.tmp|.+\.json\.\d+\.tmp")

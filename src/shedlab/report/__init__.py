@@ -31,13 +31,14 @@ def build_report(results_dir: Path, out: Path, *, max_points: int = 2000, title:
     decimated, keeping each bucket's minimum and maximum)."""
     if max_points < 10:
         raise InputError("must be at least 10", field="max points", value=max_points)
+    target = Path(out)
+    if target.is_dir():
+        target = target / "report.html"
+    _refuse_overwriting_results(target)
     data = load_results(Path(results_dir))
     if title:
         data.title = title
     document = render_page(data, max_points=max_points)
-    target = Path(out)
-    if target.is_dir():
-        target = target / "report.html"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.tmp")
@@ -46,3 +47,22 @@ def build_report(results_dir: Path, out: Path, *, max_points: int = 2000, title:
     except OSError as exc:
         raise InputError(f"cannot write the report: {exc.strerror}", source=str(target)) from None
     return target
+
+
+def _refuse_overwriting_results(target: Path) -> None:
+    """Refuse to write the report over an existing file that is not an HTML page (``report RES --out
+    RES/summary.json`` replaced the results it reported); an earlier report, or an empty file, is
+    replaced."""
+    if not target.is_file():
+        return
+    try:
+        with target.open("rb") as src:
+            head = src.read(64).lstrip().lower()
+    except OSError:
+        return  # the write says why it cannot
+    if head and not head.startswith((b"<!doctype html", b"<html")):
+        raise InputError(
+            "exists and is not an HTML page: the report would replace it",
+            source=str(target),
+            hint="name a new .html file for --out",
+        )

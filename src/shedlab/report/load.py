@@ -32,12 +32,14 @@ from shedlab.core.goal import GOAL_COLUMNS, GOAL_TABLE
 from shedlab.core.grid import params_label
 from shedlab.core.results import (
     MANIFEST,
+    TUNE_FILE,
     manifest_grids,
     missing_columns,
     read_checked_parquet,
     read_partitioned,
     read_run_table,
     read_sweep_runs,
+    run_id_of_file,
 )
 from shedlab.errors import InputError, parse_json_text, read_user_text
 from shedlab.report.model import SKIP_REPORT_COLUMNS, ReplayData, ReportData, RunSeries, ScenarioInfo
@@ -364,8 +366,7 @@ def _sweep_configs(ok: pd.DataFrame) -> dict[str, Any]:
 
 def _load_sweep(root: Path, evaluation: EvaluationTables | None) -> ReportData:
     runs = read_sweep_runs(root)
-    manifest = _read_json(root / MANIFEST) if (root / MANIFEST).is_file() else {}
-    grids = manifest_grids(manifest, str(root / MANIFEST))
+    grids = _sweep_grids(root)
     scenarios, files = _sweep_scenarios(grids)
     pip = evaluation.pip_table if evaluation is not None else None
     series = _sweep_series(root, runs, _pip_params(pip))
@@ -408,6 +409,13 @@ def _load_sweep(root: Path, evaluation: EvaluationTables | None) -> ReportData:
         run_info=info,
         notes=_sweep_notes(runs, failed, evaluation),
     )
+
+
+def _sweep_grids(root: Path) -> list[dict[str, Any]]:
+    """The grids of a sweep directory's ``sweep.json`` (none without one); one that cannot be read is
+    refused naming it."""
+    manifest = _read_json(root / MANIFEST) if (root / MANIFEST).is_file() else {}
+    return manifest_grids(manifest, str(root / MANIFEST))
 
 
 def _sweep_scenarios(grids: list[Any]) -> tuple[dict[str, ScenarioInfo], dict[str, str]]:
@@ -578,28 +586,15 @@ def load_results(results_dir: Path) -> ReportData:
         raise InputError("results directory not found", source=str(root))
     if not root.is_dir():
         raise InputError("expected a directory of results", source=str(root))
-    sweep_dir = _first(root, is_sweep_dir)
     eval_dir = _first(root, is_evaluation_dir)
-    replay_dir = _first(root, is_replay_dir)
     evaluation = read_evaluation(eval_dir) if eval_dir is not None else None
-    if sweep_dir is None and evaluation is not None:
-        sweep_dir = evaluation.sweep_dir
-    data: ReportData | None = None
-    if sweep_dir is not None:
-        data = _load_sweep(sweep_dir, evaluation)
-        data.source = root
-    elif evaluation is not None:
-        data = ReportData(
-            kind="sweep",
-            source=root,
-            title=f"shedlab report: {root.name}",
-            pip_table=evaluation.pip_table,
-            pip_definitions=evaluation.definitions,
-            metric_stats=evaluation.metric_stats,
-            goal=evaluation.goal,
-            run_info=dict(evaluation.info),
-            notes=["The sweep this evaluation was made from is not here, so there are no time series."],
-        )
+    replay_dir = _first(root, is_replay_dir)
+    sweep_dir = _first(root, is_sweep_dir) or (evaluation.sweep_dir if evaluation is not None else None)
+    if sweep_dir is not None and evaluation is None and replay_dir is None:
+        _sweep_grids(sweep_dir)  # a sweep.json that cannot be read is named, runs or not
+        if _no_runs(root, sweep_dir):
+            sweep_dir = None  # nothing to report from it: simulate outputs below, else refused below
+    data = _load_sweep_or_evaluation(root, sweep_dir, evaluation)
     if replay_dir is not None:
         replay, info = read_replay(replay_dir)
         if data is None:
@@ -611,13 +606,58 @@ def load_results(results_dir: Path) -> ReportData:
     sims = find_simulation_dirs(root)
     if sims:
         return _load_simulations(root, sims)
+    raise _nothing_to_report(root)
+
+
+def _no_runs(root: Path, sweep_dir: Path) -> bool:
+    """Whether a sweep directory holds no run summary, and ``root`` no tuning recommendation either (a
+    report of it would be an empty page: an interrupted sweep, a --limit 0 sweep)."""
+    if (root / TUNE_FILE).is_file():
+        return False
+    return not any(
+        run_id_of_file(f.name) is not None for f in (sweep_dir / "runs").rglob("run-*.parquet") if f.is_file()
+    )
+
+
+def _load_sweep_or_evaluation(
+    root: Path, sweep_dir: Path | None, evaluation: EvaluationTables | None
+) -> ReportData | None:
+    """A sweep with its evaluation, an evaluation without its sweep, or None."""
+    if sweep_dir is not None:
+        data = _load_sweep(sweep_dir, evaluation)
+        data.source = root
+        return data
+    if evaluation is None:
+        return None
+    return ReportData(
+        kind="sweep",
+        source=root,
+        title=f"shedlab report: {root.name}",
+        pip_table=evaluation.pip_table,
+        pip_definitions=evaluation.definitions,
+        metric_stats=evaluation.metric_stats,
+        goal=evaluation.goal,
+        run_info=dict(evaluation.info),
+        notes=["The sweep this evaluation was made from is not here, so there are no time series."],
+    )
+
+
+def _nothing_to_report(root: Path) -> InputError:
+    """Why ``root`` has nothing to report, said for the outputs a newcomer reports too early."""
     if (root / "broker_samples").is_dir():  # the step before: a newcomer's first guess after ingest
-        raise InputError(
+        return InputError(
             "an ingest output holds no results to report",
             source=str(root),
             hint=f"replay it first (shedlab replay {root} --strategies … --out DIR), then report DIR",
         )
-    raise InputError(
+    sweep = _first(root, lambda p: (p / "runs").is_dir())
+    if sweep is not None:  # an empty report written with exit 0 looked like a sweep that had run
+        return InputError(
+            "no runs to report: the sweep holds no run summaries yet",
+            source=str(sweep / "runs"),
+            hint="run (or resume) shedlab sweep into it first",
+        )
+    return InputError(
         "no shedlab results found here",
         source=str(root),
         hint="expected the output of shedlab simulate, compare, sweep (+ evaluate), replay or tune",

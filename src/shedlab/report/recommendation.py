@@ -16,6 +16,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from shedlab.core.results import TUNE_FILE
 from shedlab.errors import InputError, parse_json_text, read_user_text
 from shedlab.report.builder import Page, fmt
 
@@ -215,10 +216,10 @@ def _fit_warning(root: Path) -> str:
 def recommendation_section(page: Page, source: Path) -> str:
     """The section's HTML ('' when ``source`` holds no ``tune.json``)."""
     root = Path(source)
-    raw = _read(root / "tune.json") if root.is_dir() else None
+    raw = _read(root / TUNE_FILE) if root.is_dir() else None
     if raw is None:
         return ""
-    doc = _check_tune(raw, root / "tune.json")
+    doc = _check_tune(raw, root / TUNE_FILE)
     rec, recorded = doc.get("recommended") or {}, doc.get("recorded") or {}
     parts = [page.heading(1, "Recommendation", "recommendation")]
     if doc.get("keep_recorded"):

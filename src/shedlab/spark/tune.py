@@ -18,7 +18,7 @@ import pandas as pd
 
 from shedlab import jsonout
 from shedlab.core.grid import Grid, ScenarioRef, candidate_specs
-from shedlab.core.results import read_sweep_runs, refuse_other_versions
+from shedlab.core.results import TUNE_FILE, TUNE_GRID, read_sweep_runs, refuse_other_versions
 from shedlab.core.tune import (
     Candidate,
     Recommendation,
@@ -40,7 +40,6 @@ from shedlab.spark.sweep import sweep
 
 __all__ = ["TuneResult", "tune"]
 
-TUNE_FILE = "tune.json"
 FRAGMENT_FILE = "recommendation.conf"
 
 
@@ -68,9 +67,11 @@ def _rung(
     progress: Callable[[int, int, int], None] | None,
 ) -> int:
     seed_list = tuple(range(1, seeds + 1))
-    specs = candidate_specs("tune", refs, [(c.strategy, c.params) for c in alive], seed_list, brokers_every=0)
+    specs = candidate_specs(
+        TUNE_GRID, refs, [(c.strategy, c.params) for c in alive], seed_list, brokers_every=0
+    )
     grid = Grid(
-        name="tune",
+        name=TUNE_GRID,
         description="shedlab tune: successive halving over strategy pairs × a parameter space",
         scenarios=tuple(refs),
         strategies=tuple(sorted({c.strategy for c in alive})),
