@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TypedDict, Unpack
 
+from shedlab.cluster.sandbox import Sandbox
 from shedlab.core.sim.scenario import Scenario, load_scenario
 from shedlab.model.pulsar import (
     BrokerData,
@@ -176,6 +179,21 @@ def fresh_scenario(name: str) -> Scenario:
     sc = load_scenario(name)
     start = int(time.time() * 1000) - 60_000
     return dataclasses.replace(sc, simulation=dataclasses.replace(sc.simulation, start_time_ms=start))
+
+
+@contextmanager
+def two_broker_sandbox(zookeeper: str, token: str) -> Iterator[Sandbox]:
+    """over-unloading-90-10 after its second broker joined (8 ticks), ``token`` an admin's; the
+    sandbox's own leader does not shed, so every move is one that a test's ``advise --execute`` asked for."""
+    with Sandbox(
+        fresh_scenario("over-unloading-90-10"),
+        seed=1,
+        zookeeper=zookeeper,
+        tokens={token: "admin"},
+        config_overrides={"loadBalancerSheddingEnabled": False},
+    ) as sb:
+        sb.advance(8)
+        yield sb
 
 
 def recorded_cluster(name: str, *, duration: str, seed: int, cluster: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from builders import fresh_scenario
+from builders import fresh_scenario, two_broker_sandbox
 
 from shedlab.cluster.access import Retry, Token
 from shedlab.cluster.collect import EVENTS_FILE, CollectSummary, RecordWriter, collect
@@ -31,16 +31,7 @@ SHEDLAB = [sys.executable, "-m", "shedlab"]
 
 @pytest.fixture
 def sandbox(zk_hosts: str) -> Iterator[Sandbox]:
-    """over-unloading-90-10 after its second broker joined; the sandbox's own leader does not shed, so
-    every move is one that ``advise --execute`` asked for."""
-    with Sandbox(
-        fresh_scenario("over-unloading-90-10"),
-        seed=1,
-        zookeeper=zk_hosts,
-        tokens={TOKEN: "admin"},
-        config_overrides={"loadBalancerSheddingEnabled": False},
-    ) as sb:
-        sb.advance(8)
+    with two_broker_sandbox(zk_hosts, TOKEN) as sb:
         yield sb
 
 

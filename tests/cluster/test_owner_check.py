@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from builders import fresh_scenario
+from builders import two_broker_sandbox
 from kazoo.client import KazooClient
 from typer.testing import CliRunner
 
@@ -34,15 +34,7 @@ SHARED = {"broker_assignment": "shared", "is_controlled": False, "is_active": Tr
 
 @pytest.fixture
 def sandbox(zk_hosts: str) -> Iterator[Sandbox]:
-    """over-unloading-90-10 with its second broker joined; the sandbox's leader does not shed."""
-    with Sandbox(
-        fresh_scenario("over-unloading-90-10"),
-        seed=1,
-        zookeeper=zk_hosts,
-        tokens={TOKEN: "admin"},
-        config_overrides={"loadBalancerSheddingEnabled": False},
-    ) as sb:
-        sb.advance(8)
+    with two_broker_sandbox(zk_hosts, TOKEN) as sb:
         yield sb
 
 

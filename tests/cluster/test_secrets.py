@@ -43,6 +43,17 @@ def test_every_encoded_form_of_the_token_is_scrubbed(form: str) -> None:
     assert str(InputError("bad", value=shown)) == "bad (got '***')"
 
 
+def _refusal(status: int, body: str) -> str:
+    """The error of one read from a broker that answers every request ``status`` with ``body``."""
+    with stub_broker(refusing, default=(status, body)) as url, pytest.raises(ClusterError) as caught:
+        reader = AdminReader(url, token=Token(TOKEN), retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            reader.read()
+        finally:
+            reader.close()
+    return str(caught.value)
+
+
 @pytest.mark.parametrize("form", ["json", "url", "html"])
 def test_a_token_echoed_encoded_in_an_error_body_is_not_printed(form: str) -> None:
     shown = encoded_forms(TOKEN)[form]
@@ -50,13 +61,7 @@ def test_a_token_echoed_encoded_in_an_error_body_is_not_printed(form: str) -> No
     if form == "url":
         body = f"bad header Bearer {shown}"
 
-    with stub_broker(refusing, default=(400, body)) as url, pytest.raises(ClusterError) as caught:
-        reader = AdminReader(url, token=Token(TOKEN), retry=Retry(attempts=1, timeout_s=5.0))
-        try:
-            reader.read()
-        finally:
-            reader.close()
-    text = str(caught.value)
+    text = _refusal(400, body)
     assert "HTTP 400" in text and "Bearer ***" in text
     assert not any(f in text for f in encoded_forms(TOKEN).values()), text
 
@@ -66,11 +71,5 @@ def test_a_token_echoed_across_the_cut_of_a_long_body_shows_no_part_of_it(paddin
     """A body without Pulsar's ``reason`` is shown cut to 160 characters; it was cut before the token was
     removed, so a token echoed across the cut lost its end and its start was printed."""
     body = json.dumps({"error": "x" * padding + f" Bearer {TOKEN}"})
-    with stub_broker(refusing, default=(500, body)) as url, pytest.raises(ClusterError) as caught:
-        reader = AdminReader(url, token=Token(TOKEN), retry=Retry(attempts=1, timeout_s=5.0))
-        try:
-            reader.read()
-        finally:
-            reader.close()
-    text = str(caught.value)
+    text = _refusal(500, body)
     assert "HTTP 500" in text and TOKEN[:2] not in text.rpartition("x")[2], text
