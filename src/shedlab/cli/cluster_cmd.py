@@ -302,15 +302,8 @@ def advise(
     check_seed(seed)
     check_count(max_unloads, "--max-unloads", minimum=0, maximum=1000)
     every_s = _watch_rhythm(watch, every, count)
-    conf = cli_config(config, set_)
-    decider = Decider(conf, strategy=strategy, seed=seed)
-    guard = Guard(
-        max_unloads,
-        decider.conf.load_balancer_report_update_max_interval_minutes,
-        decider.conf.load_balancer_shedding_interval_minutes,
-    )
-    if execute_ and watch:
-        guard.check_every(every_s, every)
+    decider = Decider(cli_config(config, set_), strategy=strategy, seed=seed)
+    guard = _guard(decider, max_unloads, every_s if execute_ and watch else None, every)
     token = load_token(token_file, token_env)
     retry = _retry(timeout, retries)
     source = (
@@ -337,6 +330,19 @@ def advise(
         advisor.close()
     if failures:
         raise typer.Exit(1)  # --execute did not do all it was asked: scripts must notice
+
+
+def _guard(decider: Decider, max_unloads: int, every_s: float | None, every: str) -> Guard:
+    """The guard of ``--execute`` under the decider's configuration; ``every_s`` (an executing
+    ``--watch``'s interval, as given in ``every``) is refused when faster than the leader sheds."""
+    guard = Guard(
+        max_unloads,
+        decider.conf.load_balancer_report_update_max_interval_minutes,
+        decider.conf.load_balancer_shedding_interval_minutes,
+    )
+    if every_s is not None:
+        guard.check_every(every_s, every)
+    return guard
 
 
 def _advise_cycles(advisor: _Advisor, watch: bool, every_s: float, count: int | None) -> int:

@@ -365,6 +365,15 @@ def _tune_targets(
     return refs, recorded_configuration(refs, pairs)
 
 
+def _checked_counts(seeds: int, candidates: int | None, eta: int) -> int:
+    """``--seeds``, ``--candidates`` and ``--eta`` checked; the parameter sets per pair (default 12)."""
+    check_count(seeds, "--seeds", minimum=1, maximum=1000)
+    per_pair = candidates if candidates is not None else 12
+    check_count(per_pair, "--candidates", minimum=1, maximum=10_000)
+    check_count(eta, "--eta", minimum=2, maximum=100)
+    return per_pair
+
+
 def tune(
     scenarios: Annotated[list[str] | None, typer.Argument(help="Scenario files or built-in names.")] = None,
     twin_file: Annotated[str | None, typer.Option("--twin", help="A twin written by shedlab twin.")] = None,
@@ -399,11 +408,8 @@ def tune(
     from shedlab.core.tune import load_space, objective_expression, pairs_of
     from shedlab.spark.tune import tune as run_tune
 
-    check_count(seeds, "--seeds", minimum=1, maximum=1000)
     candidates_given = candidates is not None
-    candidates = candidates if candidates is not None else 12
-    check_count(candidates, "--candidates", minimum=1, maximum=10_000)
-    check_count(eta, "--eta", minimum=2, maximum=100)
+    candidates = _checked_counts(seeds, candidates, eta)
     objective_expression(objective)
     pairs = pairs_of([s.strip() for s in strategies.split(",") if s.strip()])
     search = load_space(space)

@@ -251,20 +251,7 @@ def evaluate(
     stats = _metric_stats(spark, confidence)
     stats_pd = stats.toPandas()
 
-    # Wide per-run table: one column per metric (for the PIP expressions, and written for users).
-    metric_names = sorted(
-        r["metric"] for r in spark.sql("SELECT DISTINCT metric FROM shedlab_runs_long").collect()
-    )
-    wide = spark.sql("SELECT * FROM shedlab_runs WHERE status = 'ok'").select(
-        "run_id",
-        "scenario",
-        "strategy",
-        "params_id",
-        "params_json",
-        "seed",
-        *[sf.col("metrics").getItem(m).alias(m) for m in metric_names],
-    )
-    runs_pd = wide.orderBy("scenario", "strategy", "params_id", "seed").toPandas()
+    wide, runs_pd, metric_names = _wide_runs(spark)
     swept = runs_pd["strategy"].astype(str).tolist()
     check_challenger(challenger, swept)
 
@@ -292,6 +279,26 @@ def evaluate(
         notes=notes,
         quarantined=quarantined,
     )
+
+
+def _wide_runs(spark: Any) -> tuple[Any, pd.DataFrame, list[str]]:
+    """The successful runs as a wide table, one column per metric (for the PIP expressions, and written
+    for users): the Spark frame, its rows in pandas (by scenario, strategy, parameters, seed), and the
+    metric names."""
+    metric_names = sorted(
+        r["metric"] for r in spark.sql("SELECT DISTINCT metric FROM shedlab_runs_long").collect()
+    )
+    wide = spark.sql("SELECT * FROM shedlab_runs WHERE status = 'ok'").select(
+        "run_id",
+        "scenario",
+        "strategy",
+        "params_id",
+        "params_json",
+        "seed",
+        *[sf.col("metrics").getItem(m).alias(m) for m in metric_names],
+    )
+    runs_pd = wide.orderBy("scenario", "strategy", "params_id", "seed").toPandas()
+    return wide, runs_pd, metric_names
 
 
 def _write_outputs(
