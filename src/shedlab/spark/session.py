@@ -106,6 +106,10 @@ logger.taskset.name = org.apache.spark.scheduler.TaskSetManager
 logger.taskset.level = ERROR
 logger.taskset.additivity = false
 logger.taskset.appenderRef.tasks.ref = tasks
+logger.transport.name = org.apache.spark.network.client.TransportResponseHandler
+logger.transport.level = ERROR
+logger.transport.additivity = false
+logger.transport.appenderRef.tasks.ref = tasks
 logger.py.name = org.apache.spark.api.python
 logger.py.level = ERROR
 """
@@ -118,6 +122,12 @@ driver's JVM: 40 lines on the console before the driver's own error. The driver'
 same failure (the command line turns a file Spark could not read into one line,
 :mod:`shedlab.spark.failures`, and keeps the traceback of any other), so the console loses nothing a user
 reads and the file keeps the executor's stacks. A cluster's executors log where their cluster puts logs.
+
+On a cluster the driver's ``TransportResponseHandler`` logs here too: when the application stops, an
+executor that exits before answering the driver's last request made it print ``ERROR
+TransportResponseHandler: Still have 1 requests outstanding when connection from /… is closed`` after a
+sweep that succeeded (one of two sweeps on a standalone cluster, tests/spark/test_standalone_cluster.py).
+A connection lost while a job runs fails its tasks, which the driver's exception reports.
 
 The file rolls over at :data:`SPARK_TASKS_LOG_SIZE` into one previous file (``….log.1``), so a machine
 that sweeps every day keeps the last failures, not all of them."""
