@@ -7,6 +7,13 @@ start a JVM; without Java the Spark tests are skipped.
 ``zookeeper``: ONE real ZooKeeper server on loopback for the whole run (Debian's package, installed by
 ``scripts/ensure-zookeeper.sh``), for the tests marked ``@pytest.mark.zookeeper``. Each test gets a fresh
 chroot via ``zk_hosts`` so tests cannot see each other's znodes.
+
+``spark_standalone``: ONE Spark standalone master and one worker (1 core, 1 GB) on loopback for the whole
+run, started from PySpark's own ``bin/spark-class`` (``tests/spark_standalone.py``), for the tests marked
+``@pytest.mark.standalone``; its value is the cluster (``.url``: ``spark://127.0.0.1:<port>``; ``.state()``:
+the master's JSON; ``.work_dir``: the worker's). Without Java those
+tests are skipped, as the Spark tests are; with Java, a cluster that does not start fails them with the
+tail of its logs.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from spark_standalone import StandaloneCluster
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +55,23 @@ def zk_hosts(zookeeper: str, request: pytest.FixtureRequest) -> str:
         admin.stop()
         admin.close()
     return zookeeper + chroot
+
+
+@pytest.fixture(scope="session")
+def spark_standalone() -> Iterator[StandaloneCluster]:
+    if shutil.which("java") is None:
+        pytest.skip("Java is not installed: Spark tests need a JDK 17")
+    from spark_standalone import StandaloneCluster, StandaloneUnavailableError
+
+    cluster = StandaloneCluster()
+    try:
+        cluster.start()
+    except StandaloneUnavailableError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ from shedlab.spark.session import (
     SHORT_INPUT_BYTES,
     check_spark_values,
     local_cores,
+    package_zip,
     parse_conf_pairs,
     read_conf_file,
     short_input_conf,
@@ -164,6 +165,25 @@ def test_local_bytes_counts_files_and_parquet_directories(tmp_path: Path) -> Non
     assert local_bytes(sources) == 9 + 104
     sources.parquet.append("s3a://bucket/snap")
     assert local_bytes(sources) is None
+
+
+def test_the_shipped_package_imports_its_namespace_packages_and_data_from_the_zip(tmp_path: Path) -> None:
+    """What a cluster's executors do with the zip ``addPyFile`` gave them: import from it alone (``-S``: no
+    site-packages, no installed shedlab). ``shedlab.core`` and ``shedlab.data`` have no ``__init__.py``;
+    without the zip's folder entries every sweep task failed with ``No module named 'shedlab.core'``."""
+    target = package_zip(tmp_path / "shedlab.zip")
+    code = (
+        f"import sys; sys.path.insert(0, {str(target)!r})\n"
+        "import importlib.resources, shedlab, shedlab.core\n"
+        "assert shedlab.__file__.startswith(sys.path[0]), shedlab.__file__\n"
+        "data = importlib.resources.files('shedlab').joinpath('data', 'grids', 'tiny.yaml')\n"
+        "print(data.read_text('utf-8').count('name: tiny'))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "1"
 
 
 def test_unknown_master_is_a_config_error() -> None:

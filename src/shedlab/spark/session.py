@@ -53,6 +53,7 @@ __all__ = [
     "has_active_session",
     "is_local_master",
     "local_cores",
+    "package_zip",
     "parse_conf_pairs",
     "read_conf_file",
     "ship_strategy_modules",
@@ -105,6 +106,10 @@ logger.taskset.name = org.apache.spark.scheduler.TaskSetManager
 logger.taskset.level = ERROR
 logger.taskset.additivity = false
 logger.taskset.appenderRef.tasks.ref = tasks
+logger.transport.name = org.apache.spark.network.client.TransportResponseHandler
+logger.transport.level = ERROR
+logger.transport.additivity = false
+logger.transport.appenderRef.tasks.ref = tasks
 logger.py.name = org.apache.spark.api.python
 logger.py.level = ERROR
 """
@@ -117,6 +122,12 @@ driver's JVM: 40 lines on the console before the driver's own error. The driver'
 same failure (the command line turns a file Spark could not read into one line,
 :mod:`shedlab.spark.failures`, and keeps the traceback of any other), so the console loses nothing a user
 reads and the file keeps the executor's stacks. A cluster's executors log where their cluster puts logs.
+
+On a cluster the driver's ``TransportResponseHandler`` logs here too: when the application stops, an
+executor that exits before answering the driver's last request made it print ``ERROR
+TransportResponseHandler: Still have 1 requests outstanding when connection from /… is closed`` after a
+sweep that succeeded (one of two sweeps on a standalone cluster, tests/spark/test_standalone_cluster.py).
+A connection lost while a job runs fails its tasks, which the driver's exception reports.
 
 The file rolls over at :data:`SPARK_TASKS_LOG_SIZE` into one previous file (``….log.1``), so a machine
 that sweeps every day keeps the last failures, not all of them."""
@@ -482,15 +493,39 @@ def _under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def _write_tree(zf: zipfile.ZipFile, files: Iterable[tuple[Path, str]]) -> None:
+    """Write ``files`` (path, name inside the zip) into ``zf``, each folder as an entry of its own first.
+
+    Python's ``zipimport`` finds a namespace package (a folder without ``__init__.py``: ``shedlab.core``,
+    ``shedlab.data``) only through its folder's entry, and ``zipfile.write`` of files alone writes none:
+    executors on a cluster failed every sweep task with ``No module named 'shedlab.core'``."""
+    entries = sorted(files, key=lambda item: item[1])
+    folders = sorted({str(parent) for _, name in entries for parent in Path(name).parents if parent.parts})
+    for folder in folders:
+        zf.writestr(zipfile.ZipInfo(f"{folder}/", date_time=(1980, 1, 1, 0, 0, 0)), b"")
+    for path, name in entries:
+        info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+        info.external_attr = 0o644 << 16
+        zf.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+
+
+def package_zip(target: Path) -> Path:
+    """``target``: a zip of the shedlab package (its modules and data files, no ``__pycache__``), as
+    :func:`get_spark` ships it to a cluster's executors with ``addPyFile``."""
+    root = _package_root()
+    files = [
+        (path, path.relative_to(root).as_posix())
+        for path in (root / "shedlab").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    ]
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        _write_tree(zf, files)
+    return target
+
+
 def _ship_package(spark: SparkSession) -> None:
     """Zip the shedlab package and add it to the job (for executors that do not have it installed)."""
-    root = _package_root()
-    target = Path(tempfile.mkdtemp(prefix="shedlab-pyfiles-")) / "shedlab.zip"
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted((root / "shedlab").rglob("*")):
-            if "__pycache__" in path.parts or path.is_dir():
-                continue
-            zf.write(path, path.relative_to(root).as_posix())
+    target = package_zip(Path(tempfile.mkdtemp(prefix="shedlab-pyfiles-")) / "shedlab.zip")
     spark.sparkContext.addPyFile(str(target))
 
 
@@ -526,9 +561,7 @@ def _zip_module(top: str) -> Path:
     second, different file under a name it has served), an unchanged one the same file."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path, arcname in _module_files(top):
-            info = zipfile.ZipInfo(arcname, date_time=(1980, 1, 1, 0, 0, 0))
-            zf.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+        _write_tree(zf, _module_files(top))
     data = buffer.getvalue()
     digest = hashlib.sha256(data).hexdigest()[:16]
     target = Path(tempfile.gettempdir()) / "shedlab-strategies" / f"{top}-{digest}.zip"
