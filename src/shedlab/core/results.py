@@ -59,6 +59,7 @@ __all__ = [
     "TUNE_GRID",
     "WRITES_INTO",
     "RunWriter",
+    "absolute_location",
     "check_apart",
     "check_output_dir",
     "check_output_kind",
@@ -165,6 +166,20 @@ def filesystem(root: str) -> tuple[Any, str]:
     uri = "s3://" + root[len("s3a://") :] if root.startswith("s3a://") else root
     fs, path = pafs.FileSystem.from_uri(uri)
     return fs, path
+
+
+def absolute_location(root: str) -> str:
+    """``root`` as the driver resolves it, for a process that does not share its working directory: a
+    local path (or ``file://`` URI) made absolute against this process's, a remote URI unchanged.
+
+    A sweep's tasks write the run files themselves (:class:`RunWriter`), and a cluster's executors run in
+    their worker's directory (``work/app-…/0`` on Spark standalone): a relative ``--out`` was resolved
+    there, so every run's files went into the executor's own directory and the driver found none (``twin
+    --out twin.yaml``, whose validation sweep writes under ``twin-fit/``, failed with "every run of the
+    twin failed"). The driver resolves it once and the tasks get the absolute path."""
+    if "://" in root and not root.startswith("file://"):
+        return root
+    return os.path.abspath(root[len("file://") :] if root.startswith("file://") else root)
 
 
 def exists(fs: Any, path: str) -> bool:

@@ -24,6 +24,7 @@ import pyarrow.fs as pafs  # type: ignore[import-untyped]
 from shedlab.core.grid import Grid, expand_grid
 from shedlab.core.results import (
     RunWriter,
+    absolute_location,
     execute_spec,
     filesystem,
     finished_run_files,
@@ -285,7 +286,7 @@ def _run_pending(
     # once per distinct scenario.
     plan = sc.broadcast(_task_plan(pending, task_of))
     results_df = spark.range(0, tasks, 1, numPartitions=tasks).mapInPandas(
-        run_tasks(out, timeout_s, plan), RUN_SUMMARY
+        run_tasks(absolute_location(out), timeout_s, plan), RUN_SUMMARY
     )
     group = f"shedlab-sweep-{os.getpid()}-{int(started * 1000)}"
     counter = _RunCounter(out, set(pending["run_id"]), started if retrying else None)
