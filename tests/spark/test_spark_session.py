@@ -16,6 +16,7 @@ from shedlab.core.ingest import classify_sources, local_bytes
 from shedlab.errors import ConfigError
 from shedlab.spark.session import (
     C1_ONLY,
+    CACHED_PLAN_PARTITIONING,
     RAW_LOCAL_FILES,
     SHORT_INPUT_BYTES,
     check_spark_values,
@@ -85,6 +86,13 @@ def test_settings_defaults_and_overrides() -> None:
     assert spark_settings("local[2]", ui=True)["spark.ui.enabled"] == "true"
     cluster = spark_settings("spark://master:7077")
     assert "spark.driver.memory" not in cluster  # small-machine defaults only for local masters
+    # A cluster keeps Spark's shuffle partitions, which AQE coalesces under a persist too (ingest)
+    assert "spark.sql.shuffle.partitions" not in cluster
+    assert cluster[CACHED_PLAN_PARTITIONING] == s[CACHED_PLAN_PARTITIONING] == "true"
+    assert (
+        spark_settings("spark://master:7077", {CACHED_PLAN_PARTITIONING: "false"})[CACHED_PLAN_PARTITIONING]
+        == "false"
+    )
     with pytest.raises(ConfigError, match="log level"):
         spark_settings(None, log_level="LOUD")
 

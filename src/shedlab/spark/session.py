@@ -15,6 +15,8 @@
   tasks to :data:`SPARK_TASKS_LOG`), no console progress bar, the web UI off unless asked for;
 * local files (``file:``) read and written without Hadoop's ``.crc`` checksum sidecars
   (:data:`RAW_LOCAL_FILES`), so an output a user edited stays readable;
+* adaptive query execution allowed to coalesce the shuffle partitions of a persisted plan
+  (:data:`CACHED_PLAN_PARTITIONING`), so a cluster's 200 default shuffle partitions cost no 200 tasks;
 * small-machine defaults for local masters (shuffle partitions = 2 × cores, UTC session time zone,
   Arrow for pandas conversion, one BLAS thread per task); every default can be overridden with
   ``--conf k=v`` or a config file.
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACCEPTED_MASTERS",
+    "CACHED_PLAN_PARTITIONING",
     "DEFAULT_MASTER",
     "RAW_LOCAL_FILES",
     "SPARK_TASKS_LOG",
@@ -290,6 +293,10 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
+CACHED_PLAN_PARTITIONING = "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"
+"""Whether adaptive query execution may change a cached plan's output partitioning, i.e. coalesce the
+shuffle partitions under a ``persist``: shedlab sets it to true (Spark 4.0's default is false)."""
+
 RAW_LOCAL_FILES = {
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.fs.file.impl.disable.cache": "true",
@@ -336,6 +343,11 @@ def spark_settings(
         "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
         "spark.executorEnv.MKL_NUM_THREADS": "1",
         "spark.sql.adaptive.enabled": "true",
+        # AQE may coalesce the shuffle partitions of a persisted plan too (ingest persists the rows it
+        # has repartitioned by cluster and day, then writes them): Spark 4.0 leaves this false, so on a
+        # cluster, with Spark's 200 shuffle partitions, every stage of ingest ran 200 tasks (a 93-line
+        # recording: 54 s on a 1-core standalone worker, 19 s with this; docs/spark.md).
+        CACHED_PLAN_PARTITIONING: "true",
         # PySpark 4's call-site capture wraps every Column and DataFrame call in four more Py4J round
         # trips (the active session, this setting, the origin set and cleared): building ingest's
         # expressions took seconds of a short ingest. It only adds the Python line to Spark's own error
