@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import shedlab
 from shedlab.core.ingest import classify_sources, local_bytes
 from shedlab.errors import ConfigError
 from shedlab.spark.session import (
@@ -178,20 +179,39 @@ def test_local_bytes_counts_files_and_parquet_directories(tmp_path: Path) -> Non
 def test_the_shipped_package_imports_its_namespace_packages_and_data_from_the_zip(tmp_path: Path) -> None:
     """What a cluster's executors do with the zip ``addPyFile`` gave them: import from it alone (``-S``: no
     site-packages, no installed shedlab). ``shedlab.core`` and ``shedlab.data`` have no ``__init__.py``;
-    without the zip's folder entries every sweep task failed with ``No module named 'shedlab.core'``."""
-    target = package_zip(tmp_path / "shedlab.zip")
+    without the zip's folder entries every sweep task failed with ``No module named 'shedlab.core'``.
+
+    The modules below ``shedlab`` come from the zip's content extracted once into the cache directory,
+    the same folder for the same zip wherever Spark put it (each application has its own directory), so
+    Numba's cache of the compiled kernels, keyed by the source file's path, serves every application."""
     code = (
-        f"import sys; sys.path.insert(0, {str(target)!r})\n"
-        "import importlib.resources, shedlab, shedlab.core\n"
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import importlib.resources, importlib.util, shedlab, shedlab.core\n"
         "assert shedlab.__file__.startswith(sys.path[0]), shedlab.__file__\n"
         "data = importlib.resources.files('shedlab').joinpath('data', 'grids', 'tiny.yaml')\n"
-        "print(data.read_text('utf-8').count('name: tiny'))\n"
+        "kernels = importlib.util.find_spec('shedlab.kernels').origin  # not run: -S has no NumPy\n"
+        "print(data.read_text('utf-8').count('name: tiny'), kernels)\n"
     )
-    run = subprocess.run(
-        [sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
-    )
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "1"
+    cache = tmp_path / "cache"
+    printed = []
+    for application in ("app-1", "app-2"):
+        (tmp_path / application).mkdir()
+        target = package_zip(tmp_path / application / "shedlab.zip")
+        run = subprocess.run(
+            [sys.executable, "-S", "-c", code, str(target)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env={**os.environ, "XDG_CACHE_HOME": str(cache)},
+        )
+        assert run.returncode == 0, run.stderr
+        printed.append(run.stdout.split())
+    assert printed[0] == printed[1]
+    count, kernels = printed[0]
+    assert count == "1"
+    assert Path(kernels).parent.parent.parent == cache / "shedlab"
+    assert Path(kernels).read_bytes() == (Path(shedlab.__file__).parent / "kernels.py").read_bytes()
 
 
 def test_unknown_master_is_a_config_error() -> None:
