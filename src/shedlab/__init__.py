@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for mypy and IDEs
 __version__ = "0.1.0"
 
 
-def _unzipped(archive: str) -> str:
+def _unzipped(archive: str) -> str | None:
     """The ``shedlab`` folder of ``archive`` (a zip holding the package), extracted once per content into
     ``$XDG_CACHE_HOME/shedlab/package-<digest>`` (``~/.cache`` without it), as Numba keeps its cache.
 
@@ -53,32 +53,39 @@ def _unzipped(archive: str) -> str:
     applications and the cache grows only when the package changes. Extraction goes to a fresh folder
     renamed into place: a worker that reads the folder finds it whole.
     """
+    # imported here, not at the top: every ``import shedlab`` runs this module, and only an executor's
+    # import from a zip needs them
     import hashlib
     import os
     import shutil
     import tempfile
     import zipfile
 
-    with zipfile.ZipFile(archive) as zf:
-        members = sorted(
-            (i.filename, i.CRC, i.file_size) for i in zf.infolist() if i.filename.startswith("shedlab/")
-        )
-        digest = hashlib.sha256(repr(members).encode()).hexdigest()[:16]
-        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        target = os.path.join(cache, "shedlab", f"package-{digest}")
-        if not os.path.isdir(target):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            fresh = tempfile.mkdtemp(prefix=f".package-{digest}-", dir=os.path.dirname(target))
-            zf.extractall(fresh, [name for name, _, _ in members])
-            try:
-                os.rename(fresh, target)
-            except OSError:  # another worker's extraction is in place already
-                shutil.rmtree(fresh, ignore_errors=True)
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            members = sorted(
+                (i.filename, i.CRC, i.file_size) for i in zf.infolist() if i.filename.startswith("shedlab/")
+            )
+            digest = hashlib.sha256(repr(members).encode()).hexdigest()[:16]
+            cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+            target = os.path.join(cache, "shedlab", f"package-{digest}")
+            if not os.path.isdir(target):
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                fresh = tempfile.mkdtemp(prefix=f".package-{digest}-", dir=os.path.dirname(target))
+                zf.extractall(fresh, [name for name, _, _ in members])
+                try:
+                    os.rename(fresh, target)
+                except OSError:  # another worker's extraction is in place already
+                    shutil.rmtree(fresh, ignore_errors=True)
+    except OSError:  # no writable cache directory on this executor: import from the zip as Spark put it
+        return None
     return os.path.join(target, "shedlab")
 
 
 if type(__spec__.loader).__name__ == "zipimporter":  # imported from a zip: an executor's shipped package
-    __path__[:] = [_unzipped(__spec__.loader.archive)]  # type: ignore[union-attr]
+    _folder = _unzipped(__spec__.loader.archive)  # type: ignore[union-attr]
+    if _folder is not None:
+        __path__[:] = [_folder]
 
 __all__ = [
     "STRATEGY_PAIRS",

@@ -214,6 +214,29 @@ def test_the_shipped_package_imports_its_namespace_packages_and_data_from_the_zi
     assert Path(kernels).read_bytes() == (Path(shedlab.__file__).parent / "kernels.py").read_bytes()
 
 
+def test_a_shipped_zip_without_a_writable_cache_is_imported_from_the_zip(tmp_path: Path) -> None:
+    """An executor whose cache directory cannot be written (here: a file stands where it would be) still
+    imports shedlab, from the zip itself; the extraction is an optimisation, never a failure."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import shedlab, shedlab.core\n"
+        "print(shedlab.__path__[0].startswith(sys.argv[1]))\n"
+    )
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("x", encoding="utf-8")
+    target = package_zip(tmp_path / "shedlab.zip")
+    run = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(target)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "XDG_CACHE_HOME": str(blocked)},
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True"]
+
+
 def test_unknown_master_is_a_config_error() -> None:
     from shedlab.spark.session import get_spark
 
