@@ -173,6 +173,35 @@ metrics:
 """
 
 
+ONE_BUNDLE_SHEDDER = '''
+"""Unloads the busiest bundle of the busiest broker, every call."""
+import numpy as np
+
+from shedlab.strategies.base import SheddingResult, Unload
+
+
+class OneBundle:
+    name = "OneBundle"
+
+    def __init__(self, rng=None):
+        pass
+
+    def on_active_brokers_change(self, active):
+        pass
+
+    def find_bundles_for_unloading(self, snapshot, conf):
+        result = SheddingResult()
+        b = int(np.argmax(snapshot.total_msg_throughput()))
+        bundles = snapshot.shedding_candidates(b)
+        if bundles.size > 1:
+            j = int(bundles[np.argmax(snapshot.short_term_throughput()[bundles])])
+            result.unloads.append(Unload(snapshot.broker_ids[b], snapshot.bundle_names[j], {}))
+        return result
+'''
+"""A user's shedder module, as a plugin package holds it: the tests that ship plugins to Spark's executors
+write it into a package of their own."""
+
+
 def fresh_scenario(name: str) -> Scenario:
     """A shipped scenario whose clock starts now, so its reports are as fresh as a live cluster's (the
     cluster tests' guard refuses stale snapshots)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from builders import ONE_BUNDLE_SHEDDER
 
 from shedlab.core.grid import parse_grid
 from shedlab.core.replay import strategy_configs
@@ -35,31 +36,6 @@ brokers: [{count: 3}]
 workloads:
   - {namespaces: 1, bundles: 6, msg_rate_in: {dist: lognormal, median: 20000, sigma: 0.8}}
 """
-SHEDDERS = '''
-"""Unloads the busiest bundle of the busiest broker, every call."""
-import numpy as np
-
-from shedlab.strategies.base import SheddingResult, Unload
-
-
-class OneBundle:
-    name = "OneBundle"
-
-    def __init__(self, rng=None):
-        pass
-
-    def on_active_brokers_change(self, active):
-        pass
-
-    def find_bundles_for_unloading(self, snapshot, conf):
-        result = SheddingResult()
-        b = int(np.argmax(snapshot.total_msg_throughput()))
-        bundles = snapshot.shedding_candidates(b)
-        if bundles.size > 1:
-            j = int(bundles[np.argmax(snapshot.short_term_throughput()[bundles])])
-            result.unloads.append(Unload(snapshot.broker_ids[b], snapshot.bundle_names[j], {}))
-        return result
-'''
 
 
 def _importable_on_executor(spark: SparkSession, module: str) -> bool:
@@ -76,7 +52,7 @@ def _driver_only_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     plugins = tmp_path / "driver-only"
     (plugins / PACKAGE).mkdir(parents=True)
     (plugins / PACKAGE / "__init__.py").write_text('"""Test plugins."""\n', encoding="utf-8")
-    (plugins / PACKAGE / "shedders.py").write_text(textwrap.dedent(SHEDDERS), encoding="utf-8")
+    (plugins / PACKAGE / "shedders.py").write_text(textwrap.dedent(ONE_BUNDLE_SHEDDER), encoding="utf-8")
     monkeypatch.syspath_prepend(str(plugins))
     importlib.invalidate_caches()
 

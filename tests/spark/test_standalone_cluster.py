@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
+from builders import ONE_BUNDLE_SHEDDER
 
 if TYPE_CHECKING:
     from spark_standalone import StandaloneCluster
@@ -232,33 +233,9 @@ workloads:
 SPACE = "AvgShedder:\n  maxUnloadPercentage: [0.2, 0.35, 0.5, 0.65, 0.8]\n"
 
 PLUGIN = "standalone_plugin"
-SHEDDER = '''
-"""Unloads the busiest bundle of the busiest broker, every call."""
-import numpy as np
-
-from shedlab.strategies.base import SheddingResult, Unload
-
-
-class OneBundle:
-    name = "OneBundle"
-
-    def __init__(self, rng=None):
-        pass
-
-    def on_active_brokers_change(self, active):
-        pass
-
-    def find_bundles_for_unloading(self, snapshot, conf):
-        result = SheddingResult()
-        b = int(np.argmax(snapshot.total_msg_throughput()))
-        bundles = snapshot.shedding_candidates(b)
-        if bundles.size > 1:
-            j = int(bundles[np.argmax(snapshot.short_term_throughput()[bundles])])
-            result.unloads.append(Unload(snapshot.broker_ids[b], snapshot.bundle_names[j], {}))
-        return result
-'''
-"""A user's strategy in a package of the driver's working directory only (``python -m`` puts it on the
-driver's ``sys.path``): replay ships it to the executors with ``ship_strategy_modules``."""
+"""The package of a user's strategy (``builders.ONE_BUNDLE_SHEDDER``), in the driver's working directory
+only (``python -m`` puts it on the driver's ``sys.path``): replay ships it to the executors with
+``ship_strategy_modules``."""
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
 """The ingest fixtures: every format, bad rows (quarantined), the Python reader's path."""
@@ -289,7 +266,7 @@ def piped(spark_standalone: StandaloneCluster, tmp_path_factory: pytest.TempPath
     (root / "space.yaml").write_text(SPACE, encoding="utf-8")
     (root / PLUGIN).mkdir()
     (root / PLUGIN / "__init__.py").write_text('"""A user\'s strategies."""\n', encoding="utf-8")
-    (root / PLUGIN / "shedders.py").write_text(SHEDDER, encoding="utf-8")
+    (root / PLUGIN / "shedders.py").write_text(ONE_BUNDLE_SHEDDER, encoding="utf-8")
     strategies = f"AvgShedder,{PLUGIN}.shedders:OneBundle+LeastLongTermMessageRate"
     commands: dict[str, Callable[[str], list[str]]] = {
         "ingest": lambda side: ["ingest", "rec/load-reports.jsonl", str(FIXTURES), "--out", f"{side}/snap"],
