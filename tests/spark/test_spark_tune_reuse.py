@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
 import pytest
 
 from shedlab.errors import InputError
@@ -101,3 +102,24 @@ def test_a_directory_holding_runs_of_another_version_of_the_scenario_is_refused(
     with pytest.raises(InputError, match="another version of scenario 'tune-reuse'"):
         _tune(spark, changed, space, root / "versions", "imbalance")
     _tune(spark, scenario, space, root / "versions", "imbalance")  # the same scenario resumes as before
+
+
+def test_a_tune_whose_runs_all_failed_says_so_with_the_first_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scoring no run asked for metrics no run has: the user read "unknown metric 'score_spread_mean'"."""
+    from shedlab.core.grid import ScenarioRef
+    from shedlab.spark import tune as spark_tune
+
+    failed = pd.DataFrame(
+        {"scenario": ["tune-reuse"] * 2, "status": ["error"] * 2, "error": ["boom: no broker", "later"]}
+    )
+    monkeypatch.setattr(spark_tune, "read_sweep_runs", lambda _root: failed)
+    ref = ScenarioRef(name="tune-reuse", text="", source="builtin", digest="0", cost=1.0)
+    with pytest.raises(InputError) as refused:
+        spark_tune._ok_runs(str(tmp_path), [ref])
+    assert str(refused.value) == f"{tmp_path}: every tuning run failed; the first: boom: no broker"
+    empty = failed.iloc[0:0]
+    monkeypatch.setattr(spark_tune, "read_sweep_runs", lambda _root: empty)
+    with pytest.raises(InputError, match=r"every tuning run failed$"):
+        spark_tune._ok_runs(str(tmp_path), [ref])

@@ -82,6 +82,20 @@ def _rung(
     return int(result.ran)
 
 
+def _ok_runs(out: str, refs: Sequence[ScenarioRef]) -> pd.DataFrame:
+    """The successful runs in ``out`` of the scenarios ``refs``; when every one failed, refused with the
+    first failure's error (scoring no run asked for metrics no run has: "unknown metric
+    'score_spread_mean'" told a user nothing of why)."""
+    runs = read_sweep_runs(Path(out))  # its columns are there even when it holds no run
+    runs = runs[runs["scenario"].isin([r.name for r in refs])]
+    ok = runs[runs["status"] == "ok"]
+    if ok.empty:
+        failed = runs[runs["status"] == "error"]
+        first = str(failed["error"].iloc[0]) if not failed.empty and "error" in failed else None
+        raise InputError("every tuning run failed", source=out, hint=f"the first: {first}" if first else None)
+    return ok
+
+
 def tune(
     spark: Any,
     refs: Sequence[ScenarioRef],
@@ -137,9 +151,7 @@ def tune(
         ran = _rung(spark, refs, alive, rung_seeds, out, progress)
         rungs.append({"candidates": len(alive), "seeds": rung_seeds, "new_runs": ran})
         given.update((c.key, rung_seeds) for c in alive)
-        runs = read_sweep_runs(Path(out))
-        runs = runs[(runs["status"] == "ok") & runs["scenario"].isin([r.name for r in refs])]
-        scored = score_runs(runs, objective)
+        scored = score_runs(_ok_runs(out, refs), objective)
         # Only the seeds this tune gave each candidate: --out may hold more (an earlier tune with another
         # objective or more seeds, or an interrupted one's later rungs), and a candidate ranked on them
         # would be compared on other seeds than its rivals; the same inputs give the same result.
