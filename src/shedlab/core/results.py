@@ -177,9 +177,8 @@ def absolute_location(root: str) -> str:
     there, so every run's files went into the executor's own directory and the driver found none (``twin
     --out twin.yaml``, whose validation sweep writes under ``twin-fit/``, failed with "every run of the
     twin failed"). The driver resolves it once and the tasks get the absolute path."""
-    if "://" in root and not root.startswith("file://"):
-        return root
-    return os.path.abspath(root[len("file://") :] if root.startswith("file://") else root)
+    local = _local_location(root)
+    return root if local is None else os.path.abspath(local)
 
 
 def exists(fs: Any, path: str) -> bool:
@@ -200,11 +199,17 @@ def check_output_dir(out: str, *, field: str = "--out") -> None:
         raise InputError(f"{parent} is a file, not a directory", source=out, field=field)
 
 
-def _local_path(location: str) -> Path | None:
-    """A local location as an absolute path with its symbolic links resolved; None for a remote URI."""
+def _local_location(location: str) -> str | None:
+    """A local location as a path (without ``file://``); None for a remote URI."""
     if "://" in location and not location.startswith("file://"):
         return None
-    return Path(location[len("file://") :] if location.startswith("file://") else location).resolve()
+    return location[len("file://") :] if location.startswith("file://") else location
+
+
+def _local_path(location: str) -> Path | None:
+    """A local location as an absolute path with its symbolic links resolved; None for a remote URI."""
+    local = _local_location(location)
+    return None if local is None else Path(local).resolve()
 
 
 def check_apart(out: str, inputs: Sequence[str], *, field: str = "--out") -> None:
