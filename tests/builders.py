@@ -225,6 +225,29 @@ def two_broker_sandbox(zookeeper: str, token: str) -> Iterator[Sandbox]:
         yield sb
 
 
+def twin_sized_scenario(name: str, rate: int = 9000) -> str:
+    """A scenario whose 30-minute recording (31 ticks of 3 brokers and 12 bundles, all starting on the
+    first; 93 load reports) is the smallest that twin fits, under Pulsar's old default pair; ``rate`` is
+    the bundles' median msg/s in."""
+    return f"""
+name: {name}
+duration: 30m
+seed: 5
+strategy: ThresholdShedder+LeastLongTermMessageRate
+hardware:
+  standard: {{cores: 8, nic_gbps: 10}}
+brokers:
+  - count: 3
+workloads:
+  - name: main
+    bundles: 12
+    topics: 4
+    msg_rate_in: {{dist: lognormal, median: {rate}, sigma: 0.8}}
+    msg_size: 1024
+    brokers: [1]
+"""
+
+
 def recorded_cluster(name: str, *, duration: str, seed: int, cluster: str) -> str:
     """A small cluster to record for the twin's tests: three 8-core brokers, eight bundles all starting
     on the first (so ThresholdShedder has something to move), under Pulsar's old default pair."""

@@ -176,6 +176,21 @@ def test_local_bytes_counts_files_and_parquet_directories(tmp_path: Path) -> Non
     assert local_bytes(sources) is None
 
 
+def _import_from_zip(code: str, target: Path, cache: Path) -> list[str]:
+    """The words ``code`` prints, run as an executor runs it: no site-packages (``-S``), the zip at
+    ``target`` as its first argument, ``cache`` as its cache directory; it must exit 0."""
+    run = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(target)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=target.parent,
+        env={**os.environ, "XDG_CACHE_HOME": str(cache)},
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout.split()
+
+
 def test_the_shipped_package_imports_its_namespace_packages_and_data_from_the_zip(tmp_path: Path) -> None:
     """What a cluster's executors do with the zip ``addPyFile`` gave them: import from it alone (``-S``: no
     site-packages, no installed shedlab). ``shedlab.core`` and ``shedlab.data`` have no ``__init__.py``;
@@ -197,16 +212,7 @@ def test_the_shipped_package_imports_its_namespace_packages_and_data_from_the_zi
     for application in ("app-1", "app-2"):
         (tmp_path / application).mkdir()
         target = package_zip(tmp_path / application / "shedlab.zip")
-        run = subprocess.run(
-            [sys.executable, "-S", "-c", code, str(target)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-            env={**os.environ, "XDG_CACHE_HOME": str(cache)},
-        )
-        assert run.returncode == 0, run.stderr
-        printed.append(run.stdout.split())
+        printed.append(_import_from_zip(code, target, cache))
     assert printed[0] == printed[1]
     count, kernels = printed[0]
     assert count == "1"
@@ -225,16 +231,7 @@ def test_a_shipped_zip_without_a_writable_cache_is_imported_from_the_zip(tmp_pat
     blocked = tmp_path / "not-a-directory"
     blocked.write_text("x", encoding="utf-8")
     target = package_zip(tmp_path / "shedlab.zip")
-    run = subprocess.run(
-        [sys.executable, "-S", "-c", code, str(target)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env={**os.environ, "XDG_CACHE_HOME": str(blocked)},
-    )
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["True"]
+    assert _import_from_zip(code, target, blocked) == ["True"]
 
 
 def test_unknown_master_is_a_config_error() -> None:

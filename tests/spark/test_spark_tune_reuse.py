@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pytest
+from builders import twin_sized_scenario
 
 from shedlab.errors import InputError
 
@@ -16,24 +17,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
-
-SCENARIO = """
-name: tune-reuse
-duration: 30m
-seed: 5
-strategy: ThresholdShedder+LeastLongTermMessageRate
-hardware:
-  standard: {cores: 8, nic_gbps: 10}
-brokers:
-  - count: 3
-workloads:
-  - name: main
-    bundles: 12
-    topics: 4
-    msg_rate_in: {dist: lognormal, median: RATE, sigma: 0.8}
-    msg_size: 1024
-    brokers: [1]
-"""
 
 SPACE = """
 AvgShedder:
@@ -72,7 +55,7 @@ def _outcome(out: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tune-reuse")
-    (root / "scenario.yaml").write_text(SCENARIO.replace("RATE", "9000"), encoding="utf-8")
+    (root / "scenario.yaml").write_text(twin_sized_scenario("tune-reuse", 9000), encoding="utf-8")
     (root / "space.yaml").write_text(SPACE, encoding="utf-8")
     return {"root": root, "scenario": root / "scenario.yaml", "space": root / "space.yaml"}
 
@@ -98,7 +81,7 @@ def test_a_directory_holding_runs_of_another_version_of_the_scenario_is_refused(
     root, scenario, space = files["root"], files["scenario"], files["space"]
     _tune(spark, scenario, space, root / "versions", "imbalance")
     changed = root / "changed.yaml"
-    changed.write_text(SCENARIO.replace("RATE", "30000"), encoding="utf-8")
+    changed.write_text(twin_sized_scenario("tune-reuse", 30000), encoding="utf-8")
     with pytest.raises(InputError, match="another version of scenario 'tune-reuse'"):
         _tune(spark, changed, space, root / "versions", "imbalance")
     _tune(spark, scenario, space, root / "versions", "imbalance")  # the same scenario resumes as before

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
-from builders import ONE_BUNDLE_SHEDDER
+from builders import ONE_BUNDLE_SHEDDER, twin_sized_scenario
 
 if TYPE_CHECKING:
     from spark_standalone import StandaloneCluster
@@ -211,23 +211,7 @@ def test_a_bad_grid_for_the_cluster_is_one_line(
 
 # ------------------------------------------------------------------ ingest → replay → twin → tune
 
-SCENARIO = """
-name: standalone-recorded
-duration: 30m
-seed: 5
-strategy: ThresholdShedder+LeastLongTermMessageRate
-hardware:
-  standard: {cores: 8, nic_gbps: 10}
-brokers:
-  - count: 3
-workloads:
-  - name: main
-    bundles: 12
-    topics: 4
-    msg_rate_in: {dist: lognormal, median: 9000, sigma: 0.8}
-    msg_size: 1024
-    brokers: [1]
-"""
+SCENARIO = twin_sized_scenario("standalone-recorded")
 """A recording of 31 ticks of 3 brokers and 12 bundles (93 load reports): the smallest that twin fits."""
 
 SPACE = "AvgShedder:\n  maxUnloadPercentage: [0.2, 0.35, 0.5, 0.65, 0.8]\n"
