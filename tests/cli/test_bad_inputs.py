@@ -503,6 +503,19 @@ CASES: dict[str, list[Case]] = {
             "--out: lies inside the input",
             {"rec/r.jsonl": b"{}\n"},
         ),
+        # a file among the recording's tables: Spark read it as Parquet the next time
+        Case(
+            "twin-out-inside-its-recording",
+            ("twin", "{dir}/snap", "--out", "{dir}/snap/broker_samples/twin.yaml"),
+            "--out: lies inside the input",
+            EU_INGESTED,
+        ),
+        Case(
+            "twin-out-is-its-config",
+            ("twin", "{dir}/snap", "--config", "{dir}/broker.conf", "--out", "{dir}/broker.conf"),
+            "--out: is the input itself",
+            {**EU_INGESTED, "broker.conf": b"maxUnloadPercentage=0.5\n"},
+        ),
         Case(
             "ingest-out-inside-the-bundles-dir",
             ("ingest", "{dir}/r.jsonl", "--bundles", "{dir}/b", "--out", "{dir}/b/out"),
@@ -590,8 +603,78 @@ CASES: dict[str, list[Case]] = {
         Case(
             "report-out-over-the-results",
             ("report", "{dir}/res", "--out", "{dir}/res/sim/summary.json"),
-            "summary.json: exists and is not an HTML page",
+            "--out: exists and is not a shedlab report: writing there would replace it (got '",
             _simulation(),
+        ),
+        Case(
+            "demo-out-is-a-sweep",
+            ("demo", "--out", "{dir}/sw"),
+            "--out: is a sweep directory (runs/), not a demo output",
+            {"sw/runs/_SUCCESS": b""},
+        ),
+        Case(  # each part of the demo's directory is the output of the command that writes it
+            "demo-sweep-is-an-ingest-output",
+            ("demo", "--out", "{dir}/d", "--no-recommend"),
+            "--out: is an ingest output (broker_samples/), not a sweep directory",
+            {"d/sweep/broker_samples/_SUCCESS": b""},
+        ),
+        Case(
+            "tune-demo-out-is-a-replay-output",
+            ("tune", "--demo", "--out", "{dir}/o"),
+            "--out: is a replay output (replay.json), not a tune --demo output",
+            {"o/replay.json": b"{}"},
+        ),
+        # a file per read among the sweep's files, exit 0; ingest of it then read them all as the recording
+        Case(
+            "collect-out-is-a-sweep",
+            ("collect", "--admin-url", "http://127.0.0.1:9", "--out", "{dir}/sw"),
+            "--out: is a sweep directory (runs/), not a collect recording",
+            {"sw/runs/_SUCCESS": b""},
+        ),
+        Case(
+            "collect-out-is-a-folder-of-other-files",
+            ("collect", "--admin-url", "http://127.0.0.1:9", "--out", "{dir}/home"),
+            "--out: is a directory of other files (notes.txt), not a collect recording",
+            {"home/notes.txt": b"mine\n"},
+        ),
+    ],
+    # replaced, exit 0: any existing file was overwritten
+    "an output over a file that is not its own": [
+        Case(
+            "twin-out-is-a-readme",
+            ("twin", "{dir}/snap", "--out", "{dir}/README.md"),
+            "--out: exists and is not a twin: writing there would replace it",
+            {**EU_INGESTED, "README.md": b"# my project\n"},
+        ),
+        Case(
+            "twin-out-is-a-users-scenario",
+            ("twin", "{dir}/snap", "--out", "{dir}/mine.yaml"),
+            "--out: exists and is not a twin",
+            {**EU_INGESTED, "mine.yaml": scenario()},
+        ),
+        Case(
+            "twin-out-is-a-report",
+            ("twin", "{dir}/snap", "--out", "{dir}/r.html"),
+            "--out: is a shedlab report, not a twin",
+            {**EU_INGESTED, "r.html": b'<!DOCTYPE html>\n<meta name="generator" content="shedlab report">\n'},
+        ),
+        Case(
+            "report-out-is-a-users-page",
+            ("report", "{dir}/res", "--out", "{dir}/index.html"),
+            "--out: exists and is not a shedlab report",
+            {**_simulation(), "index.html": b"<!DOCTYPE html><html><body>mine</body></html>\n"},
+        ),
+        Case(
+            "report-out-is-a-twin",
+            ("report", "{dir}/res", "--out", "{dir}/twin.yaml"),
+            "--out: is a twin, not a shedlab report",
+            {**_simulation(), "twin.yaml": b"# A twin fitted by `shedlab twin`: ...\nname: t\n"},
+        ),
+        Case(  # --out DIR is DIR/report.html
+            "report-out-dir-holds-a-users-page",
+            ("report", "{dir}/res", "--out", "{dir}/site"),
+            "--out: exists and is not a shedlab report",
+            {**_simulation(), "site/report.html": b"<html><body>mine</body></html>\n"},
         ),
     ],
     "results with nothing to report": [

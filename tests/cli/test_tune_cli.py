@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,3 +184,74 @@ def test_twin_fit_lines_print_each_figure_with_its_unit(capsys: pytest.CaptureFi
     check = FitCheck("traffic moved per day", 2.16, 2.11, 1.64, 2.53, 0.0574, 1.3, "share of the traffic", "")
     tune_cmd._print_fit(SimpleNamespace(checks=[check], fits=True), "fit")
     assert "traffic moved per day (share of the traffic): recorded 2.16, twin 2.11" in capsys.readouterr().out
+
+
+def _fitted_twin() -> Any:
+    """What ``shedlab.spark.twin.fit`` returns, its text rendered by the twin's own renderer."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from shedlab.core.twin import _render
+
+    scenario = {
+        "name": "twin-prod-eu",
+        "description": "a twin",
+        "duration": "1h",
+        "seed": 1,
+        "strategy": "AvgShedder",
+        "config": {},
+        "simulation": {"tick": "1m"},
+        "hardware": {"c4": {"cores": 4}},
+        "brokers": [{"count": 1, "hardware": "c4"}],
+        "workloads": [{"name": "w", "bundles": 4}],
+        "events": [],
+    }
+    text = _render(scenario, pd.DataFrame({"number": [1], "broker": ["b1:8080"]}), [])
+    return SimpleNamespace(
+        cluster="prod-eu", fit=SimpleNamespace(text=text, scenario=scenario, broker_numbers={"b1:8080": 1})
+    )
+
+
+def test_twin_writes_a_new_file_or_its_own_earlier_one_and_no_other_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``twin --out README.md`` replaced the README with the twin (any existing file, after the whole fit).
+    Now a file is replaced only if an earlier twin wrote it (its first line says so), and anything else is
+    refused before Spark starts."""
+    from contextlib import nullcontext
+
+    import pandas as pd
+    from cli_support import error_line
+
+    from shedlab.cli import main, tune_cmd
+    from shedlab.core.results import TWIN_HEADER
+
+    snap = tmp_path / "snap"
+    for table in ("broker_samples", "bundle_samples"):
+        part = snap / table / "cluster=prod-eu" / "day=2025-01-02"
+        part.mkdir(parents=True)
+        pd.DataFrame({"time_ms": [1735776000000], "broker": ["b1:8080"]}).to_parquet(part / "part-0.parquet")
+    fits: list[object] = []
+
+    def fit(*args: object, **kwargs: object) -> Any:
+        fits.append(args)
+        return _fitted_twin()
+
+    monkeypatch.setattr("shedlab.spark.twin.fit", fit)
+    monkeypatch.setattr(tune_cmd, "_preflight", lambda *a: None)
+    monkeypatch.setattr(tune_cmd, "spark_session", lambda *a: nullcontext())
+    out = tmp_path / "twin.yaml"
+    for _ in range(2):  # a new path, then the file the first run wrote: replaced
+        with pytest.raises(SystemExit) as exc:
+            main(["twin", str(snap), "--out", str(out), "--no-validate"])
+        assert exc.value.code == 0 and out.read_text().startswith(TWIN_HEADER + ": ")
+    assert len(fits) == 2
+    capsys.readouterr()
+    theirs = {"README.md": "# my project\n", "mine.yaml": "name: mine\nduration: 10m\n"}
+    for name, text in theirs.items():
+        (tmp_path / name).write_text(text)
+        line = error_line(["twin", str(snap), "--out", str(tmp_path / name), "--no-validate"], capsys)
+        assert line.startswith("error: --out: exists and is not a twin: writing there would replace it")
+        assert (tmp_path / name).read_text() == text
+    assert len(fits) == 2  # refused before the fit

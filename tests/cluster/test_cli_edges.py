@@ -403,3 +403,36 @@ def test_a_401_without_a_token_asks_for_one(tmp_path: Path, capsys: pytest.Captu
         "HTTP 401 Unauthorized: the cluster needs a token; give one with --token-file or --token-env"
     )
     assert with_one.endswith("HTTP 401 Unauthorized: the token was refused (check --token-file/--token-env)")
+
+
+def test_collect_adds_to_its_own_recording_and_to_no_other_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``collect --out`` added a file per read to any directory (a sweep's, a home folder: ``ingest`` of it
+    then read everything there as the recording). A new or empty directory, or an earlier recording (known
+    by its events file), is written into; anything else is refused before the cluster is read."""
+    from shedlab.cluster.collect import EVENTS_FILE
+    from shedlab.cluster.sandbox import Sandbox
+
+    rec = tmp_path / "rec"
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    (home / "notes.txt").write_text("mine\n")
+    sweep = tmp_path / "sweep"
+    (sweep / "runs").mkdir(parents=True)
+    (sweep / "sweep.json").write_text('{"grids": []}')
+    with Sandbox("broker-loss", seed=3, zookeeper=None) as sb:
+        args = ["collect", "--admin-url", sb.admin_url, "--count", "1", "--out"]
+        for _ in range(2):  # a new directory, then the recording the first run made: added to
+            with pytest.raises(SystemExit) as exc:
+                main([*args, str(rec)])
+            assert exc.value.code == 0
+            sb.advance(1)
+        assert len(list(rec.glob("load-reports-*.jsonl"))) == 2 and (rec / EVENTS_FILE).is_file()
+        capsys.readouterr()
+        line = error_line([*args, str(home)], capsys)
+        assert line.startswith("error: --out: is a directory of other files (Documents/), not a collect")
+        line = error_line([*args, str(sweep)], capsys)
+        assert line.startswith("error: --out: is a sweep directory (sweep.json), not a collect recording")
+    assert sorted(p.name for p in home.iterdir()) == ["Documents", "notes.txt"]
+    assert sorted(p.name for p in sweep.iterdir()) == ["runs", "sweep.json"]

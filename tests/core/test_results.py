@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -14,14 +15,19 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs (as in src/)
 import pytest
 
+from shedlab.cluster.collect import EVENTS_FILE
 from shedlab.core.grid import expand_grid, load_grid
 from shedlab.core.partitions import escape_partition_value
 from shedlab.core.results import (
     MANIFEST,
+    OUTPUT_KINDS,
+    REPORT_GENERATOR,
     RUN_SUMMARY_ARROW,
+    TWIN_HEADER,
     RunWriter,
     check_apart,
     check_output_dir,
+    check_output_file,
     check_output_kind,
     execute_spec,
     finished_run_files,
@@ -194,6 +200,7 @@ def test_each_command_writes_only_into_its_own_kind_of_output(tmp_path: Path) ->
         "twin": _layout(tmp_path / "fit", "fit-report.json", "validation/"),
         "simulate": _layout(tmp_path / "sim", "summary.json", "ticks.parquet"),
         "compare": _layout(tmp_path / "cmp", "compare.json", "AvgShedder/"),
+        "collect": _layout(tmp_path / "rec", EVENTS_FILE, "load-reports-20250102T000000-000001.jsonl"),
         "report": _layout(tmp_path / "demo", "sweep/", "evaluation/", "report.html"),
     }
     for kind, out in kinds.items():
@@ -212,6 +219,104 @@ def test_each_command_writes_only_into_its_own_kind_of_output(tmp_path: Path) ->
     # a sweep with its evaluation written into it (evaluate --out SWEEP_DIR) still resumes
     (tmp_path / "sweep" / "pip364.csv").write_text("strategy\n")
     check_output_kind(str(tmp_path / "sweep"), "sweep")
+
+
+def test_collect_writes_into_a_new_or_empty_directory_or_an_earlier_recording_only(tmp_path: Path) -> None:
+    """``collect --out`` added a file per read to any directory (a sweep's, a home folder), and ``ingest``
+    of it then read everything there as the recording. Hidden entries (which ingest skips) do not count."""
+    assert ("collect", "a collect recording", (EVENTS_FILE,)) in OUTPUT_KINDS  # what collect writes first
+    check_output_kind(str(tmp_path / "new"), "collect")
+    check_output_kind(_layout(tmp_path / "empty", ".DS_Store", ".load-reports-x.jsonl.tmp"), "collect")
+    check_output_kind(_layout(tmp_path / "rec", EVENTS_FILE, "load-reports-x.jsonl"), "collect")
+    refused = {
+        _layout(tmp_path / "home", "notes.txt", "Documents/"): "a directory of other files (Documents/)",
+        _layout(tmp_path / "sweep", "runs/", MANIFEST): "a sweep directory (sweep.json)",
+    }
+    for out, found in refused.items():
+        with pytest.raises(InputError, match=rf"^--out: is {re.escape(found)}, not a collect recording"):
+            check_output_kind(out, "collect")
+    with pytest.raises(InputError, match="is a collect recording"):  # and a recording is no sweep's
+        check_output_kind(str(tmp_path / "rec"), "sweep")
+
+
+def _files(root: Path, files: dict[str, str]) -> str:
+    """``root`` holding ``files`` (path → text; a trailing ``/``: an empty directory)."""
+    for name, text in files.items():
+        path = root / name
+        if name.endswith("/"):
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    return str(root)
+
+
+DEMO_OUTPUT = {
+    "sweep/runs/": "",
+    f"sweep/{MANIFEST}": '{"grids": []}',
+    "evaluation/pip364.csv": "strategy\n",
+    "report.html": f"<!DOCTYPE html>\n{REPORT_GENERATOR}\n",
+    "recommendation/snapshots/broker_samples/": "",
+    "recommendation/twin.yaml": f"{TWIN_HEADER}: …\nname: twin\n",
+    "recommendation/tune/tune.json": "{}",
+    "recommendation/tune/fit-report.json": "{}",
+    "recommendation/report.html": f"<!DOCTYPE html>\n{REPORT_GENERATOR}\n",
+}
+"""What ``shedlab demo`` leaves in its ``--out`` (README: run it again into the same directory)."""
+
+
+def test_a_demo_runs_again_into_its_own_output_and_into_no_other(tmp_path: Path) -> None:
+    """``demo --out`` wrote its sweep, evaluation, report and recommendation into any directory (an ingest
+    output, a sweep); each of its parts is checked as the output of the command that writes it."""
+    out = _files(tmp_path / "demo", DEMO_OUTPUT)
+    check_output_kind(out, "demo")
+    check_output_kind(_files(tmp_path / "interrupted", {"sweep/runs/": ""}), "demo")
+    check_output_kind(str(tmp_path / "demo" / "recommendation"), "tune --demo")
+    refused = {
+        f"{MANIFEST}": ("demo", "--out: is a sweep directory (sweep.json), not a demo output"),
+        "sweep/broker_samples/": ("demo/sweep", "--out: is an ingest output (broker_samples/), not a sweep"),
+        "report.html": ("demo/report.html", "--out: exists and is not a shedlab report"),
+        "recommendation/twin.yaml": ("demo/recommendation/twin.yaml", "--out: exists and is not a twin"),
+        "evaluation/replay.json": (
+            "demo/evaluation",
+            "--out: is a replay output (replay.json), not an evaluate",
+        ),
+    }
+    for entry, (named, problem) in refused.items():
+        root = tmp_path / f"case-{len(list(tmp_path.iterdir()))}"
+        _files(root / "demo", {**DEMO_OUTPUT, entry: "{}"})  # not of its kind
+        with pytest.raises(InputError, match=re.escape(problem)) as info:
+            check_output_kind(str(root / "demo"), "demo")
+        assert f"(got '{root / named}')" in str(info.value)
+
+
+def test_a_file_output_replaces_only_an_earlier_file_of_its_kind(tmp_path: Path) -> None:
+    """``twin --out README.md`` replaced the README, ``report --out index.html`` the user's own page."""
+    files = {
+        "twin.yaml": f"{TWIN_HEADER}: an ordinary scenario file\nname: t\n",
+        "report.html": f"<!DOCTYPE html>\n<html><head>{REPORT_GENERATOR}</head></html>\n",
+        "empty.yaml": "",
+        "README.md": "# my project\n",
+        "index.html": "<!DOCTYPE html><html><body>mine</body></html>\n",
+        "scenario.yaml": "name: mine\nduration: 10m\n",
+    }
+    _files(tmp_path, files)
+    for kind, own in (("twin", "twin.yaml"), ("report", "report.html")):
+        for ok in (own, "empty.yaml", "new/dir/file"):  # an earlier one, an empty file, a new path
+            check_output_file(str(tmp_path / ok), kind)
+    refused = {
+        ("twin", "README.md"): "exists and is not a twin: writing there would replace it",
+        ("twin", "scenario.yaml"): "exists and is not a twin",
+        ("twin", "report.html"): "is a shedlab report, not a twin",
+        ("report", "index.html"): "exists and is not a shedlab report",
+        ("report", "twin.yaml"): "is a twin, not a shedlab report",
+        ("report", "."): "is a directory, not a shedlab report",
+        ("report", "README.md/r.html"): "README.md: --out: exists and is not a directory",
+    }
+    for (kind, name), problem in refused.items():
+        with pytest.raises(InputError, match=re.escape(problem)):
+            check_output_file(str(tmp_path / name), kind)
+    assert [(p.name, p.read_text()) for p in sorted(tmp_path.iterdir())] == sorted(files.items())
 
 
 def test_a_tune_interrupted_before_tune_json_is_a_tune_not_a_sweep(tmp_path: Path) -> None:

@@ -114,6 +114,27 @@ def test_simulate_output_and_cli(tmp_path: Path) -> None:
     assert len(figures_of(report.read_text(encoding="utf-8"))) == 2
 
 
+def test_a_report_replaces_an_earlier_report_and_no_other_file(compare_dir: Path, tmp_path: Path) -> None:
+    """``report --out index.html`` replaced the user's own page (any HTML page was taken for a report). A
+    report is known by its generator tag, in its first KiB; anything else is refused, before the results
+    are read."""
+    from shedlab.core.results import REPORT_GENERATOR
+
+    out = tmp_path / "r.html"
+    first = build_report(compare_dir, out).read_bytes()
+    assert REPORT_GENERATOR.encode() in first[:1024]
+    assert build_report(compare_dir, out).read_bytes() == first  # its own earlier report: replaced
+    (tmp_path / "empty.html").write_text("")
+    assert build_report(compare_dir, tmp_path / "empty.html").read_bytes() == first
+    (tmp_path / "site").mkdir()
+    theirs = {"index.html": "<!DOCTYPE html><html><body>mine</body></html>\n", "site/report.html": "<html>"}
+    for name, text in theirs.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(InputError, match=r"^--out: exists and is not a shedlab report"):
+            build_report(tmp_path / "nope", tmp_path / name.replace("/report.html", ""))
+        assert (tmp_path / name).read_text() == text
+
+
 def test_missing_or_empty_results_are_user_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not found"):
         build_report(tmp_path / "nope", tmp_path / "r.html")
@@ -262,31 +283,17 @@ def test_terminal_pip_table_fits_80_columns(sweep_root: Path) -> None:
 
 @pytest.mark.spark
 def test_demo_command_end_to_end(tmp_path: Path) -> None:
-    """``shedlab demo`` on a small grid: sweep, evaluate and report in one command, table and path printed."""
+    """``shedlab demo`` on a small grid: sweep, evaluate and report in one command, table and path printed;
+    run again into its own output (the README's promise), it reuses the runs and replaces its report."""
     grid = tmp_path / "grid.yaml"
     grid.write_text(
         "name: demo-test\nscenarios: [over-unloading-90-10]\nstrategies: all\nseeds: [1]\n", encoding="utf-8"
     )
     out = tmp_path / "demo"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "shedlab",
-            "demo",
-            "--grid",
-            str(grid),
-            "--seeds",
-            "2",
-            "--out",
-            str(out),
-            "--no-recommend",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "COLUMNS": "100", "PYSPARK_PYTHON": sys.executable},
-    )
+    args = ["demo", "--grid", str(grid), "--seeds", "2", "--out", str(out), "--no-recommend"]
+    env = {**os.environ, "COLUMNS": "100", "PYSPARK_PYTHON": sys.executable}
+    command = [sys.executable, "-m", "shedlab", *args]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "10 runs" in run.stderr and "demo-test" in run.stderr  # 1 scenario × 5 pairs × 2 seeds
     assert "PIP-364, measured" in run.stdout and "AvgShedder" in run.stdout and "over" in run.stdout
@@ -295,6 +302,10 @@ def test_demo_command_end_to_end(tmp_path: Path) -> None:
     data = load_results(out)
     assert data.kind == "sweep" and data.pip_table is not None and data.runs is not None
     assert len(data.runs) == 10 and sorted(data.runs["seed"].unique()) == [1, 2]
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "10 runs were already in" in again.stderr.replace("\n", " ")
+    assert f"Report: {out / 'report.html'}" in again.stdout.replace("\n", "")
 
 
 @pytest.mark.spark

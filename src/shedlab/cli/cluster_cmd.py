@@ -146,6 +146,8 @@ def collect_cmd(
     retries: RetriesOption = 3,
 ) -> None:
     """Record a running cluster's load reports every --every into --out, in the format `ingest` reads."""
+    from shedlab.core.results import check_output_kind  # pandas and pyarrow: not at advise's start-up
+
     _one_source(zookeeper, admin_url)
     if zookeeper and admin_url:
         raise InputError("give one source, not --zookeeper and --admin-url")
@@ -154,6 +156,7 @@ def collect_cmd(
     if every_s <= 0:
         raise InputError("must be more than 0", field="--every", value=every)
     duration_s = parse_duration(duration, field="--duration") if duration is not None else None
+    check_output_kind(str(out_dir), "collect")  # a new or empty directory, or an earlier recording
     token = load_token(token_file, token_env)
     source = _Source(zookeeper, admin_url, cluster, token, tls_ca, _retry(timeout, retries))
     writer = RecordWriter(out_dir)

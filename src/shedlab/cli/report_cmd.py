@@ -114,12 +114,14 @@ def demo(
     Then, from a recorded cluster to a recommendation: the shipped recording of a cluster on Pulsar's old
     default strategy is ingested, fitted by a twin, tuned, and the advice printed as a broker.conf."""
     from shedlab.cli.spark_cmd import _preflight, spark_session
+    from shedlab.core.results import check_output_kind
     from shedlab.report import build_report
     from shedlab.spark.evaluate import evaluate
     from shedlab.spark.sweep import sweep
 
     started = time.monotonic()
     the_grid = _demo_grid(grid, seeds)
+    check_output_kind(str(out), "demo")  # its sweep, evaluation, report and recommendation too
     out = _output_dir(out)
     sweep_dir = out / "sweep"
     _preflight(master, None)

@@ -30,7 +30,7 @@ from shedlab.cli.spark_cmd import (
     spark_session,
 )
 from shedlab.config import LoadBalancerConfig
-from shedlab.core.results import check_output_dir, check_output_kind
+from shedlab.core.results import check_apart, check_output_file, check_output_kind
 from shedlab.errors import InputError
 from shedlab.units import significant
 
@@ -72,9 +72,11 @@ def _parse_window(text: str | None) -> tuple[int, int] | None:
     return window
 
 
-def _check_twin_out(out: str) -> None:
-    """``--out`` names the twin's YAML file: refuse a directory or a path below a file before Spark
-    starts (the write after the fit raised IsADirectoryError / NotADirectoryError, a traceback)."""
+def _check_twin_out(out: str, inputs: Sequence[str]) -> None:
+    """``--out`` names the twin's YAML file: refuse, before Spark starts, a directory, a path below a file
+    (the write after the fit raised IsADirectoryError / NotADirectoryError, a traceback), a path in the
+    recording or the config read, and any existing file but an earlier twin (``--out README.md``
+    replaced it)."""
     path = Path(out)
     if path.is_dir():
         raise InputError(
@@ -83,7 +85,8 @@ def _check_twin_out(out: str) -> None:
             value=out,
             hint=f"e.g. {path / 'twin.yaml'}",
         )
-    check_output_dir(str(path.parent), field="--out")
+    check_apart(out, inputs, hint="name a file apart from the recording and the config")
+    check_output_file(out, "twin")
 
 
 def _check_recording(path: str, cluster: str | None, window: tuple[int, int] | None) -> None:
@@ -207,10 +210,12 @@ def twin(
     check_count(seeds, "--seeds", minimum=1, maximum=1000)
     pair, overrides = _recorded_config(config, set_, strategy)
     parsed_window = _parse_window(window)
-    _check_twin_out(out)
+    inputs = [recording_dir, *([config] if config else [])]
+    _check_twin_out(out, inputs)
     check_ingest_output(recording_dir)
     _check_recording(recording_dir, cluster, parsed_window)
     reports = report_dir or str(Path(out).with_suffix("")) + "-fit"
+    check_apart(reports, inputs, field="--report-dir")
     check_output_kind(reports, "twin", field="--report-dir")
     _preflight(master, reports, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "twin") as spark, _status(False) as say:
@@ -415,7 +420,7 @@ def tune(
     search = load_space(space)
     if demo:
         target = out or "out/tune-demo"
-        check_output_kind(str(Path(target) / "tune"), "tune")
+        check_output_kind(target, "tune --demo")
         _preflight(master, target, conf, spark_conf)
         tune_demo(
             target,

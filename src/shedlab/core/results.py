@@ -48,20 +48,26 @@ from shedlab.core.sim.scenario import Scenario, parse_scenario_text
 from shedlab.errors import InputError, decode_user_bytes, parse_json_text
 
 __all__ = [
+    "LAYOUTS",
     "MANIFEST",
+    "OTHER_FILES",
+    "OUTPUT_FILES",
     "OUTPUT_KINDS",
     "OUTPUT_TABLES",
     "PARTITION_KEYS",
     "QUARANTINE_DIR",
+    "REPORT_GENERATOR",
     "RUN_COLUMNS_READ",
     "RUN_SUMMARY_ARROW",
     "TUNE_FILE",
     "TUNE_GRID",
+    "TWIN_HEADER",
     "WRITES_INTO",
     "RunWriter",
     "absolute_location",
     "check_apart",
     "check_output_dir",
+    "check_output_file",
     "check_output_kind",
     "execute_spec",
     "exists",
@@ -212,7 +218,13 @@ def _local_path(location: str) -> Path | None:
     return None if local is None else Path(local).resolve()
 
 
-def check_apart(out: str, inputs: Sequence[str], *, field: str = "--out") -> None:
+def check_apart(
+    out: str,
+    inputs: Sequence[str],
+    *,
+    field: str = "--out",
+    hint: str = "name a directory apart from the inputs",
+) -> None:
     """Refuse an output location that is one of ``inputs``, holds one, or lies inside one (paths compared
     resolved, before Spark starts). Writing over what is being read loses it (``ingest SNAP/broker_samples
     --out SNAP`` replaced SNAP's tables with what it could still read: bundle_samples was left with no
@@ -233,13 +245,19 @@ def check_apart(out: str, inputs: Sequence[str], *, field: str = "--out") -> Non
             problem = f"lies inside the input {given}: it would be read back as input the next time"
         else:
             continue
-        raise InputError(problem, field=field, value=out, hint="name a directory apart from the inputs")
+        raise InputError(problem, field=field, value=out, hint=hint)
 
 
 TUNE_FILE = "tune.json"
 """What ``shedlab tune`` writes last into its directory (next to the sweep of its runs)."""
 TUNE_GRID = "tune"
 """The name of the grid ``shedlab tune`` sweeps (in its directory's ``sweep.json``)."""
+TWIN_HEADER = "# A twin fitted by `shedlab twin`"
+"""How a twin's YAML starts (its first line, :func:`shedlab.core.twin.fit_twin`)."""
+REPORT_GENERATOR = '<meta name="generator" content="shedlab report">'
+"""In the head of every HTML report (:func:`shedlab.report.page.render_page`)."""
+OTHER_FILES = "other"
+"""The kind of an existing directory of no shedlab kind that holds visible entries (a user's folder)."""
 
 OUTPUT_KINDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("tune", "a tune output", (TUNE_FILE,)),
@@ -250,27 +268,89 @@ OUTPUT_KINDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("twin", "a twin's fit report directory", ("fit-report.json",)),
     ("compare", "a compare output", ("compare.json",)),
     ("simulate", "a simulate output", ("summary.json",)),
+    ("collect", "a collect recording", ("_collect-events.jsonl",)),  # written first (cluster.collect)
     ("report", "a directory of shedlab results with their report", ("report.html",)),
 )
 """Each kind of directory shedlab writes, as ``(kind, what it is called, the entries that tell it)``, in
 the order they are told apart: a tuning's directory holds a sweep, a sweep directory may hold its
-evaluation (``evaluate --out SWEEP_DIR``) and its report."""
+evaluation (``evaluate --out SWEEP_DIR``) and its report. A demo's directory is a ``report`` one."""
 
 WRITES_INTO: dict[str, tuple[frozenset[str], str]] = {
-    "sweep": (frozenset({"sweep"}), "name a new directory, or an earlier sweep's to resume it"),
-    "evaluate": (frozenset({"evaluate"}), "name a new directory (by default SWEEP_DIR/evaluation)"),
-    "replay": (frozenset({"replay"}), "name a new directory, or an earlier replay's to replace it"),
-    "ingest": (frozenset({"ingest"}), "name a new directory, or an earlier ingest's to add to it"),
+    "sweep": (frozenset({"sweep", OTHER_FILES}), "name a new directory, or an earlier sweep's to resume it"),
+    "evaluate": (
+        frozenset({"evaluate", OTHER_FILES}),
+        "name a new directory (by default SWEEP_DIR/evaluation)",
+    ),
+    "replay": (
+        frozenset({"replay", OTHER_FILES}),
+        "name a new directory, or an earlier replay's to replace it",
+    ),
+    "ingest": (
+        frozenset({"ingest", OTHER_FILES}),
+        "name a new directory, or an earlier ingest's to add to it",
+    ),
     "tune": (
-        frozenset({"tune", "twin"}),
+        frozenset({"tune", "twin", OTHER_FILES}),
         "name a new directory, an earlier tune's or the twin's --report-dir",
     ),
-    "twin": (frozenset({"twin", "tune"}), "name a new directory, an earlier fit report's, or the tune's"),
-    "simulate": (frozenset({"simulate"}), "name a new directory, or an earlier simulate's to replace it"),
-    "compare": (frozenset({"compare"}), "name a new directory, or an earlier compare's to replace it"),
+    "twin": (
+        frozenset({"twin", "tune", OTHER_FILES}),
+        "name a new directory, an earlier fit report's, or the tune's",
+    ),
+    "simulate": (
+        frozenset({"simulate", OTHER_FILES}),
+        "name a new directory, or an earlier simulate's to replace it",
+    ),
+    "compare": (
+        frozenset({"compare", OTHER_FILES}),
+        "name a new directory, or an earlier compare's to replace it",
+    ),
+    "collect": (
+        frozenset({"collect"}),
+        "name a new or empty directory, or an earlier collect's to add to it",
+    ),
+    "demo": (
+        frozenset({"report", OTHER_FILES}),
+        "name a new directory, or an earlier demo's to run it again",
+    ),
+    "tune --demo": (
+        frozenset({"report", OTHER_FILES}),
+        "name a new directory, or an earlier tune --demo's to run it again",
+    ),
 }
-"""Per command writing a directory: the kinds of existing directory it writes into (besides a new or
-an empty one, or one of no shedlab kind), and the hint when refused."""
+"""Per command writing a directory: the kinds of existing directory it writes into (besides a new or an
+empty one; :data:`OTHER_FILES`: a directory of no shedlab kind), and the hint when refused. ``collect``
+alone refuses a folder of other files: it adds a file per read beside them, and ``ingest`` reads them all
+as the recording."""
+
+LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "demo": (
+        ("sweep/", "sweep"),
+        ("evaluation/", "evaluate"),
+        ("report.html", "report"),
+        ("recommendation/", "tune --demo"),
+    ),
+    "tune --demo": (
+        ("snapshots/", "ingest"),
+        ("twin.yaml", "twin"),
+        ("tune/", "tune"),
+        ("report.html", "report"),
+    ),
+}
+"""The entries of the directories whose parts other commands write, each checked as that command's
+output (a trailing ``/``: a directory, :data:`WRITES_INTO`; else a file, :data:`OUTPUT_FILES`)."""
+
+OUTPUT_FILES: dict[str, tuple[str, str, str]] = {
+    "twin": ("a twin", TWIN_HEADER, "name a new .yaml file, or an earlier twin's to replace it"),
+    "report": (
+        "a shedlab report",
+        REPORT_GENERATOR,
+        "name a new .html file, or an earlier report's to replace it",
+    ),
+}
+"""Per kind of file a command writes: what it is called, the text that tells it (in its first KiB) and
+the hint when refused. An existing file is replaced only if it holds that text or nothing: ``twin --out
+README.md`` replaced the README, ``report --out index.html`` the user's own page."""
 
 
 def output_kind(out: str) -> tuple[str, str, str] | None:
@@ -294,16 +374,63 @@ def _tune_sweep(out: str) -> bool:
     return bool(grids) and all(g.get("name") == TUNE_GRID for g in grids)
 
 
+def _other_files(out: str) -> tuple[str, str, str] | None:
+    """``(OTHER_FILES, …, its first visible entry)`` of a local directory holding visible entries; None
+    for anything else (hidden entries, which ``ingest`` skips, do not count)."""
+    path = _local_path(out)
+    try:
+        entry = min((p for p in path.iterdir() if not p.name.startswith(".")), default=None) if path else None
+    except OSError:  # not a directory, or one that cannot be listed: its writer says why
+        return None
+    if entry is None:
+        return None
+    return OTHER_FILES, "a directory of other files", entry.name + ("/" if entry.is_dir() else "")
+
+
 def check_output_kind(out: str, command: str, *, field: str = "--out") -> None:
     """Refuse (before anything runs) an output location that is another command's output: ``sweep --out``
     into an ingest output wrote runs among its tables, ``simulate --out`` into a sweep directory its
-    files among the sweep's. What ``command`` writes into is :data:`WRITES_INTO`."""
-    found = output_kind(out)
+    files among the sweep's. What ``command`` writes into is :data:`WRITES_INTO`; the entries of a
+    :data:`LAYOUTS` directory are checked too (``demo --out``: its sweep, its report, …)."""
+    found = output_kind(out) or _other_files(out)
     accepted, hint = WRITES_INTO[command]
-    if found is None or found[0] in accepted:
+    if found is not None and found[0] not in accepted:
+        own = next((what for kind, what, _ in OUTPUT_KINDS if kind == command), f"a {command} output")
+        raise InputError(f"is {found[1]} ({found[2]}), not {own}", field=field, value=out, hint=hint)
+    for entry, part in LAYOUTS.get(command, ()):
+        if entry.endswith("/"):
+            check_output_kind(table_path(out, entry[:-1]), part, field=field)
+        else:
+            check_output_file(table_path(out, entry), part, field=field)
+
+
+def check_output_file(out: str, kind: str, *, field: str = "--out") -> None:
+    """Refuse (before anything runs) to write a file of ``kind`` (:data:`OUTPUT_FILES`) over a directory,
+    below a file, or over an existing file that holds something else: a new path, an empty file or an
+    earlier file of the same kind is written."""
+    what, mark, hint = OUTPUT_FILES[kind]
+    path = Path(out)
+    if path.is_dir():
+        raise InputError(f"is a directory, not {what}", field=field, value=out, hint=hint)
+    check_output_dir(str(path.parent), field=field)
+    head = _head(path)
+    if not head.strip() or mark.encode() in head:
         return
-    own = next(what for kind, what, _ in OUTPUT_KINDS if kind == command)
-    raise InputError(f"is {found[1]} ({found[2]}), not {own}", field=field, value=out, hint=hint)
+    other = next((w for w, m, _ in OUTPUT_FILES.values() if m.encode() in head), None)
+    problem = (
+        f"is {other}, not {what}" if other else f"exists and is not {what}: writing there would replace it"
+    )
+    raise InputError(problem, field=field, value=out, hint=hint)
+
+
+def _head(path: Path) -> bytes:
+    """The first KiB of the file ``path``; empty if there is none, or it cannot be read (its writer then
+    says why it cannot write either)."""
+    try:
+        with path.open("rb") as src:
+            return src.read(1024)
+    except OSError:
+        return b""
 
 
 _TEMPORARY_FILE = re.compile(r"\.run-.+\.tmp|.+\.json\.\d+\.tmp")

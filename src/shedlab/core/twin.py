@@ -43,6 +43,7 @@ import pandas as pd
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.evaluation import t_critical
+from shedlab.core.results import TWIN_HEADER
 from shedlab.core.sim.hardware import HardwareClass
 from shedlab.core.sim.scenario import tick_count, tick_ms_of
 from shedlab.errors import InputError
@@ -655,7 +656,7 @@ def fit_twin(
 def _render(scenario: Mapping[str, Any], brokers: pd.DataFrame, notes: Sequence[str]) -> str:
     """The twin as YAML a person can read: one line per broker, workload field and event."""
     lines = [
-        "# A twin fitted by `shedlab twin`: an ordinary scenario file (docs/scenarios.md, docs/twin.md).",
+        f"{TWIN_HEADER}: an ordinary scenario file (docs/scenarios.md, docs/twin.md).",
         "# Edit it freely. What it does not capture yet:",
         *[f"#   - {lim}" for lim in LIMITATIONS],
         "# Fitted:",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shedlab.core.results import check_output_file
 from shedlab.errors import InputError
 from shedlab.report.load import load_results
 from shedlab.report.model import ReplayData, ReportData, RunSeries, ScenarioInfo
@@ -34,7 +35,7 @@ def build_report(results_dir: Path, out: Path, *, max_points: int = 2000, title:
     target = Path(out)
     if target.is_dir():
         target = target / "report.html"
-    _refuse_overwriting_results(target)
+    check_output_file(str(target), "report")  # a new path, an empty file or an earlier report
     data = load_results(Path(results_dir))
     if title:
         data.title = title
@@ -47,22 +48,3 @@ def build_report(results_dir: Path, out: Path, *, max_points: int = 2000, title:
     except OSError as exc:
         raise InputError(f"cannot write the report: {exc.strerror}", source=str(target)) from None
     return target
-
-
-def _refuse_overwriting_results(target: Path) -> None:
-    """Refuse to write the report over an existing file that is not an HTML page (``report RES --out
-    RES/summary.json`` replaced the results it reported); an earlier report, or an empty file, is
-    replaced."""
-    if not target.is_file():
-        return
-    try:
-        with target.open("rb") as src:
-            head = src.read(64).lstrip().lower()
-    except OSError:
-        return  # the write says why it cannot
-    if head and not head.startswith((b"<!doctype html", b"<html")):
-        raise InputError(
-            "exists and is not an HTML page: the report would replace it",
-            source=str(target),
-            hint="name a new .html file for --out",
-        )

@@ -14,6 +14,7 @@ import html
 import re
 from importlib import resources
 
+from shedlab.core.results import REPORT_GENERATOR
 from shedlab.report.assets import CSS, ERROR_COLLECTOR, LOADER
 from shedlab.report.builder import Page, toc_html
 from shedlab.report.model import ReportData
@@ -89,7 +90,7 @@ def render_page(data: ReportData, *, max_points: int = 2000) -> str:
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            '<meta name="generator" content="shedlab report">',
+            REPORT_GENERATOR,  # how report --out knows a file it may replace
             f"<title>{html.escape(data.title)}</title>",
             f"<style>{CSS}</style>",
             f"<script>{ERROR_COLLECTOR}</script>",
