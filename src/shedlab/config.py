@@ -178,6 +178,7 @@ SHEDLAB_KEYS: Final = frozenset(
         "capacityAwareMinBenefit",
         "capacityAwareBalancedSpread",
         "capacityAwareBalancedMinBenefit",
+        "capacityAwareAvgShedderOnIdenticalMachines",
     }
 )
 """shedlab's own keys: read by shedlab's strategies, unknown to Pulsar (a broker would ignore them)."""
@@ -842,6 +843,15 @@ class LoadBalancerConfig:
         used_by=("CapacityAwareShedder",),
         doc="shedlab's own key. The minimum benefit (score points, as capacityAwareMinBenefit) of a move "
         "planned while the predicted spread is within capacityAwareBalancedSpread.",
+    )
+    capacity_aware_avg_shedder_on_identical_machines: bool = _key(
+        "capacityAwareAvgShedderOnIdenticalMachines",
+        True,
+        java="boolean",
+        used_by=("CapacityAwareShedder",),
+        doc="shedlab's own key. On a cycle whose brokers look like identical machines (slopes within a "
+        "quarter, backgrounds within the AvgShedder low threshold), shed and place by AvgShedder's rules, "
+        "which PIP-364 measured on such clusters; the capacity-aware rules apply where machines differ.",
     )
 
     # Where each explicitly set value came from (Pulsar key -> "file:line" or an override label). Kept out of

@@ -34,6 +34,10 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
 * **Vetoes**: a destination's predicted score must not exceed
   ``loadBalancerBrokerOverloadedThresholdPercentage`` (equal passes, as Pulsar's strict tests); only
   destinations the leader's even-distribution filter admits are considered.
+* **On identical machines, AvgShedder's pairs where no move pays** (rule 0): there the capacity model adds
+  nothing, and its minimum benefit, in absolute score points, left clusters of fine bundles unbalanced;
+  when this strategy's own trigger fired and its plan made no move, AvgShedder's decisions (at
+  ``maxUnloadPercentage`` 0.5, a pair evened) are taken, under the overload veto.
 * **Unplanned placements go by headroom**: the candidate with the lowest predicted score, counting the
   bundles this instance already placed on the same snapshot. No random choice is made.
 * **A stopped plan stays stopped** until the imbalance has grown by ``capacityAwareMinBenefit`` (noise
@@ -65,6 +69,7 @@ from shedlab.model.snapshot import (
     FloatArray,
     IntArray,
 )
+from shedlab.strategies.avg_shedder import AvgShedder
 from shedlab.strategies.base import BrokerChoices, Placement, SheddingResult, Unload, candidate_indices
 from shedlab.strategies.greedy import sort_descending
 
@@ -84,6 +89,14 @@ DESTINATIONS_TRIED: Final = 2
 """... towards the coldest admitted brokers, this many of them (the second coldest may take a bundle that
 is too large to even a pair with the coldest, or gain more when the coldest is a strong machine)."""
 
+
+AVG_SHEDDER_FALLBACK: Final = "identical machines, no move pays: AvgShedder's pairs"
+"""The ``rules`` of a cycle's unloads made by rule 0 of docs/capacity-aware.md
+(``capacityAwareAvgShedderOnIdenticalMachines``)."""
+AVG_SHEDDER_VETOED: Final = "AvgShedder's moves refused by the overload veto"
+"""A skipped entry of rule 0: how many of AvgShedder's unloads the veto of rule 3 refused."""
+EVEN_PAIR: Final = 0.5
+"""AvgShedder's ``maxUnloadPercentage`` under rule 0: the share of a pair's traffic gap that evens it."""
 
 NO_PAYING_MOVE: Final = "no move lowers the imbalance by capacityAwareMinBenefit"
 BALANCED_STOP: Final = (
@@ -199,6 +212,8 @@ class CapacityAwareShedder:
         self.settled: float | None = None
         self._headroom: _HeadroomView | None = None
         self._trigger = TRIGGER_HITS  # this cycle's trigger, in every reason (rule 2)
+        self._avg = AvgShedder(self.rng)  # rule 0's fallback, run on every cycle of identical machines
+        self._avg_conf: tuple[LoadBalancerConfig, LoadBalancerConfig] | None = None  # (given, AvgShedder's)
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         """Forget counters and planned destinations of brokers that left (AvgShedder keeps them)."""
@@ -223,11 +238,33 @@ class CapacityAwareShedder:
             self.hit_low.clear()
             result.skipped.append({"strategy": self.name, "reason": "no broker carries traffic"})
             return result
+        fallback = self._avg_shedder(snapshot, model, conf)
         model = self._with_unseen_moves(snapshot, model, result)
+        triggered = self._plan(snapshot, model, conf, result)
+        if triggered and not result.unloads and fallback is not None and fallback.unloads:
+            self._fall_back(snapshot, model, conf, fallback, result)
+        for unload in result.unloads:
+            assert unload.destination is not None
+            self.planned_destinations[unload.bundle] = unload.destination
+            if unload.reason.get("rules") != AVG_SHEDDER_FALLBACK:
+                self._remember_unseen(snapshot, model, unload)
+        return result
+
+    def _plan(
+        self,
+        snapshot: ClusterSnapshot,
+        model: CapacityModel,
+        conf: LoadBalancerConfig,
+        result: SheddingResult,
+    ) -> bool:
+        """Rules 2 and 3: count the hits, then plan the moves that pay, into ``result``; whether any broker
+        with a bundle to shed was triggered."""
         triggered = self._count_hits(snapshot, model, conf, result)
         sources = self._sources(snapshot, model, triggered, result)
-        if not sources or self._still_settled(model, conf, result):
-            return result
+        if not sources:
+            return False
+        if self._still_settled(model, conf, result):
+            return True
         moves = _Moves(snapshot, conf, model)
         moved = moves.plan(sources, result, self.name, self._base)
         self.settled = moves.settled_at
@@ -235,11 +272,65 @@ class CapacityAwareShedder:
             broker = snapshot.broker_ids[hot]
             self.hit_high.pop(broker, None)
             self.hit_low.pop(broker, None)
-        for unload in result.unloads:
+        return True
+
+    def _avg_shedder(
+        self, snapshot: ClusterSnapshot, model: CapacityModel, conf: LoadBalancerConfig
+    ) -> SheddingResult | None:
+        """AvgShedder's decisions for this cycle on identical machines (rule 0), else None.
+
+        It runs on every such cycle, so that its consecutive hits count as AvgShedder's would; its
+        decisions are used only where this strategy's own plan makes no move. Its amount is this strategy's,
+        a pair evened, which on equal machines is half the traffic gap: ``maxUnloadPercentage`` 0.5, the
+        value PIP-364 recommends for AvgShedder (Pulsar's default, 0.2, is ThresholdShedder's share of one
+        broker's load). On unequal machines its counters restart, as after a miss.
+        """
+        low = conf.load_balancer_avg_shedder_low_threshold
+        if not conf.capacity_aware_avg_shedder_on_identical_machines or _heterogeneous(model, low):
+            self._avg.hit_high.clear()
+            self._avg.hit_low.clear()
+            return None
+        if self._avg_conf is None or self._avg_conf[0] is not conf:
+            self._avg_conf = (conf, conf.with_overrides({"maxUnloadPercentage": EVEN_PAIR}, source=self.name))
+        return self._avg.find_bundles_for_unloading(snapshot, self._avg_conf[1])
+
+    def _fall_back(
+        self,
+        snapshot: ClusterSnapshot,
+        model: CapacityModel,
+        conf: LoadBalancerConfig,
+        fallback: SheddingResult,
+        result: SheddingResult,
+    ) -> None:
+        """Take AvgShedder's unloads (rule 0) that pass this strategy's overload veto (rule 3: no destination
+        predicted above ``loadBalancerBrokerOverloadedThresholdPercentage``), in AvgShedder's order. Each
+        reason says whose rules made it; each source restarts its counts, as after a move of this strategy's
+        own. The even-distribution filter is left to the leader, as for AvgShedder: a destination it filters
+        out is replaced at placement by the admitted broker with the most headroom (rule 5), where refusing
+        the move here kept over-placement-lruww at a spread of 22-26 instead of AvgShedder's 19."""
+        predicted = model.scores.astype(np.float64).copy()
+        limit = float(conf.load_balancer_broker_overloaded_threshold_percentage)
+        vetoed = 0
+        for unload in fallback.unloads:
             assert unload.destination is not None
-            self.planned_destinations[unload.bundle] = unload.destination
-            self._remember_unseen(snapshot, model, unload)
-        return result
+            k, dest = snapshot.bundle_index(unload.bundle), snapshot.broker_index[unload.destination]
+            assert k is not None
+            rise = float(model.slope[dest]) * float(
+                snapshot.short_msg_rate_in[k] + snapshot.short_msg_rate_out[k]
+            )
+            if predicted[dest] + rise > limit:
+                vetoed += 1
+                continue
+            predicted[dest] += rise
+            unload.reason["rules"] = AVG_SHEDDER_FALLBACK
+            result.unloads.append(unload)
+            self.hit_high.pop(unload.broker, None)
+            self.hit_low.pop(unload.broker, None)
+        if vetoed:
+            result.skipped.append(
+                {"strategy": self.name, "reason": AVG_SHEDDER_VETOED, "overload veto": vetoed}
+            )
+        self.settled = None
 
     def _still_settled(self, model: CapacityModel, conf: LoadBalancerConfig, result: SheddingResult) -> bool:
         """Whether the cluster is still where the last plan stopped (rule 3, hysteresis).
