@@ -188,8 +188,12 @@ def test_scenario_classes_come_from_the_machines() -> None:
         differ = load_scenario(name).machines_differ
         # over-unloading-90-10's joining broker runs a co-located 8 % process: its machines differ
         assert differ == (name.startswith("heterogeneous") or name == "over-unloading-90-10"), name
+    # every probe is a cluster of unequal machines but the eleventh round's, of identical ones (rule 0)
     for probe in sorted(PROBES.glob("probe-*.yaml")):
-        assert load_scenario(probe).machines_differ, probe.name
+        identical = probe.stem.startswith("probe-identical-")
+        assert load_scenario(probe).machines_differ != identical, probe.name
+    jitter = load_scenario(PROBES / "probe-identical-batch-jitter.yaml")
+    assert scenario_class(jitter.name, jitter.machines_differ) == "jitter"
 
 
 _BASE = """

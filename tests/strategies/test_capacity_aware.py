@@ -520,9 +520,15 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-isolation-lifted",
         "probe-generations-day",
     },
+    "holdout-11.yaml": {
+        "probe-identical-hotspots",
+        "probe-identical-hot-topics",
+        "probe-identical-replacement",
+        "probe-identical-batch-jitter",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
-(three probes) and its third to tenth (four each)."""
+(three probes) and its third to eleventh (four each; the eleventh's are clusters of identical machines)."""
 
 
 def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
