@@ -273,7 +273,7 @@ def test_a_der_ca_is_named_with_the_conversion(https: Sandbox, pki: Pki, tmp_pat
     der = tmp_path / "ca.der"
     _openssl("x509", "-in", str(pki.ca), "-outform", "der", "-out", str(der), cwd=tmp_path)
     line = one_line_error(
-        run("collect", "--admin-url", https.admin_url, "--tls-ca", str(der), "--out", str(tmp_path))
+        run("collect", "--admin-url", https.admin_url, "--tls-ca", str(der), "--out", str(tmp_path / "rec"))
     )
     assert "DER" in line and "openssl x509 -inform der" in line
 
