@@ -1,5 +1,7 @@
-"""The admin client's timeout bounds a whole exchange, not each read: a server that answers a few bytes
-at a time is cut off and retried, and answers that arrive whole (compressed or chunked) read as before."""
+"""The admin client's timeout bounds a whole call, not each read: a server that answers a few bytes at a
+time, in its headers or its body, or that stalls after a late start, is cut off at ``--timeout`` and
+retried; redirects share the call's deadline; answers that arrive whole (compressed or chunked) read as
+before."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
 from shedlab.cluster.access import Retry
+from shedlab.cluster.exchange import _Cutoff
 from shedlab.cluster.readers import AdminReader
 from shedlab.errors import ClusterError
 
@@ -77,6 +81,74 @@ def test_an_answer_that_trickles_in_is_cut_off_at_the_timeout_and_retried() -> N
     assert "unreachable after 2 attempts" in err.value.message
     assert "no whole answer within 1 s" in err.value.message
     assert len(requests) == 2
+
+
+def trickled_headers(out: BaseHTTPRequestHandler) -> None:
+    """The status line, then one header line every 0.2 s for 12 s, then a valid answer."""
+    try:
+        out.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        for _ in range(60):
+            out.wfile.write(b"X-Slow: 1\r\n")
+            out.wfile.flush()
+            time.sleep(0.2)
+        out.wfile.write(b"Content-Length: 2\r\n\r\n[]")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def late_then_stalled(out: BaseHTTPRequestHandler) -> None:
+    """The headers and the body's first byte at 0.8 s, then nothing for 30 s."""
+    time.sleep(0.8)
+    _headers(out, 12)
+    out.wfile.write(b"[")
+    out.wfile.flush()
+    time.sleep(30)
+
+
+def redirected_slowly(out: BaseHTTPRequestHandler) -> None:
+    """A redirect after 0.6 s to the same server, whose answer takes 0.6 s more: 1.2 s for the call."""
+    time.sleep(0.6)
+    if out.path.endswith("/clusters"):
+        out.send_response(307)
+        out.send_header("Location", "/admin/v2/clusters/again")
+        out.send_header("Content-Length", "0")
+        out.end_headers()
+        return
+    _headers(out, 2)
+    out.wfile.write(b"[]")
+
+
+@pytest.mark.parametrize("handler", [trickled_headers, late_then_stalled, redirected_slowly])
+def test_a_call_is_whole_within_the_timeout(handler: Handler) -> None:
+    """httpx's timeout bounds each read, not the call: headers a line at a time held a call for ever
+    (12 s here, and then it succeeded), an answer started just before the timeout and then stalled held
+    it for nearly twice the timeout (1.8 s), and each redirect had a timeout of its own (1.2 s)."""
+    with serving(handler) as (url, _):
+        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=1.0))
+        started = time.monotonic()
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.request("GET", f"{url}/admin/v2/clusters")
+        finally:
+            reader.close()
+    took = time.monotonic() - started
+    assert took < 1.5, f"{took:.2f} s"
+    assert "unreachable after 1 attempt: no whole answer within 1 s" in str(caught.value)
+
+
+@pytest.mark.parametrize("sent", [False, True], ids=["before-the-request", "after"])
+def test_a_call_cut_off_says_whether_its_request_went_out(sent: bool) -> None:
+    """Cut off before the request started going out, a call cannot have reached a broker: a connect
+    timeout, so that an unload is still retried (``once_sent``); after, a read timeout (not retried)."""
+    with _Cutoff(0.05) as cutoff:
+        if sent:
+            cutoff.trace("http11.send_request_headers.started", {})
+        time.sleep(0.2)
+        if not sent:  # the connection came after the deadline: its socket is shut, nothing goes out
+            cutoff.trace("http11.send_request_headers.started", {})
+    assert cutoff.expired
+    kind = httpx.ReadTimeout if sent else httpx.ConnectTimeout
+    assert isinstance(cutoff.timeout(1.0), kind)
 
 
 def gzipped(out: BaseHTTPRequestHandler) -> None:

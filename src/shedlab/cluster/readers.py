@@ -69,6 +69,7 @@ from kazoo.hosts import collect_hosts
 from kazoo.interfaces import IAsyncResult
 
 from shedlab.cluster.access import PermanentError, Retry, RetryableAnswerError, Token, scrub, with_retries
+from shedlab.cluster.exchange import exchange
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
 from shedlab.errors import ClusterError, InputError
 from shedlab.model.bundles import parse_range
@@ -610,6 +611,9 @@ class AdminReader:
     ) -> httpx.Response:
         """One call with the token, timeout and retries; raises :class:`ClusterError` naming the URL.
 
+        Each attempt, its redirects included, is whole within ``timeout_s`` (``--timeout``), however slowly
+        the server answers (:mod:`shedlab.cluster.exchange`).
+
         Redirects are followed here, keeping the token, as Pulsar's admin client does: a broker redirects
         an unload to the leader and then to the bundle's owner (httpx would drop the ``Authorization``
         header on a redirect to another host:port). Only to the same scheme, at most 5 hops.
@@ -621,8 +625,9 @@ class AdminReader:
 
         def call() -> httpx.Response:
             target, query = url, params
+            deadline = time.monotonic() + self.retry.timeout_s  # the redirects' too: one call
             for _hop in range(_MAX_REDIRECTS + 1):
-                response = self._send(method, target, query)
+                response = self._send(method, target, query, deadline)
                 if response.status_code not in _REDIRECTS or "location" not in response.headers:
                     _raise_for(response, self.token)
                     return response
@@ -650,36 +655,13 @@ class AdminReader:
             token=self.token,
         )
 
-    def _send(self, method: str, url: str, params: dict[str, str] | None) -> httpx.Response:
-        """One HTTP exchange within ``timeout_s`` in all; a TLS failure no retry can fix (an untrusted
-        certificate) is permanent.
-
-        httpx's timeout bounds each phase (connecting, each read of the socket), not the exchange: a
-        server (or a proxy in front of it) that sends its answer a few bytes at a time, each within the
-        read timeout, would hold the call for ever. The body is therefore read in chunks against one
-        deadline for the whole exchange; a read that blocks can overrun it by at most one read timeout.
-        A timeout is transient (retried), as httpx's own are.
-        """
-        deadline = time.monotonic() + self.retry.timeout_s
+    def _send(self, method: str, url: str, params: dict[str, str] | None, deadline: float) -> httpx.Response:
+        """One HTTP exchange, whole by ``deadline`` (:func:`~shedlab.cluster.exchange.exchange`); a TLS
+        failure no retry can fix (an untrusted certificate) is permanent."""
         try:
-            with self._client.stream(method, url, params=params) as streamed:
-                body = bytearray()
-                for chunk in streamed.iter_raw():
-                    body += chunk
-                    if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout(
-                            f"no whole answer within {self.retry.timeout_s:g} s", request=streamed.request
-                        )
-            # the raw (still content-encoded) bytes, decoded by the new response as the old one would
-            return httpx.Response(
-                streamed.status_code, headers=streamed.headers, content=bytes(body), request=streamed.request
+            return exchange(
+                self._client, method, url, params, deadline=deadline, timeout_s=self.retry.timeout_s
             )
-        except httpx.DecodingError as exc:  # not a TransportError: it was a traceback
-            encoding = streamed.headers.get("content-encoding", "?")
-            raise PermanentError(
-                f"the answer is not JSON: HTTP {streamed.status_code} with a body that is not valid "
-                f"Content-Encoding {encoding} ({exc})"
-            ) from None
         except httpx.TransportError as exc:
             failure = verification_failure(exc)
             if failure is None:
