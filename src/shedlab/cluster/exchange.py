@@ -1,4 +1,4 @@
-"""One HTTP exchange with a broker, within one deadline: how the admin client reads an answer.
+"""One HTTP exchange with a broker, within one deadline and one size: how the admin client reads an answer.
 
 httpx's timeout bounds each phase of an exchange (connecting, each read of the socket), not the
 exchange: a server, or a proxy in front of it, that sends its headers or its body a few bytes at a time,
@@ -13,6 +13,13 @@ share its deadline) is bounded by ``--timeout`` as the option says:
 
 A call cut off before its request went out is a :class:`httpx.ConnectTimeout` (it cannot have reached a
 broker: an unload is still retried); after, a :class:`httpx.ReadTimeout`. Both are transient: retried.
+
+An answer is read into memory, so its size is capped too (:data:`MAX_BODY_BYTES`): a server or a proxy
+answering with gigabytes, or with an endless chunked stream, made shedlab read it all (within the
+deadline: as much as the network brought in ``--timeout``, on every retry). A ``Content-Length`` over the
+cap is refused before the body is read; otherwise reading stops as soon as the body, as received or as
+decoded (``gzip``/``deflate``), passes the cap. Either is one line naming the call and the cap, and is not
+retried (the same server would send the same answer).
 """
 
 from __future__ import annotations
@@ -28,7 +35,21 @@ import httpx
 
 from shedlab.cluster.access import PermanentError
 
-__all__ = ["exchange"]
+__all__ = ["MAX_BODY_BYTES", "exchange"]
+
+MAX_BODY_BYTES = 128 * 2**20
+"""The largest answer read: 128 MiB, received or decoded. The largest answer shedlab reads is a broker's
+load report (``GET /admin/v2/broker-stats/load-report``, LocalBrokerData), about 300 bytes a bundle
+(its ``lastStats`` entry and its name in ``bundles``; 285 measured on the sandbox's, whose shape is
+Pulsar's) and 1 kB besides: a broker with 50,000 bundles (Pulsar's ``loadBalancerBrokerMaxTopics``
+default, one topic a bundle: far beyond real brokers) sends about 15 MB, 20 MB with long tenant and
+namespace names; an ``ownedNamespaces`` answer is smaller per bundle. The cap is six times that, and
+bounds what one call can hold in memory (the brokers read at once hold one answer each). No option:
+no real cluster comes near it, and an answer past it is a server or proxy misbehaving."""
+
+_ACCEPT_ENCODING = {"Accept-Encoding": "gzip, deflate"}
+"""The encodings asked for, named rather than httpx's default (which grows with installed decoders: a
+brotli or zstd bomb decodes to far more per chunk read than deflate's 1,032-fold at most)."""
 
 
 class _Cutoff:
@@ -95,20 +116,26 @@ def exchange(
     *,
     deadline: float,
     timeout_s: float,
+    max_bytes: int = MAX_BODY_BYTES,
 ) -> httpx.Response:
     """``method url`` answered in full by ``deadline`` (``time.monotonic()``), or a timeout (see the
     module docstring); ``timeout_s`` is the whole call's, for the message. The answer's body is read and
-    decoded here: the response returned holds it, with no ``Content-Encoding`` left to apply. A body that
-    is not what its ``Content-Encoding`` says is :class:`PermanentError`."""
+    decoded here: the response returned holds it, with no ``Content-Encoding`` left to apply. A body over
+    ``max_bytes``, or that is not what its ``Content-Encoding`` says, is :class:`PermanentError`."""
     left = deadline - time.monotonic()
     if left <= 0:  # a redirect with no time left: this hop was not sent
         raise httpx.ConnectTimeout(f"redirected, with no time left of {timeout_s:g} s")
     with _Cutoff(left) as cutoff:
         try:
             with client.stream(
-                method, url, params=params, timeout=left, extensions={"trace": cutoff.trace}
+                method,
+                url,
+                params=params,
+                headers=_ACCEPT_ENCODING,
+                timeout=left,
+                extensions={"trace": cutoff.trace},
             ) as streamed:
-                body = _body(streamed, deadline, timeout_s)
+                body = _body(streamed, deadline, timeout_s, max_bytes)
         except (httpx.TransportError, PermanentError):
             if cutoff.expired:
                 raise cutoff.timeout(timeout_s) from None
@@ -118,13 +145,21 @@ def exchange(
     return _whole(streamed, body)
 
 
-def _body(streamed: httpx.Response, deadline: float, timeout_s: float) -> bytes:
-    """The decoded body. The deadline is checked after each chunk too: the watchdog cannot cut a
-    connection whose socket httpx did not tell (a transport of another kind)."""
+def _body(streamed: httpx.Response, deadline: float, timeout_s: float, max_bytes: int) -> bytes:
+    """The decoded body, within ``max_bytes`` as received and as decoded. The deadline is checked after
+    each chunk too: the watchdog cannot cut a connection whose socket httpx did not tell (a transport of
+    another kind)."""
+    declared = streamed.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise PermanentError(
+            f"the answer is larger than {_cap(max_bytes)} (Content-Length {declared}): not read"
+        )
     body = bytearray()
     try:
         for chunk in streamed.iter_bytes():
             body += chunk
+            if max(len(body), streamed.num_bytes_downloaded) > max_bytes:
+                raise PermanentError(f"the answer went past {_cap(max_bytes)}: stopped reading there")
             if time.monotonic() > deadline:
                 raise httpx.ReadTimeout(f"no whole answer within {timeout_s:g} s", request=streamed.request)
     except httpx.DecodingError as exc:  # not a TransportError: it was a traceback
@@ -134,6 +169,12 @@ def _body(streamed: httpx.Response, deadline: float, timeout_s: float) -> bytes:
             f"Content-Encoding {encoding} ({exc})"
         ) from None
     return bytes(body)
+
+
+def _cap(max_bytes: int) -> str:
+    return (
+        f"the cap of {max_bytes // 2**20} MiB" if max_bytes % 2**20 == 0 else f"the cap of {max_bytes} bytes"
+    )
 
 
 def _whole(streamed: httpx.Response, body: bytes) -> httpx.Response:

@@ -69,7 +69,7 @@ from kazoo.hosts import collect_hosts
 from kazoo.interfaces import IAsyncResult
 
 from shedlab.cluster.access import PermanentError, Retry, RetryableAnswerError, Token, scrub, with_retries
-from shedlab.cluster.exchange import exchange
+from shedlab.cluster.exchange import MAX_BODY_BYTES, exchange
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
 from shedlab.errors import ClusterError, InputError
 from shedlab.model.bundles import parse_range
@@ -562,8 +562,10 @@ class AdminReader:
         tls_ca: Path | None = None,
         retry: Retry | None = None,
         clock: Callable[[], int] = wall_clock_ms,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.clock = clock
+        self.max_body_bytes = max_body_bytes  # the largest answer read (tests make it small)
         parsed = urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise InputError("expected an http:// or https:// URL", field="--admin-url", value=url)
@@ -660,7 +662,13 @@ class AdminReader:
         failure no retry can fix (an untrusted certificate) is permanent."""
         try:
             return exchange(
-                self._client, method, url, params, deadline=deadline, timeout_s=self.retry.timeout_s
+                self._client,
+                method,
+                url,
+                params,
+                deadline=deadline,
+                timeout_s=self.retry.timeout_s,
+                max_bytes=self.max_body_bytes,
             )
         except httpx.TransportError as exc:
             failure = verification_failure(exc)

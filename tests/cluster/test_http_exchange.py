@@ -1,7 +1,10 @@
-"""The admin client's timeout bounds a whole call, not each read: a server that answers a few bytes at a
-time, in its headers or its body, or that stalls after a late start, is cut off at ``--timeout`` and
-retried; redirects share the call's deadline; answers that arrive whole (compressed or chunked) read as
-before."""
+"""One admin call (cluster/exchange.py), against a real local server.
+
+The timeout bounds a whole call, not each read: a server that answers a few bytes at a time, in its
+headers or its body, or that stalls after a late start, is cut off at ``--timeout`` and retried;
+redirects share the call's deadline. The answer's size is capped: a huge or endless answer, as sent or
+as decoded, is stopped at the cap, in one line. Answers that arrive whole (compressed or chunked) read
+as before."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cli_support import error_line
 
 from shedlab.cluster.access import Retry
 from shedlab.cluster.exchange import _Cutoff
@@ -227,3 +231,79 @@ def test_an_answer_python_cannot_decode_is_one_line(handler: Handler, says: str)
             reader.close()
     assert says in str(caught.value) and "\n" not in str(caught.value)
     assert str(caught.value).startswith(f"GET {url}/admin/v2/")
+
+
+SENT: list[int] = []
+
+
+def endless(out: BaseHTTPRequestHandler) -> None:
+    """A chunked answer that never ends (64 KiB chunks of JSON-looking text); counts what it sent."""
+    out.protocol_version = "HTTP/1.1"
+    out.send_response(200)
+    out.send_header("Content-Type", "application/json")
+    out.send_header("Transfer-Encoding", "chunked")
+    out.end_headers()
+    part = b"[" + b"0," * 32_767 + b"0"
+    try:
+        while True:
+            out.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            SENT.append(len(part))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def huge_declared(out: BaseHTTPRequestHandler) -> None:
+    """Headers declaring 8 GiB, then a few bytes and a stall: what a reader that trusts the length reads."""
+    _headers(out, 8 * 2**30)
+    out.wfile.write(b"[0,")
+    out.wfile.flush()
+    time.sleep(30)
+
+
+def gzip_bomb(out: BaseHTTPRequestHandler) -> None:
+    """12 KiB on the wire that decode to 12 MiB: over a 1 MiB cap only once decoded."""
+    body = gzip.compress(b" " * 12 * 2**20)
+    _headers(out, len(body), Content_Encoding="gzip")
+    out.wfile.write(body)
+
+
+@pytest.mark.parametrize(
+    ("handler", "says"),
+    [
+        (endless, "the answer went past the cap of 1 MiB: stopped reading there"),
+        (gzip_bomb, "the answer went past the cap of 1 MiB: stopped reading there"),
+        (huge_declared, "the answer is larger than the cap of 1 MiB (Content-Length 8589934592): not read"),
+    ],
+)
+def test_an_answer_past_the_cap_is_stopped_there_in_one_line(handler: Handler, says: str) -> None:
+    """A server or a proxy answering with gigabytes, or an endless stream, was read whole into memory
+    (for as long as --timeout let it come in, on every attempt). Not retried: the same answer would come."""
+    SENT.clear()
+    with serving(handler) as (url, requests):
+        reader = AdminReader(
+            url, retry=Retry(attempts=3, backoff_s=0.0, timeout_s=20.0), max_body_bytes=2**20
+        )
+        started = time.monotonic()
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.request("GET", f"{url}/admin/v2/brokers/standalone")
+        finally:
+            reader.close()
+    assert str(caught.value) == f"GET {url}/admin/v2/brokers/standalone: {says}"
+    assert len(requests) == 1 and time.monotonic() - started < 5
+    assert sum(SENT) < 16 * 2**20  # the server was stopped: what it sent fits in the socket buffers
+
+
+def test_the_default_cap_refuses_a_huge_answer_before_reading_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """From the command line, with the default cap (128 MiB): one line naming the call and the cap,
+    exit 2, the token nowhere."""
+    monkeypatch.setenv("SHEDLAB_TEST_TOKEN", "tok-secret-123")
+    with serving(huge_declared) as (url, _):
+        line = error_line(["advise", "--admin-url", url, "--token-env", "SHEDLAB_TEST_TOKEN"], capsys)
+    assert line == (
+        f"error: GET {url}/admin/v2/clusters: the answer is larger than the cap of 128 MiB "
+        "(Content-Length 8589934592): not read"
+    )
+    assert "tok-secret" not in line
