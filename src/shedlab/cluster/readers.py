@@ -51,6 +51,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlparse
@@ -68,7 +69,15 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.hosts import collect_hosts
 from kazoo.interfaces import IAsyncResult
 
-from shedlab.cluster.access import PermanentError, Retry, RetryableAnswerError, Token, scrub, with_retries
+from shedlab.cluster.access import (
+    PermanentError,
+    Retry,
+    RetryableAnswerError,
+    Token,
+    concurrently,
+    scrub,
+    with_retries,
+)
 from shedlab.cluster.exchange import MAX_BODY_BYTES, exchange
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
 from shedlab.errors import ClusterError, InputError
@@ -772,14 +781,18 @@ class AdminReader:
         if not isinstance(brokers, list) or not all(isinstance(b, str) for b in brokers):
             raise ClusterError("expected a list of broker ids", source=f"GET {list_url}")
         reading = ClusterReading(source=self.url, cluster=cluster, time_ms=now)
-        for broker in sorted(brokers):
-            url = f"{self.broker_url(broker)}/admin/v2/broker-stats/load-report"
-            try:
-                obj = self._json(url)
-            except ClusterError as exc:
-                if _refused(exc):
-                    raise
-                reading.missing[broker] = exc.message
+        # every broker asked at once (a few at a time): brokers that hang cost one timeout, not one each;
+        # the answers are then taken in the brokers' order, as when they were asked one after another
+        urls = {
+            broker: f"{self.broker_url(broker)}/admin/v2/broker-stats/load-report"
+            for broker in sorted(brokers)
+        }
+        answers = concurrently([partial(self._json, url) for url in urls.values()])
+        for (broker, url), obj in zip(urls.items(), answers, strict=True):
+            if isinstance(obj, ClusterError):
+                if _refused(obj):
+                    raise obj
+                reading.missing[broker] = obj.message
                 continue
             if not isinstance(obj, dict):
                 raise ClusterError("expected a JSON object (LocalBrokerData)", source=f"GET {url}")
@@ -811,20 +824,21 @@ class AdminReader:
         """The owner of ``bundle`` now: ``source`` if its owned bundles list it (``active`` from
         ``is_active``), else the first of ``others`` that lists it, else nobody. No admin endpoint names a
         bundle's owner (a topic lookup would assign an unowned one), so ``others`` are asked only when
-        ``source`` no longer owns it; those that cannot be read are named in ``unknown`` when no one else
+        ``source`` no longer owns it, all at once (:func:`~shedlab.cluster.access.concurrently`: brokers
+        that hang cost one timeout); those that cannot be read are named in ``unknown`` when no one else
         lists it. A failure to read ``source`` raises :class:`ClusterError` (the caller does not unload)."""
         owned, where = self.owned_bundles(source)
         if bundle in owned:
             return Ownership(source, _is_active(owned[bundle]), where)
+        asked = [broker for broker in others if broker != source]
         unread: list[str] = []
-        for broker in others:
-            if broker == source:
+        for broker, answer in zip(
+            asked, concurrently([partial(self.owned_bundles, b) for b in asked]), strict=True
+        ):
+            if isinstance(answer, ClusterError):
+                unread.append(str(answer))
                 continue
-            try:
-                theirs, there = self.owned_bundles(broker)
-            except ClusterError as exc:
-                unread.append(str(exc))
-                continue
+            theirs, there = answer
             if bundle in theirs:
                 return Ownership(broker, _is_active(theirs[bundle]), there)
         return Ownership(None, False, where, "; ".join(unread))
