@@ -71,9 +71,7 @@ class _Cutoff:
     def __exit__(self, *_: object) -> None:
         self._timer.cancel()
         with self._lock:
-            if self._socket is not None:
-                self._socket.close()
-                self._socket = None
+            self._forget()
 
     def trace(self, event: str, info: Mapping[str, Any]) -> None:
         """httpx's ``trace`` extension (httpcore's events, in the exchange's own thread)."""
@@ -84,6 +82,7 @@ class _Cutoff:
                 with self._lock:
                     # a descriptor of its own on the same connection: still valid once TLS wraps the
                     # original (which detaches it), and shut down with it
+                    self._forget()
                     self._socket = sock.dup()
                     if self.expired:
                         self._cut()
@@ -101,6 +100,12 @@ class _Cutoff:
         with self._lock:
             self.expired = True
             self._cut()
+
+    def _forget(self) -> None:
+        """Close this watchdog's own descriptor (the connection itself is httpx's to close)."""
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
 
     def _cut(self) -> None:
         if self._socket is not None:
