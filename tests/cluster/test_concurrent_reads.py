@@ -16,7 +16,8 @@ from shedlab.cluster.sandbox import Sandbox
 from shedlab.errors import ClusterError
 
 HUNG = 4
-RETRY = Retry(attempts=2, backoff_s=0.0, timeout_s=1.0)  # a hung broker: 2 s; four one after another: 8 s
+RETRY = Retry(attempts=1, timeout_s=3.0)  # a hung broker: 3 s; four one after another: 12 s
+# (3 s, not 1: the sandbox answers in this process, slowly on a loaded machine, and must not seem hung)
 
 
 @pytest.fixture
@@ -38,10 +39,10 @@ def test_hung_brokers_cost_one_timeout_not_one_each(hung: tuple[Sandbox, list[st
     finally:
         reader.close()
     took = time.monotonic() - started
-    assert took < 4.0, f"{took:.1f} s"  # one after another: 8 s
+    assert took < 7.0, f"{took:.1f} s"  # one after another: 12 s
     assert list(reading.missing) == victims
     for broker, why in reading.missing.items():
-        assert why == "unreachable after 2 attempts: no whole answer within 1 s", broker
+        assert why == "unreachable after 1 attempt: no whole answer within 3 s", broker
     assert list(reading.reports) == sorted(reading.reports) and len(reading.reports) == 10 - HUNG
     assert set(reading.origin) == set(reading.reports)
 
@@ -59,7 +60,7 @@ def test_the_owner_among_hung_brokers_is_found_in_one_timeout(hung: tuple[Sandbo
     finally:
         reader.close()
     took = time.monotonic() - started
-    assert took < 4.0, f"{took:.1f} s"  # one after another: 8 s
+    assert took < 7.0, f"{took:.1f} s"  # one after another: 12 s
     assert found.owner == owner and found.where.endswith(f"{owner}/ownedNamespaces")
 
 

@@ -101,8 +101,8 @@ def trickled_headers(out: BaseHTTPRequestHandler) -> None:
 
 
 def late_then_stalled(out: BaseHTTPRequestHandler) -> None:
-    """The headers and the body's first byte at 0.8 s, then nothing for 30 s."""
-    time.sleep(0.8)
+    """The headers and the body's first byte at 0.9 s, then nothing for 30 s."""
+    time.sleep(0.9)
     _headers(out, 12)
     out.wfile.write(b"[")
     out.wfile.flush()
@@ -126,7 +126,7 @@ def redirected_slowly(out: BaseHTTPRequestHandler) -> None:
 def test_a_call_is_whole_within_the_timeout(handler: Handler) -> None:
     """httpx's timeout bounds each read, not the call: headers a line at a time held a call for ever
     (12 s here, and then it succeeded), an answer started just before the timeout and then stalled held
-    it for nearly twice the timeout (1.8 s), and each redirect had a timeout of its own (1.2 s)."""
+    it for nearly twice the timeout (1.9 s), and each redirect had a timeout of its own (1.2 s)."""
     with serving(handler) as (url, _):
         reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=1.0))
         started = time.monotonic()
