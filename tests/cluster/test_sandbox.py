@@ -261,6 +261,19 @@ def test_a_crashed_broker_is_listed_but_does_not_answer(plain: Sandbox, http: ht
     assert victim in {plain.owner_of(b) for b in plain.simulation.bundle_index}
 
 
+def test_a_hung_broker_is_listed_and_takes_connections_but_never_answers(plain: Sandbox) -> None:
+    victim, url = list(plain.broker_urls.items())[4]
+    plain.hang_broker(victim)
+    assert victim not in plain.broker_urls
+    with httpx.Client(timeout=0.5) as slow, pytest.raises(httpx.ReadTimeout):
+        slow.get(url + "/admin/v2/broker-stats/load-report")  # connected, request sent, no answer
+    with httpx.Client(timeout=10.0) as http:
+        assert victim in http.get(f"{plain.admin_url}/admin/v2/brokers/{plain.cluster}").json()
+    plain.advance(1)
+    with pytest.raises(InputError, match="no running broker"):
+        plain.hang_broker(victim)
+
+
 @pytest.mark.zookeeper
 def test_stop_removes_every_ephemeral_znode(zk_hosts: str) -> None:
     with Sandbox(SCENARIO, seed=3, zookeeper=zk_hosts) as sb:

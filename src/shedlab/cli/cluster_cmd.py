@@ -70,7 +70,11 @@ TlsCaOption = Annotated[
     Path | None, typer.Option("--tls-ca", help="CA certificate to verify https:// brokers.")
 ]
 TimeoutOption = Annotated[
-    str, typer.Option(help="Timeout of each call, and of connecting to ZooKeeper (e.g. 10s).")
+    str,
+    typer.Option(
+        help="Timeout of each call, for the whole of it (the whole answer, an admin call's redirects), "
+        "and of connecting to ZooKeeper (e.g. 10s); each retry has its own."
+    ),
 ]
 RetriesOption = Annotated[int, typer.Option(help="Attempts per call, with exponential back-off.")]
 

@@ -10,13 +10,17 @@ Three rules, in one place so that no reader or command can forget one:
   for answers that will not change on retry (401/403/404: :class:`PermanentError`).
 * **Failures become one line** (:class:`~shedlab.errors.ClusterError`), naming the host or path and
   what went wrong, never a traceback.
+* **Brokers are asked at once** (:func:`concurrently`, at most :data:`MAX_CONCURRENT_CALLS`), so that
+  brokers that do not answer cost one timeout with its retries, not one each.
 """
 
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -24,10 +28,12 @@ from typing import TypeVar
 from shedlab.errors import ClusterError, InputError, read_user_text, redact, register_secret
 
 __all__ = [
+    "MAX_CONCURRENT_CALLS",
     "PermanentError",
     "Retry",
     "RetryableAnswerError",
     "Token",
+    "concurrently",
     "load_token",
     "read_token_file",
     "scrub",
@@ -35,6 +41,12 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+MAX_CONCURRENT_CALLS = 8
+"""At most this many calls at once (brokers' load reports, their owned bundles): N brokers that do not
+answer cost ⌈N / 8⌉ rounds of ``--timeout`` × ``--retries`` and the back-off, not N. Small: each call
+may hold an answer of up to :data:`~shedlab.cluster.exchange.MAX_BODY_BYTES`, and the brokers are a
+production cluster's, not to be stormed."""
 
 
 class Token:
@@ -161,3 +173,51 @@ def with_retries(
                 sleep(retry.backoff_s * 2**attempt)
     tries = f"{retry.attempts} attempt{'s' if retry.attempts != 1 else ''}"
     raise ClusterError(f"{outcome} after {tries}: {last}", source=what)
+
+
+def concurrently(
+    calls: Sequence[Callable[[], T]], *, workers: int = MAX_CONCURRENT_CALLS
+) -> list[T | ClusterError]:
+    """Each call's result, or the :class:`ClusterError` it raised, in the order of ``calls``, made on at
+    most ``workers`` threads at once (one call: made here). Any other exception is a bug: the first one,
+    in the order of ``calls``, is raised once all have ended.
+
+    The threads are daemons: Ctrl-C interrupts the wait at once, and the exit does not wait for calls
+    still out (each ends within its timeout anyway)."""
+    outcomes: dict[int, T | Exception] = {}
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for index in range(len(calls)):
+        todo.put(index)
+
+    def work() -> None:
+        while True:
+            try:
+                index = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                outcomes[index] = calls[index]()
+            except Exception as exc:  # kept for the caller, raised or reported in order
+                outcomes[index] = exc
+
+    if len(calls) <= 1 or workers <= 1:
+        work()
+    else:
+        _on_threads(work, min(workers, len(calls)))
+    return [_kept(outcomes[index]) for index in range(len(calls))]
+
+
+def _on_threads(work: Callable[[], None], count: int) -> None:
+    """``work`` on ``count`` daemon threads at once, until all have returned."""
+    threads = [threading.Thread(target=work, name=f"shedlab-call-{k}", daemon=True) for k in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _kept(outcome: T | Exception) -> T | ClusterError:
+    """A result or a :class:`ClusterError` as it is; any other exception is raised (a bug: its traceback)."""
+    if isinstance(outcome, Exception) and not isinstance(outcome, ClusterError):
+        raise outcome
+    return outcome

@@ -51,6 +51,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlparse
@@ -68,7 +69,16 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.hosts import collect_hosts
 from kazoo.interfaces import IAsyncResult
 
-from shedlab.cluster.access import PermanentError, Retry, RetryableAnswerError, Token, scrub, with_retries
+from shedlab.cluster.access import (
+    PermanentError,
+    Retry,
+    RetryableAnswerError,
+    Token,
+    concurrently,
+    scrub,
+    with_retries,
+)
+from shedlab.cluster.exchange import MAX_BODY_BYTES, exchange
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
 from shedlab.errors import ClusterError, InputError
 from shedlab.model.bundles import parse_range
@@ -561,8 +571,10 @@ class AdminReader:
         tls_ca: Path | None = None,
         retry: Retry | None = None,
         clock: Callable[[], int] = wall_clock_ms,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.clock = clock
+        self.max_body_bytes = max_body_bytes  # the largest answer read (tests make it small)
         parsed = urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise InputError("expected an http:// or https:// URL", field="--admin-url", value=url)
@@ -610,6 +622,9 @@ class AdminReader:
     ) -> httpx.Response:
         """One call with the token, timeout and retries; raises :class:`ClusterError` naming the URL.
 
+        Each attempt, its redirects included, is whole within ``timeout_s`` (``--timeout``), however slowly
+        the server answers (:mod:`shedlab.cluster.exchange`).
+
         Redirects are followed here, keeping the token, as Pulsar's admin client does: a broker redirects
         an unload to the leader and then to the bundle's owner (httpx would drop the ``Authorization``
         header on a redirect to another host:port). Only to the same scheme, at most 5 hops.
@@ -621,8 +636,9 @@ class AdminReader:
 
         def call() -> httpx.Response:
             target, query = url, params
+            deadline = time.monotonic() + self.retry.timeout_s  # the redirects' too: one call
             for _hop in range(_MAX_REDIRECTS + 1):
-                response = self._send(method, target, query)
+                response = self._send(method, target, query, deadline)
                 if response.status_code not in _REDIRECTS or "location" not in response.headers:
                     _raise_for(response, self.token)
                     return response
@@ -650,36 +666,19 @@ class AdminReader:
             token=self.token,
         )
 
-    def _send(self, method: str, url: str, params: dict[str, str] | None) -> httpx.Response:
-        """One HTTP exchange within ``timeout_s`` in all; a TLS failure no retry can fix (an untrusted
-        certificate) is permanent.
-
-        httpx's timeout bounds each phase (connecting, each read of the socket), not the exchange: a
-        server (or a proxy in front of it) that sends its answer a few bytes at a time, each within the
-        read timeout, would hold the call for ever. The body is therefore read in chunks against one
-        deadline for the whole exchange; a read that blocks can overrun it by at most one read timeout.
-        A timeout is transient (retried), as httpx's own are.
-        """
-        deadline = time.monotonic() + self.retry.timeout_s
+    def _send(self, method: str, url: str, params: dict[str, str] | None, deadline: float) -> httpx.Response:
+        """One HTTP exchange, whole by ``deadline`` (:func:`~shedlab.cluster.exchange.exchange`); a TLS
+        failure no retry can fix (an untrusted certificate) is permanent."""
         try:
-            with self._client.stream(method, url, params=params) as streamed:
-                body = bytearray()
-                for chunk in streamed.iter_raw():
-                    body += chunk
-                    if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout(
-                            f"no whole answer within {self.retry.timeout_s:g} s", request=streamed.request
-                        )
-            # the raw (still content-encoded) bytes, decoded by the new response as the old one would
-            return httpx.Response(
-                streamed.status_code, headers=streamed.headers, content=bytes(body), request=streamed.request
+            return exchange(
+                self._client,
+                method,
+                url,
+                params,
+                deadline=deadline,
+                timeout_s=self.retry.timeout_s,
+                max_bytes=self.max_body_bytes,
             )
-        except httpx.DecodingError as exc:  # not a TransportError: it was a traceback
-            encoding = streamed.headers.get("content-encoding", "?")
-            raise PermanentError(
-                f"the answer is not JSON: HTTP {streamed.status_code} with a body that is not valid "
-                f"Content-Encoding {encoding} ({exc})"
-            ) from None
         except httpx.TransportError as exc:
             failure = verification_failure(exc)
             if failure is None:
@@ -782,14 +781,18 @@ class AdminReader:
         if not isinstance(brokers, list) or not all(isinstance(b, str) for b in brokers):
             raise ClusterError("expected a list of broker ids", source=f"GET {list_url}")
         reading = ClusterReading(source=self.url, cluster=cluster, time_ms=now)
-        for broker in sorted(brokers):
-            url = f"{self.broker_url(broker)}/admin/v2/broker-stats/load-report"
-            try:
-                obj = self._json(url)
-            except ClusterError as exc:
-                if _refused(exc):
-                    raise
-                reading.missing[broker] = exc.message
+        # every broker asked at once (a few at a time): brokers that hang cost one timeout, not one each;
+        # the answers are then taken in the brokers' order, as when they were asked one after another
+        urls = {
+            broker: f"{self.broker_url(broker)}/admin/v2/broker-stats/load-report"
+            for broker in sorted(brokers)
+        }
+        answers = concurrently([partial(self._json, url) for url in urls.values()])
+        for (broker, url), obj in zip(urls.items(), answers, strict=True):
+            if isinstance(obj, ClusterError):
+                if _refused(obj):
+                    raise obj
+                reading.missing[broker] = obj.message
                 continue
             if not isinstance(obj, dict):
                 raise ClusterError("expected a JSON object (LocalBrokerData)", source=f"GET {url}")
@@ -821,20 +824,21 @@ class AdminReader:
         """The owner of ``bundle`` now: ``source`` if its owned bundles list it (``active`` from
         ``is_active``), else the first of ``others`` that lists it, else nobody. No admin endpoint names a
         bundle's owner (a topic lookup would assign an unowned one), so ``others`` are asked only when
-        ``source`` no longer owns it; those that cannot be read are named in ``unknown`` when no one else
+        ``source`` no longer owns it, all at once (:func:`~shedlab.cluster.access.concurrently`: brokers
+        that hang cost one timeout); those that cannot be read are named in ``unknown`` when no one else
         lists it. A failure to read ``source`` raises :class:`ClusterError` (the caller does not unload)."""
         owned, where = self.owned_bundles(source)
         if bundle in owned:
             return Ownership(source, _is_active(owned[bundle]), where)
+        asked = [broker for broker in others if broker != source]
         unread: list[str] = []
-        for broker in others:
-            if broker == source:
+        for broker, answer in zip(
+            asked, concurrently([partial(self.owned_bundles, b) for b in asked]), strict=True
+        ):
+            if isinstance(answer, ClusterError):
+                unread.append(str(answer))
                 continue
-            try:
-                theirs, there = self.owned_bundles(broker)
-            except ClusterError as exc:
-                unread.append(str(exc))
-                continue
+            theirs, there = answer
             if bundle in theirs:
                 return Ownership(broker, _is_active(theirs[bundle]), there)
         return Ownership(None, False, where, "; ".join(unread))

@@ -139,6 +139,7 @@ class Sandbox:
         self.scheme = "https" if self.tls is not None else "http"
         self.names = Names(self.simulation.cluster.ids, [f"{host}:{p}" for p in self._ports], self.scheme)
         self._servers: dict[int, AdminServer] = {}
+        self._hung: dict[int, socket.socket] = {}  # hung brokers' ports: listening, never accepting
         self._front: AdminServer | None = None
         self._written: dict[int, list[str]] = {}  # bundles of each broker's last written report
         self._started: dict[int, int] = {}  # start time of each running broker (a restart changes it)
@@ -192,6 +193,8 @@ class Sandbox:
             stop_servers(servers)
             self._servers.clear()
             self._front = None
+            for slot in list(self._hung):
+                self._unhang(slot)
             if self._zk is not None:
                 self._zk.close()
                 self._zk = None
@@ -312,6 +315,7 @@ class Sandbox:
         self._publish_owners()
 
     def _broker_up(self, slot: int) -> None:
+        self._unhang(slot)  # a broker restarted by the scenario answers again
         self._started[slot] = int(self.simulation.cluster.start_ts[slot])
         self._written.pop(slot, None)
         if self._zk is not None:
@@ -333,6 +337,7 @@ class Sandbox:
             raise InputError(f"cannot listen on {what}: {exc.strerror}", field="--port", value=port) from None
 
     def _broker_down(self, slot: int) -> None:
+        self._unhang(slot)
         self._started.pop(slot, None)
         self._written.pop(slot, None)
         server = self._servers.pop(slot, None)
@@ -349,11 +354,35 @@ class Sandbox:
         bundles still there, its admin endpoints unreachable. For tests of clients that must carry on.
         """
         with self.lock:
-            slot = self.names.slot(broker)
-            server = None if slot is None else self._servers.pop(slot, None)
-            if server is None:
-                raise InputError("no running broker with this id", field="broker", value=broker)
-            server.stop()
+            self._stop_server(broker)
+
+    def hang_broker(self, broker: str) -> None:
+        """Broker ``broker`` stops answering while its port still takes connections; it stays in the
+        cluster, as :meth:`crash_broker` leaves it.
+
+        What a broker in a long garbage-collection pause, or with every web thread blocked, looks like: the
+        kernel completes each connection (the listening socket's backlog) and takes the request, and no
+        answer ever comes. A client waits for its own timeout. For tests of clients' timeouts (a crashed
+        broker refuses connections at once, which tests no timeout)."""
+        with self.lock:
+            slot = self._stop_server(broker)
+            hung = _reserve(self.host, self._ports[slot])
+            hung.listen(128)  # never accepted: connections wait in the backlog until the client gives up
+            self._hung[slot] = hung
+
+    def _stop_server(self, broker: str) -> int:
+        """Stop a running broker's web server; its slot."""
+        slot = self.names.slot(broker)
+        server = None if slot is None else self._servers.pop(slot, None)
+        if slot is None or server is None:
+            raise InputError("no running broker with this id", field="broker", value=broker)
+        server.stop()
+        return slot
+
+    def _unhang(self, slot: int) -> None:
+        hung = self._hung.pop(slot, None)
+        if hung is not None:
+            hung.close()
 
     # -------------------------------------------------------------------------------------- views
     @property

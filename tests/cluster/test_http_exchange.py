@@ -1,0 +1,309 @@
+"""One admin call (cluster/exchange.py), against a real local server.
+
+The timeout bounds a whole call, not each read: a server that answers a few bytes at a time, in its
+headers or its body, or that stalls after a late start, is cut off at ``--timeout`` and retried;
+redirects share the call's deadline. The answer's size is capped: a huge or endless answer, as sent or
+as decoded, is stopped at the cap, in one line. Answers that arrive whole (compressed or chunked) read
+as before."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+from cli_support import error_line
+
+from shedlab.cluster.access import Retry
+from shedlab.cluster.exchange import _Cutoff
+from shedlab.cluster.readers import AdminReader
+from shedlab.errors import ClusterError
+
+Handler = Callable[[BaseHTTPRequestHandler], None]
+
+
+@contextmanager
+def serving(handler: Handler) -> Iterator[tuple[str, list[int]]]:
+    """A web server answering every GET with ``handler``; yields its URL and the count of requests."""
+    requests: list[int] = []
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            requests.append(1)
+            handler(self)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", requests
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _headers(out: BaseHTTPRequestHandler, length: int, status: int = 200, **extra: str) -> None:
+    out.send_response(status)
+    out.send_header("Content-Type", "application/json")
+    out.send_header("Content-Length", str(length))
+    for name, value in extra.items():
+        out.send_header(name.replace("_", "-"), value)
+    out.end_headers()
+
+
+def trickle(out: BaseHTTPRequestHandler) -> None:
+    """A valid JSON answer, one byte every 0.2 s (each read well within the read timeout): 12 s in all."""
+    body = json.dumps(["a"] * 12).encode()
+    _headers(out, len(body))
+    try:
+        for i in range(len(body)):
+            out.wfile.write(body[i : i + 1])
+            out.wfile.flush()
+            time.sleep(12 / len(body))
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the client gave up: what the test wants
+
+
+def test_an_answer_that_trickles_in_is_cut_off_at_the_timeout_and_retried() -> None:
+    with serving(trickle) as (url, requests):
+        reader = AdminReader(url, retry=Retry(attempts=2, backoff_s=0.01, timeout_s=1.0))
+        try:
+            with pytest.raises(ClusterError) as err:
+                reader.request("GET", f"{url}/admin/v2/clusters")
+        finally:
+            reader.close()
+    assert "unreachable after 2 attempts" in err.value.message
+    assert "no whole answer within 1 s" in err.value.message
+    assert len(requests) == 2
+
+
+def trickled_headers(out: BaseHTTPRequestHandler) -> None:
+    """The status line, then one header line every 0.2 s for 12 s, then a valid answer."""
+    try:
+        out.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        for _ in range(60):
+            out.wfile.write(b"X-Slow: 1\r\n")
+            out.wfile.flush()
+            time.sleep(0.2)
+        out.wfile.write(b"Content-Length: 2\r\n\r\n[]")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def late_then_stalled(out: BaseHTTPRequestHandler) -> None:
+    """The headers and the body's first byte at 0.9 s, then nothing for 30 s."""
+    time.sleep(0.9)
+    _headers(out, 12)
+    out.wfile.write(b"[")
+    out.wfile.flush()
+    time.sleep(30)
+
+
+def redirected_slowly(out: BaseHTTPRequestHandler) -> None:
+    """A redirect after 0.6 s to the same server, whose answer takes 0.6 s more: 1.2 s for the call."""
+    time.sleep(0.6)
+    if out.path.endswith("/clusters"):
+        out.send_response(307)
+        out.send_header("Location", "/admin/v2/clusters/again")
+        out.send_header("Content-Length", "0")
+        out.end_headers()
+        return
+    _headers(out, 2)
+    out.wfile.write(b"[]")
+
+
+@pytest.mark.parametrize("handler", [trickled_headers, late_then_stalled, redirected_slowly])
+def test_a_call_is_whole_within_the_timeout(handler: Handler) -> None:
+    """httpx's timeout bounds each read, not the call: headers a line at a time held a call for ever
+    (12 s here, and then it succeeded), an answer started just before the timeout and then stalled held
+    it for nearly twice the timeout (1.9 s), and each redirect had a timeout of its own (1.2 s)."""
+    with serving(handler) as (url, _):
+        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=1.0))
+        started = time.monotonic()
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.request("GET", f"{url}/admin/v2/clusters")
+        finally:
+            reader.close()
+    took = time.monotonic() - started
+    assert took < 1.5, f"{took:.2f} s"
+    assert "unreachable after 1 attempt: no whole answer within 1 s" in str(caught.value)
+
+
+@pytest.mark.parametrize("sent", [False, True], ids=["before-the-request", "after"])
+def test_a_call_cut_off_says_whether_its_request_went_out(sent: bool) -> None:
+    """Cut off before the request started going out, a call cannot have reached a broker: a connect
+    timeout, so that an unload is still retried (``once_sent``); after, a read timeout (not retried)."""
+    with _Cutoff(0.05) as cutoff:
+        if sent:
+            cutoff.trace("http11.send_request_headers.started", {})
+        time.sleep(0.2)
+        if not sent:  # the connection came after the deadline: its socket is shut, nothing goes out
+            cutoff.trace("http11.send_request_headers.started", {})
+    assert cutoff.expired
+    kind = httpx.ReadTimeout if sent else httpx.ConnectTimeout
+    assert isinstance(cutoff.timeout(1.0), kind)
+
+
+def gzipped(out: BaseHTTPRequestHandler) -> None:
+    body = gzip.compress(json.dumps(["standalone"]).encode())
+    _headers(out, len(body), Content_Encoding="gzip")
+    out.wfile.write(body)
+
+
+def get_clusters(handler: Handler) -> tuple[str, Any]:
+    """``GET /admin/v2/clusters`` through the admin client from a server answering with ``handler``."""
+    with serving(handler) as (url, _):
+        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            return url, reader.request("GET", f"{url}/admin/v2/clusters")
+        finally:
+            reader.close()
+
+
+def test_a_compressed_answer_reads_as_json() -> None:
+    url, answer = get_clusters(gzipped)
+    assert answer.json() == ["standalone"]
+    assert str(answer.url) == f"{url}/admin/v2/clusters"
+
+
+def chunked(out: BaseHTTPRequestHandler) -> None:
+    out.protocol_version = "HTTP/1.1"
+    out.send_response(200)
+    out.send_header("Content-Type", "application/json")
+    out.send_header("Transfer-Encoding", "chunked")
+    out.send_header("Connection", "close")
+    out.end_headers()
+    for part in (b'["stand', b'alone"]'):
+        out.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+    out.wfile.write(b"0\r\n\r\n")
+
+
+def test_a_chunked_answer_reads_as_json() -> None:
+    _, answer = get_clusters(chunked)
+    assert answer.json() == ["standalone"]
+
+
+def not_gzip(out: BaseHTTPRequestHandler) -> None:
+    body = b"not gzip at all"
+    _headers(out, len(body), Content_Encoding="gzip")
+    out.wfile.write(body)
+
+
+def nested(out: BaseHTTPRequestHandler, status: int = 200) -> None:
+    body = b"[" * 100_000 + b"]" * 100_000
+    _headers(out, len(body), status=status)
+    out.wfile.write(body)
+
+
+def nested_error(out: BaseHTTPRequestHandler) -> None:
+    nested(out, 500)
+
+
+@pytest.mark.parametrize(
+    ("handler", "says"),
+    [
+        (not_gzip, "the answer is not JSON: HTTP 200 with a body that is not valid Content-Encoding gzip"),
+        (nested, "the answer is not JSON"),
+        (nested_error, "still failing after 2 attempts: HTTP 500: [[[["),
+    ],
+)
+def test_an_answer_python_cannot_decode_is_one_line(handler: Handler, says: str) -> None:
+    """A body that is not what its Content-Encoding says (httpx's DecodingError is not a TransportError)
+    and JSON nested deeper than Python's recursion limit (RecursionError, not a ValueError) were
+    tracebacks, from the cluster list as from an error answer's reason."""
+    with serving(handler) as (url, _):
+        reader = AdminReader(url, retry=Retry(attempts=2, backoff_s=0.0, timeout_s=5.0))
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.read()
+        finally:
+            reader.close()
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"GET {url}/admin/v2/")
+
+
+SENT: list[int] = []
+
+
+def endless(out: BaseHTTPRequestHandler) -> None:
+    """A chunked answer that never ends (64 KiB chunks of JSON-looking text); counts what it sent."""
+    out.protocol_version = "HTTP/1.1"
+    out.send_response(200)
+    out.send_header("Content-Type", "application/json")
+    out.send_header("Transfer-Encoding", "chunked")
+    out.end_headers()
+    part = b"[" + b"0," * 32_767 + b"0"
+    try:
+        while True:
+            out.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            SENT.append(len(part))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def huge_declared(out: BaseHTTPRequestHandler) -> None:
+    """Headers declaring 8 GiB, then a few bytes and a stall: what a reader that trusts the length reads."""
+    _headers(out, 8 * 2**30)
+    out.wfile.write(b"[0,")
+    out.wfile.flush()
+    time.sleep(30)
+
+
+def gzip_bomb(out: BaseHTTPRequestHandler) -> None:
+    """12 KiB on the wire that decode to 12 MiB: over a 1 MiB cap only once decoded."""
+    body = gzip.compress(b" " * 12 * 2**20)
+    _headers(out, len(body), Content_Encoding="gzip")
+    out.wfile.write(body)
+
+
+@pytest.mark.parametrize(
+    ("handler", "says"),
+    [
+        (endless, "the answer went past the cap of 1 MiB: stopped reading there"),
+        (gzip_bomb, "the answer went past the cap of 1 MiB: stopped reading there"),
+        (huge_declared, "the answer is larger than the cap of 1 MiB (Content-Length 8589934592): not read"),
+    ],
+)
+def test_an_answer_past_the_cap_is_stopped_there_in_one_line(handler: Handler, says: str) -> None:
+    """A server or a proxy answering with gigabytes, or an endless stream, was read whole into memory
+    (for as long as --timeout let it come in, on every attempt). Not retried: the same answer would come."""
+    SENT.clear()
+    with serving(handler) as (url, requests):
+        reader = AdminReader(
+            url, retry=Retry(attempts=3, backoff_s=0.0, timeout_s=20.0), max_body_bytes=2**20
+        )
+        started = time.monotonic()
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.request("GET", f"{url}/admin/v2/brokers/standalone")
+        finally:
+            reader.close()
+    assert str(caught.value) == f"GET {url}/admin/v2/brokers/standalone: {says}"
+    assert len(requests) == 1 and time.monotonic() - started < 5
+    assert sum(SENT) < 16 * 2**20  # the server was stopped: what it sent fits in the socket buffers
+
+
+def test_the_default_cap_refuses_a_huge_answer_before_reading_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """From the command line, with the default cap (128 MiB): one line naming the call and the cap,
+    exit 2, the token nowhere."""
+    monkeypatch.setenv("SHEDLAB_TEST_TOKEN", "tok-secret-123")
+    with serving(huge_declared) as (url, _):
+        line = error_line(["advise", "--admin-url", url, "--token-env", "SHEDLAB_TEST_TOKEN"], capsys)
+    assert line == (
+        f"error: GET {url}/admin/v2/clusters: the answer is larger than the cap of 128 MiB "
+        "(Content-Length 8589934592): not read"
+    )
+    assert "tok-secret" not in line
