@@ -136,7 +136,7 @@ def test_a_call_is_whole_within_the_timeout(handler: Handler) -> None:
         finally:
             reader.close()
     took = time.monotonic() - started
-    assert took < 1.5, f"{took:.2f} s"
+    assert took < 1.7, f"{took:.2f} s"  # 1.9-2.0 s and more before; room for a loaded machine
     assert "unreachable after 1 attempt: no whole answer within 1 s" in str(caught.value)
 
 
