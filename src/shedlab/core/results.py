@@ -56,6 +56,7 @@ __all__ = [
     "OUTPUT_TABLES",
     "PARTITION_KEYS",
     "QUARANTINE_DIR",
+    "REFUSES_OTHER_FILES",
     "REPORT_GENERATOR",
     "RUN_COLUMNS_READ",
     "RUN_SUMMARY_ARROW",
@@ -276,52 +277,35 @@ the order they are told apart: a tuning's directory holds a sweep, a sweep direc
 evaluation (``evaluate --out SWEEP_DIR``) and its report. A demo's directory is a ``report`` one."""
 
 WRITES_INTO: dict[str, tuple[frozenset[str], str]] = {
-    "sweep": (frozenset({"sweep", OTHER_FILES}), "name a new directory, or an earlier sweep's to resume it"),
-    "evaluate": (
-        frozenset({"evaluate", OTHER_FILES}),
-        "name a new directory (by default SWEEP_DIR/evaluation)",
-    ),
-    "replay": (
-        frozenset({"replay", OTHER_FILES}),
-        "name a new directory, or an earlier replay's to replace it",
-    ),
-    "ingest": (
-        frozenset({"ingest", OTHER_FILES}),
-        "name a new directory, or an earlier ingest's to add to it",
-    ),
+    "sweep": (frozenset({"sweep"}), "name a new directory, or an earlier sweep's to resume it"),
+    "evaluate": (frozenset({"evaluate"}), "name a new directory (by default SWEEP_DIR/evaluation)"),
+    "replay": (frozenset({"replay"}), "name a new directory, or an earlier replay's to replace it"),
+    "ingest": (frozenset({"ingest"}), "name a new directory, or an earlier ingest's to add to it"),
     "tune": (
-        frozenset({"tune", "twin", OTHER_FILES}),
+        frozenset({"tune", "twin"}),
         "name a new directory, an earlier tune's or the twin's --report-dir",
     ),
-    "twin": (
-        frozenset({"twin", "tune", OTHER_FILES}),
-        "name a new directory, an earlier fit report's, or the tune's",
-    ),
-    "simulate": (
-        frozenset({"simulate", OTHER_FILES}),
-        "name a new directory, or an earlier simulate's to replace it",
-    ),
-    "compare": (
-        frozenset({"compare", OTHER_FILES}),
-        "name a new directory, or an earlier compare's to replace it",
-    ),
+    "twin": (frozenset({"twin", "tune"}), "name a new directory, an earlier fit report's, or the tune's"),
+    "simulate": (frozenset({"simulate"}), "name a new directory, or an earlier simulate's to replace it"),
+    "compare": (frozenset({"compare"}), "name a new directory, or an earlier compare's to replace it"),
     "collect": (
         frozenset({"collect"}),
         "name a new or empty directory, or an earlier collect's to add to it",
     ),
-    "demo": (
-        frozenset({"report", OTHER_FILES}),
-        "name a new directory, or an earlier demo's to run it again",
-    ),
+    "demo": (frozenset({"report"}), "name a new directory, or an earlier demo's to run it again"),
     "tune --demo": (
-        frozenset({"report", OTHER_FILES}),
+        frozenset({"report"}),
         "name a new directory, or an earlier tune --demo's to run it again",
     ),
 }
 """Per command writing a directory: the kinds of existing directory it writes into (besides a new or an
-empty one; :data:`OTHER_FILES`: a directory of no shedlab kind), and the hint when refused. ``collect``
-alone refuses a folder of other files: it adds a file per read beside them, and ``ingest`` reads them all
-as the recording."""
+empty one, and but for :data:`REFUSES_OTHER_FILES` a directory of no shedlab kind), and the hint when
+refused."""
+
+REFUSES_OTHER_FILES: frozenset[str] = frozenset({"collect"})
+"""The commands that refuse a directory of other files (:data:`OTHER_FILES`): ``collect`` adds a file per
+read beside them, and ``ingest`` reads them all as the recording. The others write named entries of
+their own, which leave a user's files alone."""
 
 LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
     "demo": (
@@ -392,7 +376,7 @@ def check_output_kind(out: str, command: str, *, field: str = "--out") -> None:
     into an ingest output wrote runs among its tables, ``simulate --out`` into a sweep directory its
     files among the sweep's. What ``command`` writes into is :data:`WRITES_INTO`; the entries of a
     :data:`LAYOUTS` directory are checked too (``demo --out``: its sweep, its report, …)."""
-    found = output_kind(out) or _other_files(out)
+    found = output_kind(out) or (_other_files(out) if command in REFUSES_OTHER_FILES else None)
     accepted, hint = WRITES_INTO[command]
     if found is not None and found[0] not in accepted:
         own = next((what for kind, what, _ in OUTPUT_KINDS if kind == command), f"a {command} output")
