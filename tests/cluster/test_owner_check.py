@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +21,7 @@ from shedlab.cluster.access import Retry, Token
 from shedlab.cluster.advise import AuditLog, Guard, SnapshotInput, execute, owner_lookup, snapshot_of
 from shedlab.cluster.readers import AdminReader, ZooKeeperReader
 from shedlab.cluster.sandbox import Sandbox
+from shedlab.cluster.sandbox import http as sandbox_http
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.decide import Decider, Outcome
 
@@ -172,3 +174,139 @@ def test_only_bundles_really_unloaded_enter_the_grace_period(
     assert unloaded not in again and again & capped
     assert second["actions"][0]["action"] == "unloaded" and second["actions"][0]["bundle"] in capped
     assert TOKEN not in result.output
+
+
+def _znode(sandbox: Sandbox, bundle: str) -> tuple[dict[str, object], int]:
+    """The ownership znode's NamespaceEphemeralData and the session that owns it."""
+    client = KazooClient(hosts=str(sandbox.zookeeper))
+    client.start(timeout=10)
+    try:
+        data, stat = client.get(f"/namespace/{bundle}")
+    finally:
+        client.stop()
+        client.close()
+    return json.loads(data), int(stat.ephemeralOwner)
+
+
+def test_the_sandbox_holds_a_bundle_in_the_middle_of_its_unload(
+    sandbox: Sandbox, admin: AdminReader, zk_reader: ZooKeeperReader
+) -> None:
+    """``disable_ownership``: what ``OwnedBundle.handleUnloadRequest`` shows before it closes the topics.
+    The owner's session rewrites its own znode with ``disabled: true`` (``disableOwnership``: same node,
+    same session, same keys), ``ownedNamespaces`` says ``is_active: false``, a second unload is refused
+    (500, as Pulsar's lookup fails with "is being unloaded"); ``release`` finishes the unload. With
+    ``znode=False`` (recent brokers: in memory only) the znode is left as it was."""
+    bundle, other = sorted(sandbox.simulation.bundle_index)[:2]
+    owner = sandbox.owner_of(bundle)
+    assert owner is not None
+    before, session = _znode(sandbox, bundle)
+    sandbox.disable_ownership(bundle)
+    doc, still = _znode(sandbox, bundle)
+    assert still == session and doc == {**before, "disabled": True} and sandbox.unloading(bundle) == "znode"
+    found = zk_reader.bundle_owner(bundle)
+    assert (found.owner, found.active) == (owner, False)
+    owned, _ = admin.owned_bundles(owner)
+    assert owned[bundle] == {**SHARED, "is_active": False}
+    assert all(status == SHARED for name, status in owned.items() if name != bundle)
+    assert (admin.bundle_owner(bundle, owner).owner, admin.bundle_owner(bundle, owner).active) == (
+        owner,
+        False,
+    )
+    for url in (sandbox.admin_url, *(f"http://{b}" for b in sandbox.broker_urls)):  # owner, front door, other
+        namespace, _, bundle_range = bundle.rpartition("/")
+        second = httpx.put(
+            f"{url}/admin/v2/namespaces/{namespace}/{bundle_range}/unload",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        assert second.status_code == 500, (url, second.status_code)
+        assert second.json() == {"reason": f"Namespace bundle {bundle} is being unloaded"}
+    sandbox.advance(2)  # held across ticks, until released
+    assert _znode(sandbox, bundle)[0]["disabled"] is True and sandbox.owner_of(bundle) == owner
+    sandbox.release(bundle)
+    assert zk_reader.bundle_owner(bundle).owner is None and sandbox.unloading(bundle) is None
+    sandbox.advance(5)
+    assert _znode(sandbox, bundle)[0]["disabled"] is False  # its next owner's, enabled
+
+    owner = sandbox.owner_of(other)
+    assert owner is not None
+    sandbox.disable_ownership(other, znode=False)
+    assert _znode(sandbox, other)[0]["disabled"] is False and zk_reader.bundle_owner(other).active
+    assert admin.owned_bundles(owner)[0][other]["is_active"] is False
+    assert sandbox.unloading(other) == "memory"
+
+
+@pytest.mark.parametrize("read_from", ["zookeeper", "admin"])
+def test_advise_execute_sends_nothing_for_a_bundle_its_owner_is_unloading(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_from: str
+) -> None:
+    """``advise --execute`` meets a bundle that its source broker is in the middle of unloading (the
+    leader's own shedding, another operator): its ownership znode says ``disabled: true`` (read with
+    ``--zookeeper``), or the source's ``ownedNamespaces`` says ``is_active: false`` (``--admin-url``
+    alone). It is already leaving: a second unload would be refused by Pulsar, and the destination the
+    decision chose is not the one the bundle will get. So it is ``skipped``, as a bundle that moved is:
+    its owner in the output and the audit, no unload request sent for it, exit 0; the next decision goes
+    ahead (the skipped one keeps its place under ``--max-unloads``)."""
+    sent: list[str] = []
+    real_unload = sandbox_http.unload
+
+    def unload(sb: Sandbox, slot: int | None, namespace: str, bundle_range: str, *rest: Any) -> Any:
+        sent.append(f"{namespace}/{bundle_range}")
+        return real_unload(sb, slot, namespace, bundle_range, *rest)
+
+    monkeypatch.setattr(sandbox_http, "unload", unload)
+    source = ["--admin-url", sandbox.admin_url, "--token-env", "OWNER_CHECK_TOKEN"]
+    if read_from == "zookeeper":
+        source = ["--zookeeper", str(sandbox.zookeeper), *source]
+    audit = tmp_path / "audit.jsonl"
+    args = ["advise", *source, "--strategy", "ThresholdShedder", "--json", "--audit", str(audit)]
+    runner = CliRunner()
+    dry = runner.invoke(app, args, env={"OWNER_CHECK_TOKEN": TOKEN})
+    assert dry.exit_code == 0, dry.output
+    planned = json.loads(dry.stdout)["actions"]
+    assert len(planned) >= 2
+    busy, nxt = planned[0], planned[1]
+    sandbox.disable_ownership(busy["bundle"], znode=read_from == "zookeeper")  # its owner is unloading it
+    result = runner.invoke(app, [*args, "--execute", "--max-unloads", "2"], env={"OWNER_CHECK_TOKEN": TOKEN})
+    assert result.exit_code == 0, result.output  # the check doing its work, not a failure
+    actions = json.loads(result.stdout)["actions"]
+    assert [(a["action"], a["bundle"]) for a in actions[:2]] == [
+        ("skipped", busy["bundle"]), ("unloaded", nxt["bundle"])
+    ]  # fmt: skip
+    skipped = actions[0]
+    assert skipped["owner"] == busy["broker"] and skipped["status"] is None
+    assert f"{busy['broker']} is unloading it already; not sent" in skipped["detail"]
+    where = (
+        f"/namespace/{busy['bundle']}" if read_from == "zookeeper" else f"{busy['broker']}/admin/v2/brokers/"
+    )
+    assert where in skipped["detail"]
+    log = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(e["action"], e["bundle"]) for e in log][:3] == [
+        ("skipped", busy["bundle"]), ("unloading", nxt["bundle"]), ("unloaded", nxt["bundle"])
+    ]  # fmt: skip
+    assert log[0]["owner"] == busy["broker"] and log[0]["detail"] == skipped["detail"]
+    assert busy["bundle"] not in sent and nxt["bundle"] in sent  # no unload request for it, anywhere
+    assert sandbox.unloading(busy["bundle"]) and sandbox.owner_of(busy["bundle"]) == busy["broker"]
+    assert TOKEN not in result.output
+
+
+def test_with_zookeeper_an_unload_disabled_in_memory_only_is_sent_and_refused(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """Recent brokers disable a bundle they unload in memory only (``updateBundleState``): its znode keeps
+    ``disabled: false``, so the owner check through ``--zookeeper`` sees an active owner and sends the
+    unload, which the owner refuses (500 ``is being unloaded``): ``failed``, exit 1, and nothing moved.
+    The documented limit of reading the owner from ZooKeeper (``--admin-url`` alone sees ``is_active``)."""
+    audit = tmp_path / "audit.jsonl"
+    args = [
+        "advise", "--zookeeper", str(sandbox.zookeeper), "--admin-url", sandbox.admin_url, "--token-env",
+        "OWNER_CHECK_TOKEN", "--strategy", "ThresholdShedder", "--json", "--audit", str(audit),
+    ]  # fmt: skip
+    runner = CliRunner()
+    busy = json.loads(runner.invoke(app, args, env={"OWNER_CHECK_TOKEN": TOKEN}).stdout)["actions"][0]
+    sandbox.disable_ownership(busy["bundle"], znode=False)
+    result = runner.invoke(app, [*args, "--execute"], env={"OWNER_CHECK_TOKEN": TOKEN})
+    assert result.exit_code == 1, result.output
+    [action] = [a for a in json.loads(result.stdout)["actions"] if a["bundle"] == busy["bundle"]]
+    assert action["action"] == "failed"
+    assert f"HTTP 500: Namespace bundle {busy['bundle']} is being unloaded" in action["detail"]
+    assert sandbox.owner_of(busy["bundle"]) == busy["broker"] and sandbox.unloading(busy["bundle"])

@@ -17,7 +17,8 @@ this module adds what a real cluster needs around it:
 * the **owner check** (:func:`execute`): just before each unload, the bundle's owner is read again (its
   ownership znode, or the source broker's ``ownedNamespaces``); a bundle its source no longer owns is
   ``skipped`` (it moved since the reports were written: unloading it would move it again, from its new
-  owner), one whose owner cannot be read is ``unverified``; neither is sent.
+  owner), and so is one its source is unloading already (``disabled``, ``is_active`` false: it is leaving,
+  and Pulsar refuses a second unload); one whose owner cannot be read is ``unverified``; none is sent.
 * :class:`AuditLog`: every action and refusal as one JSON line, appended and fsynced (never the token).
 """
 

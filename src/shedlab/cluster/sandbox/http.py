@@ -313,7 +313,10 @@ def unload(
     In Pulsar's order: the destination must be an active broker (else ``NotAllowedException`` → 409); a
     broker that is not the leader redirects (307) to the leader (``validateLeaderBrokerAsync``), which
     sets the one-shot affinity; the namespace must exist (404) and the range be one of its bundles (412);
-    an unowned bundle is left alone (204, nothing to unload); a broker that does not own the bundle
+    an unowned bundle is left alone (204, nothing to unload); a bundle its owner is unloading already
+    (``Sandbox.disable_ownership``) is refused (500 ``Namespace bundle … is being unloaded``) by its owner
+    and the front door, and by another broker when its znode says ``disabled`` (else that broker redirects
+    to the owner, which refuses); a broker that does not own the bundle
     redirects (307) to its owner with ``destinationBroker`` dropped and ``authoritative`` set to whether it
     is the leader; the owner unloads (204). The front door does all of this in one request, as the leader
     owning every bundle.
@@ -339,6 +342,12 @@ def unload(
     owner = sandbox.owner_slot(bundle)
     if owner is None:
         return Reply(204)
+    disabled = sandbox.unloading(bundle)
+    if disabled and (slot is None or slot == owner or disabled == "znode"):
+        # isBundleOwnedByAnyBroker's lookup: the owner answers for itself with selfOwnerInfoDisabled
+        # (OwnershipCache.getOwnerAsync), others read the znode; findBrokerServiceUrl's
+        # IllegalStateException becomes RestException(e), a 500
+        return _error(500, f"Namespace bundle {bundle} is being unloaded")
     if slot is not None and slot != owner:
         authoritative = "true" if slot == sandbox.leader_slot() else "false"  # isLeaderBroker()
         moved = _redirect(

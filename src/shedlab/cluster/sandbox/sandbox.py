@@ -145,6 +145,7 @@ class Sandbox:
         self._started: dict[int, int] = {}  # start time of each running broker (a restart changes it)
         self._namespaces = namespaces(self.simulation)
         self._topics: dict[str, dict[str, list[str]]] | None = None
+        self._unloading: dict[str, tuple[int, bool]] = {}  # bundle → its owner unloading it, znode disabled
         self._stop = threading.Event()
         self._runner: threading.Thread | None = None
         self.finished = False  # the scenario's last tick has run
@@ -296,23 +297,59 @@ class Sandbox:
                 zk.drop_bundles(gone)
 
     def _publish_owners(self) -> None:
-        """Every bundle's ownership znode, from its owner's session (``ZooKeeperPublisher.write_owners``)."""
+        """Every bundle's ownership znode, from its owner's session (``ZooKeeperPublisher.write_owners``);
+        a bundle whose owner is unloading it (:meth:`disable_ownership`) with ``disabled: true``."""
+        cluster, names = self.simulation.cluster, self.names
+        # a bundle that left its owner otherwise (the leader's own shedding, the owner's loss) is unloaded
+        self._unloading = {b: u for b, u in self._unloading.items() if self.owner_slot(b) == u[0]}
         if self._zk is None:
             return
-        cluster, names = self.simulation.cluster, self.names
         alive = {int(s) for s in np.flatnonzero(cluster.alive)}
-        owners = {
-            name: names.address(int(cluster.owner[j])) if int(cluster.owner[j]) in alive else None
-            for name, j in self.simulation.bundle_index.items()
-        }
-        data = {names.address(s): dump(namespace_ephemeral_data(names, s)) for s in alive}
-        self._zk.write_owners(owners, data)
+        data = {s: dump(namespace_ephemeral_data(names, s)) for s in alive}
+        owners: dict[str, tuple[str, bytes] | None] = {}
+        for name, j in self.simulation.bundle_index.items():
+            slot = int(cluster.owner[j])
+            if slot not in alive:
+                owners[name] = None
+                continue
+            disabled = self._unloading.get(name, (slot, False))[1]
+            body = dump(namespace_ephemeral_data(names, slot, disabled=True)) if disabled else data[slot]
+            owners[name] = (names.address(slot), body)
+        self._zk.write_owners(owners)
+
+    def disable_ownership(self, bundle: str, *, znode: bool = True) -> None:
+        """The owner of ``bundle`` starts unloading it and stays in the middle of it until :meth:`release`
+        (for tests of clients that meet a bundle being unloaded, e.g. by the leader's shedding or another
+        operator). As ``OwnedBundle.handleUnloadRequest`` does before it closes the bundle's topics: the
+        bundle is inactive (``ownedNamespaces``: ``is_active: false``), and a second unload is refused
+        (500, ``Namespace bundle … is being unloaded``); with ``znode`` its ownership znode's data is
+        rewritten with ``disabled: true`` by the owner's session (``OwnershipCache.disableOwnership``, which
+        Pulsar's older brokers call there; recent ones disable the bundle in memory only: ``znode=False``).
+        The bundle stays with its owner (its load, its reports) meanwhile. Raises :class:`InputError` for an
+        unowned bundle."""
+        with self.lock:
+            slot = self.owner_slot(bundle)
+            if slot is None:
+                raise InputError("the bundle is unowned: nobody can unload it", field="bundle", value=bundle)
+            self._unloading[bundle] = (slot, znode)
+            self._publish_owners()
+
+    def unloading(self, bundle: str) -> str | None:
+        """Whether ``bundle``'s owner is in the middle of unloading it (:meth:`disable_ownership`): None
+        (it is not), ``"znode"`` (its ownership znode says ``disabled``) or ``"memory"`` (only its owner
+        knows)."""
+        with self.lock:
+            self.owner_slot(bundle)  # an unknown bundle is named
+            held = self._unloading.get(bundle)
+            return None if held is None else "znode" if held[1] else "memory"
 
     def release(self, bundle: str) -> None:
-        """The owner unloads ``bundle`` (``NamespaceService.unloadNamespaceBundle``): the simulation closes
-        it, and its ownership znode goes before the unload call returns, as the owner releases its lock."""
-        self.simulation.request_unload(bundle, None)
-        self._publish_owners()
+        """The owner unloads ``bundle`` (``NamespaceService.unloadNamespaceBundle``), or finishes unloading
+        it (:meth:`disable_ownership`): the simulation closes it, and its ownership znode goes before the
+        unload call returns, as the owner releases its lock."""
+        with self.lock:
+            self.simulation.request_unload(bundle, None)
+            self._publish_owners()
 
     def _broker_up(self, slot: int) -> None:
         self._unhang(slot)  # a broker restarted by the scenario answers again
@@ -450,7 +487,7 @@ class Sandbox:
         return topics_stats(self.simulation, slot, self._topics)
 
     def owned_namespaces(self, slot: int) -> dict[str, dict[str, Any]]:
-        return owned_namespaces(self.simulation, slot)
+        return owned_namespaces(self.simulation, slot, self._unloading)
 
     def runtime_configuration(self) -> dict[str, str]:
         return runtime_configuration(self.simulation, self.cluster)

@@ -12,7 +12,7 @@ address it really listens on (``127.0.0.1:<port>``). :class:`Names` translates a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,12 +176,14 @@ def time_average_broker_data(
 # ------------------------------------------------------------------------------------------- ownership
 
 
-def namespace_ephemeral_data(names: Names, slot: int) -> dict[str, Any]:
+def namespace_ephemeral_data(names: Names, slot: int, *, disabled: bool = False) -> dict[str, Any]:
     """``NamespaceEphemeralData`` of broker ``slot``, the data of its ownership znodes
     (``/namespace/<bundle>``), as ``OwnershipCache`` builds ``selfOwnerInfo``: ``nativeUrl`` (the binary
     protocol, ``brokerServicePort``), ``nativeUrlTls``, ``httpUrl`` (``getSafeWebServiceAddress``: the
     http:// address, else the https:// one), ``httpUrlTls``, ``disabled`` and ``advertisedListeners``; the
-    ports as in the load reports (``local_report``)."""
+    ports as in the load reports (``local_report``). ``disabled``: ``selfOwnerInfoDisabled``, the same
+    data with ``disabled: true``, which ``OwnershipCache.disableOwnership`` writes over the znode of a
+    bundle being unloaded."""
     host = names.address(slot).rsplit(":", 1)[0]
     tls = names.scheme == "https"
     web = names.url(slot)
@@ -190,19 +192,26 @@ def namespace_ephemeral_data(names: Names, slot: int) -> dict[str, Any]:
         "nativeUrlTls": f"pulsar+ssl://{host}:6651" if tls else None,
         "httpUrl": web,
         "httpUrlTls": web if tls else None,
-        "disabled": False,
+        "disabled": disabled,
         "advertisedListeners": {},
     }
 
 
-def owned_namespaces(sim: Simulation, slot: int) -> dict[str, dict[str, Any]]:
+def owned_namespaces(
+    sim: Simulation, slot: int, unloading: Collection[str] = ()
+) -> dict[str, dict[str, Any]]:
     """``GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces`` of broker ``slot``
     (``NamespaceService.getOwnedNameSpacesStatus``): every bundle it owns now → ``NamespaceOwnershipStatus``;
-    no isolation policy in the sandbox, so ``shared`` and not controlled, and active (the sandbox's unload
-    releases a bundle at once, so none is seen half-unloaded)."""
+    no isolation policy in the sandbox, so ``shared`` and not controlled; ``is_active`` is
+    ``OwnedBundle.isActive()``, false for the bundles it is in the middle of unloading (``unloading``, held
+    there by ``Sandbox.disable_ownership``; a plain unload releases a bundle at once)."""
     names = sim.pop.names
     return {
-        names[j]: {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
+        names[j]: {
+            "broker_assignment": "shared",
+            "is_controlled": False,
+            "is_active": names[j] not in unloading,
+        }
         for j in _bundles_of(sim.cluster.owner, slot)
     }
 

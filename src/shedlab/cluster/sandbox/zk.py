@@ -18,8 +18,10 @@ Jackson writes it):
   session (``LeaderElectionService`` with ``ELECTION_ROOT = "/loadbalance/leader"``).
 * ``/namespace/<tenant>/<namespace>/<range>``: the bundle's owner, **ephemeral**, created by the owner's
   session (``OwnershipCache`` takes the lock at ``ServiceUnitUtils.path``, data
-  ``NamespaceEphemeralData``); deleted when the owner releases the bundle (an unload), and gone with the
-  owner's session. An unowned bundle (its clients reconnecting) has none.
+  ``NamespaceEphemeralData``); its data rewritten with ``disabled: true`` by the same session while the
+  owner unloads the bundle (``OwnershipCache.disableOwnership``, held by ``Sandbox.disable_ownership``);
+  deleted when the owner releases the bundle (an unload), and gone with the owner's session. An unowned
+  bundle (its clients reconnecting) has none.
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ class ZooKeeperPublisher:
             self._delete(f"{TIME_AVERAGE}/{broker}")
         self._registered: set[str] = set()  # brokers whose ephemeral report node exists
         self._averages: set[str] = set()  # brokers whose time-average node exists
-        self._owners: dict[str, str] = {}  # bundle → the broker whose ownership node exists
+        self._owners: dict[str, tuple[str, bytes]] = {}  # bundle → the broker whose ownership node exists,
+        # and the node's data
         self.leader: str | None = None
 
     def _stored_bundles(self) -> Iterator[str]:
@@ -144,7 +147,7 @@ class ZooKeeperPublisher:
         """Close the broker's session: ZooKeeper drops its ephemeral report (and leader node)."""
         client = self._sessions.pop(broker, None)
         self._registered.discard(broker)
-        self._owners = {b: o for b, o in self._owners.items() if o != broker}  # gone with its session
+        self._owners = {b: od for b, od in self._owners.items() if od[0] != broker}  # gone with its session
         if client is not None:
             _close(client)
         if self.leader == broker:
@@ -169,24 +172,28 @@ class ZooKeeperPublisher:
         for result in pending:
             _done(result)
 
-    def write_owners(self, owners: Mapping[str, str | None], data: Mapping[str, bytes]) -> None:
-        """Each bundle's ownership node as ``owners`` (bundle → broker id, None: unowned) says: a bundle
-        whose owner changed loses its node (the old owner releases the lock) and gets one from its new
-        owner's session, with that broker's ``data`` (NamespaceEphemeralData)."""
-        released = [b for b, o in self._owners.items() if owners.get(b) != o]
+    def write_owners(self, owners: Mapping[str, tuple[str, bytes] | None]) -> None:
+        """Each bundle's ownership node as ``owners`` says (bundle → its owner's broker id and the node's
+        data, NamespaceEphemeralData; None: unowned): a bundle whose owner changed loses its node (the old
+        owner releases the lock) and gets one from its new owner's session; a bundle whose owner kept it
+        with other data (``disabled`` set or cleared) has its node's data replaced by that same session,
+        as ``OwnershipCache.disableOwnership`` updates the lock's value (``ResourceLock.updateValue``)."""
+        released = [b for b, (o, _) in self._owners.items() if (now := owners.get(b)) is None or now[0] != o]
         for bundle in released:
             self._delete(f"{OWNERSHIP}/{bundle}")
             del self._owners[bundle]
-        taken = {b: o for b, o in owners.items() if o is not None and b not in self._owners}
+        taken = {b: od for b, od in owners.items() if od is not None and b not in self._owners}
+        rewritten = {b: od for b, od in owners.items() if od is not None and self._owners.get(b, od) != od}
         for parent in sorted({f"{OWNERSHIP}/{b.rsplit('/', 1)[0]}" for b in taken}):
             _done(self._admin.ensure_path_async(parent))
         pending = [
-            self._sessions[o].create_async(f"{OWNERSHIP}/{b}", data[o], ephemeral=True)
-            for b, o in taken.items()
-        ]
+            self._sessions[o].create_async(f"{OWNERSHIP}/{b}", data, ephemeral=True)
+            for b, (o, data) in taken.items()
+        ] + [self._sessions[o].set_async(f"{OWNERSHIP}/{b}", data) for b, (o, data) in rewritten.items()]
         for result in pending:
             _done(result)
         self._owners.update(taken)
+        self._owners.update(rewritten)
 
     def elect(self, broker: str | None, service_url: str | None) -> None:
         """The leader's ephemeral election node, from the new leader's session."""
