@@ -289,13 +289,13 @@ def test_advise_execute_sends_nothing_for_a_bundle_its_owner_is_unloading(
     assert TOKEN not in result.output
 
 
-def test_with_zookeeper_an_unload_disabled_in_memory_only_is_sent_and_refused(
+def test_with_zookeeper_an_unload_disabled_in_memory_only_is_seen_in_the_owners_list(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    """Recent brokers disable a bundle they unload in memory only (``updateBundleState``): its znode keeps
-    ``disabled: false``, so the owner check through ``--zookeeper`` sees an active owner and sends the
-    unload, which the owner refuses (500 ``is being unloaded``): ``failed``, exit 1, and nothing moved.
-    The documented limit of reading the owner from ZooKeeper (``--admin-url`` alone sees ``is_active``)."""
+    """Recent brokers disable a bundle they unload in memory only: its znode keeps ``disabled: false``, and
+    the owner check through ``--zookeeper`` saw an active owner and sent the unload, which the owner
+    refused (500 ``is being unloaded``: ``failed``, exit 1). The znode's answer is now confirmed by the
+    source's ``ownedNamespaces`` (``is_active: false``): ``skipped``, nothing sent, exit 0."""
     audit = tmp_path / "audit.jsonl"
     args = [
         "advise", "--zookeeper", str(sandbox.zookeeper), "--admin-url", sandbox.admin_url, "--token-env",
@@ -305,8 +305,9 @@ def test_with_zookeeper_an_unload_disabled_in_memory_only_is_sent_and_refused(
     busy = json.loads(runner.invoke(app, args, env={"OWNER_CHECK_TOKEN": TOKEN}).stdout)["actions"][0]
     sandbox.disable_ownership(busy["bundle"], znode=False)
     result = runner.invoke(app, [*args, "--execute"], env={"OWNER_CHECK_TOKEN": TOKEN})
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 0, result.output
     [action] = [a for a in json.loads(result.stdout)["actions"] if a["bundle"] == busy["bundle"]]
-    assert action["action"] == "failed"
-    assert f"HTTP 500: Namespace bundle {busy['bundle']} is being unloaded" in action["detail"]
+    assert action["action"] == "skipped" and action["owner"] == busy["broker"]
+    assert f"{busy['broker']} is unloading it already; not sent" in action["detail"]
+    assert f"{busy['broker']}/admin/v2/brokers/" in action["detail"]  # read from the owner's own list
     assert sandbox.owner_of(busy["bundle"]) == busy["broker"] and sandbox.unloading(busy["bundle"])

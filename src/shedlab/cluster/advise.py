@@ -294,14 +294,28 @@ def owner_lookup(
 ) -> OwnerLookup | None:
     """How to read a bundle's owner just before unloading it: its ownership znode when the cluster is read
     from ZooKeeper, else the source broker's ``ownedNamespaces`` (then the other brokers of the reading, to
-    name the new owner); None without either (nothing is sent then)."""
+    name the new owner); None without either (nothing is sent then).
+
+    A znode naming the source as the active owner is confirmed by the source's own ``ownedNamespaces``
+    when the admin API is given (``--execute`` needs it): recent Pulsar brokers mark a bundle they are
+    unloading in memory only (``is_active: false``), not in the znode (``disabled`` stays false, as the
+    znode is deleted at the end), so the znode alone sent an unload the owner then refused (HTTP 500 ``is
+    being unloaded``)."""
     if zookeeper is not None:
-        return lambda decision: zookeeper.bundle_owner(decision.bundle)
+        return lambda decision: _confirmed(zookeeper.bundle_owner(decision.bundle), decision, admin)
     if admin is not None:
         reading = source.reading
         brokers = sorted({*reading.reports, *reading.missing}) if reading is not None else []
         return lambda decision: admin.bundle_owner(decision.bundle, decision.source, brokers)
     return None
+
+
+def _confirmed(found: Ownership, decision: Decision, admin: AdminReader | None) -> Ownership:
+    """``found`` (from the znode), or the source's own answer when it says the source is unloading it."""
+    if admin is None or found.owner != decision.source or not found.active:
+        return found
+    listed = admin.bundle_owner(decision.bundle, decision.source)
+    return listed if listed.owner == decision.source and not listed.active else found
 
 
 @dataclass
