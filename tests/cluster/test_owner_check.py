@@ -63,15 +63,8 @@ def test_the_sandbox_serves_ownership_as_pulsar_does(
     bundles = sorted(sandbox.simulation.bundle_index)
     for bundle in bundles:
         assert zk_reader.bundle_owner(bundle).owner == sandbox.owner_of(bundle) is not None
-    client = KazooClient(hosts=str(sandbox.zookeeper))
-    client.start(timeout=10)
-    try:
-        data, stat = client.get(f"/namespace/{bundles[0]}")
-    finally:
-        client.stop()
-        client.close()
-    doc = json.loads(data)
-    assert stat.ephemeralOwner != 0 and set(doc) == EPHEMERAL_DATA_KEYS
+    doc, session = _znode(sandbox, bundles[0])
+    assert session != 0 and set(doc) == EPHEMERAL_DATA_KEYS
     assert doc["httpUrl"] == f"http://{sandbox.owner_of(bundles[0])}" and doc["disabled"] is False
     for each in sandbox.broker_urls:
         owned, _ = admin.owned_bundles(each)
