@@ -230,6 +230,16 @@ def test_avg_shedders_count_alone_does_not_trigger_the_fallback() -> None:
     assert avg.find_bundles_for_unloading(a_hot, conf_with(maxUnloadPercentage=0.5)).unloads
 
 
+def test_preset_hit_counts_start_both_sets_of_rules_where_the_leader_was() -> None:
+    # Gap 37.5 on identical machines: eight low hits. Preset at seven, the first cycle is the eighth.
+    snap = cluster({"a": (112, 128, FINE[:224]), "b": (64, 128, FINE[:128])})
+    shedder = CapacityAwareShedder()
+    shedder.seed_hit_counts({"a": (0, 7), "b": (0, 7)})
+    result = shedder.find_bundles_for_unloading(snap, CONF)
+    assert result.unloads and {u.reason["rules"] for u in result.unloads} == {AVG_SHEDDER_FALLBACK}
+    assert not CapacityAwareShedder().find_bundles_for_unloading(snap, CONF).unloads
+
+
 def test_over_placement_lruww_is_balanced_as_avg_shedder_balances_it() -> None:
     # Six identical brokers, two of them 30 points hotter, bundles of about one score point: without rule 0
     # no move paid and the cluster stayed at a spread of 30 (docs/capacity-aware.md, rule 0).
@@ -337,10 +347,23 @@ def test_every_move_pays_never_overloads_and_moves_a_bundle_once(
     result = run(CapacityAwareShedder(), snap, CONF, 8)
     limit = CONF.load_balancer_broker_overloaded_threshold_percentage
     assert len({u.bundle for u in result.unloads}) == len(result.unloads)
+    assert all(u.destination is not None and u.destination != u.broker for u in result.unloads)
+    if any(u.reason.get("rules") == AVG_SHEDDER_FALLBACK for u in result.unloads):
+        # rule 0: a whole cycle of AvgShedder's moves, none predicted to overload its destination
+        assert {u.reason.get("rules") for u in result.unloads} == {AVG_SHEDDER_FALLBACK}
+        model = estimate_capacity(snap, CONF)
+        assert model is not None
+        predicted = model.scores.astype(float).copy()
+        for u in result.unloads:
+            assert u.destination is not None
+            d, k = snap.broker_index[u.destination], snap.bundle_index(u.bundle)
+            assert k is not None
+            predicted[d] += model.slope[d] * (snap.short_msg_rate_in[k] + snap.short_msg_rate_out[k])
+            assert predicted[d] <= limit
+        return
     before = [u.reason["imbalance_before"] for u in result.unloads]
     assert before == sorted(before, reverse=True)
     for u in result.unloads:
-        assert u.destination is not None and u.destination != u.broker
         assert u.reason["destination_predicted"] <= limit
         assert u.reason["bundle_traffic"] <= u.reason["pair_even_amount"]
         assert u.reason["gain"] >= CONF.capacity_aware_min_benefit

@@ -51,7 +51,7 @@ Every rule, reason and measurement: ``docs/capacity-aware.md``.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -226,6 +226,15 @@ class CapacityAwareShedder:
         for broker in [b for b in self.unseen if b not in alive]:
             del self.unseen[broker]
         self.settled = None
+
+    def seed_hit_counts(self, counts: Mapping[str, tuple[int, int]]) -> None:
+        """Preset the consecutive hit counters (broker → (high, low)), as AvgShedder's: a scenario's
+        ``leader_state.hit_counts`` starts this strategy, and rule 0's AvgShedder, where the leader was."""
+        self._avg.seed_hit_counts(counts)
+        for broker, (high, low) in counts.items():
+            for counter, value in ((self.hit_high, high), (self.hit_low, low)):
+                if value:
+                    counter[broker] = int(value)
 
     # ------------------------------------------------------------------ shedding
     def find_bundles_for_unloading(
