@@ -84,11 +84,7 @@ class AvgShedder:
 
     def seed_hit_counts(self, counts: Mapping[str, tuple[int, int]]) -> None:
         """Preset the consecutive hit counters (broker → (high, low)); zero counts are left out."""
-        for broker, (high, low) in counts.items():
-            if high:
-                self.hit_high[broker] = int(high)
-            if low:
-                self.hit_low[broker] = int(low)
+        preset_hit_counts(self.hit_high, self.hit_low, counts)
 
     # ------------------------------------------------------------------ shedding
     def find_bundles_for_unloading(
@@ -337,6 +333,18 @@ class AvgShedder:
             "random (planned destination not a candidate)" if planned else "random (no planned destination)"
         )
         return Placement(chosen, ordered, {"strategy": self.name, "rule": rule})
+
+
+def preset_hit_counts(
+    hit_high: dict[str, int], hit_low: dict[str, int], counts: Mapping[str, tuple[int, int]]
+) -> None:
+    """Set ``hit_high`` and ``hit_low`` from ``counts`` (broker → (high, low)); zero counts are left out, as
+    a counter holds only brokers with a hit."""
+    for broker, (high, low) in counts.items():
+        if high:
+            hit_high[broker] = int(high)
+        if low:
+            hit_low[broker] = int(low)
 
 
 def first_fit(ordered: IntArray, keys: np.ndarray, amount: float) -> list[tuple[int, float]]:

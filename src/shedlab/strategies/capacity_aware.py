@@ -69,7 +69,7 @@ from shedlab.model.snapshot import (
     FloatArray,
     IntArray,
 )
-from shedlab.strategies.avg_shedder import AvgShedder
+from shedlab.strategies.avg_shedder import AvgShedder, preset_hit_counts
 from shedlab.strategies.base import BrokerChoices, Placement, SheddingResult, Unload, candidate_indices
 from shedlab.strategies.greedy import sort_descending
 
@@ -231,10 +231,7 @@ class CapacityAwareShedder:
         """Preset the consecutive hit counters (broker → (high, low)), as AvgShedder's: a scenario's
         ``leader_state.hit_counts`` starts this strategy, and rule 0's AvgShedder, where the leader was."""
         self._avg.seed_hit_counts(counts)
-        for broker, (high, low) in counts.items():
-            for counter, value in ((self.hit_high, high), (self.hit_low, low)):
-                if value:
-                    counter[broker] = int(value)
+        preset_hit_counts(self.hit_high, self.hit_low, counts)
 
     # ------------------------------------------------------------------ shedding
     def find_bundles_for_unloading(
