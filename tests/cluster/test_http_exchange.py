@@ -307,3 +307,42 @@ def test_the_default_cap_refuses_a_huge_answer_before_reading_it(
         "(Content-Length 8589934592): not read"
     )
     assert "tok-secret" not in line
+
+
+@pytest.mark.parametrize(
+    ("location", "message"),
+    [
+        ("http://[::1", "a broker redirected to an invalid location (Invalid URL in location header"),
+        ("//:80/", "a broker redirected to '//:80/', which names no host"),
+    ],
+)
+def test_a_redirect_to_no_url_is_said_once_not_retried_as_unreachable(location: str, message: str) -> None:
+    """A broker's ``Location`` that is not a URL: the same broker redirects the same way again, so it is
+    not retried, and not called unreachable (which sent the operator to check ``--admin-url``)."""
+
+    def redirect(out: BaseHTTPRequestHandler) -> None:
+        _headers(out, 0, status=307, Location=location)
+
+    with serving(redirect) as (url, requests):
+        reader = AdminReader(url, retry=Retry(attempts=3, timeout_s=2.0))
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.request("GET", f"{url}/admin/v2/clusters")
+        finally:
+            reader.close()
+    assert message in str(caught.value) and "unreachable" not in str(caught.value)
+    assert len(requests) == 1
+
+
+def test_a_redirected_hop_that_fails_is_named() -> None:
+    def redirect(out: BaseHTTPRequestHandler) -> None:
+        _headers(out, 0, status=307, Location="http://127.0.0.1:9/admin/v2/clusters")  # discard: refused
+
+    with serving(redirect) as (url, _):
+        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=2.0))
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.request("GET", f"{url}/admin/v2/clusters")
+        finally:
+            reader.close()
+    assert "(redirected to http://127.0.0.1:9/admin/v2/clusters)" in str(caught.value)

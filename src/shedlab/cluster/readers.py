@@ -638,14 +638,11 @@ class AdminReader:
             target, query = url, params
             deadline = time.monotonic() + self.retry.timeout_s  # the redirects' too: one call
             for _hop in range(_MAX_REDIRECTS + 1):
-                response = self._send(method, target, query, deadline)
+                response = self._hop(method, target, query, deadline, redirected=target != url)
                 if response.status_code not in _REDIRECTS or "location" not in response.headers:
                     _raise_for(response, self.token)
                     return response
-                location = str(response.url.join(response.headers["location"]))
-                if urlparse(location).scheme != self.scheme:
-                    raise PermanentError(f"refused a redirect to another scheme: {location}")
-                target, query = location, None
+                target, query = self._redirect_target(response), None
             raise PermanentError(f"more than {_MAX_REDIRECTS} redirects")
 
         def call_once_sent() -> httpx.Response:
@@ -665,6 +662,33 @@ class AdminReader:
             transient=_HTTP_TRANSIENT,
             token=self.token,
         )
+
+    def _hop(
+        self, method: str, url: str, params: dict[str, str] | None, deadline: float, *, redirected: bool
+    ) -> httpx.Response:
+        """One exchange of a call. A broker's ``Location`` that is not a URL is permanent (the same broker
+        redirects the same way again; it was retried and reported as unreachable); a failure on a
+        redirected hop names the hop, or the message sent the operator to check ``--admin-url``."""
+        try:
+            return self._send(method, url, params, deadline)
+        except httpx.RemoteProtocolError as exc:
+            if "location header" in str(exc):  # httpx builds the next request of every redirect
+                raise PermanentError(f"a broker redirected to an invalid location ({exc})") from None
+            raise
+        except httpx.TransportError as exc:
+            if redirected:
+                raise type(exc)(f"{str(exc) or type(exc).__name__} (redirected to {url})") from None
+            raise
+
+    def _redirect_target(self, response: httpx.Response) -> str:
+        """Where a redirect goes: same scheme only, and a URL naming a host."""
+        location = response.headers["location"]
+        target = response.url.join(location)
+        if target.scheme != self.scheme:
+            raise PermanentError(f"refused a redirect to another scheme: {target}")
+        if not target.host:
+            raise PermanentError(f"a broker redirected to {location!r}, which names no host")
+        return str(target)
 
     def _send(self, method: str, url: str, params: dict[str, str] | None, deadline: float) -> httpx.Response:
         """One HTTP exchange, whole by ``deadline`` (:func:`~shedlab.cluster.exchange.exchange`); a TLS
