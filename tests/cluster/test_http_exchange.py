@@ -52,6 +52,18 @@ def serving(handler: Handler) -> Iterator[tuple[str, list[int]]]:
         server.server_close()
 
 
+def failed_get(url: str, path: str, retry: Retry, **options: Any) -> ClusterError:
+    """The one-line error of a GET of ``path`` through a fresh :class:`AdminReader` of ``url`` (closed
+    after), which must fail."""
+    reader = AdminReader(url, retry=retry, **options)
+    try:
+        with pytest.raises(ClusterError) as caught:
+            reader.request("GET", f"{url}{path}")
+    finally:
+        reader.close()
+    return caught.value
+
+
 def _headers(out: BaseHTTPRequestHandler, length: int, status: int = 200, **extra: str) -> None:
     out.send_response(status)
     out.send_header("Content-Type", "application/json")
@@ -128,16 +140,11 @@ def test_a_call_is_whole_within_the_timeout(handler: Handler) -> None:
     (12 s here, and then it succeeded), an answer started just before the timeout and then stalled held
     it for nearly twice the timeout (1.9 s), and each redirect had a timeout of its own (1.2 s)."""
     with serving(handler) as (url, _):
-        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=1.0))
         started = time.monotonic()
-        try:
-            with pytest.raises(ClusterError) as caught:
-                reader.request("GET", f"{url}/admin/v2/clusters")
-        finally:
-            reader.close()
+        error = failed_get(url, "/admin/v2/clusters", Retry(attempts=1, timeout_s=1.0))
     took = time.monotonic() - started
     assert took < 1.7, f"{took:.2f} s"  # 1.9-2.0 s and more before; room for a loaded machine
-    assert "unreachable after 1 attempt: no whole answer within 1 s" in str(caught.value)
+    assert "unreachable after 1 attempt: no whole answer within 1 s" in str(error)
 
 
 @pytest.mark.parametrize("sent", [False, True], ids=["before-the-request", "after"])
@@ -280,16 +287,10 @@ def test_an_answer_past_the_cap_is_stopped_there_in_one_line(handler: Handler, s
     (for as long as --timeout let it come in, on every attempt). Not retried: the same answer would come."""
     SENT.clear()
     with serving(handler) as (url, requests):
-        reader = AdminReader(
-            url, retry=Retry(attempts=3, backoff_s=0.0, timeout_s=20.0), max_body_bytes=2**20
-        )
         started = time.monotonic()
-        try:
-            with pytest.raises(ClusterError) as caught:
-                reader.request("GET", f"{url}/admin/v2/brokers/standalone")
-        finally:
-            reader.close()
-    assert str(caught.value) == f"GET {url}/admin/v2/brokers/standalone: {says}"
+        retry = Retry(attempts=3, backoff_s=0.0, timeout_s=20.0)
+        error = failed_get(url, "/admin/v2/brokers/standalone", retry, max_body_bytes=2**20)
+    assert str(error) == f"GET {url}/admin/v2/brokers/standalone: {says}"
     assert len(requests) == 1 and time.monotonic() - started < 5
     assert sum(SENT) < 16 * 2**20  # the server was stopped: what it sent fits in the socket buffers
 
@@ -324,13 +325,8 @@ def test_a_redirect_to_no_url_is_said_once_not_retried_as_unreachable(location: 
         _headers(out, 0, status=307, Location=location)
 
     with serving(redirect) as (url, requests):
-        reader = AdminReader(url, retry=Retry(attempts=3, timeout_s=2.0))
-        try:
-            with pytest.raises(ClusterError) as caught:
-                reader.request("GET", f"{url}/admin/v2/clusters")
-        finally:
-            reader.close()
-    assert message in str(caught.value) and "unreachable" not in str(caught.value)
+        error = failed_get(url, "/admin/v2/clusters", Retry(attempts=3, timeout_s=2.0))
+    assert message in str(error) and "unreachable" not in str(error)
     assert len(requests) == 1
 
 
@@ -339,10 +335,5 @@ def test_a_redirected_hop_that_fails_is_named() -> None:
         _headers(out, 0, status=307, Location="http://127.0.0.1:9/admin/v2/clusters")  # discard: refused
 
     with serving(redirect) as (url, _):
-        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=2.0))
-        try:
-            with pytest.raises(ClusterError) as caught:
-                reader.request("GET", f"{url}/admin/v2/clusters")
-        finally:
-            reader.close()
-    assert "(redirected to http://127.0.0.1:9/admin/v2/clusters)" in str(caught.value)
+        error = failed_get(url, "/admin/v2/clusters", Retry(attempts=1, timeout_s=2.0))
+    assert "(redirected to http://127.0.0.1:9/admin/v2/clusters)" in str(error)
