@@ -134,18 +134,52 @@ def test_heterogeneous_clusters_trigger_after_the_high_hit_count() -> None:
     assert second.unloads and {u.broker for u in second.unloads} == {"a"}
 
 
+# a carries 2048 msg/s (25 points) plus 31.25 points of background, b 4096 msg/s and none: a's
+# background stands out by more than the low threshold (15) while its gap to b (6.25) is no hit.
+CALM_COLOCATED = {"a": (72.0, 128.0, [1024.0] * 2), "b": (64.0, 128.0, [1024.0] * 4)}
+# a at 87.5 %, 37.5 points of it background, above the overload threshold (85); gap 37.5: a low hit.
+OVERLOADED_COLOCATED = {"a": (112.0, 128.0, [1024.0] * 4), "b": (64.0, 128.0, [1024.0] * 4)}
+
+
 def test_an_overloaded_broker_on_a_heterogeneous_cluster_triggers_at_its_first_hit() -> None:
-    # a at 87.5 %, 37.5 points of it background: heterogeneous, and above the overload threshold (85).
-    snap = cluster({"a": (112, 128, [1024.0] * 4), "b": (64, 128, [1024.0] * 4)})
-    first = CapacityAwareShedder().find_bundles_for_unloading(snap, CONF)
+    # Two calm cycles show a's background (the high hit count, 2): the machines differ before a's first hit.
+    calm, snap = cluster(CALM_COLOCATED), cluster(OVERLOADED_COLOCATED)
+    shedder = CapacityAwareShedder()
+    assert not run(shedder, calm, CONF, 2).unloads and shedder.machines_differ
+    first = shedder.find_bundles_for_unloading(snap, CONF)
     assert first.unloads and {u.broker for u in first.unloads} == {"a"}
     assert {u.reason["trigger"] for u in first.unloads} == {TRIGGER_OVERLOAD}
     # Not above the threshold (equal passes, as the veto): the two hits of rule 2 again.
-    calm = conf_with(loadBalancerBrokerOverloadedThresholdPercentage=88)
+    calm_conf = conf_with(loadBalancerBrokerOverloadedThresholdPercentage=88)
     shedder = CapacityAwareShedder()
-    assert not shedder.find_bundles_for_unloading(snap, calm).unloads
-    second = shedder.find_bundles_for_unloading(snap, calm)
+    assert not run(shedder, calm, calm_conf, 2).unloads
+    assert not shedder.find_bundles_for_unloading(snap, calm_conf).unloads
+    second = shedder.find_bundles_for_unloading(snap, calm_conf)
     assert second.unloads and {u.reason["trigger"] for u in second.unloads} == {TRIGGER_HITS}
+
+
+def test_a_background_must_stand_out_for_the_high_hit_count_before_the_machines_differ() -> None:
+    # An overloaded co-located broker seen for the first time waits one cycle: one report's background
+    # may be its CPU and traffic averaged over different windows (docs/capacity-aware.md, rule 2).
+    snap = cluster(OVERLOADED_COLOCATED)
+    shedder = CapacityAwareShedder()
+    first = shedder.find_bundles_for_unloading(snap, CONF)
+    assert not first.unloads and not shedder.machines_differ
+    assert [s["heterogeneous"] for s in first.skipped if s["reason"] == "hit count not reached"] == [False]
+    second = shedder.find_bundles_for_unloading(snap, CONF)
+    assert shedder.machines_differ and {u.reason["trigger"] for u in second.unloads} == {TRIGGER_OVERLOAD}
+    # A background that moves to another broker every cycle never persists: identical machines.
+    other = cluster({"a": (64.0, 128.0, [1024.0] * 4), "b": (72.0, 128.0, [1024.0] * 2)})
+    hopping = CapacityAwareShedder()
+    for snapshot_ in [cluster(CALM_COLOCATED), other] * 3:
+        hopping.find_bundles_for_unloading(snapshot_, CONF)
+        assert not hopping.machines_differ
+    # A broker that leaves takes its streak with it; a cycle without traffic clears every streak.
+    shedder.on_active_brokers_change(["b"])
+    assert "a" not in shedder.background_streak
+    shedder.background_streak["b"] = 5
+    shedder.find_bundles_for_unloading(cluster({"a": (8.0, 128.0, []), "b": (8.0, 128.0, [])}), CONF)
+    assert not shedder.background_streak
 
 
 def test_an_overloaded_broker_on_identical_machines_keeps_its_hit_count() -> None:
@@ -228,6 +262,43 @@ def test_avg_shedders_count_alone_does_not_trigger_the_fallback() -> None:
     avg = AvgShedder()
     run_avg(avg, b_hot, 7, conf_with(maxUnloadPercentage=0.5))
     assert avg.find_bundles_for_unloading(a_hot, conf_with(maxUnloadPercentage=0.5)).unloads
+
+
+def test_a_background_seen_for_a_cycle_does_not_restart_avg_shedders_count() -> None:
+    # Gap 37.5, a low hit on every cycle. Every other cycle a's CPU is 25 points above what its traffic
+    # explains (5120 msg/s at 87.5 %): one report's windows, not a co-located process. AvgShedder keeps
+    # counting through those cycles, and at the eighth both counts are reached.
+    hot = cluster({"a": (112, 128, FINE[:224]), "b": (64, 128, FINE[:128])})
+    flicker = cluster({"a": (112, 128, FINE[:160]), "b": (64, 128, FINE[:128])})
+    shedder = CapacityAwareShedder()
+    for snap in [flicker, hot] * 3 + [flicker]:
+        assert not shedder.find_bundles_for_unloading(snap, CONF).unloads
+        assert not shedder.machines_differ
+    result = shedder.find_bundles_for_unloading(hot, CONF)
+    assert result.unloads and {u.reason["rules"] for u in result.unloads} == {AVG_SHEDDER_FALLBACK}
+
+
+def test_rule_0_steps_aside_once_a_background_has_stood_out_for_the_low_hit_count() -> None:
+    # a with 25 points of background on every cycle (gap 37.5): after two cycles the machines differ (rule
+    # 2 triggers this strategy, whose fine moves do not pay); at the eighth AvgShedder moves (512 msg/s,
+    # above a lowered minimum), but the background has stood out as long as AvgShedder waits: a co-located
+    # process, not jitter, so its pair is not taken.
+    colocated = cluster({"a": (112, 128, FINE[:160]), "b": (64, 128, FINE[:128])})
+    small = conf_with(minUnloadMessage=100, minUnloadMessageThroughput=0)
+    even_small = conf_with(maxUnloadPercentage=0.5, minUnloadMessage=100)
+    assert run_avg(AvgShedder(), colocated, 8, even_small).unloads
+    shedder = CapacityAwareShedder()
+    results = [shedder.find_bundles_for_unloading(colocated, small) for _ in range(10)]
+    assert shedder.machines_differ and not any(r.unloads for r in results)
+    assert shedder.background_streak == {"a": 10}
+    # A background that appears after AvgShedder has counted half its hits has not stood out as long when
+    # AvgShedder's count is reached: its pair is taken, as on identical machines.
+    hot = cluster({"a": (112, 128, FINE[:224]), "b": (64, 128, FINE[:128])})
+    later = CapacityAwareShedder()
+    assert not any(later.find_bundles_for_unloading(s, small).unloads for s in [hot] * 4 + [colocated] * 3)
+    taken = later.find_bundles_for_unloading(colocated, small)
+    assert later.machines_differ and later.background_streak == {"a": 4}
+    assert len(taken.unloads) == 16 and {u.reason["rules"] for u in taken.unloads} == {AVG_SHEDDER_FALLBACK}
 
 
 def test_preset_hit_counts_start_both_sets_of_rules_where_the_leader_was() -> None:

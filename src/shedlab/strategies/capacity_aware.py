@@ -17,8 +17,9 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   *slope*, the score points one msg/s costs it, is ``max_r w_r · 100 · cost_r / limit[b, r]``: four
   times the cores, a quarter of the slope. What traffic does not explain, ``score − slope · traffic``,
   is background load.
-* **Heterogeneous clusters trigger sooner**: low hits count after the high hit count when slopes or
-  backgrounds differ (the imbalance is the machines', not traffic that may swing back), and after one
+* **Heterogeneous clusters trigger sooner**: low hits count after the high hit count when slopes differ
+  or a broker's background has stood out for as many cycles (one report's background may be its
+  windows; the imbalance is the machines', not traffic that may swing back), and after one
   hit while a broker is above ``loadBalancerBrokerOverloadedThresholdPercentage`` (an overload costs
   now; Pulsar's OverloadShedder does not wait either).
 * **Greedy moves that must pay**: move by move, the best of any bundle of the three hottest triggered
@@ -37,7 +38,8 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
 * **On identical machines, AvgShedder's pairs where no move pays** (rule 0): there the capacity model adds
   nothing, and its minimum benefit, in absolute score points, left clusters of fine bundles unbalanced;
   when this strategy's own trigger fired and its plan made no move, AvgShedder's decisions (at
-  ``maxUnloadPercentage`` 0.5, a pair evened) are taken, under the overload veto.
+  ``maxUnloadPercentage`` 0.5, a pair evened, counting through every cycle) are taken, under the overload
+  veto, unless the machines have differed as long as AvgShedder waits on a low hit.
 * **Unplanned placements go by headroom**: the candidate with the lowest predicted score, counting the
   bundles this instance already placed on the same snapshot. No random choice is made.
 * **A stopped plan stays stopped** until the imbalance has grown by ``capacityAwareMinBenefit`` (noise
@@ -212,13 +214,16 @@ class CapacityAwareShedder:
         self.settled: float | None = None
         self._headroom: _HeadroomView | None = None
         self._trigger = TRIGGER_HITS  # this cycle's trigger, in every reason (rule 2)
-        self._avg = AvgShedder(self.rng)  # rule 0's fallback, run on every cycle of identical machines
+        self._avg = AvgShedder(self.rng)  # rule 0's fallback, run on every cycle
         self._avg_conf: tuple[LoadBalancerConfig, LoadBalancerConfig] | None = None  # (given, AvgShedder's)
+        self.background_streak: dict[str, int] = {}  # consecutive cycles a broker's background stood out
+        self.machines_differ = False  # the last cycle's judgment of rule 2 (_judge_machines)
+        self._avg_steps_aside = False  # ... and of rule 0 (they have differed as long as AvgShedder waits)
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         """Forget counters and planned destinations of brokers that left (AvgShedder keeps them)."""
         alive = set(active)
-        for counts in (self.hit_high, self.hit_low):
+        for counts in (self.hit_high, self.hit_low, self.background_streak):
             for broker in [b for b in counts if b not in alive]:
                 del counts[broker]
         for bundle in [k for k, b in self.planned_destinations.items() if b not in alive]:
@@ -240,12 +245,13 @@ class CapacityAwareShedder:
         result = SheddingResult()
         model = estimate_capacity(snapshot, conf)
         if model is None:
-            self.hit_high.clear()
-            self.hit_low.clear()
+            for counts in (self.hit_high, self.hit_low, self.background_streak):
+                counts.clear()
             result.skipped.append({"strategy": self.name, "reason": "no broker carries traffic"})
             return result
-        fallback = self._avg_shedder(snapshot, model, conf)
         model = self._with_unseen_moves(snapshot, model, result)
+        self._judge_machines(snapshot, model, conf)
+        fallback = self._avg_shedder(snapshot, conf)
         triggered = self._plan(snapshot, model, conf, result)
         if triggered and not result.unloads and fallback is not None and fallback.unloads:
             self._fall_back(snapshot, model, conf, fallback, result)
@@ -280,25 +286,47 @@ class CapacityAwareShedder:
             self.hit_low.pop(broker, None)
         return True
 
-    def _avg_shedder(
+    def _judge_machines(
         self, snapshot: ClusterSnapshot, model: CapacityModel, conf: LoadBalancerConfig
-    ) -> SheddingResult | None:
-        """AvgShedder's decisions for this cycle on identical machines (rule 0), else None.
+    ) -> None:
+        """Whether this cycle's brokers look like unequal machines: slopes differing by more than a quarter,
+        or a broker whose background has stood out from the lowest by the low threshold for
+        ``loadBalancerAvgShedderHitCountHighThreshold`` consecutive cycles (``machines_differ``: rule 2's
+        faster trigger), and for ``loadBalancerAvgShedderHitCountLowThreshold`` cycles, as long as
+        AvgShedder waits on a low hit, for rule 0 to step aside.
 
-        It runs on every such cycle, so that its consecutive hits count as AvgShedder's would; its
-        decisions are used only where this strategy's own plan makes no move. Its amount is this strategy's,
-        a pair evened, which on equal machines is half the traffic gap: ``maxUnloadPercentage`` 0.5, the
-        value PIP-364 recommends for AvgShedder (Pulsar's default, 0.2, is ThresholdShedder's share of one
-        broker's load). On unequal machines its counters restart, as after a miss.
+        Why a background must persist: it is inferred from one report, whose CPU and traffic a broker
+        averages over different windows (its host-usage timer, its stats window), so a broker whose
+        consumers stop and catch up out of phase with those windows shows 15-36 points of "background"
+        for one cycle and none the next, on another broker each cycle (measured on
+        ``probe-identical-batch-jitter``: 23 of 30 cycles looked unequal, and rule 0's AvgShedder, reset
+        on each, never reached its hit count). A co-located process stays where it is.
         """
         low = conf.load_balancer_avg_shedder_low_threshold
-        if not conf.capacity_aware_avg_shedder_on_identical_machines or _heterogeneous(model, low):
-            self._avg.hit_high.clear()
-            self._avg.hit_low.clear()
+        gap = model.background - float(model.background.min())
+        for b, broker in enumerate(snapshot.broker_ids):
+            _bump(self.background_streak, broker, bool(gap[b] >= low))
+        longest = max(self.background_streak.values(), default=0)
+        slopes = _slopes_differ(model)
+        self.machines_differ = slopes or longest >= conf.load_balancer_avg_shedder_hit_count_high_threshold
+        self._avg_steps_aside = slopes or longest >= conf.load_balancer_avg_shedder_hit_count_low_threshold
+
+    def _avg_shedder(self, snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> SheddingResult | None:
+        """AvgShedder's decisions for this cycle on identical machines (rule 0), else None.
+
+        It runs on every cycle, so that its consecutive hits count as AvgShedder's would, also through a
+        cycle whose reports make the machines look unequal for a moment; its decisions are used only on
+        identical machines (:meth:`_judge_machines`), and only where this strategy's own plan makes no move.
+        Its amount is this strategy's, a pair evened, which on equal machines is half the traffic gap:
+        ``maxUnloadPercentage`` 0.5, the value PIP-364 recommends for AvgShedder (Pulsar's default, 0.2, is
+        ThresholdShedder's share of one broker's load).
+        """
+        if not conf.capacity_aware_avg_shedder_on_identical_machines:
             return None
         if self._avg_conf is None or self._avg_conf[0] is not conf:
             self._avg_conf = (conf, conf.with_overrides({"maxUnloadPercentage": EVEN_PAIR}, source=self.name))
-        return self._avg.find_bundles_for_unloading(snapshot, self._avg_conf[1])
+        decided = self._avg.find_bundles_for_unloading(snapshot, self._avg_conf[1])
+        return None if self._avg_steps_aside else decided
 
     def _fall_back(
         self,
@@ -420,7 +448,7 @@ class CapacityAwareShedder:
         A broker is a low hit when its gap to the coldest reaches the low threshold, a high hit when it
         reaches the high one; a miss restarts the count (AvgShedder's rule, counted on the hot side only,
         since the destination of a move may change from cycle to cycle). On a heterogeneous cluster
-        (:func:`_heterogeneous`) low hits trigger after the *high* hit count: the imbalance comes from the
+        (:meth:`_judge_machines`) low hits trigger after the *high* hit count: the imbalance comes from the
         machines, not from traffic that may swing back. On such a cluster, while any broker's score is
         above the overload threshold, one hit of either kind triggers, for every broker: each minute of
         waiting is a minute overloaded, and the whole plan is made at once (triggering the overloaded
@@ -434,7 +462,7 @@ class CapacityAwareShedder:
         )
         hh = conf.load_balancer_avg_shedder_hit_count_high_threshold
         hl = conf.load_balancer_avg_shedder_hit_count_low_threshold
-        fast = _heterogeneous(model, low)
+        fast = self.machines_differ
         need_low = hh if fast else hl
         self._trigger = TRIGGER_HITS
         if fast and float(model.scores.max()) > conf.load_balancer_broker_overloaded_threshold_percentage:
@@ -846,13 +874,11 @@ class _EvenDistribution:
         return self._counts[namespace]
 
 
-def _heterogeneous(model: CapacityModel, low: float) -> bool:
-    """Unequal machines (slopes differing by more than a quarter) or unequal background (by at least the
-    low threshold): an imbalance traffic jitter does not explain, worth acting on sooner."""
+def _slopes_differ(model: CapacityModel) -> bool:
+    """Unequal machines: slopes differing by more than a quarter (from the machines' limits or declared
+    capacities, so the same every cycle)."""
     slopes = model.slope[model.slope > 0]
-    if slopes.size and float(slopes.max()) > 1.25 * float(slopes.min()):
-        return True
-    return float(model.background.max() - model.background.min()) >= low
+    return bool(slopes.size) and float(slopes.max()) > 1.25 * float(slopes.min())
 
 
 def _imbalance(predicted: FloatArray, target: FloatArray) -> float:
