@@ -373,17 +373,18 @@ def test_only_the_two_coldest_destinations_are_tried() -> None:
     assert not result.unloads and result.skipped[-1]["best_gain"] is None
 
 
-def test_a_cycle_plans_at_most_three_moves_per_broker() -> None:
+def test_a_cycle_moves_as_long_as_a_move_pays() -> None:
     # a: 100 with sixteen 512 msg/s bundles (6.25 points each); b empty. Balancing takes eight moves of
-    # gain 25 (spread -12.5, deviation from the level 50 -12.5); the cap of 3 x 2 brokers stops at six,
-    # which is not a stop for want of a paying move: no settled imbalance, no "no move" entry.
+    # gain 25 (spread -12.5, deviation from the level 50 -12.5), all in one cycle (no cap on the count: a
+    # cap of three per broker used to stop at six and leave two for later); then no bundle fits the pair's
+    # amount, and the plan settles at an imbalance of 0.
     snap = cluster({"a": (128, 128, [512.0] * 16), "b": (0, 128, [])})
     shedder = CapacityAwareShedder()
     result = cycles(shedder, snap)[-1]
-    assert moves(result) == [("a", "b")] * 6
-    assert [u.reason["gain"] for u in result.unloads] == [25.0] * 6
-    assert result.unloads[-1].reason["destination_predicted"] == 37.5
-    assert not skipped(result, NO_MOVE) and shedder.settled is None
+    assert moves(result) == [("a", "b")] * 8
+    assert [u.reason["gain"] for u in result.unloads] == [25.0] * 8
+    assert result.unloads[-1].reason["destination_predicted"] == 50.0
+    assert [s["best_gain"] for s in skipped(result, NO_MOVE)] == [None] and shedder.settled == 0.0
 
 
 def test_a_move_gaining_exactly_the_min_benefit_is_made() -> None:

@@ -81,10 +81,6 @@ TRIGGER_HITS: Final = "hit counts"
 TRIGGER_OVERLOAD: Final = "one hit: a broker is overloaded on a heterogeneous cluster"
 """A reason's ``trigger``: the counts that applied this cycle (rule 2 of docs/capacity-aware.md)."""
 
-MAX_MOVES_PER_BROKER: Final = 3
-"""A cycle plans at most this many moves per broker of the snapshot: a safety cap. The minimum benefit stops
-a cycle first except where one empty strong machine joins (``heterogeneous-strong-joins``: 15 moves for
-five brokers, the rest in the next cycle, once the reports show the first ones)."""
 SOURCES_TRIED: Final = 3
 """Each move is sought among the hottest triggered brokers, this many of them."""
 DESTINATIONS_TRIED: Final = 2
@@ -671,7 +667,9 @@ class _Moves:
         ids = self.snapshot.broker_ids
         moved: set[int] = set()
         refused = {"overload veto": 0, "even-distribution filter": 0}
-        for _ in range(MAX_MOVES_PER_BROKER * len(ids)):
+        # No cap on the count (docs/capacity-aware.md, rule 3): each move lowers the predicted imbalance by
+        # the minimum benefit and takes its bundle out of ``sources``; with none left, ``best`` is None.
+        while True:
             now = _imbalance(self.predicted, self.target)
             ends = _Ends(self.predicted)
             best: _Move | None = None
