@@ -179,6 +179,7 @@ SHEDLAB_KEYS: Final = frozenset(
         "capacityAwareBalancedSpread",
         "capacityAwareBalancedMinBenefit",
         "capacityAwareAvgShedderOnIdenticalMachines",
+        "capacityAwareGroupMoves",
     }
 )
 """shedlab's own keys: read by shedlab's strategies, unknown to Pulsar (a broker would ignore them)."""
@@ -849,9 +850,20 @@ class LoadBalancerConfig:
         True,
         java="boolean",
         used_by=("CapacityAwareShedder",),
-        doc="shedlab's own key. On a cycle whose brokers look like identical machines (slopes within a "
-        "quarter, backgrounds within the AvgShedder low threshold), shed and place by AvgShedder's rules, "
-        "which PIP-364 measured on such clusters; the capacity-aware rules apply where machines differ.",
+        doc="shedlab's own key. On identical machines (slopes within a quarter, no broker's background "
+        "standing out for as long as AvgShedder waits on a low hit), a cycle whose own trigger fired and "
+        "whose plan made no move takes AvgShedder's pairs (at maxUnloadPercentage 0.5), which PIP-364 "
+        "measured on such clusters.",
+    )
+    capacity_aware_group_moves: bool = _key(
+        "capacityAwareGroupMoves",
+        True,
+        java="boolean",
+        used_by=("CapacityAwareShedder",),
+        doc="shedlab's own key. When no single move pays capacityAwareMinBenefit (outside the "
+        "balanced-enough band), move together the fewest of one hot broker's bundles that pay it, to one "
+        "of the two coldest brokers. Off, a cluster whose bundles each pay less than the minimum stays as "
+        "it is.",
     )
 
     # Where each explicitly set value came from (Pulsar key -> "file:line" or an override label). Kept out of

@@ -28,6 +28,7 @@ from shedlab.strategies.base import SheddingResult
 from shedlab.strategies.capacity_aware import (
     AVG_SHEDDER_FALLBACK,
     AVG_SHEDDER_VETOED,
+    GROUP_RULE,
     NO_PAYING_MOVE,
     TRIGGER_HITS,
     TRIGGER_OVERLOAD,
@@ -67,9 +68,10 @@ def run(
     return result
 
 
-BAND_OFF: dict[str, Any] = {"capacityAwareBalancedSpread": 0}
-"""The rules other than "balanced enough" are tested without it (their hand-computed values predate it);
-its own tests set it explicitly."""
+BAND_OFF: dict[str, Any] = {"capacityAwareBalancedSpread": 0, "capacityAwareGroupMoves": False}
+"""The rules other than "balanced enough" are tested without it (their hand-computed values predate it),
+and without group moves (rule 3), which go on where a plan of single moves stops; their own tests set
+them explicitly."""
 
 
 def conf_with(**values: Any) -> LoadBalancerConfig:
@@ -77,6 +79,7 @@ def conf_with(**values: Any) -> LoadBalancerConfig:
 
 
 CONF = conf_with()
+GROUPS = conf_with(capacityAwareGroupMoves=True)
 
 
 def test_amount_evens_the_pair_by_capacity() -> None:
@@ -311,17 +314,68 @@ def test_preset_hit_counts_start_both_sets_of_rules_where_the_leader_was() -> No
     assert not CapacityAwareShedder().find_bundles_for_unloading(snap, CONF).unloads
 
 
-def test_over_placement_lruww_is_balanced_as_avg_shedder_balances_it() -> None:
+def test_over_placement_lruww_is_balanced_by_groups_or_as_avg_shedder_balances_it() -> None:
     # Six identical brokers, two of them 30 points hotter, bundles of about one score point: without rule 0
-    # no move paid and the cluster stayed at a spread of 30 (docs/capacity-aware.md, rule 0).
+    # and group moves no move paid and the cluster stayed at a spread of 30 (docs/capacity-aware.md).
     scenario = load_scenario("over-placement-lruww")
-    ours = run_simulation(scenario, strategy=PLUGIN, seed=1)
     theirs = run_simulation(scenario, strategy="AvgShedder", seed=1)
+    grouped = run_simulation(scenario, strategy=PLUGIN, seed=1)
+    assert grouped.summary["score_spread_mean"] < theirs.summary["score_spread_mean"]
+    assert len(grouped.decisions) < len(theirs.decisions)
+    assert GROUP_RULE in set(grouped.decisions["reason"].map(lambda r: json.loads(r).get("rule")))
+    no_groups = {"capacityAwareGroupMoves": False}
+    ours = run_simulation(scenario, strategy=PLUGIN, seed=1, config_overrides=no_groups)
     assert len(ours.decisions) == len(theirs.decisions) > 20
     assert ours.summary["score_spread_mean"] == theirs.summary["score_spread_mean"]
-    off = {"capacityAwareAvgShedderOnIdenticalMachines": False}
+    off = {**no_groups, "capacityAwareAvgShedderOnIdenticalMachines": False}
     stalled = run_simulation(scenario, strategy=PLUGIN, seed=1, config_overrides=off)
     assert len(stalled.decisions) <= 1 and stalled.summary["score_spread_mean"] > 25
+
+
+# --- rule 3's group moves: where no single move pays --------------------------------------------------------
+
+# a: 4096 msg/s in 64 bundles of 64 on a 128 machine (50 points); b: 2048 in 32 on a 512 machine (6.25).
+# Cost 1/64 of the limit per msg/s on both: slopes S = 100/64/128 and S/4, level 15 (6144 / 409.6).
+# One bundle: a -0.78125, b +0.1953125, spread and deviation each -0.9765625: a gain of 1.953125 < 4.
+UNEQUAL_FINE = {"a": (64.0, 128.0, [64.0] * 64), "b": (32.0, 512.0, [64.0] * 32)}
+
+
+def test_where_no_single_move_pays_the_fewest_bundles_that_pay_together_move() -> None:
+    snap = cluster(UNEQUAL_FINE)
+    single = run(CapacityAwareShedder(), snap, CONF, 2)  # groups off: the plan stops at once
+    assert not single.unloads and single.skipped[-1]["best_gain"] == 1.953125
+    result = run(CapacityAwareShedder(), snap, GROUPS, 2)
+    first = result.unloads[:3]
+    # two bundles gain 3.90625, three 5.859375: a group of three, largest first (all equal: by name)
+    assert [u.reason["rule"] for u in first] == [GROUP_RULE] * 3
+    assert [(u.reason["group"], u.reason["gain"]) for u in first] == [(3, 5.859375)] * 3
+    assert [u.reason["imbalance_before"] for u in first] == [87.5] * 3
+    assert {(u.broker, u.destination) for u in result.unloads} == {("a", "b")}
+    last = result.unloads[-1].reason
+    assert last["source_predicted"] >= last["destination_predicted"]  # never past the pair's even point
+    assert result.skipped[-1]["reason"] == NO_PAYING_MOVE
+
+
+def test_a_group_holds_one_bundle_of_a_namespace() -> None:
+    # The same cluster with a's bundles in namespaces of two: the filter admits one more of a namespace on
+    # b, so a group of three takes three namespaces.
+    brokers: dict[str, BrokerData] = {}
+    bundles: dict[str, BundleData] = {}
+    for name, (usage, limit, rates) in UNEQUAL_FINE.items():
+        names = [f"t/{name}-ns{i // 2}/0x{i:08x}_0x{i + 1:08x}" for i in range(len(rates))]
+        bundles.update({n: bundle_data(rate_in=r) for n, r in zip(names, rates, strict=True)})
+        brokers[name] = broker_data(cpu=(usage, limit), rate_in=sum(rates), bundles=names)
+    result = run(CapacityAwareShedder(), snapshot(brokers, bundles), GROUPS, 2)
+    first = [u.bundle.split("/")[1] for u in result.unloads[:3]]
+    assert result.unloads[0].reason["group"] == 3 and len(set(first)) == 3
+
+
+def test_no_group_within_the_balanced_enough_band() -> None:
+    # With a band wider than the spread (43.75) and the excess (35), the plan is balanced enough: a move must
+    # pay capacityAwareBalancedMinBenefit, and no group is formed.
+    banded = conf_with(capacityAwareGroupMoves=True, capacityAwareBalancedSpread=80)
+    result = run(CapacityAwareShedder(), cluster(UNEQUAL_FINE), banded, 2)
+    assert not result.unloads and result.skipped[-1]["reason"].startswith("balanced enough")
 
 
 def run_avg(
@@ -407,15 +461,16 @@ brokers_st = st.lists(
 
 
 @settings(max_examples=60, deadline=None)
-@given(brokers_st)
+@pytest.mark.parametrize("conf", [CONF, GROUPS], ids=["single moves", "group moves"])
+@given(spec=brokers_st)
 def test_every_move_pays_never_overloads_and_moves_a_bundle_once(
-    spec: list[tuple[float, float, list[float]]],
+    conf: LoadBalancerConfig, spec: list[tuple[float, float, list[float]]]
 ) -> None:
     cost = 1 / 64  # usage per msg/s
     snap = cluster(
         {f"b{i}": (limit * bg + cost * sum(rates), limit, rates) for i, (limit, bg, rates) in enumerate(spec)}
     )
-    result = run(CapacityAwareShedder(), snap, CONF, 8)
+    result = run(CapacityAwareShedder(), snap, conf, 8)
     limit = CONF.load_balancer_broker_overloaded_threshold_percentage
     assert len({u.bundle for u in result.unloads}) == len(result.unloads)
     assert all(u.destination is not None and u.destination != u.broker for u in result.unloads)
@@ -439,6 +494,14 @@ def test_every_move_pays_never_overloads_and_moves_a_bundle_once(
         assert u.reason["bundle_traffic"] <= u.reason["pair_even_amount"]
         assert u.reason["gain"] >= CONF.capacity_aware_min_benefit
         assert u.reason["destination_predicted"] <= u.reason["source_predicted"] + 1e-9
+    groups: dict[float, list[float]] = {}  # a group's moves share their imbalance_before
+    for u in result.unloads:
+        if u.reason["rule"] == GROUP_RULE:
+            groups.setdefault(u.reason["imbalance_before"], []).append(u.reason["bundle_traffic"])
+            assert u.reason["group"] > 1
+    for u in result.unloads:
+        if u.reason["rule"] == GROUP_RULE:  # together they fit the pair's amount
+            assert sum(groups[u.reason["imbalance_before"]]) <= u.reason["pair_even_amount"] * (1 + 1e-12)
 
 
 def test_runs_through_compare_by_module_and_class() -> None:

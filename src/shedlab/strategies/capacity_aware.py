@@ -93,6 +93,9 @@ AVG_SHEDDER_FALLBACK: Final = "identical machines, no move pays: AvgShedder's pa
 (``capacityAwareAvgShedderOnIdenticalMachines``)."""
 AVG_SHEDDER_VETOED: Final = "AvgShedder's moves refused by the overload veto"
 """A skipped entry of rule 0: how many of AvgShedder's unloads the veto of rule 3 refused."""
+GROUP_RULE: Final = "group: no single move pays"
+"""The ``rule`` of a move made as one of a group (rule 3, ``capacityAwareGroupMoves``); its reason's ``group``
+says how many bundles moved together and ``gain`` is the group's."""
 EVEN_PAIR: Final = 0.5
 """AvgShedder's ``maxUnloadPercentage`` under rule 0: the share of a pair's traffic gap that evens it."""
 
@@ -647,10 +650,11 @@ class _Moves:
         self.min_benefit = float(conf.capacity_aware_min_benefit)
         self.balanced_spread = float(conf.capacity_aware_balanced_spread)
         self.balanced_min_benefit = float(conf.capacity_aware_balanced_min_benefit)
+        self.group_moves = conf.capacity_aware_group_moves
         self.predicted = model.scores.astype(np.float64).copy()
         self.target = _targets(model)
         self.settled_at: float | None = None
-        """The predicted imbalance where the plan stopped because no move paid (None: stopped by the cap)."""
+        """The predicted imbalance where the plan stopped because no move paid."""
 
     def plan(
         self,
@@ -664,7 +668,6 @@ class _Moves:
         sources that moved. Each move is the best, over the hottest sources and all their bundles, of a
         bundle that fits its pair-evening amount towards one of the coldest brokers the even-distribution
         filter admits for its namespace."""
-        ids = self.snapshot.broker_ids
         moved: set[int] = set()
         refused = {"overload veto": 0, "even-distribution filter": 0}
         # No cap on the count (docs/capacity-aware.md, rule 3): each move lowers the predicted imbalance by
@@ -681,6 +684,12 @@ class _Moves:
             excess = float((self.predicted - self.target).max())
             balanced = self.balanced_enough(ends.spread, excess)
             required = self.balanced_min_benefit if balanced else self.min_benefit
+            if (best is None or best.gain < required) and not balanced and self.group_moves:
+                group = self._group(hottest, sources, ends, required)
+                if group:
+                    for move in group:
+                        self._make(move, now, sources, moved, result, name, base, len(group))
+                    continue
             if best is None or best.gain < required:
                 self.settled_at = now
                 result.skipped.append(
@@ -696,29 +705,85 @@ class _Moves:
                     }
                 )
                 break
-            sources[best.hot].remove((best.bundle, best.traffic))
-            p = self.predicted
-            before = (float(p[best.hot]), float(p[best.cold]))
-            p[best.hot] -= self.model.slope[best.hot] * best.traffic
-            p[best.cold] += self.model.slope[best.cold] * best.traffic
-            self.spread.count(best.bundle, best.cold)
-            moved.add(best.hot)
-            reason = {
-                **base(self.snapshot, self.model, best.cold, best.hot),
-                "mode": "msgRate",
-                "rule": best.rule,
-                "bundle_traffic": best.traffic,
-                "pair_even_amount": best.even,
-                "gain": best.gain,
-                "imbalance_before": now,
-                "source_predicted_before": before[0],
-                "destination_predicted_before": before[1],
-                "source_predicted": float(p[best.hot]),
-                "destination_predicted": float(p[best.cold]),
-            }
-            bundle = self.snapshot.bundle_names[best.bundle]
-            result.unloads.append(Unload(ids[best.hot], bundle, reason, destination=ids[best.cold]))
+            self._make(best, now, sources, moved, result, name, base, 1)
         return moved
+
+    def _make(
+        self,
+        move: _Move,
+        now: float,
+        sources: dict[int, list[tuple[int, float]]],
+        moved: set[int],
+        result: SheddingResult,
+        name: str,
+        base: Callable[[ClusterSnapshot, CapacityModel, int, int], dict[str, Any]],
+        group: int,
+    ) -> None:
+        """Plan ``move``: its bundle leaves the sources, the predicted scores and the filter's counts follow,
+        and its unload carries the reason."""
+        ids = self.snapshot.broker_ids
+        sources[move.hot].remove((move.bundle, move.traffic))
+        p = self.predicted
+        before = (float(p[move.hot]), float(p[move.cold]))
+        p[move.hot] -= self.model.slope[move.hot] * move.traffic
+        p[move.cold] += self.model.slope[move.cold] * move.traffic
+        self.spread.count(move.bundle, move.cold)
+        moved.add(move.hot)
+        reason = {
+            **base(self.snapshot, self.model, move.cold, move.hot),
+            "mode": "msgRate",
+            "rule": move.rule,
+            "bundle_traffic": move.traffic,
+            "pair_even_amount": move.even,
+            "gain": move.gain,
+            "imbalance_before": now,
+            "source_predicted_before": before[0],
+            "destination_predicted_before": before[1],
+            "source_predicted": float(p[move.hot]),
+            "destination_predicted": float(p[move.cold]),
+        }
+        if group > 1:
+            reason["group"] = group
+        bundle = self.snapshot.bundle_names[move.bundle]
+        result.unloads.append(Unload(ids[move.hot], bundle, reason, destination=ids[move.cold]))
+
+    def _group(
+        self, hottest: list[int], sources: dict[int, list[tuple[int, float]]], ends: _Ends, required: float
+    ) -> list[_Move]:
+        """When no single move pays: the fewest of one hot broker's bundles, largest first, that moved
+        together to one of the two coldest brokers lower the imbalance by ``required`` (rule 3, group
+        moves); the group of the largest gain over the hottest sources, or none. Each fits the
+        pair-evening amount with the others, passes the overload veto with them, and is the group's only
+        bundle of its namespace (the filter admits one more of a namespace, not two)."""
+        p, slope = self.predicted, self.model.slope
+        n = p.size
+        best: list[_Move] = []
+        best_gain = required
+        for hot in hottest:
+            for cold in [int(c) for c in ends.order.tolist() if c != hot][:DESTINATIONS_TRIED]:
+                denominator = float(slope[hot] + slope[cold])
+                even = float(p[hot] - p[cold]) / denominator if denominator > 0 else 0.0
+                total, gain = 0.0, -np.inf
+                members: list[tuple[int, float]] = []
+                namespaces: set[str] = set()
+                for k, traffic in sources[hot]:
+                    namespace = namespace_of(self.snapshot.bundle_names[k])
+                    if namespace in namespaces or not 0 < total + traffic <= even or traffic <= 0:
+                        continue
+                    if p[cold] + slope[cold] * (total + traffic) > self.limit:
+                        continue
+                    if not self.spread.admitted(k, n)[cold]:
+                        continue
+                    total += traffic
+                    members.append((k, traffic))
+                    namespaces.add(namespace)
+                    gain = self._gain(hot, cold, total, ends)
+                    if gain >= required:
+                        break
+                if gain >= best_gain and len(members) > 1 and (not best or gain > best_gain):
+                    best_gain = gain
+                    best = [_Move(hot, cold, k, t, even, gain, GROUP_RULE) for k, t in members]
+        return best
 
     def balanced_enough(self, spread: float, excess: float) -> bool:
         """Whether the predicted spread is within ``capacityAwareBalancedSpread`` and no broker's predicted
