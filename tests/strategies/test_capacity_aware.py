@@ -683,9 +683,17 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-identical-replacement",
         "probe-identical-batch-jitter",
     },
+    "holdout-12.yaml": {
+        "probe-colocated-appears",
+        "probe-pulses-strong-join",
+        "probe-storage-node-fails",
+        "probe-identical-crowded-join",
+        "probe-identical-pulse-jitter",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
-(three probes) and its third to eleventh (four each; the eleventh's are clusters of identical machines)."""
+(three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines) and
+its twelfth (five: three heterogeneous, one homogeneous, one jitter)."""
 
 
 def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
