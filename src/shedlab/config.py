@@ -857,13 +857,13 @@ class LoadBalancerConfig:
     )
     capacity_aware_group_moves: bool = _key(
         "capacityAwareGroupMoves",
-        True,
+        False,
         java="boolean",
         used_by=("CapacityAwareShedder",),
         doc="shedlab's own key. When no single move pays capacityAwareMinBenefit (outside the "
         "balanced-enough band), move together the fewest of one hot broker's bundles that pay it, to one "
-        "of the two coldest brokers. Off, a cluster whose bundles each pay less than the minimum stays as "
-        "it is.",
+        "of the two coldest brokers. Off by default: it balances clusters of fine bundles but moves more "
+        "under jitter (docs/capacity-aware.md, rule 3).",
     )
 
     # Where each explicitly set value came from (Pulsar key -> "file:line" or an override label). Kept out of

@@ -68,10 +68,9 @@ def run(
     return result
 
 
-BAND_OFF: dict[str, Any] = {"capacityAwareBalancedSpread": 0, "capacityAwareGroupMoves": False}
-"""The rules other than "balanced enough" are tested without it (their hand-computed values predate it),
-and without group moves (rule 3), which go on where a plan of single moves stops; their own tests set
-them explicitly."""
+BAND_OFF: dict[str, Any] = {"capacityAwareBalancedSpread": 0}
+"""The rules other than "balanced enough" are tested without it (their hand-computed values predate it);
+its own tests set it explicitly. Group moves (rule 3) are off by default; their tests set them."""
 
 
 def conf_with(**values: Any) -> LoadBalancerConfig:
@@ -319,15 +318,15 @@ def test_over_placement_lruww_is_balanced_by_groups_or_as_avg_shedder_balances_i
     # and group moves no move paid and the cluster stayed at a spread of 30 (docs/capacity-aware.md).
     scenario = load_scenario("over-placement-lruww")
     theirs = run_simulation(scenario, strategy="AvgShedder", seed=1)
-    grouped = run_simulation(scenario, strategy=PLUGIN, seed=1)
+    ours = run_simulation(scenario, strategy=PLUGIN, seed=1)  # the defaults: rule 0, no group moves
+    assert len(ours.decisions) == len(theirs.decisions) > 20
+    assert ours.summary["score_spread_mean"] == theirs.summary["score_spread_mean"]
+    groups = {"capacityAwareGroupMoves": True}
+    grouped = run_simulation(scenario, strategy=PLUGIN, seed=1, config_overrides=groups)
     assert grouped.summary["score_spread_mean"] < theirs.summary["score_spread_mean"]
     assert len(grouped.decisions) < len(theirs.decisions)
     assert GROUP_RULE in set(grouped.decisions["reason"].map(lambda r: json.loads(r).get("rule")))
-    no_groups = {"capacityAwareGroupMoves": False}
-    ours = run_simulation(scenario, strategy=PLUGIN, seed=1, config_overrides=no_groups)
-    assert len(ours.decisions) == len(theirs.decisions) > 20
-    assert ours.summary["score_spread_mean"] == theirs.summary["score_spread_mean"]
-    off = {**no_groups, "capacityAwareAvgShedderOnIdenticalMachines": False}
+    off = {"capacityAwareAvgShedderOnIdenticalMachines": False}
     stalled = run_simulation(scenario, strategy=PLUGIN, seed=1, config_overrides=off)
     assert len(stalled.decisions) <= 1 and stalled.summary["score_spread_mean"] > 25
 
@@ -342,7 +341,7 @@ UNEQUAL_FINE = {"a": (64.0, 128.0, [64.0] * 64), "b": (32.0, 512.0, [64.0] * 32)
 
 def test_where_no_single_move_pays_the_fewest_bundles_that_pay_together_move() -> None:
     snap = cluster(UNEQUAL_FINE)
-    single = run(CapacityAwareShedder(), snap, CONF, 2)  # groups off: the plan stops at once
+    single = run(CapacityAwareShedder(), snap, CONF, 2)  # groups off (the default): the plan stops at once
     assert not single.unloads and single.skipped[-1]["best_gain"] == 1.953125
     result = run(CapacityAwareShedder(), snap, GROUPS, 2)
     first = result.unloads[:3]

@@ -39,12 +39,10 @@ SETTLED = "settled: the imbalance has not grown by capacityAwareMinBenefit"
 BAND_OFF: dict[str, Any] = {
     "capacityAwareBalancedSpread": 0,
     "capacityAwareAvgShedderOnIdenticalMachines": False,
-    "capacityAwareGroupMoves": False,
 }
 """The rules other than "balanced enough" are tested without it (their hand-computed values predate it),
-without rule 0's fallback to AvgShedder's pairs (most of these snapshots are of identical machines,
-where a plan that stops would otherwise be AvgShedder's) and without group moves (which go on where a
-plan of single moves stops); their own tests set them explicitly."""
+and without rule 0's fallback to AvgShedder's pairs (most of these snapshots are of identical machines,
+where a plan that stops would otherwise be AvgShedder's); their own tests set them explicitly."""
 
 
 def conf_with(**values: Any) -> LoadBalancerConfig:
