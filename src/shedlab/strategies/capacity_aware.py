@@ -288,7 +288,7 @@ class CapacityAwareShedder:
     def _judge_machines(
         self, snapshot: ClusterSnapshot, model: CapacityModel, conf: LoadBalancerConfig
     ) -> None:
-        """Whether this cycle's brokers look like unequal machines: slopes differing by more than a quarter,
+        """Judge whether this cycle's brokers are unequal machines: slopes differing by more than a quarter,
         or a broker whose background has stood out from the lowest by the low threshold for
         ``loadBalancerAvgShedderHitCountHighThreshold`` consecutive cycles (``machines_differ``: rule 2's
         faster trigger), and for ``loadBalancerAvgShedderHitCountLowThreshold`` cycles, as long as
@@ -758,7 +758,7 @@ class _Moves:
         p, slope = self.predicted, self.model.slope
         n = p.size
         best: list[_Move] = []
-        best_gain = required
+        best_gain = -np.inf
         for hot in hottest:
             for cold in [int(c) for c in ends.order.tolist() if c != hot][:DESTINATIONS_TRIED]:
                 denominator = float(slope[hot] + slope[cold])
@@ -768,7 +768,7 @@ class _Moves:
                 namespaces: set[str] = set()
                 for k, traffic in sources[hot]:
                     namespace = namespace_of(self.snapshot.bundle_names[k])
-                    if namespace in namespaces or not 0 < total + traffic <= even or traffic <= 0:
+                    if traffic <= 0 or total + traffic > even or namespace in namespaces:
                         continue
                     if p[cold] + slope[cold] * (total + traffic) > self.limit:
                         continue
@@ -780,7 +780,7 @@ class _Moves:
                     gain = self._gain(hot, cold, total, ends)
                     if gain >= required:
                         break
-                if gain >= best_gain and len(members) > 1 and (not best or gain > best_gain):
+                if len(members) > 1 and gain >= required and gain > best_gain:
                     best_gain = gain
                     best = [_Move(hot, cold, k, t, even, gain, GROUP_RULE) for k, t in members]
         return best
