@@ -106,7 +106,7 @@ class Ran:
 
 def _ok(run: subprocess.CompletedProcess[str] | Ran) -> None:
     """Exit 0, and nothing of Spark's on the console: no traceback, no log4j line (``yy/MM/dd HH:mm:ss
-    LEVEL``; the driver's end-of-application ``ERROR TransportResponseHandler`` goes to the tasks log)."""
+    LEVEL``; the driver's end-of-application transport errors go to the tasks log)."""
     assert run.returncode == 0, run.stderr[-4000:]
     assert "Traceback" not in run.stderr, run.stderr[-4000:]
     logged = [line for line in run.stderr.splitlines() if JAVA_LOG_LINE.match(line)]

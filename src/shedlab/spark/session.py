@@ -109,7 +109,7 @@ logger.taskset.name = org.apache.spark.scheduler.TaskSetManager
 logger.taskset.level = ERROR
 logger.taskset.additivity = false
 logger.taskset.appenderRef.tasks.ref = tasks
-logger.transport.name = org.apache.spark.network.client.TransportResponseHandler
+logger.transport.name = org.apache.spark.network
 logger.transport.level = ERROR
 logger.transport.additivity = false
 logger.transport.appenderRef.tasks.ref = tasks
@@ -126,11 +126,14 @@ same failure (the command line turns a file Spark could not read into one line,
 :mod:`shedlab.spark.failures`, and keeps the traceback of any other), so the console loses nothing a user
 reads and the file keeps the executor's stacks. A cluster's executors log where their cluster puts logs.
 
-On a cluster the driver's ``TransportResponseHandler`` logs here too: when the application stops, an
-executor that exits before answering the driver's last request made it print ``ERROR
-TransportResponseHandler: Still have 1 requests outstanding when connection from /… is closed`` after a
-sweep that succeeded (one of two sweeps on a standalone cluster, tests/spark/test_standalone_cluster.py).
-A connection lost while a job runs fails its tasks, which the driver's exception reports.
+On a cluster the driver's transport layer (``org.apache.spark.network``, client and server) logs here
+too. When the application stops, an executor that exits before answering the driver's last request made
+the client print ``ERROR TransportResponseHandler: Still have 1 requests outstanding when connection from
+/… is closed`` after a sweep that succeeded (one of two sweeps on a standalone cluster,
+tests/spark/test_standalone_cluster.py); an executor that closes its connection before the driver's
+answer reaches it makes the server print ``ERROR TransportRequestHandler: Error sending result
+RpcResponse[…] to /…; closing connection`` (one CI run in about fifteen, 28 Nov 2026). A connection lost
+while a job runs fails its tasks, which the driver's exception reports.
 
 The file rolls over at :data:`SPARK_TASKS_LOG_SIZE` into one previous file (``….log.1``), so a machine
 that sweeps every day keeps the last failures, not all of them."""
