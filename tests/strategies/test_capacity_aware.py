@@ -42,14 +42,18 @@ PLUGIN = "shedlab.strategies.capacity_aware:CapacityAwareShedder"
 SLOPE_128 = 100 / 64 / 128  # score points per msg/s on a 128-limit machine at 1/64 usage per msg/s
 
 
-def cluster(
-    spec: dict[str, tuple[float, float, list[float]]],
-) -> ClusterSnapshot:
-    """Brokers ``name: (cpu usage, cpu limit, bundle rates)``; each bundle in its own namespace."""
+def cluster(spec: dict[str, tuple[float, float, list[float]]], per_namespace: int = 1) -> ClusterSnapshot:
+    """Brokers ``name: (cpu usage, cpu limit, bundle rates)``; each bundle in its own namespace, or
+    ``per_namespace`` bundles (distinct ranges) in each."""
     brokers: dict[str, BrokerData] = {}
     bundles: dict[str, BundleData] = {}
     for name, (usage, limit, rates) in spec.items():
-        names = [f"t/{name}-ns{i}/0x00000000_0xffffffff" for i in range(len(rates))]
+        names = [
+            f"t/{name}-ns{i}/0x00000000_0xffffffff"
+            if per_namespace == 1
+            else f"t/{name}-ns{i // per_namespace}/0x{i:08x}_0x{i + 1:08x}"
+            for i in range(len(rates))
+        ]
         bundles.update({n: bundle_data(rate_in=r) for n, r in zip(names, rates, strict=True)})
         brokers[name] = broker_data(cpu=(usage, limit), rate_in=sum(rates), bundles=names)
     return snapshot(brokers, bundles)
@@ -358,13 +362,7 @@ def test_where_no_single_move_pays_the_fewest_bundles_that_pay_together_move() -
 def test_a_group_holds_one_bundle_of_a_namespace() -> None:
     # The same cluster with a's bundles in namespaces of two: the filter admits one more of a namespace on
     # b, so a group of three takes three namespaces.
-    brokers: dict[str, BrokerData] = {}
-    bundles: dict[str, BundleData] = {}
-    for name, (usage, limit, rates) in UNEQUAL_FINE.items():
-        names = [f"t/{name}-ns{i // 2}/0x{i:08x}_0x{i + 1:08x}" for i in range(len(rates))]
-        bundles.update({n: bundle_data(rate_in=r) for n, r in zip(names, rates, strict=True)})
-        brokers[name] = broker_data(cpu=(usage, limit), rate_in=sum(rates), bundles=names)
-    result = run(CapacityAwareShedder(), snapshot(brokers, bundles), GROUPS, 2)
+    result = run(CapacityAwareShedder(), cluster(UNEQUAL_FINE, per_namespace=2), GROUPS, 2)
     first = [u.bundle.split("/")[1] for u in result.unloads[:3]]
     assert result.unloads[0].reason["group"] == 3 and len(set(first)) == 3
 
