@@ -307,6 +307,30 @@ def test_rule_0_steps_aside_once_a_background_has_stood_out_for_the_low_hit_coun
     assert len(taken.unloads) == 16 and {u.reason["rules"] for u in taken.unloads} == {AVG_SHEDDER_FALLBACK}
 
 
+def test_avg_shedders_pair_not_taken_because_this_plan_moved_keeps_its_counts() -> None:
+    # a and c at 100 % (a with one 2048 msg/s bundle among fine ones, c fine only), b at 25 %: at the second
+    # cycle (two high hits) this plan moves a's large bundle to b, and no fine move pays; AvgShedder's pair
+    # (b, c) would shed, but this plan moved, so it is not taken. Its counts are given back: in the next
+    # cycle, once the reports show the move, AvgShedder's pair moves c's fine bundles (rule 0), not eight
+    # minutes later (two more hits here).
+    before = cluster(
+        {"a": (128, 128, [2048.0, *FINE[:192]]), "b": (32, 128, FINE[:64]), "c": (128, 128, FINE[:256])}
+    )
+    after = cluster(
+        {"a": (96, 128, FINE[:192]), "b": (64, 128, [2048.0, *FINE[:64]]), "c": (128, 128, FINE[:256])}
+    )
+    shedder = CapacityAwareShedder()
+    assert not shedder.find_bundles_for_unloading(before, CONF).unloads
+    own = shedder.find_bundles_for_unloading(before, CONF)
+    assert [(u.broker, u.destination, u.reason["rule"]) for u in own.unloads] == [
+        ("a", "b", "coldest destination")
+    ]
+    assert shedder._avg.hit_high == {"b": 2, "c": 2}  # given back after AvgShedder shed (b, c)
+    deferred = shedder.find_bundles_for_unloading(after, CONF)
+    assert {(u.broker, u.destination) for u in deferred.unloads} == {("c", "b")}
+    assert {u.reason["rules"] for u in deferred.unloads} == {AVG_SHEDDER_FALLBACK}
+
+
 def test_preset_hit_counts_start_both_sets_of_rules_where_the_leader_was() -> None:
     # Gap 37.5 on identical machines: eight low hits. Preset at seven, the first cycle is the eighth.
     snap = cluster({"a": (112, 128, FINE[:224]), "b": (64, 128, FINE[:128])})

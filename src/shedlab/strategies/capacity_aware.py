@@ -254,6 +254,8 @@ class CapacityAwareShedder:
         triggered = self._plan(snapshot, model, conf, result)
         if triggered and not result.unloads and fallback is not None and fallback.unloads:
             self._fall_back(snapshot, model, conf, fallback, result)
+        elif result.unloads and fallback is not None and fallback.unloads:
+            self._defer_avg_shedder(fallback)
         for unload in result.unloads:
             assert unload.destination is not None
             self.planned_destinations[unload.bundle] = unload.destination
@@ -326,6 +328,18 @@ class CapacityAwareShedder:
             self._avg_conf = (conf, conf.with_overrides({"maxUnloadPercentage": EVEN_PAIR}, source=self.name))
         decided = self._avg.find_bundles_for_unloading(snapshot, self._avg_conf[1])
         return None if self._avg_steps_aside else decided
+
+    def _defer_avg_shedder(self, fallback: SheddingResult) -> None:
+        """Rule 0's AvgShedder decided to shed a pair this cycle, but this strategy's own plan moved, so its
+        decisions were not taken: give its pairs back the counts they had (AvgShedder restarts a pair's
+        counts when it sheds it), so that they can act next cycle if the plan then makes no move, not after
+        another eight hits. The counts are the ones each unload's reason reports."""
+        for unload in fallback.unloads:
+            under, over = unload.reason["pair"]
+            for counts, key in ((self._avg.hit_high, "hit_high"), (self._avg.hit_low, "hit_low")):
+                for broker, side in ((under, "under"), (over, "over")):
+                    if unload.reason[f"{key}_{side}"]:
+                        counts[broker] = int(unload.reason[f"{key}_{side}"])
 
     def _fall_back(
         self,
