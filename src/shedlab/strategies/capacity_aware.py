@@ -39,7 +39,8 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   nothing, and its minimum benefit, in absolute score points, left clusters of fine bundles unbalanced;
   when this strategy's own trigger fired and its plan made no move, AvgShedder's decisions (at
   ``maxUnloadPercentage`` 0.5, a pair evened, counting through every cycle) are taken, under the overload
-  veto, unless the machines have differed as long as AvgShedder waits on a low hit.
+  veto, unless the machines have differed as long as AvgShedder waits on a low hit; a pair not taken
+  because this plan moved keeps its counts for the next cycle.
 * **Unplanned placements go by headroom**: the candidate with the lowest predicted score, counting the
   bundles this instance already placed on the same snapshot. No random choice is made.
 * **A stopped plan stays stopped** until the imbalance has grown by ``capacityAwareMinBenefit`` (noise
