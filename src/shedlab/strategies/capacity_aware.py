@@ -337,10 +337,12 @@ class CapacityAwareShedder:
         another eight hits. The counts are the ones each unload's reason reports."""
         for unload in fallback.unloads:
             under, over = unload.reason["pair"]
-            for counts, key in ((self._avg.hit_high, "hit_high"), (self._avg.hit_low, "hit_low")):
-                for broker, side in ((under, "under"), (over, "over")):
-                    if unload.reason[f"{key}_{side}"]:
-                        counts[broker] = int(unload.reason[f"{key}_{side}"])
+            self._avg.seed_hit_counts(
+                {
+                    side_id: (unload.reason[f"hit_high_{side}"], unload.reason[f"hit_low_{side}"])
+                    for side_id, side in ((under, "under"), (over, "over"))
+                }
+            )
 
     def _fall_back(
         self,
