@@ -49,11 +49,11 @@ import re
 import ssl
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, TypeVar
 from urllib.parse import quote, urlparse
 
 import httpx
@@ -305,6 +305,13 @@ def _check_report(obj: dict[str, Any], where: str) -> None:
 
 _ZK_TRANSIENT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
 
+_IN_FLIGHT: Final = 512
+"""Requests a reading keeps out on its ZooKeeper session at once (:meth:`ZooKeeperReader._pipelined`):
+enough to hide a round trip of a millisecond behind the answers to the window, few enough that a
+window's answers (bundle data of up to about 1 KiB each) stay well inside the client's buffers."""
+
+_T = TypeVar("_T")
+
 
 class _ConnectionFailures(logging.Handler):
     """The last of kazoo's failed connection attempts, which it logs and does not raise."""
@@ -421,6 +428,46 @@ class ZooKeeperReader:
         except NoNodeError:
             return []
 
+    def _get_many(self, client: KazooClient, paths: Sequence[str]) -> list[bytes | None]:
+        """:meth:`_get` of every path, in their order, asked ``_IN_FLIGHT`` at a time (:meth:`_pipelined`)."""
+        return self._pipelined(
+            paths, client.get_async, lambda answer: bytes(answer[0] or b""), partial(self._get, client), None
+        )
+
+    def _children_many(self, client: KazooClient, paths: Sequence[str]) -> list[list[str]]:
+        """:meth:`_children` of every path, in their order, asked ``_IN_FLIGHT`` at a time."""
+        return self._pipelined(paths, client.get_children_async, sorted, partial(self._children, client), [])
+
+    def _pipelined(
+        self,
+        paths: Sequence[str],
+        ask: Callable[[str], IAsyncResult],
+        answer: Callable[[Any], _T],
+        alone: Callable[[str], _T],
+        missing: _T,
+    ) -> list[_T]:
+        """Each path's answer, its requests pipelined on the session: ``_IN_FLIGHT`` asked before the first
+        answer is awaited, so a reading costs about one round trip per window, not one per znode (a
+        cluster of 100,000 bundles has as many bundle-data znodes; ``bench/bench_zookeeper_read.py``).
+
+        ZooKeeper answers a session's requests in the order they were sent, so waiting for them in that
+        order loses nothing. A request that fails on the connection (lost, timed out) is asked again
+        alone, with :meth:`_call`'s timeout and retries; that call raises when ZooKeeper is gone, so a
+        reading ends within one request's retries, not one per znode still in flight."""
+        out: list[_T] = []
+        for start in range(0, len(paths), _IN_FLIGHT):
+            window = paths[start : start + _IN_FLIGHT]
+            for path, pending in [(path, ask(path)) for path in window]:
+                try:
+                    out.append(answer(pending.get(timeout=self.retry.timeout_s)))
+                except NoNodeError:
+                    out.append(missing)
+                except NoAuthError:
+                    raise PermanentError("ZooKeeper refused access (no auth)") from None
+                except _ZK_TRANSIENT:
+                    out.append(alone(path))
+        return out
+
     def bundle_owner(self, bundle: str) -> Ownership:
         """The owner of ``bundle`` now, from its ownership znode ``/namespace/<bundle>``
         (:func:`owner_of_ephemeral_data`); no znode: unowned. Raises :class:`ClusterError` when it cannot be
@@ -459,9 +506,9 @@ class ZooKeeperReader:
                 f"no {BROKERS_PATH} znode: no broker has registered a load report", source=where
             )
         reading = ClusterReading(source=where, cluster=self.cluster, time_ms=now)
-        for broker in self._children(client, BROKERS_PATH):
-            path = f"{BROKERS_PATH}/{broker}"
-            raw = self._get(client, path)
+        brokers = self._children(client, BROKERS_PATH)
+        paths = [f"{BROKERS_PATH}/{broker}" for broker in brokers]
+        for broker, path, raw in zip(brokers, paths, self._get_many(client, paths), strict=True):
             if raw is None:  # the ephemeral node vanished between the listing and the read
                 reading.missing[broker] = "its znode vanished (broker session ended)"
                 continue
@@ -472,8 +519,10 @@ class ZooKeeperReader:
             _check_report(obj, f"{where}{path}")
             reading.reports[broker] = obj
             reading.origin[broker] = f"{where}{path}"
-        for name in self._bundle_names(client):
-            raw = self._get(client, f"{BUNDLE_DATA_PATH}/{name}")
+        names = self._bundle_names(client)
+        for name, raw in zip(
+            names, self._get_many(client, [f"{BUNDLE_DATA_PATH}/{n}" for n in names]), strict=True
+        ):
             if raw:
                 reading.bundle_data[name] = _parse(raw, f"{where}{BUNDLE_DATA_PATH}/{name}")
         leader = self._get(client, LEADER_PATH)
@@ -487,15 +536,19 @@ class ZooKeeperReader:
         (``tenant/namespace``) are three levels down and a v1 namespace's (``tenant/cluster/namespace``,
         among them every broker's heartbeat namespace ``pulsar/<cluster>/<host>:<port>``) four. A node at
         the third level whose name is not a bundle range (``0x%08x_0x%08x``) is a v1 namespace."""
+        level = self._children(client, BUNDLE_DATA_PATH)  # tenants
+        for _ in range(2):  # then tenant/namespace (v2) or tenant/cluster (v1), then one level further
+            below = self._children_many(client, [f"{BUNDLE_DATA_PATH}/{name}" for name in level])
+            level = [
+                f"{name}/{child}" for name, children in zip(level, below, strict=True) for child in children
+            ]
+        v1 = [name for name in level if parse_range(name.rpartition("/")[2]) is None]
+        ranges = dict(
+            zip(v1, self._children_many(client, [f"{BUNDLE_DATA_PATH}/{n}" for n in v1]), strict=True)
+        )
         names: list[str] = []
-        for tenant in self._children(client, BUNDLE_DATA_PATH):
-            for second in self._children(client, f"{BUNDLE_DATA_PATH}/{tenant}"):
-                for third in self._children(client, f"{BUNDLE_DATA_PATH}/{tenant}/{second}"):
-                    name = f"{tenant}/{second}/{third}"
-                    if parse_range(third) is not None:
-                        names.append(name)
-                        continue
-                    names += [f"{name}/{r}" for r in self._children(client, f"{BUNDLE_DATA_PATH}/{name}")]
+        for name in level:
+            names += [f"{name}/{r}" for r in ranges[name]] if name in ranges else [name]
         return names
 
 
