@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from kazoo.client import KazooClient
 
@@ -21,3 +24,17 @@ def test_ephemeral_node_vanishes_with_its_session(zk_hosts: str) -> None:
     assert reader.get_children("/loadbalance/brokers") == []
     reader.stop()
     reader.close()
+
+
+def test_starting_one_prints_nothing() -> None:
+    """Until the JVM listens, the readiness probe's connection attempts are refused; kazoo logs each as a
+    warning, which Python printed on stderr ("Connection dropped: … Connection refused") from the API and
+    the benches although the start succeeded."""
+    code = (
+        "from shedlab.cluster.zookeeper_server import LocalZooKeeper\n"
+        "with LocalZooKeeper() as server:\n"
+        "    print(server.hosts)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("127.0.0.1:") and done.stderr == ""

@@ -12,6 +12,7 @@ directory that is removed on stop, and has the admin HTTP server and four-letter
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -30,6 +31,13 @@ __all__ = ["ZOOKEEPER_JAR", "LocalZooKeeper", "ZooKeeperUnavailableError", "zook
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 _CONF_DIR = Path("/etc/zookeeper/conf")
 _MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+_PROBE_LOG = logging.getLogger("shedlab.zookeeper_server.probe")
+"""The readiness probe's kazoo logger: silent. Until the JVM listens, every probe's attempts fail with
+"Connection refused", which kazoo logs as warnings; with no handler configured (the Python API, the
+benches) Python printed each one on stderr although the start then succeeded."""
+_PROBE_LOG.addHandler(logging.NullHandler())
+_PROBE_LOG.propagate = False
 
 
 class ZooKeeperUnavailableError(RuntimeError):
@@ -94,7 +102,7 @@ class LocalZooKeeper:
                 raise ZooKeeperUnavailableError(
                     f"ZooKeeper exited at start-up; see {self._dir}/zookeeper.log"
                 )
-            client = KazooClient(hosts=self.hosts, timeout=2.0)
+            client = KazooClient(hosts=self.hosts, timeout=2.0, logger=_PROBE_LOG)
             try:
                 client.start(timeout=2.0)
             except KazooTimeoutError:
