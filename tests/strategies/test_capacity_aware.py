@@ -711,10 +711,18 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-identical-crowded-join",
         "probe-identical-pulse-jitter",
     },
+    "holdout-13.yaml": {
+        "probe-refresh-hot-checkout",
+        "probe-creeping-sidecar",
+        "probe-zipf-namespaces-large",
+        "probe-weak-restarts",
+        "probe-identical-onboarding",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
-(three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines) and
-its twelfth (five: three heterogeneous, one homogeneous, one jitter)."""
+(three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
+twelfth (five: three heterogeneous, one homogeneous, one jitter) and its thirteenth (five: four
+heterogeneous, one homogeneous)."""
 
 
 def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
