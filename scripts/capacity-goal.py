@@ -11,7 +11,8 @@ grid, ``examples/capacity-probes/grid.yaml``, the held-out rounds in their order
 the second round, ``holdout-3.yaml`` onwards the third and later) and the built-in ``pip364-extended``:
 2,810 runs with ten rounds, 136 s on the 2-core development machine while another job ran on it (27 Nov
 2026); 2,970 with eleven (the eleventh alone: 160 runs, 53 s, 28 Nov 2026); 3,170 with twelve (the
-twelfth alone: 200 runs, 22 s; all of them about 4.5 minutes, 28 Nov 2026).
+twelfth alone: 200 runs, 22 s; all of them about 4.5 minutes, 28 Nov 2026); 3,370 with thirteen (the
+thirteenth alone: 200 runs, 18 s; all of them 2 min 40 s in a quieter sitting, 28 Nov 2026).
 
 A grid's directory must not exist yet: a sweep resumes what its directory holds, and runs made by other
 code would be counted as this code's (pass another ``--out``). ``--set KEY=VALUE`` (repeatable) runs

@@ -331,6 +331,24 @@ def test_avg_shedders_pair_not_taken_because_this_plan_moved_keeps_its_counts() 
     assert {u.reason["rules"] for u in deferred.unloads} == {AVG_SHEDDER_FALLBACK}
 
 
+def test_avg_shedders_pair_not_taken_because_this_strategy_has_not_triggered_keeps_its_counts() -> None:
+    # Gap 37.5 on identical machines, bundles too fine for any move of this strategy to pay. AvgShedder
+    # counts a hit for both brokers of its pair, this strategy for the hot one only: preset AvgShedder's
+    # pair at seven low hits and this strategy's own count at none. The first cycle is AvgShedder's eighth
+    # hit, not this strategy's, so its decisions are not taken, and its pair keeps its counts; once this
+    # strategy's own trigger fires, rule 0 takes AvgShedder's pair in that cycle, not eight hits after.
+    snap = cluster({"a": (112, 128, FINE[:224]), "b": (64, 128, FINE[:128])})
+    shedder = CapacityAwareShedder()
+    shedder._avg.seed_hit_counts({"a": (0, 7), "b": (0, 7)})
+    assert not shedder.find_bundles_for_unloading(snap, CONF).unloads
+    assert shedder._avg.hit_low == {"a": 8, "b": 8}  # given back after AvgShedder shed (a, b)
+    assert shedder.hit_low == {"a": 1}
+    shedder.hit_low["a"] = 7
+    result = shedder.find_bundles_for_unloading(snap, CONF)
+    assert result.unloads and {u.reason["rules"] for u in result.unloads} == {AVG_SHEDDER_FALLBACK}
+    assert {(u.broker, u.destination) for u in result.unloads} == {("a", "b")}
+
+
 def test_preset_hit_counts_start_both_sets_of_rules_where_the_leader_was() -> None:
     # Gap 37.5 on identical machines: eight low hits. Preset at seven, the first cycle is the eighth.
     snap = cluster({"a": (112, 128, FINE[:224]), "b": (64, 128, FINE[:128])})

@@ -255,7 +255,7 @@ class CapacityAwareShedder:
         triggered = self._plan(snapshot, model, conf, result)
         if triggered and not result.unloads and fallback is not None and fallback.unloads:
             self._fall_back(snapshot, model, conf, fallback, result)
-        elif result.unloads and fallback is not None and fallback.unloads:
+        elif fallback is not None and fallback.unloads:
             self._defer_avg_shedder(fallback)
         for unload in result.unloads:
             assert unload.destination is not None
@@ -331,10 +331,16 @@ class CapacityAwareShedder:
         return None if self._avg_steps_aside else decided
 
     def _defer_avg_shedder(self, fallback: SheddingResult) -> None:
-        """Rule 0's AvgShedder decided to shed a pair this cycle, but this strategy's own plan moved, so its
-        decisions were not taken: give its pairs back the counts they had (AvgShedder restarts a pair's
-        counts when it sheds it), so that they can act next cycle if the plan then makes no move, not after
-        another eight hits. The counts are the ones each unload's reason reports."""
+        """Rule 0's AvgShedder decided to shed a pair this cycle, but its decisions were not taken (this
+        strategy's own plan moved, or its own trigger has not fired): give its pairs back the counts they
+        had (AvgShedder restarts a pair's counts when it sheds it), so that they can act in the first cycle
+        this strategy triggers and its plan makes no move, not eight hits after it. The counts are the ones
+        each unload's reason reports.
+
+        Why also when not triggered: AvgShedder counts a hit for both brokers of a pair, this strategy for
+        the hot one only, so AvgShedder often reaches its hits first. Restarting its counts then made rule 0
+        wait for eight more once this strategy did trigger (``probe-identical-onboarding``, seed 1: its pair
+        ready at minute 25, this strategy at 27, AvgShedder's pair again only at 33)."""
         for unload in fallback.unloads:
             under, over = unload.reason["pair"]
             self._avg.seed_hit_counts(
