@@ -255,14 +255,12 @@ def test_a_request_lost_with_its_connection_is_asked_again_alone(
 ) -> None:
     doc = example()
     publish(zk_hosts, doc)
-    lost = f"/loadbalance/bundle-data/{sorted(doc['bundleData'])[3]}"
+    name = sorted(doc["bundleData"])[3]
+    lost = f"/loadbalance/bundle-data/{name}"
     requests = Requests(monkeypatch, fail_once=lost)
     reading = read_once(zk_hosts, Retry(attempts=2, backoff_s=0.0, timeout_s=5.0))
     assert sorted(reading.bundle_data) == sorted(doc["bundleData"])
-    assert (
-        reading.bundle_data[lost.removeprefix("/loadbalance/bundle-data/")]
-        == doc["bundleData"][lost.removeprefix("/loadbalance/bundle-data/")]
-    )
+    assert reading.bundle_data[name] == doc["bundleData"][name]
     asked = [path for kind, path in requests.of_bundle_data() if kind == "ask"]
     assert asked.count(lost) == 2 and len(asked) == len(doc["bundleData"]) + 1
 
