@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import threading
 import time
@@ -47,7 +48,8 @@ def delayed(hosts: str, rtt_s: float) -> Iterator[str]:
 
     async def relay(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         server_r, server_w = await asyncio.open_connection(host, int(port))
-        await asyncio.gather(_pipe(client_r, server_w, rtt_s / 2), _pipe(server_r, client_w, rtt_s / 2))
+        with contextlib.suppress(asyncio.CancelledError):  # cancelled at the end: _shut
+            await asyncio.gather(_pipe(client_r, server_w, rtt_s / 2), _pipe(server_r, client_w, rtt_s / 2))
 
     server = loop.run_until_complete(asyncio.start_server(relay, "127.0.0.1", 0))
     relay_port = server.sockets[0].getsockname()[1]
@@ -56,8 +58,20 @@ def delayed(hosts: str, rtt_s: float) -> Iterator[str]:
     try:
         yield f"127.0.0.1:{relay_port}{slash}{chroot}"
     finally:
+        asyncio.run_coroutine_threadsafe(_shut(server), loop).result(timeout=10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
+        loop.close()
+
+
+async def _shut(server: asyncio.Server) -> None:
+    """The relay's listener closed and its connections' copies cancelled, so that nothing is left pending."""
+    server.close()
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+    await server.wait_closed()
 
 
 def main() -> None:
