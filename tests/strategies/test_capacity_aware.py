@@ -743,6 +743,15 @@ twelfth (five: three heterogeneous, one homogeneous, one jitter) and its thirtee
 heterogeneous, one homogeneous)."""
 
 
+def test_the_identical_machines_grid_runs_thirty_other_seeds_of_identical_clusters() -> None:
+    grid = load_grid(PROBES / "identical-seeds-11-40.yaml")
+    assert grid.seeds == tuple(range(11, 41))
+    assert {ref.name for ref in grid.scenarios} >= {"load-jitter", "probe-identical-onboarding"}
+    for ref in grid.scenarios:
+        source = str(PROBES / f"{ref.name}.yaml") if ref.name.startswith("probe-") else ref.name
+        assert not load_scenario(source).machines_differ, ref.name
+
+
 def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
     # Every probe file is in exactly one grid (grid.yaml: the eight probes, the out-of-sample three of the
     # first round too; then the held-out rounds above), each loads as a scenario of its own name, and
