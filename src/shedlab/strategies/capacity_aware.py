@@ -40,7 +40,7 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   when this strategy's own trigger fired and its plan made no move, AvgShedder's decisions (at
   ``maxUnloadPercentage`` 0.5, a pair evened, counting through every cycle) are taken, under the overload
   veto, unless the machines have differed as long as AvgShedder waits on a low hit; a pair not taken
-  because this plan moved keeps its counts for the next cycle.
+  (this plan moved, or its own trigger has not fired) keeps its counts until it can be.
 * **Unplanned placements go by headroom**: the candidate with the lowest predicted score, counting the
   bundles this instance already placed on the same snapshot. No random choice is made.
 * **A stopped plan stays stopped** until the imbalance has grown by ``capacityAwareMinBenefit`` (noise
@@ -784,8 +784,7 @@ class _Moves:
         best_gain = -np.inf
         for hot in hottest:
             for cold in [int(c) for c in ends.order.tolist() if c != hot][:DESTINATIONS_TRIED]:
-                denominator = float(slope[hot] + slope[cold])
-                even = float(p[hot] - p[cold]) / denominator if denominator > 0 else 0.0
+                even = self._even_amount(hot, cold)
                 total, gain = 0.0, -np.inf
                 members: list[tuple[int, float]] = []
                 namespaces: set[str] = set()
@@ -849,8 +848,7 @@ class _Moves:
                 refused["even-distribution filter"] += 1
                 continue
             for cold in ordered:
-                denominator = float(slope[hot] + slope[cold])
-                even = float(p[hot] - p[cold]) / denominator if denominator > 0 else 0.0
+                even = self._even_amount(hot, cold)
                 if not 0 < traffic <= even:
                     continue
                 if p[cold] + slope[cold] * traffic > self.limit:
@@ -864,6 +862,13 @@ class _Moves:
                     rule = "second coldest destination"
                 best = _Move(hot, int(cold), k, traffic, even, gain, rule)
         return best
+
+    def _even_amount(self, hot: int, cold: int) -> float:
+        """The pair-evening amount (msg/s): what moved from ``hot`` to ``cold`` leaves both at one predicted
+        score, ``(p_hot − p_cold) / (slope_hot + slope_cold)``; 0 when neither has a scored limit."""
+        slope = self.model.slope
+        denominator = float(slope[hot] + slope[cold])
+        return float(self.predicted[hot] - self.predicted[cold]) / denominator if denominator > 0 else 0.0
 
     def _gain(self, hot: int, cold: int, traffic: float, ends: _Ends) -> float:
         """How much moving ``traffic`` msg/s from ``hot`` to ``cold`` lowers the imbalance (spread + total
