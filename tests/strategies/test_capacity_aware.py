@@ -736,11 +736,18 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-weak-restarts",
         "probe-identical-onboarding",
     },
+    "holdout-14.yaml": {
+        "probe-tenant-departs",
+        "probe-downstream-outage",
+        "probe-zone-outage",
+        "probe-roaming-neighbour",
+        "probe-identical-cutover",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter) and its thirteenth (five: four
-heterogeneous, one homogeneous)."""
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth and its fourteenth (five
+each: four heterogeneous, one homogeneous)."""
 
 
 def test_the_identical_machines_grid_runs_thirty_other_seeds_of_identical_clusters() -> None:
