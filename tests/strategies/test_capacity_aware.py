@@ -30,6 +30,7 @@ from shedlab.strategies.capacity_aware import (
     AVG_SHEDDER_VETOED,
     GROUP_RULE,
     NO_PAYING_MOVE,
+    OVERLOAD_RULE,
     TRIGGER_HITS,
     TRIGGER_OVERLOAD,
     CapacityAwareShedder,
@@ -232,12 +233,15 @@ def test_identical_machines_whose_moves_do_not_pay_follow_avg_shedders_pairs() -
 
 def test_unequal_machines_never_fall_back() -> None:
     # The same fine bundles, the cold broker a machine of four times the limit: capacity's rules alone.
+    # a is at 100 %: planned at once (rule 2's one hit), its moves relieve it (rule 3) and stop at 85.
     snap = cluster({"a": (128, 128, FINE), "b": (64, 512, FINE[:128])})
     shedder, conf = CapacityAwareShedder(), conf_with(capacityAwareMinBenefit=100)
     results = [shedder.find_bundles_for_unloading(snap, conf) for _ in range(3)]
-    assert not any(r.unloads for r in results)
-    assert [e["reason"] for e in results[0].skipped] == [NO_PAYING_MOVE]  # planned at once: rule 2
-    assert all("rules" not in e for r in results for e in r.skipped)
+    relief = results[0].unloads
+    assert relief and {u.reason["rule"] for u in relief} == {OVERLOAD_RULE}
+    assert relief[-1].reason["source_predicted"] <= 85 < relief[-1].reason["source_predicted_before"]
+    assert [e["reason"] for e in results[0].skipped] == [NO_PAYING_MOVE]
+    assert all("rules" not in e for r in results for e in [*r.skipped, *(u.reason for u in r.unloads)])
 
 
 def test_a_plan_that_moves_is_not_replaced() -> None:
@@ -290,7 +294,10 @@ def test_rule_0_steps_aside_once_a_background_has_stood_out_for_the_low_hit_coun
     # above a lowered minimum), but the background has stood out as long as AvgShedder waits: a co-located
     # process, not jitter, so its pair is not taken.
     colocated = cluster({"a": (112, 128, FINE[:160]), "b": (64, 128, FINE[:128])})
-    small = conf_with(minUnloadMessage=100, minUnloadMessageThroughput=0)
+    # a is at 87.5 %: an overload threshold of 90 keeps rule 3's overload relief out of this test.
+    small = conf_with(
+        minUnloadMessage=100, minUnloadMessageThroughput=0, loadBalancerBrokerOverloadedThresholdPercentage=90
+    )
     even_small = conf_with(maxUnloadPercentage=0.5, minUnloadMessage=100)
     assert run_avg(AvgShedder(), colocated, 8, even_small).unloads
     shedder = CapacityAwareShedder()
@@ -530,8 +537,11 @@ def test_every_move_pays_never_overloads_and_moves_a_bundle_once(
     assert before == sorted(before, reverse=True)
     for u in result.unloads:
         assert u.reason["destination_predicted"] <= limit
-        assert u.reason["bundle_traffic"] <= u.reason["pair_even_amount"]
-        assert u.reason["gain"] >= CONF.capacity_aware_min_benefit
+        assert u.reason["bundle_traffic"] <= u.reason["pair_even_amount"] * (1 + 1e-12)
+        if u.reason["rule"] == OVERLOAD_RULE:  # rule 3's overload relief: any gain, off an overloaded broker
+            assert u.reason["gain"] > 0 and u.reason["source_predicted_before"] > limit
+        else:
+            assert u.reason["gain"] >= CONF.capacity_aware_min_benefit
         assert u.reason["destination_predicted"] <= u.reason["source_predicted"] + 1e-9
     groups: dict[float, list[float]] = {}  # a group's moves share their imbalance_before
     for u in result.unloads:
@@ -775,3 +785,73 @@ def test_the_probe_grids_run_every_probe_against_all_four_pairs() -> None:
         assert load_scenario(str(PROBES / f"{name}.yaml")).name == name
     capacity = set(load_grid("capacity").strategies)
     assert all(set(g.strategies) == capacity for g in [grid, *rounds.values()])
+
+
+# --- rule 1: bytes drive the NICs ---------------------------------------------------------------------------
+
+NIC = 40960.0
+"""A NIC limit of 40,960 units and one unit per byte/s: a byte/s is 100 / 40960 score points."""
+
+
+def nic_cluster(bytes_reported: bool = True) -> ClusterSnapshot:
+    """a: four small bundles (1024 msg/s of 1 B) and four large ones (64 msg/s of 128 B), 36,864 bytes/s on
+    its NIC out (90 %); b: four small ones (10 %). Only bandwidth out has a limit. Without
+    ``bytes_reported`` the brokers' reports carry no throughput."""
+    small = bundle_data(rate_in=1024.0, tp_in=1024.0)
+    large = bundle_data(rate_in=64.0, tp_in=8192.0)
+    bundles = {f"t/a-ns{i}/0x00000000_0xffffffff": small if i < 4 else large for i in range(8)}
+    bundles |= {f"t/b-ns{i}/0x00000000_0xffffffff": small for i in range(4)}
+    brokers = {
+        name: broker_data(
+            bw_out=(tp, NIC),
+            rate_in=rate,
+            tp_in=tp if bytes_reported else 0.0,
+            bundles=[b for b in bundles if b.startswith(f"t/{name}-")],
+        )
+        for name, rate, tp in (("a", 4352.0, 36864.0), ("b", 4096.0, 4096.0))
+    }
+    return snapshot(brokers, bundles)
+
+
+def test_bytes_explain_a_nic_bound_score_that_messages_call_background() -> None:
+    snap = nic_cluster()
+    model = estimate_capacity(snap, CONF)
+    assert model is not None and not model.traffic_is_msgs
+    # One byte/s costs min(36864 / 36864, 4096 / 4096) = 1 unit: a's 90 points are all traffic.
+    assert model.background.tolist() == [0.0, 0.0] and model.level == 50.0
+    large = np.array([64.0, 8192.0, 8192.0])  # a bundle_load row: msg/s, bytes/s in, bytes/s in + out
+    assert model.points(0, large) == 20.0 and model.points(0, np.array([1024.0, 1024.0, 1024.0])) == 2.5
+    # By messages (no bytes reported), a's 4352 msg/s cost 100 * 4352 / 40960 = 10.6 points: 79.4 of its
+    # 90 would be background no move can shed.
+    without = estimate_capacity(nic_cluster(bytes_reported=False), CONF)
+    assert without is not None and without.traffic_is_msgs
+    assert without.background[0] == pytest.approx(90 - 100 * 4352 / NIC)
+
+
+def test_a_nic_bound_broker_sheds_its_large_messages() -> None:
+    # Gap 80: two high hits. Each large bundle is 20 points on either broker: two of them even the pair.
+    result = run(CapacityAwareShedder(), nic_cluster(), CONF, 2)
+    moved = [(u.bundle.split("/")[1], u.reason["mode"], u.reason["source_predicted"]) for u in result.unloads]
+    assert [m[0] for m in moved] == ["a-ns4", "a-ns5"] and moved[-1][1:] == ("msgRate+throughput", 50.0)
+
+
+# --- rule 3: overload relief --------------------------------------------------------------------------------
+
+
+def test_an_overloaded_source_is_planned_again_though_the_plan_had_settled() -> None:
+    snap = cluster({"a": (128, 128, FINE), "b": (64, 512, FINE[:128])})  # a at 100 %, unequal machines
+    conf = conf_with(capacityAwareMinBenefit=100)
+    shedder = CapacityAwareShedder()
+    shedder.settled = 1e9  # a stopped plan that the imbalance has not grown past
+    relief = run(shedder, snap, conf, 2)
+    assert relief.unloads and {u.reason["rule"] for u in relief.unloads} == {OVERLOAD_RULE}
+    # Not above the threshold: the settled plan holds.
+    calm = CapacityAwareShedder()
+    calm.settled = 1e9
+    held = run(
+        calm,
+        snap,
+        conf_with(capacityAwareMinBenefit=100, loadBalancerBrokerOverloadedThresholdPercentage=100),
+        2,
+    )
+    assert not held.unloads and held.skipped[-1]["reason"].startswith("settled")

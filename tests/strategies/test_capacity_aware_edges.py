@@ -615,8 +615,8 @@ def test_corrected_scores_and_traffic_stay_non_negative() -> None:
     # than the report (as when the slope estimate has changed since): a counts as 0 and no traffic, so
     # b (25) is now the hot one, 25 above a, with no background on either.
     shedder = CapacityAwareShedder()
-    shedder.unseen["a"] = UnseenMoves(fingerprint(64.0, 4096.0, 4), score=-80.0, traffic=-8192.0)
-    shedder.unseen["gone"] = UnseenMoves(fingerprint(1.0, 1.0, 1), score=5.0, traffic=5.0)
+    shedder.unseen["a"] = UnseenMoves(fingerprint(64.0, 4096.0, 4), score=-80.0, load=(-8192.0, 0.0, 0.0))
+    shedder.unseen["gone"] = UnseenMoves(fingerprint(1.0, 1.0, 1), score=5.0, load=(5.0, 0.0, 0.0))
     result = shedder.find_bundles_for_unloading(cluster(HOMOGENEOUS), CONF)
     assert result.skipped[0] == {
         "strategy": NAME,
@@ -639,7 +639,7 @@ def test_a_report_not_showing_a_move_is_corrected_by_its_predicted_effect() -> N
     # 3686.4 msg/s (background still 0); b (25) as reported. Gap 20: a low hit. Level (3686.4 + 2048) /
     # 163.84 = 35.
     shedder = CapacityAwareShedder()
-    shedder.unseen["a"] = UnseenMoves(fingerprint(64.0, 4096.0, 4), score=-5.0, traffic=-409.6)
+    shedder.unseen["a"] = UnseenMoves(fingerprint(64.0, 4096.0, 4), score=-5.0, load=(-409.6, 0.0, 0.0))
     (waiting,) = skipped(shedder.find_bundles_for_unloading(cluster(HOMOGENEOUS), CONF), NOT_REACHED)
     assert (waiting["over_score"], waiting["under_score"], waiting["gap"]) == (45.0, 25.0, 20.0)
     assert waiting["over_background"] == pytest.approx(0.0, abs=1e-12) and waiting["level"] == pytest.approx(
@@ -651,9 +651,11 @@ def test_a_new_report_restarts_the_predicted_effect() -> None:
     # The same broker, a report that differs: its old entry is replaced by the new plan's moves only.
     snap = cluster({"a": (96, 128, [1024.0] * 4), "b": (32, 512, [1024.0] * 2)})
     shedder = CapacityAwareShedder()
-    shedder.unseen["b"] = UnseenMoves(fingerprint(1.0, 1.0, 1), score=100.0, traffic=100.0)
+    shedder.unseen["b"] = UnseenMoves(fingerprint(1.0, 1.0, 1), score=100.0, load=(100.0, 0.0, 0.0))
     assert len(cycles(shedder, snap)[-1].unloads) == 4
-    assert shedder.unseen["b"] == UnseenMoves(fingerprint(32.0, 2048.0, 2), score=12.5, traffic=4096.0)
+    assert shedder.unseen["b"] == UnseenMoves(
+        fingerprint(32.0, 2048.0, 2), score=12.5, load=(4096.0, 0.0, 0.0)
+    )
 
 
 # ---------------------------------------------------------------------------------------- placement

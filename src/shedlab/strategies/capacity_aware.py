@@ -12,11 +12,12 @@ after consecutive hits (``loadBalancerAvgShedder*`` keys); shedding is paired an
 Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates it "normal"):
 
 * **Capacity is declared or inferred.** ``capacityAwareBrokerCapacities`` (shedlab's own key) declares
-  it per broker class (``pattern=capacity``); otherwise, per resource r, one msg/s costs the smallest
-  ``usage[b, r] / traffic[b]`` over brokers with traffic (background only adds usage), and a broker's
-  *slope*, the score points one msg/s costs it, is ``max_r w_r · 100 · cost_r / limit[b, r]``: four
-  times the cores, a quarter of the slope. What traffic does not explain, ``score − slope · traffic``,
-  is background load.
+  it per broker class (``pattern=capacity``); otherwise, per resource r, one unit of its driver costs
+  the smallest ``usage[b, r] / driver[b]`` over brokers with traffic (background only adds usage), and
+  broker b's *rate* is ``w_r · 100 · cost_r / limit[b, r]``: four times the cores, a quarter of the
+  rate. Messages drive the CPU; bytes drive the NICs and direct memory (where the reports carry them),
+  so a bundle of large messages weighs what it weighs on a NIC-bound broker. A bundle costs a broker
+  its steepest resource's points. What traffic does not explain is background load.
 * **Heterogeneous clusters trigger sooner**: low hits count after the high hit count when slopes differ
   or a broker's background has stood out for as many cycles (one report's background may be its
   windows; the imbalance is the machines', not traffic that may swing back), and after one
@@ -29,7 +30,9 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   higher) by ``capacityAwareMinBenefit`` — by ``capacityAwareBalancedMinBenefit`` once the predicted
   spread is within ``capacityAwareBalancedSpread`` and no broker is more than half of it above its target
   ("balanced enough": near balance the last moves of one-size bundles buy as little as the first, so only
-  those that still do a lot are made). A strong
+  those that still do a lot are made). On unequal machines a move off a broker predicted above
+  ``loadBalancerBrokerOverloadedThresholdPercentage`` needs only to lower the imbalance (overload relief:
+  an overloaded minute costs now, and fine bundles offer no move worth the minimum). A strong
   cold broker that already carries more traffic still receives load; a hot broker with nothing to shed (a
   co-located process) is skipped without using up a destination.
 * **Vetoes**: a destination's predicted score must not exceed
@@ -55,7 +58,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -94,6 +97,10 @@ AVG_SHEDDER_FALLBACK: Final = "identical machines, no move pays: AvgShedder's pa
 (``capacityAwareAvgShedderOnIdenticalMachines``)."""
 AVG_SHEDDER_VETOED: Final = "AvgShedder's moves refused by the overload veto"
 """A skipped entry of rule 0: how many of AvgShedder's unloads the veto of rule 3 refused."""
+OVERLOAD_RULE: Final = "overload relief: off a broker above the overload threshold"
+"""The ``rule`` of a move that pays less than the minimum benefit but relieves a source predicted above
+``loadBalancerBrokerOverloadedThresholdPercentage`` (rule 3): an overloaded minute costs now, and a cluster
+of fine bundles offers no move worth the minimum benefit."""
 GROUP_RULE: Final = "group: no single move pays"
 """The ``rule`` of a move made as one of a group (rule 3, ``capacityAwareGroupMoves``); its reason's ``group``
 says how many bundles moved together and ``gain`` is the group's."""
@@ -110,56 +117,136 @@ _SCORED_RESOURCES: Final = (CPU, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT)
 """The resources of Pulsar's weighted max usage, in the order of ``conf.resource_weights()``."""
 
 
+MSGS, BYTES_IN, BYTES = 0, 1, 2
+"""The traffic a resource's usage is estimated from (a column of :func:`broker_load`, :func:`bundle_load`):
+msg/s in + out, bytes/s in, bytes/s in + out."""
+_BYTE_DRIVERS: Final = (MSGS, BYTES, BYTES_IN, BYTES)
+"""Per scored resource (cpu, direct memory, bandwidth in, bandwidth out): what drives it. CPU follows
+messages; a NIC carries bytes (out: what consumers read plus the bookie copies of what producers wrote,
+so in + out), as do direct memory's buffers."""
+_MSG_DRIVERS: Final = (MSGS, MSGS, MSGS, MSGS)
+
+
+def broker_load(snapshot: ClusterSnapshot) -> FloatArray:
+    """(n, 3): each broker's reported msg/s in + out, bytes/s in, bytes/s in + out."""
+    return np.column_stack(
+        (snapshot.total_msg_rate(), snapshot.msg_throughput_in, snapshot.total_msg_throughput())
+    ).astype(np.float64)
+
+
+def bundle_load(snapshot: ClusterSnapshot, which: IntArray | None = None) -> FloatArray:
+    """(m, 3): each bundle's (or each of ``which``'s) short-term msg/s in + out, bytes/s in, bytes/s in +
+    out (the leader's view)."""
+    rows = slice(None) if which is None else which
+    rate_in, rate_out = snapshot.short_msg_rate_in[rows], snapshot.short_msg_rate_out[rows]
+    bytes_in, bytes_out = snapshot.short_msg_throughput_in[rows], snapshot.short_msg_throughput_out[rows]
+    return np.column_stack((rate_in + rate_out, bytes_in, bytes_in + bytes_out)).astype(np.float64)
+
+
 @dataclass(frozen=True)
 class CapacityModel:
-    """Per broker: score (0..100), traffic (msg/s in + out), slope (score points per msg/s) and
-    background (score points traffic does not explain)."""
+    """Per broker: score (0..100), traffic (msg/s at the cluster's mix of message sizes), slope (score
+    points per such msg/s) and background (score points traffic does not explain); per broker and scored
+    resource, ``rates``: score points per unit of the resource's driver (``drivers``, :data:`MSGS`,
+    :data:`BYTES_IN` or :data:`BYTES`), and ``load``: the broker's (n, 3) traffic (:func:`broker_load`)."""
 
     scores: FloatArray
     traffic: FloatArray
     slope: FloatArray
     background: FloatArray
     level: float
+    rates: FloatArray
+    load: FloatArray
+    drivers: tuple[int, ...]
 
     @classmethod
-    def of(cls, scores: FloatArray, traffic: FloatArray, slope: FloatArray) -> CapacityModel:
-        """The model from scores, traffic and slopes: background is what traffic does not explain, the
-        level is where the brokers would balance."""
-        background = np.maximum(scores - slope * traffic, 0.0)
-        return cls(scores, traffic, slope, background, _balanced_level(traffic, slope, background))
+    def of(
+        cls, scores: FloatArray, load: FloatArray, rates: FloatArray, drivers: tuple[int, ...]
+    ) -> CapacityModel:
+        """The model from scores, traffic and rates. A broker's explained score is its steepest resource's
+        rate times that resource's driver; background is what that does not explain. The slope is the
+        steepest rate per msg/s of the cluster's mix (each driver's cluster total per msg/s), so a broker's
+        traffic in such msg/s is its explained score over its slope; the level is where the brokers would
+        balance. When every resource follows messages, the slope is the steepest rate, the traffic msg/s."""
+        per = load[:, list(drivers)]
+        explained = (rates * per).max(axis=1)
+        msgs = load[:, MSGS]
+        if all(d == MSGS for d in drivers):  # the steepest rate and msg/s as they are, not rounded again
+            slope, traffic = rates.max(axis=1), msgs.copy()
+        else:
+            total = float(msgs.sum())
+            mix = per.sum(axis=0) / total if total > 0 else np.ones(len(drivers))
+            slope = (rates * mix).max(axis=1)
+            traffic = np.divide(explained, slope, out=msgs.copy(), where=slope > 0)
+        background = np.maximum(scores - explained, 0.0)
+        level = _balanced_level(traffic, slope, background)
+        return cls(scores, traffic, slope, background, level, rates, load, drivers)
+
+    @property
+    def traffic_is_msgs(self) -> bool:
+        """Whether messages drive every resource (no bytes reported, or capacities declared)."""
+        return all(d == MSGS for d in self.drivers)
+
+    def points(self, b: int, load: FloatArray) -> float:
+        """Score points that traffic ``load`` (a row of :func:`bundle_load`) costs broker ``b``: its
+        steepest resource's."""
+        return float((self.rates[b] * load[list(self.drivers)]).max())
+
+    def points_of_all(self, b: int, loads: FloatArray) -> FloatArray:
+        """:meth:`points` of every row of ``loads`` (m, 3) on broker ``b``."""
+        result: FloatArray = (loads[:, list(self.drivers)] * self.rates[b]).max(axis=1)
+        return result
 
 
 def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> CapacityModel | None:
     """The capacity model of a snapshot, or None when no broker carries traffic to estimate it from.
 
-    Slopes are inferred from the machines' limits (below); brokers of a class declared in
-    ``capacityAwareBrokerCapacities`` get ``unit / capacity`` instead, ``unit`` being the smallest score per
-    msg/s × capacity over the declared brokers with traffic (background only adds usage), or, when none of
-    them carries traffic, the inferred slope of a declared broker × its capacity.
+    Per scored resource r, one unit of its driver costs the smallest ``usage[b, r] / driver[b]`` over
+    brokers with traffic (background only adds usage), and broker b's rate is ``w_r · 100 · cost_r /
+    limit[b, r]``. Bytes drive the NICs and direct memory when every broker with traffic reports bytes
+    (else messages drive every resource). Brokers of a class declared in ``capacityAwareBrokerCapacities``
+    get ``unit / capacity`` score points per msg/s on every resource instead, ``unit`` being the smallest
+    score per msg/s × capacity over the declared brokers with traffic (background only adds usage), or,
+    when none of them carries traffic, the inferred slope of a declared broker × its capacity; messages
+    then drive every resource, as a declared capacity is per msg/s.
     """
     weights = conf.resource_weights()
     scores = snapshot.weighted_max_usage(weights) * 100
-    traffic = snapshot.total_msg_rate()
-    loaded = traffic > 0
+    load = broker_load(snapshot)
+    loaded = load[:, MSGS] > 0
     if not bool(loaded.any()):
         return None
-    usage, limit = snapshot.resource_usage, snapshot.resource_limit
-    slope = np.zeros(snapshot.num_brokers)
-    for r, w in zip(_SCORED_RESOURCES, weights, strict=True):
-        cost = float(np.min(np.maximum(usage[loaded, r], 0.0) / traffic[loaded]))  # usage per msg/s
-        per_broker = np.zeros(snapshot.num_brokers)
-        np.divide(w * 100.0 * cost, limit[:, r], out=per_broker, where=limit[:, r] > 0)
-        slope = np.maximum(slope, per_broker)
     declared = declared_capacities(snapshot.broker_ids, conf)
+    bytes_known = bool((load[loaded, BYTES_IN] > 0).all())
+    drivers = _BYTE_DRIVERS if bytes_known and declared is None else _MSG_DRIVERS
+    rates = _rates(snapshot, weights, load, loaded, drivers)
     if declared is not None:
         has = declared > 0
         known = has & loaded
+        traffic = load[:, MSGS]
+        slope = rates.max(axis=1)
         if bool(known.any()):
             unit = float(np.min(scores[known] / traffic[known] * declared[known]))
         else:
             unit = float(np.max(slope[has] * declared[has]))
-        slope = np.where(has, unit / np.where(has, declared, 1.0), slope)
-    return CapacityModel.of(scores, traffic, slope)
+        rates[has] = (unit / declared[has])[:, None]
+    return CapacityModel.of(scores, load, rates, drivers)
+
+
+def _rates(
+    snapshot: ClusterSnapshot,
+    weights: tuple[float, float, float, float],
+    load: FloatArray,
+    loaded: BoolArray,
+    drivers: tuple[int, ...],
+) -> FloatArray:
+    """(n, 4) score points per unit of each scored resource's driver (:func:`estimate_capacity`)."""
+    usage, limit = snapshot.resource_usage, snapshot.resource_limit
+    rates = np.zeros((snapshot.num_brokers, len(_SCORED_RESOURCES)))
+    for i, (r, w, d) in enumerate(zip(_SCORED_RESOURCES, weights, drivers, strict=True)):
+        cost = float(np.min(np.maximum(usage[loaded, r], 0.0) / load[loaded, d]))
+        np.divide(w * 100.0 * cost, limit[:, r], out=rates[:, i], where=limit[:, r] > 0)
+    return rates
 
 
 def declared_capacities(broker_ids: Sequence[str], conf: LoadBalancerConfig) -> FloatArray | None:
@@ -277,9 +364,10 @@ class CapacityAwareShedder:
         sources = self._sources(snapshot, model, triggered, result)
         if not sources:
             return False
-        if self._still_settled(model, conf, result):
+        relieve = self.machines_differ and self._overloaded(model, conf, sources)
+        if not relieve and self._still_settled(model, conf, result):
             return True
-        moves = _Moves(snapshot, conf, model)
+        moves = _Moves(snapshot, conf, model, relieve=self.machines_differ)
         moved = moves.plan(sources, result, self.name, self._base)
         self.settled = moves.settled_at
         for hot in moved:
@@ -371,9 +459,7 @@ class CapacityAwareShedder:
             assert unload.destination is not None
             k, dest = snapshot.bundle_index(unload.bundle), snapshot.broker_index[unload.destination]
             assert k is not None
-            rise = float(model.slope[dest]) * float(
-                snapshot.short_msg_rate_in[k] + snapshot.short_msg_rate_out[k]
-            )
+            rise = model.points(dest, _load_of(snapshot, k))
             if predicted[dest] + rise > limit:
                 vetoed += 1
                 continue
@@ -387,6 +473,13 @@ class CapacityAwareShedder:
                 {"strategy": self.name, "reason": AVG_SHEDDER_VETOED, "overload veto": vetoed}
             )
         self.settled = None
+
+    @staticmethod
+    def _overloaded(model: CapacityModel, conf: LoadBalancerConfig, sources: Collection[int]) -> bool:
+        """Whether a broker with bundles to shed is above ``loadBalancerBrokerOverloadedThresholdPercentage``:
+        then a stopped plan is planned again (rule 3, overload relief)."""
+        limit = float(conf.load_balancer_broker_overloaded_threshold_percentage)
+        return any(float(model.scores[b]) > limit for b in sources)
 
     def _still_settled(self, model: CapacityModel, conf: LoadBalancerConfig, result: SheddingResult) -> bool:
         """Whether the cluster is still where the last plan stopped (rule 3, hysteresis).
@@ -427,7 +520,7 @@ class CapacityAwareShedder:
         """
         if not self.unseen:
             return model
-        scores, traffic = model.scores.copy(), model.traffic.copy()
+        scores, load = model.scores.copy(), model.load.copy()
         corrected: list[str] = []
         for broker in list(self.unseen):
             b = snapshot.broker_index.get(broker)
@@ -436,27 +529,31 @@ class CapacityAwareShedder:
                 del self.unseen[broker]
                 continue
             scores[b] += pending.score
-            traffic[b] += pending.traffic
+            load[b] += np.array(pending.load)
             corrected.append(broker)
         if not corrected:
             return model
         result.skipped.append(
             {"strategy": self.name, "reason": "reports do not show earlier moves yet", "brokers": corrected}
         )
-        return CapacityModel.of(np.clip(scores, 0.0, None), np.clip(traffic, 0.0, None), model.slope)
+        return CapacityModel.of(
+            np.clip(scores, 0.0, None), np.clip(load, 0.0, None), model.rates, model.drivers
+        )
 
     def _remember_unseen(self, snapshot: ClusterSnapshot, model: CapacityModel, unload: Unload) -> None:
         """Record a planned move's predicted effect on both brokers until their reports show it."""
-        moved = float(unload.reason["bundle_traffic"])
-        assert unload.destination is not None
+        k = snapshot.bundle_index(unload.bundle)
+        assert unload.destination is not None and k is not None
+        moved = _load_of(snapshot, k)
         for broker, sign in ((unload.broker, -1.0), (unload.destination, 1.0)):
             b = snapshot.broker_index[broker]
             fingerprint = _report_fingerprint(snapshot, b)
             pending = self.unseen.get(broker)
             if pending is None or pending.fingerprint != fingerprint:
                 pending = self.unseen[broker] = UnseenMoves(fingerprint)
-            pending.score += sign * float(model.slope[b]) * moved
-            pending.traffic += sign * moved
+            pending.score += sign * model.points(b, moved)
+            total = np.add(pending.load, sign * moved).tolist()
+            pending.load = (total[0], total[1], total[2])
 
     def _count_hits(
         self,
@@ -614,11 +711,22 @@ class CapacityAwareShedder:
 @dataclass
 class UnseenMoves:
     """A broker's planned moves its report does not show yet: the report they were planned on and their
-    predicted effect on its score (points) and traffic (msg/s)."""
+    predicted effect on its score (points) and traffic (a row of :func:`broker_load`)."""
 
     fingerprint: tuple[float, ...]
     score: float = 0.0
-    traffic: float = 0.0
+    load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @property
+    def traffic(self) -> float:
+        """The msg/s in + out the moves add (negative: remove)."""
+        return self.load[MSGS]
+
+
+def _load_of(snapshot: ClusterSnapshot, k: int) -> FloatArray:
+    """Bundle ``k``'s row of :func:`bundle_load`."""
+    row: FloatArray = bundle_load(snapshot, np.array([k]))[0]
+    return row
 
 
 def _report_fingerprint(snapshot: ClusterSnapshot, b: int) -> tuple[float, ...]:
@@ -665,7 +773,9 @@ class _HeadroomView:
 class _Moves:
     """One cycle's plan: the predicted scores, updated move by move."""
 
-    def __init__(self, snapshot: ClusterSnapshot, conf: LoadBalancerConfig, model: CapacityModel) -> None:
+    def __init__(
+        self, snapshot: ClusterSnapshot, conf: LoadBalancerConfig, model: CapacityModel, *, relieve: bool
+    ) -> None:
         self.snapshot = snapshot
         self.model = model
         self.spread = _EvenDistribution(snapshot, conf)
@@ -674,8 +784,13 @@ class _Moves:
         self.balanced_spread = float(conf.capacity_aware_balanced_spread)
         self.balanced_min_benefit = float(conf.capacity_aware_balanced_min_benefit)
         self.group_moves = conf.capacity_aware_group_moves
+        self.relieve = relieve
+        """Whether a move off a broker predicted above the overload threshold pays without the minimum
+        benefit (rule 3, overload relief: on unequal machines, as rule 2's one-hit trigger)."""
         self.predicted = model.scores.astype(np.float64).copy()
         self.target = _targets(model)
+        self.loads = bundle_load(snapshot)
+        self._points: dict[int, list[float]] = {}
         self.settled_at: float | None = None
         """The predicted imbalance where the plan stopped because no move paid."""
 
@@ -687,10 +802,10 @@ class _Moves:
         base: Callable[[ClusterSnapshot, CapacityModel, int, int], dict[str, Any]],
     ) -> set[int]:
         """Greedy moves while one pays (lowers the imbalance by ``capacityAwareMinBenefit``, or by
-        ``capacityAwareBalancedMinBenefit`` while the plan is balanced enough, :meth:`balanced_enough`); the
-        sources that moved. Each move is the best, over the hottest sources and all their bundles, of a
-        bundle that fits its pair-evening amount towards one of the coldest brokers the even-distribution
-        filter admits for its namespace."""
+        ``capacityAwareBalancedMinBenefit`` while the plan is balanced enough, :meth:`balanced_enough`) or
+        relieves an overloaded source (:meth:`_candidates`); the sources that moved. Each move is the best,
+        over the hottest sources and all their bundles, of a bundle that fits its pair-evening amount towards
+        one of the coldest brokers the even-distribution filter admits for its namespace."""
         moved: set[int] = set()
         refused = {"overload veto": 0, "even-distribution filter": 0}
         # No cap on the count (docs/capacity-aware.md, rule 3): each move lowers the predicted imbalance by
@@ -698,15 +813,14 @@ class _Moves:
         while True:
             now = _imbalance(self.predicted, self.target)
             ends = _Ends(self.predicted)
-            best: _Move | None = None
             hottest = sorted(sources, key=lambda b: (-self.predicted[b], b))[:SOURCES_TRIED]
-            for hot in hottest:
-                move = self._best_of(hot, sources[hot], ends, refused)
-                if move is not None and (best is None or move.gain > best.gain):
-                    best = move
+            best, relief = self._candidates(hottest, sources, ends, refused)
             excess = float((self.predicted - self.target).max())
             balanced = self.balanced_enough(ends.spread, excess)
             required = self.balanced_min_benefit if balanced else self.min_benefit
+            if (best is None or best.gain < required) and relief is not None:
+                self._make(relief, now, sources, moved, result, name, base, 1)
+                continue
             if (best is None or best.gain < required) and not balanced and self.group_moves:
                 group = self._group(hottest, sources, ends, required)
                 if group:
@@ -731,6 +845,29 @@ class _Moves:
             self._make(best, now, sources, moved, result, name, base, 1)
         return moved
 
+    def _candidates(
+        self,
+        hottest: list[int],
+        sources: dict[int, list[tuple[int, float]]],
+        ends: _Ends,
+        refused: dict[str, int],
+    ) -> tuple[_Move | None, _Move | None]:
+        """The best move off any of the ``hottest`` sources, and the best that relieves an overloaded one:
+        off a source predicted above ``loadBalancerBrokerOverloadedThresholdPercentage``, with any positive
+        gain (rule 3, overload relief; None unless :attr:`relieve`)."""
+        best: _Move | None = None
+        relief: _Move | None = None
+        for hot in hottest:
+            move = self._best_of(hot, sources[hot], ends, refused)
+            if move is None:
+                continue
+            if best is None or move.gain > best.gain:
+                best = move
+            overloaded = self.relieve and self.predicted[hot] > self.limit and move.gain > 0
+            if overloaded and (relief is None or move.gain > relief.gain):
+                relief = replace(move, rule=OVERLOAD_RULE)
+        return best, relief
+
     def _make(
         self,
         move: _Move,
@@ -748,13 +885,13 @@ class _Moves:
         sources[move.hot].remove((move.bundle, move.traffic))
         p = self.predicted
         before = (float(p[move.hot]), float(p[move.cold]))
-        p[move.hot] -= self.model.slope[move.hot] * move.traffic
-        p[move.cold] += self.model.slope[move.cold] * move.traffic
+        p[move.hot] -= move.down
+        p[move.cold] += move.up
         self.spread.count(move.bundle, move.cold)
         moved.add(move.hot)
         reason = {
             **base(self.snapshot, self.model, move.cold, move.hot),
-            "mode": "msgRate",
+            "mode": "msgRate" if self.model.traffic_is_msgs else "msgRate+throughput",
             "rule": move.rule,
             "bundle_traffic": move.traffic,
             "pair_even_amount": move.even,
@@ -778,33 +915,42 @@ class _Moves:
         moves); the group of the largest gain over the hottest sources, or none. Each fits the
         pair-evening amount with the others, passes the overload veto with them, and is the group's only
         bundle of its namespace (the filter admits one more of a namespace, not two)."""
-        p, slope = self.predicted, self.model.slope
+        p = self.predicted
         n = p.size
         best: list[_Move] = []
         best_gain = -np.inf
         for hot in hottest:
+            down_of = self._points_on(hot)
             for cold in [int(c) for c in ends.order.tolist() if c != hot][:DESTINATIONS_TRIED]:
-                even = self._even_amount(hot, cold)
-                total, gain = 0.0, -np.inf
-                members: list[tuple[int, float]] = []
+                even, gap, up_of = (
+                    self._even_amount(hot, cold),
+                    float(p[hot] - p[cold]),
+                    self._points_on(cold),
+                )
+                down, up, gain = 0.0, 0.0, -np.inf
+                members: list[tuple[int, float, float, float]] = []
                 namespaces: set[str] = set()
                 for k, traffic in sources[hot]:
                     namespace = namespace_of(self.snapshot.bundle_names[k])
-                    if traffic <= 0 or total + traffic > even or namespace in namespaces:
+                    if (
+                        traffic <= 0
+                        or namespace in namespaces
+                        or not self._fits(down + down_of[k], up + up_of[k], gap)
+                    ):
                         continue
-                    if p[cold] + slope[cold] * (total + traffic) > self.limit:
+                    if p[cold] + up + up_of[k] > self.limit:
                         continue
                     if not self.spread.admitted(k, n)[cold]:
                         continue
-                    total += traffic
-                    members.append((k, traffic))
+                    down, up = down + down_of[k], up + up_of[k]
+                    members.append((k, traffic, down_of[k], up_of[k]))
                     namespaces.add(namespace)
-                    gain = self._gain(hot, cold, total, ends)
+                    gain = self._gain(hot, cold, down, up, ends)
                     if gain >= required:
                         break
                 if len(members) > 1 and gain >= required and gain > best_gain:
                     best_gain = gain
-                    best = [_Move(hot, cold, k, t, even, gain, GROUP_RULE) for k, t in members]
+                    best = [_Move(hot, cold, k, t, even, gain, GROUP_RULE, d, u) for k, t, d, u in members]
         return best
 
     def balanced_enough(self, spread: float, excess: float) -> bool:
@@ -830,9 +976,10 @@ class _Moves:
         Every bundle is tried, not only the largest that fits: with the filter, the largest bundle's
         namespace may admit only brokers already above the balanced level while a smaller bundle of
         another namespace may go to the coldest (a strong machine owning none of its bundles)."""
-        p, slope = self.predicted, self.model.slope
+        p = self.predicted
         n = p.size
         coldest = ends.coldest_except(hot)
+        down_of = self._points_on(hot)
         destinations: dict[str, tuple[list[int], bool]] = {}
         best: _Move | None = None
         for k, traffic in bundles:
@@ -848,20 +995,34 @@ class _Moves:
                 refused["even-distribution filter"] += 1
                 continue
             for cold in ordered:
-                even = self._even_amount(hot, cold)
-                if not 0 < traffic <= even:
+                down, up = down_of[k], self._points_on(cold)[k]
+                if traffic <= 0 or not self._fits(down, up, float(p[hot] - p[cold])):
                     continue
-                if p[cold] + slope[cold] * traffic > self.limit:
+                if p[cold] + up > self.limit:
                     refused["overload veto"] += 1
                     continue
-                gain = self._gain(hot, cold, traffic, ends)
+                gain = self._gain(hot, cold, down, up, ends)
                 if best is not None and gain <= best.gain:
                     continue
                 rule = "coldest destination" if cold == coldest else "redirected (even-distribution filter)"
                 if cold != coldest and coldest_admitted:
                     rule = "second coldest destination"
-                best = _Move(hot, int(cold), k, traffic, even, gain, rule)
+                best = _Move(hot, int(cold), k, traffic, self._even_amount(hot, cold), gain, rule, down, up)
         return best
+
+    def _points_on(self, b: int) -> list[float]:
+        """Every bundle's score points on broker ``b`` (:meth:`CapacityModel.points`), once a plan."""
+        points = self._points.get(b)
+        if points is None:
+            points = self._points[b] = self.model.points_of_all(b, self.loads).tolist()
+        return points
+
+    @staticmethod
+    def _fits(down: float, up: float, gap: float) -> bool:
+        """Whether a move of ``down`` points off the source and ``up`` onto the destination leaves the
+        destination no hotter than the source: within the pair-evening amount. Nothing that costs neither
+        broker a point fits."""
+        return 0 < down + up <= gap
 
     def _even_amount(self, hot: int, cold: int) -> float:
         """The pair-evening amount (msg/s): what moved from ``hot`` to ``cold`` leaves both at one predicted
@@ -870,13 +1031,13 @@ class _Moves:
         denominator = float(slope[hot] + slope[cold])
         return float(self.predicted[hot] - self.predicted[cold]) / denominator if denominator > 0 else 0.0
 
-    def _gain(self, hot: int, cold: int, traffic: float, ends: _Ends) -> float:
-        """How much moving ``traffic`` msg/s from ``hot`` to ``cold`` lowers the imbalance (spread + total
-        absolute deviation from the targets): only two scores change, so only two deviations and the
-        extremes are recomputed."""
-        p, t, slope = self.predicted, self.target, self.model.slope
-        new_hot = float(p[hot] - slope[hot] * traffic)
-        new_cold = float(p[cold] + slope[cold] * traffic)
+    def _gain(self, hot: int, cold: int, down: float, up: float, ends: _Ends) -> float:
+        """How much a move of ``down`` points off ``hot`` and ``up`` onto ``cold`` lowers the imbalance
+        (spread + total absolute deviation from the targets): only two scores change, so only two deviations
+        and the extremes are recomputed."""
+        p, t = self.predicted, self.target
+        new_hot = float(p[hot] - down)
+        new_cold = float(p[cold] + up)
         deviation = (
             abs(new_hot - t[hot]) - abs(p[hot] - t[hot]) + abs(new_cold - t[cold]) - abs(p[cold] - t[cold])
         )
@@ -920,6 +1081,10 @@ class _Move:
     even: float
     gain: float
     rule: str
+    down: float
+    """Score points the move takes off ``hot`` ..."""
+    up: float
+    """... and adds to ``cold`` (:meth:`CapacityModel.points`)."""
 
 
 class _EvenDistribution:
