@@ -28,7 +28,9 @@ from shedlab.strategies.base import SheddingResult
 from shedlab.strategies.capacity_aware import (
     AVG_SHEDDER_FALLBACK,
     AVG_SHEDDER_VETOED,
+    BYTES,
     GROUP_RULE,
+    MSGS,
     NO_PAYING_MOVE,
     OVERLOAD_RULE,
     TRIGGER_HITS,
@@ -826,6 +828,17 @@ def test_bytes_explain_a_nic_bound_score_that_messages_call_background() -> None
     without = estimate_capacity(nic_cluster(bytes_reported=False), CONF)
     assert without is not None and without.traffic_is_msgs
     assert without.background[0] == pytest.approx(90 - 100 * 4352 / NIC)
+
+
+def test_a_resource_that_some_loaded_broker_has_no_bytes_of_follows_messages() -> None:
+    # b's producers stopped while its consumers drain a backlog: bytes out, none in. Bandwidth in follows
+    # messages (no cost per byte in can be estimated from b); bandwidth out and direct memory keep bytes.
+    brokers = {
+        "a": broker_data(bw_out=(2048.0, NIC), rate_in=1024.0, tp_in=1024.0, tp_out=1024.0),
+        "b": broker_data(bw_out=(4096.0, NIC), rate_out=1024.0, tp_out=4096.0),
+    }
+    model = estimate_capacity(snapshot(brokers), CONF)
+    assert model is not None and model.drivers == (MSGS, BYTES, MSGS, BYTES)
 
 
 def test_a_nic_bound_broker_sheds_its_large_messages() -> None:

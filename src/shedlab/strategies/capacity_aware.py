@@ -79,7 +79,18 @@ from shedlab.strategies.avg_shedder import AvgShedder, preset_hit_counts
 from shedlab.strategies.base import BrokerChoices, Placement, SheddingResult, Unload, candidate_indices
 from shedlab.strategies.greedy import sort_descending
 
-__all__ = ["CapacityAwareShedder", "CapacityModel", "UnseenMoves", "declared_capacities", "estimate_capacity"]
+__all__ = [
+    "BYTES",
+    "BYTES_IN",
+    "MSGS",
+    "CapacityAwareShedder",
+    "CapacityModel",
+    "UnseenMoves",
+    "broker_load",
+    "bundle_load",
+    "declared_capacities",
+    "estimate_capacity",
+]
 
 TRIGGER_HITS: Final = "hit counts"
 TRIGGER_OVERLOAD: Final = "one hit: a broker is overloaded on a heterogeneous cluster"
@@ -203,12 +214,13 @@ def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> Ca
 
     Per scored resource r, one unit of its driver costs the smallest ``usage[b, r] / driver[b]`` over
     brokers with traffic (background only adds usage), and broker b's rate is ``w_r · 100 · cost_r /
-    limit[b, r]``. Bytes drive the NICs and direct memory when every broker with traffic reports bytes
-    (else messages drive every resource). Brokers of a class declared in ``capacityAwareBrokerCapacities``
-    get ``unit / capacity`` score points per msg/s on every resource instead, ``unit`` being the smallest
-    score per msg/s × capacity over the declared brokers with traffic (background only adds usage), or,
-    when none of them carries traffic, the inferred slope of a declared broker × its capacity; messages
-    then drive every resource, as a declared capacity is per msg/s.
+    limit[b, r]``. Bytes drive the NICs and direct memory where every broker with traffic has such bytes
+    (:func:`_drivers`; else messages drive the resource). Brokers of a class declared in
+    ``capacityAwareBrokerCapacities`` get ``unit / capacity`` score points per msg/s on every resource
+    instead, ``unit`` being the smallest score per msg/s × capacity over the declared brokers with
+    traffic (background only adds usage), or, when none of them carries traffic, the inferred slope of a
+    declared broker × its capacity; messages then drive every resource, as a declared capacity is per
+    msg/s.
     """
     weights = conf.resource_weights()
     scores = snapshot.weighted_max_usage(weights) * 100
@@ -217,8 +229,7 @@ def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> Ca
     if not bool(loaded.any()):
         return None
     declared = declared_capacities(snapshot.broker_ids, conf)
-    bytes_known = bool((load[loaded, BYTES_IN] > 0).all())
-    drivers = _BYTE_DRIVERS if bytes_known and declared is None else _MSG_DRIVERS
+    drivers = _MSG_DRIVERS if declared is not None else _drivers(load, loaded)
     rates = _rates(snapshot, weights, load, loaded, drivers)
     if declared is not None:
         has = declared > 0
@@ -231,6 +242,13 @@ def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> Ca
             unit = float(np.max(slope[has] * declared[has]))
         rates[has] = (unit / declared[has])[:, None]
     return CapacityModel.of(scores, load, rates, drivers)
+
+
+def _drivers(load: FloatArray, loaded: BoolArray) -> tuple[int, ...]:
+    """Per scored resource, its driver in :data:`_BYTE_DRIVERS` where every broker with traffic has some
+    of it, else messages: a broker whose producers stopped while its consumers drain a backlog has bytes
+    out but none in, and a cost per byte in could not be estimated from it."""
+    return tuple(d if bool((load[loaded, d] > 0).all()) else MSGS for d in _BYTE_DRIVERS)
 
 
 def _rates(
