@@ -182,7 +182,7 @@ class CapacityModel:
         per = load[:, list(drivers)]
         explained = (rates * per).max(axis=1)
         msgs = load[:, MSGS]
-        if all(d == MSGS for d in drivers):  # the steepest rate and msg/s as they are, not rounded again
+        if drivers == _MSG_DRIVERS:  # the steepest rate and msg/s as they are, not rounded again
             slope, traffic = rates.max(axis=1), msgs.copy()
         else:
             total = float(msgs.sum())
@@ -196,17 +196,23 @@ class CapacityModel:
     @property
     def traffic_is_msgs(self) -> bool:
         """Whether messages drive every resource (no bytes reported, or capacities declared)."""
-        return all(d == MSGS for d in self.drivers)
+        return self.drivers == _MSG_DRIVERS
 
     def points(self, b: int, load: FloatArray) -> float:
         """Score points that traffic ``load`` (a row of :func:`bundle_load`) costs broker ``b``: its
         steepest resource's."""
-        return float((self.rates[b] * load[list(self.drivers)]).max())
+        return self.points_of(self.rates[b].tolist(), self.driven(load[np.newaxis])[0].tolist())
 
-    def points_of_all(self, b: int, loads: FloatArray) -> FloatArray:
-        """:meth:`points` of every row of ``loads`` (m, 3) on broker ``b``."""
-        result: FloatArray = (loads[:, list(self.drivers)] * self.rates[b]).max(axis=1)
+    def driven(self, loads: FloatArray) -> FloatArray:
+        """Rows of :func:`bundle_load` as each scored resource's driver (m, 4)."""
+        result: FloatArray = loads[:, list(self.drivers)]
         return result
+
+    @staticmethod
+    def points_of(rates: Sequence[float], driven: Sequence[float]) -> float:
+        """A broker's ``rates`` times one traffic's ``driven`` (:meth:`driven`), the steepest: in Python
+        floats, since a plan asks for one (broker, bundle) at a time, many times."""
+        return max(r * x for r, x in zip(rates, driven, strict=True))
 
 
 def estimate_capacity(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> CapacityModel | None:
@@ -382,8 +388,8 @@ class CapacityAwareShedder:
         sources = self._sources(snapshot, model, triggered, result)
         if not sources:
             return False
-        relieve = self.machines_differ and self._overloaded(model, conf, sources)
-        if not relieve and self._still_settled(model, conf, result):
+        overloaded = self.machines_differ and self._overloaded(model, conf, sources)
+        if not overloaded and self._still_settled(model, conf, result):
             return True
         moves = _Moves(snapshot, conf, model, relieve=self.machines_differ)
         moved = moves.plan(sources, result, self.name, self._base)
@@ -807,8 +813,9 @@ class _Moves:
         benefit (rule 3, overload relief: on unequal machines, as rule 2's one-hit trigger)."""
         self.predicted = model.scores.astype(np.float64).copy()
         self.target = _targets(model)
-        self.loads = bundle_load(snapshot)
-        self._points: dict[int, list[float]] = {}
+        self._rates: list[list[float]] = model.rates.tolist()
+        self._driven: dict[int, list[float]] = {}
+        """The plan's candidate bundles' drivers (:meth:`CapacityModel.driven`), set by :meth:`plan`."""
         self.settled_at: float | None = None
         """The predicted imbalance where the plan stopped because no move paid."""
 
@@ -826,6 +833,9 @@ class _Moves:
         one of the coldest brokers the even-distribution filter admits for its namespace."""
         moved: set[int] = set()
         refused = {"overload veto": 0, "even-distribution filter": 0}
+        candidates = sorted({k for bundles in sources.values() for k, _ in bundles})
+        loads = bundle_load(self.snapshot, np.array(candidates, dtype=np.int64))
+        self._driven = dict(zip(candidates, self.model.driven(loads).tolist(), strict=True))
         # No cap on the count (docs/capacity-aware.md, rule 3): each move lowers the predicted imbalance by
         # the minimum benefit and takes its bundle out of ``sources``; with none left, ``best`` is None.
         while True:
@@ -938,30 +948,26 @@ class _Moves:
         best: list[_Move] = []
         best_gain = -np.inf
         for hot in hottest:
-            down_of = self._points_on(hot)
             for cold in [int(c) for c in ends.order.tolist() if c != hot][:DESTINATIONS_TRIED]:
-                even, gap, up_of = (
-                    self._even_amount(hot, cold),
-                    float(p[hot] - p[cold]),
-                    self._points_on(cold),
-                )
+                even, gap = self._even_amount(hot, cold), float(p[hot] - p[cold])
                 down, up, gain = 0.0, 0.0, -np.inf
                 members: list[tuple[int, float, float, float]] = []
                 namespaces: set[str] = set()
                 for k, traffic in sources[hot]:
                     namespace = namespace_of(self.snapshot.bundle_names[k])
+                    down_k, up_k = self._points(hot, k), self._points(cold, k)
                     if (
                         traffic <= 0
                         or namespace in namespaces
-                        or not self._fits(down + down_of[k], up + up_of[k], gap)
+                        or not self._fits(down + down_k, up + up_k, gap)
                     ):
                         continue
-                    if p[cold] + up + up_of[k] > self.limit:
+                    if p[cold] + up + up_k > self.limit:
                         continue
                     if not self.spread.admitted(k, n)[cold]:
                         continue
-                    down, up = down + down_of[k], up + up_of[k]
-                    members.append((k, traffic, down_of[k], up_of[k]))
+                    down, up = down + down_k, up + up_k
+                    members.append((k, traffic, down_k, up_k))
                     namespaces.add(namespace)
                     gain = self._gain(hot, cold, down, up, ends)
                     if gain >= required:
@@ -997,7 +1003,6 @@ class _Moves:
         p = self.predicted
         n = p.size
         coldest = ends.coldest_except(hot)
-        down_of = self._points_on(hot)
         destinations: dict[str, tuple[list[int], bool]] = {}
         best: _Move | None = None
         for k, traffic in bundles:
@@ -1013,7 +1018,7 @@ class _Moves:
                 refused["even-distribution filter"] += 1
                 continue
             for cold in ordered:
-                down, up = down_of[k], self._points_on(cold)[k]
+                down, up = self._points(hot, k), self._points(cold, k)
                 if traffic <= 0 or not self._fits(down, up, float(p[hot] - p[cold])):
                     continue
                 if p[cold] + up > self.limit:
@@ -1028,12 +1033,9 @@ class _Moves:
                 best = _Move(hot, int(cold), k, traffic, self._even_amount(hot, cold), gain, rule, down, up)
         return best
 
-    def _points_on(self, b: int) -> list[float]:
-        """Every bundle's score points on broker ``b`` (:meth:`CapacityModel.points`), once a plan."""
-        points = self._points.get(b)
-        if points is None:
-            points = self._points[b] = self.model.points_of_all(b, self.loads).tolist()
-        return points
+    def _points(self, b: int, k: int) -> float:
+        """Candidate bundle ``k``'s score points on broker ``b`` (:meth:`CapacityModel.points`)."""
+        return CapacityModel.points_of(self._rates[b], self._driven[k])
 
     @staticmethod
     def _fits(down: float, up: float, gap: float) -> bool:
