@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shedlab.manager.loop import _NameIndex, _RecentMask
+from shedlab.manager.loop import _RecentMask
+from shedlab.model.pulsar import NameIndex
 
 NAMES = tuple(f"t/ns{j % 4}/0x{j:08x}_0x{j + 1:08x}" for j in range(40))
 OTHERS = ("t/gone/0x0_0x1", "u/elsewhere/0x0_0x1")  # recently unloaded, but not bundles of the names
@@ -32,7 +33,7 @@ def test_recent_mask_follows_every_change_of_the_map(steps: list[tuple[str, int]
     rng = np.random.default_rng(len(steps))
     pool = NAMES + OTHERS
     recent: dict[str, int] = {}
-    tracker = _RecentMask(_NameIndex(NAMES))
+    tracker = _RecentMask(NameIndex(NAMES))
     for t, (op, k) in enumerate(steps):
         if op == "add":
             recent[pool[k % len(pool)]] = t

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from shedlab.model.pulsar import is_system_heartbeat_bundle, namespace_of
+from shedlab.model.pulsar import NameIndex, is_system_heartbeat_bundle, namespace_of
 
 RANGE = "0x00000000_0xffffffff"
 
@@ -76,3 +76,15 @@ def test_the_cases_agree_with_pulsars_patterns_under_whole_string_matching(
     # Java's find() semantics would differ for some of these: whole-string matching is the point.
     if namespace in ("xpulsar/broker-1:8080", "pulsar/broker-1:8080x"):
         assert any(p.search(namespace) for p in PULSAR_PATTERNS)
+
+
+def test_name_index_groups_bundles_by_namespace_and_is_reused_for_the_same_names() -> None:
+    names = ("t/a/0x00000000_0x80000000", "t/b/0x00000000_0xffffffff", "t/a/0x80000000_0xffffffff")
+    index = NameIndex(names)
+    assert index.index == {n: i for i, n in enumerate(names)}
+    assert {ns: m.tolist() for ns, m in index.members.items()} == {"t/a": [0, 2], "t/b": [1]}
+    assert NameIndex.reuse(index, names) is index
+    assert NameIndex.reuse(index, tuple(list(names))) is index  # an equal tuple, not the same object
+    other = NameIndex.reuse(index, names[:2])
+    assert other is not index and other.names == names[:2]
+    assert NameIndex.reuse(None, names).names == names

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from builders import broker_data, bundle_data, snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.errors import ConfigError
 from shedlab.model.pulsar import BrokerData, BundleData
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies.base import SheddingResult
-from shedlab.strategies.capacity_aware import CapacityAwareShedder, UnseenMoves, estimate_capacity
+from shedlab.strategies.capacity_aware import CapacityAwareShedder, UnseenMoves, _coldest, estimate_capacity
 
 NAME = "CapacityAwareShedder"
 S = 100 / 8192  # slope of a 128 machine
@@ -950,3 +953,15 @@ def test_a_broker_further_above_its_target_than_half_the_band_is_not_balanced_en
     stop = result.skipped[-1]
     assert stop["reason"] == BALANCED_STOP
     assert stop["spread"] == 20.3125 and stop["excess"] == 16.25 and stop["best_gain"] == 15.625
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.sampled_from([0.0, 1.5, 2.0, 7.25, 30.0]), min_size=0, max_size=12),
+    k=st.integers(1, 4),
+)
+def test_the_coldest_are_a_stable_sorts_first(values: list[float], k: int) -> None:
+    predicted = np.array([*values, 99.0])  # one more broker that is never an option
+    options = np.arange(len(values), dtype=np.int64)[::-1].copy()  # ties keep this order, not the index's
+    expected = options[np.argsort(predicted[options], kind="stable")][:k].tolist()
+    assert _coldest(predicted, options, k) == expected

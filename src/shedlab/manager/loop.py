@@ -65,7 +65,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from shedlab.config import LoadBalancerConfig
-from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, SYSTEM_NAMESPACE, namespace_of
+from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, SYSTEM_NAMESPACE, NameIndex, namespace_of
 from shedlab.model.snapshot import BoolArray, ClusterSnapshot, FloatArray, IntArray
 from shedlab.strategies import guard, make_pair
 from shedlab.strategies.base import (
@@ -143,20 +143,8 @@ class _View:
     topics_kept: IntArray | None = None  # ``everyone`` after the max-topics filter, while pre_topics holds
 
 
-class _NameIndex:
-    """Bundle name → index and namespace → member indices, for one tuple of bundle names."""
-
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self.names = names
-        self.index = {n: i for i, n in enumerate(names)}
-        groups: dict[str, list[int]] = {}
-        for i, n in enumerate(names):
-            groups.setdefault(namespace_of(n), []).append(i)
-        self.members = {ns: np.asarray(ix, dtype=np.int64) for ns, ix in groups.items()}
-
-
 class _RecentMask:
-    """The recently-unloaded mask over one :class:`_NameIndex`, kept in step with the map it mirrors.
+    """The recently-unloaded mask over one :class:`NameIndex`, kept in step with the map it mirrors.
 
     Rebuilding it every cycle looked up each recently unloaded bundle (hundreds: a grace period of
     unloads) in the name index (100,000 entries, far out of the CPU's caches); between two cycles only the
@@ -165,7 +153,7 @@ class _RecentMask:
     from outside are seen too.
     """
 
-    def __init__(self, names: _NameIndex) -> None:
+    def __init__(self, names: NameIndex) -> None:
         self.names = names
         self.mask = np.zeros(len(names.names), dtype=np.bool_)
         self.rows: dict[str, int] = {}  # the bundles the mask holds → their row (-1: not one of the names)
@@ -241,7 +229,7 @@ class LoadManager:
         self.skip_log: list[Skip] = []
         """Every decision not taken since the caller last cleared it (shedding and placement), typed."""
         self._view: _View | None = None
-        self._names: _NameIndex | None = None
+        self._names: NameIndex | None = None
         self._recent: _RecentMask | None = None
         self._round_robin = _RoundRobin()
         self._overload = conf.load_balancer_broker_overloaded_threshold_percentage / 100.0
@@ -535,12 +523,9 @@ class LoadManager:
         self._preallocated_by_namespace = by_ns
 
     # ------------------------------------------------------------------ views
-    def _name_index(self, snapshot: ClusterSnapshot) -> _NameIndex:
-        names = self._names
-        current = snapshot.bundle_names
-        if names is None or (names.names is not current and names.names != current):
-            names = self._names = _NameIndex(snapshot.bundle_names)
-        return names
+    def _name_index(self, snapshot: ClusterSnapshot) -> NameIndex:
+        self._names = NameIndex.reuse(self._names, snapshot.bundle_names)
+        return self._names
 
     def _refresh(self, snapshot: ClusterSnapshot, now_ms: int, *, force: bool = False) -> _View:
         """The working copy of ``snapshot`` with the manager's recently-unloaded and preallocation data."""

@@ -460,6 +460,30 @@ def namespace_of(bundle: str) -> str:
     return bundle.rsplit("/", 1)[0]
 
 
+class NameIndex:
+    """Bundle name → index and namespace → member indices, for one tuple of bundle names.
+
+    Built once per set of bundles and kept by its users (:meth:`reuse`): a leader's or a simulation's
+    snapshots share one tuple of names while the bundles are the same, and grouping 100,000 names by
+    namespace takes about 60 ms (the even-distribution filter asks for one namespace at a time).
+    """
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.index = {n: i for i, n in enumerate(names)}
+        groups: dict[str, list[int]] = {}
+        for i, n in enumerate(names):
+            groups.setdefault(namespace_of(n), []).append(i)
+        self.members = {ns: np.asarray(ix, dtype=np.int64) for ns, ix in groups.items()}
+
+    @classmethod
+    def reuse(cls, index: NameIndex | None, names: tuple[str, ...]) -> NameIndex:
+        """``index`` when it was built for ``names`` (the same tuple, or an equal one), else a new one."""
+        if index is not None and (index.names is names or index.names == names):
+            return index
+        return cls(names)
+
+
 def is_system_heartbeat_bundle(bundle: str) -> bool:
     """Heartbeat and SLA-monitor bundles, which getBundleDataForLoadShedding() leaves out."""
     ns = namespace_of(bundle)
