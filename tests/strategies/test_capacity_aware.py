@@ -755,11 +755,18 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-roaming-neighbour",
         "probe-identical-cutover",
     },
+    "holdout-15.yaml": {
+        "probe-image-uploads",
+        "probe-schema-growth",
+        "probe-market-fanout",
+        "probe-media-host-fails",
+        "probe-identical-attachments",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth and its fourteenth (five
-each: four heterogeneous, one homogeneous)."""
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to fifteenth (five each:
+four heterogeneous, one homogeneous)."""
 
 
 def test_the_identical_machines_grid_runs_thirty_other_seeds_of_identical_clusters() -> None:
