@@ -145,12 +145,11 @@ def broker_load(snapshot: ClusterSnapshot) -> FloatArray:
     ).astype(np.float64)
 
 
-def bundle_load(snapshot: ClusterSnapshot, which: IntArray | None = None) -> FloatArray:
-    """(m, 3): each bundle's (or each of ``which``'s) short-term msg/s in + out, bytes/s in, bytes/s in +
-    out (the leader's view)."""
-    rows = slice(None) if which is None else which
-    rate_in, rate_out = snapshot.short_msg_rate_in[rows], snapshot.short_msg_rate_out[rows]
-    bytes_in, bytes_out = snapshot.short_msg_throughput_in[rows], snapshot.short_msg_throughput_out[rows]
+def bundle_load(snapshot: ClusterSnapshot, which: IntArray) -> FloatArray:
+    """(len(which), 3): each of bundles ``which``'s short-term msg/s in + out, bytes/s in, bytes/s in + out
+    (the leader's view)."""
+    rate_in, rate_out = snapshot.short_msg_rate_in[which], snapshot.short_msg_rate_out[which]
+    bytes_in, bytes_out = snapshot.short_msg_throughput_in[which], snapshot.short_msg_throughput_out[which]
     return np.column_stack((rate_in + rate_out, bytes_in, bytes_in + bytes_out)).astype(np.float64)
 
 
