@@ -24,7 +24,8 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   hit while a broker is above ``loadBalancerBrokerOverloadedThresholdPercentage`` (an overload costs
   now; Pulsar's OverloadShedder does not wait either).
 * **Greedy moves that must pay**: move by move, the best of any bundle of the three hottest triggered
-  brokers that fits the pair-evening amount ``(p_hot − p_cold) / (slope_hot + slope_cold)`` towards one of
+  brokers that fits the pair-evening amount (its points on both at most ``p_hot − p_cold``: with messages
+  as the one driver, ``(p_hot − p_cold) / (slope_hot + slope_cold)`` msg/s) towards one of
   the two coldest brokers admitted for its namespace, while it lowers the predicted imbalance (spread +
   total absolute deviation from each broker's target: the balanced level, or its background when that is
   higher) by ``capacityAwareMinBenefit`` — by ``capacityAwareBalancedMinBenefit`` once the predicted
@@ -1056,8 +1057,10 @@ class _Moves:
         return 0 < down + up <= gap
 
     def _even_amount(self, hot: int, cold: int) -> float:
-        """The pair-evening amount (msg/s): what moved from ``hot`` to ``cold`` leaves both at one predicted
-        score, ``(p_hot − p_cold) / (slope_hot + slope_cold)``; 0 when neither has a scored limit."""
+        """The pair-evening amount a reason reports (msg/s of the cluster's mix): what moved from ``hot`` to
+        ``cold`` leaves both at one predicted score, ``(p_hot − p_cold) / (slope_hot + slope_cold)``; 0 when
+        neither has a scored limit. A move fits by its points (:meth:`_fits`), which is this amount exactly
+        where messages drive every resource."""
         slope = self.model.slope
         denominator = float(slope[hot] + slope[cold])
         return float(self.predicted[hot] - self.predicted[cold]) / denominator if denominator > 0 else 0.0
