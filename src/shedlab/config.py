@@ -857,13 +857,14 @@ class LoadBalancerConfig:
     )
     capacity_aware_group_moves: bool = _key(
         "capacityAwareGroupMoves",
-        False,
+        True,
         java="boolean",
         used_by=("CapacityAwareShedder",),
-        doc="shedlab's own key. When no single move pays capacityAwareMinBenefit (outside the "
-        "balanced-enough band), move together the fewest of one hot broker's bundles that pay it, to one "
-        "of the two coldest brokers. Off by default: it balances clusters of fine bundles but moves more "
-        "under jitter (docs/capacity-aware.md, rule 3).",
+        doc="shedlab's own key. On machines whose capacities differ, when no single move pays "
+        "capacityAwareMinBenefit, move together the fewest bundles that pay it off a hot broker more than "
+        "half of capacityAwareBalancedSpread above its target, to one of the two coldest brokers: clusters "
+        "of fine bundles balance (docs/capacity-aware.md, rule 3). Never on identical machines, where a "
+        "group paid on every pulse of jitter.",
     )
 
     # Where each explicitly set value came from (Pulsar key -> "file:line" or an override label). Kept out of

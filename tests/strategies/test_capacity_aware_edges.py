@@ -39,17 +39,19 @@ NOTHING_TO_SHED = "no sheddable bundle (load is not traffic)"
 SETTLED = "settled: the imbalance has not grown by capacityAwareMinBenefit"
 
 
-BAND_OFF: dict[str, Any] = {
+RULES_APART: dict[str, Any] = {
     "capacityAwareBalancedSpread": 0,
     "capacityAwareAvgShedderOnIdenticalMachines": False,
+    "capacityAwareGroupMoves": False,
 }
 """The rules other than "balanced enough" are tested without it (their hand-computed values predate it),
-and without rule 0's fallback to AvgShedder's pairs (most of these snapshots are of identical machines,
-where a plan that stops would otherwise be AvgShedder's); their own tests set them explicitly."""
+without rule 0's fallback to AvgShedder's pairs (most of these snapshots are of identical machines,
+where a plan that stops would otherwise be AvgShedder's) and without group moves (a plan that stops on
+unequal machines would otherwise try a group); their own tests set them explicitly."""
 
 
 def conf_with(**values: Any) -> LoadBalancerConfig:
-    return LoadBalancerConfig().with_overrides({**BAND_OFF, **values}, source="test")
+    return LoadBalancerConfig().with_overrides({**RULES_APART, **values}, source="test")
 
 
 CONF = conf_with()

@@ -33,7 +33,9 @@ Changed, because AvgShedder balances heterogeneous clusters badly (PIP-364 rates
   ("balanced enough": near balance the last moves of one-size bundles buy as little as the first, so only
   those that still do a lot are made). On unequal machines a move off a broker predicted above
   ``loadBalancerBrokerOverloadedThresholdPercentage`` needs only to lower the imbalance (overload relief:
-  an overloaded minute costs now, and fine bundles offer no move worth the minimum). A strong
+  an overloaded minute costs now, and fine bundles offer no move worth the minimum), and where no single
+  move pays, the fewest bundles of a broker more than half the band above its target that pay together
+  move together (group moves: clusters of fine bundles; never on identical machines). A strong
   cold broker that already carries more traffic still receives load; a hot broker with nothing to shed (a
   co-located process) is skipped without using up a destination.
 * **Vetoes**: a destination's predicted score must not exceed
@@ -819,7 +821,11 @@ class _Moves:
         self.min_benefit = float(conf.capacity_aware_min_benefit)
         self.balanced_spread = float(conf.capacity_aware_balanced_spread)
         self.balanced_min_benefit = float(conf.capacity_aware_balanced_min_benefit)
-        self.group_moves = conf.capacity_aware_group_moves
+        self.group_moves = conf.capacity_aware_group_moves and _slopes_differ(model)
+        """Whether group moves are planned (rule 3): with ``capacityAwareGroupMoves``, on machines whose
+        slopes differ (identical machines have rule 0, and under jitter there a group pays on every pulse;
+        a background that stood out, rule 2's other test, does not suffice: identical machines under
+        jitter show one for a while)."""
         self.relieve = relieve
         """Whether a move off a broker predicted above the overload threshold pays without the minimum
         benefit (rule 3, overload relief: on unequal machines, as rule 2's one-hit trigger)."""
@@ -952,7 +958,9 @@ class _Moves:
     ) -> list[_Move]:
         """When no single move pays: the fewest of one hot broker's bundles, largest first, that moved
         together to one of the two coldest brokers lower the imbalance by ``required`` (rule 3, group
-        moves); the group of the largest gain over the hottest sources, or none. Each fits the
+        moves); the group of the largest gain over the hottest sources that are outside the band
+        themselves (more than half of ``capacityAwareBalancedSpread`` above their targets,
+        :meth:`balanced_enough`), or none. Each fits the
         pair-evening amount with the others, passes the overload veto with them, and is the group's only
         bundle of its namespace (the filter admits one more of a namespace, not two)."""
         p = self.predicted
@@ -960,6 +968,8 @@ class _Moves:
         best: list[_Move] = []
         best_gain = -np.inf
         for hot in hottest:
+            if p[hot] - self.target[hot] <= self.balanced_spread / 2:
+                continue
             for cold in [int(c) for c in ends.order.tolist() if c != hot][:DESTINATIONS_TRIED]:
                 even, gap = self._even_amount(hot, cold), float(p[hot] - p[cold])
                 down, up, gain = 0.0, 0.0, -np.inf
