@@ -791,10 +791,17 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-media-host-fails",
         "probe-identical-attachments",
     },
+    "holdout-16.yaml": {
+        "probe-weak-class-surge",
+        "probe-restless-clients",
+        "probe-colocated-workers",
+        "probe-month-end-export",
+        "probe-identical-hot-rack",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to fifteenth (five each:
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to sixteenth (five each:
 four heterogeneous, one homogeneous)."""
 
 
