@@ -891,6 +891,18 @@ def test_a_nic_bound_broker_sheds_its_large_messages() -> None:
     assert [m[0] for m in moved] == ["a-ns4", "a-ns5"] and moved[-1][1:] == ("msgRate+throughput", 50.0)
 
 
+def test_placement_by_headroom_counts_a_bundle_at_its_bytes() -> None:
+    # b at 10: a large bundle (20 points on b's NIC, though only 64 msg/s) placed there predicts b at 30;
+    # by messages it would have counted 64 msg/s (about 2.5 points at the cluster's mix), and the next
+    # bundle would have gone to b again.
+    snap = nic_cluster()
+    shedder = CapacityAwareShedder()
+    large = snap.bundle_names[snap.bundles_of(0)[-1]]
+    assert shedder.select_broker(["a", "b"], large, snap, CONF).broker == "b"
+    after = shedder.select_broker(["b"], "t/new/0x0_0x1", snap, CONF)
+    assert after.reason["predicted_score"] == 30.0
+
+
 # --- rule 3: overload relief --------------------------------------------------------------------------------
 
 

@@ -716,14 +716,13 @@ class CapacityAwareShedder:
         """The candidate with the lowest predicted score, counting what this instance placed on the same
         snapshot (so a burst of lookups spreads instead of piling onto one broker)."""
         view = self._headroom_view(snapshot, conf)
-        predicted = view.scores[indices] + view.slope[indices] * view.placed[indices]
+        predicted = view.scores[indices] + view.placed[indices]
         count = snapshot.num_owned_bundles[indices] + view.placed_count[indices]
         # Without traffic (a cluster's first lookups) nothing has a cost yet: fewest bundles first.
-        k = int(
-            np.lexsort((predicted, count))[0] if view.mean_rate == 0 else np.lexsort((count, predicted))[0]
-        )
+        no_traffic = view.model is None or view.mean_load[MSGS] == 0
+        k = int(np.lexsort((predicted, count))[0] if no_traffic else np.lexsort((count, predicted))[0])
         best = int(indices[k])
-        view.placed[best] += view.bundle_rate(snapshot, bundle)
+        view.placed[best] += view.points(best, snapshot.bundle_index(bundle))
         view.placed_count[best] += 1
         chosen = snapshot.broker_ids[best]
         self.planned_destinations[bundle] = chosen
@@ -774,13 +773,14 @@ def _report_fingerprint(snapshot: ClusterSnapshot, b: int) -> tuple[float, ...]:
 
 @dataclass
 class _HeadroomView:
-    """A snapshot's scores, slopes and short-term bundle rates, and the msg/s placed on each broker."""
+    """A snapshot's scores, capacity model and short-term bundle loads, and the score points placed on each
+    broker (each bundle at its own points on the broker it went to: bytes count on a NIC-bound one)."""
 
     snapshot: ClusterSnapshot
     scores: FloatArray
-    slope: FloatArray
-    rates: FloatArray
-    mean_rate: float
+    model: CapacityModel | None
+    loads: FloatArray
+    mean_load: FloatArray
     placed: FloatArray
     placed_count: IntArray
 
@@ -788,18 +788,18 @@ class _HeadroomView:
     def of(cls, snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> _HeadroomView:
         model = estimate_capacity(snapshot, conf)
         scores = snapshot.weighted_max_usage(conf.resource_weights()) * 100
-        slope = model.slope if model is not None else np.zeros(snapshot.num_brokers)
-        rates = snapshot.short_term_msg_rate()
-        mean = float(rates.mean()) if rates.size else 0.0
+        loads = bundle_load(snapshot, np.arange(snapshot.num_bundles))
+        mean = loads.mean(axis=0) if len(loads) else np.zeros(3)
         n = snapshot.num_brokers
-        return cls(snapshot, scores, slope, rates, mean, np.zeros(n), np.zeros(n, dtype=np.int64))
+        return cls(snapshot, scores, model, loads, mean, np.zeros(n), np.zeros(n, dtype=np.int64))
 
-    def bundle_rate(self, snapshot: ClusterSnapshot, bundle: str) -> float:
-        """A bundle's short-term msg/s, or the mean bundle's when it has none yet (it will cost)."""
-        k = snapshot.bundle_index(bundle)
-        if k is not None and self.rates[k] > 0:
-            return float(self.rates[k])
-        return self.mean_rate
+    def points(self, b: int, k: int | None) -> float:
+        """Bundle ``k``'s points on broker ``b`` (:meth:`CapacityModel.points`), or the mean bundle's when it
+        has no traffic yet or is not in the snapshot (it will cost); 0 without a model."""
+        if self.model is None:
+            return 0.0
+        load = self.loads[k] if k is not None and self.loads[k, MSGS] > 0 else self.mean_load
+        return self.model.points(b, load)
 
 
 class _Moves:
