@@ -37,8 +37,10 @@ from shedlab.strategies.capacity_aware import (
     TRIGGER_OVERLOAD,
     CapacityAwareShedder,
     UnseenMoves,
+    bundle_load,
     declared_capacities,
     estimate_capacity,
+    mean_bundle_load,
 )
 
 PLUGIN = "shedlab.strategies.capacity_aware:CapacityAwareShedder"
@@ -889,6 +891,13 @@ def test_a_nic_bound_broker_sheds_its_large_messages() -> None:
     result = run(CapacityAwareShedder(), nic_cluster(), CONF, 2)
     moved = [(u.bundle.split("/")[1], u.reason["mode"], u.reason["source_predicted"]) for u in result.unloads]
     assert [m[0] for m in moved] == ["a-ns4", "a-ns5"] and moved[-1][1:] == ("msgRate+throughput", 50.0)
+
+
+def test_the_mean_bundle_load_is_the_mean_of_the_bundles_loads() -> None:
+    snap = nic_cluster()
+    every = bundle_load(snap, np.arange(snap.num_bundles))
+    assert mean_bundle_load(snap) == pytest.approx(every.mean(axis=0))
+    assert mean_bundle_load(snapshot({})).tolist() == [0.0, 0.0, 0.0]
 
 
 def test_placement_by_headroom_counts_a_bundle_at_its_bytes() -> None:
