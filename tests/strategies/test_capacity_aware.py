@@ -800,10 +800,17 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-month-end-export",
         "probe-identical-hot-rack",
     },
+    "holdout-17.yaml": {
+        "probe-fleet-scale-out",
+        "probe-subscriptions-multiply",
+        "probe-slow-tide",
+        "probe-class-rolling-restart",
+        "probe-identical-hot-namespaces",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to sixteenth (five each:
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to seventeenth (five each:
 four heterogeneous, one homogeneous)."""
 
 
