@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -293,6 +293,43 @@ def test_an_answer_past_the_cap_is_stopped_there_in_one_line(handler: Handler, s
     assert str(error) == f"GET {url}/admin/v2/brokers/standalone: {says}"
     assert len(requests) == 1 and time.monotonic() - started < 5
     assert sum(SENT) < 16 * 2**20  # the server was stopped: what it sent fits in the socket buffers
+
+
+def endless_503(out: BaseHTTPRequestHandler) -> None:
+    """A 503 whose error page never ends (a proxy's): only its status matters."""
+    out.protocol_version = "HTTP/1.1"
+    out.send_response(503)
+    out.send_header("Content-Type", "text/html")
+    out.send_header("Transfer-Encoding", "chunked")
+    out.end_headers()
+    part = b"<p>" + b"busy " * 13_000 + b"</p>"
+    with suppress(BrokenPipeError, ConnectionResetError):
+        while True:
+            out.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+
+
+def huge_declared_503(out: BaseHTTPRequestHandler) -> None:
+    """A 503 declaring an 8 GiB body, then a stall."""
+    _headers(out, 8 * 2**30, status=503)
+    out.wfile.write(b"<html>")
+    out.wfile.flush()
+    time.sleep(30)
+
+
+@pytest.mark.parametrize(
+    ("handler", "said"), [(endless_503, "HTTP 503: <p>busy busy"), (huge_declared_503, "HTTP 503")]
+)
+def test_an_error_answer_past_the_cap_is_cut_and_retried_by_its_status(handler: Handler, said: str) -> None:
+    """An oversized error page was a final "past the cap" that never said 503; now its body is cut at the
+    cap (not read when declared over it) and the 503 is retried as any 503 is."""
+    with serving(handler) as (url, requests):
+        started = time.monotonic()
+        retry = Retry(attempts=3, backoff_s=0.0, timeout_s=20.0)
+        error = failed_get(url, "/admin/v2/brokers/standalone", retry, max_body_bytes=2**20)
+    prefix = f"GET {url}/admin/v2/brokers/standalone: still failing after 3 attempts: {said}"
+    assert str(error).startswith(prefix) and len(str(error)) <= len(prefix) + 160  # the page's start only
+    assert "\n" not in str(error) and "cap" not in str(error)
+    assert len(requests) == 3 and time.monotonic() - started < 10
 
 
 def test_the_default_cap_refuses_a_huge_answer_before_reading_it(

@@ -19,7 +19,10 @@ answering with gigabytes, or with an endless chunked stream, made shedlab read i
 deadline: as much as the network brought in ``--timeout``, on every retry). A ``Content-Length`` over the
 cap is refused before the body is read; otherwise reading stops as soon as the body, as received or as
 decoded (``gzip``/``deflate``), passes the cap. Either is one line naming the call and the cap, and is not
-retried (the same server would send the same answer).
+retried (the same server would send the same answer). An answer with an error status (4xx, 5xx) is the
+exception: its body only words the error, so it is cut at the cap (not read at all when its length is
+declared over it) and the call fails or is retried by its status, as any such answer (a 503 from a
+proxy with an endless error page was final, and said nothing of the 503).
 """
 
 from __future__ import annotations
@@ -155,7 +158,10 @@ def _body(streamed: httpx.Response, deadline: float, timeout_s: float, max_bytes
     each chunk too: the watchdog cannot cut a connection whose socket httpx did not tell (a transport of
     another kind)."""
     declared = streamed.headers.get("content-length", "")
+    error = streamed.is_error  # its body only words the error: cut at the cap, the status decides
     if declared.isdigit() and int(declared) > max_bytes:
+        if error:
+            return b""
         raise PermanentError(
             f"the answer is larger than {_cap(max_bytes)} (Content-Length {declared}): not read"
         )
@@ -164,6 +170,8 @@ def _body(streamed: httpx.Response, deadline: float, timeout_s: float, max_bytes
         for chunk in streamed.iter_bytes():
             body += chunk
             if max(len(body), streamed.num_bytes_downloaded) > max_bytes:
+                if error:
+                    return bytes(body[:max_bytes])
                 raise PermanentError(f"the answer went past {_cap(max_bytes)}: stopped reading there")
             if time.monotonic() > deadline:
                 raise httpx.ReadTimeout(f"no whole answer within {timeout_s:g} s", request=streamed.request)

@@ -607,9 +607,16 @@ def _raise_for(response: httpx.Response, token: Token | None) -> None:
         meaning = "Unauthorized: the token was refused" if status == 401 else "Forbidden: no permission"
         raise PermanentError(f"HTTP {status} {meaning} (check --token-file/--token-env)")
     if 400 <= status < 500 and status not in (408, 429):
-        raise PermanentError(f"HTTP {status}: {_reason(response, token)}")
+        raise PermanentError(_status_line(response, token))
     if status >= 400:  # 5xx, 408, 429: retried; the broker answered, with its reason
-        raise RetryableAnswerError(f"HTTP {status}: {_reason(response, token)}")
+        raise RetryableAnswerError(_status_line(response, token))
+
+
+def _status_line(response: httpx.Response, token: Token | None) -> str:
+    """``HTTP <status>: <reason>``, or ``HTTP <status>`` alone when the answer gives none (an empty body,
+    or one not read: over the size cap, :mod:`shedlab.cluster.exchange`)."""
+    reason = _reason(response, token)
+    return f"HTTP {response.status_code}: {reason}" if reason else f"HTTP {response.status_code}"
 
 
 class AdminReader:
