@@ -243,20 +243,26 @@ def test_an_answer_python_cannot_decode_is_one_line(handler: Handler, says: str)
 SENT: list[int] = []
 
 
-def endless(out: BaseHTTPRequestHandler) -> None:
-    """A chunked answer that never ends (64 KiB chunks of JSON-looking text); counts what it sent."""
+def stream_forever(
+    out: BaseHTTPRequestHandler, status: int, content_type: str, part: bytes, sent: list[int] | None = None
+) -> None:
+    """A chunked answer of ``status`` that never ends, ``part`` after ``part``, until the reader hangs up;
+    each part sent counted in ``sent``."""
     out.protocol_version = "HTTP/1.1"
-    out.send_response(200)
-    out.send_header("Content-Type", "application/json")
+    out.send_response(status)
+    out.send_header("Content-Type", content_type)
     out.send_header("Transfer-Encoding", "chunked")
     out.end_headers()
-    part = b"[" + b"0," * 32_767 + b"0"
-    try:
+    with suppress(BrokenPipeError, ConnectionResetError):
         while True:
             out.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-            SENT.append(len(part))
-    except (BrokenPipeError, ConnectionResetError):
-        pass
+            if sent is not None:
+                sent.append(len(part))
+
+
+def endless(out: BaseHTTPRequestHandler) -> None:
+    """A chunked answer that never ends (64 KiB chunks of JSON-looking text); counts what it sent."""
+    stream_forever(out, 200, "application/json", b"[" + b"0," * 32_767 + b"0", SENT)
 
 
 def huge_declared(out: BaseHTTPRequestHandler) -> None:
@@ -297,15 +303,7 @@ def test_an_answer_past_the_cap_is_stopped_there_in_one_line(handler: Handler, s
 
 def endless_503(out: BaseHTTPRequestHandler) -> None:
     """A 503 whose error page never ends (a proxy's): only its status matters."""
-    out.protocol_version = "HTTP/1.1"
-    out.send_response(503)
-    out.send_header("Content-Type", "text/html")
-    out.send_header("Transfer-Encoding", "chunked")
-    out.end_headers()
-    part = b"<p>" + b"busy " * 13_000 + b"</p>"
-    with suppress(BrokenPipeError, ConnectionResetError):
-        while True:
-            out.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+    stream_forever(out, 503, "text/html", b"<p>" + b"busy " * 13_000 + b"</p>")
 
 
 def huge_declared_503(out: BaseHTTPRequestHandler) -> None:
