@@ -745,7 +745,7 @@ class CapacityAwareShedder:
         no_traffic = view.model is None or view.mean_load[MSGS] == 0
         k = int(np.lexsort((predicted, count))[0] if no_traffic else np.lexsort((count, predicted))[0])
         best = int(indices[k])
-        view.placed[best] += view.points(best, snapshot.bundle_index(bundle))
+        view.placed[best] += view.points(best, self._names_of(snapshot).index.get(bundle))
         view.placed_count[best] += 1
         chosen = snapshot.broker_ids[best]
         self.planned_destinations[bundle] = chosen
