@@ -989,7 +989,7 @@ class _Moves:
         best: list[_Move] = []
         best_gain = -np.inf
         for hot in hottest:
-            if p[hot] - self.target[hot] <= self.balanced_spread / 2:
+            if p[hot] - self.target[hot] <= self.half_band:
                 continue
             for cold in [int(c) for c in ends.order.tolist() if c != hot][:DESTINATIONS_TRIED]:
                 even, gap = self._even_amount(hot, cold), float(p[hot] - p[cold])
@@ -1031,7 +1031,13 @@ class _Moves:
         their spread is the band. Exactly at either bound counts as within, as AvgShedder's thresholds
         count a gap equal to them as a hit."""
         limit = self.balanced_spread
-        return limit > 0 and spread <= limit and excess <= limit / 2
+        return limit > 0 and spread <= limit and excess <= self.half_band
+
+    @property
+    def half_band(self) -> float:
+        """Half of ``capacityAwareBalancedSpread``: how far above its target a broker may be within the band
+        (:meth:`balanced_enough`); a group moves only off a broker beyond it (:meth:`_group`)."""
+        return self.balanced_spread / 2
 
     def _best_of(
         self, hot: int, bundles: list[tuple[int, float]], ends: _Ends, refused: dict[str, int]
