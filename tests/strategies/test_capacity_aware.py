@@ -807,10 +807,17 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-class-rolling-restart",
         "probe-identical-hot-namespaces",
     },
+    "holdout-18.yaml": {
+        "probe-nightly-colocated-job",
+        "probe-generation-swap",
+        "probe-partitions-few-bundles",
+        "probe-traced-logs-slow-nic",
+        "probe-identical-flash-sale",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to seventeenth (five each:
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to eighteenth (five each:
 four heterogeneous, one homogeneous)."""
 
 
