@@ -30,6 +30,30 @@ even-distribution filter; branch ``shed-speed-kept``, ``1b171a5``): the shedding
 tick, the day 14.6 → 14.0 s (``bench/compare_revisions.py``, medians of 5 alternated runs, 27 Nov 2026:
 1.04×, within the runs' spread); not merged, since each would keep its NumPy form beside it (the light
 commands do not load Numba) for about 4 %.
+Issue 12's session of 28 Nov 2026 (the other core busy with another Spark job; timers around the
+methods, medians of ticks 100-799, alternated with ``3d965cd``; branch ``speed-12``, ``e4b9266``), not
+merged. Each step gained about 1 % at the price of a second form of logic that already has a home:
+* :func:`tick_samples` with a branch of constants for steady bundles (one lister in both reports, data,
+  full counts): the kernel 0.38 → 0.29-0.34 ms, in the run 0.530 → 0.514 ms a tick;
+* :func:`owner_sums` also listing the bundles whose bin moved, for ``ClusterState.owner_counts``:
+  ``measure`` 0.525 → 0.503 ms;
+* together, the day 7.3 → 7.2 s (``bench/compare_revisions.py 3d965cd HEAD --rounds 5``, 1.01×; 2.60×
+  against ``9c4f585``).
+Measured and left out there as well:
+* the bookkeeping and both saturated runs fused into one kernel over blocks of 1,024 bundles: both
+  averages took 0.69 → 0.4-0.55 ms, but the per-block factors and change lists cost as much (the
+  kernel 1.03 → 1.0-1.2 ms);
+* the traffic's population-wide factors folded into one scale (``TrafficModel.at`` unchanged within
+  0.81-0.92 ms: its random draws are the cost);
+* per-broker metric rows written into columns (the day 8.5 → 8.85 s: first touches of fresh pages);
+* skips counted by a ``Counter`` (0.03 ms a call either way; the 0.2 ms mean there is the cyclic
+  collector, 0.14 s a day).
+
+Where a tick goes now (4.6-4.9 ms with the other core busy): 2.2 ms in these kernels, of which the
+leader's averages take 1.3. The rest is some thirty Python and small NumPy steps of 0.03-0.3 ms each. They run
+slower in a tick than when repeated at once (the leader's shedding 0.64-0.71 ms against 0.43 ms on
+the same snapshot), because some 50 MB of 100,000-bundle arrays a tick evict their data. Issue 12's
+4× would take the tick's Python into compiled code, or a second core.
 
 Why the same bits: every kernel performs, element by element, exactly the IEEE-754 operations of the
 NumPy code it replaces, in the same order. ``+ − × ÷`` are correctly rounded wherever they run, and
