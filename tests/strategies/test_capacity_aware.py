@@ -814,10 +814,17 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-traced-logs-slow-nic",
         "probe-identical-flash-sale",
     },
+    "holdout-19.yaml": {
+        "probe-direct-memory-flags",
+        "probe-leader-restarts-migration",
+        "probe-geo-replication-outage",
+        "probe-evening-decline",
+        "probe-identical-campaign-bursts",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to eighteenth (five each:
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to nineteenth (five each:
 four heterogeneous, one homogeneous)."""
 
 
