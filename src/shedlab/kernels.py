@@ -37,7 +37,7 @@ merged. Each step gained about 1 % at the price of a second form of logic that a
   full counts): the kernel 0.38 → 0.29-0.34 ms, in the run 0.530 → 0.514 ms a tick;
 * :func:`owner_sums` also listing the bundles whose bin moved, for ``ClusterState.owner_counts``:
   ``measure`` 0.525 → 0.503 ms;
-* together, the day 7.3 → 7.2 s (``bench/compare_revisions.py 3d965cd HEAD --rounds 5``, 1.01×; 2.60×
+* together, the day 7.3 → 7.2 s (``bench/compare_revisions.py 3d965cd speed-12 --rounds 5``, 1.01×; 2.60×
   against ``9c4f585``).
 Measured and left out there as well:
 * the bookkeeping and both saturated runs fused into one kernel over blocks of 1,024 bundles: both
