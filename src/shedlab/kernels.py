@@ -55,7 +55,8 @@ slower in a tick than when repeated at once (the leader's shedding 0.64-0.71 ms 
 the same snapshot), because some 50 MB of 100,000-bundle arrays a tick evict their data. Issue 12's
 4× would take the tick's Python into compiled code, or a second core.
 
-The second core's bound was measured the same day. The two :func:`saturated_run` calls of a tick
+The second core's bound was measured the same day (``bench/bench_second_core.py``). The two
+:func:`saturated_run` calls of a tick
 (4 × 100,000) were split by rows, two rows on a pool thread and two on the caller's; the kernel
 releases the GIL, and the bits are the same, since rows are independent. Medians of 300 calls:
 * other core idle: 0.60 → 0.36 ms;
