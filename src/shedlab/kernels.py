@@ -50,15 +50,15 @@ Measured and left out there as well:
   collector, 0.14 s a day).
 
 Where a tick goes now (4.6-4.9 ms with the other core busy): 2.2 ms in these kernels, of which the
-leader's averages take 1.3. The rest is some thirty Python and small NumPy steps of 0.03-0.3 ms each. They run
-slower in a tick than when repeated at once (the leader's shedding 0.64-0.71 ms against 0.43 ms on
-the same snapshot), because some 50 MB of 100,000-bundle arrays a tick evict their data. Issue 12's
-4× would take the tick's Python into compiled code, or a second core.
+leader's averages take 1.3. The rest is some thirty Python and small NumPy steps of 0.03-0.3 ms
+each. They run slower in a tick than when repeated at once (the leader's shedding 0.64-0.71 ms
+against 0.43 ms on the same snapshot), because some 50 MB of 100,000-bundle arrays a tick evict their
+data. Issue 12's 4× would take the tick's Python into compiled code, or a second core.
 
 The second core's bound was measured the same day (``bench/bench_second_core.py``). The two
-:func:`saturated_run` calls of a tick
-(4 × 100,000) were split by rows, two rows on a pool thread and two on the caller's; the kernel
-releases the GIL, and the bits are the same, since rows are independent. Medians of 300 calls:
+:func:`saturated_run` calls of a tick (4 × 100,000) were split by rows, two rows on a pool thread
+and two on the caller's; the kernel releases the GIL, and the bits are the same, since rows are
+independent. Medians of 300 calls:
 * other core idle: 0.60 → 0.36 ms;
 * other core busy (a spinning shell pinned to it): 0.61 → 0.65 ms, with a worse p90.
 The other row-separable kernels (:func:`tick_samples`, :func:`owner_sums`, ``lister_rows``) would add
