@@ -355,6 +355,7 @@ class CapacityAwareShedder:
         self._avg_conf: tuple[LoadBalancerConfig, LoadBalancerConfig] | None = None  # (given, AvgShedder's)
         self.background_streak: dict[str, int] = {}  # consecutive cycles a broker's background stood out
         self.machines_differ = False  # the last cycle's judgment of rule 2 (_judge_machines)
+        self.slopes_differ = False  # ... of its first test alone, which group moves need (rule 3)
         self._avg_steps_aside = False  # ... and of rule 0 (they have differed as long as AvgShedder waits)
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
@@ -417,7 +418,14 @@ class CapacityAwareShedder:
         overloaded = self.machines_differ and self._overloaded(model, conf, sources)
         if not overloaded and self._still_settled(model, conf, result):
             return True
-        moves = _Moves(snapshot, conf, model, self._names_of(snapshot), relieve=self.machines_differ)
+        moves = _Moves(
+            snapshot,
+            conf,
+            model,
+            self._names_of(snapshot),
+            relieve=self.machines_differ,
+            group=conf.capacity_aware_group_moves and self.slopes_differ,
+        )
         moved = moves.plan(sources, result, self.name, self._base)
         self.settled = moves.settled_at
         for hot in moved:
@@ -447,7 +455,7 @@ class CapacityAwareShedder:
         for b, broker in enumerate(snapshot.broker_ids):
             _bump(self.background_streak, broker, bool(gap[b] >= low))
         longest = max(self.background_streak.values(), default=0)
-        slopes = _slopes_differ(model)
+        slopes = self.slopes_differ = _slopes_differ(model)
         self.machines_differ = slopes or longest >= conf.load_balancer_avg_shedder_hit_count_high_threshold
         self._avg_steps_aside = slopes or longest >= conf.load_balancer_avg_shedder_hit_count_low_threshold
 
@@ -834,6 +842,7 @@ class _Moves:
         names: NameIndex,
         *,
         relieve: bool,
+        group: bool,
     ) -> None:
         self.snapshot = snapshot
         self.model = model
@@ -842,11 +851,11 @@ class _Moves:
         self.min_benefit = float(conf.capacity_aware_min_benefit)
         self.balanced_spread = float(conf.capacity_aware_balanced_spread)
         self.balanced_min_benefit = float(conf.capacity_aware_balanced_min_benefit)
-        self.group_moves = conf.capacity_aware_group_moves and _slopes_differ(model)
+        self.group_moves = group
         """Whether group moves are planned (rule 3): with ``capacityAwareGroupMoves``, on machines whose
-        slopes differ (identical machines have rule 0, and under jitter there a group pays on every pulse;
-        a background that stood out, rule 2's other test, does not suffice: identical machines under
-        jitter show one for a while)."""
+        slopes differ (:attr:`CapacityAwareShedder.slopes_differ`; identical machines have rule 0, and
+        under jitter there a group pays on every pulse; a background that stood out, rule 2's other test,
+        does not suffice: identical machines under jitter show one for a while)."""
         self.relieve = relieve
         """Whether a move off a broker predicted above the overload threshold pays without the minimum
         benefit (rule 3, overload relief: on unequal machines, as rule 2's one-hit trigger)."""
