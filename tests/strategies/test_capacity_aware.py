@@ -821,10 +821,17 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-evening-decline",
         "probe-identical-campaign-bursts",
     },
+    "holdout-20.yaml": {
+        "probe-customer-namespaces",
+        "probe-peak-hour-nic",
+        "probe-fanout-namespaces",
+        "probe-rack-decommission",
+        "probe-identical-leader-reboots",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to nineteenth (five each:
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to twentieth (five each:
 four heterogeneous, one homogeneous)."""
 
 
