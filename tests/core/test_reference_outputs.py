@@ -12,12 +12,11 @@ family with no set recorded the test skips, saying which.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from scripts_support import load_script
 from typer.testing import CliRunner
 
 from shedlab.cli import app
@@ -25,17 +24,7 @@ from shedlab.cli import app
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "reference_outputs", ROOT / "scripts" / "reference-outputs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SCRIPT = _script()
+SCRIPT = load_script("reference-outputs.py")
 FAMILY: str = SCRIPT.numpy_family()
 _SET: Path = SCRIPT.reference_dir(FAMILY) / "outputs.json"
 EXPECTED: dict[str, dict[str, str]] = json.loads(_SET.read_text(encoding="utf-8")) if _SET.is_file() else {}

@@ -3,13 +3,12 @@ rows are the tallies of the cells ``evaluate`` wrote, and it refuses to resume a
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
+from scripts_support import load_script
 
 from shedlab.core.goal import goal_tally
 from shedlab.errors import InputError
@@ -21,16 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "fixtures" / "grid_tiny.yaml"
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("capacity_goal", ROOT / "scripts" / "capacity-goal.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_default_grids_are_every_round_in_order() -> None:
-    grids = _script().default_grids()
+    grids = load_script("capacity-goal.py").default_grids()
     assert grids[0] == "capacity" and grids[-1] == "pip364-extended"
     rounds = [Path(g).name for g in grids[2:-1]]
     assert rounds[:3] == ["holdout.yaml", "holdout-3.yaml", "holdout-4.yaml"]
@@ -39,7 +30,7 @@ def test_the_default_grids_are_every_round_in_order() -> None:
 
 @pytest.mark.spark
 def test_a_row_per_grid_from_the_cells_evaluate_wrote(spark: SparkSession, tmp_path: Path) -> None:
-    script = _script()
+    script = load_script("capacity-goal.py")
     rows = script.run(spark, script.load_grids([str(TINY)], tmp_path, {}), "AvgShedder")
     cells = pd.read_csv(tmp_path / "grid_tiny" / "evaluation" / "goal.csv")
     assert len(rows) == 1 and rows[0]["grid"] == "grid_tiny.yaml"
@@ -54,7 +45,7 @@ def test_a_row_per_grid_from_the_cells_evaluate_wrote(spark: SparkSession, tmp_p
 def test_settings_go_on_top_of_each_grid_and_bad_input_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    script = _script()
+    script = load_script("capacity-goal.py")
     ((_, grid),) = script.load_grids([str(TINY)], tmp_path, {"capacityAwareMinBenefit": "3"})
     assert dict(grid.overrides)["capacityAwareMinBenefit"] == "3"
     assert script.main(["--set", "capacityAwareMinBenefitt=3", "--out", str(tmp_path)]) == 2

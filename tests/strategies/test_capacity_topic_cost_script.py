@@ -4,29 +4,18 @@ background on the broker with more topics as a cost per topic: the confusion the
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 import numpy as np
 import pytest
+from scripts_support import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("topic_cost", ROOT / "scripts" / "capacity-topic-cost.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = load_script("capacity-topic-cost.py")
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_costs_that_are_there_are_recovered(seed: int) -> None:
     rng = np.random.default_rng(seed)
     msgs, topics = rng.uniform(1e3, 1e5, 12), rng.uniform(10, 5000, 12)
-    c_m, c_t = _script().envelope(msgs, topics, 2e-4 * msgs + 3e-3 * topics)
+    c_m, c_t = SCRIPT.envelope(msgs, topics, 2e-4 * msgs + 3e-3 * topics)
     assert c_m == pytest.approx(2e-4, rel=1e-9) and c_t == pytest.approx(3e-3, rel=1e-9)
 
 
@@ -34,12 +23,12 @@ def test_costs_that_are_there_are_recovered(seed: int) -> None:
 def test_a_messages_only_cpu_gets_no_topic_cost(seed: int) -> None:
     rng = np.random.default_rng(seed)
     msgs, topics = rng.uniform(1e3, 1e5, 12), rng.uniform(10, 5000, 12)
-    c_m, c_t = _script().envelope(msgs, topics, 2e-4 * msgs)
+    c_m, c_t = SCRIPT.envelope(msgs, topics, 2e-4 * msgs)
     assert c_m == pytest.approx(2e-4, rel=1e-12) and c_t == pytest.approx(0.0, abs=1e-15)  # rounding
 
 
 def test_a_background_beside_more_topics_reads_as_a_topic_cost() -> None:
     # both brokers cost 1 per message; the second has 5 more of background and ten times the topics
     msgs, topics, cpu = np.array([10.0, 10.0]), np.array([1.0, 10.0]), np.array([10.0, 15.0])
-    c_m, c_t = _script().envelope(msgs, topics, cpu)
+    c_m, c_t = SCRIPT.envelope(msgs, topics, cpu)
     assert c_t == pytest.approx(5 / 9) and c_m * 10 + c_t * 10 == pytest.approx(15)
