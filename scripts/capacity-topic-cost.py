@@ -26,8 +26,8 @@ import numpy as np
 from shedlab import api
 from shedlab.config import LoadBalancerConfig
 from shedlab.model.snapshot import CPU, ClusterSnapshot, FloatArray
-from shedlab.strategies import capacity_aware
-from shedlab.strategies.capacity_aware import MSGS, CapacityModel, broker_load
+from shedlab.strategies.base import SheddingResult
+from shedlab.strategies.capacity_aware import MSGS, CapacityAwareShedder, broker_load
 
 PLUGIN = "shedlab.strategies.capacity_aware:CapacityAwareShedder"
 
@@ -65,19 +65,21 @@ def topic_share(snapshot: ClusterSnapshot) -> tuple[float, float] | None:
 
 @contextmanager
 def planned_snapshots() -> Iterator[list[ClusterSnapshot]]:
-    """The snapshots the strategy estimates its model from, while the block runs."""
+    """The snapshots the strategy's shedding cycles plan from (not its placements'), while the block runs."""
     seen: list[ClusterSnapshot] = []
-    original = capacity_aware.estimate_capacity
+    original = CapacityAwareShedder.find_bundles_for_unloading
 
-    def recording(snapshot: ClusterSnapshot, conf: LoadBalancerConfig) -> CapacityModel | None:
+    def recording(
+        self: CapacityAwareShedder, snapshot: ClusterSnapshot, conf: LoadBalancerConfig
+    ) -> SheddingResult:
         seen.append(snapshot)
-        return original(snapshot, conf)
+        return original(self, snapshot, conf)
 
-    capacity_aware.estimate_capacity = recording
+    CapacityAwareShedder.find_bundles_for_unloading = recording  # type: ignore[method-assign]
     try:
         yield seen
     finally:
-        capacity_aware.estimate_capacity = original
+        CapacityAwareShedder.find_bundles_for_unloading = original  # type: ignore[method-assign]
 
 
 def main() -> None:
