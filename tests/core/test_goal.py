@@ -258,13 +258,14 @@ def test_why_there_are_no_cells() -> None:
 def test_a_named_challenger_the_sweep_never_ran_is_refused() -> None:
     both = [AVG, TS_LRUWW]
     mine = "HottestBroker+LeastLongTermMessageRate"
-    check_challenger("CapacityAwareShedder", both)  # the default may be absent
-    check_challenger(mine, [*both, f"my_module:{mine}"])  # compared by class name
+    where = "out/s/sweep.json"
+    check_challenger("CapacityAwareShedder", both, where)  # the default may be absent
+    check_challenger(mine, [*both, f"my_module:{mine}"], where)  # compared by class name
     with pytest.raises(ConfigError) as typo:
-        check_challenger(mine.replace("Hottest", "Hotest"), [*both, mine])
+        check_challenger(mine.replace("Hottest", "Hotest"), [*both, mine], where)
     assert str(typo.value) == (
-        "--challenger: the sweep has no runs of this strategy (got 'HotestBroker+LeastLongTermMessageRate');"
-        " did you mean 'HottestBroker+LeastLongTermMessageRate'?"
+        "out/s/sweep.json: --challenger: the sweep has no runs of this strategy (got"
+        " 'HotestBroker+LeastLongTermMessageRate'); did you mean 'HottestBroker+LeastLongTermMessageRate'?"
     )
     with pytest.raises(ConfigError, match=r"\(got 'Foo'\); it ran AvgShedder, ThresholdShedder"):
-        check_challenger("Foo", both)
+        check_challenger("Foo", both, where)

@@ -165,6 +165,7 @@ def test_goal_cells_of_a_challenger(evaluated: tuple[Path, Any], tmp_path: Path)
         app, ["evaluate", str(out), "--out", str(tmp_path / "ev2"), "--challenger", "AvgShedde"]
     )
     assert isinstance(misspelt.exception, ConfigError)  # main() prints it as one line, exit 2
+    assert str(misspelt.exception).startswith(f"{out}/sweep.json: --challenger: ")  # the file it read
     assert str(misspelt.exception).endswith("(got 'AvgShedde'); did you mean 'AvgShedder'?")
     assert not (tmp_path / "ev2").exists()  # refused before anything was read or written
     # against itself a set never wins the spread: the best set ties, the other loses or ties

@@ -254,15 +254,17 @@ def tally_sentence(cells: pd.DataFrame) -> str:
     )
 
 
-def check_challenger(challenger: str, strategies: Collection[str]) -> None:
+def check_challenger(challenger: str, strategies: Collection[str], source: str) -> None:
     """Refuse a challenger the user named that the sweep never ran (a typo, or the wrong sweep), with the
     closest swept name: an evaluation judged against nothing would look like one that found no cells.
-    The default challenger may be absent (most sweeps do not run CapacityAwareShedder): no cells then."""
+    The default challenger may be absent (most sweeps do not run CapacityAwareShedder): no cells then.
+    ``source`` names where the swept strategies were read (the sweep's ``sweep.json``, or its runs)."""
     if challenger == DEFAULT_CHALLENGER or any(same_strategy(s, challenger) for s in strategies):
         return
     swept = sorted(set(strategies))
     raise ConfigError(
         "the sweep has no runs of this strategy",
+        source=source,
         field="--challenger",
         value=challenger,
         hint=did_you_mean(challenger, swept) or f"it ran {', '.join(swept)}",

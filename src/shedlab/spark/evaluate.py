@@ -102,7 +102,7 @@ def check_sweep(sweep_dir: str, challenger: str) -> list[dict[str, Any]]:
     grids = _swept_grids(sweep_dir)
     listed = [s for grid in grids for s in grid.get("strategies") or () if isinstance(s, str)]
     if listed:  # a manifest without strategy lists (another version) leaves the check to the runs
-        check_challenger(challenger, listed)
+        check_challenger(challenger, listed, table_path(sweep_dir, "sweep.json"))
     _grid_definitions(sweep_dir, grids)
     return grids
 
@@ -253,7 +253,7 @@ def evaluate(
 
     wide, runs_pd, metric_names = _wide_runs(spark)
     swept = runs_pd["strategy"].astype(str).tolist()
-    check_challenger(challenger, swept)
+    check_challenger(challenger, swept, table_path(sweep_dir, "runs"))
 
     defs = resolve_definitions(*grid_overrides, *([definitions] if definitions else []))
     usable, more = applicable_definitions(defs, sorted(set(runs_pd["scenario"])), metric_names)
