@@ -141,6 +141,9 @@ messages; a NIC carries bytes (out: what consumers read plus the bookie copies o
 so in + out), as do direct memory's buffers."""
 _MSG_DRIVERS: Final = (MSGS, MSGS, MSGS, MSGS)
 _T = TypeVar("_T", float, FloatArray)
+_BACKGROUND_ROUNDING: Final = 1e-9
+"""Score points of background below which it is rounding (the cost-setting broker's own ratio, ~1e-14), not
+load: 0, so that reasons do not show 1.42e-14 points of background where there is none."""
 
 
 def broker_load(snapshot: ClusterSnapshot) -> FloatArray:
@@ -214,7 +217,9 @@ class CapacityModel:
             mix = per.sum(axis=0) / total if total > 0 else np.ones(len(drivers))
             slope = (rates * mix).max(axis=1)
             traffic = np.divide(explained, slope, out=msgs.copy(), where=slope > 0)
-        background = np.maximum(scores - explained, 0.0)
+        residue = scores - explained
+        # the broker that sets a resource's cost has no background; floating rounding leaves it ~1e-14
+        background = np.where(residue > _BACKGROUND_ROUNDING, residue, 0.0)
         level = _balanced_level(traffic, slope, background)
         return cls(scores, traffic, slope, background, level, rates, load, drivers)
 
