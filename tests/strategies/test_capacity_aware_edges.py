@@ -12,6 +12,7 @@ broker's slope is ``100 / 64 / L`` score points per msg/s: ``S = 100 / 8192`` on
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.core.decide import load_snapshot_file
 from shedlab.errors import ConfigError
 from shedlab.model.pulsar import BrokerData, BundleData
 from shedlab.model.snapshot import ClusterSnapshot
@@ -55,6 +57,7 @@ def conf_with(**values: Any) -> LoadBalancerConfig:
 
 
 CONF = conf_with()
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cluster(
@@ -285,6 +288,14 @@ def test_backgrounds_differing_by_the_low_threshold_are_heterogeneous() -> None:
     # heterogeneous: the second low hit triggers (the high hit count), not the eighth
     assert not last(snap, at, 1).unloads and last(snap, at, 2).unloads
     assert not last(snap, above, 2).unloads
+
+
+def test_the_rounding_of_the_cost_setting_broker_is_no_background() -> None:
+    # examples/snapshot.json: broker-1 sets the cost per message; its score less its explained points
+    # is 1.42e-14 in floating point, which `decide` printed as its background
+    model = estimate_capacity(load_snapshot_file(ROOT / "examples" / "snapshot.json"), CONF)
+    assert model is not None and model.background[0] == 0.0
+    assert all(b == 0.0 or b > 1e-9 for b in model.background.tolist())
 
 
 # ---------------------------------------------------------------------------------------- sources
