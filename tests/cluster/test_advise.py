@@ -176,13 +176,20 @@ def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         (["advise", "--snapshot", str(tmp_path)], "no *.json or *.jsonl"),
         (["advise", "--admin-url", "ftp://x", "--snapshot", str(EXAMPLE)], "give one source"),
         (["advise", "--admin-url", "ftp://x"], "expected an http:// or https:// URL"),
+        # urlparse's and httpx's own exceptions were tracebacks (28 Nov 2026)
+        (["advise", "--admin-url", "http://[x"], "--admin-url: not a URL (Invalid IPv6 URL)"),
+        (["advise", "--admin-url", "http://b:abc"], "--admin-url: not a URL (Port could not be cast"),
+        (["advise", "--admin-url", "http://b:99999"], "--admin-url: not a URL (Port out of range"),
+        (["advise", "--admin-url", "http://:8080"], "URL naming a host (got 'http://:8080')"),
+        (["advise", "--admin-url", "http://u:secret@[x"], "refused (they would be printed in errors)"),
         (["advise", "--snapshot", str(EXAMPLE), "--token-env", "SHEDLAB_UNSET_VAR"], "not set or empty"),
         (
             ["collect", "--out", str(tmp_path), "--admin-url", "http://x", "--every", "0s"],
             "must be more than 0",
         ),
     ):
-        assert expected in error_line(args, capsys), args
+        line = error_line(args, capsys)
+        assert expected in line and "secret" not in line, args
 
 
 def test_load_data_file_is_accepted_as_is() -> None:

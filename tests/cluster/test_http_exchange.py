@@ -350,6 +350,7 @@ def test_the_default_cap_refuses_a_huge_answer_before_reading_it(
     [
         ("http://[::1", "a broker redirected to an invalid location (Invalid URL in location header"),
         ("//:80/", "a broker redirected to '//:80/', which names no host"),
+        ("http://b:abc/x", "a broker redirected to an invalid location"),  # httpx.InvalidURL: a traceback
     ],
 )
 def test_a_redirect_to_no_url_is_said_once_not_retried_as_unreachable(location: str, message: str) -> None:
@@ -363,6 +364,18 @@ def test_a_redirect_to_no_url_is_said_once_not_retried_as_unreachable(location: 
         error = failed_get(url, "/admin/v2/clusters", Retry(attempts=3, timeout_s=2.0))
     assert message in str(error) and "unreachable" not in str(error)
     assert len(requests) == 1
+
+
+def test_a_broker_id_that_makes_no_url_is_said_once() -> None:
+    """A broker id from the cluster's own data (``/admin/v2/brokers``, a znode's name) that makes no URL,
+    ``b:abc``: httpx's InvalidURL is no TransportError, so it was a traceback (28 Nov 2026)."""
+    reader = AdminReader("http://127.0.0.1:9", retry=Retry(attempts=3, timeout_s=2.0))
+    try:
+        with pytest.raises(ClusterError) as caught:
+            reader.request("GET", reader.broker_url("b:abc") + "/admin/v2/broker-stats/load-report")
+    finally:
+        reader.close()
+    assert "not a valid URL (Invalid port: 'abc')" in str(caught.value) and "after 3" not in str(caught.value)
 
 
 def test_a_redirected_hop_that_fails_is_named() -> None:

@@ -14,7 +14,7 @@ import pytest
 from stub_broker import Answer, stub_broker
 
 from shedlab.cluster.access import Retry
-from shedlab.cluster.readers import AdminReader
+from shedlab.cluster.readers import AdminReader, leader_id, owner_of_ephemeral_data
 from shedlab.errors import ClusterError
 
 
@@ -91,6 +91,22 @@ def test_leader_of_a_pulsar_2_broker_is_its_broker_id() -> None:
     broker = url.removeprefix("http://")
     assert sorted(reading.reports) == [broker]
     assert reading.leader == broker
+
+
+def test_cluster_documents_whose_urls_are_no_urls_are_data_not_tracebacks() -> None:
+    """``urlparse`` raises ValueError on an unclosed IPv6 bracket: a leader's ``serviceUrl`` or an
+    ownership znode's ``httpUrl`` of ``http://[x`` was a traceback (28 Nov 2026). The leader is named as
+    written; an owner needs a URL, so the znode is refused in one line naming it."""
+    assert leader_id({"serviceUrl": "http://[x"}) == "http://[x"
+    assert leader_id({"serviceUrl": "http://b1:8080"}) == "b1:8080"
+    where = "/namespace/t/ns/0x00000000_0x80000000"
+    owner = owner_of_ephemeral_data({"httpUrl": "http://[x", "httpUrlTls": "https://b1:8443"}, where)
+    assert owner.owner == "b1:8443" and owner.active
+    with pytest.raises(ClusterError) as caught:
+        owner_of_ephemeral_data({"httpUrl": "http://[x", "nativeUrl": "pulsar://b1:6650"}, where)
+    assert str(caught.value) == (
+        f"{where}: NamespaceEphemeralData without a URL in httpUrl or httpUrlTls: no broker id"
+    )
 
 
 def legacy_report(port: int) -> dict[str, Any]:

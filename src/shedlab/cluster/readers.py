@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, TypeVar
-from urllib.parse import quote, urlparse
+from urllib.parse import ParseResult, quote, urlparse
 
 import httpx
 from kazoo.client import KazooClient
@@ -159,7 +159,16 @@ def leader_id(info: Mapping[str, Any]) -> str | None:
     url = info.get("serviceUrl")
     if not isinstance(url, str) or not url:
         return None
-    return urlparse(url).netloc or url
+    return _netloc(url) or url  # not a URL: the leader named as written
+
+
+def _netloc(url: str) -> str:
+    """The host and port of ``url`` as written; "" where it is no URL (``urlparse`` raises ValueError on an
+    unclosed IPv6 bracket, ``http://[x``: a cluster's document is data, not a traceback)."""
+    try:
+        return urlparse(url).netloc
+    except ValueError:
+        return ""
 
 
 @dataclass(frozen=True)
@@ -183,9 +192,12 @@ def owner_of_ephemeral_data(obj: Mapping[str, Any], where: str) -> Ownership:
     ``nativeUrl`` (the binary protocol's port) cannot name it."""
     for key in ("httpUrl", "httpUrlTls"):
         url = obj.get(key)
-        if isinstance(url, str) and urlparse(url).netloc:
-            return Ownership(urlparse(url).netloc, obj.get("disabled") is not True, where)
-    raise ClusterError("NamespaceEphemeralData without httpUrl or httpUrlTls: no broker id", source=where)
+        broker = _netloc(url) if isinstance(url, str) else ""
+        if broker:
+            return Ownership(broker, obj.get("disabled") is not True, where)
+    raise ClusterError(
+        "NamespaceEphemeralData without a URL in httpUrl or httpUrlTls: no broker id", source=where
+    )
 
 
 @dataclass
@@ -560,6 +572,36 @@ _HTTP_TRANSIENT = (httpx.TransportError,)
 _TLS_HINT = "give the CA certificate that signed the brokers' certificates with --tls-ca"
 
 
+def _admin_url(url: str) -> ParseResult:
+    """``--admin-url`` parsed, or refused in one line: a broker's web address, http:// or https://, with a
+    host and a port that are one (``urlparse`` raises ValueError on ``http://[x``, ``.port`` on
+    ``http://b:abc``; httpx would raise its own on the first request), no credentials (they would be
+    printed in every error: refused before anything else prints the URL) and no query."""
+    scheme, _, rest = url.partition("://")
+    if "@" in rest.partition("/")[0]:  # user:password@
+        raise InputError(
+            "credentials in the URL are refused (they would be printed in errors); give a token with"
+            " --token-file or --token-env",
+            field="--admin-url",
+            value=f"{scheme}://***@{rest.partition('/')[0].rpartition('@')[2]}",
+        )
+    try:
+        parsed = urlparse(url)
+        parsed.port  # noqa: B018 (its check is the point: ValueError on a port that is none)
+    except ValueError as exc:
+        raise InputError(f"not a URL ({exc})", field="--admin-url", value=url) from None
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise InputError("expected an http:// or https:// URL naming a host", field="--admin-url", value=url)
+    if parsed.query or parsed.fragment or url.rstrip().endswith(("?", "#")):
+        # a query was glued to every path: http://b:8080/?token=…/admin/v2/clusters, printed as it is
+        raise InputError(
+            "a broker's web address has no ?query or #fragment (a token goes in --token-file)",
+            field="--admin-url",
+            value=f"{parsed.scheme}://{parsed.netloc}{parsed.path}?…",
+        )
+    return parsed
+
+
 def _refused(exc: ClusterError) -> bool:
     """The token or the TLS trust was refused: every other path would answer the same, so stop here."""
     return any(mark in exc.message for mark in ("HTTP 401", "HTTP 403", UNTRUSTED, NOT_TLS))
@@ -635,24 +677,7 @@ class AdminReader:
     ) -> None:
         self.clock = clock
         self.max_body_bytes = max_body_bytes  # the largest answer read (tests make it small)
-        parsed = urlparse(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise InputError("expected an http:// or https:// URL", field="--admin-url", value=url)
-        if "@" in parsed.netloc:  # user:password@: printed back in every error, the audit's and collect's
-            shown = f"{parsed.scheme}://***@{parsed.netloc.rpartition('@')[2]}"
-            raise InputError(
-                "credentials in the URL are refused (they would be printed in errors); give a token with"
-                " --token-file or --token-env",
-                field="--admin-url",
-                value=shown,
-            )
-        if parsed.query or parsed.fragment or url.rstrip().endswith(("?", "#")):
-            # a query was glued to every path: http://b:8080/?token=…/admin/v2/clusters, printed as it is
-            raise InputError(
-                "a broker's web address has no ?query or #fragment (a token goes in --token-file)",
-                field="--admin-url",
-                value=f"{parsed.scheme}://{parsed.netloc}{parsed.path}?…",
-            )
+        parsed = _admin_url(url)
         # the broker's web address, as Pulsar's admin client takes it: a URL copied with the REST prefix
         # (http://broker:8080/admin/v2) would double it on every path
         self.url = re.sub(r"/admin(/v2)?$", "", url.rstrip("/"))
@@ -763,6 +788,8 @@ class AdminReader:
                 timeout_s=self.retry.timeout_s,
                 max_bytes=self.max_body_bytes,
             )
+        except httpx.InvalidURL as exc:  # a broker id from the cluster's data that makes no URL (b:abc)
+            raise PermanentError(f"not a valid URL ({exc})") from None
         except httpx.TransportError as exc:
             failure = verification_failure(exc)
             if failure is None:
