@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from shedlab.core.results import read_local_parquet  # not pd.read_parquet: see its docstring
+from shedlab.core.local_parquet import read_local_parquet  # not pd.read_parquet: see its docstring
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCES = ROOT / "tests" / "reference"

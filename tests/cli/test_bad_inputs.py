@@ -588,6 +588,18 @@ CASES: dict[str, list[Case]] = {
             "--out: is a replay output (replay.json), not a tune output",
             {"o/replay.json": b"{}"},
         ),
+        # a URI where simulate and compare write locally: pandas took the Path's text for a URL (urllib,
+        # S3) after the whole run and printed a traceback (28 Nov 2026)
+        Case(
+            "simulate-out-is-a-uri",
+            ("simulate", "scale-out", "--out", "http://[x"),
+            "--out: a local directory is expected, not a URI",
+        ),
+        Case(
+            "compare-out-is-a-uri",
+            ("compare", "scale-out", "--strategies", "AvgShedder", "--out", "s3://bucket/run"),
+            "not a URI (sweep writes to remote locations) (got 's3:/bucket/run')",
+        ),
         Case(
             "simulate-out-is-a-sweep",
             ("simulate", "scale-out", "--out", "{dir}/sw"),

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shedlab.core.results import read_local_parquet
+from shedlab.core.local_parquet import read_local_parquet
 from shedlab.core.sim import load_scenario, run_simulation
 from shedlab.errors import InputError
 from shedlab.report import build_report, load_results

@@ -21,7 +21,8 @@ import pandas as pd
 import pytest
 
 from shedlab.core.grid import load_grid
-from shedlab.core.results import read_local_parquet, read_partitioned
+from shedlab.core.local_parquet import read_local_parquet
+from shedlab.core.results import read_partitioned
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from shedlab.core.evaluation import PIP364_DEFINITIONS, TOO_FEW_RUNS, evaluate_runs, rate
-from shedlab.core.results import read_local_parquet, read_sweep_runs
+from shedlab.core.local_parquet import read_local_parquet
+from shedlab.core.results import read_sweep_runs
 from shedlab.errors import ConfigError
 
 if TYPE_CHECKING:

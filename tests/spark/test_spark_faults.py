@@ -16,7 +16,7 @@ import pytest
 
 from shedlab.cli import main
 from shedlab.core.grid import load_grid
-from shedlab.core.results import read_local_parquet
+from shedlab.core.local_parquet import read_local_parquet
 from shedlab.errors import ConfigError
 from shedlab.spark.session import validate_master
 

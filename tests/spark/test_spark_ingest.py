@@ -13,7 +13,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs (as in 
 import pytest
 
 from shedlab.core.ingest import RAW_COLUMNS, STAGED_COLUMNS
-from shedlab.core.results import read_local_parquet
+from shedlab.core.local_parquet import read_local_parquet
 from shedlab.spark.ingest import IngestResult
 from shedlab.spark.schemas import RAW_ROW, STAGED_ROW, struct
 

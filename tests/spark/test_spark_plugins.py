@@ -13,8 +13,8 @@ import pytest
 from builders import ONE_BUNDLE_SHEDDER
 
 from shedlab.core.grid import parse_grid
+from shedlab.core.local_parquet import read_local_parquet
 from shedlab.core.replay import strategy_configs
-from shedlab.core.results import read_local_parquet
 from shedlab.core.sim import run_simulation
 from shedlab.core.sim.recording import write_recording
 from shedlab.core.sim.scenario import parse_scenario_text

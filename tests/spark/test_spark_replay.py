@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from shedlab.config import LoadBalancerConfig
-from shedlab.core.results import read_local_parquet
+from shedlab.core.local_parquet import read_local_parquet
 from shedlab.manager import LoadManager
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import (

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from shedlab.core.grid import expand_grid, load_grid
-from shedlab.core.results import read_local_parquet
+from shedlab.core.local_parquet import read_local_parquet
 from shedlab.spark.sweep import plan_tasks, sweep
 
 if TYPE_CHECKING:

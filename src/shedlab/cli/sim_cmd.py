@@ -17,6 +17,7 @@ from shedlab import jsonout, units
 from shedlab.cli.consoles import make_console, print_table
 from shedlab.cli.settings import SetOption, check_seed, run_overrides
 from shedlab.core.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
+from shedlab.core.sim.result import check_local_out
 from shedlab.errors import ConfigError, InputError
 from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name, short_pair_name
 from shedlab.strategies.registry import caption_legend
@@ -180,6 +181,7 @@ def simulate(
     if out is not None:  # not into another command's output
         from shedlab.core.results import check_output_kind
 
+        check_local_out(out)
         check_output_kind(str(out), "simulate")
     scen = _load(scenario)
     overrides, file_pair = run_overrides(config, set_)
@@ -224,6 +226,7 @@ def compare(
     if out is not None:  # not into another command's output
         from shedlab.core.results import check_output_kind
 
+        check_local_out(out)
         check_output_kind(str(out), "compare")
     scen = _load(scenario)
     names = (

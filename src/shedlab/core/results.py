@@ -42,6 +42,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 import shedlab
 from shedlab.core.grid import Grid
+from shedlab.core.local_parquet import read_local_parquet
 from shedlab.core.partitions import escape_partition_value
 from shedlab.core.sim import run_simulation
 from shedlab.core.sim.scenario import Scenario, parse_scenario_text
@@ -79,7 +80,6 @@ __all__ = [
     "output_kind",
     "quarantine_corrupt_runs",
     "read_checked_parquet",
-    "read_local_parquet",
     "read_manifest",
     "read_partitioned",
     "read_run_table",
@@ -761,7 +761,8 @@ def read_partitioned(
         return None
     partitioning = pads.partitioning(pa.schema([(k, pa.string()) for k in keys]), flavor="hive")
     try:
-        dataset = pads.dataset(str(path), format="parquet", partitioning=partitioning)
+        # absolute: Arrow takes a relative s3:x/... for a URI (local_parquet's docstring)
+        dataset = pads.dataset(os.path.abspath(path), format="parquet", partitioning=partitioning)
         for fragment in dataset.get_fragments() if required else ():
             if fragment.metadata.num_rows:  # an empty table may be written without columns
                 missing_columns(fragment.physical_schema.names, required, fragment.path)
@@ -805,22 +806,6 @@ def read_sweep_runs(root: Path) -> pd.DataFrame:
     return pd.concat([frame.drop(columns=["metrics"]), metrics], axis=1)
 
 
-_LOCAL = pafs.LocalFileSystem()
-
-
-def read_local_parquet(path: Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """``pd.read_parquet`` of a local Parquet file or directory, read by Arrow's own file reader.
-
-    Why not ``pd.read_parquet(path)``: pandas opens a local file as a Python file object, which Arrow
-    reads on threads of its own, and a process that exits after such a read aborts now and then in
-    Arrow's teardown ("terminate called without an active exception", exit 134): with pyarrow 26.0.1,
-    4 in 100 runs of ``shedlab report`` on a bad input, 4 at a time (a CI run failed on one), and 19 in
-    160 of two ``pd.read_parquet`` calls in a fresh interpreter; through Arrow's ``LocalFileSystem``
-    none in 160 (27 Nov 2026, loops of 4 parallel processes; apache/arrow#34314 reports the symptom).
-    The same frame either way: pandas reads the same table with the same options."""
-    return pd.read_parquet(str(path), columns=None if columns is None else list(columns), filesystem=_LOCAL)
-
-
 def read_run_table(
     root: Path,
     table: str,
@@ -846,7 +831,8 @@ def read_checked_parquet(
     first, so pyarrow's "No match for FieldRef" never shows) or is not Parquet."""
     try:
         if path.is_file():
-            missing_columns(pq.read_schema(path).names, [*(columns or []), *required], str(path))
+            schema = pq.read_schema(os.path.abspath(path))  # absolute: see read_partitioned
+            missing_columns(schema.names, [*(columns or []), *required], str(path))
         frame = read_local_parquet(path, columns)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read Parquet: {exc}", source=str(path)) from None

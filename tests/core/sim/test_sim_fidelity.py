@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from shedlab.core.results import read_local_parquet
+from shedlab.core.local_parquet import read_local_parquet
 from shedlab.core.sim import Scenario, SimulationResult, load_scenario, run_simulation
 from shedlab.core.sim.kernel import Simulation
 from shedlab.errors import InputError

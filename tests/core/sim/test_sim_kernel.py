@@ -15,12 +15,13 @@ import pytest
 from builders import FULL
 
 from shedlab.config import STRATEGY_PACKAGE
-from shedlab.core.results import read_local_parquet
+from shedlab.core.local_parquet import read_local_parquet
 from shedlab.core.sim import Scenario, SimulationResult, load_scenario, run_simulation
 from shedlab.core.sim.kernel import Simulation, build_config
 from shedlab.core.sim.metrics import over_placement, over_unloading_flip, ratio, time_to_balance
 from shedlab.core.sim.recording import iter_load_reports, prometheus_responses, write_recording
 from shedlab.core.sim.scenario import parse_scenario_text
+from shedlab.errors import InputError
 from shedlab.manager.loop import ManagerDecision
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import LocalBrokerData
@@ -243,6 +244,20 @@ def test_write_outputs(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(read_local_parquet(tmp_path / "out" / "ticks.parquet"), result.ticks)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["strategy"] == "AvgShedder" and "config" in summary
+
+
+def test_a_local_directory_whose_name_looks_like_a_url_is_a_local_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pandas took ``s3:x/ticks.parquet`` and ``http:x/…`` for URLs (S3, urllib) and Arrow a relative one
+    for a URI: the files are written where the path says, through Arrow's local filesystem."""
+    monkeypatch.chdir(tmp_path)
+    result = run_simulation(small(), strategy="AvgShedder")
+    for name in ("s3:x", "http:x"):
+        result.write(name)
+        pd.testing.assert_frame_equal(read_local_parquet(tmp_path / name / "ticks.parquet"), result.ticks)
+    with pytest.raises(InputError, match=r"--out: a local directory is expected, not a URI"):
+        result.write(Path("s3://bucket/run"))  # a Path has made it s3:/bucket/run
 
 
 def test_recording_is_pulsar_json_and_prometheus(tmp_path: Path) -> None:

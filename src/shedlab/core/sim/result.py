@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pandas as pd
 
 from shedlab import jsonout
 from shedlab.config import LoadBalancerConfig
+from shedlab.core.local_parquet import write_local_parquet
 from shedlab.core.sim.metrics import (
     NOT_DISTURBANCES,
     SKIP_COLUMNS,
@@ -22,7 +24,19 @@ from shedlab.core.sim.recording import Recording
 from shedlab.core.sim.scenario import Scenario
 from shedlab.errors import InputError
 
-__all__ = ["SimulationResult"]
+__all__ = ["SimulationResult", "check_local_out"]
+
+
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
+"""A scheme and a slash: ``s3://…``, ``http://…``, or either after :class:`~pathlib.Path` (``s3:/…``)."""
+
+
+def check_local_out(out_dir: str | Path, *, field: str = "--out") -> None:
+    """Refuse a URI where a run's files go: :meth:`SimulationResult.write` writes with the local filesystem
+    (``sweep`` writes to remote locations). Checked before a run too, so that nothing runs for nothing."""
+    if _URI.match(str(out_dir)):
+        message = "a local directory is expected, not a URI (sweep writes to remote locations)"
+        raise InputError(message, field=field, value=str(out_dir))
 
 
 @dataclass
@@ -135,7 +149,11 @@ class SimulationResult:
         return {**self.summary, "config": self.config}
 
     def write(self, out_dir: str | Path) -> list[Path]:
-        """Write ticks/brokers/decisions/events/skips Parquet files and summary.json; returns the paths."""
+        """Write ticks/brokers/decisions/events/skips Parquet files and summary.json into the local
+        directory ``out_dir``; returns the paths. A URI is refused: this writes with the local filesystem
+        (``sweep`` writes to remote locations), where ``s3://b/run`` would become a folder ``s3:`` (a
+        :class:`~pathlib.Path` has made it ``s3:/b/run`` already)."""
+        check_local_out(out_dir)
         out = Path(out_dir)
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -150,7 +168,7 @@ class SimulationResult:
             ("skips", self.skips),
         ):
             path = out / f"{name}.parquet"
-            frame.to_parquet(path, index=False)
+            write_local_parquet(frame, path)
             paths.append(path)
         summary_path = out / "summary.json"
         summary_path.write_text(jsonout.dumps(self.document(), indent=2) + "\n", encoding="utf-8")
