@@ -482,6 +482,21 @@ CASES: dict[str, list[Case]] = {
             "replay.json: configs: expected a list of strategy configurations (objects) (got 5)",
         ),
     ],
+    "a tick past any use": [
+        # a number past a Java long of milliseconds was a Spark stack trace; 100000d was accepted
+        Case(
+            "ingest-interval-past-a-java-long",
+            ("ingest", "{dir}/r.jsonl", "--out", "{dir}/out", "--interval", "9" * 30),
+            f"--interval: must be at most a day (1d) (got '{'9' * 30}')",
+            {"r.jsonl": b"{}\n"},
+        ),
+        Case(
+            "ingest-interval-longer-than-a-day",
+            ("ingest", "{dir}/r.jsonl", "--out", "{dir}/out", "--interval", "100000d"),
+            "--interval: must be at most a day (1d)",
+            {"r.jsonl": b"{}\n"},
+        ),
+    ],
     "an output over its input": [
         # exit 0, and SNAP's tables were replaced by what could still be read: bundle_samples had no row
         Case(

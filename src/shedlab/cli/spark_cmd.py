@@ -151,11 +151,19 @@ def _print_json(doc: Any) -> None:
     sys.stdout.write(jsonout.dumps(doc, indent=2, default=str) + "\n")
 
 
+MAX_INTERVAL_MS = 86_400_000
+"""``ingest --interval`` at most a day: brokers report every minute or so, a longer tick holds nothing but
+the last sample of a day, and past a Java long of milliseconds Spark failed with a Java stack trace."""
+
+
 def parse_duration_ms(text: str, *, field: str = "--interval") -> int:
-    """``60s``, ``1m``, ``500ms``, ``1h`` or a number of seconds → milliseconds (more than zero)."""
+    """``60s``, ``1m``, ``500ms``, ``1h`` or a number of seconds → milliseconds (more than zero, at most
+    :data:`MAX_INTERVAL_MS`)."""
     ms = round(parse_duration(text, field=field) * 1000)
     if ms <= 0:
         raise ConfigError("must be positive", field=field, value=text)
+    if ms > MAX_INTERVAL_MS:
+        raise ConfigError("must be at most a day (1d)", field=field, value=text)
     return ms
 
 
