@@ -182,6 +182,8 @@ def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         (["advise", "--admin-url", "http://b:99999"], "--admin-url: not a URL (Port out of range"),
         (["advise", "--admin-url", "http://:8080"], "URL naming a host (got 'http://:8080')"),
         (["advise", "--admin-url", "http://u:secret@[x"], "refused (they would be printed in errors)"),
+        (["advise", "--admin-url", "u:secret@b:8080"], "(got '***@b:8080')"),  # no scheme: it was printed
+        (["advise", "--admin-url", "http://u:se/cret@b:8080/"], "(got 'http://***@b:8080')"),
         (["advise", "--snapshot", str(EXAMPLE), "--token-env", "SHEDLAB_UNSET_VAR"], "not set or empty"),
         (
             ["collect", "--out", str(tmp_path), "--admin-url", "http://x", "--every", "0s"],

@@ -576,14 +576,16 @@ def _admin_url(url: str) -> ParseResult:
     """``--admin-url`` parsed, or refused in one line: a broker's web address, http:// or https://, with a
     host and a port that are one (``urlparse`` raises ValueError on ``http://[x``, ``.port`` on
     ``http://b:abc``; httpx would raise its own on the first request), no credentials (they would be
-    printed in every error: refused before anything else prints the URL) and no query."""
-    scheme, _, rest = url.partition("://")
-    if "@" in rest.partition("/")[0]:  # user:password@
+    printed in every error: refused before anything else prints the URL, wherever an ``@`` is) and no
+    query."""
+    scheme, has_scheme, _ = url.partition("://")
+    if "@" in url:  # user:password@, scheme or not; a password may hold a / (a web address has no @)
+        host = re.split(r"[/?#]", url.rpartition("@")[2], maxsplit=1)[0]
         raise InputError(
             "credentials in the URL are refused (they would be printed in errors); give a token with"
             " --token-file or --token-env",
             field="--admin-url",
-            value=f"{scheme}://***@{rest.partition('/')[0].rpartition('@')[2]}",
+            value=f"{scheme}://***@{host}" if has_scheme else f"***@{host}",
         )
     try:
         parsed = urlparse(url)
