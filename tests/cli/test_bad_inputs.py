@@ -482,6 +482,24 @@ CASES: dict[str, list[Case]] = {
             "replay.json: configs: expected a list of strategy configurations (objects) (got 5)",
         ),
     ],
+    "a remote location that is no URI": [
+        # Arrow's ArrowInvalid or Spark's Java URISyntaxException, as a stack trace (28 Nov 2026)
+        Case(
+            "sweep-out-is-no-uri",
+            ("sweep", "tiny", "--out", "s3a://b:abc/x"),
+            "--out: not a URI (Port could not be cast to integer value as 'abc') (got 's3a://b:abc/x')",
+        ),
+        Case(
+            "evaluate-sweep-is-no-uri",
+            ("evaluate", "hdfs://[x/y"),
+            "not a URI (Invalid IPv6 URL) (got 'hdfs://[x/y')",
+        ),
+        Case(
+            "twin-snapshots-are-no-uri",
+            ("twin", "http://[x", "--out", "{dir}/t.yaml"),
+            "not a URI (Invalid IPv6 URL)",
+        ),
+    ],
     "a tick past any use": [
         # a number past a Java long of milliseconds was a Spark stack trace; 100000d was accepted
         Case(

@@ -194,6 +194,25 @@ def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         assert expected in line and "secret" not in line, args
 
 
+def test_a_directory_that_cannot_be_listed_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``advise --snapshot /`` (or ``decide /``) met /proc/1/cwd, which even root may not enter: a
+    PermissionError traceback (28 Nov 2026). Root can enter a chmod-000 directory, so the walk is made
+    to fail as that one did."""
+
+    def refused(self: Path, pattern: str) -> Any:
+        raise PermissionError(13, "Permission denied", "/proc/1/cwd")
+
+    monkeypatch.setattr(Path, "rglob", refused)
+    with pytest.raises(InputError) as caught:
+        read_snapshot_path(tmp_path)
+    assert (
+        str(caught.value)
+        == f"{tmp_path}: cannot list this directory: [Errno 13] Permission denied: '/proc/1/cwd'"
+    )
+
+
 def test_load_data_file_is_accepted_as_is() -> None:
     result = runner.invoke(
         app, ["advise", "--snapshot", str(EXAMPLE), "--strategy", "ThresholdShedder", "--json"]

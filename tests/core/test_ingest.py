@@ -149,6 +149,19 @@ def test_process_group_rules() -> None:
     assert out["raw"][out["status"] != "quarantined"].isna().all()
 
 
+def test_a_source_directory_that_cannot_be_listed_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ingest /`` met /proc/…/net while looking for Parquet: an OSError traceback (28 Nov 2026)."""
+
+    def refused(self: Path, pattern: str) -> Any:
+        raise OSError(22, "Invalid argument", "/proc/1/task/1/net")
+
+    monkeypatch.setattr(Path, "rglob", refused)
+    with pytest.raises(InputError, match=r"cannot list this directory: \[Errno 22\] Invalid argument"):
+        classify_sources([str(tmp_path)])
+
+
 def test_classify_sources(tmp_path: Path) -> None:
     src = classify_sources([str(FIXTURES)])
     assert sorted(Path(p).name for p in src.json_lines) == ["bundle_data.jsonl", "load_reports.jsonl"]

@@ -164,11 +164,14 @@ def read_snapshot_path(path: Path) -> SnapshotInput:
     """A file or a directory of files (``*.json``, ``*.jsonl``; hidden and ``_`` files skipped) as a
     snapshot; the latest report per broker (by ``timestamp``, else ``lastUpdate``) is kept."""
     if path.is_dir():
-        files = sorted(
-            p
-            for p in path.rglob("*")
-            if p.is_file() and p.suffix in _SUFFIXES and not p.name.startswith((".", "_"))
-        )
+        try:
+            files = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file() and p.suffix in _SUFFIXES and not p.name.startswith((".", "_"))
+            )
+        except OSError as exc:  # a directory it may not enter (advise --snapshot /: /proc/1/cwd)
+            raise InputError(f"cannot list this directory: {exc}", source=str(path)) from None
         if not files:
             raise InputError("no *.json or *.jsonl load reports in this directory", source=str(path))
     elif path.is_file():

@@ -14,7 +14,6 @@ from __future__ import annotations
 import glob
 import json
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
+from shedlab.core.locations import check_uri, is_remote
 from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
 from shedlab.errors import InputError, did_you_mean
 from shedlab.model.bundles import bundle_for_topic, namespace_of_topic, parse_range
@@ -71,7 +71,6 @@ __all__ = [
     "choose_cluster",
     "classify_sources",
     "cluster_problem",
-    "is_remote",
     "local_bytes",
     "parse_text_batch",
     "process_group",
@@ -880,10 +879,6 @@ def local_bytes(sources: Sources) -> int | None:
     return total
 
 
-def is_remote(path: str) -> bool:
-    return bool(re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", path)) and not path.startswith("file://")
-
-
 def _suffix_kind(name: str) -> str | None:
     lower = name.lower()
     if lower.endswith(PARQUET_SUFFIXES):
@@ -1036,6 +1031,7 @@ def check_ingest_output(path: str, tables: Sequence[str] = ("broker_samples", "b
     """Refuse (before Spark starts) a local directory that is not an ingest output, or whose files are
     not whole Parquet."""
     if is_remote(path):
+        check_uri(path)
         return
     root = Path(path[len("file://") :] if path.startswith("file://") else path)
     if not root.is_dir():
@@ -1156,7 +1152,10 @@ def check_clusters(wanted: Sequence[str], present: Sequence[str], *, source: str
 def _holds_parquet(directory: Path) -> bool:
     if any((directory / sub).is_dir() for sub in ("broker_samples", "bundle_samples", "bundle_data")):
         return True
-    return any(f.suffix == ".parquet" for f in directory.rglob("*.parquet"))
+    try:
+        return any(f.suffix == ".parquet" for f in directory.rglob("*.parquet"))
+    except OSError as exc:  # a directory it may not enter (ingest /: /proc/…/net)
+        raise InputError(f"cannot list this directory: {exc}", source=str(directory)) from None
 
 
 _Checked = tuple[tuple[Field, ...], str, str]  # fields, column prefix, JSON path prefix

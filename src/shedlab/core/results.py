@@ -43,6 +43,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import shedlab
 from shedlab.core.grid import Grid
 from shedlab.core.local_parquet import read_local_parquet
+from shedlab.core.locations import check_uri
 from shedlab.core.partitions import escape_partition_value
 from shedlab.core.sim import run_simulation
 from shedlab.core.sim.scenario import Scenario, parse_scenario_text
@@ -171,7 +172,11 @@ def filesystem(root: str) -> tuple[Any, str]:
         local = root[len("file://") :] if root.startswith("file://") else root
         return pafs.LocalFileSystem(), os.path.abspath(local)
     uri = "s3://" + root[len("s3a://") :] if root.startswith("s3a://") else root
-    fs, path = pafs.FileSystem.from_uri(uri)
+    check_uri(root)
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError: a URI Arrow cannot open or reach
+        raise InputError(f"cannot open: {str(exc).splitlines()[0]}", source=root) from None
     return fs, path
 
 
@@ -195,8 +200,10 @@ def exists(fs: Any, path: str) -> bool:
 
 def check_output_dir(out: str, *, field: str = "--out") -> None:
     """Refuse an output location that exists and is not a directory (checked before Spark starts: Spark
-    would fail later, with a Java stack trace). Remote locations are left to the writer."""
+    would fail later, with a Java stack trace). Of a remote location only the URI's syntax is checked
+    (:func:`check_uri`); the rest is left to the writer."""
     if "://" in out and not out.startswith("file://"):
+        check_uri(out, field=field)
         return
     path = Path(out[len("file://") :] if out.startswith("file://") else out)
     if path.exists() and not path.is_dir():

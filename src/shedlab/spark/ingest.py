@@ -48,10 +48,10 @@ from shedlab.core.ingest import (
     Sources,
     check_ingest_output,
     classify_sources,
-    is_remote,
     parse_text_batch,
     process_group,
 )
+from shedlab.core.locations import is_remote
 from shedlab.core.results import filesystem, remove_stale_temporaries
 from shedlab.errors import InputError
 from shedlab.model.formats import MAX_TIME_MS

@@ -1,0 +1,31 @@
+"""Where results and recordings live: a local path, or a remote URI that Arrow and Spark open.
+
+One home for telling the two apart and for the one check shedlab makes of a remote URI before Arrow or
+Spark see it: its syntax. ``hdfs://[x/y`` (an unclosed IPv6 bracket) or ``s3a://b:abc/`` (a port that is
+none) reached them as a Java ``URISyntaxException`` or an ``ArrowInvalid`` stack trace (28 Nov 2026).
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+from shedlab.errors import InputError
+
+__all__ = ["check_uri", "is_remote"]
+
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def is_remote(path: str) -> bool:
+    """Whether ``path`` is a URI with a scheme other than ``file://``."""
+    return bool(_SCHEME.match(path)) and not path.startswith("file://")
+
+
+def check_uri(location: str, *, field: str | None = None) -> None:
+    """Refuse a remote location whose URI does not parse, before Arrow or Spark read it with a stack trace
+    of their own. Only the syntax is checked: reaching it is the reader's or the writer's."""
+    try:
+        urllib.parse.urlsplit(location).port  # noqa: B018 (the check is the point: ValueError)
+    except ValueError as exc:
+        raise InputError(f"not a URI ({exc})", field=field, value=location) from None
