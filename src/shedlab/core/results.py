@@ -43,7 +43,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import shedlab
 from shedlab.core.grid import Grid
 from shedlab.core.local_parquet import read_local_parquet
-from shedlab.core.locations import check_uri
+from shedlab.core.locations import check_uri, is_remote
 from shedlab.core.partitions import escape_partition_value
 from shedlab.core.sim import run_simulation
 from shedlab.core.sim.scenario import Scenario, parse_scenario_text
@@ -202,7 +202,7 @@ def check_output_dir(out: str, *, field: str = "--out") -> None:
     """Refuse an output location that exists and is not a directory (checked before Spark starts: Spark
     would fail later, with a Java stack trace). Of a remote location only the URI's syntax is checked
     (:func:`check_uri`); the rest is left to the writer."""
-    if "://" in out and not out.startswith("file://"):
+    if is_remote(out):
         check_uri(out, field=field)
         return
     path = Path(out[len("file://") :] if out.startswith("file://") else out)
@@ -215,7 +215,7 @@ def check_output_dir(out: str, *, field: str = "--out") -> None:
 
 def _local_location(location: str) -> str | None:
     """A local location as a path (without ``file://``); None for a remote URI."""
-    if "://" in location and not location.startswith("file://"):
+    if is_remote(location):
         return None
     return location[len("file://") :] if location.startswith("file://") else location
 
