@@ -68,6 +68,21 @@ def test_without_spark_s_reason_the_deepest_java_cause_is_the_reason() -> None:
     )
 
 
+def test_a_scheme_without_a_filesystem_is_one_line() -> None:
+    """``twin s3://b/x`` where Spark has no S3 filesystem was a Java stack trace (28 Nov 2026)."""
+    text = (
+        "An error occurred while calling o83.parquet.\n"
+        ': org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "s3"\n'
+        "\tat org.apache.hadoop.fs.FileSystem.getFileSystemClass(FileSystem.java:3612)\n"
+    )
+    error = read_failure(_spark_error(text))
+    assert error is not None and error.exit_code == 2
+    assert str(error) == (
+        "this Spark has no filesystem for s3:// locations (Hadoop's UnsupportedFileSystemException); put its"
+        " connector on Spark's classpath (for S3: hadoop-aws, and s3a:// locations)"
+    )
+
+
 @pytest.mark.parametrize(
     "exc",
     [

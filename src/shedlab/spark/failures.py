@@ -10,7 +10,8 @@ driver raises ``Py4JJavaError`` carrying another, which reached the user as a Py
 of them with the reason (``PARQUET_COLUMN_DATA_TYPE_MISMATCH``: the column and both types), so the
 file, the field and the value a user needs are in the message; :func:`read_failure` takes them out.
 
-Only reading failures are translated: they are the user's data. Any other failure of a job (a bug of
+Only reading failures, and a location whose scheme this Spark has no filesystem for, are translated:
+they are the user's data. Any other failure of a job (a bug of
 shedlab's in a task, an executor lost) keeps its traceback, as every other bug does (``shedlab.cli``).
 
 This module reads Spark's messages as text and imports no PySpark: the command line imports it at
@@ -36,6 +37,11 @@ _SQLSTATE: Final = re.compile(r"\s*SQLSTATE: \w+\s*$")
 _CAUSED_BY: Final = re.compile(r"^Caused by: (?:[\w$]+\.)*(?P<cls>[\w$]+): (?P<message>[^\n]*)$", re.M)
 """A Java stack's ``Caused by: a.b.Class: message`` line; the simple class name and the message."""
 _MAX_REASON: Final = 300
+_NO_FILESYSTEM: Final = re.compile(
+    r'UnsupportedFileSystemException: No FileSystem for scheme "(?P<scheme>[^"]+)"'
+)
+"""Hadoop's refusal of a URI whose scheme has no filesystem on the classpath (``s3://`` without hadoop-aws):
+the user's location, not a bug, so one line too (28 Nov 2026: ``twin s3://b/x`` was a Java stack trace)."""
 
 
 def read_failure(exc: BaseException) -> InputError | None:
@@ -49,6 +55,13 @@ def read_failure(exc: BaseException) -> InputError | None:
     if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
         return None
     text = str(exc)
+    scheme = _NO_FILESYSTEM.search(text)
+    if scheme is not None:
+        return InputError(
+            f"this Spark has no filesystem for {scheme['scheme']}:// locations (Hadoop's"
+            " UnsupportedFileSystemException)",
+            hint="put its connector on Spark's classpath (for S3: hadoop-aws, and s3a:// locations)",
+        )
     found = _FAILED_READ.search(text)
     if found is None:
         return None
