@@ -194,17 +194,19 @@ def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         assert expected in line and "secret" not in line, args
 
 
+@pytest.mark.parametrize("where", ["rglob", "is_file"])
 def test_a_directory_that_cannot_be_listed_is_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     """``advise --snapshot /`` (or ``decide /``) met /proc/1/cwd, which even root may not enter: a
-    PermissionError traceback (28 Nov 2026). Root can enter a chmod-000 directory, so the walk is made
-    to fail as that one did."""
+    PermissionError traceback (28 Nov 2026), raised by ``is_file`` on the path the walk listed (or by the
+    walk itself). Root can enter a chmod-000 directory, so the walk is made to fail as that one did."""
+    (tmp_path / "r.json").write_text("{}")
 
-    def refused(self: Path, pattern: str) -> Any:
+    def refused(*args: Any) -> Any:
         raise PermissionError(13, "Permission denied", "/proc/1/cwd")
 
-    monkeypatch.setattr(Path, "rglob", refused)
+    monkeypatch.setattr(Path, where, refused)
     with pytest.raises(InputError) as caught:
         read_snapshot_path(tmp_path)
     assert (

@@ -43,6 +43,7 @@ from shedlab.cluster.readers import (
     extensible_marker,
 )
 from shedlab.core.decide import Decision, Outcome, load_snapshot_file
+from shedlab.core.locations import walk
 from shedlab.errors import (
     MAX_INTEGER_BITS,
     ClusterError,
@@ -160,18 +161,16 @@ def _add(reading: ClusterReading, times: dict[str, int], where: str, record: Any
             reading.cluster = record["cluster"]
 
 
+def _is_report_file(p: Path) -> bool:
+    """A file of a snapshot directory: ``*.json``/``*.jsonl``, not hidden, not ``_`` (Spark's markers)."""
+    return p.is_file() and p.suffix in _SUFFIXES and not p.name.startswith((".", "_"))
+
+
 def read_snapshot_path(path: Path) -> SnapshotInput:
     """A file or a directory of files (``*.json``, ``*.jsonl``; hidden and ``_`` files skipped) as a
     snapshot; the latest report per broker (by ``timestamp``, else ``lastUpdate``) is kept."""
     if path.is_dir():
-        try:
-            files = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file() and p.suffix in _SUFFIXES and not p.name.startswith((".", "_"))
-            )
-        except OSError as exc:  # a directory it may not enter (advise --snapshot /: /proc/1/cwd)
-            raise InputError(f"cannot list this directory: {exc}", source=str(path)) from None
+        files = sorted(walk(path, "*", _is_report_file))
         if not files:
             raise InputError("no *.json or *.jsonl load reports in this directory", source=str(path))
     elif path.is_file():

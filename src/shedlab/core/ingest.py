@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
-from shedlab.core.locations import check_uri, is_remote
+from shedlab.core.locations import check_uri, is_remote, walk
 from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
 from shedlab.errors import InputError, did_you_mean
 from shedlab.model.bundles import bundle_for_topic, namespace_of_topic, parse_range
@@ -1152,10 +1152,7 @@ def check_clusters(wanted: Sequence[str], present: Sequence[str], *, source: str
 def _holds_parquet(directory: Path) -> bool:
     if any((directory / sub).is_dir() for sub in ("broker_samples", "bundle_samples", "bundle_data")):
         return True
-    try:
-        return any(f.suffix == ".parquet" for f in directory.rglob("*.parquet"))
-    except OSError as exc:  # a directory it may not enter (ingest /: /proc/…/net)
-        raise InputError(f"cannot list this directory: {exc}", source=str(directory)) from None
+    return any(walk(directory, "*.parquet", lambda f: f.suffix == ".parquet"))
 
 
 _Checked = tuple[tuple[Field, ...], str, str]  # fields, column prefix, JSON path prefix

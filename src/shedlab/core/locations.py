@@ -9,17 +9,37 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from shedlab.errors import InputError
 
-__all__ = ["check_uri", "is_remote"]
+__all__ = ["check_uri", "is_remote", "names_a_scheme", "walk"]
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+_SCHEME_AND_SLASH = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:/")
 
 
 def is_remote(path: str) -> bool:
     """Whether ``path`` is a URI with a scheme other than ``file://``."""
     return bool(_SCHEME.match(path)) and not path.startswith("file://")
+
+
+def names_a_scheme(text: str) -> bool:
+    """Whether ``text`` starts with a scheme and a slash: ``s3://…``, ``file://…``, or either after a
+    :class:`~pathlib.Path` has collapsed its ``//`` (``s3:/…``), where only a local path is expected."""
+    return bool(_SCHEME_AND_SLASH.match(text))
+
+
+def walk(directory: Path, pattern: str, keep: Callable[[Path], bool]) -> Iterator[Path]:
+    """The paths of ``directory.rglob(pattern)`` that ``keep`` keeps, lazily. A path it may not list or
+    stat (``keep`` runs here, since ``is_file`` stats) is refused in one line naming ``directory``:
+    ``decide /``, ``ingest /`` met ``/proc/1/cwd``, which even root may not enter, as a ``PermissionError``
+    traceback."""
+    try:
+        yield from (p for p in directory.rglob(pattern) if keep(p))
+    except OSError as exc:
+        raise InputError(f"cannot list this directory: {exc}", source=str(directory)) from None
 
 
 def check_uri(location: str, *, field: str | None = None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import pandas as pd
 from shedlab import jsonout
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.local_parquet import write_local_parquet
+from shedlab.core.locations import names_a_scheme
 from shedlab.core.sim.metrics import (
     NOT_DISTURBANCES,
     SKIP_COLUMNS,
@@ -27,14 +27,10 @@ from shedlab.errors import InputError
 __all__ = ["SimulationResult", "check_local_out"]
 
 
-_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
-"""A scheme and a slash: ``s3://…``, ``http://…``, or either after :class:`~pathlib.Path` (``s3:/…``)."""
-
-
 def check_local_out(out_dir: str | Path, *, field: str = "--out") -> None:
     """Refuse a URI where a run's files go: :meth:`SimulationResult.write` writes with the local filesystem
     (``sweep`` writes to remote locations). Checked before a run too, so that nothing runs for nothing."""
-    if _URI.match(str(out_dir)):
+    if names_a_scheme(str(out_dir)):
         message = "a local directory is expected, not a URI (sweep writes to remote locations)"
         raise InputError(message, field=field, value=str(out_dir))
 
