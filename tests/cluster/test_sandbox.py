@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -130,6 +132,18 @@ def test_unknown_namespace_bundle_and_destination_errors(plain: Sandbox, http: h
     assert inactive.status_code == 409
     assert inactive.json()["reason"] == "Not allowed unload namespace bundle to inactive destination broker"
     assert plain.owner_of(bundle) is not None  # nothing moved
+
+
+def test_a_request_target_that_is_no_uri_is_a_400(plain: Sandbox) -> None:
+    """Not the catch-all 500 of a sandbox bug: a web server refuses what it cannot parse. The request
+    line is written by hand, in absolute form, which the server keeps whole (http.client refuses it)."""
+    host, port = urlsplit(plain.admin_url).netloc.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(b"GET http://[x/admin/v2/clusters HTTP/1.1\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := connection.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400 ") and answer.endswith(b"\r\n\r\nBad Request")
 
 
 @pytest.mark.zookeeper

@@ -188,8 +188,16 @@ Route = Callable[["Sandbox", "int | None", list[str], dict[str, str], str], Repl
 def handle(
     sandbox: Sandbox, slot: int | None, method: str, raw_path: str, authorization: str | None
 ) -> Reply:
-    """One request: authentication, then the route; ``slot`` is the receiving broker (None: front door)."""
-    split = urlsplit(raw_path)
+    """One request: authentication, then the route; ``slot`` is the receiving broker (None: front door).
+
+    A request target that does not parse as a URI (``http://[x/…``, a request line in absolute form) is
+    a 400, as Pulsar's web server (Jetty) refuses a request line it cannot parse before any servlet,
+    authentication included, sees it (Jetty's body is an HTML page; here it is ``Bad Request``).
+    """
+    try:
+        split = urlsplit(raw_path)
+    except ValueError:
+        return Reply(400, text="Bad Request")
     path = split.path.rstrip("/")
     # ClustersBase.getClusters checks no role: any authenticated client may list the clusters
     denied = _authenticate(
