@@ -828,10 +828,17 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-rack-decommission",
         "probe-identical-leader-reboots",
     },
+    "holdout-21.yaml": {
+        "probe-weak-bookie-nodes",
+        "probe-warm-leader-grace",
+        "probe-legacy-four-bundles",
+        "probe-spot-reclaims",
+        "probe-identical-follow-the-sun",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to twentieth (five each:
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to twenty-first (five each:
 four heterogeneous, one homogeneous)."""
 
 
