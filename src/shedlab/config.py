@@ -44,6 +44,7 @@ from shedlab.errors import (
     did_you_mean,
     int_in_range,
     parse_json_text,
+    shown,
 )
 
 __all__ = [
@@ -1291,12 +1292,12 @@ def _coerce(spec: KeySpec, raw: Any, *, source: str, label: str) -> Any:
         pattern, expected = item_rule
         for item in items:
             if not pattern.fullmatch(item):
-                raise bad(expected=f"{expected} (bad item {item!r})")
+                raise bad(expected=f"{expected} (bad item {shown(item)})")
     if spec.choices is not None:
         for item in items:
             if item not in spec.choices:
                 hint = did_you_mean(item, spec.choices)
-                raise bad(hint, expected=f"items from {', '.join(spec.choices)} (unknown item {item!r})")
+                raise bad(hint, expected=f"items from {', '.join(spec.choices)} (unknown item {shown(item)})")
     return frozenset(items) if kind == "set[str]" else items
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "redact",
     "register_secret",
     "secret_forms",
+    "shown",
 ]
 
 
@@ -73,10 +74,7 @@ class ShedlabError(Exception):
         where = ": ".join(part for part in (self.source, self.field) if part)
         text = f"{where}: {self.message}" if where else self.message
         if self.show_value and self.value is not None:
-            # redacted before repr() escapes it again (a value holding an escaped form stays covered),
-            # and again before it is cut, so that no cut can leave part of a secret behind
-            value = redact(self.value) if isinstance(self.value, str) else self.value
-            text += f" (got {_short(redact(repr(value)), MAX_SHOWN_VALUE)})"
+            text += f" (got {shown(self.value)})"
         if self.hint:
             text += f"; {self.hint}"
         return one_line(redact(text))
@@ -84,6 +82,16 @@ class ShedlabError(Exception):
 
 MAX_SHOWN_VALUE: Final = 200
 """Characters of a refused value an error shows: a 100 kB string in a scenario field was a 100 kB line."""
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error shows it: its ``repr``, secrets redacted, cut to :data:`MAX_SHOWN_VALUE`
+    characters (for a value quoted inside a message, as an item of a refused list is)."""
+    # redacted before repr() escapes it again (a value holding an escaped form stays covered), and
+    # again before it is cut, so that no cut can leave part of a secret behind
+    value = redact(value) if isinstance(value, str) else value
+    return _short(redact(repr(value)), MAX_SHOWN_VALUE)
+
 
 _SECRETS: set[str] = set()
 

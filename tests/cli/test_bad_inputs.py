@@ -69,6 +69,9 @@ GZIP = gzip.compress(SNAPSHOT.encode())
 ZIP = b"PK\x03\x04\x14\x00\x00\x00" + b"\x00" * 20
 PARQUET = b"PAR1\x15\x04\x15" + b"\x00" * 20 + b"PAR1"
 HUGE = "1" + "0" * 400
+LONG = "x" * 10_000
+MAX_LINE = 2_000
+"""Characters of an error line at most: each value it echoes is cut to ``MAX_SHOWN_VALUE``."""
 
 
 def _decide(name: str, data: bytes, names: str | None = None, *extra: str) -> Case:
@@ -362,6 +365,17 @@ CASES: dict[str, list[Case]] = {
             "sweep-missing-grid-file-near-a-shipped-name",
             ("sweep", "pip346.yaml", "--out", "{dir}/out"),
             "pip346.yaml: grid file not found; did you mean 'pip364'?",
+        ),
+    ],
+    # a 10,000-character value was echoed whole inside the message: a line of 10 kB
+    "values too long to show whole": [
+        _config(
+            "split-algorithm-item",
+            "broker.conf",
+            b"supportedNamespaceBundleSplitAlgorithms=" + LONG.encode() + b"\n",
+            f"supportedNamespaceBundleSplitAlgorithms: expected items from range_equally_divide, "
+            f"topic_count_equally_divide, specified_positions_divide, flow_or_qps_equally_divide "
+            f"(unknown item '{'x' * 199}… (10002 characters))",
         ),
     ],
     "malformed documents": [
@@ -913,6 +927,7 @@ def test_bad_input_is_one_clear_line(
     assert line and "\n" not in line, f"not one line: {stderr!r}"
     assert line.startswith("error: "), line
     assert case.names in line, f"{case.names!r} not in {line!r}"
+    assert len(line) <= MAX_LINE, f"{len(line)} characters: {line[:300]!r}…"
 
 
 def test_a_byte_order_mark_is_fine(tmp_path: Path) -> None:
