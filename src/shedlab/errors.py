@@ -71,7 +71,9 @@ class ShedlabError(Exception):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        where = ": ".join(part for part in (self.source, self.field) if part)
+        # a field is named as the user wrote it: an unknown 10,000-character key was a 10 kB line
+        field = _short(redact(self.field), MAX_SHOWN_VALUE) if self.field else None
+        where = ": ".join(part for part in (self.source, field) if part)
         text = f"{where}: {self.message}" if where else self.message
         if self.show_value and self.value is not None:
             text += f" (got {shown(self.value)})"

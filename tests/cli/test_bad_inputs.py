@@ -367,7 +367,7 @@ CASES: dict[str, list[Case]] = {
             "pip346.yaml: grid file not found; did you mean 'pip364'?",
         ),
     ],
-    # a 10,000-character value was echoed whole inside the message: a line of 10 kB
+    # a 10,000-character value or key was echoed whole inside the message: a line of 10 to 20 kB
     "values too long to show whole": [
         _config(
             "split-algorithm-item",
@@ -376,6 +376,20 @@ CASES: dict[str, list[Case]] = {
             f"supportedNamespaceBundleSplitAlgorithms: expected items from range_equally_divide, "
             f"topic_count_equally_divide, specified_positions_divide, flow_or_qps_equally_divide "
             f"(unknown item '{'x' * 199}… (10002 characters))",
+        ),
+        _config(
+            "unknown-key",
+            "lb.json",
+            b'{"loadBalancer' + LONG.encode() + b'": 1}',
+            f"lb.json:1: loadBalancer{'x' * 188}… (10012 characters): unknown load balancer "
+            "configuration key",
+        ),
+        Case(  # named twice, in the source and as the field
+            "tune-space-unknown-key",
+            ("tune", "scale-out", "--space", "{dir}/space.yaml", "--out", "{dir}/out"),
+            f"space.yaml: common: loadBalancer{'x' * 188}… (10012 characters): unknown load balancer "
+            "configuration key",
+            {"space.yaml": f"common:\n  ? loadBalancer{LONG}\n  : [1]\n".encode()},
         ),
     ],
     "malformed documents": [

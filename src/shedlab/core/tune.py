@@ -116,7 +116,7 @@ def _axes(data: Any, source: str, where: str) -> tuple[tuple[str, tuple[Any, ...
         if not values:
             raise ConfigError("expected at least one value", source=source, field=f"{where}.{key}")
         for v in values:  # type and range from config.py's key table
-            resolve_config(base.with_overrides({str(key): v}, source=f"{source}: {where}.{key}"), pair=False)
+            resolve_config(base.with_overrides({str(key): v}, source=f"{source}: {where}"), pair=False)
         out.append((str(key), values))
     return tuple(out)
 
