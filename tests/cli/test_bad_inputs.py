@@ -332,6 +332,23 @@ CASES: dict[str, list[Case]] = {
             {"s.yaml": event("{at: 1m, kind: remove_brokers, brokers: [9]}")},
         ),
         _sweep("unknown-field", b"scenarios: [scale-out]\nseed: [1]\n", "seed"),
+        # each named twice would run once while the sweep counted two: refused as seeds twice are
+        _sweep(
+            "pair-twice",
+            b"scenarios: [scale-out]\nstrategies: [AvgShedder, avgshedder]\n",
+            "g.yaml: strategies: the grid names a strategy pair twice (got 'AvgShedder')",
+        ),
+        _sweep(
+            "parameter-value-twice",
+            b"scenarios: [scale-out]\nparameters: {loadBalancerAvgShedderLowThreshold: [15, 15.0]}\n",
+            "g.yaml: parameters.loadBalancerAvgShedderLowThreshold: a value given twice would run once",
+        ),
+        Case(
+            "tune-space-value-twice",
+            ("tune", "scale-out", "--space", "{dir}/space.yaml", "--out", "{dir}/out"),
+            "space.yaml: common.loadBalancerBrokerThresholdShedderPercentage: a value given twice",
+            {"space.yaml": b"common:\n  loadBalancerBrokerThresholdShedderPercentage: [10, 20, 10]\n"},
+        ),
     ],
     "empty and missing input": [
         Case(

@@ -42,6 +42,7 @@ __all__ = [
     "scenario_ref",
     "shipped_grid",
     "shipped_grids",
+    "value_axis",
 ]
 
 _GRID_FIELDS = (
@@ -232,11 +233,26 @@ def _scenario_ref(item: Any, base: Path | None, source: str | None, field: str =
     )
 
 
-def _value_list(value: Any, source: str, field_name: str) -> tuple[Any, ...]:
-    values = value if isinstance(value, list) else [value]
+def value_axis(key: str, raw: Any, source: str, where: str) -> tuple[Any, ...]:
+    """One axis of a grid's ``parameters`` or a tune space (``where``: the mapping it is under): its
+    values (a list, or one value), each checked against config.py's key table, none twice.
+
+    Twice means the same effective value (``0.5`` and ``0.50``, a strategy by its short and its class
+    name): both would be one run, whose id is the configuration's, while the sweep's count of runs
+    counted two."""
+    values = tuple(raw) if isinstance(raw, list) else (raw,)
     if not values:
-        raise ConfigError("expected at least one value", source=source, field=field_name)
-    return tuple(values)
+        raise ConfigError("expected at least one value", source=source, field=f"{where}.{key}")
+    base = LoadBalancerConfig()
+    effective: list[Any] = []
+    for v in values:
+        conf = resolve_config(base.with_overrides({key: v}, source=f"{source}: {where}"), pair=False)
+        if conf.get(key) in effective:
+            raise ConfigError(
+                "a value given twice would run once", source=source, field=f"{where}.{key}", value=v
+            )
+        effective.append(conf.get(key))
+    return values
 
 
 def _check_params(
@@ -244,14 +260,7 @@ def _check_params(
 ) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     if not isinstance(axes, Mapping):
         raise ConfigError("expected a mapping of Pulsar keys to value lists", source=source, field=field_name)
-    out = []
-    base = LoadBalancerConfig()
-    for key, raw in axes.items():
-        values = _value_list(raw, source, f"{field_name}.{key}")
-        for v in values:
-            resolve_config(base.with_overrides({str(key): v}, source=f"{source}: {field_name}"), pair=False)
-        out.append((str(key), values))
-    return tuple(out)
+    return tuple((str(key), value_axis(str(key), raw, source, field_name)) for key, raw in axes.items())
 
 
 MAX_SEEDS = 100_000
@@ -398,6 +407,11 @@ def _grid_strategies(raw: Any, source: str) -> tuple[str, ...]:
         )
     if not strategies:
         raise ConfigError("expected at least one strategy pair", source=source, field="strategies")
+    twice = sorted({name for name in strategies if strategies.count(name) > 1})
+    if twice:  # e.g. a pair by its abbreviation and by its name: one set of runs, counted twice
+        raise ConfigError(
+            "the grid names a strategy pair twice", source=source, field="strategies", value=twice[0]
+        )
     for i, name in enumerate(strategies):
         _check_partition_name("strategy", name, source, f"strategies[{i}]")
     return strategies

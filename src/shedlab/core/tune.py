@@ -35,10 +35,10 @@ import pandas as pd
 
 from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, key_spec, parse_yaml_text
 from shedlab.core.evaluation import evaluate_expression, expression_names, mean_interval
-from shedlab.core.grid import ScenarioRef, canonical_json
+from shedlab.core.grid import ScenarioRef, canonical_json, value_axis
 from shedlab.core.sim.scenario import parse_scenario_text
 from shedlab.errors import ConfigError, InputError, read_user_text
-from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
+from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name
 from shedlab.strategies.registry import PAIR_KEYS, pair_config
 from shedlab.units import conf_value, significant
 
@@ -109,15 +109,9 @@ def _axes(data: Any, source: str, where: str) -> tuple[tuple[str, tuple[Any, ...
     if not isinstance(data, Mapping):
         raise ConfigError("expected a mapping of Pulsar keys to lists of values", source=source, field=where)
     out = []
-    base = LoadBalancerConfig()
     for key, raw in data.items():
         _refuse_pair_key(str(key), raw, source, where)
-        values = tuple(raw) if isinstance(raw, list) else (raw,)
-        if not values:
-            raise ConfigError("expected at least one value", source=source, field=f"{where}.{key}")
-        for v in values:  # type and range from config.py's key table
-            resolve_config(base.with_overrides({str(key): v}, source=f"{source}: {where}"), pair=False)
-        out.append((str(key), values))
+        out.append((str(key), value_axis(str(key), raw, source, where)))
     return tuple(out)
 
 
