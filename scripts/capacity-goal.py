@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     try:
-        sets, _ = run_overrides(None, args.sets)  # a key checked (did-you-mean) before anything runs
+        sets = run_overrides(None, args.sets).values  # a key checked (did-you-mean) before anything runs
         grids = load_grids(args.grids or default_grids(), args.out, sets)
         rows = run(get_spark(args.master, app_name="capacity-goal"), grids, args.challenger)
     except ShedlabError as exc:  # a bad key, grid or directory: one line, as the CLI says it

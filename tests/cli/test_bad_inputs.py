@@ -37,6 +37,7 @@ workloads:
   - name: w
     bundles: 4
 """
+TRANSFER = "TransferShedder+ExtensibleLeastResourceUsageWithWeight"
 GRID = "name: g\nscenarios: [{scenario}]\nstrategies: [AvgShedder]\nseeds: [1]\n"
 
 
@@ -275,7 +276,7 @@ CASES: dict[str, list[Case]] = {
                 "replay",
                 "{dir}",
                 "--strategies",
-                "TransferShedder+ExtensibleLeastResourceUsageWithWeight",
+                TRANSFER,
                 "-o",
                 "{dir}/o",
             ),
@@ -332,6 +333,12 @@ CASES: dict[str, list[Case]] = {
             {"s.yaml": event("{at: 1m, kind: remove_brokers, brokers: [9]}")},
         ),
         _sweep("unknown-field", b"scenarios: [scale-out]\nseed: [1]\n", "seed"),
+        Case(  # the run knew the file's keys only as "config overrides"
+            "compare-config-manager-against-the-pair",
+            ("compare", "scale-out", "--strategies", TRANSFER, "--config", "{dir}/broker.conf"),
+            "broker.conf:2: loadManagerClassName: TransferShedder runs in the extensible load manager",
+            {"broker.conf": b"maxUnloadPercentage=0.3\nloadManagerClassName=abc\n"},
+        ),
         # each named twice would run once while the sweep counted two: refused as seeds twice are
         _sweep(
             "pair-twice",

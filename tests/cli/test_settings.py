@@ -74,9 +74,26 @@ def test_run_overrides(tmp_path: Path) -> None:
         f"{MAX}=0.3\nminUnloadMessage=1000\nloadBalancerLoadSheddingStrategy=AvgShedder\n"
         "loadBalancerLoadPlacementStrategy=AvgShedder\n"
     )
-    overrides, pair = run_overrides(path, [f"{HITS}=3"])
+    overrides, pair, sources = run_overrides(path, [f"{HITS}=3"])
     assert overrides == {MAX: 0.3, HITS: "3"}  # minUnloadMessage=1000 is Pulsar's default
     assert pair == "AvgShedder"
-    assert run_overrides(None, [f"{MAX}=0.5"]) == ({MAX: "0.5"}, None)
+    assert sources == {MAX: f"{path}:1", HITS: "--set"}
+    assert run_overrides(None, [f"{MAX}=0.5"]) == ({MAX: "0.5"}, None, {MAX: "--set"})
     with pytest.raises(ConfigError, match="--set"):
         run_overrides(None, ["loadBalancerAvgShedderLowThreshhold=3"])
+
+
+TRANSFER = "TransferShedder+ExtensibleLeastResourceUsageWithWeight"
+
+
+@pytest.mark.parametrize("where", ["file", "--set"])
+def test_a_pair_the_overrides_cannot_run_is_named_against_their_line(tmp_path: Path, where: str) -> None:
+    """The run itself knows the overrides only as one layer; the check names the file's line or --set."""
+    path = tmp_path / "broker.conf"
+    path.write_text(f"{MAX}=0.3\n" + ("loadManagerClassName=abc\n" if where == "file" else ""))
+    settings = run_overrides(path, ["loadManagerClassName=abc"] if where == "--set" else [])
+    settings.check_pair("AvgShedder")  # the modular manager's pairs leave the class name alone
+    expected = f"{path}:2: loadManagerClassName" if where == "file" else "--set: loadManagerClassName"
+    with pytest.raises(ConfigError) as refused:
+        settings.check_pair(TRANSFER)
+    assert str(refused.value).startswith(expected)

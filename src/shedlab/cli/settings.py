@@ -11,15 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 
 from shedlab.config import ConfigLayer, LoadBalancerConfig, layered_config, parse_key_values
 from shedlab.errors import MAX_SEED, InputError
 from shedlab.strategies import overrides_and_pair, resolve_config
+from shedlab.strategies.registry import pair_config
 
-__all__ = ["SetOption", "check_count", "check_seed", "cli_config", "parse_sets", "run_overrides"]
+__all__ = [
+    "RunOverrides",
+    "SetOption",
+    "check_count",
+    "check_seed",
+    "cli_config",
+    "parse_sets",
+    "run_overrides",
+]
 
 
 SetOption = Annotated[
@@ -53,7 +62,25 @@ def cli_config(
     return resolve_config(layered_config(file_layer, *between, ("--set", parse_sets(sets))))
 
 
-def run_overrides(config: str | Path | None, sets: Sequence[str] | None) -> tuple[dict[str, Any], str | None]:
+class RunOverrides(NamedTuple):
+    """What a run applies on top of its scenario (:func:`run_overrides`), and where each key was set."""
+
+    values: dict[str, Any]
+    """The keys, the file's first and ``--set``'s on top (values as given: the config coerces them)."""
+    pair: str | None
+    """The strategy pair the file names, if it names one."""
+    sources: dict[str, str]
+    """Per key of :attr:`values`, where it was set: ``broker.conf:12`` or ``--set``."""
+
+    def check_pair(self, pair: str) -> None:
+        """``pair`` with these keys on top, as the run layers them (they win over its scenario), so that a
+        pair they cannot run (``loadManagerClassName=…`` against an extensible pair) is refused naming the
+        file's line or ``--set`` before anything runs; the run itself knows them only as overrides."""
+        layers = [(self.sources[key], {key: value}) for key, value in self.values.items()]
+        resolve_config(layered_config(pair_config(pair, source="strategy"), *layers))
+
+
+def run_overrides(config: str | Path | None, sets: Sequence[str] | None) -> RunOverrides:
     """The overrides a run applies on top of its scenario, and the strategy pair the file names.
 
     The file's layer is :func:`~shedlab.strategies.overrides_and_pair`'s (its non-default keys, the pair
@@ -63,7 +90,9 @@ def run_overrides(config: str | Path | None, sets: Sequence[str] | None) -> tupl
     file_conf = LoadBalancerConfig.from_file(config) if config is not None else None
     set_values = parse_sets(sets)
     resolve_config(layered_config(file_conf, ("--set", set_values)), pair=False)
+    sources = dict.fromkeys(set_values, "--set")
     if file_conf is None:
-        return set_values, None
+        return RunOverrides(set_values, None, sources)
     overrides, pair = overrides_and_pair(file_conf)
-    return {**overrides, **set_values}, pair
+    sources = {**{key: file_conf.value_sources()[key] for key in overrides}, **sources}
+    return RunOverrides({**overrides, **set_values}, pair, sources)

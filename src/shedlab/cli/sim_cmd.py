@@ -184,8 +184,10 @@ def simulate(
         check_local_out(out)
         check_output_kind(str(out), "simulate")
     scen = _load(scenario)
-    overrides, file_pair = run_overrides(config, set_)
-    pair = resolve_pair_name(strategy, field="--strategy") if strategy is not None else file_pair
+    settings = run_overrides(config, set_)
+    overrides = settings.values
+    pair = resolve_pair_name(strategy, field="--strategy") if strategy is not None else settings.pair
+    settings.check_pair(pair or resolve_pair_name(scen.strategy))
     show_bar = not json_output and sys.stderr.isatty() and scen.num_ticks >= _PROGRESS_MIN_TICKS
     with _progress(show_bar) as factory:
         result = _run(scen, pair, overrides, seed, record, factory)
@@ -237,7 +239,10 @@ def compare(
     if not names:
         raise ConfigError("no strategy pair given", field="--strategies", value=strategies)
     names = list(dict.fromkeys(names))
-    overrides, _ = run_overrides(config, set_)
+    settings = run_overrides(config, set_)
+    for name in names:
+        settings.check_pair(name)
+    overrides = settings.values
     results: list[SimulationResult] = []
     show_bar = not json_output and sys.stderr.isatty() and scen.num_ticks * len(names) >= _PROGRESS_MIN_TICKS
     with _progress(show_bar) as factory:

@@ -702,7 +702,7 @@ def replay(
     from shedlab.spark.replay import replay as run_replay
 
     check_seed(seed)
-    overrides, _ = run_overrides(config, set_)
+    overrides = run_overrides(config, set_).values
     configs = strategy_configs([s for s in strategies.split(",") if s.strip()], overrides)
     check_ingest_output(snapshots_dir)  # before Spark starts
     present = recorded_clusters(snapshots_dir)

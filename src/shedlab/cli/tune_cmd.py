@@ -111,9 +111,11 @@ def _recorded_config(
     from shedlab.strategies import resolve_pair_name
     from shedlab.strategies.registry import pair_name_of
 
-    overrides, file_pair = run_overrides(config, sets)
-    pair = resolve_pair_name(strategy, field="--strategy") if strategy is not None else file_pair
-    return pair or pair_name_of(LoadBalancerConfig()), dict(overrides)
+    settings = run_overrides(config, sets)
+    pair = resolve_pair_name(strategy, field="--strategy") if strategy is not None else settings.pair
+    pair = pair or pair_name_of(LoadBalancerConfig())
+    settings.check_pair(pair)
+    return pair, dict(settings.values)
 
 
 def _run_twin(
