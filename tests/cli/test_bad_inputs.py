@@ -418,6 +418,17 @@ CASES: dict[str, list[Case]] = {
     ],
     "malformed documents": [
         _decide("truncated", SNAPSHOT[:200].encode(), "malformed JSON"),
+        # names Pulsar's NamedEntity refuses: they become the sandbox's admin paths and znodes
+        _simulate(
+            "tenant-prefix-with-a-space",
+            scenario("    tenant_prefix: a b\n"),
+            "workloads[0].tenant_prefix: must be a non-empty name, each part ASCII letters",
+        ),
+        _simulate(
+            "namespace-out-of-its-folder",
+            scenario("    namespace: ../x\n"),
+            "workloads[0].namespace: expected tenant/namespace",
+        ),
         _decide(
             "usage-text",
             snapshot('"usage": 656.0', '"usage": "abc"'),

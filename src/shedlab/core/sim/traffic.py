@@ -23,6 +23,7 @@ from shedlab.core.sim.spec import Node, check_number
 from shedlab.errors import InputError
 from shedlab.kernels import normal_affine
 from shedlab.model.bundles import bundle_index, bundle_name, even_boundaries, even_ranges, topic_hash
+from shedlab.model.pulsar import is_named_entity
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -584,13 +585,23 @@ def _parse_hashed(node: Node) -> HashedTopics | None:
     return hashed
 
 
+_NAME_CHARACTERS = "each part ASCII letters, digits and _ - = . only, not dots alone"
+
+
+def _is_name(name: str) -> bool:
+    """A tenant or namespace name: Pulsar's ``NamedEntity.checkName`` (:func:`is_named_entity`), not empty
+    and not ``.`` or ``..``, which the regular expression lets through but which are relative steps in the
+    sandbox's admin paths and znodes (ZooKeeper refuses them); ``:`` is refused by the callers."""
+    return bool(name) and is_named_entity(name) and name.strip(".") != ""
+
+
 def _parse_namespace(node: Node) -> str | None:
     namespace = node.optional_string("namespace")
     if namespace is None:
         return None
     parts = namespace.split("/")
-    if len(parts) != 2 or not all(parts) or ":" in namespace:
-        raise node.error("namespace", "expected tenant/namespace", namespace)
+    if len(parts) != 2 or ":" in namespace or not all(map(_is_name, parts)):
+        raise node.error("namespace", f"expected tenant/namespace, {_NAME_CHARACTERS}", namespace)
     for key in ("tenants", "namespaces", "tenant_prefix"):
         if node.has(key):
             raise node.error(key, "not with an explicit namespace (it names one namespace)")
@@ -600,8 +611,8 @@ def _parse_namespace(node: Node) -> str | None:
 def parse_workload(node: Node, index: int) -> Workload:
     default = Workload(name=f"workload-{index}")
     prefix = node.string("tenant_prefix", "tenant")
-    if not prefix or "/" in prefix or ":" in prefix:
-        raise node.error("tenant_prefix", "must be a non-empty name without '/' or ':'", prefix)
+    if ":" in prefix or not _is_name(prefix):
+        raise node.error("tenant_prefix", f"must be a non-empty name, {_NAME_CHARACTERS}", prefix)
     brokers_raw = node.list("brokers", [])
     brokers = []
     for i, b in enumerate(brokers_raw):
