@@ -322,6 +322,11 @@ CASES: dict[str, list[Case]] = {
             "--strategy: unknown strategy pair (got 'AvgShedde'); did you mean 'AvgShedder'?",
         ),
         _compare("remove-missing-broker", event("{at: 1m, kind: remove_brokers, brokers: [9]}"), "broker 9"),
+        _simulate(
+            "remove-a-broker-twice",
+            event("{at: 1m, kind: remove_brokers, brokers: [2, 2]}"),
+            "s.yaml: events[0].brokers[1]: a broker listed twice (got 2)",
+        ),
         _sweep("empty-scenario-list", b"scenarios: []\n", "scenarios"),
         _sweep("unknown-scenario", b"scenarios: [no-such-scenario]\n", "no-such-scenario"),
         _sweep("pattern-matches-nothing", b"scenarios: ['zzz*']\n", "zzz*"),

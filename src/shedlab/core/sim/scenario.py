@@ -403,11 +403,14 @@ def _parse_leader_state(parent: Node, initial: int) -> LeaderState:
 
 
 def _broker_numbers(node: Node, key: str) -> tuple[int, ...]:
-    out = []
+    """An event's broker numbers, each once: ``[3, 3]`` in a removal or a restart is a typo for two
+    brokers, and running it as one would hide it."""
+    out: list[int] = []
     for i, b in enumerate(node.list(key, [])):
-        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+        number = isinstance(b, int) and not isinstance(b, bool) and b >= 1
+        if not number or b in out:
             raise InputError(
-                "expected broker numbers (1 = broker-0001)",
+                "a broker listed twice" if number else "expected broker numbers (1 = broker-0001)",
                 source=node.source,
                 field=f"{node.where(key)}[{i}]",
                 value=b,
