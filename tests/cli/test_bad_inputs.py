@@ -345,6 +345,12 @@ CASES: dict[str, list[Case]] = {
             {"broker.conf": b"maxUnloadPercentage=0.3\nloadManagerClassName=abc\n"},
         ),
         # each named twice would run once while the sweep counted two: refused as seeds twice are
+        _sweep("name-a-list", b"name: [a, b]\nscenarios: [scale-out]\n", "g.yaml: name: expected text"),
+        _sweep(
+            "name-of-two-lines",
+            b'name: "a\\nb"\nscenarios: [scale-out]\n',
+            "g.yaml: name: expected text on one line of at most 200 characters",
+        ),
         _sweep(
             "pair-twice",
             b"scenarios: [scale-out]\nstrategies: [AvgShedder, avgshedder]\n",

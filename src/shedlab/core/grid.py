@@ -24,7 +24,7 @@ import pandas as pd
 from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, parse_yaml_text
 from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
 from shedlab.core.sim.scenario import builtin_scenarios, parse_scenario_text
-from shedlab.errors import MAX_SEED, ConfigError, InputError, did_you_mean, read_user_text
+from shedlab.errors import MAX_SEED, ConfigError, InputError, did_you_mean, one_line, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
 
 __all__ = [
@@ -263,6 +263,27 @@ def _check_params(
     return tuple((str(key), value_axis(str(key), raw, source, field_name)) for key, raw in axes.items())
 
 
+MAX_GRID_NAME = 200
+"""Characters of a grid's ``name``: the first line of a sweep and the report's title print it (a
+10,000-character name was a banner of dozens of lines)."""
+MAX_GRID_DESCRIPTION = 2_000
+
+
+def _text(data: Mapping[str, Any], key: str, source: str, maximum: int) -> str:
+    """A grid's ``name`` or ``description``: text on one line (a number is taken as its text), or ""."""
+    value = data.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ConfigError("expected text", source=source, field=key, value=value)
+    text = str(value)
+    if len(text) > maximum or one_line(text) != text:
+        raise ConfigError(
+            f"expected text on one line of at most {maximum} characters", source=source, field=key, value=text
+        )
+    return text
+
+
 MAX_SEEDS = 100_000
 """Seeds per grid (``seeds: {count: N}``): each is a run per scenario × pair × parameter set."""
 
@@ -346,8 +367,8 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
 
     resolve_definitions(pip, source=source or "grid", prefix="pip364.")
     return Grid(
-        name=str(data.get("name") or (Path(source).stem if source else "grid")),
-        description=str(data.get("description") or ""),
+        name=_text(data, "name", source, MAX_GRID_NAME) or (Path(source).stem if source else "grid"),
+        description=_text(data, "description", source, MAX_GRID_DESCRIPTION),
         scenarios=scenarios,
         strategies=strategies,
         seeds=seeds,
