@@ -19,25 +19,25 @@ The next step's traffic computed while the kernel runs this one (27 Nov 2026, th
 and 2 s more CPU: the traffic's Python between its NumPy calls waits for the GIL); in a forked child
 process through shared memory 10.3 → 9.4 s, 9 %, less than traffic's 17 % of a tick because the block
 is copied out of the shared slot (a local report keeps it); not worth a process per simulation and its
-failure modes (the prototype: branch ``traffic-ahead``, ``0584206``).
+failure modes (a prototype on a branch that was not kept).
 A lazy leader view (each bundle's average kept as an anchor and evaluated only where read) is
 bounded by the pass it would save: with ``reporting._saturated_steps`` patched to do nothing (wrong
 averages, a timing bound only; ``bench_simulator.py --ticks 400 --phases``, alternated, 27 Nov 2026) the
 report writes with the leader's averages fall 2.2 → 1.0 ms of an 8.3 ms tick, about 14 %, and it would
 change the averages' rounding (an anchor's decay is one power, not a product per tick).
 The shedding's remaining NumPy calls compiled (the brokers' score, AvgShedder's pairing, the
-even-distribution filter; branch ``shed-speed-kept``, ``1b171a5``): the shedding step 2.35 → 2.22 ms a
+even-distribution filter; a branch that was not kept): the shedding step 2.35 → 2.22 ms a
 tick, the day 14.6 → 14.0 s (``bench/compare_revisions.py``, medians of 5 alternated runs, 27 Nov 2026:
 1.04×, within the runs' spread); not merged, since each would keep its NumPy form beside it (the light
 commands do not load Numba) for about 4 %.
 Issue 12's session of 28 Nov 2026 (the other core busy with another Spark job; timers around the
-methods, medians of ticks 100-799, alternated with ``3d965cd``; branch ``speed-12``, ``e4b9266``), not
+methods, medians of ticks 100-799, alternated with ``3d965cd``; a branch that was not kept), not
 merged. Each step gained about 1 % at the price of a second form of logic that already has a home:
 * :func:`tick_samples` with a branch of constants for steady bundles (one lister in both reports, data,
   full counts): the kernel 0.38 → 0.29-0.34 ms, in the run 0.530 → 0.514 ms a tick;
 * :func:`owner_sums` also listing the bundles whose bin moved, for ``ClusterState.owner_counts``:
   ``measure`` 0.525 → 0.503 ms;
-* together, the day 7.3 → 7.2 s (``bench/compare_revisions.py 3d965cd speed-12 --rounds 5``, 1.01×; 2.60×
+* together, the day 7.3 → 7.2 s (``bench/compare_revisions.py`` against ``3d965cd``, 5 rounds, 1.01×; 2.60×
   against ``9c4f585``).
 Measured and left out there as well:
 * the bookkeeping and both saturated runs fused into one kernel over blocks of 1,024 bundles: both
