@@ -323,6 +323,11 @@ CASES: dict[str, list[Case]] = {
         ),
         _compare("remove-missing-broker", event("{at: 1m, kind: remove_brokers, brokers: [9]}"), "broker 9"),
         _simulate(
+            "traffic-event-selecting-a-tenant-that-does-not-exist",
+            event("{at: 1m, kind: traffic, factor: 2, select: {tenants: [tenant-007]}}"),
+            "s.yaml: events[0].select.tenants: matches no tenant of the scenario",
+        ),
+        _simulate(
             "remove-a-broker-twice",
             event("{at: 1m, kind: remove_brokers, brokers: [2, 2]}"),
             "s.yaml: events[0].brokers[1]: a broker listed twice (got 2)",

@@ -28,6 +28,7 @@ from shedlab.core.sim.traffic import (
     parse_selector,
     parse_signal,
     parse_workload,
+    unmatched_pattern,
 )
 from shedlab.errors import ConfigError, InputError, ShedlabError, did_you_mean, read_user_text
 from shedlab.model.pulsar import is_named_entity
@@ -672,6 +673,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     _check_event_brokers(root, events, initial)
     metrics = _parse_metrics(root)
     leader_state = _parse_leader_state(root, initial)
+    _check_selectors(root, workloads, events, leader_state)
     scenario = Scenario(
         name=name,
         description=root.string("description", ""),
@@ -691,6 +693,34 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     )
     root.finish(_TOP_FIELDS)
     return scenario
+
+
+def _check_selectors(
+    root: Node, workloads: Sequence[Workload], events: Sequence[Event], leader_state: LeaderState
+) -> None:
+    """Every ``select`` names workloads, tenants and namespaces that exist (globs must match one)."""
+    selectors = [
+        (f"workloads[{w}].shapes[{k}].select", shape.select)
+        for w, workload in enumerate(workloads)
+        for k, shape in enumerate(workload.shapes)
+    ]
+    selectors += [
+        (f"events[{i}].select", e.select) for i, e in enumerate(events) if isinstance(e, TrafficChange)
+    ]
+    selectors += [
+        (f"leader_state.recently_unloaded[{i}].select", recent.select)
+        for i, recent in enumerate(leader_state.recently_unloaded)
+    ]
+    for where, selector in selectors:
+        unmatched = unmatched_pattern(selector, workloads)
+        if unmatched is not None:
+            field_name, pattern = unmatched
+            raise InputError(
+                f"matches no {field_name[:-1]} of the scenario: the selection would be empty",
+                source=root.source,
+                field=f"{where}.{field_name}",
+                value=pattern,
+            )
 
 
 # ------------------------------------------------------------------------------------------------- loading

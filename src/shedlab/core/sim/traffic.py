@@ -712,6 +712,38 @@ def _match_any(name: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
+def namespace_plan(workloads: Sequence[Workload]) -> list[list[tuple[str, str]]]:
+    """Each workload's (tenant, namespace) pairs: tenants numbered per ``tenant_prefix`` in workload
+    order (``orders-000``, ``orders-001``, then a second ``orders`` workload's ``orders-002``), an
+    explicit ``namespace:`` taking no number."""
+    next_tenant: dict[str, int] = {}
+    plan = []
+    for workload in workloads:
+        first = next_tenant.get(workload.tenant_prefix, 0)
+        if workload.namespace is None:
+            next_tenant[workload.tenant_prefix] = first + workload.tenants
+        plan.append(workload.namespace_names(first))
+    return plan
+
+
+def unmatched_pattern(selector: Selector, workloads: Sequence[Workload]) -> tuple[str, str] | None:
+    """The first (field, pattern) of ``selector`` that names no workload, tenant or namespace of
+    ``workloads``, or None: such a pattern selects nothing, and a shape or event that selects nothing
+    does nothing without a word (a typo in a tenant's name). Bundle patterns are not checked: a hashed
+    workload's bundles are known only once its topics are drawn."""
+    plan = namespace_plan(workloads)
+    names = {
+        "workloads": [w.name for w in workloads],
+        "tenants": [tenant for spaces in plan for tenant, _ in spaces],
+        "namespaces": [namespace for spaces in plan for _, namespace in spaces],
+    }
+    for field_name, known in names.items():
+        for pattern in getattr(selector, field_name):
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in known):
+                return field_name, pattern
+    return None
+
+
 def build_population(
     workloads: Sequence[Workload], rng: np.random.Generator, source: str | None = None
 ) -> BundlePopulation:
@@ -734,12 +766,7 @@ def build_population(
     columns: dict[str, list[FloatArray]] = {
         k: [] for k in ("topics", "producers", "consumers", "rate", "fanout", "size")
     }
-    next_tenant: dict[str, int] = {}
-    for w, workload in enumerate(workloads):
-        first = next_tenant.get(workload.tenant_prefix, 0)
-        if workload.namespace is None:
-            next_tenant[workload.tenant_prefix] = first + workload.tenants
-        spaces = workload.namespace_names(first)
+    for w, (workload, spaces) in enumerate(zip(workloads, namespace_plan(workloads), strict=True)):
         for tenant, namespace in spaces:
             if bundles_of_ns.setdefault(namespace, workload.bundles) != workload.bundles:
                 raise InputError(
