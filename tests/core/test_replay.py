@@ -117,3 +117,18 @@ def test_strategy_configs_are_validated() -> None:
     # the option is named, not 'strategy'
     with pytest.raises(ConfigError, match=r"^--strategies: unknown strategy pair"):
         strategy_configs(["NoSuchShedder"])
+
+
+EXTENSIBLE_MANAGER = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+
+
+@pytest.mark.parametrize(
+    ("sources", "named"), [({"loadManagerClassName": "broker.conf:4"}, "broker.conf:4"), (None, "--set")]
+)
+def test_an_override_refused_with_the_pair_is_named_where_it_was_set(
+    sources: dict[str, str] | None, named: str
+) -> None:
+    """A --config file's key was named as --set: replay knew its overrides as one layer."""
+    with pytest.raises(ConfigError) as refused:
+        strategy_configs(["AvgShedder"], {"loadManagerClassName": EXTENSIBLE_MANAGER}, sources)
+    assert str(refused.value).startswith(f"{named}: loadManagerClassName: the extensible load manager")

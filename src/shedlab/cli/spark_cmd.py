@@ -702,8 +702,10 @@ def replay(
     from shedlab.spark.replay import replay as run_replay
 
     check_seed(seed)
-    overrides = run_overrides(config, set_).values
-    configs = strategy_configs([s for s in strategies.split(",") if s.strip()], overrides)
+    settings = run_overrides(config, set_)
+    configs = strategy_configs(
+        [s for s in strategies.split(",") if s.strip()], settings.values, settings.sources
+    )
     check_ingest_output(snapshots_dir)  # before Spark starts
     present = recorded_clusters(snapshots_dir)
     if cluster and present is not None:

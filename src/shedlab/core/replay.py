@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from shedlab.config import LoadBalancerConfig
+from shedlab.config import LoadBalancerConfig, layered_config
 from shedlab.core.decide import Outcome, explain_cycle
 from shedlab.core.grid import params_id_of
 from shedlab.core.sim.reporting import DEFAULT_VALUES, apply_samples
@@ -81,18 +81,25 @@ class StrategyConfig:
 
 
 def strategy_configs(
-    strategies: Sequence[str], overrides: Mapping[str, Any] | None = None
+    strategies: Sequence[str],
+    overrides: Mapping[str, Any] | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> list[StrategyConfig]:
-    """Validated strategy configurations (pair names resolved, overrides checked against Pulsar's keys)."""
+    """Validated strategy configurations (pair names resolved, overrides checked against Pulsar's keys).
+
+    ``sources`` says where each override was set (``broker.conf:3``; ``--set`` for the others), for the
+    errors: a file's key refused with the pair was named as ``--set``."""
     if not strategies:
         raise ConfigError("name at least one strategy pair", field="--strategies")
     out = []
     seen = set()
+    where = sources or {}
     for name in strategies:
         pair = resolve_pair_name(name.strip(), field="--strategies")
         require_modular(pair, field="--strategies")
         ov = dict(overrides or {})
-        resolve_config(pair_config(pair, LoadBalancerConfig().with_overrides(ov, source="--set")))
+        layers = [(where.get(key, "--set"), {key: value}) for key, value in ov.items()]
+        resolve_config(pair_config(pair, layered_config(*layers)))
         cfg = StrategyConfig(pair, ov, params_id_of(ov))
         if (cfg.strategy, cfg.config_id) not in seen:
             seen.add((cfg.strategy, cfg.config_id))
