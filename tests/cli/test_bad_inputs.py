@@ -328,6 +328,11 @@ CASES: dict[str, list[Case]] = {
             "s.yaml: events[0].select.tenants: matches no tenant of the scenario",
         ),
         _simulate(
+            "empty-workload-name",
+            scenario().replace(b"  - name: w\n", b"  - name: ' '\n"),
+            "s.yaml: workloads[0].name: expected a non-empty name on one line",
+        ),
+        _simulate(
             "remove-a-broker-twice",
             event("{at: 1m, kind: remove_brokers, brokers: [2, 2]}"),
             "s.yaml: events[0].brokers[1]: a broker listed twice (got 2)",

@@ -646,7 +646,7 @@ def _check_workloads(root: Node, source: str, workloads: Sequence[Workload], ini
 
 
 def _parse_scenario(root: Node, source: str) -> Scenario:
-    name = root.string("name")
+    name = root.name("name")
     seed = root.integer("seed", 0, minimum=0)
     duration = root.duration("duration", 3600.0)
     strategy = _parse_strategy(root, source)

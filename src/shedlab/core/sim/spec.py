@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from shedlab import units
-from shedlab.errors import InputError, did_you_mean
+from shedlab.errors import InputError, did_you_mean, one_line
 
 _MISSING: Any = object()
 
@@ -76,6 +76,15 @@ class Node:
         if choices is not None and value not in choices:
             hint = did_you_mean(value, choices) or f"one of: {', '.join(choices)}"
             raise self.error(key, "unknown value", value, hint=hint)
+        return value
+
+    def name(self, key: str, default: Any = _MISSING) -> str:
+        """A name (a scenario's, a workload's): a non-empty string on one line. It heads the tables, names
+        the results' ``scenario=<name>`` directories and is what selectors match: an empty one named
+        nothing there, and a line break split the printed tables."""
+        value = self.string(key, default)
+        if not value.strip() or one_line(value) != value:
+            raise self.error(key, "expected a non-empty name on one line", value)
         return value
 
     def optional_string(self, key: str) -> str | None:

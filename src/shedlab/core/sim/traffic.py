@@ -627,7 +627,7 @@ def parse_workload(node: Node, index: int) -> Workload:
     namespace = _parse_namespace(node)
     hashed = _parse_hashed(node)
     workload = Workload(
-        name=node.string("name", default.name),
+        name=node.name("name", default.name),
         tenant_prefix=prefix,
         tenants=node.integer("tenants", 1, minimum=1),
         namespaces=node.integer("namespaces", 1, minimum=1),
