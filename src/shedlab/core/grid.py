@@ -237,7 +237,7 @@ def value_axis(key: str, raw: Any, source: str, where: str) -> tuple[Any, ...]:
     """One axis of a grid's ``parameters`` or a tune space (``where``: the mapping it is under): its
     values (a list, or one value), each checked against config.py's key table, none twice.
 
-    Twice means the same effective value (``0.5`` and ``0.50``, a strategy by its short and its class
+    Twice means the same effective value (``15`` and ``15.0``, a strategy by its short and its class
     name): both would be one run, whose id is the configuration's, while the sweep's count of runs
     counted two."""
     values = tuple(raw) if isinstance(raw, list) else (raw,)
@@ -266,20 +266,23 @@ def _check_params(
 MAX_GRID_NAME = 200
 """Characters of a grid's ``name``: the first line of a sweep and the report's title print it (a
 10,000-character name was a banner of dozens of lines)."""
-MAX_GRID_DESCRIPTION = 2_000
 
 
-def _text(data: Mapping[str, Any], key: str, source: str, maximum: int) -> str:
-    """A grid's ``name`` or ``description``: text on one line (a number is taken as its text), or ""."""
+def _text(data: Mapping[str, Any], key: str, source: str) -> str:
+    """A grid's ``name`` or ``description`` as text (a number is taken as its text), or "". A name is
+    also one line of at most :data:`MAX_GRID_NAME` characters; a description may be a YAML block."""
     value = data.get(key)
     if value is None:
         return ""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ConfigError("expected text", source=source, field=key, value=value)
     text = str(value)
-    if len(text) > maximum or one_line(text) != text:
+    if key == "name" and (len(text) > MAX_GRID_NAME or one_line(text) != text):
         raise ConfigError(
-            f"expected text on one line of at most {maximum} characters", source=source, field=key, value=text
+            f"expected text on one line of at most {MAX_GRID_NAME} characters",
+            source=source,
+            field=key,
+            value=text,
         )
     return text
 
@@ -367,8 +370,8 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
 
     resolve_definitions(pip, source=source or "grid", prefix="pip364.")
     return Grid(
-        name=_text(data, "name", source, MAX_GRID_NAME) or (Path(source).stem if source else "grid"),
-        description=_text(data, "description", source, MAX_GRID_DESCRIPTION),
+        name=_text(data, "name", source) or (Path(source).stem if source else "grid"),
+        description=_text(data, "description", source),
         scenarios=scenarios,
         strategies=strategies,
         seeds=seeds,
