@@ -28,6 +28,7 @@ from shedlab.core.sim.traffic import (
     parse_selector,
     parse_signal,
     parse_workload,
+    selectable_names,
     unmatched_pattern,
 )
 from shedlab.errors import ConfigError, InputError, ShedlabError, did_you_mean, read_user_text
@@ -711,8 +712,9 @@ def _check_selectors(
         (f"leader_state.recently_unloaded[{i}].select", recent.select)
         for i, recent in enumerate(leader_state.recently_unloaded)
     ]
+    names = selectable_names(workloads)
     for where, selector in selectors:
-        unmatched = unmatched_pattern(selector, workloads)
+        unmatched = unmatched_pattern(selector, names)
         if unmatched is not None:
             field_name, pattern = unmatched
             raise InputError(

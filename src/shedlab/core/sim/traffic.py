@@ -726,20 +726,24 @@ def namespace_plan(workloads: Sequence[Workload]) -> list[list[tuple[str, str]]]
     return plan
 
 
-def unmatched_pattern(selector: Selector, workloads: Sequence[Workload]) -> tuple[str, str] | None:
-    """The first (field, pattern) of ``selector`` that names no workload, tenant or namespace of
-    ``workloads``, or None: such a pattern selects nothing, and a shape or event that selects nothing
-    does nothing without a word (a typo in a tenant's name). Bundle patterns are not checked: a hashed
-    workload's bundles are known only once its topics are drawn."""
+def selectable_names(workloads: Sequence[Workload]) -> dict[str, list[str]]:
+    """The names a selector's ``workloads``, ``tenants`` and ``namespaces`` patterns can match."""
     plan = namespace_plan(workloads)
-    names = {
+    return {
         "workloads": [w.name for w in workloads],
         "tenants": [tenant for spaces in plan for tenant, _ in spaces],
         "namespaces": [namespace for spaces in plan for _, namespace in spaces],
     }
+
+
+def unmatched_pattern(selector: Selector, names: Mapping[str, Sequence[str]]) -> tuple[str, str] | None:
+    """The first (field, pattern) of ``selector`` that matches none of ``names``
+    (:func:`selectable_names`), or None: such a pattern selects nothing, and a shape or event that
+    selects nothing does nothing without a word (a typo in a tenant's name). Bundle patterns are not
+    checked: a hashed workload's bundles are known only once its topics are drawn."""
     for field_name, known in names.items():
         for pattern in getattr(selector, field_name):
-            if not any(fnmatch.fnmatchcase(name, pattern) for name in known):
+            if not any(_match_any(name, (pattern,)) for name in known):
                 return field_name, pattern
     return None
 
