@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
-from shedlab.core.locations import check_uri, is_remote, walk
+from shedlab.core.locations import check_uri, is_remote, walk, without_file_scheme
 from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
 from shedlab.errors import InputError, did_you_mean
 from shedlab.model.bundles import bundle_for_topic, namespace_of_topic, parse_range
@@ -907,7 +907,7 @@ def classify_sources(paths: Sequence[str]) -> Sources:
             kind = _suffix_kind(given.rstrip("/")) or "parquet"
             {"parquet": parquet, "json_doc": docs, "json_lines": lines}[kind].append(given)
             continue
-        local = given[len("file://") :] if given.startswith("file://") else given
+        local = without_file_scheme(given)
         candidates = (
             [Path(p) for p in sorted(glob.glob(local, recursive=True))]
             if any(c in local for c in "*?[")
@@ -1033,7 +1033,7 @@ def check_ingest_output(path: str, tables: Sequence[str] = ("broker_samples", "b
     if is_remote(path):
         check_uri(path)
         return
-    root = Path(path[len("file://") :] if path.startswith("file://") else path)
+    root = Path(without_file_scheme(path))
     if not root.is_dir():
         raise InputError("not a directory" if root.exists() else "not found", source=path)
     for table in tables:

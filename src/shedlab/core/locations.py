@@ -14,7 +14,7 @@ from pathlib import Path
 
 from shedlab.errors import InputError
 
-__all__ = ["check_uri", "is_remote", "names_a_scheme", "walk"]
+__all__ = ["check_uri", "is_remote", "local_path", "names_a_scheme", "walk", "without_file_scheme"]
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _SCHEME_AND_SLASH = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:/")
@@ -23,6 +23,16 @@ _SCHEME_AND_SLASH = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:/")
 def is_remote(path: str) -> bool:
     """Whether ``path`` is a URI with a scheme other than ``file://``."""
     return bool(_SCHEME.match(path)) and not path.startswith("file://")
+
+
+def without_file_scheme(location: str) -> str:
+    """``location`` without a leading ``file://`` (a local path is returned as it is)."""
+    return location[len("file://") :] if location.startswith("file://") else location
+
+
+def local_path(location: str) -> str | None:
+    """A local location as a path (without ``file://``); None for a remote URI."""
+    return None if is_remote(location) else without_file_scheme(location)
 
 
 def names_a_scheme(text: str) -> bool:

@@ -43,7 +43,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import shedlab
 from shedlab.core.grid import Grid
 from shedlab.core.local_parquet import read_local_parquet
-from shedlab.core.locations import check_uri, is_remote
+from shedlab.core.locations import check_uri, is_remote, local_path, without_file_scheme
 from shedlab.core.partitions import escape_partition_value
 from shedlab.core.sim import run_simulation
 from shedlab.core.sim.scenario import Scenario, parse_scenario_text
@@ -169,8 +169,7 @@ def run_path(base: str, table: str, scenario: str, strategy: str, run_id: str) -
 def filesystem(root: str) -> tuple[Any, str]:
     """A pyarrow filesystem and base path for a local path or URI (``s3a://`` is read as ``s3://``)."""
     if "://" not in root or root.startswith("file://"):
-        local = root[len("file://") :] if root.startswith("file://") else root
-        return pafs.LocalFileSystem(), os.path.abspath(local)
+        return pafs.LocalFileSystem(), os.path.abspath(without_file_scheme(root))
     uri = "s3://" + root[len("s3a://") :] if root.startswith("s3a://") else root
     check_uri(root)
     try:
@@ -189,7 +188,7 @@ def absolute_location(root: str) -> str:
     there, so every run's files went into the executor's own directory and the driver found none (``twin
     --out twin.yaml``, whose validation sweep writes under ``twin-fit/``, failed with "every run of the
     twin failed"). The driver resolves it once and the tasks get the absolute path."""
-    local = _local_location(root)
+    local = local_path(root)
     return root if local is None else os.path.abspath(local)
 
 
@@ -205,7 +204,7 @@ def check_output_dir(out: str, *, field: str = "--out") -> None:
     if is_remote(out):
         check_uri(out, field=field)
         return
-    path = Path(out[len("file://") :] if out.startswith("file://") else out)
+    path = Path(without_file_scheme(out))
     if path.exists() and not path.is_dir():
         raise InputError("exists and is not a directory", source=out, field=field, hint="name a directory")
     parent = next((p for p in path.absolute().parents if p.exists()), None)
@@ -213,16 +212,9 @@ def check_output_dir(out: str, *, field: str = "--out") -> None:
         raise InputError(f"{parent} is a file, not a directory", source=out, field=field)
 
 
-def _local_location(location: str) -> str | None:
-    """A local location as a path (without ``file://``); None for a remote URI."""
-    if is_remote(location):
-        return None
-    return location[len("file://") :] if location.startswith("file://") else location
-
-
 def _local_path(location: str) -> Path | None:
     """A local location as an absolute path with its symbolic links resolved; None for a remote URI."""
-    local = _local_location(location)
+    local = local_path(location)
     return None if local is None else Path(local).resolve()
 
 
