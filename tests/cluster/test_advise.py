@@ -100,6 +100,36 @@ def test_latest_report_per_broker_wins(tmp_path: Path) -> None:
     assert {r["numTopics"] for r in source.reading.reports.values()} == {now % 1000}
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "shown"),
+    [
+        ("timestamp", "abc", "timestamp: expected epoch milliseconds, got 'abc'"),
+        ("timestamp", True, "timestamp: expected epoch milliseconds, got 'True'"),
+        ("timestamp", [], "timestamp: expected epoch milliseconds, got '[]'"),
+        ("timestamp", 1e300, "timestamp: epoch milliseconds out of range, got 1e+300"),
+        ("broker", 5, "broker: expected the broker's id as text (got 5)"),
+        ("broker", " ", "broker: expected the broker's id as text (got ' ')"),
+    ],
+)
+def test_a_recordings_bad_timestamp_or_broker_is_refused_not_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: object, shown: str
+) -> None:
+    """Read as 0 (the oldest) or replaced by the report's ``webServiceUrl``, such a line lost silently
+    to its broker's other reports, or was counted as another broker's."""
+    now = int(time.time() * 1000)
+    lines = [
+        json.dumps({"timestamp": now, "broker": b, "cluster": "c1", "report": r})
+        for b, r in reports(now).items()
+    ]
+    first = json.loads(lines[0])
+    first[field] = value
+    lines[0] = json.dumps(first)
+    path = tmp_path / "load-reports.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    line = error_line(["decide", str(path)], capsys)
+    assert line.startswith(f"error: {path}:1: ") and shown in line, line
+
+
 def test_advise_snapshot_dir_cli(tmp_path: Path) -> None:
     folder = write_dir(tmp_path, int(time.time() * 1000))
     result = runner.invoke(app, ["advise", "--snapshot", str(folder), "--strategy", "AvgShedder", "--json"])

@@ -94,6 +94,25 @@ def test_parser_marks_nonfinite_and_structural_problems() -> None:
 
 
 @pytest.mark.parametrize(
+    ("wrapper", "detail"),
+    [
+        ('"broker": 5', "broker: expected a string, got 5"),
+        ('"timestamp": "abc"', "timestamp: expected epoch milliseconds, got 'abc'"),
+        ('"timestamp": 1e300', "timestamp: epoch milliseconds out of range, got 1e+300"),
+    ],
+)
+def test_a_bad_broker_or_time_in_the_wrapper_is_quarantined_not_replaced(wrapper: str, detail: str) -> None:
+    """A wrapper's ``broker`` that is not text was replaced by the report's ``webServiceUrl``'s id; the
+    row is now quarantined with its reason, as ``decide`` refuses the line (28 Nov 2026)."""
+    line = '{"broker": "b:1", "timestamp": 5, "report": {"webServiceUrl": "http://other:8080"}}'
+    key = wrapper.split(":")[0]
+    start = line.index(key)
+    rows = _parse([line[:start] + wrapper + line[line.index(",", start) :]])
+    assert rows["kind"].tolist() == ["quarantine"]
+    assert detail in rows["detail"].iloc[0], rows["detail"].iloc[0]
+
+
+@pytest.mark.parametrize(
     ("name", "problem"),
     [
         ("us-west.prod_1", None),

@@ -24,14 +24,13 @@ this module adds what a real cluster needs around it:
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from shedlab import jsonout
 from shedlab.cluster.access import Token, scrub
@@ -45,13 +44,13 @@ from shedlab.cluster.readers import (
 from shedlab.core.decide import Decision, Outcome, load_snapshot_file
 from shedlab.core.locations import walk
 from shedlab.errors import (
-    MAX_INTEGER_BITS,
     ClusterError,
     InputError,
     ShedlabError,
     parse_json_text,
     read_user_text,
 )
+from shedlab.model.formats import FormatError, epoch_ms
 from shedlab.model.pulsar import LoadData
 from shedlab.model.snapshot import ClusterSnapshot
 
@@ -73,7 +72,6 @@ NO_ADMIN_URL = "no --admin-url to send the unloads to"
 """The refusal of every ``--execute`` cycle without an admin URL (a ``--snapshot`` rehearsal)."""
 
 _SUFFIXES = (".json", ".jsonl", ".ndjson")
-_LONG = 2 ** (MAX_INTEGER_BITS - 1)
 
 
 @dataclass
@@ -87,8 +85,10 @@ class SnapshotInput:
 def _broker_of(record: dict[str, Any], report: dict[str, Any], where: str) -> str:
     from shedlab.core.ingest import broker_id_from_url  # pandas: only when files are read
 
-    broker = record.get("broker")
-    if isinstance(broker, str) and broker:
+    if "broker" in record:  # a recording's own field: a bad one is refused, not replaced (28 Nov 2026)
+        broker = record["broker"]
+        if not isinstance(broker, str) or not broker.strip():
+            raise InputError("expected the broker's id as text", source=where, field="broker", value=broker)
         return broker
     for key in ("webServiceUrl", "webServiceUrlTls"):
         value = report.get(key)
@@ -118,18 +118,21 @@ def _is_load_data(doc: Any) -> bool:
     return isinstance(doc, dict) and any(k in doc for k in ("brokers", "brokerData", "loadData", "ticks"))
 
 
+def _is_number(value: object) -> TypeGuard[int | float]:
+    """A JSON number (``True`` is an int to Python, not a number to JSON)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _record_time(record: dict[str, Any], report: dict[str, Any], where: str) -> int:
-    """The record's ``timestamp`` (else its report's ``lastUpdate``) in ms; 0 when it is not a number.
-    NaN, infinity or a time beyond a Java long is refused: ``int()`` raised ValueError/OverflowError."""
-    field = "timestamp" if "timestamp" in record else "lastUpdate"
-    stamp = record.get("timestamp", report.get("lastUpdate", 0))
-    if not isinstance(stamp, int | float) or isinstance(stamp, bool):
-        return 0
-    if not (math.isfinite(stamp) and -_LONG <= stamp < _LONG):
-        raise InputError(
-            "expected a time in milliseconds since the epoch", source=where, field=field, value=stamp
-        )
-    return int(stamp)
+    """The record's ``timestamp`` (else its report's ``lastUpdate``; neither: 0) in ms, read by ingest's
+    rule (:func:`~shedlab.model.formats.epoch_ms`). One that is not a time is refused: read as 0, as it
+    was until 28 Nov 2026, the line lost silently to every other report of its broker."""
+    field = "timestamp" if record.get("timestamp") is not None else "lastUpdate"
+    try:
+        stamp = epoch_ms(record["timestamp"] if field == "timestamp" else report.get("lastUpdate"))
+    except FormatError as exc:
+        raise InputError(exc.message, source=where, field=field) from None
+    return 0 if stamp is None else stamp
 
 
 def _add(reading: ClusterReading, times: dict[str, int], where: str, record: Any) -> None:
@@ -245,7 +248,7 @@ class Guard:
             out.append(f"report of {broker} is missing: {why}")
         for broker, report in sorted(reading.reports.items()):
             last = report.get("lastUpdate")
-            if isinstance(last, bool) or not isinstance(last, int | float) or not last > 0:
+            if not _is_number(last) or not last > 0:
                 # Pulsar always writes it (the time of the report): without it the age is unknown
                 out.append(f"report of {broker} has no usable lastUpdate ({last!r}): its age is unknown")
             elif now_ms - last > limit_ms:

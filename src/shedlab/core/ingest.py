@@ -49,6 +49,7 @@ from shedlab.model.formats import (
     coerce,
     column_problems,
     columns,
+    epoch_ms,
     extensible_kind,
     legacy_load_report,
     resource_columns,
@@ -205,18 +206,11 @@ def _str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
 
 
 def _time_ms(value: Any, path: str) -> int | None:
-    """Epoch milliseconds as Pulsar writes them (a Java long; Jackson also reads a quoted number)."""
-    if value is None:
-        return None
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 20:
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _BadValueError("invalid_value", f"{path}: expected epoch milliseconds, got {str(value)[:40]!r}")
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        raise _BadValueError("invalid_timestamp", f"{path}: {value!r}")
-    if not -(2**63) <= value <= MAX_TIME_MS:  # past year 9999 nothing is a time Pulsar wrote
-        raise _BadValueError("invalid_timestamp", f"{path}: {str(value)[:24]} is out of range")
-    return int(value)
+    """:func:`~shedlab.model.formats.epoch_ms`, its refusal quarantined under ``path``."""
+    try:
+        return epoch_ms(value)
+    except FormatError as exc:
+        raise _BadValueError(exc.reason, f"{path}: {exc.message}") from None
 
 
 def _raw(text: str) -> str:
@@ -309,7 +303,7 @@ def _report_identity(
     """Cluster, broker and time of a report: the recording's wrapper first, then the report's own
     fields (``webServiceUrl``, else ``webServiceUrlTls``; ``lastUpdate``)."""
     cluster = w.get("cluster") if isinstance(w.get("cluster"), str) else None
-    broker = w.get("broker") if isinstance(w.get("broker"), str) else None
+    broker = _str(w, "broker", "")  # not text: quarantined, not replaced by the report's URL's
     if not broker:
         broker = broker_id_from_url(_str(report, "webServiceUrl", "report."))
         if not broker:

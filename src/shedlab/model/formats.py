@@ -60,6 +60,7 @@ __all__ = [
     "coerce",
     "column_problems",
     "columns",
+    "epoch_ms",
     "extensible_kind",
     "legacy_load_report",
     "read_fields",
@@ -212,6 +213,27 @@ MAX_TIME_MS: int = 253_402_300_799_999
 holds later ones, but Spark's timestamps count microseconds in a long (``timestamp_millis`` of
 99999999999999999 overflows: a Java ArithmeticException that failed the whole ingest) and dates have
 four-digit years; no clock Pulsar reads from is that far off."""
+
+
+def epoch_ms(value: object) -> int | None:
+    """A time as Pulsar writes it, epoch milliseconds in a Java long (Jackson also reads a quoted
+    number); None for null. One rule for every reader of recordings (ingest's rows, ``decide`` and
+    ``advise`` on files): ``decide`` read a non-number as 0, so the line lost to its broker's others.
+
+    Raises :class:`FormatError` (``invalid_value`` for a non-number, ``invalid_timestamp`` for NaN, ±inf
+    or a time outside a long or past :data:`MAX_TIME_MS`)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 20:
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FormatError("invalid_value", f"expected epoch milliseconds, got {str(value)[:40]!r}")
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        raise FormatError("invalid_timestamp", f"expected epoch milliseconds, got {value!r}")
+    if not -(2**63) <= value <= MAX_TIME_MS:  # past year 9999 nothing is a time Pulsar wrote
+        raise FormatError("invalid_timestamp", f"epoch milliseconds out of range, got {str(value)[:24]}")
+    return int(value)
+
 
 STRING_LISTS: tuple[str, ...] = ("bundles", "lastBundleGains", "lastBundleLosses")
 """LocalBrokerData's lists of bundle names (absent: empty)."""
