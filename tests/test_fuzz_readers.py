@@ -262,7 +262,7 @@ def test_load_report_files_for_decide(name: str, data: bytes) -> None:
 def test_a_report_time_that_is_no_time_is_refused(tmp_path: Path, stamp: str) -> None:
     path = tmp_path / "reports.jsonl"
     path.write_text(json.dumps(WRAPPED_REPORT).replace("1735776000000", stamp) + "\n", encoding="utf-8")
-    with pytest.raises(ShedlabError, match="timestamp: (expected )?epoch milliseconds") as info:
+    with pytest.raises(ShedlabError, match=r"timestamp: (expected )?epoch milliseconds") as info:
         _read_reports(path)
     assert f"{path}:1" in str(info.value)
 
