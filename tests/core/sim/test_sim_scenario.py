@@ -274,6 +274,31 @@ def test_events_that_cannot_happen_and_impossible_backgrounds_are_refused(extra:
         parse_scenario_text(text + extra, "s.yaml")
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("{kind: spikes, rate_per_hour: 2, duration: 0, amplitude: 3}", r"duration: must be more than 0"),
+        ("{kind: onoff, period: 2m, on: 0}", r"shapes\[0\]\.on: must be within \(0, period\] \(got 0\)"),
+        ("{kind: onoff, period: 2m, on: 3m}", r"shapes\[0\]\.on: must be within \(0, period\] \(got '3m'\)"),
+        ("{kind: onoff, period: 0, on: 0}", r"shapes\[0\]\.period: must be greater than 0"),
+    ],
+)  # fmt: skip
+def test_shapes_that_never_act_are_refused(extra: str, message: str) -> None:
+    """A spike of no duration raised nothing and an on/off cycle never on stopped its clients for the
+    whole run, both silently (28 Nov 2026); the on/off error already said (0, period]."""
+    workload = f"workloads:\n  - bundles: 4\n    shapes:\n      - {extra}\n"
+    with pytest.raises(InputError, match=message):
+        parse_scenario_text(_SMALL + workload, "s.yaml")
+
+
+@pytest.mark.parametrize("on", ["0", "3m"])
+def test_a_background_cycle_that_is_no_cycle_is_refused(on: str) -> None:
+    background = f"      cpu: {{kind: onoff, low: 0, high: 0.5, period: 2m, on: {on}}}\n"
+    text = "name: s\nduration: 10m\nbrokers:\n  - count: 3\n    background:\n" + background
+    with pytest.raises(InputError, match=r"background\.cpu\.on: must be within \(0, period\]"):
+        parse_scenario_text(text, "s.yaml")
+
+
 def test_the_edges_of_those_checks_are_accepted() -> None:
     """All the brokers removed, an event at the last tick, a background of the whole machine."""
     events = (

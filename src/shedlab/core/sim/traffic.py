@@ -306,6 +306,8 @@ def parse_signal(parent: Node, key: str, default: Signal | None = None) -> Signa
     p = dict(params)
     if kind in ("diurnal", "onoff") and p["period"] <= 0:
         raise node.error("period", "must be greater than 0", p["period"])
+    if kind == "onoff":
+        _check_on(node, p["period"], p["on"])
     noise = node.number("noise", 0.0, minimum=0.0)
     node.finish(("kind", *SIGNAL_KINDS[kind], "noise"))
     return Signal(kind, tuple(params), noise)
@@ -393,6 +395,22 @@ class Shape:
         return out
 
 
+def _spike_duration(node: Node) -> float:
+    """A spike lasts more than 0: one of no duration raised nothing, silently (accepted until 28 Nov 2026)."""
+    duration = node.duration("duration")
+    if duration <= 0:
+        raise node.error("duration", "must be more than 0", node.raw("duration"))
+    return duration
+
+
+def _check_on(node: Node, period: float, on: float) -> None:
+    """An on/off cycle's ``on`` is within (0, period]. ``on: 0`` (never on: until 28 Nov 2026 accepted,
+    though this message already said so) or beyond the period (always on) is no cycle: a constant,
+    or a ``step``, says that."""
+    if not 0 < on <= period:
+        raise node.error("on", "must be within (0, period]", node.raw("on"))
+
+
 def _onoff_phase(node: Node) -> str | float:
     """``random``, ``aligned`` or a duration: every selected bundle's cycle shifted by that much."""
     raw = node.raw("phase", "random")
@@ -454,8 +472,9 @@ def parse_shape(node: Node) -> Shape:
     elif kind == "onoff":
         period = node.duration("period")
         on = node.duration("on")
-        if period <= 0 or on > period:
-            raise node.error("on", "must be within (0, period]", node.raw("on"))
+        if period <= 0:
+            raise node.error("period", "must be greater than 0", node.raw("period"))
+        _check_on(node, period, on)
         params = [
             ("period", period),
             ("on", on),
@@ -466,7 +485,7 @@ def parse_shape(node: Node) -> Shape:
     elif kind == "spikes":
         params = [
             ("rate_per_hour", node.number("rate_per_hour", minimum=0.0)),
-            ("duration", node.duration("duration")),
+            ("duration", _spike_duration(node)),
             ("amplitude", node.number("amplitude", minimum=0.0, maximum=MAX_FACTOR)),
         ]
     elif kind == "noise":
