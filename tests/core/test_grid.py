@@ -211,11 +211,22 @@ def test_a_mistyped_shipped_grid_gets_the_closest_name(
             {"scenarios": ["scale-out"], "pip364": {"mine": {"expr": "unloads", "rating": 1}}},
             "g.yaml: pip364.mine.rating: unknown field of a PIP-364 definition",
         ),
+        # a falsy non-mapping was read as "none" (``or {}``, until 28 Nov 2026)
+        *(
+            ({"scenarios": ["scale-out"], key: value}, f"^g.yaml: {key}: expected a mapping")
+            for key in ("parameters", "strategy_parameters", "overrides", "pip364")
+            for value in (0, "", [], False)
+        ),
     ],
 )
 def test_bad_grids_are_refused_at_load(grid: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_grid(grid, source="g.yaml")
+
+
+def test_null_sections_are_empty() -> None:
+    grid = parse_grid({"scenarios": ["scale-out"], "parameters": None, "overrides": None, "pip364": None})
+    assert grid.parameters == () and grid.overrides == () and grid.pip364 == {}
 
 
 def test_pip364_overrides_as_written_still_work() -> None:

@@ -85,6 +85,19 @@ def test_space_values_are_checked_against_the_key_table(tmp_path: Path) -> None:
         load_space(path)
 
 
+@pytest.mark.parametrize("value", ["0", "''", "[]", "false"])
+def test_a_section_that_is_no_mapping_is_refused_and_a_null_one_empty(tmp_path: Path, value: str) -> None:
+    """A falsy section was read as no axes (``value or {}``, until 28 Nov 2026)."""
+    path = tmp_path / "space.yaml"
+    for section in ("common", "AvgShedder"):
+        path.write_text(f"{section}: {value}\n")
+        with pytest.raises(ConfigError, match=f"{section}: expected a mapping"):
+            load_space(path)
+    path.write_text("common:\nAvgShedder:\n")
+    space = load_space(path)
+    assert space.common == () and dict(space.axes) == {"AvgShedder": ()}
+
+
 @pytest.mark.parametrize(
     ("section", "key", "value"),
     [

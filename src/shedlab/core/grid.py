@@ -263,6 +263,14 @@ def _check_params(
     return tuple((str(key), value_axis(str(key), raw, source, field_name)) for key, raw in axes.items())
 
 
+def _optional_mapping(data: Mapping[str, Any], key: str) -> Any:
+    """``data[key]``, or an empty mapping where it is absent or null (YAML's ``parameters:`` alone).
+    Only null: ``parameters: 0`` (or ``""``, ``[]``, ``false``) was read as no parameters, silently
+    (``or {}``, until 28 Nov 2026); now it reaches the check of a mapping and is refused there."""
+    value = data.get(key)
+    return {} if value is None else value
+
+
 MAX_GRID_NAME = 200
 """Characters of a grid's ``name``: the first line of a sweep and the report's title print it (a
 10,000-character name was a banner of dozens of lines)."""
@@ -349,9 +357,9 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
     scenarios = _grid_scenarios(data.get("scenarios", "all"), base, source)
     strategies = _grid_strategies(data.get("strategies", "all"), source)
     seeds = _parse_seeds(data.get("seeds", [1]), source)
-    parameters = _check_params(data.get("parameters") or {}, source, "parameters")
-    per_pair = _strategy_parameters(data.get("strategy_parameters") or {}, source)
-    overrides_raw = data.get("overrides") or {}
+    parameters = _check_params(_optional_mapping(data, "parameters"), source, "parameters")
+    per_pair = _strategy_parameters(_optional_mapping(data, "strategy_parameters"), source)
+    overrides_raw = _optional_mapping(data, "overrides")
     if not isinstance(overrides_raw, Mapping):
         raise ConfigError("expected a mapping of Pulsar keys to values", source=source, field="overrides")
     LoadBalancerConfig().with_overrides(dict(overrides_raw), source=f"{source}: overrides")
@@ -363,7 +371,7 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
             field="brokers_every",
             value=every,
         )
-    pip = data.get("pip364") or {}
+    pip = _optional_mapping(data, "pip364")
     if not isinstance(pip, Mapping):
         raise ConfigError("expected a mapping of problem → definition", source=source, field="pip364")
     from shedlab.core.evaluation import resolve_definitions  # here: evaluation → results → grid

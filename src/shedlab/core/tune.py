@@ -147,10 +147,10 @@ def load_space(path: str | Path | None = None) -> Space:
     axes: dict[str, tuple[tuple[str, tuple[Any, ...]], ...]] = {}
     for name, value in data.items():
         if name == "common":
-            common = _axes(value or {}, source, "common")
+            common = _axes({} if value is None else value, source, "common")
         else:
             axes[resolve_pair_name(str(name), source=source, field=str(name))] = _axes(
-                value or {}, source, str(name)
+                {} if value is None else value, source, str(name)
             )
     return Space(axes, common, source)
 
