@@ -156,6 +156,9 @@ def test_a_mistyped_shipped_grid_gets_the_closest_name(
 # ------------------------------------------------------------------------------------- bad grids (hardening)
 
 
+_FALSY_NON_MAPPINGS: tuple[object, ...] = (0, "", [], False)
+
+
 @pytest.mark.parametrize(
     ("grid", "message"),
     [
@@ -215,7 +218,7 @@ def test_a_mistyped_shipped_grid_gets_the_closest_name(
         *(
             ({"scenarios": ["scale-out"], key: value}, f"^g.yaml: {key}: expected a mapping")
             for key in ("parameters", "strategy_parameters", "overrides", "pip364")
-            for value in (0, "", [], False)
+            for value in _FALSY_NON_MAPPINGS
         ),
     ],
 )
