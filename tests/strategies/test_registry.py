@@ -138,6 +138,24 @@ def test_import_error_is_one_line_naming_the_name_and_the_cause() -> None:
     assert "'no_such_package_xyz.mod:Mine'" in text and text.startswith("grid.yaml: ")
 
 
+@pytest.mark.parametrize("layout", ["mystrat_q7.py", "mystrat_q7/__init__.py"])
+def test_a_module_in_the_current_directory_but_not_on_the_path_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """The ``shedlab`` command does not put the current directory on the Python path (no console script
+    does): a plugin beside the user's files got only "No module named"; the error now says how."""
+    (tmp_path / layout).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / layout).write_text("class Mine:\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        reg.resolve_strategy("mystrat_q7:Mine", role="shedding")
+    hint = "is in the current directory, which is not on the Python path: run with PYTHONPATH=."
+    assert str(err.value).endswith(f"; {Path(layout)} {hint}")
+    with pytest.raises(ConfigError) as elsewhere:  # no such file here: no hint
+        reg.resolve_strategy("no_such_package_xyz.mod:Mine", role="shedding")
+    assert "current directory" not in str(elsewhere.value)
+
+
 def test_missing_class_suggests_the_module_classes(plugin_module: str) -> None:
     with pytest.raises(ConfigError, match="did you mean 'QuietShedder'"):
         reg.resolve_strategy(f"{plugin_module}:QuietShedr")

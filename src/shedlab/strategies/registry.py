@@ -25,6 +25,7 @@ import importlib.metadata
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, cast
 
@@ -283,6 +284,21 @@ def _unknown_hint(text: str, role: StrategyRole | None) -> str:
 # The loaders below raise ConfigError without source or field; resolve_strategy adds the caller's.
 
 
+def _not_on_path_hint(module_name: str, exc: Exception) -> str | None:
+    """Where the module is a file or package of the current directory that the import did not find: the
+    ``shedlab`` command, like every console script, does not put the current directory on the Python
+    path, and a user who wrote ``mystrat.py`` beside their scenario was told only "No module named"."""
+    top = module_name.split(".")[0]
+    if not isinstance(exc, ModuleNotFoundError) or exc.name != top:
+        return None
+    here = Path.cwd()
+    found = next((p for p in (here / f"{top}.py", here / top / "__init__.py") if p.is_file()), None)
+    if found is None:
+        return None
+    where = found.relative_to(here)
+    return f"{where} is in the current directory, which is not on the Python path: run with PYTHONPATH=."
+
+
 def _load_class(text: str) -> type:
     """Import ``module:Class``; any failure is one line naming the reference and the cause."""
     module_name, _, attr = text.partition(":")
@@ -291,7 +307,10 @@ def _load_class(text: str) -> type:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # a plugin's import may fail in any way; the user needs the cause, not a trace
-        raise ConfigError(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from None
+        hint = _not_on_path_hint(module_name, exc)
+        raise ConfigError(
+            f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}", hint=hint
+        ) from None
     obj = getattr(module, attr, None)
     if obj is None:
         classes = [n for n, v in vars(module).items() if isinstance(v, type)]
