@@ -14,6 +14,7 @@ from cli_support import plugin_module
 from shedlab.cli import main
 from shedlab.core.grid import expand_grid, load_grid
 from shedlab.core.results import RunWriter, execute_spec
+from shedlab.errors import ConfigError
 
 BROKEN = '''
 import time
@@ -52,6 +53,14 @@ class NoRng:
     def __init__(self):
         pass
 
+    def on_active_brokers_change(self, active):
+        pass
+
+    def find_bundles_for_unloading(self, snapshot, conf):
+        return SheddingResult()
+
+
+class NoInit:
     def on_active_brokers_change(self, active):
         pass
 
@@ -152,7 +161,6 @@ def broken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 CASES = [
     ("WrongSignature+LeastLongTermMessageRate", "find_bundles_for_unloading raised TypeError"),
-    ("NoRng+LeastLongTermMessageRate", "cannot be constructed as NoRng(rng=generator)"),
     ("RaisesInShedding+LeastLongTermMessageRate", "raised ValueError: boom in shedding"),
     ("Boom+LeastLongTermMessageRate", ":Boom: find_bundles_for_unloading raised ValueError: kaboom"),
     ("RaisesOnBrokerChange+LeastLongTermMessageRate", "on_active_brokers_change raised RuntimeError"),
@@ -180,6 +188,25 @@ def test_a_broken_plugin_is_one_line_naming_it_and_exit_2(
     assert exc.value.code == 2, err
     assert err.startswith(f"error: strategy {broken}:") and needle in err, err
     assert "\n" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("cls", ["NoRng", "NoInit"])
+def test_a_constructor_without_rng_is_refused_where_the_strategy_is_named(
+    cls: str, broken: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Judged from the signature when the name resolves: before any run of a simulation or a sweep. A
+    class without ``__init__`` failed each run of a sweep, without the hint (28 Nov 2026)."""
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(SCENARIO, encoding="utf-8")
+    strategy = f"{broken}:{cls}+LeastLongTermMessageRate"
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", str(scenario), "--strategy", strategy])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "\n" not in err, err
+    assert err.startswith(f"error: --strategy: cannot be constructed as {cls}(rng=generator): "), err
+    assert err.endswith("def __init__(self, rng: np.random.Generator | None = None) (docs/strategies.md)")
+    with pytest.raises(ConfigError, match=rf"grid.yaml: strategies\[0\]: cannot be constructed as {cls}"):
+        _spec(tmp_path, strategy)
 
 
 def _spec(tmp_path: Path, strategy: str) -> dict[str, Any]:

@@ -12,8 +12,9 @@ import pytest
 
 from shedlab.config import STRATEGY_PACKAGE, LoadBalancerConfig
 from shedlab.errors import ConfigError
-from shedlab.strategies import AvgShedder, make_pair, make_placement, make_shedding, pair_config
+from shedlab.strategies import AvgShedder, guard, make_pair, make_placement, make_shedding, pair_config
 from shedlab.strategies import registry as reg
+from shedlab.strategies.guard import StrategyError
 from shedlab.strategies.least_long_term_message_rate import LeastLongTermMessageRate
 from shedlab.strategies.threshold_shedder import ThresholdShedder
 
@@ -154,6 +155,19 @@ def test_a_module_in_the_current_directory_but_not_on_the_path_is_named(
     with pytest.raises(ConfigError) as elsewhere:  # no such file here: no hint
         reg.resolve_strategy("no_such_package_xyz.mod:Mine", role="shedding")
     assert "current directory" not in str(elsewhere.value)
+
+
+def test_construct_checks_the_signature_before_calling_a_plugin() -> None:
+    """``guard.construct`` is the last line for a class that did not come through the registry; a
+    signature it cannot read (a class built in C) is left to the call itself."""
+
+    class NoInit:
+        pass
+
+    with pytest.raises(StrategyError, match=r"NoInit\(rng=generator\): got an unexpected keyword") as err:
+        guard.construct(NoInit, np.random.default_rng(1))
+    assert err.value.hint is not None and "def __init__(self, rng" in err.value.hint
+    assert guard.constructor_problem(dict) is None  # no signature to read
 
 
 def test_missing_class_suggests_the_module_classes(plugin_module: str) -> None:

@@ -15,6 +15,7 @@ The checks cost a few dictionary lookups per unload and per placement, and only 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ from shedlab.strategies.base import (
 __all__ = [
     "StrategyError",
     "construct",
+    "constructor_problem",
     "notify_active_brokers",
     "plugin_name",
     "register_builtin",
@@ -80,21 +82,41 @@ def _failure(cls: type, method: str, exc: Exception) -> StrategyError:
     )
 
 
+_RNG_HINT = (
+    "every strategy's __init__ takes the injected generator: "
+    "def __init__(self, rng: np.random.Generator | None = None) (docs/strategies.md)"
+)
+
+
+def constructor_problem(cls: type) -> StrategyError | None:
+    """Why ``cls(rng=generator)`` cannot be called, judged from its signature (None: it can).
+
+    The registry asks at resolution, so a sweep refuses the grid before any run; until 28 Nov 2026 a
+    class without an ``__init__`` (``Nothing() takes no arguments``, no "rng" in the message) failed
+    every run of the sweep, without the hint."""
+    try:
+        inspect.signature(cls).bind(rng=None)
+    except TypeError as exc:
+        return StrategyError(
+            f"cannot be constructed as {cls.__qualname__}(rng=generator): {exc}",
+            source=f"strategy {plugin_name(cls)}",
+            hint=_RNG_HINT,
+        )
+    except ValueError:  # no signature to read (a class built in C): the call itself will tell
+        return None
+    return None
+
+
 def construct(cls: type, rng: np.random.Generator) -> Any:
     """``cls(rng=rng)``; a plugin's constructor failing (no ``rng`` parameter, or raising) is one line."""
     if cls in _BUILTIN_CLASSES:
         return cls(rng=rng)
+    problem = constructor_problem(cls)
+    if problem is not None:
+        raise problem
     try:
         return cls(rng=rng)
     except Exception as exc:  # any failure of the user's __init__
-        where = f"strategy {plugin_name(cls)}"
-        if isinstance(exc, TypeError) and "rng" in str(exc):
-            raise StrategyError(
-                f"cannot be constructed as {cls.__qualname__}(rng=generator): {exc}",
-                source=where,
-                hint="every strategy's __init__ takes the injected generator: "
-                "def __init__(self, rng: np.random.Generator | None = None) (docs/strategies.md)",
-            ) from None
         raise _failure(cls, "__init__", exc) from None
 
 

@@ -338,6 +338,9 @@ def _checked_class(obj: object) -> type:
             hint="a shedding strategy defines find_bundles_for_unloading and on_active_brokers_change, "
             "a placement strategy select_broker and on_active_brokers_change (docs/strategies.md)",
         )
+    problem = guard.constructor_problem(obj)
+    if problem is not None:
+        raise ConfigError(problem.message, hint=problem.hint)
     return obj
 
 
