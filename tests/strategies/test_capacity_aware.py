@@ -835,11 +835,18 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-spot-reclaims",
         "probe-identical-follow-the-sun",
     },
+    "holdout-22.yaml": {
+        "probe-tls-keystore-class",
+        "probe-partition-expansion",
+        "probe-colocated-proxies",
+        "probe-emergency-capacity",
+        "probe-identical-evening-scale-in",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to twenty-first (five each:
-four heterogeneous, one homogeneous)."""
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to twenty-second (five
+each: four heterogeneous, one homogeneous)."""
 
 
 def test_the_identical_machines_grid_runs_thirty_other_seeds_of_identical_clusters() -> None:
