@@ -175,19 +175,24 @@ CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("pair", "needle"), CASES)
-def test_a_broken_plugin_is_one_line_naming_it_and_exit_2(
-    pair: str, needle: str, broken: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _simulate_error(tmp_path: Path, strategy: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """``shedlab simulate SCENARIO --strategy STRATEGY``'s error: one line, exit 2, no traceback."""
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(SCENARIO, encoding="utf-8")
-    strategy = f"{broken}:{pair.format(m=broken)}"
     with pytest.raises(SystemExit) as exc:
         main(["simulate", str(scenario), "--strategy", strategy])
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2, err
+    assert "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(("pair", "needle"), CASES)
+def test_a_broken_plugin_is_one_line_naming_it_and_exit_2(
+    pair: str, needle: str, broken: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _simulate_error(tmp_path, f"{broken}:{pair.format(m=broken)}", capsys)
     assert err.startswith(f"error: strategy {broken}:") and needle in err, err
-    assert "\n" not in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("cls", ["NoRng", "NoInit"])
@@ -196,13 +201,8 @@ def test_a_constructor_without_rng_is_refused_where_the_strategy_is_named(
 ) -> None:
     """Judged from the signature when the name resolves: before any run of a simulation or a sweep. A
     class without ``__init__`` failed each run of a sweep, without the hint (28 Nov 2026)."""
-    scenario = tmp_path / "scenario.yaml"
-    scenario.write_text(SCENARIO, encoding="utf-8")
     strategy = f"{broken}:{cls}+LeastLongTermMessageRate"
-    with pytest.raises(SystemExit) as exc:
-        main(["simulate", str(scenario), "--strategy", strategy])
-    err = capsys.readouterr().err.strip()
-    assert exc.value.code == 2 and "\n" not in err, err
+    err = _simulate_error(tmp_path, strategy, capsys)
     assert err.startswith(f"error: --strategy: cannot be constructed as {cls}(rng=generator): "), err
     assert err.endswith("def __init__(self, rng: np.random.Generator | None = None) (docs/strategies.md)")
     with pytest.raises(ConfigError, match=rf"grid.yaml: strategies\[0\]: cannot be constructed as {cls}"):
