@@ -384,8 +384,8 @@ def scenarios(draw: Draw) -> dict[str, Any]:
         shared = next((w for w in workloads if "namespace" in w), None) if draw(st.booleans()) else None
         workloads.append(_workload(draw, i, initial, shared))
     names = [w["name"] for w in workloads]
-    for w in workloads:
-        w["shapes"] = [_shape(draw, duration, tick, names) for _ in range(draw(st.integers(0, 3)))]
+    for w in workloads:  # a shape selects within its own workload: its own name (others are refused)
+        w["shapes"] = [_shape(draw, duration, tick, [w["name"]]) for _ in range(draw(st.integers(0, 3)))]
     simulation: dict[str, Any] = {
         "tick": tick,
         "initial_assignment": draw(st.sampled_from(("placement", "round_robin", "random"))),

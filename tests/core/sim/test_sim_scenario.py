@@ -299,6 +299,29 @@ def test_a_background_cycle_that_is_no_cycle_is_refused(on: str) -> None:
         parse_scenario_text(text, "s.yaml")
 
 
+def test_a_shape_selects_within_its_own_workload() -> None:
+    """A shape acts on its workload's own bundles only: naming another workload's tenant, namespace or
+    name selected nothing, silently (28 Nov 2026); a traffic event may name any of them."""
+    workloads = (
+        "workloads:\n"
+        "  - {name: orders, tenant_prefix: orders, bundles: 4}\n"
+        "  - name: logs\n    tenant_prefix: logs\n    bundles: 4\n"
+        "    shapes:\n      - {kind: step, at: 2m, factor: 2, select: {SELECT}}\n"
+    )
+    for select, field in (
+        ("{tenants: [orders-000]}", "tenants"),
+        ("{namespaces: ['orders-*']}", "namespaces"),
+        ("{workloads: [orders]}", "workloads"),
+    ):
+        with pytest.raises(InputError, match=rf"workloads\[1\]\.shapes\[0\]\.select\.{field}: matches no "):
+            parse_scenario_text(_SMALL + workloads.replace("{SELECT}", select), "s.yaml")
+    own = parse_scenario_text(_SMALL + workloads.replace("{SELECT}", "{tenants: ['logs-*']}"), "s.yaml")
+    assert own.workloads[1].shapes[0].select.tenants == ("logs-*",)
+    event = "events:\n  - {at: 1m, kind: traffic, factor: 2, select: {tenants: [orders-000]}}\n"
+    across = _SMALL + workloads.replace("{SELECT}", "{tenants: ['logs-*']}") + event
+    assert len(parse_scenario_text(across, "s.yaml").events) == 1
+
+
 def test_the_edges_of_those_checks_are_accepted() -> None:
     """All the brokers removed, an event at the last tick, a background of the whole machine."""
     events = (

@@ -699,26 +699,29 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
 def _check_selectors(
     root: Node, workloads: Sequence[Workload], events: Sequence[Event], leader_state: LeaderState
 ) -> None:
-    """Every ``select`` names workloads, tenants and namespaces that exist (globs must match one)."""
-    selectors = [
-        (f"workloads[{w}].shapes[{k}].select", shape.select)
+    """Every ``select`` names workloads, tenants and namespaces that exist (globs must match one); a
+    workload's shape, which selects within that workload's own bundles, names its own."""
+    every = selectable_names(workloads)
+    checks = [
+        (f"workloads[{w}].shapes[{k}].select", shape.select, selectable_names(workloads, w), "its workload")
         for w, workload in enumerate(workloads)
         for k, shape in enumerate(workload.shapes)
     ]
-    selectors += [
-        (f"events[{i}].select", e.select) for i, e in enumerate(events) if isinstance(e, TrafficChange)
+    checks += [
+        (f"events[{i}].select", e.select, every, "the scenario")
+        for i, e in enumerate(events)
+        if isinstance(e, TrafficChange)
     ]
-    selectors += [
-        (f"leader_state.recently_unloaded[{i}].select", recent.select)
+    checks += [
+        (f"leader_state.recently_unloaded[{i}].select", recent.select, every, "the scenario")
         for i, recent in enumerate(leader_state.recently_unloaded)
     ]
-    names = selectable_names(workloads)
-    for where, selector in selectors:
+    for where, selector, names, scope in checks:
         unmatched = unmatched_pattern(selector, names)
         if unmatched is not None:
             field_name, pattern = unmatched
             raise InputError(
-                f"matches no {field_name[:-1]} of the scenario: the selection would be empty",
+                f"matches no {field_name[:-1]} of {scope}: the selection would be empty",
                 source=root.source,
                 field=f"{where}.{field_name}",
                 value=pattern,

@@ -745,13 +745,15 @@ def namespace_plan(workloads: Sequence[Workload]) -> list[list[tuple[str, str]]]
     return plan
 
 
-def selectable_names(workloads: Sequence[Workload]) -> dict[str, list[str]]:
-    """The names a selector's ``workloads``, ``tenants`` and ``namespaces`` patterns can match."""
+def selectable_names(workloads: Sequence[Workload], of: int | None = None) -> dict[str, list[str]]:
+    """The names a selector's ``workloads``, ``tenants`` and ``namespaces`` patterns can match: the
+    scenario's, or workload ``of``'s own (a workload's shape selects within its own bundles only)."""
     plan = namespace_plan(workloads)
+    chosen = range(len(workloads)) if of is None else (of,)
     return {
-        "workloads": [w.name for w in workloads],
-        "tenants": [tenant for spaces in plan for tenant, _ in spaces],
-        "namespaces": [namespace for spaces in plan for _, namespace in spaces],
+        "workloads": [workloads[i].name for i in chosen],
+        "tenants": [tenant for i in chosen for tenant, _ in plan[i]],
+        "namespaces": [namespace for i in chosen for _, namespace in plan[i]],
     }
 
 
