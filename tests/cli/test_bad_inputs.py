@@ -225,6 +225,13 @@ CASES: dict[str, list[Case]] = {
         ),
         Case("conform-negative-timing", ("conform", str(ROOT / "conformance"), "--timing", "-1"), "--timing"),
         Case("conform-negative-seed", ("conform", str(ROOT / "conformance"), "--seed", "-5"), "--seed"),
+        # a case that cannot be run exited 1, its error on stdout only (28 Nov 2026)
+        Case(
+            "conform-case-without-strategy",
+            ("conform", "{dir}/case.json"),
+            "case.json: strategy: required field is missing",
+            {"case.json": b'{"name": "x", "ticks": []}'},
+        ),
         _config("negative-max-unload", "lb.yaml", b"maxUnloadPercentage: -0.5\n", "maxUnloadPercentage"),
         _config("negative-min-unload-conf", "broker.conf", b"minUnloadMessage=-1\n", "minUnloadMessage"),
         _config(

@@ -54,7 +54,8 @@ def test_conform_timing_and_error_case(tmp_path: Path) -> None:
     bad.write_text('{"name": "x", "strategy": "AvgShedderr", "ticks": []}')
     good = sorted((CASES / "AvgShedder").glob("*.json"))[0]
     run = shedlab("conform", "--timing", "3", bad, good)
-    assert run.returncode == 1
+    assert run.returncode == 2  # a case that cannot be run is bad input; the others still ran
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith(f"error: {bad}: ")
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     assert "error" in lines[0] and "AvgShedder" in lines[0]["error"]  # did-you-mean
     assert set(lines[1]["timing_ms"]) >= {"shed"} and lines[1]["timing_ms"]["shed"]["min"] > 0
@@ -112,7 +113,7 @@ def test_unknown_broker_in_assign_request(tmp_path: Path) -> None:
     path = tmp_path / "case.json"
     path.write_text(json.dumps(case))
     run = shedlab("conform", path)
-    assert run.returncode == 1
+    assert run.returncode == 2
     error = json.loads(run.stdout)["error"]
     assert "unknown broker" in error and "'b9'" in error and "ticks[0].assign[0].candidates" in error
 

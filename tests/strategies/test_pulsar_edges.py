@@ -85,7 +85,7 @@ def test_conform_reports_a_missing_file_and_goes_on(tmp_path: Path) -> None:
     case.write_text(json.dumps(_tiny_case()), encoding="utf-8")
     result = CliRunner().invoke(app, ["conform", str(tmp_path / "missing.json"), str(case)])
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert lines[0]["name"] == "missing" and "not found" in lines[0]["error"]
     assert lines[1]["name"] == "tiny" and "ticks" in lines[1]
 
@@ -99,7 +99,7 @@ def test_conform_refuses_malformed_expected_answers(tmp_path: Path, expected: ob
     case.write_text(json.dumps({**_tiny_case(), "expected": expected}), encoding="utf-8")
     result = CliRunner().invoke(app, ["conform", "--check", str(case)])
     out = json.loads(result.stdout.splitlines()[0])
-    assert result.exit_code == 1 and field in out["error"]
+    assert result.exit_code == 2 and field in out["error"]
 
 
 def _tiny_case() -> dict[str, object]:

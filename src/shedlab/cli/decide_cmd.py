@@ -145,15 +145,19 @@ def conform(
     for path in files:
         output, ok = conform_one(path, check=check, timing=timing, seed=seed)
         print(jsonout.dumps(output), flush=True)
-        if "error" in output:
+        if "error" in output:  # a case that cannot be run: the user's input, one line as every input error
             errors += 1
+            print(f"error: {output['error']}", file=sys.stderr, flush=True)
         elif ok:
             passed += 1
         else:
             failed += 1
     if check:
         print(f"conformance: {passed} passed, {failed} failed, {errors} errors", file=sys.stderr)
-    if errors or (check and failed):
+    # after every case: 2 where a case could not be run (bad input, as everywhere), else 1 on a mismatch
+    if errors:
+        raise typer.Exit(2)
+    if check and failed:
         raise typer.Exit(1)
 
 
