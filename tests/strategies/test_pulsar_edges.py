@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
@@ -100,6 +101,19 @@ def test_conform_refuses_malformed_expected_answers(tmp_path: Path, expected: ob
     result = CliRunner().invoke(app, ["conform", "--check", str(case)])
     out = json.loads(result.stdout.splitlines()[0])
     assert result.exit_code == 2 and field in out["error"]
+
+
+@pytest.mark.parametrize("assign", [0, "", False, {}])
+def test_conform_refuses_an_assign_that_is_not_a_list(tmp_path: Path, assign: object) -> None:
+    """A falsy ``assign`` was read as no requests (``or []``), so the case ran and compared as empty."""
+    case = _tiny_case()
+    ticks = cast("list[dict[str, object]]", case["ticks"])
+    ticks[0]["assign"] = assign
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(case), encoding="utf-8")
+    result = CliRunner().invoke(app, ["conform", str(path)])
+    out = json.loads(result.stdout.splitlines()[0])
+    assert result.exit_code == 2 and "ticks[0].assign: expected a list" in out["error"], out
 
 
 def _tiny_case() -> dict[str, object]:

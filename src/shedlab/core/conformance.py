@@ -82,7 +82,8 @@ def load_case(path: str | Path) -> Case:
         assert load_reader is not None
         snapshot = ClusterSnapshot.from_load_data(LoadData.from_json(load_reader), source=source)
         requests = []
-        raw_assign = tick.obj.get("assign") or []
+        raw_assign = tick.obj.get("assign")
+        raw_assign = [] if raw_assign is None else raw_assign  # 0, "" or false: refused, not "none"
         if not isinstance(raw_assign, list):
             raise InputError("expected a list", source=source, field=f"ticks[{t}].assign", value=raw_assign)
         for a, item in enumerate(raw_assign):
