@@ -50,6 +50,13 @@ def test_read_conf_file(tmp_path: Path) -> None:
     yml = tmp_path / "spark.yaml"
     yml.write_text("spark:\n  executor:\n    cores: 2\n  ui:\n    enabled: true\n", encoding="utf-8")
     assert read_conf_file(yml) == {"spark.executor.cores": "2", "spark.ui.enabled": "true"}
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing set yet\n", encoding="utf-8")
+    assert read_conf_file(empty) == {}
+    for falsy in ("0", "''", "[]", "false"):  # read as no settings (``or {}``) until 28 Nov 2026
+        empty.write_text(falsy + "\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match="expected a mapping of Spark settings"):
+            read_conf_file(empty)
     with pytest.raises(ConfigError, match="Spark config file not found"):
         read_conf_file(tmp_path / "missing.conf")
     (tmp_path / "utf16.conf").write_bytes("spark.executor.cores 2\n".encode("utf-16"))

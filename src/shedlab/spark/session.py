@@ -266,7 +266,8 @@ def read_conf_file(path: str | Path) -> dict[str, str]:
     p = Path(path)
     text = read_user_text(p, what="Spark config file", error=ConfigError)
     if p.suffix.lower() in (".yaml", ".yml", ".json"):
-        data = parse_yaml_text(text, str(p), error=ConfigError) or {}  # YAML 1.2 reads JSON too
+        data = parse_yaml_text(text, str(p), error=ConfigError)  # YAML 1.2 reads JSON too
+        data = {} if data is None else data  # an empty file; a 0, "" or [] is refused below
         if not isinstance(data, Mapping):
             raise ConfigError("expected a mapping of Spark settings", source=str(p))
         return check_spark_values(_flatten(data), str(p))
