@@ -842,11 +842,18 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-emergency-capacity",
         "probe-identical-evening-scale-in",
     },
+    "holdout-23.yaml": {
+        "probe-fleet-three-generations",
+        "probe-fleet-bookie-subset",
+        "probe-fleet-rack-lost",
+        "probe-fleet-instance-refresh",
+        "probe-identical-fleet-rollout",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to twenty-second (five
-each: four heterogeneous, one homogeneous)."""
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to twenty-third (five
+each: four heterogeneous, one homogeneous; the twenty-third's of 60 to 64 brokers)."""
 
 
 def test_the_identical_machines_grid_runs_thirty_other_seeds_of_identical_clusters() -> None:
