@@ -849,11 +849,19 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-fleet-instance-refresh",
         "probe-identical-fleet-rollout",
     },
+    "holdout-24.yaml": {
+        "probe-regions-opposite-days",
+        "probe-microbatch-consumers",
+        "probe-onsales-functions-ramp",
+        "probe-inlined-payloads",
+        "probe-identical-cellular-jitter",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to twenty-third (five
-each: four heterogeneous, one homogeneous; the twenty-third's of 60 to 64 brokers)."""
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to twenty-fourth (five
+each: four heterogeneous, one homogeneous; the twenty-third's of 60 to 64 brokers, the twenty-fourth's of
+load that changes shape over time, its homogeneous one a jitter probe)."""
 
 
 def test_the_identical_machines_grid_runs_thirty_other_seeds_of_identical_clusters() -> None:
