@@ -227,6 +227,26 @@ def test_the_shipped_package_imports_its_namespace_packages_and_data_from_the_zi
     assert Path(kernels).read_bytes() == (Path(shedlab.__file__).parent / "kernels.py").read_bytes()
 
 
+def test_sessions_that_ship_the_package_share_one_zip_per_version(tmp_path: Path) -> None:
+    """Two applications (two processes, each its own JVM) that ship the package add the same file,
+    ``<tmp>/shedlab-package/<digest>/shedlab.zip``. A fresh temporary folder per session left a 1.9 MB
+    zip in /tmp each time (48 after a day's test runs, 28 Nov 2026)."""
+    code = (
+        "from shedlab.spark.session import get_spark\n"
+        "spark = get_spark('local[1]', {'shedlab.shipPackage': 'true'})\n"
+        "print(spark.sparkContext.parallelize([1, 2], 1).sum())\n"
+        "spark.stop()\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    command = [sys.executable, "-c", code]
+    for _ in range(2):
+        run = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
+        assert run.returncode == 0 and run.stdout.split()[-1] == "3", run.stderr[-2000:]
+    (shipped,) = (tmp_path / "shedlab-package").glob("*/shedlab.zip")
+    assert shipped.read_bytes() == package_zip(tmp_path / "fresh.zip").read_bytes()
+    assert not list(tmp_path.glob("shedlab-pyfiles-*"))
+
+
 def test_a_shipped_zip_without_a_writable_cache_is_imported_from_the_zip(tmp_path: Path) -> None:
     """An executor whose cache directory cannot be written (here: a file stands where it would be) still
     imports shedlab, from the zip itself; the extraction is an optimisation, never a failure."""
