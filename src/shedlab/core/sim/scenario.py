@@ -30,6 +30,7 @@ from shedlab.core.sim.traffic import (
     parse_workload,
     selectable_names,
     unmatched_pattern,
+    workload_names,
 )
 from shedlab.errors import ConfigError, InputError, ShedlabError, did_you_mean, read_user_text
 from shedlab.model.pulsar import is_named_entity
@@ -701,9 +702,10 @@ def _check_selectors(
 ) -> None:
     """Every ``select`` names workloads, tenants and namespaces that exist (globs must match one); a
     workload's shape, which selects within that workload's own bundles, names its own."""
-    every = selectable_names(workloads)
+    own = workload_names(workloads)
+    every = selectable_names(own)
     checks = [
-        (f"workloads[{w}].shapes[{k}].select", shape.select, selectable_names(workloads, w), "its workload")
+        (f"workloads[{w}].shapes[{k}].select", shape.select, own[w], "its workload")
         for w, workload in enumerate(workloads)
         for k, shape in enumerate(workload.shapes)
     ]

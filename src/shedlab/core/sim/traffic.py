@@ -745,23 +745,33 @@ def namespace_plan(workloads: Sequence[Workload]) -> list[list[tuple[str, str]]]
     return plan
 
 
-def selectable_names(workloads: Sequence[Workload], of: int | None = None) -> dict[str, list[str]]:
-    """The names a selector's ``workloads``, ``tenants`` and ``namespaces`` patterns can match: the
-    scenario's, or workload ``of``'s own (a workload's shape selects within its own bundles only)."""
-    plan = namespace_plan(workloads)
-    chosen = range(len(workloads)) if of is None else (of,)
-    return {
-        "workloads": [workloads[i].name for i in chosen],
-        "tenants": [tenant for i in chosen for tenant, _ in plan[i]],
-        "namespaces": [namespace for i in chosen for _, namespace in plan[i]],
-    }
+_SELECTABLE = ("workloads", "tenants", "namespaces")
+"""The selector fields whose patterns are checked against names (``bundles`` are not: see below)."""
+
+
+def workload_names(workloads: Sequence[Workload]) -> list[dict[str, list[str]]]:
+    """Per workload, the names a selector's ``workloads``, ``tenants`` and ``namespaces`` patterns can
+    match among its own (a workload's shape selects within its own bundles only)."""
+    return [
+        {
+            "workloads": [workload.name],
+            "tenants": [tenant for tenant, _ in spaces],
+            "namespaces": [namespace for _, namespace in spaces],
+        }
+        for workload, spaces in zip(workloads, namespace_plan(workloads), strict=True)
+    ]
+
+
+def selectable_names(per_workload: Sequence[Mapping[str, Sequence[str]]]) -> dict[str, list[str]]:
+    """The scenario's names (what a traffic event's patterns can match): :func:`workload_names`, joined."""
+    return {field: [name for names in per_workload for name in names[field]] for field in _SELECTABLE}
 
 
 def unmatched_pattern(selector: Selector, names: Mapping[str, Sequence[str]]) -> tuple[str, str] | None:
-    """The first (field, pattern) of ``selector`` that matches none of ``names``
-    (:func:`selectable_names`), or None: such a pattern selects nothing, and a shape or event that
-    selects nothing does nothing without a word (a typo in a tenant's name). Bundle patterns are not
-    checked: a hashed workload's bundles are known only once its topics are drawn."""
+    """The first (field, pattern) of ``selector`` that matches none of ``names`` (one entry of
+    :func:`workload_names`, or :func:`selectable_names`), or None: such a pattern selects nothing, and a
+    shape or event that selects nothing does nothing without a word (a typo in a tenant's name). Bundle
+    patterns are not checked: a hashed workload's bundles are known only once its topics are drawn."""
     for field_name, known in names.items():
         for pattern in getattr(selector, field_name):
             if not any(_match_any(name, (pattern,)) for name in known):
