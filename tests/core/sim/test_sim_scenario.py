@@ -408,6 +408,27 @@ def test_a_clip_keeps_an_overflowing_distribution_finite(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(
+    ("quantity", "message"),
+    [
+        ("msg_rate_in: {dist: normal, mean: 10, std: 100, clip: [-100, null]}",
+         r"msg_rate_in\.clip\[0\]: must be at least 0"),
+        ("msg_size: {dist: uniform, low: 1, high: 9, clip: [0, 0]}",
+         r"msg_size\.clip\[0\]: must be at least 1"),
+        ("producers: {dist: constant, value: 1, clip: [null, -3]}",
+         r"producers\.clip\[1\]: must be at least 0"),
+        ("msg_rate_in: {dist: uniform, low: 10, high: 100, clip: [100, 10]}",
+         r"msg_rate_in\.clip: expected \[low, high\] with low not above high"),
+    ],
+)  # fmt: skip
+def test_a_clip_below_the_quantity_or_inverted_is_refused(quantity: str, message: str) -> None:
+    """Each ran silently: negative rates and clients, messages of 0 bytes, every sample at ``high``."""
+    with pytest.raises(InputError, match=message):
+        parse_scenario_text(_SMALL + f"workloads:\n  - {{{quantity}}}\n", "s.yaml")
+    edge = "workloads:\n  - {msg_size: {dist: normal, mean: 9, std: 9, clip: [1, 1]}}\n"
+    assert parse_scenario_text(_SMALL + edge, "s.yaml").workloads[0].msg_size.clip_high == 1
+
+
+@pytest.mark.parametrize(
     ("extra", "field"),
     [
         ("workloads:\n  - shapes: [{kind: step, at: 1m, factor: 2.0e+6}]\n", r"shapes\[0\]\.factor"),

@@ -182,21 +182,31 @@ def parse_distribution(
         p = dict(params)
         if kind == "uniform" and p["high"] < p["low"]:
             raise node.error("high", "must not be below low", p["high"])
-    clip_low: float | None = None
-    clip_high: float | None = None
-    clip = node.raw("clip", None)
-    if clip is not None:
-        if not isinstance(clip, list) or len(clip) != 2:
-            raise node.error("clip", "expected [low, high] (null for no bound)", clip)
-        bounds = [
-            None if c is None else check_number(c, source=source, field=f"{node.where('clip')}[{i}]")
-            for i, c in enumerate(clip)
-        ]
-        clip_low, clip_high = bounds
+    clip_low, clip_high = _parse_clip(node, minimum)
     if clip_low is None and minimum is not None and kind in ("normal",):
         clip_low = minimum
     node.finish(("dist", *DISTRIBUTIONS[kind], "clip"))
     return Distribution(kind, tuple(params), clip_low, clip_high, source, where)
+
+
+def _parse_clip(node: Node, minimum: float) -> tuple[float | None, float | None]:
+    """``clip: [low, high]`` (null for an open side), each bound at least the quantity's ``minimum`` and
+    ``low`` not above ``high``: a bound below it drew negative rates, clients or message sizes of 0,
+    and an inverted pair set every sample to ``high``, all silently (until 29 Nov 2026)."""
+    clip = node.raw("clip", None)
+    if clip is None:
+        return None, None
+    if not isinstance(clip, list) or len(clip) != 2:
+        raise node.error("clip", "expected [low, high] (null for no bound)", clip)
+    low, high = (
+        None
+        if c is None
+        else check_number(c, source=node.source, field=f"{node.where('clip')}[{i}]", minimum=minimum)
+        for i, c in enumerate(clip)
+    )
+    if low is not None and high is not None and high < low:
+        raise node.error("clip", "expected [low, high] with low not above high", clip)
+    return low, high
 
 
 # --------------------------------------------------------------------------------------------------- signals
