@@ -107,6 +107,13 @@ def test_unknown_pulsar_key_in_config_is_a_config_error(tmp_path: Path) -> None:
     assert "loadBalancerAvgShedderLowThreshold" in str(info.value)
 
 
+def test_a_pair_given_two_sections_of_strategy_config_is_refused() -> None:
+    """``AvgShedder`` and ``avgshedder`` are one pair: the second section replaced the first, silently."""
+    text = "strategy_config:\n  AvgShedder: {maxUnloadPercentage: 0.5}\n  avgshedder: {minUnloadMessage: 5}\n"
+    with pytest.raises(ConfigError, match=r"strategy_config\.avgshedder: AvgShedder has a section already"):
+        parse_scenario_text(_SMALL + text, "s.yaml")
+
+
 def test_unknown_strategy_pair(tmp_path: Path) -> None:
     with pytest.raises(ShedlabError) as info:
         load_scenario(write(tmp_path, "name: x\nstrategy: AvgShedderr\n"))

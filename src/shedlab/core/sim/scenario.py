@@ -593,6 +593,13 @@ def _parse_configs(root: Node, source: str) -> tuple[dict[str, Any], dict[str, d
             raise ConfigError(
                 exc.message, source=source, field=pair_node.path, value=pair_raw, hint=exc.hint
             ) from None
+        if pair in strategy_config:  # AvgShedder and avgshedder: the last section replaced the first
+            raise ConfigError(
+                f"{pair} has a section already: a pair's keys go in one section",
+                source=source,
+                field=pair_node.path,
+                value=pair_raw,
+            )
         overrides = dict(pair_node.data)
         pair_node.finish(tuple(overrides))
         resolve_config(
