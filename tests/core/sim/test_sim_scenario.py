@@ -114,6 +114,21 @@ def test_a_pair_given_two_sections_of_strategy_config_is_refused() -> None:
         parse_scenario_text(_SMALL + text, "s.yaml")
 
 
+@pytest.mark.parametrize(
+    ("section", "field"),
+    [
+        ("config:\n  {key}: AvgShedder\n", "config.{key}"),
+        ("strategy_config:\n  AvgShedder: {{{key}: ThresholdShedder}}\n", "strategy_config.AvgShedder.{key}"),
+    ],
+)
+@pytest.mark.parametrize("key", ["loadBalancerLoadSheddingStrategy", "loadBalancerLoadPlacementStrategy"])
+def test_a_strategy_key_in_config_is_refused(section: str, field: str, key: str) -> None:
+    """The pair sets both keys after ``config`` (its value was lost) and before ``strategy_config`` (which
+    ran another pair under the section's name); ``strategy:`` chooses the pair."""
+    with pytest.raises(InputError, match=re.escape(field.format(key=key)) + ": the strategy pair is chosen"):
+        parse_scenario_text(_SMALL + section.format(key=key), "s.yaml")
+
+
 def test_unknown_strategy_pair(tmp_path: Path) -> None:
     with pytest.raises(ShedlabError) as info:
         load_scenario(write(tmp_path, "name: x\nstrategy: AvgShedderr\n"))

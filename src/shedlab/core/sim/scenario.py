@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shedlab.config import LoadBalancerConfig, UniqueKeyLoader, parse_yaml_text
+from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, UniqueKeyLoader, parse_yaml_text
 from shedlab.core.sim.hardware import HardwareClass, parse_hardware
 from shedlab.core.sim.spec import Node
 from shedlab.core.sim.traffic import (
@@ -584,6 +584,7 @@ def _parse_configs(root: Node, source: str) -> tuple[dict[str, Any], dict[str, d
     config_node = root.child("config", {})
     config = dict(config_node.data)
     config_node.finish(tuple(config))
+    _refuse_strategy_keys(config_node)
     resolve_config(LoadBalancerConfig().with_overrides(config, source=f"{source}: config"), pair=False)
     strategy_config: dict[str, dict[str, Any]] = {}
     for pair_raw, pair_node in root.items("strategy_config"):
@@ -602,11 +603,26 @@ def _parse_configs(root: Node, source: str) -> tuple[dict[str, Any], dict[str, d
             )
         overrides = dict(pair_node.data)
         pair_node.finish(tuple(overrides))
+        _refuse_strategy_keys(pair_node)
         resolve_config(
             LoadBalancerConfig().with_overrides(overrides, source=f"{source}: {pair_node.path}"), pair=False
         )
         strategy_config[pair] = overrides
     return config, strategy_config
+
+
+def _refuse_strategy_keys(node: Node) -> None:
+    """A strategy key in ``config`` or ``strategy_config``: the run's pair (``strategy``, or the pair being
+    compared) sets both keys after ``config``, which lost its value without a word, and before the
+    pair's ``strategy_config``, which ran another pair under that section's name."""
+    for key in STRATEGY_KEYS.values():
+        if node.has(key):
+            raise node.error(
+                key,
+                "the strategy pair is chosen by the scenario's strategy (or --strategy), not by a key",
+                node.raw(key),
+                hint="name the pair in strategy:",
+            )
 
 
 def _parse_broker_groups(root: Node, hardware: Mapping[str, HardwareClass]) -> list[BrokerGroup]:
