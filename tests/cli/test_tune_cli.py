@@ -255,3 +255,19 @@ def test_twin_writes_a_new_file_or_its_own_earlier_one_and_no_other_file(
         assert line.startswith("error: --out: exists and is not a twin: writing there would replace it")
         assert (tmp_path / name).read_text() == text
     assert len(fits) == 2  # refused before the fit
+
+
+def test_a_set_strategy_key_is_the_twins_pair_not_a_config_key() -> None:
+    """``twin --set loadBalancerLoadSheddingStrategy=…``: the key stayed in the twin's config, under the
+    default pair that overrode it (the twin ran ThresholdShedder); a scenario now refuses such a key."""
+    from shedlab.cli.tune_cmd import _recorded_config
+
+    avg = [f"loadBalancer{role}Strategy=AvgShedder" for role in ("LoadShedding", "LoadPlacement")]
+    assert _recorded_config(None, [*avg, "maxUnloadPercentage=0.5"], None) == (
+        "AvgShedder",
+        {"maxUnloadPercentage": "0.5"},
+    )
+    place = ["loadBalancerLoadPlacementStrategy=LeastResourceUsageWithWeight"]
+    assert _recorded_config(None, place, "ThresholdShedder+LeastLongTermMessageRate")[0] == (
+        "ThresholdShedder+LeastResourceUsageWithWeight"
+    )

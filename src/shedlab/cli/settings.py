@@ -72,12 +72,13 @@ class RunOverrides(NamedTuple):
     sources: dict[str, str]
     """Per key of :attr:`values`, where it was set: ``broker.conf:12`` or ``--set``."""
 
-    def check_pair(self, pair: str) -> None:
+    def check_pair(self, pair: str) -> LoadBalancerConfig:
         """``pair`` with these keys on top, as the run layers them (they win over its scenario), so that a
         pair they cannot run (``loadManagerClassName=…`` against an extensible pair) is refused naming the
-        file's line or ``--set`` before anything runs; the run itself knows them only as overrides."""
+        file's line or ``--set`` before anything runs; the run itself knows them only as overrides.
+        Returns that configuration (its pair is the one a run of ``pair`` with them has)."""
         layers = [(self.sources[key], {key: value}) for key, value in self.values.items()]
-        resolve_config(layered_config(pair_config(pair, source="strategy"), *layers))
+        return resolve_config(layered_config(pair_config(pair, source="strategy"), *layers))
 
 
 def run_overrides(config: str | Path | None, sets: Sequence[str] | None) -> RunOverrides:

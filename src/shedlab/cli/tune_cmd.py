@@ -29,7 +29,7 @@ from shedlab.cli.spark_cmd import (
     err_console,
     spark_session,
 )
-from shedlab.config import LoadBalancerConfig
+from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig
 from shedlab.core.results import check_apart, check_output_file, check_output_kind
 from shedlab.errors import InputError
 from shedlab.units import significant
@@ -114,8 +114,10 @@ def _recorded_config(
     settings = run_overrides(config, sets)
     pair = resolve_pair_name(strategy, field="--strategy") if strategy is not None else settings.pair
     pair = pair or pair_name_of(LoadBalancerConfig())
-    settings.check_pair(pair)
-    return pair, dict(settings.values)
+    # a --set strategy key chooses the pair as in a run (over --strategy): it becomes the twin's
+    # strategy, where it stayed in its config, which the twin's pair overrode (and a scenario refuses)
+    pair = pair_name_of(settings.check_pair(pair))
+    return pair, {k: v for k, v in settings.values.items() if k not in STRATEGY_KEYS.values()}
 
 
 def _run_twin(
