@@ -214,6 +214,27 @@ _FALSY_NON_MAPPINGS: tuple[object, ...] = (0, "", [], False)
             {"scenarios": ["scale-out"], "pip364": {"mine": {"expr": "unloads", "rating": 1}}},
             "g.yaml: pip364.mine.rating: unknown field of a PIP-364 definition",
         ),
+        # a strategy key ran another pair under the grid's pair's name (until 29 Nov 2026)
+        *(
+            (
+                {"scenarios": ["scale-out"], "strategies": ["AvgShedder"], **extra},
+                rf"^g.yaml: {field}: a grid cannot change the strategy pair",
+            )
+            for extra, field in (
+                (
+                    {"parameters": {"loadBalancerLoadPlacementStrategy": ["LeastResourceUsageWithWeight"]}},
+                    "parameters.loadBalancerLoadPlacementStrategy",
+                ),
+                (
+                    {"overrides": {"loadBalancerLoadSheddingStrategy": "UniformLoadShedder"}},
+                    "overrides.loadBalancerLoadSheddingStrategy",
+                ),
+                (
+                    {"strategy_parameters": {"AvgShedder": {"loadManagerClassName": ["x"]}}},
+                    "strategy_parameters.AvgShedder.loadManagerClassName",
+                ),
+            )
+        ),
         # a falsy non-mapping was read as "none" (``or {}``, until 28 Nov 2026)
         *(
             ({"scenarios": ["scale-out"], key: value}, f"^g.yaml: {key}: expected a mapping")

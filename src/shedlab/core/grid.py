@@ -21,11 +21,12 @@ from typing import Any
 
 import pandas as pd
 
-from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, parse_yaml_text
+from shedlab.config import LoadBalancerConfig, parse_yaml_text
 from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
 from shedlab.core.sim.scenario import builtin_scenarios, parse_scenario_text
 from shedlab.errors import MAX_SEED, ConfigError, InputError, did_you_mean, one_line, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
+from shedlab.strategies.registry import PAIR_KEYS
 
 __all__ = [
     "RUN_SPEC_COLUMNS",
@@ -38,6 +39,7 @@ __all__ = [
     "params_id_of",
     "params_label",
     "parse_grid",
+    "refuse_pair_key",
     "run_id_of",
     "scenario_ref",
     "shipped_grid",
@@ -117,15 +119,6 @@ class Grid:
             params.update(dict(zip(keys, combo, strict=True)))
             out.append(params)
         return out
-
-    def strategy_names(self) -> list[str]:
-        """Every strategy the sweep may load: its pairs and any strategy key set by a parameter (the
-        Spark layer ships the modules of users' ``module:Class`` strategies to the executors)."""
-        names = list(self.strategies)
-        for strategy in self.strategies:
-            for params in self.parameter_sets(strategy):
-                names += [str(params[k]) for k in STRATEGY_KEYS.values() if k in params]
-        return names
 
     @property
     def size(self) -> int:
@@ -255,11 +248,27 @@ def value_axis(key: str, raw: Any, source: str, where: str) -> tuple[Any, ...]:
     return values
 
 
+def refuse_pair_key(key: str, raw: Any, source: str, where: str, *, problem: str, hint: str) -> None:
+    """A grid or a tune space varies a pair's settings, never the pair: a strategy or load manager class
+    key under ``where`` ran every run it is in as another pair (or failed in a Spark task when the classes
+    do not go together), still labelled with the pair the grid or the space's section names."""
+    if key in PAIR_KEYS:
+        raise ConfigError(problem, source=source, field=f"{where}.{key}", value=raw, hint=hint)
+
+
+_GRID_PAIR_KEY = (
+    "a grid cannot change the strategy pair: the pair is chosen by its strategies",
+    "list the pair under strategies: (e.g. ThresholdShedder+LeastResourceUsageWithWeight)",
+)
+
+
 def _check_params(
     axes: Mapping[str, Any], source: str, field_name: str
 ) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     if not isinstance(axes, Mapping):
         raise ConfigError("expected a mapping of Pulsar keys to value lists", source=source, field=field_name)
+    for key, raw in axes.items():
+        refuse_pair_key(str(key), raw, source, field_name, problem=_GRID_PAIR_KEY[0], hint=_GRID_PAIR_KEY[1])
     return tuple((str(key), value_axis(str(key), raw, source, field_name)) for key, raw in axes.items())
 
 
@@ -362,6 +371,8 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
     overrides_raw = _optional_mapping(data, "overrides")
     if not isinstance(overrides_raw, Mapping):
         raise ConfigError("expected a mapping of Pulsar keys to values", source=source, field="overrides")
+    for key, raw in overrides_raw.items():
+        refuse_pair_key(str(key), raw, source, "overrides", problem=_GRID_PAIR_KEY[0], hint=_GRID_PAIR_KEY[1])
     LoadBalancerConfig().with_overrides(dict(overrides_raw), source=f"{source}: overrides")
     every = data.get("brokers_every", 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:

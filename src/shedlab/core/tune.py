@@ -35,11 +35,11 @@ import pandas as pd
 
 from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, key_spec, parse_yaml_text
 from shedlab.core.evaluation import evaluate_expression, expression_names, mean_interval
-from shedlab.core.grid import ScenarioRef, canonical_json, value_axis
+from shedlab.core.grid import ScenarioRef, canonical_json, refuse_pair_key, value_axis
 from shedlab.core.sim.scenario import parse_scenario_text
 from shedlab.errors import ConfigError, InputError, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name
-from shedlab.strategies.registry import PAIR_KEYS, pair_config
+from shedlab.strategies.registry import pair_config
 from shedlab.units import conf_value, significant
 
 __all__ = [
@@ -105,29 +105,21 @@ class Space:
         return [(k, v) for k, v in self.common if k not in own] + list(self.axes.get(pair, ()))
 
 
+_SPACE_PAIR_KEY = (
+    "a space cannot change the strategy pair: the pair is chosen by the section name",
+    "give that pair a section of its own (e.g. ThresholdShedder+LeastResourceUsageWithWeight:); "
+    "--strategies chooses the pairs tuned",
+)
+
+
 def _axes(data: Any, source: str, where: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     if not isinstance(data, Mapping):
         raise ConfigError("expected a mapping of Pulsar keys to lists of values", source=source, field=where)
     out = []
     for key, raw in data.items():
-        _refuse_pair_key(str(key), raw, source, where)
+        refuse_pair_key(str(key), raw, source, where, problem=_SPACE_PAIR_KEY[0], hint=_SPACE_PAIR_KEY[1])
         out.append((str(key), value_axis(str(key), raw, source, where)))
     return tuple(out)
-
-
-def _refuse_pair_key(key: str, raw: Any, source: str, where: str) -> None:
-    """A space varies a pair's settings, never the pair: a strategy or load manager class key under
-    ``where`` would run every candidate it is in as another pair (or fail in a Spark task when the
-    classes do not go together), still labelled with the section's pair."""
-    if key in PAIR_KEYS:
-        raise ConfigError(
-            "a space cannot change the strategy pair: the pair is chosen by the section name",
-            source=source,
-            field=f"{where}.{key}",
-            value=raw,
-            hint="give that pair a section of its own (e.g. ThresholdShedder+LeastResourceUsageWithWeight:); "
-            "--strategies chooses the pairs tuned",
-        )
 
 
 def load_space(path: str | Path | None = None) -> Space:

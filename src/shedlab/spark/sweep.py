@@ -278,7 +278,7 @@ def _run_pending(
 ) -> list[Any]:
     """The pending runs as one Spark job of planned tasks; the summaries' rows as they come back."""
     sc = spark.sparkContext
-    ship_strategy_modules(spark, grid.strategy_names())
+    ship_strategy_modules(spark, grid.strategies)
     task_of = plan_tasks(pending["cost"].tolist(), sc.defaultParallelism, max_tasks=max_tasks)
     tasks = max(task_of) + 1
     # Exact placement without a Python stage: spark.range gives partition k exactly the row k (the
