@@ -214,6 +214,16 @@ _FALSY_NON_MAPPINGS: tuple[object, ...] = (0, "", [], False)
             {"scenarios": ["scale-out"], "pip364": {"mine": {"expr": "unloads", "rating": 1}}},
             "g.yaml: pip364.mine.rating: unknown field of a PIP-364 definition",
         ),
+        (
+            {
+                "scenarios": ["scale-out"],
+                "strategy_parameters": {
+                    "AvgShedder": {"maxUnloadPercentage": [0.2]},
+                    "avgshedder": {"maxUnloadPercentage": [0.5]},
+                },
+            },
+            r"^g.yaml: strategy_parameters.avgshedder: AvgShedder has a section already \(AvgShedder\)",
+        ),
         # a strategy key ran another pair under the grid's pair's name (until 29 Nov 2026)
         *(
             (

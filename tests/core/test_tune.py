@@ -128,6 +128,16 @@ def test_space_keys_that_choose_the_pair_are_refused(
     assert repr(value) in str(err.value)
 
 
+def test_a_pair_given_two_sections_of_a_space_is_refused(tmp_path: Path) -> None:
+    """``AvgShedder`` and ``avgshedder`` are one pair: the later section replaced the earlier, silently."""
+    path = tmp_path / "space.yaml"
+    path.write_text("AvgShedder:\n  maxUnloadPercentage: [0.2]\navgshedder:\n  maxUnloadPercentage: [0.5]\n")
+    with pytest.raises(
+        ConfigError, match=r"space.yaml: avgshedder: AvgShedder has a section already \(AvgShedder\)"
+    ):
+        load_space(path)
+
+
 def test_a_space_may_vary_string_keys_that_do_not_choose_the_pair(tmp_path: Path) -> None:
     """Only the pair's own keys are refused: the split algorithm, say, is a setting like any other."""
     path = tmp_path / "space.yaml"

@@ -36,6 +36,7 @@ __all__ = [
     "canonical_json",
     "expand_grid",
     "load_grid",
+    "pair_sections",
     "params_id_of",
     "params_label",
     "parse_grid",
@@ -485,12 +486,27 @@ def _strategy_parameters(
             "expected a mapping of strategy pair → parameters", source=source, field="strategy_parameters"
         )
     return tuple(
-        (
-            resolve_pair_name(str(pair), source=source, field=f"strategy_parameters.{pair}"),
-            _check_params(axes, source, f"strategy_parameters.{pair}"),
-        )
-        for pair, axes in raw.items()
+        (pair, _check_params(axes, source, f"strategy_parameters.{name}"))
+        for pair, (name, axes) in pair_sections(raw, source, "strategy_parameters").items()
     )
+
+
+def pair_sections(sections: Mapping[Any, Any], source: str, where: str = "") -> dict[str, tuple[str, Any]]:
+    """Sections keyed by strategy pair (a grid's ``strategy_parameters``, a tune space's): per pair, resolved
+    (abbreviations, plugins), its name as written and its value. A pair is given once: ``AvgShedder`` and
+    ``avgshedder`` are one, and the later section replaced the earlier without a word."""
+    out: dict[str, tuple[str, Any]] = {}
+    for name, value in sections.items():
+        field = f"{where}.{name}" if where else str(name)
+        pair = resolve_pair_name(str(name), source=source, field=field)
+        if pair in out:
+            raise ConfigError(
+                f"{pair} has a section already ({out[pair][0]}): a pair's keys go in one section",
+                source=source,
+                field=field,
+            )
+        out[pair] = (str(name), value)
+    return out
 
 
 def shipped_grids() -> list[str]:

@@ -35,7 +35,7 @@ import pandas as pd
 
 from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, key_spec, parse_yaml_text
 from shedlab.core.evaluation import evaluate_expression, expression_names, mean_interval
-from shedlab.core.grid import ScenarioRef, canonical_json, refuse_pair_key, value_axis
+from shedlab.core.grid import ScenarioRef, canonical_json, pair_sections, refuse_pair_key, value_axis
 from shedlab.core.sim.scenario import parse_scenario_text
 from shedlab.errors import ConfigError, InputError, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name
@@ -137,13 +137,11 @@ def load_space(path: str | Path | None = None) -> Space:
         raise ConfigError("a space is a mapping of strategy pairs (and `common`) to keys", source=source)
     common: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     axes: dict[str, tuple[tuple[str, tuple[Any, ...]], ...]] = {}
-    for name, value in data.items():
-        if name == "common":
-            common = _axes({} if value is None else value, source, "common")
-        else:
-            axes[resolve_pair_name(str(name), source=source, field=str(name))] = _axes(
-                {} if value is None else value, source, str(name)
-            )
+    if "common" in data:
+        common = _axes({} if data["common"] is None else data["common"], source, "common")
+    pairs = pair_sections({k: v for k, v in data.items() if k != "common"}, source)
+    for pair, (name, value) in pairs.items():
+        axes[pair] = _axes({} if value is None else value, source, name)
     return Space(axes, common, source)
 
 
