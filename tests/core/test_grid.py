@@ -20,6 +20,7 @@ from shedlab.core.grid import (
 )
 from shedlab.errors import ConfigError, InputError
 
+MAX = "maxUnloadPercentage"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GRID = FIXTURES / "grid_tiny.yaml"
 
@@ -224,6 +225,28 @@ _FALSY_NON_MAPPINGS: tuple[object, ...] = (0, "", [], False)
             },
             r"^g.yaml: strategy_parameters.avgshedder: AvgShedder has a section already \(AvgShedder\)",
         ),
+        # a key in two places: an override replaced by an axis, an axis whose sets repeat (29 Nov 2026)
+        (
+            {"scenarios": ["scale-out"], "parameters": {MAX: [0.2, 0.3]}, "overrides": {MAX: 0.9}},
+            r"^g.yaml: overrides.maxUnloadPercentage: parameters varies this key: an override of it would "
+            r"be replaced in every run \(got 0.9\)",
+        ),
+        (
+            {
+                "scenarios": ["scale-out"],
+                "strategy_parameters": {"AvgShedder": {MAX: [0.5]}},
+                "overrides": {MAX: 0.9},
+            },
+            r"^g.yaml: overrides.maxUnloadPercentage: strategy_parameters.AvgShedder varies this key",
+        ),
+        (
+            {
+                "scenarios": ["scale-out"],
+                "parameters": {MAX: [0.2, 0.3]},
+                "strategy_parameters": {"AvgShedder": {MAX: [0.5]}},
+            },
+            r"^g.yaml: strategy_parameters.AvgShedder.maxUnloadPercentage: parameters has this key already",
+        ),
         # a strategy key ran another pair under the grid's pair's name (until 29 Nov 2026)
         *(
             (
@@ -256,6 +279,12 @@ _FALSY_NON_MAPPINGS: tuple[object, ...] = (0, "", [], False)
 def test_bad_grids_are_refused_at_load(grid: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_grid(grid, source="g.yaml")
+
+
+def test_two_pairs_may_vary_one_key_each_their_own_way() -> None:
+    axes = {"AvgShedder": {MAX: [0.5]}, "UniformLoadShedder+LeastLongTermMessageRate": {MAX: [0.2, 0.3]}}
+    grid = parse_grid({"scenarios": ["scale-out"], "strategies": list(axes), "strategy_parameters": axes})
+    assert grid.size == 3
 
 
 def test_null_sections_are_empty() -> None:

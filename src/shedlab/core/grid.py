@@ -375,6 +375,7 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
     for key, raw in overrides_raw.items():
         refuse_pair_key(str(key), raw, source, "overrides", problem=_GRID_PAIR_KEY[0], hint=_GRID_PAIR_KEY[1])
     LoadBalancerConfig().with_overrides(dict(overrides_raw), source=f"{source}: overrides")
+    _check_keys_once(parameters, per_pair, overrides_raw, source)
     every = data.get("brokers_every", 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
         raise ConfigError(
@@ -403,6 +404,35 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
         source=source,
         text=text,
     )
+
+
+def _check_keys_once(
+    parameters: Sequence[tuple[str, Any]],
+    per_pair: Sequence[tuple[str, Sequence[tuple[str, Any]]]],
+    overrides: Mapping[Any, Any],
+    source: str,
+) -> None:
+    """A key in one place only: ``overrides`` under an axis was replaced by it in every run, and a key of
+    ``parameters`` again under a pair of ``strategy_parameters`` made its sets repeat (one run, counted
+    as several by the sweep's first line, of the pair's values only)."""
+    axes = {key: "parameters" for key, _ in parameters}
+    for pair, pair_axes in per_pair:
+        for key, _ in pair_axes:
+            if axes.get(key) == "parameters":
+                raise ConfigError(
+                    "parameters has this key already: a key is varied in one place",
+                    source=source,
+                    field=f"strategy_parameters.{pair}.{key}",
+                )
+            axes.setdefault(key, f"strategy_parameters.{pair}")
+    for key in overrides:
+        if str(key) in axes:
+            raise ConfigError(
+                f"{axes[str(key)]} varies this key: an override of it would be replaced in every run",
+                source=source,
+                field=f"overrides.{key}",
+                value=overrides[key],
+            )
 
 
 def _grid_scenarios(raw: Any, base: Path | None, source: str) -> tuple[ScenarioRef, ...]:
