@@ -246,29 +246,38 @@ def _broker_groups(draw: Draw) -> list[dict[str, Any]]:
 
 
 def _events(draw: Draw, duration: int, tick: int, initial: int, workloads: list[str]) -> list[dict[str, Any]]:
-    """Events valid by the format's rules: named brokers exist by then, no count above the brokers, no
-    time after the last tick."""
+    """Events valid by the format's rules: named brokers exist by then, no count above the brokers left,
+    no broker named after a removal by its number, no time after the last tick. Removals take at most
+    the initial brokers in all, and a broker removed by number is named by no other event, whatever the
+    times the draws give them."""
     events: list[dict[str, Any]] = []
     duration = duration // tick * tick
+    named: set[int] = set()  # brokers a removal or a background change names
+    removed: set[int] = set()  # brokers a removal names
+    left = initial  # brokers the removals may still take
     for _ in range(draw(st.integers(0, 6))):
         at = draw(st.sampled_from([_time(draw, duration, tick), *(e["at"] for e in events)]))
         added = sum(e["count"] for e in events if e["kind"] == "add_brokers" and e["at"] <= at)
         existing = initial + added
-        kind = draw(
-            st.sampled_from(("add_brokers", "remove_brokers", "rolling_restart", "traffic", "background"))
-        )
+        kinds = ("add_brokers", "remove_brokers", "rolling_restart", "traffic", "background")
+        kind = draw(st.sampled_from(kinds if left else kinds[:1] + kinds[2:]))
         if kind == "add_brokers":
             event: dict[str, Any] = _machines(draw, 2)
         elif kind == "remove_brokers":
-            if draw(st.booleans()):
-                event = {
-                    "brokers": draw(st.lists(st.integers(1, existing), min_size=1, max_size=2, unique=True))
-                }
+            free = [b for b in range(1, existing + 1) if b not in named]
+            by_number: bool = draw(st.booleans())
+            if free and by_number:
+                numbers = st.lists(st.sampled_from(free), min_size=1, max_size=min(2, left), unique=True)
+                event = {"brokers": draw(numbers)}
+                named.update(event["brokers"])
+                removed.update(event["brokers"])
+                left -= len(event["brokers"])
             else:
                 event = {
-                    "count": draw(st.integers(1, existing)),
+                    "count": draw(st.integers(1, left)),
                     "pick": draw(st.sampled_from(("newest", "oldest", "random"))),
                 }
+                left -= event["count"]
         elif kind == "rolling_restart":
             event = {
                 "interval": draw(st.sampled_from((30, 60, 90))),
@@ -283,10 +292,14 @@ def _events(draw: Draw, duration: int, tick: int, initial: int, workloads: list[
             if draw(st.booleans()):
                 event["duration"] = draw(st.sampled_from((0, 60, 240)))
         else:
+            kept = [b for b in range(1, existing + 1) if b not in removed]
+            if not kept:
+                continue
             event = {
-                "brokers": [draw(st.integers(1, existing))],
+                "brokers": [draw(st.sampled_from(kept))],
                 "background": _background(draw) or {"cpu": 0.5},
             }
+            named.update(event["brokers"])
         events.append({"at": at, "kind": kind, **event})
     return events
 

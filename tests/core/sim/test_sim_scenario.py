@@ -354,6 +354,40 @@ def test_the_edges_of_those_checks_are_accepted() -> None:
     assert len(parse_scenario_text(_SMALL + events, "s.yaml").events) == 3
 
 
+@pytest.mark.parametrize(
+    ("events", "message"),
+    [
+        (
+            "  - {at: 1m, kind: remove_brokers, brokers: [2]}\n"
+            "  - {at: 2m, kind: remove_brokers, brokers: [2]}\n",
+            r"events\[1\]\.brokers: remove_brokers at 120 s names broker 2, which events\[0\] removed before",
+        ),
+        (
+            "  - {at: 2m, kind: background, brokers: [3], background: {cpu: 0.5}}\n"
+            "  - {at: 1m, kind: remove_brokers, brokers: [3]}\n",
+            r"events\[0\]\.brokers: background at 120 s names broker 3, which events\[1\] removed before",
+        ),
+        (
+            "  - {at: 1m, kind: remove_brokers, count: 2}\n  - {at: 2m, kind: remove_brokers, count: 2}\n",
+            r"events\[1\]\.count: remove_brokers at 120 s removes 2 brokers, but the scenario has 1 by then",
+        ),
+        (
+            "  - {at: 1m, kind: remove_brokers, brokers: [1, 2]}\n"
+            "  - {at: 2m, kind: remove_brokers, count: 2}\n",
+            r"events\[1\]\.count: .* removes 2 brokers, but the scenario has 1 by then",
+        ),
+    ],
+)
+def test_an_event_on_brokers_removed_before_is_refused(events: str, message: str) -> None:
+    """Each did nothing to the brokers it named or removed fewer than it said, silently: the removal
+    of a removed broker, a background of one, a count beyond those left by then (a rolling restart skips
+    a broker that is not up at its turn, as documented)."""
+    with pytest.raises(InputError, match=message):
+        parse_scenario_text(_SMALL + "events:\n" + events, "s.yaml")
+    again = "  - {at: 1m, kind: remove_brokers, count: 1}\n  - {at: 2m, kind: remove_brokers, count: 2}\n"
+    assert len(parse_scenario_text(_SMALL + "events:\n" + again, "s.yaml").events) == 2
+
+
 def test_a_broker_added_before_the_event_may_be_named() -> None:
     events = (
         "events:\n  - {at: 1m, kind: add_brokers, count: 2}\n"

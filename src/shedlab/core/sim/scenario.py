@@ -544,16 +544,22 @@ def _check_event_times(root: Node, events: tuple[Event, ...], duration: float, t
 
 def _check_event_brokers(root: Node, events: tuple[Event, ...], initial: int) -> None:
     """Refuse an event naming a broker the scenario does not have by then (brokers are numbered from 1;
-    ``add_brokers`` events number theirs after the existing ones)."""
-    for i, event in enumerate(events):
+    ``add_brokers`` events number theirs after the existing ones), a removal or background change of one
+    an earlier event removed by its number, and a ``remove_brokers`` of more brokers than are left by then.
+    Events run in time order, ties in the order written, as the kernel applies them."""
+    alive = initial
+    removed: dict[int, int] = {}  # broker number -> the event that removed it by that number
+    for i in sorted(range(len(events)), key=lambda k: (events[k].at, k)):
+        event = events[i]
         if isinstance(event, AddBrokers):
+            alive += event.count
             continue
         existing = initial + sum(e.count for e in events if isinstance(e, AddBrokers) and e.at <= event.at)
-        if isinstance(event, RemoveBrokers) and event.count > existing:
+        if isinstance(event, RemoveBrokers) and event.count > alive:
             raise root.error(
                 f"events[{i}].count",
                 f"remove_brokers at {event.at:g} s removes {event.count} brokers, but the scenario has "
-                f"{existing} by then",
+                f"{alive} by then",
                 event.count,
             )
         named = event.brokers if isinstance(event, RemoveBrokers | RollingRestart | BackgroundChange) else ()
@@ -565,6 +571,18 @@ def _check_event_brokers(root: Node, events: tuple[Event, ...], initial: int) ->
                 f"1-{existing} by then",
                 list(named),
             )
+        # a restart skips a broker that is not up when its turn comes (documented), removed ones included
+        gone = [] if isinstance(event, RollingRestart) else [b for b in named if b in removed]
+        if gone:
+            raise root.error(
+                f"events[{i}].brokers",
+                f"{event.kind} at {event.at:g} s names broker {gone[0]}, which events[{removed[gone[0]]}] "
+                "removed before: it would do nothing to it",
+                list(named),
+            )
+        if isinstance(event, RemoveBrokers):
+            alive -= len(event.brokers) or event.count
+            removed.update(dict.fromkeys(event.brokers, i))
 
 
 def _parse_strategy(root: Node, source: str) -> str:
