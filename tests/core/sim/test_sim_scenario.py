@@ -388,6 +388,14 @@ def test_an_event_on_brokers_removed_before_is_refused(events: str, message: str
     assert len(parse_scenario_text(_SMALL + "events:\n" + again, "s.yaml").events) == 2
 
 
+@pytest.mark.parametrize("extra", ["count: 2", "pick: random"])
+def test_a_removal_by_numbers_takes_no_count_or_pick(extra: str) -> None:
+    """The listed brokers were removed and a count or pick beside them ignored, silently."""
+    event = f"events:\n  - {{at: 1m, kind: remove_brokers, brokers: [1], {extra}}}\n"
+    with pytest.raises(InputError, match=rf"events\[0\]\.{extra.split(':')[0]}: not with brokers"):
+        parse_scenario_text(_SMALL + event, "s.yaml")
+
+
 def test_a_broker_added_before_the_event_may_be_named() -> None:
     events = (
         "events:\n  - {at: 1m, kind: add_brokers, count: 2}\n"

@@ -436,6 +436,9 @@ def _parse_event(node: Node, hardware: Mapping[str, HardwareClass]) -> Event:
         count = node.integer("count", 0, minimum=0)
         if not brokers and count == 0:
             raise node.error("brokers", "give the broker numbers to remove, or a count")
+        extra = next((key for key in ("count", "pick") if brokers and node.has(key)), None)
+        if extra is not None:  # the listed brokers are removed: a count or a pick beside them was ignored
+            raise node.error(extra, "not with brokers: give the broker numbers, or a count and a pick")
         event = RemoveBrokers(at, brokers, count, node.string("pick", "newest", choices=REMOVE_PICKS))
         node.finish(("kind", "at", "brokers", "count", "pick"))
     elif kind == "rolling_restart":
