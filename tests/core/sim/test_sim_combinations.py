@@ -290,7 +290,7 @@ def _events(draw: Draw, duration: int, tick: int, initial: int, workloads: list[
         elif kind == "traffic":
             event = {"factor": draw(st.sampled_from((0.0, 0.5, 3.0))), "select": _selector(draw, workloads)}
             if draw(st.booleans()):
-                event["duration"] = draw(st.sampled_from((0, 60, 240)))
+                event["duration"] = draw(st.sampled_from((60, 240)))  # each holds a step (ticks <= 60 s)
         else:
             kept = [b for b in range(1, existing + 1) if b not in removed]
             if not kept:

@@ -396,6 +396,23 @@ def test_a_removal_by_numbers_takes_no_count_or_pick(extra: str) -> None:
         parse_scenario_text(_SMALL + event, "s.yaml")
 
 
+@pytest.mark.parametrize(
+    ("event", "simulation"),
+    [
+        ("at: 1m, duration: 0", ""),
+        ("at: 65s, duration: 10s", ""),
+        ("at: 61s, duration: 4s", "{resolution: 5s}"),
+    ],
+)
+def test_a_traffic_event_that_holds_no_step_is_refused(event: str, simulation: str) -> None:
+    """Traffic is read at the steps only: such an event never acted, silently."""
+    text = _SMALL + f"simulation: {simulation or '{}'}\nevents:\n  - {{kind: traffic, factor: 3, {event}}}\n"
+    with pytest.raises(InputError, match=r"events\[0\]\.duration: traffic from .* holds no step of the run"):
+        parse_scenario_text(text, "s.yaml")
+    ok = text.replace("duration: 0", "duration: 1m").replace("10s", "56s").replace("4s", "5s")
+    assert len(parse_scenario_text(ok, "s.yaml").events) == 1
+
+
 def test_a_broker_added_before_the_event_may_be_named() -> None:
     events = (
         "events:\n  - {at: 1m, kind: add_brokers, count: 2}\n"
