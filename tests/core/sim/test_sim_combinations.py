@@ -110,7 +110,7 @@ def _shape(draw: Draw, duration: int, tick: int, workloads: list[str]) -> dict[s
         if draw(st.booleans()):
             shape["before"] = draw(st.sampled_from((0.0, 1.0)))
         if draw(st.booleans()):
-            shape["until"] = at + draw(st.integers(1, 600))
+            shape["until"] = at + draw(st.integers(tick, 600))  # holds a tick: a shorter step may hold none
     elif kind == "ramp":
         start = _time(draw, duration, tick)
         end = start + draw(st.sampled_from((0, 0, tick, 300)))

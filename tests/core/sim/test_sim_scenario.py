@@ -407,10 +407,19 @@ def test_a_removal_by_numbers_takes_no_count_or_pick(extra: str) -> None:
 def test_a_traffic_event_that_holds_no_step_is_refused(event: str, simulation: str) -> None:
     """Traffic is read at the steps only: such an event never acted, silently."""
     text = _SMALL + f"simulation: {simulation or '{}'}\nevents:\n  - {{kind: traffic, factor: 3, {event}}}\n"
-    with pytest.raises(InputError, match=r"events\[0\]\.duration: traffic from .* holds no step of the run"):
+    with pytest.raises(InputError, match=r"events\[0\]\.duration: traffic changed from .* holds no step of"):
         parse_scenario_text(text, "s.yaml")
     ok = text.replace("duration: 0", "duration: 1m").replace("10s", "56s").replace("4s", "5s")
     assert len(parse_scenario_text(ok, "s.yaml").events) == 1
+
+
+def test_a_step_shape_that_holds_no_tick_is_refused() -> None:
+    shape = "workloads:\n  - shapes: [{kind: step, at: 65s, until: 75s, factor: 3}]\n"
+    with pytest.raises(
+        InputError, match=r"workloads\[0\]\.shapes\[0\]\.until: traffic changed from 65 s to 75 s"
+    ):
+        parse_scenario_text(_SMALL + shape, "s.yaml")
+    assert parse_scenario_text(_SMALL + shape.replace("75s", "3m"), "s.yaml").workloads[0].shapes
 
 
 def test_a_broker_added_before_the_event_may_be_named() -> None:

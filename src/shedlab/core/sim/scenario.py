@@ -545,21 +545,33 @@ def _check_event_times(root: Node, events: tuple[Event, ...], duration: float, t
             )
 
 
-def _check_traffic_windows(root: Node, events: tuple[Event, ...], simulation: SimulationSettings) -> None:
-    """Refuse a traffic event whose ``duration`` holds no tick (no step, with a resolution): the traffic
-    is read at those times only, so ``duration: 0``, or 10 s between two 60-s ticks, never acted, and
-    nothing said so (a shape's step refuses ``until`` at ``at`` already)."""
+def _check_traffic_windows(
+    root: Node, workloads: Sequence[Workload], events: tuple[Event, ...], simulation: SimulationSettings
+) -> None:
+    """Refuse a traffic event's ``duration``, or a ``step`` shape's ``at`` to ``until``, that holds no tick
+    (no step, with a resolution): the traffic is read at those times only, so ``duration: 0``, or 10 s
+    between two 60-s ticks, never acted, and nothing said so."""
     step_ms = tick_ms_of(simulation.tick if simulation.resolution is None else simulation.resolution)
-    for i, event in enumerate(events):
-        if not isinstance(event, TrafficChange) or event.duration is None:
-            continue
-        start_ms, end_ms = round(event.at * 1000), round((event.at + event.duration) * 1000)
+    windows = [
+        (f"events[{i}].duration", e.at, e.at + e.duration, root.list("events")[i].get("duration"))
+        for i, e in enumerate(events)
+        if isinstance(e, TrafficChange) and e.duration is not None
+    ]
+    windows += [
+        (f"workloads[{w}].shapes[{k}].until", shape.param("at"), shape.param("until"), shape.param("until"))
+        for w, workload in enumerate(workloads)
+        for k, shape in enumerate(workload.shapes)
+        if shape.kind == "step" and shape.param("until") is not None
+    ]
+    for where, start, end, raw in windows:
+        start_ms, end_ms = round(start * 1000), round(end * 1000)
         if -(-start_ms // step_ms) * step_ms >= end_ms:
-            raise root.error(
-                f"events[{i}].duration",
-                f"traffic from {event.at:g} s for {event.duration:g} s holds no step of the run (one every "
+            raise InputError(
+                f"traffic changed from {start:g} s to {end:g} s holds no step of the run (one every "
                 f"{step_ms / 1000:g} s): it would never act",
-                root.list("events")[i].get("duration"),
+                source=root.source,
+                field=where,
+                value=raw,
                 hint="lengthen it to a step at least, or set simulation.resolution",
             )
 
@@ -735,7 +747,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     _check_workloads(root, source, workloads, initial)
     events = tuple(_parse_event(node, hardware) for node in root.nodes("events"))
     _check_event_times(root, events, duration, simulation.tick)
-    _check_traffic_windows(root, events, simulation)
+    _check_traffic_windows(root, workloads, events, simulation)
     _check_event_brokers(root, events, initial)
     metrics = _parse_metrics(root)
     leader_state = _parse_leader_state(root, initial)
