@@ -143,7 +143,7 @@ def _selector(draw: Draw, workloads: list[str]) -> dict[str, Any]:
     }[key]
     selector: dict[str, Any] = {key: [draw(st.sampled_from(patterns))]}
     if draw(st.booleans()):
-        selector["fraction"] = draw(st.sampled_from((0.0, 0.5, 1.0)))
+        selector["fraction"] = draw(st.sampled_from((0.1, 0.5, 1.0)))
     return selector
 
 

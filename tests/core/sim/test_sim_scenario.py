@@ -422,6 +422,19 @@ def test_a_step_shape_that_holds_no_tick_is_refused() -> None:
     assert parse_scenario_text(_SMALL + shape.replace("75s", "3m"), "s.yaml").workloads[0].shapes
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "workloads:\n  - shapes: [{kind: step, at: 1m, factor: 2, select: {fraction: 0}}]\n",
+        "events:\n  - {at: 1m, kind: traffic, factor: 2, select: {fraction: 0.0}}\n",
+    ],
+)
+def test_a_selection_of_no_fraction_is_refused(extra: str) -> None:
+    """``fraction: 0`` selected no bundle: the shape or event did nothing, silently."""
+    with pytest.raises(InputError, match=r"select\.fraction: must be greater than 0"):
+        parse_scenario_text(_SMALL + extra, "s.yaml")
+
+
 def test_a_broker_added_before_the_event_may_be_named() -> None:
     events = (
         "events:\n  - {at: 1m, kind: add_brokers, count: 2}\n"

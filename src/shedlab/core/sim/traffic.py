@@ -358,9 +358,14 @@ def parse_selector(parent: Node, key: str = "select") -> Selector:
         return Selector()
     node = parent.child(key)
     fraction = node.raw("fraction", None)
-    if fraction is not None:
+    if fraction is not None:  # 0 selected no bundle: the shape or event did nothing, silently (28 Nov 2026)
         fraction = check_number(
-            fraction, source=node.source, field=node.where("fraction"), minimum=0.0, maximum=1.0
+            fraction,
+            source=node.source,
+            field=node.where("fraction"),
+            minimum=0.0,
+            maximum=1.0,
+            exclusive_minimum=True,
         )
     sel = Selector(
         workloads=node.string_list("workloads", ()),
