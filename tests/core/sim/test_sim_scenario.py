@@ -435,6 +435,12 @@ def test_a_selection_of_no_fraction_is_refused(extra: str) -> None:
         parse_scenario_text(_SMALL + extra, "s.yaml")
 
 
+def test_an_idle_cpu_above_the_whole_machine_is_refused() -> None:
+    """``cpu_idle`` is a fraction: 2 (meant as 2 %) ran every broker at 200 % from the start."""
+    with pytest.raises(InputError, match=r"hardware\.standard\.cpu_idle: must be at most 1 \(got 2\)"):
+        parse_scenario_text(_SMALL + "hardware: {standard: {cpu_idle: 2}}\n", "s.yaml")
+
+
 def test_a_broker_added_before_the_event_may_be_named() -> None:
     events = (
         "events:\n  - {at: 1m, kind: add_brokers, count: 2}\n"

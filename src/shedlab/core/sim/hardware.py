@@ -77,6 +77,9 @@ class HardwareClass:
 
 _HARDWARE_FIELDS = tuple(k for k in HardwareClass.__dataclass_fields__ if k != "name")
 _POSITIVE = {"cores", "nic_gbps", "direct_memory_gb", "heap_gb"}
+_FRACTIONS = {"cpu_idle"}
+"""Fractions of the machine: an idle broker cannot use more than all of it (``cpu_idle: 2``, meant as
+2 %, read as 200 % and every broker overloaded from the start, silently)."""
 
 
 def parse_hardware(name: str, node: Node, base: HardwareClass | None = None) -> HardwareClass:
@@ -85,7 +88,8 @@ def parse_hardware(name: str, node: Node, base: HardwareClass | None = None) -> 
     values: dict[str, Any] = {"name": name}
     for key in _HARDWARE_FIELDS:
         default = getattr(start, key)
-        values[key] = node.number(key, default, minimum=0.0, exclusive_minimum=key in _POSITIVE)
+        top = 1.0 if key in _FRACTIONS else None
+        values[key] = node.number(key, default, minimum=0.0, maximum=top, exclusive_minimum=key in _POSITIVE)
     node.finish(_HARDWARE_FIELDS)
     return HardwareClass(**values)
 
