@@ -593,7 +593,7 @@ def test_expression(expr: str) -> None:
         ("lb.yaml", b"maxUnloadPercentage: 0.5\nmaxUnloadPercentage: 0.7\n", "line 2"),
         ("lb.json", b'{"minUnloadMessage": 1' + b"0" * 400 + b"}", "more than 64 bits"),
         ("lb.yaml", b"minUnloadMessage: 1" + b"0" * 5000 + b"\n", "more than 64 bits"),
-        ("lb.yaml", b"maxUnloadPercentage: -0.5\n", ">= 0"),
+        ("lb.yaml", b"maxUnloadPercentage: -0.5\n", r"in \[0, 1\]"),
         ("lb.json", b"[" * 100_000, "nested too deeply"),
     ],
 )

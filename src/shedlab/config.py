@@ -1105,7 +1105,8 @@ _RANGES: Final[Mapping[str, tuple[float | None, float | None]]] = MappingProxyTy
         "loadBalancerAvgShedderHitCountHighThreshold": _NON_NEGATIVE,
         "minUnloadMessage": _NON_NEGATIVE,
         "minUnloadMessageThroughput": _NON_NEGATIVE,
-        "maxUnloadPercentage": _NON_NEGATIVE,  # a fraction of the max-min difference
+        # a fraction of the max-min difference: 80 (meant as 80 %) moved 80 times it, every cycle
+        "maxUnloadPercentage": (0, 1),
         "loadBalancerMsgRateDifferenceShedderThreshold": _NON_NEGATIVE,  # 0 disables the criterion
         "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": _NON_NEGATIVE,
         "loadBalancerHistoryResourcePercentage": (0, 1),  # the weight of history in a moving average

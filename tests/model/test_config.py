@@ -248,6 +248,7 @@ def test_values_are_coerced_to_the_key_type(key: str, raw: Any, expected: Any) -
         ("maxUnloadPercentage", "NaN", "expected a finite number"),
         ("maxUnloadPercentage", "1e400", "expected a finite number"),
         ("maxUnloadPercentage", "lots", "expected a finite number"),
+        ("maxUnloadPercentage", 80, "expected a number in [0, 1]"),  # a fraction, not a percent
         ("maxUnloadPercentage", None, "got null"),
         ("loadBalancerEnabled", "yes", "expected true or false"),
         ("loadBalancerEnabled", 1, "expected true or false"),
