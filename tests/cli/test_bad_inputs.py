@@ -254,7 +254,11 @@ CASES: dict[str, list[Case]] = {
         _simulate("huge-seed-field", scenario(f"seed: {HUGE}\n"), "64 bits"),
         _simulate("trillion-brokers", scenario("", brokers="  - count: 1000000000000\n"), "brokers"),
         _simulate("huge-duration", scenario("", duration="1000000000000000"), "duration"),
-        _simulate("tiny-tick", scenario("simulation:\n  tick: 0.000001\n"), "duration"),
+        _simulate(
+            "tiny-tick",
+            scenario("simulation:\n  tick: 0.000001\n"),
+            "simulation.tick: must be a whole number",
+        ),
         _simulate("million-added-brokers", event("{at: 1m, kind: add_brokers, count: 1000000}"), "count"),
         _simulate(
             "ten-million-bundles",

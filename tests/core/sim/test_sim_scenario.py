@@ -244,7 +244,9 @@ _SMALL = "name: s\nduration: 10m\nbrokers:\n  - count: 3\n"
         ),
         ("events:\n  - {at: 1m, kind: rolling_restart, interval: 1m, brokers: [9]}\n", "broker 9"),
         ("events:\n  - {at: 1m, kind: add_brokers, count: 20000}\n", r"events\[0\]\.count: more than 10000"),
-        ("simulation:\n  tick: 0.0001\n", "duration: .* the limit is 1000000 ticks"),
+        # the clock counts whole milliseconds: these ran as 1-ms and 2-ms ticks (until 29 Nov 2026)
+        ("simulation:\n  tick: 0.0001\n", r"simulation\.tick: must be a whole number of milliseconds"),
+        ("simulation:\n  tick: 1.5ms\n", r"simulation\.tick: must be a whole number of milliseconds"),
         (
             "workloads:\n  - {name: w, tenants: 100, namespaces: 100, bundles: 1000}\n",
             "more than 1000000 bundles",

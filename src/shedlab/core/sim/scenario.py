@@ -317,6 +317,9 @@ def _parse_simulation(parent: Node) -> SimulationSettings:
     )
     if settings.tick <= 0:
         raise node.error("tick", "must be greater than 0", node.raw("tick"))
+    if settings.tick < 0.001 or abs(settings.tick * 1000 - round(settings.tick * 1000)) > 1e-6:
+        # the clock counts whole milliseconds: 0.4 ms ran as 1 ms ticks and 1.5 ms as 2 ms, silently
+        raise node.error("tick", "must be a whole number of milliseconds", node.raw("tick"))
     if not settings.cluster or not is_named_entity(settings.cluster):
         raise node.error(
             "cluster", "not a Pulsar cluster name (ASCII letters, digits, _ - = : . only)", settings.cluster
