@@ -323,6 +323,14 @@ def test_a_background_cycle_that_is_no_cycle_is_refused(on: str) -> None:
         parse_scenario_text(text, "s.yaml")
 
 
+def test_a_background_ramp_that_ends_before_it_starts_is_refused() -> None:
+    """A traffic shape's ramp refused it; a background's jumped to its ``to`` at ``start``, silently."""
+    ramp = "      cpu: {kind: ramp, to: 0.5, start: 10m, end: 5m}\n"
+    text = "name: s\nduration: 10m\nbrokers:\n  - count: 3\n    background:\n" + ramp
+    with pytest.raises(InputError, match=r"brokers\[0\]\.background\.cpu\.end: must not be before start"):
+        parse_scenario_text(text, "s.yaml")
+
+
 def test_a_shape_selects_within_its_own_workload() -> None:
     """A shape acts on its workload's own bundles only: naming another workload's tenant, namespace or
     name selected nothing, silently (28 Nov 2026); a traffic event may name any of them."""

@@ -318,6 +318,8 @@ def parse_signal(parent: Node, key: str, default: Signal | None = None) -> Signa
         raise node.error("period", "must be greater than 0", p["period"])
     if kind == "onoff":
         _check_on(node, p["period"], p["on"])
+    if kind == "ramp" and p["end"] < p["start"]:  # it jumped to `to` at `start`: the shape's ramp refuses it
+        raise node.error("end", "must not be before start", node.raw("end"))
     noise = node.number("noise", 0.0, minimum=0.0)
     node.finish(("kind", *SIGNAL_KINDS[kind], "noise"))
     return Signal(kind, tuple(params), noise)
