@@ -928,7 +928,7 @@ CASES: dict[str, list[Case]] = {
                 "a.yaml": scenario("strategy: AvgShedder\n"),
                 "b.yaml": scenario(
                     "strategy: AvgShedder\nstrategy_config: {AvgShedder: {maxUnloadPercentage: 0.5}}\n"
-                ),
+                ).replace(b"name: small", b"name: other"),
             },
         ),
         # a swept grid's pip364 section was checked 5 s in, after Spark had started

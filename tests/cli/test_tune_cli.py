@@ -271,3 +271,18 @@ def test_a_set_strategy_key_is_the_twins_pair_not_a_config_key() -> None:
     assert _recorded_config(None, place, "ThresholdShedder+LeastLongTermMessageRate")[0] == (
         "ThresholdShedder+LeastResourceUsageWithWeight"
     )
+
+
+def test_two_scenarios_of_one_name_are_one_line_before_spark(tmp_path: Path) -> None:
+    """Their runs share ids (the name, not the text): the second's were dropped as duplicates, never run,
+    the first one's results scored for both."""
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("name: mine\nduration: 5m\n")
+    second.write_text("name: mine\nduration: 10m\n")
+    result = _run("tune", str(first), str(second), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: scenarios: two scenarios to tune on have the same name (give each once) (got ['mine']); "
+        f"'mine': {first}, {second}"
+    ]
+    assert not (tmp_path / "out").exists()

@@ -364,13 +364,14 @@ def _tune_targets(
     """What to tune on: the twin first (if given), then the scenarios; one of them is required, and
     they share one recorded configuration and the settings of ``pairs`` (refused before Spark starts
     if they do not; handed to the tune, which would otherwise parse them again)."""
-    from shedlab.core.grid import scenario_ref
+    from shedlab.core.grid import check_scenario_names, scenario_ref
     from shedlab.core.tune import recorded_configuration
 
     if not twin_file and not scenarios:
         raise InputError("give --twin TWIN.yaml or scenarios to tune on", field="--twin")
     refs = [scenario_ref(twin_file, field="--twin")] if twin_file else []
     refs += [scenario_ref(item) for item in scenarios or []]
+    check_scenario_names(refs, "two scenarios to tune on have the same name (give each once)")
     return refs, recorded_configuration(refs, pairs)
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "ScenarioRef",
     "candidate_specs",
     "canonical_json",
+    "check_scenario_names",
     "expand_grid",
     "load_grid",
     "pair_sections",
@@ -458,15 +459,23 @@ def _grid_scenarios(raw: Any, base: Path | None, source: str) -> tuple[ScenarioR
     if not items:
         raise ConfigError("expected at least one scenario", source=source, field="scenarios", value=raw)
     scenarios = tuple(_scenario_ref(item, base, source) for item in items)
+    check_scenario_names(scenarios, "two scenarios of the grid have the same name", source, "scenarios")
+    for i, scenario in enumerate(scenarios):
+        _check_partition_name("scenario", scenario.name, source, f"scenarios[{i}]")
+    return scenarios
+
+
+def check_scenario_names(
+    scenarios: Sequence[ScenarioRef], problem: str, source: str | None = None, field: str = "scenarios"
+) -> None:
+    """Scenarios swept together have distinct names: a run's id is its scenario's name (with the pair,
+    parameters and seed), so the runs of a second scenario of the same name took the first one's ids and
+    were dropped as duplicates, never run, the first one's results standing for both."""
     names = [s.name for s in scenarios]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ConfigError(
-            "two scenarios of the grid have the same name", source=source, field="scenarios", value=dupes
-        )
-    for i, name in enumerate(names):
-        _check_partition_name("scenario", name, source, f"scenarios[{i}]")
-    return scenarios
+        origins = ", ".join(s.source for s in scenarios if s.name == dupes[0])
+        raise ConfigError(problem, source=source, field=field, value=dupes, hint=f"{dupes[0]!r}: {origins}")
 
 
 def _grid_strategies(raw: Any, source: str) -> tuple[str, ...]:
