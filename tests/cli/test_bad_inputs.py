@@ -850,6 +850,46 @@ CASES: dict[str, list[Case]] = {
             "",
         ),
     ],
+    "contradictions once read silently": [
+        _simulate(
+            "clip-below-the-quantity",
+            scenario("    msg_rate_in: {dist: normal, mean: 10, std: 100, clip: [-100, null]}\n"),
+            "s.yaml: workloads[0].msg_rate_in.clip[0]: must be at least 0 (got -100)",
+        ),
+        _compare(
+            "strategy-key-in-config",
+            scenario("config: {loadBalancerLoadSheddingStrategy: AvgShedder}\n"),
+            "s.yaml: config.loadBalancerLoadSheddingStrategy: the strategy pair is chosen by",
+        ),
+        _simulate(
+            "remove-a-removed-broker",
+            scenario(
+                "events:\n  - {at: 1m, kind: remove_brokers, brokers: [2]}\n"
+                "  - {at: 2m, kind: remove_brokers, brokers: [2]}\n"
+            ),
+            "s.yaml: events[1].brokers: remove_brokers at 120 s names broker 2, which events[0] removed",
+        ),
+        _simulate(
+            "traffic-between-two-ticks",
+            event("{at: 65s, kind: traffic, factor: 3, duration: 10s}"),
+            "s.yaml: events[0].duration: traffic changed from 65 s to 75 s holds no step of the run",
+        ),
+        _simulate(
+            "percent-as-a-fraction",
+            scenario(),
+            "--set: maxUnloadPercentage",
+            "--set",
+            "maxUnloadPercentage=80",
+        ),
+        _sweep(
+            "strategy-key-as-a-parameter",
+            (
+                GRID.format(scenario="scale-out")
+                + "parameters: {loadBalancerLoadSheddingStrategy: [ThresholdShedder]}\n"
+            ).encode(),
+            "g.yaml: parameters.loadBalancerLoadSheddingStrategy: a grid cannot change the strategy pair",
+        ),
+    ],
     "Spark settings, refused before the grid is announced": [
         Case(
             "sweep-conf-without-equals",
