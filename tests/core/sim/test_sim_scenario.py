@@ -331,6 +331,13 @@ def test_a_background_ramp_that_ends_before_it_starts_is_refused() -> None:
         parse_scenario_text(text, "s.yaml")
 
 
+@pytest.mark.parametrize("value", ['"0.5"', "[0.5]", "true"])
+def test_a_background_that_is_no_number_nor_signal_says_both_forms(value: str) -> None:
+    text = f"name: s\nduration: 10m\nbrokers:\n  - count: 3\n    background: {{cpu: {value}}}\n"
+    with pytest.raises(InputError, match=re.escape("background.cpu: expected a number or a signal {kind: ")):
+        parse_scenario_text(text, "s.yaml")
+
+
 def test_a_shape_selects_within_its_own_workload() -> None:
     """A shape acts on its workload's own bundles only: naming another workload's tenant, namespace or
     name selected nothing, silently (28 Nov 2026); a traffic event may name any of them."""

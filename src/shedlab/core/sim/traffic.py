@@ -304,6 +304,10 @@ def parse_signal(parent: Node, key: str, default: Signal | None = None) -> Signa
     where = parent.where(key)
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
         return Signal.constant(check_number(raw, source=parent.source, field=where, minimum=0.0))
+    if not isinstance(raw, Mapping):  # "0.5" or a list: Node's "expected a mapping" hid the number form
+        raise InputError(
+            "expected a number or a signal {kind: KIND, ...}", source=parent.source, field=where, value=raw
+        )
     node = Node(raw, parent.source, where)
     kind = node.string("kind", choices=tuple(SIGNAL_KINDS))
     params: list[tuple[str, float]] = []
