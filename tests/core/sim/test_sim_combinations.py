@@ -284,9 +284,9 @@ def _events(draw: Draw, duration: int, tick: int, initial: int, workloads: list[
                 "downtime": draw(st.sampled_from((0, 30, 60, 120))),
             }
             if draw(st.booleans()):
-                event["brokers"] = draw(
-                    st.lists(st.integers(1, existing), min_size=1, max_size=3, unique=True)
-                )
+                listed = draw(st.lists(st.integers(1, existing), min_size=1, max_size=3, unique=True))
+                turns = int((duration - at) // event["interval"]) + 1  # the last turn by the last tick
+                event["brokers"] = listed[:turns]
         elif kind == "traffic":
             event = {"factor": draw(st.sampled_from((0.0, 0.5, 3.0))), "select": _selector(draw, workloads)}
             if draw(st.booleans()):

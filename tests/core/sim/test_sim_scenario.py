@@ -458,6 +458,16 @@ def test_an_idle_cpu_above_the_whole_machine_is_refused() -> None:
         parse_scenario_text(_SMALL + "hardware: {standard: {cpu_idle: 2}}\n", "s.yaml")
 
 
+def test_a_rolling_restart_whose_last_turn_is_after_the_last_tick_is_refused() -> None:
+    """Broker 3's turn, at 11 min, never came in a 10-min run: it was never restarted, silently."""
+    event = "events:\n  - {at: 5m, kind: rolling_restart, interval: 3m, brokers: [1, 2, 3]}\n"
+    with pytest.raises(
+        InputError, match=r"events\[0\]\.interval: rolling_restart at 300 s restarts 3 brokers"
+    ):
+        parse_scenario_text(_SMALL + event, "s.yaml")
+    assert parse_scenario_text(_SMALL + event.replace("3m", "2m30s"), "s.yaml").events
+
+
 def test_a_broker_added_before_the_event_may_be_named() -> None:
     events = (
         "events:\n  - {at: 1m, kind: add_brokers, count: 2}\n"

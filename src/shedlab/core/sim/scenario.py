@@ -546,6 +546,19 @@ def _check_event_times(root: Node, events: tuple[Event, ...], duration: float, t
                 raw,
                 hint="make the duration a whole number of ticks, or move the event",
             )
+        if isinstance(event, RollingRestart) and len(event.brokers) > 1:
+            # each listed broker's turn comes `interval` after the previous one's: a turn after the last
+            # tick never came, and the broker was never restarted, silently
+            turn = event.at + (len(event.brokers) - 1) * event.interval
+            if round(turn * 1000) > last_ms:
+                raise root.error(
+                    f"events[{i}].interval",
+                    f"rolling_restart at {event.at:g} s restarts {len(event.brokers)} brokers every "
+                    f"{event.interval:g} s: the last turn, at {turn:g} s, is after the run's last tick "
+                    f"({last_ms / 1000:g} s)",
+                    root.list("events")[i].get("interval"),
+                    hint="shorten the interval, start earlier, or lengthen the duration",
+                )
 
 
 def _check_traffic_windows(
