@@ -594,6 +594,9 @@ def test_expression(expr: str) -> None:
         ("lb.json", b'{"minUnloadMessage": 1' + b"0" * 400 + b"}", "more than 64 bits"),
         ("lb.yaml", b"minUnloadMessage: 1" + b"0" * 5000 + b"\n", "more than 64 bits"),
         ("lb.yaml", b"maxUnloadPercentage: -0.5\n", r"in \[0, 1\]"),
+        # YAML 1.1's octal and base 60: read silently as 24 and 5400 (until 29 Nov 2026)
+        ("lb.yaml", b"loadBalancerSheddingGracePeriodMinutes: 030\n", r"030 is octal in YAML 1\.1.*line 1"),
+        ("lb.yaml", b"loadBalancerSheddingGracePeriodMinutes: 1:30:00\n", "1:30:00 is a number in base 60"),
         ("lb.json", b"[" * 100_000, "nested too deeply"),
     ],
 )

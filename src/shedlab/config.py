@@ -1410,6 +1410,7 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         text = str(node.value)
+        _refuse_yaml11_number(text, node)
         plain = text.replace("_", "").lstrip("+-")
         if (plain.isdigit() and len(plain) > 20) or (not plain.isdigit() and len(plain) > 80):
             raise yaml.constructor.ConstructorError(
@@ -1422,8 +1423,27 @@ class UniqueKeyLoader(yaml.SafeLoader):
             )
         return value
 
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        _refuse_yaml11_number(str(node.value), node)
+        return float(super().construct_yaml_float(node))
+
+
+def _refuse_yaml11_number(text: str, node: yaml.ScalarNode) -> None:
+    """YAML 1.1 reads ``010`` as octal (8) and ``1:30`` in base 60 (90); YAML 1.2, and a reader of the
+    file, take them for 10 and a time. Both were read silently (``seed: 010`` ran seed 8, ``bundles: 010``
+    8 bundles, ``duration: 1:30`` 90 seconds); refused with the line, and what to write instead."""
+    plain = text.replace("_", "").lstrip("+-")
+    if ":" in plain:
+        problem = f"{text} is a number in base 60 in YAML 1.1; write the number, or a duration such as 1h30m"
+    elif len(plain) > 1 and plain[0] == "0" and plain[1].isdigit() and "." not in plain:
+        problem = f"{text} is octal in YAML 1.1; write it without the leading 0"
+    else:
+        return
+    raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+
 
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", UniqueKeyLoader.construct_yaml_float)
 
 
 def parse_yaml_text(

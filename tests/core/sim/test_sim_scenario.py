@@ -129,6 +129,23 @@ def test_a_strategy_key_in_config_is_refused(section: str, field: str, key: str)
         parse_scenario_text(_SMALL + section.format(key=key), "s.yaml")
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("seed: 010\n", r"010 is octal in YAML 1\.1; write it without the leading 0 \(at line 2, column 7\)"),
+        ("workloads: [{bundles: 016}]\n", "016 is octal"),
+        (
+            "workloads: [{shapes: [{kind: diurnal, amplitude: 0.5, peak: 14:00}]}]\n",
+            "14:00 is a number in base 60",
+        ),
+    ],
+)
+def test_yaml11_octal_and_base_60_numbers_are_refused(text: str, message: str) -> None:
+    """Read as 8 (a seed of 8), 14 bundles and a peak at 14 minutes (840 s), silently."""
+    with pytest.raises(InputError, match=message):
+        parse_scenario_text("name: x\n" + text, "s.yaml")
+
+
 def test_unknown_strategy_pair(tmp_path: Path) -> None:
     with pytest.raises(ShedlabError) as info:
         load_scenario(write(tmp_path, "name: x\nstrategy: AvgShedderr\n"))
