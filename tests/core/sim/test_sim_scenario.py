@@ -485,6 +485,13 @@ def test_a_rolling_restart_whose_last_turn_is_after_the_last_tick_is_refused() -
     assert parse_scenario_text(_SMALL + event.replace("3m", "2m30s"), "s.yaml").events
 
 
+def test_a_background_event_without_its_background_is_refused() -> None:
+    """It replaced the brokers' background by none, silently."""
+    event = "events:\n  - {at: 1m, kind: background, brokers: [1]}\n"
+    with pytest.raises(InputError, match=r"events\[0\]\.background: required field is missing; \{cpu: 0\}"):
+        parse_scenario_text(_SMALL + event, "s.yaml")
+
+
 def test_a_broker_added_before_the_event_may_be_named() -> None:
     events = (
         "events:\n  - {at: 1m, kind: add_brokers, count: 2}\n"

@@ -465,6 +465,8 @@ def _parse_event(node: Node, hardware: Mapping[str, HardwareClass]) -> Event:
         brokers = _broker_numbers(node, "brokers")
         if not brokers:
             raise node.error("brokers", "give the broker numbers whose background changes")
+        if not node.has("background"):  # it set the background to none, silently: say {cpu: 0} for that
+            raise node.error("background", "required field is missing", hint="{cpu: 0} ends a background")
         event = BackgroundChange(at, brokers, parse_background(node))
         node.finish(("kind", "at", "brokers", "background"))
     return event
