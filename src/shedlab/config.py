@@ -1539,6 +1539,16 @@ def _mapping_items(data: Any, path: str, *, key_lines: Mapping[str, int]) -> lis
         # A scenario file may carry other top-level sections next to `config:`; only load-balancer-looking
         # siblings are suspicious (they would be silently ignored otherwise).
         for key in data:
+            if key in ("strategy", "strategy_config"):
+                # a scenario's pair and its per-pair keys: only `config:` is read, so the run or the
+                # table had Pulsar's default pair and the keys without them, silently
+                raise ConfigError(
+                    "a config file gives its config: section only; a scenario's strategy and "
+                    "strategy_config are not read from it",
+                    source=where(key),
+                    field=key,
+                    hint="give the pair with --strategy and its keys with --set, or run the scenario itself",
+                )
             if key != "config" and isinstance(key, str) and _looks_like_load_balancer_key(key):
                 raise ConfigError(
                     "load balancer key outside the 'config:' section",

@@ -492,6 +492,17 @@ def test_yaml_nested_under_config_with_other_sections(tmp_path: Path) -> None:
     assert conf.value_sources()["loadBalancerEnabled"] == f"{path}:4"
 
 
+@pytest.mark.parametrize(
+    "section", ["strategy: AvgShedder", "strategy_config: {AvgShedder: {maxUnloadPercentage: 0.5}}"]
+)
+def test_a_scenarios_strategy_beside_its_config_section_is_an_error(tmp_path: Path, section: str) -> None:
+    """Only ``config:`` was read: the file's pair and per-pair keys were dropped, silently."""
+    path = write(tmp_path, "s.yaml", f"name: s\nconfig:\n  minUnloadMessage: 10\n{section}\n")
+    key = section.split(":")[0]
+    with pytest.raises(ConfigError, match=rf"s.yaml:4: {key}: a config file gives its config: section only"):
+        LoadBalancerConfig.from_file(path)
+
+
 def test_yaml_load_balancer_key_beside_config_section_is_an_error(tmp_path: Path) -> None:
     path = write(tmp_path, "s.yaml", "config:\n  minUnloadMessage: 10\nmaxUnloadPercentage: 0.5\n")
     with pytest.raises(ConfigError, match="outside the 'config:' section"):
