@@ -30,6 +30,11 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
         # read as 'all': a typo started a tune of every pair, on Spark, and exited 0
         (("tune", "load-jitter", "--out", "x", "--strategies", ""), "--strategies: name at least one"),
         (("tune", "load-jitter", "--out", "x", "--strategies", " , ,"), "--strategies: name at least one"),
+        # the pair's candidates drawn twice, twice --candidates for it (until 29 Nov 2026)
+        (
+            ("tune", "load-jitter", "--out", "x", "--strategies", "AvgShedder,avgshedder"),
+            "--strategies: names a strategy pair twice (got 'AvgShedder')",
+        ),
         (("twin", "/nonexistent/snap", "--out", "t.yaml", "--window", "yesterday"), "--window"),
         (("twin", "/nonexistent/snap", "--out", "t.yaml", "--strategy", "Nope"), "Nope"),
     ],

@@ -705,7 +705,11 @@ def pairs_of(names: Sequence[str] | None) -> list[str]:
         return list(STRATEGY_PAIRS)
     if not names:
         raise ConfigError("name at least one strategy pair, or 'all'", field="--strategies")
-    return [resolve_pair_name(n, field="--strategies") for n in names]
+    pairs = [resolve_pair_name(n, field="--strategies") for n in names]
+    twice = next((p for p in pairs if pairs.count(p) > 1), None)
+    if twice is not None:  # AvgShedder,avgshedder: its candidates were drawn twice, twice --candidates
+        raise ConfigError("names a strategy pair twice", field="--strategies", value=twice)
+    return pairs
 
 
 def full_grid_size(space: Space, pairs: Sequence[str], seeds: int) -> int:
