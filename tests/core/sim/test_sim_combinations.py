@@ -126,7 +126,7 @@ def _shape(draw: Draw, duration: int, tick: int, workloads: list[str]) -> dict[s
             catchup=draw(st.sampled_from((1.0, 2.0))),
         )
     else:
-        shape.update(rate_per_hour=draw(st.sampled_from((0, 10, 200))), duration="2m", amplitude=3)
+        shape.update(rate_per_hour=draw(st.sampled_from((0.5, 10, 200))), duration="2m", amplitude=3)
     if draw(st.integers(0, 3)) == 0:
         shape["select"] = _selector(draw, workloads)
     return shape

@@ -319,6 +319,7 @@ def test_events_that_cannot_happen_and_impossible_backgrounds_are_refused(extra:
     ("extra", "message"),
     [
         ("{kind: spikes, rate_per_hour: 2, duration: 0, amplitude: 3}", r"duration: must be more than 0"),
+        ("{kind: spikes, rate_per_hour: 0, duration: 1m, amplitude: 3}", r"rate_per_hour: must be greater"),
         ("{kind: onoff, period: 2m, on: 0}", r"shapes\[0\]\.on: must be within \(0, period\] \(got 0\)"),
         ("{kind: onoff, period: 2m, on: 3m}", r"shapes\[0\]\.on: must be within \(0, period\] \(got '3m'\)"),
         ("{kind: onoff, period: 0, on: 0}", r"shapes\[0\]\.period: must be greater than 0"),

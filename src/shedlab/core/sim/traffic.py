@@ -505,7 +505,8 @@ def parse_shape(node: Node) -> Shape:
         ]
     elif kind == "spikes":
         params = [
-            ("rate_per_hour", node.number("rate_per_hour", minimum=0.0)),
+            # a rate of 0 raised no spike, as a duration of 0 did: the shape did nothing, silently
+            ("rate_per_hour", node.number("rate_per_hour", minimum=0.0, exclusive_minimum=True)),
             ("duration", _spike_duration(node)),
             ("amplitude", node.number("amplitude", minimum=0.0, maximum=MAX_FACTOR)),
         ]
