@@ -23,7 +23,6 @@ import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import quote, quote_plus
 
 __all__ = [
     "MAX_INTEGER_BITS",
@@ -96,6 +95,7 @@ def shown(value: Any) -> str:
 
 
 _SECRETS: set[str] = set()
+_SECRET_PATTERNS: dict[str, re.Pattern[str]] = {}
 
 
 def register_secret(value: str) -> None:
@@ -106,17 +106,33 @@ def register_secret(value: str) -> None:
     back; one registry consulted by every :class:`ShedlabError` covers the cases no caller thought of."""
     if value:
         _SECRETS.update(secret_forms(value))
+        _SECRET_PATTERNS[value] = _partly_encoded(value)
+
+
+def _partly_encoded(value: str) -> re.Pattern[str]:
+    """``value`` with any of its characters percent-encoded (either case of hex; ``+`` for a space),
+    the others as they are. A URL library encodes only the characters its rule says: httpx printed a
+    redirect's ``Location`` holding the token as ``tok+en==%22x``, a mix no list of whole forms has."""
+    parts = []
+    for char in value:
+        hexes = "".join(f"%{_hex(b >> 4)}{_hex(b & 15)}" for b in char.encode("utf-8"))
+        plus = r"|\+" if char == " " else ""
+        parts.append(f"(?:{re.escape(char)}|{hexes}{plus})")
+    return re.compile("".join(parts))
+
+
+def _hex(digit: int) -> str:
+    """A hex digit as a pattern matching it in either case."""
+    return f"[{digit:X}{digit:x}]" if digit > 9 else str(digit)
 
 
 def secret_forms(value: str) -> list[str]:
     """``value`` as text may carry it, longest first: as it is; escaped in a JSON string (``\\"``, ``\\\\``,
-    and ``\\/`` as some encoders write ``/``) or a Python ``repr`` (``got '…'``); percent-encoded as in
-    a URL or a form (``%2B``, ``+`` for a space; upper- and lower-case hex); HTML-escaped (``&quot;``, an
+    and ``\\/`` as some encoders write ``/``) or a Python ``repr`` (``got '…'``); HTML-escaped (``&quot;``, an
     error page). A token with ``+``, ``/``, ``=``, a quote or a backslash, echoed by a server in any of
-    these, was printed in clear: only the raw form was replaced."""
+    these, was printed in clear: only the raw form was replaced. Its percent-encoded forms, whole or in
+    part, are a pattern (:func:`_partly_encoded`), not a list."""
     as_json = json.dumps(value)[1:-1]
-    encoded = [quote(value, safe=""), quote(value, safe="/"), quote_plus(value, safe="")]
-    lower_hex = [re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), form) for form in encoded]
     forms = {
         value,
         as_json,
@@ -124,17 +140,18 @@ def secret_forms(value: str) -> list[str]:
         repr(value)[1:-1],
         html.escape(value),
         html.escape(value, quote=False),
-        *encoded,
-        *lower_hex,
     }
     return sorted(forms, key=len, reverse=True)
 
 
 def redact(text: str) -> str:
-    """``text`` with every registered secret, in every form of :func:`secret_forms`, replaced by ``***``."""
+    """``text`` with every registered secret, in every form of :func:`secret_forms` and percent-encoded
+    whole or in part, replaced by ``***``."""
     for secret in sorted(_SECRETS, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, "***")
+    for pattern in _SECRET_PATTERNS.values():
+        text = pattern.sub("***", text)
     return text
 
 

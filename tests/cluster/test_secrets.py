@@ -7,6 +7,7 @@ import json
 import re
 from urllib.parse import quote, quote_plus
 
+import httpx
 import pytest
 from stub_broker import refusing, stub_broker
 
@@ -28,6 +29,8 @@ def encoded_forms(secret: str) -> dict[str, str]:
         "url, / kept": quote(secret),
         "form": quote_plus(secret),
         "url, lower-case hex": re.sub("%..", lambda m: m.group().lower(), quote(secret, safe="")),
+        "url, some characters encoded": quote(secret, safe="+/=&'"),
+        "httpx's URL of a path": httpx.URL(f"ftp://evil/{secret}").raw_path.decode()[1:],
         "html": html.escape(secret),
     }
 
