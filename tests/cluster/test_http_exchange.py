@@ -366,16 +366,31 @@ def test_a_redirect_to_no_url_is_said_once_not_retried_as_unreachable(location: 
     assert len(requests) == 1
 
 
-def test_a_broker_id_that_makes_no_url_is_said_once() -> None:
-    """A broker id from the cluster's own data (``/admin/v2/brokers``, a znode's name) that makes no URL,
-    ``b:abc``: httpx's InvalidURL is no TransportError, so it was a traceback (28 Nov 2026)."""
+@pytest.mark.parametrize(
+    "broker", ["b:abc", "x/y:1", "a@127.0.0.1:9", "h:1#", "not a host:1", "b:0", "b:65536", "b"]
+)
+def test_a_broker_id_that_makes_no_url_is_said_once(broker: str) -> None:
+    """A broker id from the cluster's own data (``/admin/v2/brokers``, a znode's name) that is not
+    HOST:PORT: ``b:abc`` was a traceback (httpx's InvalidURL, 28 Nov 2026), then a call; ``x/y:1`` sent the
+    call and the token to the host ``x``, ``a@127.0.0.1:9`` to 127.0.0.1. Refused before any call."""
     reader = AdminReader("http://127.0.0.1:9", retry=Retry(attempts=3, timeout_s=2.0))
     try:
         with pytest.raises(ClusterError) as caught:
-            reader.request("GET", reader.broker_url("b:abc") + "/admin/v2/broker-stats/load-report")
+            reader.broker_url(broker)
     finally:
         reader.close()
-    assert "not a valid URL (Invalid port: 'abc')" in str(caught.value) and "after 3" not in str(caught.value)
+    assert str(caught.value) == (
+        f"broker {broker!r}: not a broker id HOST:PORT, which a broker's web address is made of: not asked"
+    )
+
+
+@pytest.mark.parametrize("broker", ["b1:8080", "10.0.0.1:8443", "[::1]:8080", "pulsar-broker-0.pulsar:8080"])
+def test_a_broker_id_makes_its_url(broker: str) -> None:
+    reader = AdminReader("https://127.0.0.1:9")
+    try:
+        assert reader.broker_url(broker) == f"https://{broker}"
+    finally:
+        reader.close()
 
 
 def test_a_redirected_hop_that_fails_is_named() -> None:

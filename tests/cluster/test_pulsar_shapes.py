@@ -109,6 +109,22 @@ def test_cluster_documents_whose_urls_are_no_urls_are_data_not_tracebacks() -> N
     )
 
 
+def test_brokers_listed_with_ids_that_are_not_host_port_are_missing_not_asked() -> None:
+    """``/admin/v2/brokers/{cluster}`` names each broker by its id, of which its web address is made: an
+    id ``x/y:1`` was asked as the host ``x`` (with the token), ``not a host`` was retried as a host that
+    did not resolve. Each is a missing report saying why; the others are read."""
+    odd = ["x/y:1", "not a host", "evil@127.0.0.1:9"]
+
+    def listing(path: str, port: int) -> dict[str, Answer]:
+        return {**pulsar_2(path, port), "/admin/v2/brokers/standalone": (200, [f"127.0.0.1:{port}", *odd])}
+
+    with stub_broker(listing) as url:
+        reading = read(url)
+    assert sorted(reading.reports) == [url.removeprefix("http://")]
+    assert sorted(reading.missing) == sorted(odd)
+    assert all(why.startswith("not a broker id HOST:PORT") for why in reading.missing.values())
+
+
 def legacy_report(port: int) -> dict[str, Any]:
     """``LoadReport`` as a broker running ``SimpleLoadManagerImpl`` writes it to
     ``/loadbalance/brokers/<broker>`` and serves it from ``broker-stats/load-report``: its getters put

@@ -572,6 +572,21 @@ _HTTP_TRANSIENT = (httpx.TransportError,)
 _TLS_HINT = "give the CA certificate that signed the brokers' certificates with --tls-ca"
 
 
+_BROKER_ID = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[^\s/?#@\[\]:]+):([0-9]{1,5})")
+"""A broker id, ``advertisedAddress:webServicePort``: a host name or address (an IPv6 one in brackets)
+and a port, nothing that a URL reads as a path, a query, a fragment or credentials."""
+
+
+def _broker_id_problem(broker: str) -> str | None:
+    """Why ``broker`` (a broker id the cluster listed) cannot name a broker's web address, or None. The
+    address is ``scheme://<id>``: an id ``x/y:1`` sent the call, and the token, to the host ``x``, one
+    ``a@b:1`` to ``b``, and ``not a host`` was retried as a host that did not resolve."""
+    match = _BROKER_ID.fullmatch(broker)
+    if match is None or not 0 < int(match.group(1)) <= 65535:
+        return "not a broker id HOST:PORT, which a broker's web address is made of: not asked"
+    return None
+
+
 def _admin_url(url: str) -> ParseResult:
     """``--admin-url`` parsed, or refused in one line: a broker's web address, http:// or https://, with a
     host and a port that are one (``urlparse`` raises ValueError on ``http://[x``, ``.port`` on
@@ -810,7 +825,11 @@ class AdminReader:
             raise ClusterError("the answer is not JSON", source=f"GET {url}") from None
 
     def broker_url(self, broker: str) -> str:
-        """A broker's own web address from its id ``host:port`` (same scheme as ``--admin-url``)."""
+        """A broker's own web address from its id ``host:port`` (same scheme as ``--admin-url``); an id
+        that is not one is :class:`ClusterError`, nothing asked (:func:`_broker_id_problem`)."""
+        problem = _broker_id_problem(broker)
+        if problem is not None:
+            raise ClusterError(problem, source=f"broker {broker!r}")
         return f"{self.scheme}://{broker}"
 
     def resolve_cluster(self) -> str:
@@ -896,10 +915,12 @@ class AdminReader:
         reading = ClusterReading(source=self.url, cluster=cluster, time_ms=now)
         # every broker asked at once (a few at a time): brokers that hang cost one timeout, not one each;
         # the answers are then taken in the brokers' order, as when they were asked one after another
-        urls = {
-            broker: f"{self.broker_url(broker)}/admin/v2/broker-stats/load-report"
-            for broker in sorted(brokers)
-        }
+        urls: dict[str, str] = {}
+        for broker in sorted(brokers):
+            try:
+                urls[broker] = f"{self.broker_url(broker)}/admin/v2/broker-stats/load-report"
+            except ClusterError as exc:
+                reading.missing[broker] = exc.message
         answers = concurrently([partial(self._json, url) for url in urls.values()])
         for (broker, url), obj in zip(urls.items(), answers, strict=True):
             if isinstance(obj, ClusterError):
