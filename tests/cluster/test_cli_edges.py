@@ -99,13 +99,30 @@ def test_collect_does_not_burst_to_catch_up_after_a_slow_read(tmp_path: Path) ->
     assert gaps[2:] == [60.0, 60.0], starts
 
 
-def test_advise_watch_every_zero_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    """``collect --every 0s`` was refused, ``advise --watch --every 0s`` read (and could unload) in a tight
-    loop."""
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        # collect --every 0s was refused, advise --watch --every 0s read (and could unload) in a tight loop
+        (["--every", "0s"], "--every: must be more than 0 and at most 1d (got '0s')"),
+        # a wait or a timeout beyond the platform's clock was an OverflowError traceback (time.sleep, the
+        # first call's socket)
+        (["--every", "200000d"], "--every: must be more than 0 and at most 1d (got '200000d')"),
+        (["--timeout", "200000d"], "--timeout: must be more than 0 and at most 1h (got '200000d')"),
+    ],
+)
+def test_advise_watch_intervals_out_of_range_are_refused(
+    options: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = error_line(["advise", "--snapshot", str(EXAMPLE), "--watch", "--count", "3", *options], capsys)
+    assert line == f"error: {expected}"
+
+
+def test_collect_duration_zero_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--duration 0`` recorded one read, as ``--count 1``: read as something else."""
     line = error_line(
-        ["advise", "--snapshot", str(EXAMPLE), "--watch", "--every", "0s", "--count", "3"], capsys
+        ["collect", "--out", str(tmp_path), "--admin-url", "http://x", "--duration", "0"], capsys
     )
-    assert line == "error: --every: must be more than 0 (got '0s')"
+    assert line == "error: --duration: must be more than 0 (got '0')"
 
 
 def test_a_file_in_the_way_of_out_or_audit_is_named(

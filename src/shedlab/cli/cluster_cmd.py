@@ -43,6 +43,10 @@ console = make_console(stderr=True)
 out = make_console()
 
 MAX_CYCLES = 10_000_000
+MAX_TIMEOUT = ("1h", 3600.0)
+"""The longest ``--timeout``: a call that takes longer has not answered."""
+MAX_EVERY = ("1d", 86400.0)
+"""The longest ``--every``; far beyond it (``200000d``) a wait overflowed the clock, a traceback."""
 
 ZooKeeperOption = Annotated[
     str | None,
@@ -112,10 +116,17 @@ class _Source:
 
 def _retry(timeout: str, retries: int) -> Retry:
     check_count(retries, "--retries", minimum=1, maximum=20)
-    seconds = parse_duration(timeout, field="--timeout")
-    if seconds <= 0:
-        raise InputError("must be more than 0", field="--timeout", value=timeout)
-    return Retry(attempts=retries, timeout_s=seconds)
+    return Retry(attempts=retries, timeout_s=_seconds(timeout, "--timeout", MAX_TIMEOUT))
+
+
+def _seconds(text: str, option: str, most: tuple[str, float]) -> float:
+    """The duration ``text`` in seconds, refused unless more than 0 (a loop without a pause, a call with
+    no time) and at most ``most`` (as written, in seconds): a timeout of ``200000d`` overflowed the
+    platform's clock in the first call's socket and was a traceback."""
+    seconds = parse_duration(text, field=option)
+    if not 0 < seconds <= most[1]:
+        raise InputError(f"must be more than 0 and at most {most[0]}", field=option, value=text)
+    return seconds
 
 
 def _one_source(zookeeper: str | None, admin_url: str | None, snapshot: Path | None = None) -> None:
@@ -156,10 +167,10 @@ def collect_cmd(
     if zookeeper and admin_url:
         raise InputError("give one source, not --zookeeper and --admin-url")
     check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
-    every_s = parse_duration(every, field="--every")
-    if every_s <= 0:
-        raise InputError("must be more than 0", field="--every", value=every)
+    every_s = _seconds(every, "--every", MAX_EVERY)
     duration_s = parse_duration(duration, field="--duration") if duration is not None else None
+    if duration_s == 0:  # one read, as if --count 1: a recording of no time is no recording
+        raise InputError("must be more than 0", field="--duration", value=duration)
     check_output_kind(str(out_dir), "collect")  # a new or empty directory, or an earlier recording
     token = load_token(token_file, token_env)
     source = _Source(zookeeper, admin_url, cluster, token, tls_ca, _retry(timeout, retries))
@@ -252,10 +263,8 @@ def _watch_rhythm(watch: bool, every: str, count: int | None) -> float:
     check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
     if count is not None and not watch:  # one cycle runs without --watch: the count would be ignored
         raise InputError("counts --watch cycles: give --watch too", field="--count", value=count)
-    every_s = parse_duration(every, field="--every")
-    if every_s <= 0:  # --watch would read the cluster (and with --execute, unload) in a tight loop
-        raise InputError("must be more than 0", field="--every", value=every)
-    return every_s
+    # 0: --watch would read the cluster (and with --execute, unload) in a tight loop
+    return _seconds(every, "--every", MAX_EVERY)
 
 
 def advise(
