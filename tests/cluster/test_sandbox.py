@@ -538,3 +538,12 @@ def test_the_cluster_list_needs_no_super_user(http: httpx.Client) -> None:
         assert http.get(f"{sb.admin_url}/admin/v2/clusters").status_code == 401  # not authenticated
         runtime = http.get(f"{sb.admin_url}/admin/v2/brokers/configuration/runtime", headers=reader)
         assert runtime.status_code == 401  # BrokersBase: validateSuperUserAccess
+
+
+def test_a_port_whose_brokers_would_pass_65535_is_refused() -> None:
+    """Broker k listens on port+1+k: ``--port 65535`` made ``bind()`` raise OverflowError, a traceback."""
+    with pytest.raises(InputError) as caught:
+        Sandbox("over-unloading-90-10", port=65535)
+    assert str(caught.value) == (
+        "--port: its 2 broker(s) listen on the ports after it: at most 65533 (got 65535)"
+    )

@@ -54,6 +54,9 @@ from shedlab.errors import InputError, did_you_mean
 __all__ = ["Sandbox"]
 
 
+_MAX_PORT = 65535
+
+
 def _reserve(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` (0: a free port), held until its server takes it: no other
     server of the sandbox (or process) can take the port in between."""
@@ -126,6 +129,12 @@ class Sandbox:
         self.zookeeper: str | None = None
         self._zk: ZooKeeperPublisher | None = None
         n_slots = self.simulation.cluster.num_slots
+        if port and port + n_slots > _MAX_PORT:  # bind() raised OverflowError, a traceback
+            raise InputError(
+                f"its {n_slots} broker(s) listen on the ports after it: at most {_MAX_PORT - n_slots}",
+                field="--port",
+                value=port,
+            )
         self._reserved: dict[int | None, socket.socket] = {}
         try:
             self._reserved[None] = _reserve(host, port)
