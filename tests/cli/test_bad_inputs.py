@@ -841,6 +841,13 @@ CASES: dict[str, list[Case]] = {
         Case("report-max-points-below-range", ("report", "{dir}", "--max-points", "5"), "--max-points"),
         Case("demo-negative-seeds", ("demo", "--out", "{dir}/out", "--seeds", "-1"), "(got '-1')"),
         Case("sandbox-port-beyond-65535", ("sandbox", "scale-out", "--port", "70000"), "--port"),
+        # typer takes nan and inf as floats: nan ran no tick ("speed ×nan"), inf the whole scenario at once
+        *(
+            Case(
+                f"sandbox-speed-{v}", ("sandbox", "scale-out", "--speed", v, "--zookeeper", "none"), "--speed"
+            )
+            for v in ("nan", "inf")
+        ),
         Case("misspelt-command", ("simulte", "scale-out"), "Did you mean 'simulate'?"),
         _simulate(
             "empty-strategy",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import signal
 import threading
 import time
@@ -63,8 +64,8 @@ def sandbox(
 ) -> None:
     """Run a simulated Pulsar cluster that speaks Pulsar's admin REST API and writes its znodes."""
     check_seed(seed)
-    if speed <= 0:
-        raise InputError("must be > 0", field="--speed", value=speed)
+    if not (math.isfinite(speed) and speed > 0):  # nan ran no tick, inf all at once: neither real time
+        raise InputError("must be a finite number > 0", field="--speed", value=speed)
     stop_after = None if duration is None else parse_duration(duration, field="--duration")
     tokens = _tokens(token_file)
     loaded = _load_starting(scenario, start)
