@@ -547,3 +547,11 @@ def test_a_port_whose_brokers_would_pass_65535_is_refused() -> None:
     assert str(caught.value) == (
         "--port: its 2 broker(s) listen on the ports after it: at most 65533 (got 65535)"
     )
+
+
+def test_a_host_that_is_no_address_is_named_as_the_host() -> None:
+    """An address that does not resolve was said as ``--port: … (got 0)``."""
+    with pytest.raises(InputError) as caught:
+        Sandbox("over-unloading-90-10", host="999.1.1.1")
+    assert str(caught.value).startswith("--host: cannot listen on 999.1.1.1:0: ")
+    assert str(caught.value).endswith("(got '999.1.1.1')")

@@ -67,6 +67,8 @@ def _reserve(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         why = f"cannot listen on {host}:{port}: {exc.strerror}"
+        if isinstance(exc, socket.gaierror):  # the address, not the port: it named --port (got 0)
+            raise InputError(why, field="--host", value=host) from None
         raise InputError(why, field="--port", value=port) from None
     return sock
 
