@@ -522,6 +522,19 @@ CASES: dict[str, list[Case]] = {
             ("collect", "--out", "{dir}/rec", "--zookeeper", "zk1:99999"),
             "--zookeeper",
         ),
+        # kazoo reads a port 0 as its default 2181 (the sandbox wrote its brokers into that ZooKeeper), and a
+        # URL as the host 'http' with the chroot '//zk1:2181'
+        Case("advise-zookeeper-port-zero", ("advise", "--zookeeper", "zk1:0"), "port 0 in a HOST:PORT"),
+        Case(
+            "collect-zookeeper-url",
+            ("collect", "--out", "{dir}/rec", "--zookeeper", "http://zk1:2181"),
+            "not a URL",
+        ),
+        Case(
+            "sandbox-zookeeper-port-zero",
+            ("sandbox", "scale-out", "--zookeeper", "127.0.0.1:0/x"),
+            "--zookeeper: port 0 in a HOST:PORT",
+        ),
     ],
     # a KeyError from pandas deep in the report: the readers did not check the columns they index
     "results of another program or version": [

@@ -106,6 +106,7 @@ __all__ = [
     "Ownership",
     "ZooKeeperReader",
     "extensible_marker",
+    "zookeeper_hosts",
 ]
 
 LOADBALANCE = "/loadbalance"
@@ -340,6 +341,27 @@ class _ConnectionFailures(logging.Handler):
             self.last = message.removeprefix("Connection dropped: ")
 
 
+_ZK_HOSTS = "HOST:PORT[,HOST:PORT...][/chroot]"
+
+
+def zookeeper_hosts(text: str, field: str = "--zookeeper") -> str:
+    """A ZooKeeper connection string as kazoo takes it, ``HOST:PORT[,HOST:PORT…][/chroot]``, or
+    :class:`InputError`. Pulsar's own form, ``metadataStoreUrl=zk:HOST:PORT…`` (the ``zk:`` scheme selects
+    ZKMetadataStore), is taken as an operator copies it from broker.conf. kazoo reads some strings as
+    another address, silently: a port 0 as its default 2181, ``http://h:2181`` as the host ``http`` on
+    2181 with the chroot ``//h:2181``; and raises a bare ValueError on ``host:port-typo``."""
+    hosts = text.removeprefix("zk:")
+    if "://" in hosts:
+        raise InputError(f"not a URL: a {_ZK_HOSTS} list", field=field, value=text)
+    try:
+        collect_hosts(hosts)
+    except ValueError as exc:
+        raise InputError(f"not a {_ZK_HOSTS} list: {exc}", field=field, value=text) from None
+    if any(re.search(r":0+$", host) for host in hosts.partition("/")[0].split(",")):
+        raise InputError(f"port 0 in a {_ZK_HOSTS} list (kazoo reads it as 2181)", field=field, value=text)
+    return hosts
+
+
 class ZooKeeperReader:
     """Reads the modular load manager's znodes with kazoo; one session, kept across reads."""
 
@@ -351,16 +373,7 @@ class ZooKeeperReader:
         retry: Retry | None = None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
-        # Pulsar's own form of the same address, metadataStoreUrl=zk:HOST:PORT[,...][/chroot] (the zk: scheme
-        # selects ZKMetadataStore), as an operator copies it from broker.conf
-        hosts = hosts.removeprefix("zk:")
-        try:  # kazoo parses the list in KazooClient(), raising a bare ValueError on 'host:port-typo'
-            collect_hosts(hosts)
-        except ValueError as exc:
-            raise InputError(
-                f"not a HOST:PORT[,HOST:PORT...][/chroot] list: {exc}", field="--zookeeper", value=hosts
-            ) from None
-        self.hosts = hosts
+        self.hosts = zookeeper_hosts(hosts)
         self.clock = clock
         self.cluster = cluster or "pulsar"
         # kazoo logs every failed connection attempt; the outcome is reported as one line instead

@@ -29,6 +29,7 @@ import numpy as np
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from shedlab.cluster.readers import zookeeper_hosts
 from shedlab.cluster.sandbox.http import AdminServer, stop_servers
 from shedlab.cluster.sandbox.views import (
     Names,
@@ -185,6 +186,8 @@ class Sandbox:
             if arg == "auto":
                 self._local_zk = LocalZooKeeper().start()
                 arg = self._local_zk.hosts
+            else:  # h:0 was h:2181 to kazoo: the sandbox's brokers written into another ZooKeeper
+                arg = zookeeper_hosts(arg)
             self.zookeeper = arg
             ensure_chroot(arg)
             self._zk = ZooKeeperPublisher(arg)
