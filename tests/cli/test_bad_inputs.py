@@ -510,7 +510,7 @@ CASES: dict[str, list[Case]] = {
         Case(  # the query was glued to every path and printed: http://127.0.0.1:9/?token=…/admin/v2/clusters
             "collect-admin-url-with-a-query",
             ("collect", "--out", "{dir}/rec", "--admin-url", "http://127.0.0.1:9/?token=s3cret"),
-            "has no ?query or #fragment (a token goes in --token-file) (got 'http://127.0.0.1:9/?…')",
+            "has no ?query, #fragment or ;parameters (a token goes in --token-file) (got 'http://127.0.0.1:9/?…')",
         ),
         Case(  # every cycle was refused, silently (exit 0) in one without decisions
             "advise-execute-from-zookeeper-without-admin-url",

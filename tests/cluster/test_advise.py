@@ -211,6 +211,12 @@ def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         (["advise", "--admin-url", "http://b:abc"], "--admin-url: not a URL (Port could not be cast"),
         (["advise", "--admin-url", "http://b:99999"], "--admin-url: not a URL (Port out of range"),
         (["advise", "--admin-url", "http://:8080"], "URL naming a host (got 'http://:8080')"),
+        (
+            ["advise", "--admin-url", "http://b:0"],
+            "--admin-url: port 0 is no broker's port (got 'http://b:0')",
+        ),
+        # ;parameters were glued to every path and printed, as a ?query was: http://b:8080/;token=…/admin/v2/…
+        (["advise", "--admin-url", "http://b:8080/;token=secret"], "or ;parameters (a token goes in"),
         (["advise", "--admin-url", "http://u:secret@[x"], "refused (they would be printed in errors)"),
         (["advise", "--admin-url", "u:secret@b:8080"], "(got '***@b:8080')"),  # no scheme: it was printed
         (["advise", "--admin-url", "http://u:se/cret@b:8080/"], "(got 'http://***@b:8080')"),

@@ -622,10 +622,13 @@ def _admin_url(url: str) -> ParseResult:
         raise InputError(f"not a URL ({exc})", field="--admin-url", value=url) from None
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise InputError("expected an http:// or https:// URL naming a host", field="--admin-url", value=url)
-    if parsed.query or parsed.fragment or url.rstrip().endswith(("?", "#")):
+    if parsed.port == 0:  # no broker listens there: every call failed as 'unreachable', retried
+        raise InputError("port 0 is no broker's port", field="--admin-url", value=url)
+    if parsed.query or parsed.fragment or parsed.params or url.rstrip().endswith(("?", "#", ";")):
         # a query was glued to every path: http://b:8080/?token=…/admin/v2/clusters, printed as it is
+        # (and ;parameters the same way: http://b:8080/;token=…/admin/v2/clusters)
         raise InputError(
-            "a broker's web address has no ?query or #fragment (a token goes in --token-file)",
+            "a broker's web address has no ?query, #fragment or ;parameters (a token goes in --token-file)",
             field="--admin-url",
             value=f"{parsed.scheme}://{parsed.netloc}{parsed.path}?…",
         )
