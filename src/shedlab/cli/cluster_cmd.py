@@ -297,7 +297,9 @@ def advise(
             help="Really unload, through --admin-url (PUT …/unload?destinationBroker=), under the guard.",
         ),
     ] = False,
-    max_unloads: Annotated[int, typer.Option(help="At most this many unloads per cycle with --execute.")] = 1,
+    max_unloads: Annotated[
+        int, typer.Option(help="At most this many unloads per cycle with --execute (1 to 1000).")
+    ] = 1,
     audit: Annotated[Path, typer.Option(help="Audit log (JSON lines) of every action and refusal.")] = Path(
         "advise-audit.jsonl"
     ),
@@ -316,7 +318,7 @@ def advise(
             field="--execute",
         )
     check_seed(seed)
-    check_count(max_unloads, "--max-unloads", minimum=0, maximum=1000)
+    check_count(max_unloads, "--max-unloads", minimum=1, maximum=1000)  # 0: an --execute that never unloads
     every_s = _watch_rhythm(watch, every, count)
     decider = Decider(cli_config(config, set_), strategy=strategy, seed=seed)
     guard = _guard(decider, max_unloads, every_s if execute_ and watch else None, every)
