@@ -9,7 +9,7 @@ from urllib.parse import quote, quote_plus
 
 import httpx
 import pytest
-from stub_broker import refusing, stub_broker
+from stub_broker import Answer, refusing, stub_broker
 
 from shedlab.cluster.access import Retry, Token, scrub
 from shedlab.cluster.readers import AdminReader
@@ -76,3 +76,29 @@ def test_a_token_echoed_across_the_cut_of_a_long_body_shows_no_part_of_it(paddin
     body = json.dumps({"error": "x" * padding + f" Bearer {TOKEN}"})
     text = _refusal(500, body)
     assert "HTTP 500" in text and TOKEN[:2] not in text.rpartition("x")[2], text
+
+
+def test_a_token_echoed_in_a_successful_answer_is_not_in_the_reading() -> None:
+    """A broker that echoed the token in a 200 answer (listed as a broker id, in a field of its report)
+    had it printed in advise's tables and JSON and written into collect's recording and events: only
+    errors were redacted. The reading holds ``***`` in its place."""
+
+    def echoing(path: str, port: int) -> dict[str, Answer]:
+        return {
+            "/admin/v2/clusters": (200, ["standalone"]),
+            "/admin/v2/brokers/standalone": (200, [f"127.0.0.1:{port}", TOKEN]),
+            "/admin/v2/broker-stats/load-report": (
+                200,
+                {"lastUpdate": 1, "brokerVersionString": f"v {TOKEN}"},
+            ),
+        }
+
+    with stub_broker(echoing) as url:
+        reader = AdminReader(url, token=Token(TOKEN), retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            reading = reader.read()
+        finally:
+            reader.close()
+    text = json.dumps([reading.records(), reading.missing, reading.origin])
+    assert not any(form in text for form in encoded_forms(TOKEN).values()), text
+    assert "***" in reading.missing and "v ***" in text

@@ -80,7 +80,7 @@ from shedlab.cluster.access import (
 )
 from shedlab.cluster.exchange import MAX_BODY_BYTES, exchange
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
-from shedlab.errors import ClusterError, InputError
+from shedlab.errors import ClusterError, InputError, redact
 from shedlab.model.bundles import parse_range
 from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind, legacy_load_report
 from shedlab.model.json_reader import JsonReader, json_kind
@@ -282,9 +282,17 @@ _NOT_JSON = (ValueError, RecursionError)
 are ``ValueError``), or JSON nested deeper than Python's recursion limit (``[[[[…``): a traceback before."""
 
 
+def _cluster_json(text: str) -> Any:
+    """A document the cluster sent, parsed, with the token in none of its strings (:func:`redact`): a
+    broker that echoed it back in a 200 answer (as a broker id, a field of its report) had it printed in
+    advise's tables and JSON and written into collect's recording and events, where only errors were
+    redacted. Raises ``json``'s errors (:data:`_NOT_JSON`)."""
+    return json.loads(redact(text))
+
+
 def _parse(raw: bytes, where: str) -> dict[str, Any]:
     try:
-        obj = json.loads(raw.decode("utf-8"))
+        obj = _cluster_json(raw.decode("utf-8"))
     except _NOT_JSON as exc:
         raise ClusterError(f"not valid JSON ({exc})", source=where) from None
     if not isinstance(obj, dict):
@@ -836,7 +844,7 @@ class AdminReader:
     def _json(self, url: str) -> Any:
         response = self.request("GET", url)
         try:
-            return response.json()
+            return _cluster_json(response.text)
         except _NOT_JSON:
             raise ClusterError("the answer is not JSON", source=f"GET {url}") from None
 
