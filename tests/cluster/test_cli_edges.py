@@ -38,6 +38,19 @@ def test_a_token_no_http_header_can_carry_is_one_line(
     assert "--token-env" in line and "HTTP header cannot carry" in line and secret not in line
 
 
+def test_a_token_file_too_long_for_a_token_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file of megabytes (a wrong file) was taken as a token: minutes to register it for redaction, far
+    past ``--timeout``, then HTTP 431 from the broker."""
+    token_file = tmp_path / "token"
+    token_file.write_text("a" * 20_000 + "\n", encoding="utf-8")
+    line = error_line(
+        ["advise", "--admin-url", "http://127.0.0.1:9", "--token-file", str(token_file)], capsys
+    )
+    assert line == f"error: {token_file}: the token is 20,000 characters long, more than 16,384: not a token"
+
+
 @pytest.mark.parametrize(
     ("hosts", "why"),
     [("abc:notaport", "could not be cast"), ("127.0.0.1:99999", "out of range"), (":2181", "bad hostname")],

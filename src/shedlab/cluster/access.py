@@ -29,6 +29,7 @@ from shedlab.errors import ClusterError, InputError, read_user_text, redact, reg
 
 __all__ = [
     "MAX_CONCURRENT_CALLS",
+    "MAX_TOKEN_CHARS",
     "PermanentError",
     "Retry",
     "RetryableAnswerError",
@@ -97,10 +98,23 @@ def read_token_file(token_file: Path) -> str:
     return _checked(text.splitlines()[0].strip(), source=str(token_file))
 
 
+MAX_TOKEN_CHARS = 16 * 1024
+"""The longest token taken: twice the largest request header a Pulsar broker accepts by default
+(``httpMaxRequestHeaderSize``, 8 KiB; a JWT is one or two). A file of megabytes read as a token (a wrong
+file) took minutes to register for redaction, far past ``--timeout``, and was then refused with 431."""
+
+
 def _checked(value: str, *, source: str | None = None, field: str | None = None) -> str:
-    """``value`` if an HTTP header can carry it: printable ASCII only (a JWT is base64url and dots). A
-    character outside it (a typographic quote pasted with the token, a control character) made httpx fail
-    with a ``UnicodeEncodeError`` traceback on the first call; the token itself is never shown."""
+    """``value`` if an HTTP header can carry it: printable ASCII only (a JWT is base64url and dots), and
+    at most :data:`MAX_TOKEN_CHARS`. A character outside it (a typographic quote pasted with the token, a
+    control character) made httpx fail with a ``UnicodeEncodeError`` traceback on the first call; the
+    token itself is never shown."""
+    if len(value) > MAX_TOKEN_CHARS:
+        raise InputError(
+            f"the token is {len(value):,} characters long, more than {MAX_TOKEN_CHARS:,}: not a token",
+            source=source,
+            field=field,
+        )
     for position, char in enumerate(value, 1):
         if not " " <= char <= "~":
             raise InputError(
