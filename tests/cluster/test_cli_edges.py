@@ -51,6 +51,23 @@ def test_a_token_file_too_long_for_a_token_is_one_line(
     assert line == f"error: {token_file}: the token is 20,000 characters long, more than 16,384: not a token"
 
 
+@pytest.mark.parametrize("text", ["Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig", "bearer  eyJ.e30.sig"])
+def test_a_token_with_its_bearer_prefix_is_one_line(
+    text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A token copied with its header's ``Bearer `` was sent as ``Bearer Bearer …``, and the broker's 401
+    said the token was refused."""
+    token_file = tmp_path / "token"
+    token_file.write_text(text + "\n", encoding="utf-8")
+    line = error_line(
+        ["advise", "--admin-url", "http://127.0.0.1:9", "--token-file", str(token_file)], capsys
+    )
+    assert line == (
+        f"error: {token_file}: the token starts with 'Bearer ': give the token alone (shedlab sends "
+        "'Bearer ' itself)"
+    )
+
+
 @pytest.mark.parametrize(
     ("hosts", "why"),
     [("abc:notaport", "could not be cast"), ("127.0.0.1:99999", "out of range"), (":2181", "bad hostname")],

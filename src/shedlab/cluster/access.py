@@ -115,6 +115,12 @@ def _checked(value: str, *, source: str | None = None, field: str | None = None)
             source=source,
             field=field,
         )
+    if value[:7].lower() == "bearer ":  # sent as 'Bearer Bearer …': a 401 that said the token was refused
+        raise InputError(
+            "the token starts with 'Bearer ': give the token alone (shedlab sends 'Bearer ' itself)",
+            source=source,
+            field=field,
+        )
     for position, char in enumerate(value, 1):
         if not " " <= char <= "~":
             raise InputError(
