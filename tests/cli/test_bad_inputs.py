@@ -524,6 +524,15 @@ CASES: dict[str, list[Case]] = {
         ),
         # kazoo reads a port 0 as its default 2181 (the sandbox wrote its brokers into that ZooKeeper), and a
         # URL as the host 'http' with the chroot '//zk1:2181'
+        # Path collapsed s3://bucket/rec to s3:/bucket/rec: a local directory of that name was written
+        *(
+            Case(
+                f"collect-out-{scheme}-uri",
+                ("collect", "--out", f"{scheme}://bucket/rec", "--admin-url", "http://127.0.0.1:9"),
+                "--out: a local directory is expected, not a URI",
+            )
+            for scheme in ("s3", "file")
+        ),
         Case("advise-zookeeper-port-zero", ("advise", "--zookeeper", "zk1:0"), "port 0 in a HOST:PORT"),
         Case(
             "collect-zookeeper-url",

@@ -35,6 +35,7 @@ from shedlab.cluster.advise import (
 from shedlab.cluster.collect import CollectSummary, RecordWriter, collect
 from shedlab.cluster.readers import AdminReader, ClusterReading, ZooKeeperReader
 from shedlab.core.decide import Decider, Outcome
+from shedlab.core.locations import names_a_scheme
 from shedlab.errors import InputError, ShedlabError
 from shedlab.model.pulsar import BundleData
 from shedlab.units import parse_duration
@@ -171,6 +172,12 @@ def collect_cmd(
     duration_s = parse_duration(duration, field="--duration") if duration is not None else None
     if duration_s == 0:  # one read, as if --count 1: a recording of no time is no recording
         raise InputError("must be more than 0", field="--duration", value=duration)
+    if names_a_scheme(str(out_dir)):  # s3://b/x, collapsed by Path to s3:/b/x, was a local directory
+        raise InputError(
+            "a local directory is expected, not a URI (collect writes its files with the local filesystem)",
+            field="--out",
+            value=str(out_dir),
+        )
     check_output_kind(str(out_dir), "collect")  # a new or empty directory, or an earlier recording
     token = load_token(token_file, token_env)
     source = _Source(zookeeper, admin_url, cluster, token, tls_ca, _retry(timeout, retries))
