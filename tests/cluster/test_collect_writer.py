@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from shedlab.cluster.collect import RecordWriter
 from shedlab.cluster.readers import ClusterReading
+from shedlab.errors import InputError
 
 
 def _reading(load: float) -> ClusterReading:
@@ -30,3 +33,15 @@ def test_a_rerun_in_the_same_second_keeps_both_records(tmp_path: Path) -> None:
     loads = [json.loads(p.read_text())["report"]["cpu"]["usage"] for p in (a, b, c)]
     assert loads == [1.0, 2.0, 3.0]  # nothing overwritten
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_dangling_link_is_said_as_such(tmp_path: Path) -> None:
+    """``--out`` a symbolic link to a directory that does not exist was said to be 'a file'."""
+    out = tmp_path / "rec"
+    out.symlink_to(tmp_path / "gone")
+    with pytest.raises(InputError) as caught:
+        RecordWriter(out)
+    assert (
+        str(caught.value)
+        == f"{out}: cannot write here: a symbolic link to {tmp_path / 'gone'}, which does not exist"
+    )

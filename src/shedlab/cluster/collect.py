@@ -67,7 +67,12 @@ class RecordWriter:
             out.mkdir(parents=True, exist_ok=True)
             self._events = os.open(out / EVENTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except FileExistsError:  # mkdir's word for "a file is in the way", which read as nonsense here
-            raise InputError("cannot write here: a file, not a directory", source=str(out)) from None
+            what = (  # a dangling link was said to be a file
+                f"a symbolic link to {os.readlink(out)}, which does not exist"
+                if out.is_symlink() and not out.exists()
+                else "a file, not a directory"
+            )
+            raise InputError(f"cannot write here: {what}", source=str(out)) from None
         except OSError as exc:
             raise InputError(f"cannot write here: {exc.strerror or exc}", source=str(out)) from None
         try:
