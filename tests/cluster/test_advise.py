@@ -172,6 +172,26 @@ def test_guard_refuses_stale_and_missing() -> None:
     assert guard.refusals(SnapshotInput(reading=as_float), now) == []
 
 
+def test_guard_refuses_times_in_the_future() -> None:
+    """A negative age passed the staleness check: a garbage ``lastUpdate`` (year 287,000) was fresh for ever,
+    a broker whose clock runs ahead stayed fresh after it stopped reporting. Within the limit it is skew."""
+    now = int(time.time() * 1000)
+    guard = Guard(max_unloads=1, max_age_minutes=15)
+    ahead = ClusterReading("zk", "c", now, reports={"b1:8080": {"lastUpdate": now + 5 * 60_000}})
+    assert guard.refusals(SnapshotInput(reading=ahead), now) == []
+    garbage = ClusterReading("zk", "c", now, reports={"b1:8080": {"lastUpdate": 9e15}})
+    (why,) = guard.refusals(SnapshotInput(reading=garbage), now)
+    assert (
+        why.startswith("report of b1:8080 has a lastUpdate ")
+        and "min in the future: its age is unknown" in why
+    )
+    future = ClusterReading("zk", "c", now + 16 * 60_000, reports={"b1:8080": {"lastUpdate": now}})
+    assert guard.refusals(SnapshotInput(reading=future), now) == [
+        "snapshot is dated 16.0 min in the future: its age is unknown (a clock ahead by more than "
+        "loadBalancerReportUpdateMaxIntervalMinutes=15?)"
+    ]
+
+
 def test_execute_on_stale_files_is_refused_and_audited(tmp_path: Path) -> None:
     folder = write_dir(tmp_path, int(time.time() * 1000) - 3_600_000)
     audit = tmp_path / "audit.jsonl"

@@ -244,6 +244,8 @@ class Guard:
                 f"snapshot is stale: read {age / 60_000:.1f} min ago, more than "
                 f"loadBalancerReportUpdateMaxIntervalMinutes={self.max_age_minutes}"
             )
+        elif -age > limit_ms:
+            out.append(f"snapshot is dated {-age / 60_000:.1f} min in the future: {self._ageless}")
         for broker, why in sorted(reading.missing.items()):
             out.append(f"report of {broker} is missing: {why}")
         for broker, report in sorted(reading.reports.items()):
@@ -256,7 +258,22 @@ class Guard:
                     f"report of {broker} is stale: lastUpdate {(now_ms - last) / 60_000:.1f} min ago, more "
                     f"than loadBalancerReportUpdateMaxIntervalMinutes={self.max_age_minutes}"
                 )
+            elif last - now_ms > limit_ms:
+                out.append(
+                    f"report of {broker} has a lastUpdate {(last - now_ms) / 60_000:.1f} min in the future: "
+                    f"{self._ageless}"
+                )
         return out
+
+    @property
+    def _ageless(self) -> str:
+        """Why a time further ahead than the limit is refused: a negative age passed the staleness check,
+        so a report dated in the year 287,000 (a garbage ``lastUpdate``) was fresh for ever, and a broker
+        whose clock runs an hour ahead stayed fresh an hour after it stopped reporting."""
+        return (
+            f"its age is unknown (a clock ahead by more than "
+            f"loadBalancerReportUpdateMaxIntervalMinutes={self.max_age_minutes}?)"
+        )
 
 
 class AuditLog:
