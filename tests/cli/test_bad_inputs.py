@@ -533,6 +533,22 @@ CASES: dict[str, list[Case]] = {
             )
             for scheme in ("s3", "file")
         ),
+        # '' was read as the default cluster; 'a b' labelled a recording whose every line ingest quarantined
+        Case(
+            "collect-cluster-with-a-space",
+            ("collect", "--out", "{dir}/rec", "--zookeeper", "127.0.0.1:9", "--cluster", "a b"),
+            "--cluster: not a Pulsar cluster name",
+        ),
+        Case(
+            "advise-cluster-empty",
+            ("advise", "--zookeeper", "127.0.0.1:9", "--cluster", ""),
+            "--cluster: not a Pulsar cluster name",
+        ),
+        Case(
+            "sandbox-cluster-empty",
+            ("sandbox", "scale-out", "--zookeeper", "none", "--cluster", ""),
+            "--cluster: not a Pulsar cluster name",
+        ),
         Case("advise-zookeeper-port-zero", ("advise", "--zookeeper", "zk1:0"), "port 0 in a HOST:PORT"),
         Case(
             "collect-zookeeper-url",

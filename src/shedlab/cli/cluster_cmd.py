@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from shedlab import jsonout
 from shedlab.cli.consoles import make_console
 from shedlab.cli.decide_cmd import print_outcome
-from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
+from shedlab.cli.settings import SetOption, check_cluster, check_count, check_seed, cli_config
 from shedlab.cluster.access import Retry, Token, load_token
 from shedlab.cluster.advise import (
     NO_ADMIN_URL,
@@ -167,6 +167,7 @@ def collect_cmd(
     _one_source(zookeeper, admin_url)
     if zookeeper and admin_url:
         raise InputError("give one source, not --zookeeper and --admin-url")
+    check_cluster(cluster)
     check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
     every_s = _seconds(every, "--every", MAX_EVERY)
     duration_s = parse_duration(duration, field="--duration") if duration is not None else None
@@ -325,6 +326,7 @@ def advise(
             field="--execute",
         )
     check_seed(seed)
+    check_cluster(cluster)
     check_count(max_unloads, "--max-unloads", minimum=1, maximum=1000)  # 0: an --execute that never unloads
     every_s = _watch_rhythm(watch, every, count)
     decider = Decider(cli_config(config, set_), strategy=strategy, seed=seed)

@@ -18,7 +18,7 @@ from shedlab.cli.consoles import make_console
 if TYPE_CHECKING:
     from shedlab.cluster.sandbox import Sandbox
 
-from shedlab.cli.settings import check_seed
+from shedlab.cli.settings import check_cluster, check_seed
 from shedlab.core.sim import Scenario, load_scenario
 from shedlab.errors import InputError
 from shedlab.units import parse_duration
@@ -64,6 +64,7 @@ def sandbox(
 ) -> None:
     """Run a simulated Pulsar cluster that speaks Pulsar's admin REST API and writes its znodes."""
     check_seed(seed)
+    check_cluster(cluster)
     if not (math.isfinite(speed) and speed > 0):  # nan ran no tick, inf all at once: neither real time
         raise InputError("must be a finite number > 0", field="--speed", value=speed)
     stop_after = None if duration is None else parse_duration(duration, field="--duration")

@@ -17,12 +17,14 @@ import typer
 
 from shedlab.config import ConfigLayer, LoadBalancerConfig, layered_config, parse_key_values
 from shedlab.errors import MAX_SEED, InputError
+from shedlab.model.pulsar import is_named_entity
 from shedlab.strategies import overrides_and_pair, resolve_config
 from shedlab.strategies.registry import pair_config
 
 __all__ = [
     "RunOverrides",
     "SetOption",
+    "check_cluster",
     "check_count",
     "check_seed",
     "cli_config",
@@ -42,6 +44,16 @@ def check_count(value: int | None, option: str, *, minimum: int = 0, maximum: in
     checks that it is an integer; a negative count or one of 10^12 would fail or hang later)."""
     if value is not None and not minimum <= value <= maximum:
         raise InputError(f"must be between {minimum} and {maximum}", field=option, value=value)
+
+
+def check_cluster(value: str | None, option: str = "--cluster") -> None:
+    """A cluster name Pulsar's ``createCluster`` takes (:func:`~shedlab.model.pulsar.is_named_entity`), as a
+    scenario's ``cluster`` is checked: ``''`` was read as the default (``pulsar``, the scenario's), and a
+    name such as ``a b`` labelled a recording every line of which ``ingest`` then quarantined."""
+    if value is not None and not (value and is_named_entity(value)):
+        raise InputError(
+            "not a Pulsar cluster name (ASCII letters, digits, _ - = : . only)", field=option, value=value
+        )
 
 
 def check_seed(value: int | None, option: str = "--seed") -> None:
