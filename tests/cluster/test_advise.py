@@ -240,7 +240,23 @@ def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         (["advise", "--admin-url", "http://u:secret@[x"], "refused (they would be printed in errors)"),
         (["advise", "--admin-url", "u:secret@b:8080"], "(got '***@b:8080')"),  # no scheme: it was printed
         (["advise", "--admin-url", "http://u:se/cret@b:8080/"], "(got 'http://***@b:8080')"),
-        (["advise", "--snapshot", str(EXAMPLE), "--token-env", "SHEDLAB_UNSET_VAR"], "not set or empty"),
+        (
+            ["advise", "--admin-url", "http://127.0.0.1:9", "--token-env", "SHEDLAB_UNSET_VAR"],
+            "not set or empty",
+        ),
+        # ignored, silently: ZooKeeper is read without a token or a CA (--tls-ca was not even read)
+        (
+            ["advise", "--snapshot", str(EXAMPLE), "--token-env", "T"],
+            "--token-env: is used only with --admin-url",
+        ),
+        (
+            ["advise", "--zookeeper", "127.0.0.1:9", "--tls-ca", "x"],
+            "--tls-ca: is used only with --admin-url",
+        ),
+        (
+            ["collect", "--out", str(tmp_path / "r"), "--zookeeper", "127.0.0.1:9", "--token-file", "t"],
+            "--token-file: is used only with --admin-url",
+        ),
         (
             ["collect", "--out", str(tmp_path), "--admin-url", "http://x", "--every", "0s"],
             "must be more than 0",

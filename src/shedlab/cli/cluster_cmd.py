@@ -130,6 +130,18 @@ def _seconds(text: str, option: str, most: tuple[str, float]) -> float:
     return seconds
 
 
+def _admin_only(admin_url: str | None, **given: object) -> None:
+    """Refuse a token or a CA given without ``--admin-url``: ZooKeeper is read without either (no SASL,
+    no TLS) and a snapshot is a file, so they were ignored, silently (``--tls-ca`` not even read), and an
+    operator who meant ZooKeeper to be authenticated or verified was not told."""
+    for name, value in given.items():
+        if value is not None and not admin_url:
+            option = "--" + name.replace("_", "-")
+            raise InputError(
+                "is used only with --admin-url: ZooKeeper and a --snapshot are read without it", field=option
+            )
+
+
 def _one_source(zookeeper: str | None, admin_url: str | None, snapshot: Path | None = None) -> None:
     given = [
         name
@@ -168,6 +180,7 @@ def collect_cmd(
     if zookeeper and admin_url:
         raise InputError("give one source, not --zookeeper and --admin-url")
     check_cluster(cluster)
+    _admin_only(admin_url, token_file=token_file, token_env=token_env, tls_ca=tls_ca)
     check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
     every_s = _seconds(every, "--every", MAX_EVERY)
     duration_s = parse_duration(duration, field="--duration") if duration is not None else None
@@ -327,6 +340,7 @@ def advise(
         )
     check_seed(seed)
     check_cluster(cluster)
+    _admin_only(admin_url, token_file=token_file, token_env=token_env, tls_ca=tls_ca)
     check_count(max_unloads, "--max-unloads", minimum=1, maximum=1000)  # 0: an --execute that never unloads
     every_s = _watch_rhythm(watch, every, count)
     decider = Decider(cli_config(config, set_), strategy=strategy, seed=seed)
