@@ -269,6 +269,15 @@ def test_a_tls_ca_that_is_not_a_certificate_is_one_line(
     assert str(path) in line and "--tls-ca" in line and message in line
 
 
+def test_a_tls_ca_with_a_plain_http_url_is_one_line(pki: Pki) -> None:
+    """``--tls-ca`` with an ``http://`` admin URL was accepted and ignored: nothing is verified there."""
+    line = one_line_error(run("advise", "--admin-url", "http://127.0.0.1:9", "--tls-ca", str(pki.ca)))
+    assert line == (
+        "error: --tls-ca: is used only with an https:// admin URL: this one is plain http://, nothing is "
+        f"verified (got '{pki.ca}')"
+    )
+
+
 def test_a_der_ca_is_named_with_the_conversion(https: Sandbox, pki: Pki, tmp_path: Path) -> None:
     der = tmp_path / "ca.der"
     _openssl("x509", "-in", str(pki.ca), "-outform", "der", "-out", str(der), cwd=tmp_path)

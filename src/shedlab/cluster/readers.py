@@ -727,6 +727,12 @@ class AdminReader:
         self.token = token
         self.retry = retry or Retry()
         headers = token.header() if token is not None else {}
+        if tls_ca is not None and parsed.scheme != "https":  # ignored, silently: nothing is verified
+            raise InputError(
+                "is used only with an https:// admin URL: this one is plain http://, nothing is verified",
+                field="--tls-ca",
+                value=str(tls_ca),
+            )
         self.tls_ca = tls_ca
         self._runtime_doc: Any = None
         self._manager_checked = False
