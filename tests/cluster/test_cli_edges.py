@@ -147,6 +147,12 @@ def test_advise_watch_intervals_out_of_range_are_refused(
     assert line == f"error: {expected}"
 
 
+def test_advise_every_without_watch_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """One cycle runs without ``--watch``: ``--every 5m`` was ignored, silently (``--count`` was refused)."""
+    line = error_line(["advise", "--snapshot", str(EXAMPLE), "--every", "5m"], capsys)
+    assert line == "error: --every: paces --watch cycles: give --watch too (got '5m')"
+
+
 def test_collect_duration_zero_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--duration 0`` recorded one read, as ``--count 1``: read as something else."""
     line = error_line(

@@ -44,6 +44,8 @@ console = make_console(stderr=True)
 out = make_console()
 
 MAX_CYCLES = 10_000_000
+ADVISE_EVERY = "60s"
+"""``advise --watch``'s interval by default: Pulsar's ``loadBalancerSheddingIntervalMinutes``, 1."""
 MAX_TIMEOUT = ("1h", 3600.0)
 """The longest ``--timeout``: a call that takes longer has not answered."""
 MAX_EVERY = ("1d", 86400.0)
@@ -279,13 +281,16 @@ def _print_cycle(
         out.print(f"[yellow]guard[/yellow]: {refusal}")
 
 
-def _watch_rhythm(watch: bool, every: str, count: int | None) -> float:
-    """``--every`` in seconds, with ``--count`` checked against ``--watch``."""
+def _watch_rhythm(watch: bool, every: str | None, count: int | None) -> float:
+    """``--every`` in seconds (default 60 s), with ``--count`` and ``--every`` checked against ``--watch``."""
     check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
-    if count is not None and not watch:  # one cycle runs without --watch: the count would be ignored
+    # one cycle runs without --watch: the count or the interval would be ignored
+    if count is not None and not watch:
         raise InputError("counts --watch cycles: give --watch too", field="--count", value=count)
+    if every is not None and not watch:
+        raise InputError("paces --watch cycles: give --watch too", field="--every", value=every)
     # 0: --watch would read the cluster (and with --execute, unload) in a tight loop
-    return _seconds(every, "--every", MAX_EVERY)
+    return _seconds(every or ADVISE_EVERY, "--every", MAX_EVERY)
 
 
 def advise(
@@ -308,8 +313,11 @@ def advise(
         bool, typer.Option(help="Repeat every --every, keeping strategy state (hit counts).")
     ] = False,
     every: Annotated[
-        str, typer.Option(help="Interval of --watch cycles (Pulsar's shedding interval: 1m).")
-    ] = "60s",
+        str | None,
+        typer.Option(
+            help=f"Interval of --watch cycles (default {ADVISE_EVERY}, Pulsar's shedding interval)."
+        ),
+    ] = None,
     count: Annotated[int | None, typer.Option(help="With --watch: stop after this many cycles.")] = None,
     execute_: Annotated[
         bool,
@@ -344,7 +352,7 @@ def advise(
     check_count(max_unloads, "--max-unloads", minimum=1, maximum=1000)  # 0: an --execute that never unloads
     every_s = _watch_rhythm(watch, every, count)
     decider = Decider(cli_config(config, set_), strategy=strategy, seed=seed)
-    guard = _guard(decider, max_unloads, every_s if execute_ and watch else None, every)
+    guard = _guard(decider, max_unloads, every_s if execute_ and watch else None, every or ADVISE_EVERY)
     token = load_token(token_file, token_env)
     retry = _retry(timeout, retries)
     source = (
