@@ -366,6 +366,10 @@ def test_command_prints_addresses_and_stops_after_its_duration(tmp_path: Path) -
     [
         (("--speed", "0"), "--speed"),
         (("--duration", "soon"), "--duration"),
+        (
+            ("--duration", "0"),
+            "--duration: must be more than 0 (got '0')",
+        ),  # was a sandbox of no time, exit 0
         (("--token-file", "/nonexistent/token"), "/nonexistent/token"),
     ],
 )

@@ -68,6 +68,8 @@ def sandbox(
     if not (math.isfinite(speed) and speed > 0):  # nan ran no tick, inf all at once: neither real time
         raise InputError("must be a finite number > 0", field="--speed", value=speed)
     stop_after = None if duration is None else parse_duration(duration, field="--duration")
+    if stop_after == 0:  # started and stopped at once, exit 0: a sandbox nothing could read
+        raise InputError("must be more than 0", field="--duration", value=duration)
     tokens = _tokens(token_file)
     loaded = _load_starting(scenario, start)
     if strategy is not None:  # named as the user typed it (the simulator's check says 'strategy')
