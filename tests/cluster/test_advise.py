@@ -416,3 +416,22 @@ def test_only_succeeded_unloads_stay_in_the_grace_period(age_ms: int) -> None:
     dry = Decider(LoadBalancerConfig(), strategy="ThresholdShedder")
     once = {d.bundle for d in dry.cycle(snap).decisions}
     assert once and once.isdisjoint(d.bundle for d in dry.cycle(snap).decisions)
+
+
+def test_an_audit_log_is_not_appended_to_another_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--audit broker.conf`` (or the snapshot file itself) had the audit's JSON lines appended to it."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("maxUnloadPercentage=0.5\n")
+    line = error_line([*execute_args(EXAMPLE, "ThresholdShedder", conf)], capsys)
+    assert line == (
+        f"error: {conf}: exists and is not an advise audit log (its first line is no audit entry): the audit "
+        "would be appended to it; give --audit a new file, or an earlier audit log"
+    )
+    assert conf.read_text() == "maxUnloadPercentage=0.5\n"
+    audit = tmp_path / "audit.jsonl"  # an earlier audit log is appended to
+    for _ in range(2):
+        runner.invoke(app, execute_args(EXAMPLE, "ThresholdShedder", audit))
+    entries = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert len(entries) == 4 and {e["action"] for e in entries} == {"refused"}

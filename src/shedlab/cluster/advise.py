@@ -24,6 +24,7 @@ this module adds what a real cluster needs around it:
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -286,6 +287,7 @@ class AuditLog:
     def __init__(self, path: Path, token: Token | None = None) -> None:
         self.path = path
         self.token = token
+        _check_appendable(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -305,6 +307,30 @@ class AuditLog:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def _check_appendable(path: Path) -> None:
+    """Refuse an existing file that is not an audit log: a new one, an empty one or an earlier audit log
+    (its first line an entry, with ``time`` and ``action``) is appended to. ``--audit broker.conf`` (or
+    the ``--snapshot`` file) had JSON lines appended to it."""
+    try:
+        with path.open("rb") as existing:
+            first = existing.readline(1 << 16)
+    except OSError:  # none there (the usual case), or not readable: opening it for append says why
+        return
+    if not first.strip():
+        return
+    try:
+        entry = json.loads(first)
+    except ValueError:
+        entry = None
+    if not (isinstance(entry, dict) and "time" in entry and "action" in entry):
+        raise InputError(
+            "exists and is not an advise audit log (its first line is no audit entry): the audit would be "
+            "appended to it",
+            source=str(path),
+            hint="give --audit a new file, or an earlier audit log",
+        )
 
 
 OwnerLookup = Callable[[Decision], Ownership]
