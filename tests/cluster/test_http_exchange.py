@@ -380,7 +380,7 @@ def test_a_broker_id_that_makes_no_url_is_said_once(broker: str) -> None:
     finally:
         reader.close()
     assert str(caught.value) == (
-        f"broker {broker!r}: not a broker id HOST:PORT, which a broker's web address is made of: not asked"
+        f"broker {broker!r}: not a broker id HOST:PORT, which a broker's web address is made of: not read"
     )
 
 

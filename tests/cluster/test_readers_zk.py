@@ -92,6 +92,30 @@ def test_reads_exactly_what_was_published(zk_hosts: str) -> None:
         )
 
 
+def test_a_broker_znode_whose_name_is_no_broker_id_is_a_missing_report(zk_hosts: str) -> None:
+    """A znode under ``/loadbalance/brokers`` whose name is not HOST:PORT was read as a broker, and named
+    as the source or destination of unloads; it is a missing report, as from the admin API."""
+    doc = example()
+    publish(zk_hosts, doc)
+    zk = KazooClient(hosts=zk_hosts, timeout=5.0)
+    zk.start(timeout=10)
+    try:
+        local = next(iter(doc["brokers"].values()))["localData"]
+        zk.create("/loadbalance/brokers/x y", json.dumps(local).encode())
+    finally:
+        zk.stop()
+        zk.close()
+    reader = ZooKeeperReader(zk_hosts)
+    try:
+        reading = reader.read()
+    finally:
+        reader.close()
+    assert sorted(reading.reports) == sorted(doc["brokers"])
+    assert reading.missing == {
+        "x y": "not a broker id HOST:PORT, which a broker's web address is made of: not read"
+    }
+
+
 @pytest.mark.parametrize("strategy", ["ThresholdShedder", "AvgShedder"])
 def test_advise_from_zookeeper_decides_as_decide_does(zk_hosts: str, strategy: str) -> None:
     publish(zk_hosts, example())

@@ -539,7 +539,13 @@ class ZooKeeperReader:
                 f"no {BROKERS_PATH} znode: no broker has registered a load report", source=where
             )
         reading = ClusterReading(source=where, cluster=self.cluster, time_ms=now)
-        brokers = self._children(client, BROKERS_PATH)
+        brokers = []
+        for broker in self._children(client, BROKERS_PATH):  # as the admin reader: ids the unloads name
+            problem = _broker_id_problem(broker)
+            if problem is None:
+                brokers.append(broker)
+            else:
+                reading.missing[broker] = problem
         paths = [f"{BROKERS_PATH}/{broker}" for broker in brokers]
         for broker, path, raw in zip(brokers, paths, self._get_many(client, paths), strict=True):
             if raw is None:  # the ephemeral node vanished between the listing and the read
@@ -604,7 +610,7 @@ def _broker_id_problem(broker: str) -> str | None:
     ``a@b:1`` to ``b``, and ``not a host`` was retried as a host that did not resolve."""
     match = _BROKER_ID.fullmatch(broker)
     if match is None or not 0 < int(match.group(1)) <= 65535:
-        return "not a broker id HOST:PORT, which a broker's web address is made of: not asked"
+        return "not a broker id HOST:PORT, which a broker's web address is made of: not read"
     return None
 
 
