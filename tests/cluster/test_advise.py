@@ -244,6 +244,10 @@ def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
             ["advise", "--admin-url", "http://127.0.0.1:9", "--token-env", "SHEDLAB_UNSET_VAR"],
             "not set or empty",
         ),
+        (
+            ["advise", "--snapshot", str(EXAMPLE), "--cluster", "c"],
+            "--cluster: names the cluster --zookeeper",
+        ),
         # ignored, silently: ZooKeeper is read without a token or a CA (--tls-ca was not even read)
         (
             ["advise", "--snapshot", str(EXAMPLE), "--token-env", "T"],

@@ -348,6 +348,10 @@ def advise(
         )
     check_seed(seed)
     check_cluster(cluster)
+    if snapshot is not None and cluster is not None:  # read from the cluster only: ignored, silently
+        raise InputError(
+            "names the cluster --zookeeper or --admin-url reads, not a --snapshot", field="--cluster"
+        )
     _admin_only(admin_url, token_file=token_file, token_env=token_env, tls_ca=tls_ca)
     check_count(max_unloads, "--max-unloads", minimum=1, maximum=1000)  # 0: an --execute that never unloads
     every_s = _watch_rhythm(watch, every, count)
