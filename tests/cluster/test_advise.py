@@ -109,9 +109,10 @@ def test_latest_report_per_broker_wins(tmp_path: Path) -> None:
         ("timestamp", 1e300, "timestamp: epoch milliseconds out of range, got 1e+300"),
         ("broker", 5, "broker: expected the broker's id as text (got 5)"),
         ("broker", " ", "broker: expected the broker's id as text (got ' ')"),
+        ("cluster", 5, "cluster: expected the cluster's name as text (got 5)"),
     ],
 )
-def test_a_recordings_bad_timestamp_or_broker_is_refused_not_replaced(
+def test_a_recordings_bad_timestamp_broker_or_cluster_is_refused_not_replaced(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: object, shown: str
 ) -> None:
     """Read as 0 (the oldest) or replaced by the report's ``webServiceUrl``, such a line lost silently

@@ -99,17 +99,32 @@ def test_parser_marks_nonfinite_and_structural_problems() -> None:
         ('"broker": 5', "broker: expected a string, got 5"),
         ('"timestamp": "abc"', "timestamp: expected epoch milliseconds, got 'abc'"),
         ('"timestamp": 1e300', "timestamp: epoch milliseconds out of range, got 1e+300"),
+        ('"cluster": 5', "cluster: expected a string, got 5"),
+        ('"cluster": {"name": "c1"}', "cluster: expected a string, got {'name': 'c1'}"),
     ],
 )
 def test_a_bad_broker_or_time_in_the_wrapper_is_quarantined_not_replaced(wrapper: str, detail: str) -> None:
-    """A wrapper's ``broker`` that is not text was replaced by the report's ``webServiceUrl``'s id; the
-    row is now quarantined with its reason, as ``decide`` refuses the line (28 Nov 2026)."""
-    line = '{"broker": "b:1", "timestamp": 5, "report": {"webServiceUrl": "http://other:8080"}}'
+    """A wrapper's ``broker`` that is not text was replaced by the report's ``webServiceUrl``'s id, and a
+    ``cluster`` that is not text by ``--cluster``; the row is now quarantined with its reason, as
+    ``decide`` refuses the line (28 Nov 2026)."""
+    line = (
+        '{"broker": "b:1", "cluster": "c1", "timestamp": 5, "report": {"webServiceUrl": "http://other:8080"}}'
+    )
     key = wrapper.split(":")[0]
     start = line.index(key)
     rows = _parse([line[:start] + wrapper + line[line.index(",", start) :]])
     assert rows["kind"].tolist() == ["quarantine"]
     assert detail in rows["detail"].iloc[0], rows["detail"].iloc[0]
+
+
+def test_a_bundle_data_dumps_cluster_that_is_not_text_is_quarantined() -> None:
+    """It was read as ``--cluster``'s, the dump counted under another cluster."""
+    line = json.dumps(
+        {"timestamp": 5, "cluster": 7, "bundle": "t/n/0x00000000_0xffffffff", "data": _bundle_data()}
+    )
+    rows = _parse([line])
+    assert rows["kind"].tolist() == ["quarantine"]
+    assert rows["detail"].iloc[0] == "cluster: expected a string, got 7"
 
 
 @pytest.mark.parametrize(

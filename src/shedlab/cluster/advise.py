@@ -157,12 +157,22 @@ def _add(reading: ClusterReading, times: dict[str, int], where: str, record: Any
         return  # collect's record of a broker that did not answer
     broker = _broker_of(record, report, where)
     when = _record_time(record, report, where)
+    cluster = _cluster_of(record, where)
     if broker not in times or when >= times[broker]:
         times[broker] = when
         reading.reports[broker] = report
         reading.origin[broker] = where
-        if isinstance(record.get("cluster"), str):
-            reading.cluster = record["cluster"]
+        if cluster:
+            reading.cluster = cluster
+
+
+def _cluster_of(record: dict[str, Any], where: str) -> str | None:
+    """A recording's ``cluster``, or None; one that is not text is refused, as ingest quarantines it (it
+    was passed over, the reading labelled with another cluster)."""
+    cluster = record.get("cluster")
+    if cluster is not None and not isinstance(cluster, str):
+        raise InputError("expected the cluster's name as text", source=where, field="cluster", value=cluster)
+    return cluster
 
 
 def _is_report_file(p: Path) -> bool:

@@ -302,7 +302,7 @@ def _report_identity(
 ) -> tuple[str, str | None, int | None]:
     """Cluster, broker and time of a report: the recording's wrapper first, then the report's own
     fields (``webServiceUrl``, else ``webServiceUrlTls``; ``lastUpdate``)."""
-    cluster = w.get("cluster") if isinstance(w.get("cluster"), str) else None
+    cluster = _str(w, "cluster", "")  # not text: quarantined, not replaced by --cluster
     broker = _str(w, "broker", "")  # not text: quarantined, not replaced by the report's URL's
     if not broker:
         broker = broker_id_from_url(_str(report, "webServiceUrl", "report."))
@@ -361,7 +361,7 @@ def _bundle_count(report: Mapping[str, Any]) -> dict[str, Any]:
 def _parse_bundle_data(
     ctx: _Ctx, record: int, raw: str, bundle: str | None, data: Mapping[str, Any], w: Mapping[str, Any]
 ) -> None:
-    cluster = w.get("cluster") if isinstance(w.get("cluster"), str) else None
+    cluster = _str(w, "cluster", "")
     row: dict[str, Any] = {
         "kind": "bundle_data",
         "source": ctx.source,
