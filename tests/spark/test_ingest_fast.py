@@ -237,6 +237,7 @@ def _unusual(records: list[dict[str, Any]]) -> list[bytes]:
 
 
 def test_both_paths_agree_on_a_recording_with_bad_lines(spark: SparkSession, tmp_path: Path) -> None:
+    from shedlab.model.formats import MAX_TIME_MS
     from shedlab.spark.ingest import _text_frames
     from shedlab.spark.ingest_fast import fast_lines
 
@@ -253,12 +254,20 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: SparkSession, tmp
     # Two days later, alone in its group: a wrapper the Python reader takes for BrokerLoadData.
     lone = {**_shifted(records[0], 2 * DAY_MS), "reportedAt": 1}
     (tmp_path / "lone.jsonl").write_text(json.dumps(lone) + "\n")
-    sources = [str(tmp_path / n) for n in ("dirty.jsonl", "clean.jsonl", "lone.jsonl")]
+    # Three days later, alone too: a report whose own time is past year 9999 beside a good wrapper's
+    # (the JVM path kept it; the Python reader quarantines it as invalid_timestamp).
+    far = _shifted(records[0], 3 * DAY_MS)
+    far["report"]["lastUpdate"] = MAX_TIME_MS + 1
+    (tmp_path / "far.jsonl").write_text(json.dumps(far) + "\n")
+    sources = [str(tmp_path / n) for n in ("dirty.jsonl", "clean.jsonl", "lone.jsonl", "far.jsonl")]
     slow, fast, a, b = _both(spark, sources, tmp_path, default_cluster="c9")
     _assert_same(slow, fast, a, b)
     reasons = set(slow.reasons["reason"])
     assert {"malformed_json", "nan_value", "negative_value", "invalid_utf8", "double_claim"} <= reasons
     assert {"extensible_load_data", "legacy_load_report", "invalid_value", "missing_field"} <= reasons
+    assert "invalid_timestamp" in set(
+        fast.reasons[fast.reasons["source"].str.endswith("far.jsonl")]["reason"]
+    )
     assert slow.stats["rows_merged"].sum() >= 2
 
     # The JVM path is really taken: every clean line, and none of the lines that must go to Python.

@@ -224,6 +224,7 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
         & _cluster_ok(w["cluster"])  # else the Python reader quarantines it (core.ingest.cluster_problem)
         & (time_ms > 0)
         & (time_ms <= MAX_TIME_MS)  # later: the Python reader quarantines it as invalid_timestamp
+        & (r["lastUpdate"] <= MAX_TIME_MS)  # so too the report's own time beside the wrapper's
         & resources
         & _all_ok(LOCAL_BROKER_DATA, r)
         & lists
