@@ -99,6 +99,8 @@ def test_parser_marks_nonfinite_and_structural_problems() -> None:
         ('"broker": 5', "broker: expected a string, got 5"),
         ('"timestamp": "abc"', "timestamp: expected epoch milliseconds, got 'abc'"),
         ('"timestamp": 1e300', "timestamp: epoch milliseconds out of range, got 1e+300"),
+        ('"broker": " "', "broker: expected the broker's id, got ' '"),
+        ('"broker": ""', "broker: expected the broker's id, got ''"),
         ('"cluster": 5', "cluster: expected a string, got 5"),
         ('"cluster": {"name": "c1"}', "cluster: expected a string, got {'name': 'c1'}"),
     ],

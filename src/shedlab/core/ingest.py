@@ -304,6 +304,8 @@ def _report_identity(
     fields (``webServiceUrl``, else ``webServiceUrlTls``; ``lastUpdate``)."""
     cluster = _str(w, "cluster", "")  # not text: quarantined, not replaced by --cluster
     broker = _str(w, "broker", "")  # not text: quarantined, not replaced by the report's URL's
+    if broker is not None and not broker.strip():  # as decide and advise refuse it
+        raise _BadValueError("invalid_value", f"broker: expected the broker's id, got {broker!r}")
     if not broker:
         broker = broker_id_from_url(_str(report, "webServiceUrl", "report."))
         if not broker:

@@ -218,7 +218,7 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
         & (r["loadReportType"].isNull() | (r["loadReportType"] != "LoadReport"))
         & r["lastUpdate"].isNotNull()  # LocalBrokerData, not the extensible manager's BrokerLoadData
         & w["broker"].isNotNull()
-        & (w["broker"] != "")
+        & w["broker"].rlike("[!-~]")  # not blank (what Python's strip() leaves is for its reader to say)
         & _is_string(w["broker"])
         & _is_string(w["cluster"])
         & _cluster_ok(w["cluster"])  # else the Python reader quarantines it (core.ingest.cluster_problem)
