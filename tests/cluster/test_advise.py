@@ -110,6 +110,7 @@ def test_latest_report_per_broker_wins(tmp_path: Path) -> None:
         ("broker", 5, "broker: expected the broker's id as text (got 5)"),
         ("broker", " ", "broker: expected the broker's id as text (got ' ')"),
         ("cluster", 5, "cluster: expected the cluster's name as text (got 5)"),
+        ("timestamp", 1735689605, "timestamp: expected epoch milliseconds, got 1735689605: epoch seconds"),
     ],
 )
 def test_a_recordings_bad_timestamp_broker_or_cluster_is_refused_not_replaced(

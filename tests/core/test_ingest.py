@@ -102,6 +102,7 @@ def test_parser_marks_nonfinite_and_structural_problems() -> None:
         ('"broker": " "', "broker: expected the broker's id, got ' '"),
         ('"broker": ""', "broker: expected the broker's id, got ''"),
         ('"cluster": 5', "cluster: expected a string, got 5"),
+        ('"timestamp": 1735689605', "timestamp: expected epoch milliseconds, got 1735689605: epoch seconds"),
         ('"cluster": {"name": "c1"}', "cluster: expected a string, got {'name': 'c1'}"),
     ],
 )

@@ -23,6 +23,7 @@ from shedlab.model.formats import (
     coerce,
     column_problems,
     columns,
+    epoch_ms,
     read_fields,
     resource_columns,
 )
@@ -144,3 +145,17 @@ def test_model_readers_use_the_tables() -> None:
     assert report.bandwidthIn.percent_usage() == 0.0 and report.cpu.limit == 0.0
     with pytest.raises(InputError, match=r"lastBundleGains"):
         LocalBrokerData.from_json(JsonReader({"lastBundleGains": [1]}, "x"))
+
+
+@pytest.mark.parametrize("value", [1_000_000_000, 1735689605, 1735689605.25, "1735689605", 99_999_999_999])
+def test_a_time_in_epoch_seconds_is_refused(value: object) -> None:
+    """Read as milliseconds it was a time in January 1970, and a recording's lines a minute apart fell
+    into one tick and merged; no Pulsar clock reads 1970-01-12 to 1973-03-03."""
+    with pytest.raises(FormatError) as caught:
+        epoch_ms(value)
+    assert caught.value.reason == "invalid_timestamp" and "epoch seconds" in caught.value.message
+
+
+@pytest.mark.parametrize("value", [1, 60_000, 999_999_999, 100_000_000_000, 1735689605000])
+def test_times_outside_the_seconds_range_are_kept(value: int) -> None:
+    assert epoch_ms(value) == value

@@ -260,7 +260,10 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: SparkSession, tmp
     far = _shifted(records[0], 3 * DAY_MS)
     far["report"]["lastUpdate"] = MAX_TIME_MS + 1
     blank = {**_shifted(records[1], 3 * DAY_MS), "broker": " "}
-    (tmp_path / "far.jsonl").write_text(json.dumps(far) + "\n" + json.dumps(blank) + "\n")
+    seconds = _shifted(records[2], 3 * DAY_MS)  # its report's own time in epoch seconds
+    seconds["report"]["lastUpdate"] //= 1000
+    far_lines = (json.dumps(r) for r in (far, blank, seconds))
+    (tmp_path / "far.jsonl").write_text("\n".join(far_lines) + "\n")
     sources = [str(tmp_path / n) for n in ("dirty.jsonl", "clean.jsonl", "lone.jsonl", "far.jsonl")]
     slow, fast, a, b = _both(spark, sources, tmp_path, default_cluster="c9")
     _assert_same(slow, fast, a, b)

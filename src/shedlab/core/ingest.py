@@ -102,7 +102,8 @@ REASONS: dict[str, str] = {
     "ingest --bundles), or whose topic label is not a full topic name",
     "extensible_load_data": "the extensible load manager's data (BrokerLoadData, TopBundlesLoadData, "
     "BrokerLookupData): another load manager's format, which the modular strategies cannot use",
-    "invalid_timestamp": "a time that is not a positive epoch-millisecond value up to year 9999",
+    "invalid_timestamp": "a time that is not a positive epoch-millisecond value up to year 9999, or one "
+    "in epoch seconds",
     "double_claim": "a bundle claimed by two or more brokers in the same tick",
     "report_quarantined": "a bundle entry of a load report that was itself quarantined",
     "invalid_utf8": "a line (or document) that is not valid UTF-8 text, e.g. torn by an interrupted write",

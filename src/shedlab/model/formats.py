@@ -18,6 +18,7 @@ count. A resource whose ``limit`` is ≤ 0 is 0 % whatever its usage (spec §1.1
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ __all__ = [
     "REQUIRED",
     "RESOURCES",
     "RESOURCE_USAGE",
+    "SECONDS_LIKE_MS",
     "STRING_LISTS",
     "TIME_AVERAGE",
     "TIME_AVERAGE_PARTS",
@@ -215,13 +217,20 @@ holds later ones, but Spark's timestamps count microseconds in a long (``timesta
 four-digit years; no clock Pulsar reads from is that far off."""
 
 
+SECONDS_LIKE_MS: tuple[int, int] = (1_000_000_000, 100_000_000_000)
+"""Times (ms) that are epoch *seconds* written where milliseconds belong: as milliseconds they fall in
+1970-01-12 … 1973-03-03, where no clock Pulsar reads from is; as seconds in 2001-09-09 … year 5138, where
+every real one is. A recording stamped by ``date +%s`` or Python's ``time.time()`` was read as January
+1970, its lines 60 ms apart merged into a handful of ticks."""
+
+
 def epoch_ms(value: object) -> int | None:
     """A time as Pulsar writes it, epoch milliseconds in a Java long (Jackson also reads a quoted
     number); None for null. One rule for every reader of recordings (ingest's rows, ``decide`` and
     ``advise`` on files): ``decide`` read a non-number as 0, so the line lost to its broker's others.
 
-    Raises :class:`FormatError` (``invalid_value`` for a non-number, ``invalid_timestamp`` for NaN, ±inf
-    or a time outside a long or past :data:`MAX_TIME_MS`)."""
+    Raises :class:`FormatError` (``invalid_value`` for a non-number, ``invalid_timestamp`` for NaN, ±inf,
+    a time outside a long or past :data:`MAX_TIME_MS`, or one in seconds, :data:`SECONDS_LIKE_MS`)."""
     if value is None:
         return None
     if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 20:
@@ -232,6 +241,12 @@ def epoch_ms(value: object) -> int | None:
         raise FormatError("invalid_timestamp", f"expected epoch milliseconds, got {value!r}")
     if not -(2**63) <= value <= MAX_TIME_MS:  # past year 9999 nothing is a time Pulsar wrote
         raise FormatError("invalid_timestamp", f"epoch milliseconds out of range, got {str(value)[:24]}")
+    if SECONDS_LIKE_MS[0] <= value < SECONDS_LIKE_MS[1]:
+        as_seconds = dt.datetime.fromtimestamp(int(value), dt.UTC).isoformat().replace("+00:00", "Z")
+        raise FormatError(
+            "invalid_timestamp",
+            f"expected epoch milliseconds, got {int(value)}: epoch seconds ({as_seconds})",
+        )
     return int(value)
 
 

@@ -45,6 +45,7 @@ from shedlab.model.formats import (
     OTHER_SHAPE_KEYS,
     RESOURCE_USAGE,
     RESOURCES,
+    SECONDS_LIKE_MS,
     STRING_LISTS,
     Field,
     Required,
@@ -225,6 +226,8 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
         & (time_ms > 0)
         & (time_ms <= MAX_TIME_MS)  # later: the Python reader quarantines it as invalid_timestamp
         & (r["lastUpdate"] <= MAX_TIME_MS)  # so too the report's own time beside the wrapper's
+        & ~time_ms.between(SECONDS_LIKE_MS[0], SECONDS_LIKE_MS[1] - 1)  # seconds: formats.epoch_ms
+        & ~r["lastUpdate"].between(SECONDS_LIKE_MS[0], SECONDS_LIKE_MS[1] - 1)
         & resources
         & _all_ok(LOCAL_BROKER_DATA, r)
         & lists
