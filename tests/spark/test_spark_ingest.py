@@ -158,6 +158,77 @@ def test_ingest_canonical_parquet(spark: SparkSession, fixture_ingest: IngestRes
     assert res.reasons.set_index("reason")["count"].to_dict() == {"nan_value": 1, "negative_value": 1}
 
 
+def _broker_table(n: int = 1, **columns: Any) -> Any:
+    """A canonical broker_samples table of ``n`` rows (every required column), ``columns`` replaced."""
+    from shedlab.model.formats import resource_columns
+
+    good: dict[str, Any] = {
+        "cluster": pa.array(["c1"] * n),
+        "time_ms": pa.array([1_735_689_600_000] * n, pa.int64()),
+        "broker": pa.array([f"b{i}:8080" for i in range(n)]),
+        **{name: pa.array([1.0] * n) for name, _type in resource_columns()},
+    }
+    return pa.table({**good, **columns})
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("column", "values", "shown"),
+    [
+        ("cpu_usage", pa.array(["x"]), "column cpu_usage: expected double values, found string"),
+        ("broker", pa.array([5], pa.int64()), "column broker: expected string values, found bigint"),
+        ("num_topics", pa.array([True]), "column num_topics: expected bigint values, found boolean"),
+    ],
+)
+def test_a_parquet_column_of_another_kind_is_refused_naming_it(
+    spark: SparkSession, tmp_path: Path, column: str, values: Any, shown: str
+) -> None:
+    """Spark's cast of a string column failed the whole ingest with a Java stack and a Python traceback
+    ('x' as a double); a boolean was read as the count 0/1, a number as the broker named '5'."""
+    from shedlab.errors import InputError
+    from shedlab.spark.ingest import ingest
+
+    pq.write_table(_broker_table(**{column: values}), tmp_path / "b.parquet")
+    with pytest.raises(InputError) as caught:
+        ingest(spark, [str(tmp_path / "b.parquet")], str(tmp_path / "out"))
+    assert shown in str(caught.value) and str(tmp_path / "b.parquet") in str(caught.value)
+
+
+@pytest.mark.spark
+def test_a_parquet_value_an_integer_column_cannot_hold_is_quarantined(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Doubles and longs where the canonical column is an integer (pandas writes an integer column with a
+    null as doubles): whole values are read, and a row holding 1.5, NaN or a long past an int is
+    quarantined as invalid_value; the cast cut 1.5 to 1, or failed the job with a Java stack."""
+    from shedlab.core.local_parquet import read_local_parquet
+    from shedlab.spark.ingest import ingest
+
+    table = _broker_table(
+        4,
+        time_ms=pa.array([1.7356896e12, 1.7356896e12, float("nan"), 1.7356896e12]),
+        num_topics=pa.array([3.0, 1.5, 3.0, 3.0]),
+        num_bundles=pa.array([3, 3, 3, 2**40], pa.int64()),
+        cpu_usage=pa.array([1, 2, 3, 4], pa.int32()),
+    )
+    pq.write_table(table, tmp_path / "b.parquet")
+    res = ingest(spark, [str(tmp_path / "b.parquet")], str(tmp_path / "out"))
+    assert (res.broker_rows, res.quarantined_rows) == (1, 3)
+    kept = read_local_parquet(tmp_path / "out" / "broker_samples").iloc[0]
+    assert (kept["broker"], kept["time_ms"], kept["num_topics"], kept["cpu_usage"]) == (
+        "b0:8080",
+        1_735_689_600_000,
+        3,
+        1.0,
+    )
+    details = set(read_local_parquet(tmp_path / "out" / "quarantine")["detail"])
+    assert details == {
+        "num_topics: 1.5 is not an integer that fits bigint",
+        "time_ms: NaN is not an integer that fits bigint",
+        "num_bundles: 1099511627776 is not an integer that fits int",
+    }
+
+
 @pytest.mark.spark
 def test_an_ingest_output_with_empty_tables_is_ingested_again(spark: SparkSession, tmp_path: Path) -> None:
     """A clean recording's output has bundle_data and quarantine as empty directories: ingesting that

@@ -30,18 +30,31 @@ merged (a later sample of the same broker in the same tick superseded it) and qu
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
+from functools import partial, reduce
 from pathlib import Path
 
 import pandas as pd
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as sf
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    BooleanType,
+    ByteType,
+    DataType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
 
 from shedlab.core.ingest import (
     FLOAT_COLUMNS,
@@ -54,7 +67,7 @@ from shedlab.core.ingest import (
 from shedlab.core.locations import is_remote
 from shedlab.core.results import filesystem, remove_stale_temporaries
 from shedlab.errors import InputError
-from shedlab.model.formats import MAX_TIME_MS
+from shedlab.model.formats import JAVA_INT, MAX_TIME_MS
 from shedlab.spark.ingest_fast import broker_rows, bundle_rows, flag_fast, parse_lines
 from shedlab.spark.schemas import (
     BROKER_SAMPLE,
@@ -225,7 +238,8 @@ def _read_parquet_sources(spark: SparkSession, paths: Sequence[str]) -> DataFram
             missing = sorted(required - cols)
             if missing:
                 raise InputError("Parquet source lacks required columns", source=tpath, value=missing)
-            part = df.select(*_raw_row_columns(path, kind, cols, _SCHEMA_OF_TABLE[table]))
+            bad = _check_column_types(df, _SCHEMA_OF_TABLE[table], tpath)
+            part = df.select(*_raw_row_columns(path, kind, cols, _SCHEMA_OF_TABLE[table], bad))
             out = part if out is None else out.unionByName(part)
     return out
 
@@ -237,6 +251,52 @@ _SCHEMA_OF_TABLE = {
     "bundle_samples": BUNDLE_SAMPLE,
     "bundle_data": BUNDLE_DATA,
 }
+
+
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+_NUMERIC = (*_INTEGRAL, FloatType, DoubleType, DecimalType)
+_ACCEPTED: dict[type[DataType], tuple[type[DataType], ...]] = {
+    LongType: _NUMERIC,
+    IntegerType: _NUMERIC,
+    DoubleType: _NUMERIC,
+    BooleanType: (BooleanType,),
+    StringType: (StringType,),
+}
+"""The Parquet types each canonical column's type takes: the same kind of value (a number for a number,
+text for text). Spark's cast (ANSI) failed the whole ingest with a Java stack on a string that is no
+number, and read a boolean as 0/1 or a number as the broker named "5"."""
+_RANGES: dict[type[DataType], tuple[int, int]] = {LongType: (-(2**63), 2**63 - 1), IntegerType: JAVA_INT}
+_FITS: dict[type[DataType], tuple[type[DataType], ...]] = {
+    LongType: _INTEGRAL,
+    IntegerType: (ByteType, ShortType, IntegerType),
+}
+"""The source types whose every value an integer column holds (its values need no check)."""
+
+
+def _check_column_types(df: DataFrame, schema: StructType, source: str) -> dict[str, Column]:
+    """Refuse a Parquet source whose column holds another kind of value than the canonical column it
+    is read into (:func:`_raw_row_columns`: a column of ``schema`` and of RAW_ROW); the test, per
+    integer column, of a value it cannot hold (a count of 1.5 or NaN in a double column, a long past an
+    int), whose rows are quarantined: the cast failed the job with a Java stack, or cut 1.5 to 1.
+    Pandas writes an integer column with a null as doubles."""
+    read = set(df.columns) & set(schema.fieldNames()) & set(RAW_ROW.fieldNames())
+    checks: dict[str, Column] = {}
+    for name in sorted(read - {"raw"}):
+        want, have = RAW_ROW[name].dataType, df.schema[name].dataType
+        if not isinstance(have, _ACCEPTED.get(type(want), (type(want),))):
+            raise InputError(
+                f"column {name}: expected {want.simpleString()} values, found {have.simpleString()}",
+                source=source,
+            )
+        if type(want) not in _RANGES or isinstance(have, _FITS[type(want)]):
+            continue
+        low, high = _RANGES[type(want)]
+        value = sf.col(name).cast("double") if isinstance(have, DecimalType) else sf.col(name)
+        bad = (value < low) | (value > high)
+        if not isinstance(have, _INTEGRAL):
+            bad = bad | sf.isnan(value) | (value != sf.floor(value))
+        checks[name] = bad
+    return checks
 
 
 def _parquet_tables(path: str) -> list[tuple[str, str]]:
@@ -268,10 +328,14 @@ def _table_of_columns(cols: set[str], tpath: str) -> str:
     )
 
 
-def _raw_row_columns(path: str, kind: str, cols: set[str], schema: StructType) -> list[Column]:
+def _raw_row_columns(
+    path: str, kind: str, cols: set[str], schema: StructType, bad: Mapping[str, Column]
+) -> list[Column]:
     """RAW_ROW's columns from a canonical table: its own columns cast, the rest null or constant, and
-    ``nonfinite`` marking the NaN and infinite floats (quarantined later, like a JSON line's)."""
+    ``nonfinite`` marking the NaN and infinite floats (quarantined later, like a JSON line's); a row
+    with a value its column cannot hold (``bad``: :func:`_check_column_types`) is a quarantine row."""
     own = set(field_names(schema)) & cols
+    overrides = _bad_value_columns(kind, bad)
     selected = []
     for name in field_names(RAW_ROW):
         dtype = RAW_ROW[name].dataType
@@ -292,12 +356,38 @@ def _raw_row_columns(path: str, kind: str, cols: set[str], schema: StructType) -
                 if c in own
             ]
             col = (sf.nullif(sf.concat_ws(",", *marks), sf.lit("")) if marks else sf.lit(None)).cast(dtype)
+        elif name in bad:  # not cast where it cannot be: ANSI casts fail the job
+            col = sf.when(bad[name], sf.lit(None)).otherwise(sf.col(name)).cast(dtype)
         elif name in own and name != "raw":
             col = sf.col(name).cast(dtype)
         else:
             col = sf.lit(None).cast(dtype)
-        selected.append(col.alias(name))
+        selected.append(overrides.get(name, col).alias(name))
     return selected
+
+
+def _bad_value_columns(kind: str, bad: Mapping[str, Column]) -> dict[str, Column]:
+    """``kind``, ``reason`` and ``detail`` of a row with a value its column cannot hold (the first such
+    column named), as the JSON readers quarantine a count of 1.5: ``invalid_value``."""
+    if not bad:
+        return {}
+    any_bad = reduce(operator.or_, bad.values())
+    details = [
+        sf.when(
+            test,
+            sf.concat(
+                sf.lit(f"{name}: "),
+                sf.col(name).cast("string"),
+                sf.lit(f" is not an integer that fits {RAW_ROW[name].dataType.simpleString()}"),
+            ),
+        )
+        for name, test in bad.items()
+    ]
+    return {
+        "kind": sf.when(any_bad, sf.lit("quarantine")).otherwise(sf.lit(kind)),
+        "reason": sf.when(any_bad, sf.lit("invalid_value")),
+        "detail": sf.coalesce(*details),
+    }
 
 
 def canonical(df: DataFrame, schema: StructType, keep: Sequence[str] = ()) -> DataFrame:
