@@ -68,6 +68,21 @@ def test_without_spark_s_reason_the_deepest_java_cause_is_the_reason() -> None:
     )
 
 
+def test_a_recording_cut_short_is_not_told_to_check_its_column_types() -> None:
+    """A ``.jsonl.gz`` cut short by a copy (Java's EOFException) was told 'was it rewritten with other
+    column types?', a hint for a Parquet table."""
+    text = (
+        "An error occurred while calling o97.collect.\n"
+        ": org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+        "file:///rec/a.jsonl.gz.  SQLSTATE: KD001\n"
+        "Caused by: java.io.EOFException: Unexpected end of input stream\n"
+    )
+    error = read_failure(_spark_error(text))
+    assert error is not None and error.source == "/rec/a.jsonl.gz"
+    assert "column types" not in str(error) and "is the file whole?" in str(error)
+    assert "column types" in str(read_failure(_spark_error(MISMATCH)))
+
+
 def test_a_scheme_without_a_filesystem_is_one_line() -> None:
     """``twin s3://b/x`` where Spark has no S3 filesystem was a Java stack trace (28 Nov 2026)."""
     text = (

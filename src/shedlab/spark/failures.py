@@ -73,8 +73,12 @@ def read_failure(exc: BaseException) -> InputError | None:
         reason = f"{causes[-1]['cls']}: {causes[-1]['message']}" if causes else "Spark could not read it"
     if len(reason) > _MAX_REASON:
         reason = reason[: _MAX_REASON - 1] + "…"
-    return InputError(
-        f"Spark could not read this file: {reason}",
-        source=path,
-        hint="was it rewritten with other column types? run the command that wrote it again",
-    )
+    return InputError(f"Spark could not read this file: {reason}", source=path, hint=_hint(path))
+
+
+def _hint(path: str) -> str:
+    """What to check: a Parquet file's columns (a table rewritten by hand), any other file's end (a
+    recording's ``.jsonl.gz`` cut short by a copy was told to check its column types)."""
+    if path.endswith(".parquet"):
+        return "was it rewritten with other column types? run the command that wrote it again"
+    return "is the file whole? a copy or a write cut short leaves it unreadable"
