@@ -132,6 +132,28 @@ def test_a_recordings_bad_timestamp_broker_or_cluster_is_refused_not_replaced(
     assert line.startswith(f"error: {path}:1: ") and shown in line, line
 
 
+def test_a_gzipped_recording_is_read_not_passed_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``.jsonl.gz`` is a recording as ingest reads it (the shipped demo recording is one): in a
+    directory it was passed over silently (a broker recorded only there was missing), alone it was
+    refused as 'a gzip file, not text'."""
+    import gzip
+
+    now = int(time.time() * 1000)
+    lines = [json.dumps({"timestamp": now, "broker": b, "report": r}) for b, r in reports(now).items()]
+    folder = tmp_path / "rec"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(lines[0] + "\n")
+    (folder / "b.jsonl.gz").write_bytes(gzip.compress("\n".join(lines[1:]).encode() + b"\n"))
+    source = read_snapshot_path(folder)
+    assert source.reading is not None and set(source.reading.reports) == set(reports(now))
+    whole = gzip.compress("\n".join(lines).encode())
+    (folder / "b.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+    line = error_line(["decide", str(folder / "b.jsonl.gz")], capsys)
+    assert line.startswith(f"error: {folder / 'b.jsonl.gz'}: cannot read it as gzip data: "), line
+
+
 def test_advise_snapshot_dir_cli(tmp_path: Path) -> None:
     folder = write_dir(tmp_path, int(time.time() * 1000))
     result = runner.invoke(app, ["advise", "--snapshot", str(folder), "--strategy", "AvgShedder", "--json"])

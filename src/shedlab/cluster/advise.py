@@ -24,9 +24,11 @@ this module adds what a real cluster needs around it:
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,6 +50,7 @@ from shedlab.errors import (
     ClusterError,
     InputError,
     ShedlabError,
+    decode_user_bytes,
     parse_json_text,
     read_user_text,
 )
@@ -101,9 +104,26 @@ def _broker_of(record: dict[str, Any], report: dict[str, Any], where: str) -> st
     )
 
 
+def _suffix(path: Path) -> str:
+    """The suffix of a recording's text: ``.jsonl`` for ``a.jsonl`` and ``a.jsonl.gz`` alike."""
+    return Path(path.name.removesuffix(".gz")).suffix
+
+
+def _recording_text(path: Path) -> str:
+    """A file's text, a ``.gz`` one decompressed (a recording as ingest reads it: the shipped demo
+    recording is one; a directory's were passed over, silently)."""
+    if not path.name.endswith(".gz"):
+        return read_user_text(path, what="snapshot file")
+    try:
+        data = gzip.decompress(path.read_bytes())
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"cannot read it as gzip data: {exc}", source=str(path)) from None
+    return decode_user_bytes(data, str(path))
+
+
 def _records(path: Path) -> Iterator[tuple[str, Any]]:
-    text = read_user_text(path, what="snapshot file")
-    if path.suffix == ".json":
+    text = _recording_text(path)
+    if _suffix(path) == ".json":
         doc = parse_json_text(text, str(path))
         if isinstance(doc, list):
             yield from ((f"{path}[{i}]", item) for i, item in enumerate(doc))
@@ -176,13 +196,14 @@ def _cluster_of(record: dict[str, Any], where: str) -> str | None:
 
 
 def _is_report_file(p: Path) -> bool:
-    """A file of a snapshot directory: ``*.json``/``*.jsonl``, not hidden, not ``_`` (Spark's markers)."""
-    return p.is_file() and p.suffix in _SUFFIXES and not p.name.startswith((".", "_"))
+    """A file of a snapshot directory: ``*.json``/``*.jsonl`` (or gzipped), not hidden, not ``_``
+    (Spark's markers)."""
+    return p.is_file() and _suffix(p) in _SUFFIXES and not p.name.startswith((".", "_"))
 
 
 def read_snapshot_path(path: Path) -> SnapshotInput:
-    """A file or a directory of files (``*.json``, ``*.jsonl``; hidden and ``_`` files skipped) as a
-    snapshot; the latest report per broker (by ``timestamp``, else ``lastUpdate``) is kept."""
+    """A file or a directory of files (``*.json``, ``*.jsonl``, gzipped or not; hidden and ``_`` files
+    skipped) as a snapshot; the latest report per broker (by ``timestamp``, else ``lastUpdate``) is kept."""
     if path.is_dir():
         files = sorted(walk(path, "*", _is_report_file))
         if not files:
