@@ -120,6 +120,24 @@ def test_a_bad_broker_or_time_in_the_wrapper_is_quarantined_not_replaced(wrapper
     assert detail in rows["detail"].iloc[0], rows["detail"].iloc[0]
 
 
+@pytest.mark.parametrize("bom", ["", "\ufeff"])
+def test_a_json_document_with_a_byte_order_mark_is_read_as_decide_reads_it(bom: str) -> None:
+    """Spark's whole-text reader keeps a UTF-8 BOM: a pretty-printed report saved by Windows PowerShell
+    was quarantined line by line as malformed JSON (73 rows, none kept), where decide reads the file."""
+    text = bom + (FIXTURES / "load_report_b3.json").read_text(encoding="utf-8")
+    batch = pd.DataFrame(
+        {
+            "source": ["b3.json"],
+            "source_kind": ["json_doc"],
+            "block": [0],
+            "value": [text],
+            "file_time_ms": [None],
+        }
+    )
+    rows = parse_text_batch(batch, default_cluster="c0", web_port=8080)
+    assert rows["kind"].tolist() == ["broker", "bundle", "bundle"]
+
+
 def test_a_bundle_data_dumps_cluster_that_is_not_text_is_quarantined() -> None:
     """It was read as ``--cluster``'s, the dump counted under another cluster."""
     line = json.dumps(

@@ -654,7 +654,11 @@ def _parse_one(ctx: _Ctx, record: int, text: str) -> None:
 
 
 def _split_document(text: str) -> list[tuple[int, str]]:
-    """A ``.json`` file's records: the document itself, its array elements, or its lines (JSONL)."""
+    """A ``.json`` file's records: the document itself, its array elements, or its lines (JSONL).
+
+    A UTF-8 byte-order mark is dropped (Spark's whole-text reader keeps it; decide reads such a file, and
+    Windows PowerShell writes one): each line of a pretty-printed report was quarantined as malformed."""
+    text = text.removeprefix("\ufeff")
     stripped = text.strip()
     if not stripped:
         return []
