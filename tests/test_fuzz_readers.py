@@ -33,6 +33,7 @@ from shedlab.core.results import write_manifest
 from shedlab.core.sim.scenario import load_scenario, parse_scenario_text
 from shedlab.errors import ShedlabError, parse_json_text
 from shedlab.model.bundles import read_bundle_boundaries
+from shedlab.model.formats import MAX_TIME_MS
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import BundleData, LocalBrokerData
 from shedlab.report.load import load_results
@@ -256,6 +257,47 @@ def _stamped(draw: st.DrawFn) -> bytes:
 )
 def test_load_report_files_for_decide(name: str, data: bytes) -> None:
     in_file(name, data.replace(b"\n", b" "), _read_reports, named=True)
+
+
+_WRAPPER_VALUES = {
+    "broker": st.sampled_from(["b3:8080", "", " ", "\u2003", 5, True, None, [], {"id": "b3:8080"}]),
+    "cluster": st.sampled_from(["c1", "", None, 5, False, {"name": "c1"}, ["c1"]]),
+    "timestamp": st.sampled_from(
+        [
+            *(1735776000000, 1735776000, "1735776000000", "2025-01-02T00:00:00Z", 1735776000000.0, 1.5e12),
+            *(True, None, "NaN", 1e300, float("nan"), 2**63, MAX_TIME_MS + 1),
+        ]
+    ),
+}
+
+
+@FIXED
+@given(
+    st.fixed_dictionaries(_WRAPPER_VALUES),
+    st.sets(st.sampled_from(["broker", "cluster", "timestamp"])),
+)
+def test_decide_refuses_a_recorded_line_exactly_when_ingest_quarantines_it(
+    values: dict[str, Any], absent: set[str]
+) -> None:
+    """The wrapper's broker, cluster and time are read by one rule in ingest and in decide/advise on
+    files: a line one refuses the other quarantines, and one keeps what the other reads (a null broker
+    was refused by advise and read as the report's webServiceUrl id by ingest)."""
+    from shedlab.cluster.advise import read_snapshot_path
+
+    wrapper = {k: v for k, v in values.items() if k not in absent}
+    line = json.dumps({**wrapper, "report": json.loads(LOAD_REPORT)}, allow_nan=True)
+    rows = _ingest(line, "json_lines")
+    rows["tick_ms"] = (rows["time_ms"] // 60_000) * 60_000
+    kept = (process_group(rows)["status"] == "kept").all()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "rec.jsonl"
+        path.write_text(line + "\n", encoding="utf-8")
+        try:
+            read_snapshot_path(path)
+            accepted = True
+        except ShedlabError:
+            accepted = False
+    assert accepted == kept, (wrapper, rows[["reason", "detail"]].dropna().to_dict("records"))
 
 
 @pytest.mark.parametrize("stamp", ["NaN", "Infinity", "-Infinity", "1e300", "1e19"])

@@ -89,7 +89,9 @@ class SnapshotInput:
 def _broker_of(record: dict[str, Any], report: dict[str, Any], where: str) -> str:
     from shedlab.core.ingest import broker_id_from_url  # pandas: only when files are read
 
-    if "broker" in record:  # a recording's own field: a bad one is refused, not replaced (28 Nov 2026)
+    # A recording's own field: a bad one is refused, not replaced (28 Nov 2026); null is absent, as ingest
+    # reads it (and as a null timestamp or cluster is here).
+    if record.get("broker") is not None:
         broker = record["broker"]
         if not isinstance(broker, str) or not broker.strip():
             raise InputError("expected the broker's id as text", source=where, field="broker", value=broker)
