@@ -403,6 +403,44 @@ def test_ingest_loses_no_line(value: str) -> None:
     assert quarantined["reason"].map(lambda r: isinstance(r, str) and bool(r)).all()
 
 
+def _kept(rows: pd.DataFrame) -> list[tuple[Any, ...]]:
+    """What a parse keeps, whatever the file's shape: each row's kind, broker, bundle, time and rate."""
+    cols = ["kind", "broker", "bundle", "time_ms", "msg_rate_in"]
+    kept = rows[rows["kind"] != "quarantine"][cols].astype(object)
+    return sorted(tuple(None if pd.isna(v) else v for v in row) for row in kept.itertuples(index=False))
+
+
+@FIXED
+@given(
+    st.lists(mutated(WRAPPED_REPORT), min_size=1, max_size=3),
+    st.sampled_from(["array", "lines", "one"]),
+    st.sampled_from(["", "\ufeff"]),
+    st.sampled_from(["\n", "\r\n"]),
+    st.booleans(),
+)
+def test_a_json_document_keeps_what_its_lines_keep(
+    records: list[Any], shape: str, bom: str, newline: str, indent: bool
+) -> None:
+    """The records of a ``.json`` file (an array, JSON lines, or one pretty-printed document; with a BOM
+    or CRLF line ends) are kept exactly as the same records on lines of a ``.jsonl``: a BOM made every
+    line of a pretty-printed report malformed."""
+    texts = [json.dumps(r, allow_nan=True) for r in records]
+    lines = _ingest(texts[0], "json_lines")
+    for text in texts[1:]:
+        lines = pd.concat([lines, _ingest(text, "json_lines")])
+    if shape == "one":
+        texts, records = texts[:1], records[:1]
+        lines = _ingest(texts[0], "json_lines")
+    if shape == "array":
+        body = json.dumps(records, allow_nan=True, indent=1 if indent else None)
+    elif shape == "one":
+        body = json.dumps(records[0], allow_nan=True, indent=1 if indent else None)
+    else:
+        body = "\n".join(texts)
+    doc = _ingest(bom + body.replace("\n", newline), "json_doc")
+    assert _kept(doc) == _kept(lines)
+
+
 @pytest.mark.parametrize("field", ["numBundles", "numConsumers", "numProducers"])
 def test_a_java_int_beyond_an_int_is_quarantined(field: str) -> None:
     """Found by the test above: 2**31 passed as a Java long and failed the Int32 column's cast (a
