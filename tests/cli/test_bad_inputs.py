@@ -117,6 +117,21 @@ def _parquet(**columns: list[object]) -> bytes:
     return out.getvalue()
 
 
+_COMPARISON_COLUMNS: dict[str, list[object]] = {
+    name: [0]
+    for name in [
+        "tick_ms",
+        "actual_moves",
+        "strategy_unloads",
+        "both",
+        "max_usage",
+        "est_max_usage",
+        "usage_spread",
+        "est_usage_spread",
+        "left_alone",
+        "reasons",
+    ]
+}
 SUMMARY = b'{"scenario": "small", "strategy": "AvgShedder", "seed": 1, "unloads": 0}'
 SIMULATION = {
     "sim/summary.json": SUMMARY,
@@ -608,6 +623,17 @@ CASES: dict[str, list[Case]] = {
                 "res/comparison/cluster=c/strategy=AvgShedder/part-0.parquet": _parquet(time_s=[0.0]),
             },
             "part-0.parquet: not a table shedlab wrote here: no column 'tick_ms'",
+        ),
+        _report(
+            "replay-without-its-load-table",
+            # a damaged replay output: the report left out the table's section, silently
+            {
+                "res/replay.json": b'{"configs": []}',
+                "res/comparison/cluster=c/strategy=AvgShedder/part-0.parquet": _parquet(
+                    **_COMPARISON_COLUMNS
+                ),
+            },
+            "res/replay.json: a replay output without its load/ table",
         ),
         _report(
             "replay-manifest-configs-not-a-list",

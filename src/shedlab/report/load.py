@@ -548,6 +548,19 @@ def _replay_table(path: Path, keys: tuple[str, ...]) -> pd.DataFrame | None:
     return None if frame is None or frame.empty else frame
 
 
+def _check_replay_tables(path: Path, replay: ReplayData) -> None:
+    """Refuse a replay output missing a table every replay writes (``comparison/``, ``load/``): the report
+    left out its section silently (without both, the whole replay: an empty report of a replay)."""
+    manifest = path / "replay.json"
+    for name, table in (("comparison", replay.comparison), ("load", replay.load)):
+        if table is None:
+            raise InputError(
+                f"a replay output without its {name}/ table",
+                source=str(manifest if manifest.is_file() else path),
+                hint="run shedlab replay again",
+            )
+
+
 def read_replay(path: Path) -> tuple[ReplayData, dict[str, Any]]:
     """A replay output and what it was run with (``replay.json``)."""
     manifest = _read_json(path / "replay.json") if (path / "replay.json").is_file() else {}
@@ -566,6 +579,7 @@ def read_replay(path: Path) -> tuple[ReplayData, dict[str, Any]]:
         decisions=_replay_table(path / "decisions", ("cluster", "strategy")),
         ownership=_replay_table(path / "ownership_changes", ("cluster",)),
     )
+    _check_replay_tables(path, replay)
     info: dict[str, Any] = {"replay": str(path)}
     if isinstance(manifest, dict):
         info["recorded data"] = str(manifest.get("snapshots", ""))
