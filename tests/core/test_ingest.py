@@ -138,6 +138,31 @@ def test_a_json_document_with_a_byte_order_mark_is_read_as_decide_reads_it(bom: 
     assert rows["kind"].tolist() == ["broker", "bundle", "bundle"]
 
 
+@pytest.mark.parametrize(
+    ("files", "shown"),
+    [
+        ({"summary.json": "{}", "load-reports.jsonl": "", "prometheus/x.json": "{}"}, "a simulate output"),
+        ({"sweep.json": "{}"}, "a sweep directory"),
+        ({"replay.json": "{}"}, "a replay output"),
+    ],
+)
+def test_another_commands_output_is_refused_as_a_source(
+    tmp_path: Path, files: dict[str, str], shown: str
+) -> None:
+    """Taken for a Parquet source, it failed in Spark ('Parquet columns match none of broker_samples…',
+    or CONFLICTING_DIRECTORY_STRUCTURES); ``simulate --record``'s recording inside is named."""
+    out = tmp_path / "out"
+    for name, text in {**files, "part/ticks.parquet": ""}.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    pd.DataFrame({"x": [1]}).to_parquet(out / "part" / "ticks.parquet")
+    with pytest.raises(InputError) as caught:
+        classify_sources([str(out)])
+    assert f"{shown} (" in caught.value.message and "not recorded load data" in caught.value.message
+    if "load-reports.jsonl" in files:
+        assert f"shedlab ingest {out / 'load-reports.jsonl'} {out / 'prometheus'}" in str(caught.value)
+
+
 def test_a_bundle_data_dumps_cluster_that_is_not_text_is_quarantined() -> None:
     """It was read as ``--cluster``'s, the dump counted under another cluster."""
     line = json.dumps(

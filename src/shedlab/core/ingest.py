@@ -919,6 +919,7 @@ def classify_sources(paths: Sequence[str]) -> Sources:
         for cand in candidates:
             if cand.is_dir():
                 if _holds_parquet(cand):
+                    _check_not_another_output(cand, given)
                     parquet.append(str(cand.resolve()))
                     continue
                 found = False
@@ -1148,6 +1149,27 @@ def check_clusters(wanted: Sequence[str], present: Sequence[str], *, source: str
             value=cluster,
             hint=f"{suggestion} {listed}" if suggestion else listed,
         )
+
+
+def _check_not_another_output(directory: Path, given: str) -> None:
+    """Refuse another command's output taken for a Parquet source (a simulate, sweep, replay … output):
+    it failed in Spark, as 'Parquet columns match none of broker_samples…' or CONFLICTING_DIRECTORY_
+    STRUCTURES; ``simulate --record``'s recording inside is named."""
+    from shedlab.core.results import output_kind  # the simulator's modules: only where files are listed
+
+    found = output_kind(str(directory))
+    if found is None or found[0] == "ingest":
+        return
+    _kind, what, marker = found
+    recording = [
+        directory / name for name in ("load-reports.jsonl", "prometheus") if (directory / name).exists()
+    ]
+    hint = (
+        f"ingest its recording: shedlab ingest {' '.join(str(p) for p in recording)}"
+        if recording
+        else "ingest reads load reports, Prometheus exports, BundleData dumps or an ingest output"
+    )
+    raise InputError(f"{what} ({marker}), not recorded load data", source=given, hint=hint)
 
 
 def _holds_parquet(directory: Path) -> bool:
