@@ -261,7 +261,7 @@ def test_load_report_files_for_decide(name: str, data: bytes) -> None:
 
 _WRAPPER_VALUES = {
     "broker": st.sampled_from(["b3:8080", "", " ", "\u2003", 5, True, None, [], {"id": "b3:8080"}]),
-    "cluster": st.sampled_from(["c1", "", None, 5, False, {"name": "c1"}, ["c1"]]),
+    "cluster": st.sampled_from(["c1", "", None, 5, False, {"name": "c1"}, ["c1"], " ", "eu/west", "c" * 300]),
     "timestamp": st.sampled_from(
         [
             *(1735776000000, 1735776000, "1735776000000", "2025-01-02T00:00:00Z", 1735776000000.0, 1.5e12),
