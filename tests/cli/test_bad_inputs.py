@@ -23,6 +23,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from shedlab.report.load import REPLAY_COLUMNS_READ
+
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = (ROOT / "examples" / "snapshot.json").read_text(encoding="utf-8")
 # a hang is caught all the same; a Spark command starts a JVM, which took over 30 s on a loaded machine
@@ -117,21 +119,7 @@ def _parquet(**columns: list[object]) -> bytes:
     return out.getvalue()
 
 
-_COMPARISON_COLUMNS: dict[str, list[object]] = {
-    name: [0]
-    for name in [
-        "tick_ms",
-        "actual_moves",
-        "strategy_unloads",
-        "both",
-        "max_usage",
-        "est_max_usage",
-        "usage_spread",
-        "est_usage_spread",
-        "left_alone",
-        "reasons",
-    ]
-}
+_COMPARISON_COLUMNS: dict[str, list[object]] = {name: [0] for name in REPLAY_COLUMNS_READ["comparison"]}
 SUMMARY = b'{"scenario": "small", "strategy": "AvgShedder", "seed": 1, "unloads": 0}'
 SIMULATION = {
     "sim/summary.json": SUMMARY,
