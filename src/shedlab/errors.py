@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import gzip
 import html
 import json
 import re
 import unicodedata
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -225,8 +227,13 @@ _MAGIC: Final = (
 )
 
 
-def read_user_text(path: str | Path, *, what: str = "file", error: type[ShedlabError] = InputError) -> str:
-    """The text of a user's file (see the module docstring); ``what`` names it in messages."""
+def read_user_text(
+    path: str | Path, *, what: str = "file", error: type[ShedlabError] = InputError, gunzip: bool = False
+) -> str:
+    """The text of a user's file (see the module docstring); ``what`` names it in messages.
+
+    ``gunzip``: a file named ``*.gz`` is decompressed first (a recording or a LoadData snapshot, as
+    ingest reads them); a gzip cut short is one line."""
     p = Path(path)
     try:
         data = p.read_bytes()
@@ -236,6 +243,11 @@ def read_user_text(path: str | Path, *, what: str = "file", error: type[ShedlabE
         raise error(f"expected a {what}, found a directory", source=str(p)) from None
     except OSError as exc:
         raise error(f"cannot read {what}: {exc.strerror or exc}", source=str(p)) from None
+    if gunzip and p.name.endswith(".gz"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise error(f"cannot read it as gzip data: {exc}", source=str(p)) from None
     return decode_user_bytes(data, str(p), error=error)
 
 

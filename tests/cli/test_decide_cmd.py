@@ -61,3 +61,17 @@ def test_a_usage_beyond_floats_range_decides_as_java_without_warnings(tmp_path: 
 
 def _refuse(constant: str) -> object:
     raise AssertionError(f"not JSON: {constant}")
+
+
+def test_a_gzipped_load_data_document_is_read(tmp_path: Path) -> None:
+    """``snapshot.json.gz`` decides as ``snapshot.json`` does (a recording's ``.jsonl.gz`` is read): it was
+    refused as 'a LoadData document among load reports: give it on its own', which it was."""
+    import gzip
+
+    path = tmp_path / "snapshot.json.gz"
+    path.write_bytes(gzip.compress(EXAMPLE.read_bytes()))
+    args = ["--strategy", "AvgShedder", "--json"]
+    plain = CliRunner().invoke(app, ["decide", str(EXAMPLE), *args])
+    zipped = CliRunner().invoke(app, ["decide", str(path), *args])
+    assert zipped.exit_code == 0, zipped.output
+    assert json.loads(zipped.stdout)["unload"] == json.loads(plain.stdout)["unload"]

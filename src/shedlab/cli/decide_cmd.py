@@ -83,8 +83,8 @@ def _read_snapshot(path: Path) -> ClusterSnapshot:
     """A LoadData document or a case as before; anything else (a bare load report, a recording, a
     directory of per-broker reports) through advise's reader, imported only then (it loads httpx and
     kazoo, which ``decide`` on a LoadData file does not need)."""
-    if path.is_file() and path.suffix == ".json":
-        doc = load_json_file(path)
+    if path.is_file() and path.name.removesuffix(".gz").endswith(".json"):
+        doc = load_json_file(path, gunzip=True)
         if isinstance(doc, dict) and any(k in doc for k in ("brokers", "brokerData", "loadData", "ticks")):
             return load_snapshot_file(path)
     from shedlab.cluster.advise import read_snapshot_path, snapshot_of

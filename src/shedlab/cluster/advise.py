@@ -24,11 +24,9 @@ this module adds what a real cluster needs around it:
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,7 +48,6 @@ from shedlab.errors import (
     ClusterError,
     InputError,
     ShedlabError,
-    decode_user_bytes,
     parse_json_text,
     read_user_text,
 )
@@ -111,20 +108,8 @@ def _suffix(path: Path) -> str:
     return Path(path.name.removesuffix(".gz")).suffix
 
 
-def _recording_text(path: Path) -> str:
-    """A file's text, a ``.gz`` one decompressed (a recording as ingest reads it: the shipped demo
-    recording is one; a directory's were passed over, silently)."""
-    if not path.name.endswith(".gz"):
-        return read_user_text(path, what="snapshot file")
-    try:
-        data = gzip.decompress(path.read_bytes())
-    except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(f"cannot read it as gzip data: {exc}", source=str(path)) from None
-    return decode_user_bytes(data, str(path))
-
-
 def _records(path: Path) -> Iterator[tuple[str, Any]]:
-    text = _recording_text(path)
+    text = read_user_text(path, what="snapshot file", gunzip=True)
     if _suffix(path) == ".json":
         doc = parse_json_text(text, str(path))
         if isinstance(doc, list):
@@ -216,7 +201,8 @@ def read_snapshot_path(path: Path) -> SnapshotInput:
         if not files:
             raise InputError("no *.json or *.jsonl load reports in this directory", source=str(path))
     elif path.is_file():
-        if path.suffix == ".json" and _is_load_data(parse_json_text(read_user_text(path), str(path))):
+        text = read_user_text(path, what="snapshot file", gunzip=True)
+        if _suffix(path) == ".json" and _is_load_data(parse_json_text(text, str(path))):
             return SnapshotInput(load_data_file=path)
         files = [path]
     else:

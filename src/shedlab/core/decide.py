@@ -101,9 +101,10 @@ class Outcome:
 
 
 def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
-    """Read a LoadData JSON (or a conformance case, taking its first tick) into a snapshot."""
+    """Read a LoadData JSON, gzipped or not (or a conformance case, taking its first tick), into a
+    snapshot."""
     source = str(path)
-    raw = load_json_file(path)
+    raw = load_json_file(path, gunzip=True)
     reader = JsonReader(raw, source)
     if "ticks" in reader.obj and "loadData" not in reader.obj:
         ticks = reader.obj["ticks"]

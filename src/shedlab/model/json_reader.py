@@ -39,9 +39,10 @@ def json_kind(value: Any) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
-def load_json_file(path: str | Path) -> Any:
-    """Parse a user's JSON file (:func:`read_user_text`, :func:`parse_json_text`)."""
-    return parse_json_text(read_user_text(path), str(path))
+def load_json_file(path: str | Path, *, gunzip: bool = False) -> Any:
+    """Parse a user's JSON file (:func:`read_user_text`, :func:`parse_json_text`; ``gunzip``: a ``*.gz``
+    one decompressed)."""
+    return parse_json_text(read_user_text(path, gunzip=gunzip), str(path))
 
 
 class JsonReader:
