@@ -103,6 +103,28 @@ def test_conform_refuses_malformed_expected_answers(tmp_path: Path, expected: ob
     assert result.exit_code == 2 and field in out["error"]
 
 
+@pytest.mark.parametrize(
+    ("expected", "said"),
+    [
+        ([{"unload": {}}, {"unload": {}}], "expected: expected one entry per tick: 1 ticks, 2 entries"),
+        ([], "expected: expected one entry per tick: 1 ticks, 0 entries"),
+        ([{"unload": {}, "assign": [{"choices": ["b1:8080"]}]}], "expected[0].assign: expected one answer"),
+        ([{"unloads": {}}], "expected[0].unloads: unknown key"),
+        ([{}], "expected[0]: a shedding strategy's entry needs 'unload'"),
+    ],
+)
+def test_conform_refuses_expected_answers_that_do_not_fit_the_ticks(
+    tmp_path: Path, expected: object, said: str
+) -> None:
+    """A wrong count of entries or answers was run and reported as a mismatch (exit 1); an entry without
+    ``unload`` (or with a typo for it) passed unchecked."""
+    case = tmp_path / "bad.json"
+    case.write_text(json.dumps({**_tiny_case(), "expected": expected}), encoding="utf-8")
+    result = CliRunner().invoke(app, ["conform", "--check", str(case)])
+    out = json.loads(result.stdout.splitlines()[0])
+    assert result.exit_code == 2 and said in out["error"], out
+
+
 @pytest.mark.parametrize("assign", [0, "", False, {}])
 def test_conform_refuses_an_assign_that_is_not_a_list(tmp_path: Path, assign: object) -> None:
     """A falsy ``assign`` was read as no requests (``or []``), so the case ran and compared as empty."""

@@ -18,7 +18,7 @@ from typing import Any, cast
 import numpy as np
 
 from shedlab.config import LoadBalancerConfig
-from shedlab.errors import InputError, ShedlabError
+from shedlab.errors import InputError, ShedlabError, did_you_mean
 from shedlab.model.json_reader import JsonReader, load_json_file
 from shedlab.model.pulsar import LoadData
 from shedlab.model.snapshot import ClusterSnapshot
@@ -107,7 +107,10 @@ def load_case(path: str | Path) -> Case:
                 field=f"ticks[{t}].assign",
             )
         ticks.append(CaseTick(snapshot, tuple(requests)))
-    return Case(source, name, info, conf, ticks, _expected(root.obj.get("expected"), source))
+    expected = _expected(root.obj.get("expected"), source)
+    if expected is not None:
+        _expected_fits(expected, ticks, info, source)
+    return Case(source, name, info, conf, ticks, expected)
 
 
 def _expected(raw: Any, source: str) -> list[dict[str, Any]] | None:
@@ -142,6 +145,45 @@ def _expected(raw: Any, source: str) -> list[dict[str, Any]] | None:
                 raise bad(f"{field}.assign[{a}]", item, "an object with 'choices'")
             names(f"{field}.assign[{a}].choices", item["choices"])
     return raw
+
+
+def _expected_fits(
+    expected: list[dict[str, Any]], ticks: list[CaseTick], info: StrategyInfo, source: str
+) -> None:
+    """Refuse expected answers that cannot describe this case's ticks: one entry per tick, one ``assign``
+    answer per request, ``unload`` exactly where the strategy sheds, no other key. A wrong count or an
+    ``unloads`` typo was run and reported as a mismatch (exit 1), or passed unchecked."""
+    if len(expected) != len(ticks):
+        raise InputError(
+            f"expected one entry per tick: {len(ticks)} ticks, {len(expected)} entries",
+            source=source,
+            field="expected",
+        )
+    for t, (want, tick) in enumerate(zip(expected, ticks, strict=True)):
+        field = f"expected[{t}]"
+        for key in want:
+            if key not in ("unload", "assign"):
+                hint = did_you_mean(key, ("unload", "assign"))
+                raise InputError(
+                    "unknown key (expected 'unload', 'assign')",
+                    source=source,
+                    field=f"{field}.{key}",
+                    hint=hint,
+                )
+        if ("unload" in want) != info.sheds:
+            what = (
+                "a shedding strategy's entry needs 'unload' ({} if none)"
+                if info.sheds
+                else (f"{info.name} does not shed: no 'unload'")
+            )
+            raise InputError(what, source=source, field=field)
+        if len(want.get("assign", [])) != len(tick.assign):
+            raise InputError(
+                f"expected one answer per assign request: {len(tick.assign)} requests, "
+                f"{len(want.get('assign', []))} answers",
+                source=source,
+                field=f"{field}.assign",
+            )
 
 
 def _instances(case: Case, seed: int) -> tuple[SheddingStrategy | None, PlacementStrategy | None]:
