@@ -194,6 +194,18 @@ CASES: dict[str, list[Case]] = {
         ),
         _decide("empty-broker-name", snapshot('"broker-1:8080"', '""'), "(got '')"),
     ],
+    "LoadData fields read as none": [
+        # a typo'd field was ignored (no bundle in its grace period); with both spellings of the brokers,
+        # brokerData was ignored
+        _decide(
+            "typo-of-a-field",
+            snapshot('"recentlyUnloadedBundles"', '"recentlyUnloadedBundle"'),
+            "did you mean 'recentlyUnloadedBundles'?",
+        ),
+        _decide(
+            "brokers-and-brokerData", snapshot('"bundleData"', '"brokerData": {}, "bundleData"'), "brokerData"
+        ),
+    ],
     "duplicate keys": [
         _decide("json", b'{"brokers": {}, "brokers": {}}', "'brokers' appears twice"),
         _decide("nested-json", snapshot('"cpu": {', '"cpu": {"usage": 1, '), "'usage' appears twice"),

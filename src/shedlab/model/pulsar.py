@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from shedlab.errors import InputError, did_you_mean
 from shedlab.model.formats import (
     BUNDLE_DATA,
     BUNDLE_STATS,
@@ -490,6 +491,30 @@ def is_system_heartbeat_bundle(bundle: str) -> bool:
     return any(pattern.fullmatch(ns) for pattern in _SYSTEM_NAMESPACES)
 
 
+_LOAD_DATA_KEYS = ("brokers", "brokerData", "bundleData", "recentlyUnloadedBundles")
+# what Jackson writes for LoadData's derived getter (bundleData less the heartbeat bundles): not read
+_DERIVED_KEYS = ("bundleDataForLoadShedding",)
+
+
+def _check_load_data_keys(r: JsonReader) -> None:
+    """Refuse a LoadData key that is none of its fields (``recentlyUnloadedBundle``: the bundles in their
+    grace period were read as none) and both spellings of the brokers (only ``brokers`` was read)."""
+    for key in r.obj:
+        if key not in _LOAD_DATA_KEYS + _DERIVED_KEYS:
+            raise InputError(
+                f"unknown LoadData field (expected one of {', '.join(_LOAD_DATA_KEYS)})",
+                source=r.source,
+                field=r.field_path(key),
+                hint=did_you_mean(key, _LOAD_DATA_KEYS),
+            )
+    if r.has("brokers") and r.has("brokerData"):
+        raise InputError(
+            "both brokers and brokerData (Pulsar's name for it): give one",
+            source=r.source,
+            field=r.field_path("brokerData"),
+        )
+
+
 @dataclass
 class LoadData:
     """The leader's in-memory view: brokers, bundle histories and recently unloaded bundles."""
@@ -511,6 +536,7 @@ class LoadData:
     @classmethod
     def from_json(cls, r: JsonReader) -> LoadData:
         """Read the case format's ``loadData`` (``brokers``; Pulsar's own name ``brokerData`` also works)."""
+        _check_load_data_keys(r)
         key = "brokers" if r.has("brokers") or not r.has("brokerData") else "brokerData"
         brokers = {name: BrokerData.from_json(b) for name, b in r.items(key)}
         bundles = {name: BundleData.from_json(b) for name, b in r.items("bundleData", {})}
