@@ -193,6 +193,17 @@ CASES: dict[str, list[Case]] = {
             "control characters",
         ),
         _decide("empty-broker-name", snapshot('"broker-1:8080"', '""'), "(got '')"),
+        # taken, and chosen for an unload (the one advise --execute would send)
+        _decide(
+            "not-a-bundle-name",
+            SNAPSHOT.replace('"public/default/0x01000000_0x02000000"', '"notabundle"').encode(),
+            "localData.bundles: not a bundle name",
+        ),
+        _decide(
+            "inverted-bundle-range",
+            snapshot('"public/default/0x01000000_0x02000000"', '"public/default/0x02000000_0x01000000"'),
+            "not a bundle range",
+        ),
     ],
     "LoadData fields read as none": [
         # a typo'd field was ignored (no bundle in its grace period); with both spellings of the brokers,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,6 +13,7 @@ from shedlab.model.bundles import (
     FULL_UPPER_BOUND,
     bundle_index,
     bundle_name,
+    bundle_name_problem,
     bundle_of_topic,
     even_boundaries,
     even_ranges,
@@ -79,3 +81,19 @@ def test_vectorised_index_matches_the_scalar_one() -> None:
     bounds = even_boundaries(16)
     vector = bundle_index(np.array([topic_hash(t) for t in topics]), bounds)
     assert vector.tolist() == [bundle_of_topic(t, bounds) for t in topics]
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("public/default/0x00000000_0xffffffff", True),
+        ("pulsar/standalone/broker-1:8080/0x00000000_0xffffffff", True),  # a v1 heartbeat namespace
+        ("notabundle", False),
+        ("default/0x00000000_0xffffffff", False),
+        ("public//0x00000000_0xffffffff", False),
+        ("public/default/0x40000000_0x00000000", False),
+        ("public/default/0x0000000_0xffffffff", False),
+    ],
+)
+def test_bundle_name_problem(name: str, ok: bool) -> None:
+    assert (bundle_name_problem(name) is None) == ok

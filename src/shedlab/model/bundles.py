@@ -38,6 +38,7 @@ __all__ = [
     "bundle_for_topic",
     "bundle_index",
     "bundle_name",
+    "bundle_name_problem",
     "bundle_of_topic",
     "bundles_data_boundaries",
     "even_boundaries",
@@ -84,6 +85,18 @@ def parse_range(text: str) -> tuple[int, int] | None:
         return None
     lower, upper = int(match.group(1), 16), int(match.group(2), 16)
     return (lower, upper) if lower < upper else None
+
+
+def bundle_name_problem(name: str) -> str | None:
+    """Why ``name`` is no Pulsar bundle name (``tenant/namespace/0xLOWER_0xUPPER``, a v1 namespace's
+    ``tenant/cluster/namespace/…`` too, LOWER below UPPER), or None. A LoadData naming ``notabundle`` had it
+    chosen for an unload, the unload ``advise --execute`` would send."""
+    namespace, _, bundle_range = name.rpartition("/")
+    if not 2 <= len(namespace.split("/")) <= 3 or not all(namespace.split("/")):
+        return "not a bundle name (tenant/namespace/0xLOWER_0xUPPER)"
+    if parse_range(bundle_range) is None:
+        return "not a bundle range (0xLOWER_0xUPPER, eight hex digits each, LOWER below UPPER)"
+    return None
 
 
 def ranges_to_boundaries(ranges: Sequence[tuple[int, int]]) -> list[int] | None:

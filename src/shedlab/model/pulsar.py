@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from shedlab.errors import InputError, did_you_mean
+from shedlab.model.bundles import bundle_name_problem
 from shedlab.model.formats import (
     BUNDLE_DATA,
     BUNDLE_STATS,
@@ -515,6 +516,25 @@ def _check_load_data_keys(r: JsonReader) -> None:
         )
 
 
+def _check_bundle_names(
+    r: JsonReader, brokers: dict[str, BrokerData], bundles: dict[str, BundleData], recent: dict[str, int]
+) -> None:
+    """Refuse a name that is no Pulsar bundle's wherever a LoadData names bundles (it was taken, and could
+    be chosen to unload)."""
+    key = "brokers" if r.has("brokers") else "brokerData"
+    named = [
+        (f"{key}.{b}.localData.bundles", n) for b, data in brokers.items() for n in data.localData.bundles
+    ]
+    named += [
+        (f"{key}.{b}.preallocatedBundleData", n) for b, d in brokers.items() for n in d.preallocatedBundleData
+    ]
+    named += [("bundleData", n) for n in bundles] + [("recentlyUnloadedBundles", n) for n in recent]
+    for where, name in named:
+        problem = bundle_name_problem(name)
+        if problem is not None:
+            raise InputError(problem, source=r.source, field=r.field_path(where), value=name)
+
+
 @dataclass
 class LoadData:
     """The leader's in-memory view: brokers, bundle histories and recently unloaded bundles."""
@@ -542,4 +562,5 @@ class LoadData:
         bundles = {name: BundleData.from_json(b) for name, b in r.items("bundleData", {})}
         recent_map = r.child("recentlyUnloadedBundles", None)
         recent = {} if recent_map is None else {k: recent_map.integer(k) for k in recent_map.obj}
+        _check_bundle_names(r, brokers, bundles, recent)
         return cls(brokerData=brokers, bundleData=bundles, recentlyUnloadedBundles=recent)
