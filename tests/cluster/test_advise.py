@@ -111,6 +111,8 @@ def test_latest_report_per_broker_wins(tmp_path: Path) -> None:
         ("broker", " ", "broker: expected the broker's id as text (got ' ')"),
         ("cluster", 5, "cluster: expected the cluster's name as text (got 5)"),
         ("timestamp", 1735689605, "timestamp: expected epoch milliseconds, got 1735689605: epoch seconds"),
+        ("timestamp", 0, "timestamp: expected epoch milliseconds after 1970, got 0"),
+        ("timestamp", -5, "timestamp: expected epoch milliseconds after 1970, got -5"),
     ],
 )
 def test_a_recordings_bad_timestamp_broker_or_cluster_is_refused_not_replaced(

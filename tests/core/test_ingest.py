@@ -624,3 +624,16 @@ def test_a_parquet_file_is_decoded_once_while_it_is_unchanged(
     path.write_bytes(data[:4] + b"\xff" * 20 + data[24:] + b"PAR1")  # damaged inside, another size
     with pytest.raises(InputError, match="damaged Parquet file"):
         check_parquet_file(path)
+
+
+@pytest.mark.parametrize("last_update", [0, -1])
+def test_a_reports_time_at_or_before_1970_is_quarantined_beside_a_good_timestamp(last_update: int) -> None:
+    """A line's time at or before 1970 was quarantined, but a report's own ``lastUpdate`` of 0 beside a
+    good wrapper timestamp was kept (``last_update_ms`` 0), as ``decide`` took a timestamp of 0: one rule
+    now (formats.epoch_ms), as for a ``lastUpdate`` past year 9999."""
+    line = json.dumps(
+        {"broker": "a:1", "cluster": "c", "timestamp": 60_000, "report": _report(lastUpdate=last_update)}
+    )
+    rows = _parse([line])
+    assert rows["kind"].tolist() == ["quarantine"] and rows["reason"].tolist() == ["invalid_timestamp"]
+    assert "report.lastUpdate: expected epoch milliseconds after 1970" in rows["detail"].iloc[0]

@@ -159,3 +159,12 @@ def test_a_time_in_epoch_seconds_is_refused(value: object) -> None:
 @pytest.mark.parametrize("value", [1, 60_000, 999_999_999, 100_000_000_000, 1735689605000])
 def test_times_outside_the_seconds_range_are_kept(value: int) -> None:
     assert epoch_ms(value) == value
+
+
+@pytest.mark.parametrize("value", [0, -1, -60_000, "0", 0.0, -(2**63)])
+def test_a_time_at_or_before_1970_is_refused(value: object) -> None:
+    """Ingest quarantined such a line (invalid_timestamp) while ``decide`` and ``advise`` read it as the
+    oldest report of its broker; one rule now, here."""
+    with pytest.raises(FormatError) as caught:
+        epoch_ms(value)
+    assert caught.value.reason == "invalid_timestamp" and "after 1970" in caught.value.message

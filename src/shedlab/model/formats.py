@@ -230,7 +230,7 @@ def epoch_ms(value: object) -> int | None:
     ``advise`` on files): ``decide`` read a non-number as 0, so the line lost to its broker's others.
 
     Raises :class:`FormatError` (``invalid_value`` for a non-number, ``invalid_timestamp`` for NaN, ±inf,
-    a time outside a long or past :data:`MAX_TIME_MS`, or one in seconds, :data:`SECONDS_LIKE_MS`)."""
+    a time at or before 1970, past :data:`MAX_TIME_MS`, or one in seconds, :data:`SECONDS_LIKE_MS`)."""
     if value is None:
         return None
     if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 20:
@@ -239,7 +239,13 @@ def epoch_ms(value: object) -> int | None:
         raise FormatError("invalid_value", f"expected epoch milliseconds, got {str(value)[:40]!r}")
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         raise FormatError("invalid_timestamp", f"expected epoch milliseconds, got {value!r}")
-    if not -(2**63) <= value <= MAX_TIME_MS:  # past year 9999 nothing is a time Pulsar wrote
+    if (
+        value <= 0
+    ):  # ingest quarantined it, decide and advise took it (as the oldest report) until 29 Nov 2026
+        raise FormatError(
+            "invalid_timestamp", f"expected epoch milliseconds after 1970, got {str(value)[:24]}"
+        )
+    if value > MAX_TIME_MS:  # past year 9999 nothing is a time Pulsar wrote
         raise FormatError("invalid_timestamp", f"epoch milliseconds out of range, got {str(value)[:24]}")
     if SECONDS_LIKE_MS[0] <= value < SECONDS_LIKE_MS[1]:
         as_seconds = dt.datetime.fromtimestamp(int(value), dt.UTC).isoformat().replace("+00:00", "Z")

@@ -225,7 +225,8 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
         & _cluster_ok(w["cluster"])  # else the Python reader quarantines it (core.ingest.cluster_problem)
         & (time_ms > 0)
         & (time_ms <= MAX_TIME_MS)  # later: the Python reader quarantines it as invalid_timestamp
-        & (r["lastUpdate"] <= MAX_TIME_MS)  # so too the report's own time beside the wrapper's
+        & (r["lastUpdate"] > 0)  # so too the report's own time beside the wrapper's (formats.epoch_ms)
+        & (r["lastUpdate"] <= MAX_TIME_MS)
         & ~time_ms.between(SECONDS_LIKE_MS[0], SECONDS_LIKE_MS[1] - 1)  # seconds: formats.epoch_ms
         & ~r["lastUpdate"].between(SECONDS_LIKE_MS[0], SECONDS_LIKE_MS[1] - 1)
         & resources
