@@ -93,12 +93,32 @@ def test_leader_of_a_pulsar_2_broker_is_its_broker_id() -> None:
     assert reading.leader == broker
 
 
+@pytest.mark.parametrize(
+    ("info", "shown"),
+    [
+        ({"serviceUrl": 5}, "serviceUrl: expected the leader's web address as text (got 5)"),
+        ({"serviceUrl": ""}, "serviceUrl: expected the leader's web address as text (got '')"),
+        (
+            {"brokerId": ["b1:8080"], "serviceUrl": "http://b1:8080"},
+            "brokerId: expected the leader's broker id",
+        ),
+        ({}, "neither brokerId nor serviceUrl"),
+        ({"url": "http://b1:8080"}, "neither brokerId nor serviceUrl"),
+    ],
+)
+def test_a_leader_document_naming_no_leader_as_text_is_refused(info: dict[str, object], shown: str) -> None:
+    """``{"serviceUrl": 5}`` was read as "no leader", silently, as if no election had happened."""
+    with pytest.raises(ClusterError) as caught:
+        leader_id(info, "zk:2181/loadbalance/leader")
+    assert shown in caught.value.message and caught.value.source == "zk:2181/loadbalance/leader"
+
+
 def test_cluster_documents_whose_urls_are_no_urls_are_data_not_tracebacks() -> None:
     """``urlparse`` raises ValueError on an unclosed IPv6 bracket: a leader's ``serviceUrl`` or an
     ownership znode's ``httpUrl`` of ``http://[x`` was a traceback (28 Nov 2026). The leader is named as
     written; an owner needs a URL, so the znode is refused in one line naming it."""
-    assert leader_id({"serviceUrl": "http://[x"}) == "http://[x"
-    assert leader_id({"serviceUrl": "http://b1:8080"}) == "b1:8080"
+    assert leader_id({"serviceUrl": "http://[x"}, "/loadbalance/leader") == "http://[x"
+    assert leader_id({"serviceUrl": "http://b1:8080"}, "/loadbalance/leader") == "b1:8080"
     where = "/namespace/t/ns/0x00000000_0x80000000"
     owner = owner_of_ephemeral_data({"httpUrl": "http://[x", "httpUrlTls": "https://b1:8443"}, where)
     assert owner.owner == "b1:8443" and owner.active

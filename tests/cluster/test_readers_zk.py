@@ -391,3 +391,15 @@ def test_a_zookeeper_that_goes_away_after_the_first_read_ends_the_next_read_in_b
         assert str(error).endswith("/loadbalance: unreachable after 2 attempts: no answer within 1 s"), error
     finally:
         reader.close()
+
+
+def test_a_leader_znode_naming_no_leader_is_refused(zk_hosts: str) -> None:
+    """``{"serviceUrl": 5}`` was read as "no leader" (advise's JSON said leader: null), silently."""
+    publish(zk_hosts, example())
+    zk = KazooClient(hosts=zk_hosts, timeout=5.0)
+    zk.start(timeout=10)
+    zk.set("/loadbalance/leader", b'{"serviceUrl": 5}')
+    zk.stop()
+    zk.close()
+    line = one_line_error(run("advise", "--zookeeper", zk_hosts))
+    assert "/loadbalance/leader" in line and "serviceUrl: expected the leader's web address as text" in line

@@ -149,18 +149,27 @@ def extensible_marker(obj: Mapping[str, Any]) -> str | None:
     return f"a {kind} of the extensible load manager (ExtensibleLoadManagerImpl){it_has}"
 
 
-def leader_id(info: Mapping[str, Any]) -> str | None:
+def leader_id(info: Mapping[str, Any], where: str) -> str:
     """The leader's broker id from ``/loadbalance/leader`` (``LeaderBroker``) or ``GET
     /admin/v2/brokers/leaderBroker`` (``BrokerInfo``): ``brokerId`` since Pulsar 3.0; before, only
     ``serviceUrl``, the leader's web address ``http(s)://<advertisedAddress>:<port>``, whose host and port
-    are its broker id (``lookupServiceAddress``, the name of its ``/loadbalance/brokers`` node)."""
-    broker = info.get("brokerId")
-    if isinstance(broker, str) and broker:
-        return broker
-    url = info.get("serviceUrl")
-    if not isinstance(url, str) or not url:
-        return None
-    return _netloc(url) or url  # not a URL: the leader named as written
+    are its broker id (``lookupServiceAddress``, the name of its ``/loadbalance/brokers`` node).
+
+    A document naming no leader as text (``{"serviceUrl": 5}``, ``{}``) is refused naming ``where``: it
+    was read as "no leader", silently, as no election had happened (28 Nov 2026)."""
+    for key in ("brokerId", "serviceUrl"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise ClusterError(
+                f"{key}: expected the leader's {_LEADER_FIELDS[key]} as text (got {value!r})", source=where
+            )
+        return value if key == "brokerId" else _netloc(value) or value  # not a URL: named as written
+    raise ClusterError("neither brokerId nor serviceUrl: no leader named", source=where)
+
+
+_LEADER_FIELDS = {"brokerId": "broker id", "serviceUrl": "web address"}
 
 
 def _netloc(url: str) -> str:
@@ -566,7 +575,7 @@ class ZooKeeperReader:
                 reading.bundle_data[name] = _parse(raw, f"{where}{BUNDLE_DATA_PATH}/{name}")
         leader = self._get(client, LEADER_PATH)
         if leader:
-            reading.leader = leader_id(_parse(leader, f"{where}{LEADER_PATH}"))
+            reading.leader = leader_id(_parse(leader, f"{where}{LEADER_PATH}"), f"{where}{LEADER_PATH}")
         return reading
 
     def _bundle_names(self, client: KazooClient) -> list[str]:
@@ -969,12 +978,13 @@ class AdminReader:
             _check_report(obj, f"GET {url}")
             reading.reports[broker] = obj
             reading.origin[broker] = f"GET {url}"
+        url = f"{self.url}/admin/v2/brokers/leaderBroker"
         try:
-            leader = self._json(f"{self.url}/admin/v2/brokers/leaderBroker")
-            if isinstance(leader, dict):
-                reading.leader = leader_id(leader)
+            leader = self._json(url)
         except ClusterError:
-            pass  # older brokers have no such endpoint; the leader is informative only
+            leader = None  # older brokers have no such endpoint; the leader is informative only
+        if isinstance(leader, dict):
+            reading.leader = leader_id(leader, f"GET {url}")
         return reading
 
     def owned_bundles(self, broker: str) -> tuple[dict[str, Any], str]:
