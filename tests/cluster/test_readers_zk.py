@@ -403,3 +403,19 @@ def test_a_leader_znode_naming_no_leader_is_refused(zk_hosts: str) -> None:
     zk.close()
     line = one_line_error(run("advise", "--zookeeper", zk_hosts))
     assert "/loadbalance/leader" in line and "serviceUrl: expected the leader's web address as text" in line
+
+
+@pytest.mark.parametrize("stray", ["t/ns/zzz", "t/c/ns/zzz"])
+def test_a_bundle_data_node_that_is_no_bundle_is_refused(zk_hosts: str, stray: str) -> None:
+    """``t/ns/zzz`` holding data was read as a v1 namespace without bundles, and ``t/c/ns/zzz`` as a
+    bundle of that name, silently; a v1 namespace whose bundles were all deleted (an empty node without
+    children, as the store leaves it) is still passed over."""
+    publish(zk_hosts, example())
+    zk = KazooClient(hosts=zk_hosts, timeout=5.0)
+    zk.start(timeout=10)
+    zk.create("/loadbalance/bundle-data/old/us-west/emptied", b"", makepath=True)
+    zk.create(f"/loadbalance/bundle-data/{stray}", json.dumps({"topics": 1}).encode(), makepath=True)
+    zk.stop()
+    zk.close()
+    line = one_line_error(run("advise", "--zookeeper", zk_hosts))
+    assert f"/loadbalance/bundle-data/{stray} is not a bundle's node" in line, line

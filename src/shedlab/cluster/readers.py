@@ -583,7 +583,12 @@ class ZooKeeperReader:
         name under that root (``BundleDataResources.getBundleDataPath``), so a v2 namespace's bundles
         (``tenant/namespace``) are three levels down and a v1 namespace's (``tenant/cluster/namespace``,
         among them every broker's heartbeat namespace ``pulsar/<cluster>/<host>:<port>``) four. A node at
-        the third level whose name is not a bundle range (``0x%08x_0x%08x``) is a v1 namespace."""
+        the third level whose name is not a bundle range (``0x%08x_0x%08x``) is a v1 namespace.
+
+        A v1 namespace's node holds no data (the store creates parents empty) and one whose bundles were
+        all deleted has no children, so it is passed over; a node that is neither (``t/ns/zzz`` holding
+        data, ``t/c/ns/zzz`` under a namespace) is refused naming it, where the first was read as a
+        namespace without bundles and the second as a bundle, silently (29 Nov 2026)."""
         level = self._children(client, BUNDLE_DATA_PATH)  # tenants
         for _ in range(2):  # then tenant/namespace (v2) or tenant/cluster (v1), then one level further
             below = self._children_many(client, [f"{BUNDLE_DATA_PATH}/{name}" for name in level])
@@ -594,6 +599,17 @@ class ZooKeeperReader:
         ranges = dict(
             zip(v1, self._children_many(client, [f"{BUNDLE_DATA_PATH}/{n}" for n in v1]), strict=True)
         )
+        childless = [name for name in v1 if not ranges[name]]
+        held = self._get_many(client, [f"{BUNDLE_DATA_PATH}/{n}" for n in childless])
+        strays = [name for name, raw in zip(childless, held, strict=True) if raw and raw.strip()]
+        strays += [f"{n}/{r}" for n in v1 for r in ranges[n] if parse_range(r) is None]
+        if strays:
+            raise ClusterError(
+                f"{BUNDLE_DATA_PATH}/{strays[0]} is not a bundle's node: its name is no bundle range "
+                "(0x%08x_0x%08x) under tenant/namespace or tenant/cluster/namespace",
+                source=self.what,
+                hint="Pulsar never reads it; remove the node, or give the chroot of a Pulsar cluster",
+            )
         names: list[str] = []
         for name in level:
             names += [f"{name}/{r}" for r in ranges[name]] if name in ranges else [name]
