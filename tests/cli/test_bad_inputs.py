@@ -548,6 +548,26 @@ CASES: dict[str, list[Case]] = {
             ("collect", "--out", "{dir}/rec", "--zookeeper", "zk1:99999"),
             "--zookeeper",
         ),
+        # the sandbox wrote its brokers into ZooKeeper's own tree; ZooKeeper refuses '//a' as a path
+        *(
+            Case(
+                f"sandbox-zookeeper-chroot-{name}",
+                ("sandbox", "scale-out", "--zookeeper", f"127.0.0.1:9{chroot}"),
+                f"--zookeeper: the chroot {chroot} is",
+            )
+            for name, chroot in (
+                ("reserved", "/zookeeper"),
+                ("under-reserved", "/zookeeper/pulsar"),
+                ("empty-name", "//pulsar"),
+                ("trailing-slash", "/pulsar/"),
+                ("dot-dot", "/a/../pulsar"),
+            )
+        ),
+        Case(
+            "advise-zookeeper-chroot-reserved",
+            ("advise", "--zookeeper", "127.0.0.1:9/zookeeper/quota"),
+            "--zookeeper: the chroot /zookeeper/quota is ZooKeeper's own tree",
+        ),
         # kazoo reads a port 0 as its default 2181 (the sandbox wrote its brokers into that ZooKeeper), and a
         # URL as the host 'http' with the chroot '//zk1:2181'
         # Path collapsed s3://bucket/rec to s3:/bucket/rec: a local directory of that name was written

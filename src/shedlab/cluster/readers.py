@@ -371,12 +371,27 @@ def zookeeper_hosts(text: str, field: str = "--zookeeper") -> str:
     if "://" in hosts:
         raise InputError(f"not a URL: a {_ZK_HOSTS} list", field=field, value=text)
     try:
-        collect_hosts(hosts)
+        _, chroot = collect_hosts(hosts)
     except ValueError as exc:
         raise InputError(f"not a {_ZK_HOSTS} list: {exc}", field=field, value=text) from None
     if any(re.search(r":0+$", host) for host in hosts.partition("/")[0].split(",")):
         raise InputError(f"port 0 in a {_ZK_HOSTS} list (kazoo reads it as 2181)", field=field, value=text)
+    problem = _chroot_problem(chroot or "/")
+    if problem:
+        raise InputError(f"the chroot {chroot} {problem}", field=field, value=text)
     return hosts
+
+
+def _chroot_problem(chroot: str) -> str:
+    """Why ZooKeeper cannot hold Pulsar's tree under ``chroot`` ("" when it can): ZooKeeper refuses a
+    path with an empty, ``.`` or ``..`` node name (``PathUtils.validatePath``), and ``/zookeeper`` is its
+    own tree (quotas, the ensemble's config), where the sandbox wrote its brokers, silently (29 Nov 2026)."""
+    names = chroot.split("/")[1:]
+    if chroot != "/" and any(name in ("", ".", "..") for name in names):
+        return "is not a ZooKeeper path (an empty, '.' or '..' node name)"
+    if names[0] == "zookeeper":
+        return "is ZooKeeper's own tree (/zookeeper holds its quotas and config), not a place for Pulsar's"
+    return ""
 
 
 class ZooKeeperReader:
