@@ -602,3 +602,33 @@ def test_a_clip_below_the_quantity_or_inverted_is_refused(quantity: str, message
 def test_traffic_multipliers_above_a_million_are_refused(extra: str, field: str) -> None:
     with pytest.raises(InputError, match=field + r": must be at most 1e\+06"):
         parse_scenario_text(_SMALL + extra, "s.yaml")
+
+
+_TWO_WORKLOADS = """\
+name: two
+duration: 10m
+brokers:
+  - count: 2
+workloads:
+  - {name: big, tenant_prefix: big, bundles: 64, shapes: [{kind: step, at: 1m, factor: 2}]}
+  - name: small
+    tenant_prefix: small
+    bundles: 4
+    shapes: [{kind: step, at: 1m, factor: 2, select: {fraction: FRACTION}}]
+"""
+
+
+def test_a_fraction_that_rounds_to_no_bundle_of_its_scope_is_refused() -> None:
+    """0.1 of a 4-bundle workload among others selected no bundle at all, or by chance one, silently
+    (the draw is among every workload's bundles, kept so existing scenarios keep their results)."""
+    with pytest.raises(
+        InputError,
+        match=r"workloads\[1\]\.shapes\[0\]\.select\.fraction: selects no bundle: 0\.1 of the at most 4",
+    ):
+        parse_scenario_text(_TWO_WORKLOADS.replace("FRACTION", "0.1"), "s.yaml")
+    assert parse_scenario_text(_TWO_WORKLOADS.replace("FRACTION", "0.25"), "s.yaml").workloads[1].shapes
+    event = (
+        "events:\n  - {at: 1m, kind: traffic, factor: 2, select: {namespaces: ['small-*'], fraction: 0.1}}\n"
+    )
+    with pytest.raises(InputError, match=r"events\[0\]\.select\.fraction: selects no bundle"):
+        parse_scenario_text(_TWO_WORKLOADS.replace("FRACTION", "1") + event, "s.yaml")

@@ -622,6 +622,8 @@ def _traffic_model(
     for w_index, workload in enumerate(scenario.workloads):
         members = np.flatnonzero(pop.workload_index == w_index).astype(np.int64)
         for shape in workload.shapes:
+            # a fraction is drawn among every workload's matching bundles, then narrowed to this one's:
+            # kept, as existing scenarios' results depend on it (scenario._check_fraction, docs/scenarios.md)
             sel = pop.select(shape.select, rng_pop)
             idx = members if sel is None else np.intersect1d(members, sel)
             shapes.append((shape, None if idx.size == m else idx))

@@ -25,6 +25,8 @@ from shedlab.core.sim.traffic import (
     Selector,
     Signal,
     Workload,
+    bundles_at_most,
+    namespace_plan,
     parse_selector,
     parse_signal,
     parse_workload,
@@ -798,21 +800,29 @@ def _check_selectors(
     workload's shape, which selects within that workload's own bundles, names its own."""
     own = workload_names(workloads)
     every = selectable_names(own)
+    plan = namespace_plan(workloads)
+    scenario = list(range(len(workloads)))
     checks = [
-        (f"workloads[{w}].shapes[{k}].select", shape.select, own[w], "its workload")
+        (f"workloads[{w}].shapes[{k}].select", shape.select, own[w], "its workload", [w])
         for w, workload in enumerate(workloads)
         for k, shape in enumerate(workload.shapes)
     ]
     checks += [
-        (f"events[{i}].select", e.select, every, "the scenario")
+        (f"events[{i}].select", e.select, every, "the scenario", scenario)
         for i, e in enumerate(events)
         if isinstance(e, TrafficChange)
     ]
     checks += [
-        (f"leader_state.recently_unloaded[{i}].select", recent.select, every, "the scenario")
+        (
+            f"leader_state.recently_unloaded[{i}].select",
+            recent.select,
+            every,
+            "the scenario",
+            scenario,
+        )
         for i, recent in enumerate(leader_state.recently_unloaded)
     ]
-    for where, selector, names, scope in checks:
+    for where, selector, names, scope, members in checks:
         unmatched = unmatched_pattern(selector, names)
         if unmatched is not None:
             field_name, pattern = unmatched
@@ -822,6 +832,37 @@ def _check_selectors(
                 field=f"{where}.{field_name}",
                 value=pattern,
             )
+        _check_fraction(
+            root, where, selector, scope, [workloads[w] for w in members], [plan[w] for w in members]
+        )
+
+
+def _check_fraction(
+    root: Node,
+    where: str,
+    selector: Selector,
+    scope: str,
+    workloads: Sequence[Workload],
+    plan: Sequence[Sequence[tuple[str, str]]],
+) -> None:
+    """A ``fraction`` that rounds to no bundle of the at most N its patterns match in ``scope`` is
+    refused: it selected nothing, silently (0.1 of a 4-bundle workload). A shape's fraction is read here
+    as a fraction of its workload's bundles, as a user reads it; the simulator draws it among every
+    workload's matching bundles, then keeps its own (so a shape of a workload among others gets about
+    that share, not exactly). That draw is kept: changing it would change the results of existing
+    scenarios (the demo recording's, capacity probes); ``select: {workloads: [<own name>]}`` draws among
+    the workload's own bundles alone."""
+    if selector.fraction is None:
+        return
+    most = bundles_at_most(selector, workloads, plan)
+    if round(selector.fraction * most) == 0:
+        raise InputError(
+            f"selects no bundle: {selector.fraction:g} of the at most {most} bundle(s) of {scope} "
+            "its patterns match rounds to 0",
+            source=root.source,
+            field=f"{where}.fraction",
+            value=selector.fraction,
+        )
 
 
 # ------------------------------------------------------------------------------------------------- loading

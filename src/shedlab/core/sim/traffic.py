@@ -789,6 +789,22 @@ def selectable_names(per_workload: Sequence[Mapping[str, Sequence[str]]]) -> dic
     return {field: [name for names in per_workload for name in names[field]] for field in _SELECTABLE}
 
 
+def bundles_at_most(
+    selector: Selector, workloads: Sequence[Workload], plan: Sequence[Sequence[tuple[str, str]]]
+) -> int:
+    """How many bundles of ``workloads`` (their :func:`namespace_plan` entries in ``plan``) the
+    ``workloads``, ``tenants`` and ``namespaces`` patterns of ``selector`` can match: at most, since
+    ``bundles`` patterns are not read and a hashed workload's topics may miss some of its bundles."""
+    return sum(
+        workload.bundles
+        for workload, spaces in zip(workloads, plan, strict=True)
+        if not selector.workloads or _match_any(workload.name, selector.workloads)
+        for tenant, namespace in spaces
+        if (not selector.tenants or _match_any(tenant, selector.tenants))
+        and (not selector.namespaces or _match_any(namespace, selector.namespaces))
+    )
+
+
 def unmatched_pattern(selector: Selector, names: Mapping[str, Sequence[str]]) -> tuple[str, str] | None:
     """The first (field, pattern) of ``selector`` that matches none of ``names`` (one entry of
     :func:`workload_names`, or :func:`selectable_names`), or None: such a pattern selects nothing, and a
