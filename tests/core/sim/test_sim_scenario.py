@@ -486,6 +486,20 @@ def test_a_rolling_restart_whose_last_turn_is_after_the_last_tick_is_refused() -
     assert parse_scenario_text(_SMALL + event.replace("3m", "2m30s"), "s.yaml").events
 
 
+def test_a_rolling_restart_of_every_broker_whose_last_turn_is_after_the_last_tick_is_refused() -> None:
+    """Without ``brokers:`` every broker up restarts: with 3 brokers, one added and one removed before,
+    broker 3's turn at 11 min never came in a 10-min run; the event log said 3 brokers restarted."""
+    events = (
+        "events:\n  - {at: 1m, kind: add_brokers, count: 1}\n  - {at: 2m, kind: remove_brokers, count: 1}\n"
+        "  - {at: 5m, kind: rolling_restart, interval: 3m}\n"
+    )
+    with pytest.raises(
+        InputError, match=r"events\[2\]\.interval: rolling_restart at 300 s restarts all 3 brokers up by then"
+    ):
+        parse_scenario_text(_SMALL + events, "s.yaml")
+    assert parse_scenario_text(_SMALL + events.replace("3m}", "2m30s}"), "s.yaml").events
+
+
 def test_a_background_event_without_its_background_is_refused() -> None:
     """It replaced the brokers' background by none, silently."""
     event = "events:\n  - {at: 1m, kind: background, brokers: [1]}\n"

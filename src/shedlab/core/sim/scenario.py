@@ -550,19 +550,6 @@ def _check_event_times(root: Node, events: tuple[Event, ...], duration: float, t
                 raw,
                 hint="make the duration a whole number of ticks, or move the event",
             )
-        if isinstance(event, RollingRestart) and len(event.brokers) > 1:
-            # each listed broker's turn comes `interval` after the previous one's: a turn after the last
-            # tick never came, and the broker was never restarted, silently
-            turn = event.at + (len(event.brokers) - 1) * event.interval
-            if round(turn * 1000) > last_ms:
-                raise root.error(
-                    f"events[{i}].interval",
-                    f"rolling_restart at {event.at:g} s restarts {len(event.brokers)} brokers every "
-                    f"{event.interval:g} s: the last turn, at {turn:g} s, is after the run's last tick "
-                    f"({last_ms / 1000:g} s)",
-                    root.list("events")[i].get("interval"),
-                    hint="shorten the interval, start earlier, or lengthen the duration",
-                )
 
 
 def _check_traffic_windows(
@@ -596,7 +583,23 @@ def _check_traffic_windows(
             )
 
 
-def _check_event_brokers(root: Node, events: tuple[Event, ...], initial: int) -> None:
+def _check_last_turn(root: Node, i: int, event: RollingRestart, count: int, last_ms: int) -> None:
+    """Each broker's turn comes ``interval`` after the previous one's: a turn after the last tick never
+    came, and that broker was never restarted, silently. ``count`` is the brokers listed, else the
+    brokers up by then (all of them restart; one down for another restart then is skipped)."""
+    turn = event.at + (count - 1) * event.interval
+    if count > 1 and round(turn * 1000) > last_ms:
+        which = f"{count} brokers" if event.brokers else f"all {count} brokers up by then"
+        raise root.error(
+            f"events[{i}].interval",
+            f"rolling_restart at {event.at:g} s restarts {which} every {event.interval:g} s: the last "
+            f"turn, at {turn:g} s, is after the run's last tick ({last_ms / 1000:g} s)",
+            root.list("events")[i].get("interval"),
+            hint="shorten the interval, start earlier, list fewer brokers, or lengthen the duration",
+        )
+
+
+def _check_event_brokers(root: Node, events: tuple[Event, ...], initial: int, last_ms: int) -> None:
     """Refuse an event naming a broker the scenario does not have by then (brokers are numbered from 1;
     ``add_brokers`` events number theirs after the existing ones), a removal or background change of one
     an earlier event removed by its number, and a ``remove_brokers`` of more brokers than are left by then.
@@ -637,6 +640,8 @@ def _check_event_brokers(root: Node, events: tuple[Event, ...], initial: int) ->
         if isinstance(event, RemoveBrokers):
             alive -= len(event.brokers) or event.count
             removed.update(dict.fromkeys(event.brokers, i))
+        if isinstance(event, RollingRestart):
+            _check_last_turn(root, i, event, len(event.brokers) or alive, last_ms)
 
 
 def _parse_strategy(root: Node, source: str) -> str:
@@ -768,7 +773,8 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     events = tuple(_parse_event(node, hardware) for node in root.nodes("events"))
     _check_event_times(root, events, duration, simulation.tick)
     _check_traffic_windows(root, workloads, events, simulation)
-    _check_event_brokers(root, events, initial)
+    last_ms = (tick_count(duration, simulation.tick) - 1) * tick_ms_of(simulation.tick)
+    _check_event_brokers(root, events, initial, last_ms)
     metrics = _parse_metrics(root)
     leader_state = _parse_leader_state(root, initial)
     _check_selectors(root, workloads, events, leader_state)
