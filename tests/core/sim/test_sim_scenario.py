@@ -646,3 +646,10 @@ def test_a_fraction_that_rounds_to_no_bundle_of_its_scope_is_refused() -> None:
     )
     with pytest.raises(InputError, match=r"events\[0\]\.select\.fraction: selects no bundle"):
         parse_scenario_text(_TWO_WORKLOADS.replace("FRACTION", "1") + event, "s.yaml")
+
+
+def test_a_warmup_past_the_last_tick_is_refused() -> None:
+    """It left no tick to measure: a summary of 0 ticks (means NaN, counts 0), silently."""
+    with pytest.raises(InputError, match=r"metrics\.warmup: leaves no tick to measure: 660 s"):
+        parse_scenario_text(_SMALL + "metrics: {warmup: 11m}\n", "s.yaml")
+    assert parse_scenario_text(_SMALL + "metrics: {warmup: 10m}\n", "s.yaml").metrics.warmup == 600

@@ -381,6 +381,21 @@ def _parse_metrics(parent: Node) -> MetricsSettings:
     return settings
 
 
+def _check_warmup(root: Node, metrics: MetricsSettings, last_ms: int) -> None:
+    """Refuse a ``metrics.warmup`` past the last tick: it left no tick to measure, and the summary was of
+    0 ticks (every mean NaN, every count 0), silently. (The combinations test drew one past the run to
+    check that summary's guards; nothing makes a warm-up longer than its own run: no grid, tune or twin
+    changes a scenario's duration.) A warm-up at the last tick measures that one tick."""
+    if round(metrics.warmup * 1000) > last_ms:
+        raise root.error(
+            "metrics.warmup",
+            f"leaves no tick to measure: {metrics.warmup:g} s is after the run's last tick "
+            f"({last_ms / 1000:g} s)",
+            root.child("metrics").raw("warmup"),
+            hint="shorten the warm-up or lengthen the duration",
+        )
+
+
 def _parse_leader_state(parent: Node, initial: int) -> LeaderState:
     node = parent.child("leader_state", {})
     brokers = []
@@ -776,6 +791,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     last_ms = (tick_count(duration, simulation.tick) - 1) * tick_ms_of(simulation.tick)
     _check_event_brokers(root, events, initial, last_ms)
     metrics = _parse_metrics(root)
+    _check_warmup(root, metrics, last_ms)
     leader_state = _parse_leader_state(root, initial)
     _check_selectors(root, workloads, events, leader_state)
     scenario = Scenario(
