@@ -105,14 +105,14 @@ def _shape(draw: Draw, duration: int, tick: int, workloads: list[str]) -> dict[s
     elif kind == "diurnal":
         shape.update(amplitude=draw(st.sampled_from((0.0, 0.5, 1.0))), period="10m", peak="3m")
     elif kind == "step":
-        at = _time(draw, duration, tick)
+        at = min(_time(draw, duration, tick), duration // tick * tick)  # after the last tick: refused
         shape.update(at=at, factor=draw(st.sampled_from((0.0, 2.0, 10.0))))
         if draw(st.booleans()):
             shape["before"] = draw(st.sampled_from((0.0, 1.0)))
         if draw(st.booleans()):
             shape["until"] = at + draw(st.integers(tick, 600))  # holds a tick: a shorter step may hold none
     elif kind == "ramp":
-        start = _time(draw, duration, tick)
+        start = min(_time(draw, duration, tick), (duration // tick - 1) * tick)  # at the last: refused
         end = start + draw(st.sampled_from((0, 0, tick, 300)))
         shape.update(start=start, end=end, to=draw(st.sampled_from((0.0, 3.0))))
         shape["from"] = draw(st.sampled_from((0.0, 1.0)))

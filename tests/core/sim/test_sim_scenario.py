@@ -196,7 +196,7 @@ _DOC = Path(__file__).resolve().parents[3] / "docs" / "scenarios.md"
 _DOC_BLOCKS = re.findall(r"```yaml\n(.*?)```", _DOC.read_text(encoding="utf-8"), re.S)
 _MINIMAL = {  # what a fragment of the docs leaves out: a small cluster with one workload
     "name": "doc-fragment",
-    "duration": "3m",
+    "duration": "10m",  # long enough for the examples' steps (at 5m) to act
     "brokers": "brokers:\n  - count: 3\n",
     "workloads": "workloads:\n  - {name: w, tenants: 1, namespaces: 1, bundles: 4, msg_rate_in: 100}\n",
 }
@@ -653,3 +653,21 @@ def test_a_warmup_past_the_last_tick_is_refused() -> None:
     with pytest.raises(InputError, match=r"metrics\.warmup: leaves no tick to measure: 660 s"):
         parse_scenario_text(_SMALL + "metrics: {warmup: 11m}\n", "s.yaml")
     assert parse_scenario_text(_SMALL + "metrics: {warmup: 10m}\n", "s.yaml").metrics.warmup == 600
+
+
+@pytest.mark.parametrize(
+    ("shape", "field"),
+    [
+        ("{kind: step, at: 11m, factor: 3}", r"shapes\[0\]\.at: the step begins at 660 s"),
+        (
+            "{kind: ramp, from: 1, to: 3, start: 10m, end: 20m}",
+            r"shapes\[0\]\.start: the ramp begins at 600 s",
+        ),
+    ],
+)
+def test_a_step_or_ramp_beginning_after_the_last_tick_is_refused(shape: str, field: str) -> None:
+    """It never changed the traffic (a ramp held its ``from`` all run), silently."""
+    with pytest.raises(InputError, match=field):
+        parse_scenario_text(_SMALL + f"workloads:\n  - shapes: [{shape}]\n", "s.yaml")
+    earlier = shape.replace("11m", "10m").replace("start: 10m", "start: 9m")
+    assert parse_scenario_text(_SMALL + f"workloads:\n  - shapes: [{earlier}]\n", "s.yaml").workloads

@@ -598,6 +598,30 @@ def _check_traffic_windows(
             )
 
 
+_SHAPE_START = {"step": "at", "ramp": "start"}
+"""The parameter at which a step or ramp shape begins to change its workload's traffic."""
+
+
+def _check_shape_starts(root: Node, workloads: Sequence[Workload], last_ms: int) -> None:
+    """Refuse a ``step`` whose ``at`` is after the run's last tick, or a ``ramp`` whose ``start`` is at or
+    after it: the change never came (a ramp held its ``from`` all run, a constant), silently."""
+    for w, workload in enumerate(workloads):
+        for k, shape in enumerate(workload.shapes):
+            key = _SHAPE_START.get(shape.kind)
+            if key is None:
+                continue
+            start_ms = round(shape.param(key) * 1000)
+            if start_ms > last_ms or (shape.kind == "ramp" and start_ms == last_ms):
+                raise InputError(
+                    f"the {shape.kind} begins at {start_ms / 1000:g} s, at or after the run's last tick "
+                    f"({last_ms / 1000:g} s): it would never change the traffic",
+                    source=root.source,
+                    field=f"workloads[{w}].shapes[{k}].{key}",
+                    value=shape.param(key),
+                    hint="move it earlier or lengthen the duration",
+                )
+
+
 def _check_last_turn(root: Node, i: int, event: RollingRestart, count: int, last_ms: int) -> None:
     """Each broker's turn comes ``interval`` after the previous one's: a turn after the last tick never
     came, and that broker was never restarted, silently. ``count`` is the brokers listed, else the
@@ -790,6 +814,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     _check_traffic_windows(root, workloads, events, simulation)
     last_ms = (tick_count(duration, simulation.tick) - 1) * tick_ms_of(simulation.tick)
     _check_event_brokers(root, events, initial, last_ms)
+    _check_shape_starts(root, workloads, last_ms)
     metrics = _parse_metrics(root)
     _check_warmup(root, metrics, last_ms)
     leader_state = _parse_leader_state(root, initial)
