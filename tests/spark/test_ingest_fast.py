@@ -262,7 +262,9 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: SparkSession, tmp
     blank = {**_shifted(records[1], 3 * DAY_MS), "broker": " "}
     seconds = _shifted(records[2], 3 * DAY_MS)  # its report's own time in epoch seconds
     seconds["report"]["lastUpdate"] //= 1000
-    far_lines = (json.dumps(r) for r in (far, blank, seconds))
+    zero = _shifted(records[3], 3 * DAY_MS)  # its report's own time 0 (formats.epoch_ms: before 1970)
+    zero["report"]["lastUpdate"] = 0
+    far_lines = (json.dumps(r) for r in (far, blank, seconds, zero))
     (tmp_path / "far.jsonl").write_text("\n".join(far_lines) + "\n")
     sources = [str(tmp_path / n) for n in ("dirty.jsonl", "clean.jsonl", "lone.jsonl", "far.jsonl")]
     slow, fast, a, b = _both(spark, sources, tmp_path, default_cluster="c9")
@@ -272,6 +274,8 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: SparkSession, tmp
     assert {"extensible_load_data", "legacy_load_report", "invalid_value", "missing_field"} <= reasons
     far_reasons = set(fast.reasons[fast.reasons["source"].str.endswith("far.jsonl")]["reason"])
     assert {"invalid_timestamp", "invalid_value"} <= far_reasons
+    far_rows = fast.reasons[fast.reasons["source"].str.endswith("far.jsonl")]
+    assert far_rows.set_index("reason")["count"].get("invalid_timestamp") == 3, far_rows
     assert slow.stats["rows_merged"].sum() >= 2
 
     # The JVM path is really taken: every clean line, and none of the lines that must go to Python.
