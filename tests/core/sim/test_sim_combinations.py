@@ -425,7 +425,7 @@ def scenarios(draw: Draw) -> dict[str, Any]:
         "events": _events(draw, duration, tick, initial, names),
         "metrics": {
             # up to the last tick: one past it is refused (it left a summary of 0 ticks)
-            "warmup": draw(st.sampled_from((0, tick, 300, duration // tick * tick))),
+            "warmup": min(draw(st.sampled_from((0, tick, 300, duration))), duration // tick * tick),
             "balance_hold": draw(st.sampled_from((0, 120))),
             "repeat_move_window": draw(st.sampled_from((None, 0, 300))),
         },
