@@ -671,3 +671,23 @@ def test_a_step_or_ramp_beginning_after_the_last_tick_is_refused(shape: str, fie
         parse_scenario_text(_SMALL + f"workloads:\n  - shapes: [{shape}]\n", "s.yaml")
     earlier = shape.replace("11m", "10m").replace("start: 10m", "start: 9m")
     assert parse_scenario_text(_SMALL + f"workloads:\n  - shapes: [{earlier}]\n", "s.yaml").workloads
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        (
+            "brokers:\n  - {count: 3, background: {cpu: {kind: step, before: 0, after: 0.5, at: 11m}}}\n",
+            r"brokers\[0\]\.background\.cpu\.at: the step begins at 660 s",
+        ),
+        (
+            "brokers:\n  - count: 3\nevents:\n  - {at: 1m, kind: background, brokers: [1], "
+            "background: {nic_in: {kind: ramp, from: 0, to: 0.5, start: 10m, end: 20m}}}\n",
+            r"events\[0\]\.background\.nic_in\.start: the ramp begins at 600 s",
+        ),
+    ],
+)
+def test_a_background_step_or_ramp_beginning_after_the_last_tick_is_refused(doc: str, field: str) -> None:
+    """The co-located load never changed, silently."""
+    with pytest.raises(InputError, match=field):
+        parse_scenario_text("name: s\nduration: 10m\n" + doc, "s.yaml")

@@ -622,6 +622,35 @@ def _check_shape_starts(root: Node, workloads: Sequence[Workload], last_ms: int)
                 )
 
 
+def _check_background_starts(
+    root: Node, groups: Sequence[BrokerGroup], events: tuple[Event, ...], last_ms: int
+) -> None:
+    """A background's ``step`` after the run's last tick, or ``ramp`` starting at or after it, is refused
+    as a traffic shape's is (:func:`_check_shape_starts`): the co-located load never changed, silently."""
+    owners = [(f"brokers[{i}]", g.background) for i, g in enumerate(groups)]
+    owners += [
+        (f"events[{i}]", e.background)
+        for i, e in enumerate(events)
+        if isinstance(e, AddBrokers | BackgroundChange)
+    ]
+    for where, background in owners:
+        for name in ("cpu", "nic_in", "nic_out"):
+            signal: Signal = getattr(background, name)
+            key = _SHAPE_START.get(signal.kind)
+            if key is None:
+                continue
+            start_ms = round(dict(signal.params)[key] * 1000)
+            if start_ms > last_ms or (signal.kind == "ramp" and start_ms == last_ms):
+                raise InputError(
+                    f"the {signal.kind} begins at {start_ms / 1000:g} s, at or after the run's last tick "
+                    f"({last_ms / 1000:g} s): it would never change the background",
+                    source=root.source,
+                    field=f"{where}.background.{name}.{key}",
+                    value=dict(signal.params)[key],
+                    hint="move it earlier or lengthen the duration",
+                )
+
+
 def _check_last_turn(root: Node, i: int, event: RollingRestart, count: int, last_ms: int) -> None:
     """Each broker's turn comes ``interval`` after the previous one's: a turn after the last tick never
     came, and that broker was never restarted, silently. ``count`` is the brokers listed, else the
@@ -815,6 +844,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     last_ms = (tick_count(duration, simulation.tick) - 1) * tick_ms_of(simulation.tick)
     _check_event_brokers(root, events, initial, last_ms)
     _check_shape_starts(root, workloads, last_ms)
+    _check_background_starts(root, groups, events, last_ms)
     metrics = _parse_metrics(root)
     _check_warmup(root, metrics, last_ms)
     leader_state = _parse_leader_state(root, initial)
