@@ -991,6 +991,19 @@ CASES: dict[str, list[Case]] = {
             ).encode(),
             "g.yaml: parameters.loadBalancerLoadSheddingStrategy: a grid cannot change the strategy pair",
         ),
+        # --metrics was ignored under --json, and an empty name printed no table, exit 0
+        Case(
+            "evaluate-metrics-with-json",
+            ("evaluate", "{dir}/sw", "--json", "--metrics", "unloads"),
+            "--metrics: chooses the columns of the metric table, which --json does not print",
+            {"sw/runs/_SUCCESS": b"", "sw/sweep.json": b'{"grids": []}'},
+        ),
+        Case(
+            "evaluate-metrics-empty-name",
+            ("evaluate", "{dir}/sw", "--metrics", "unloads,"),
+            "--metrics: an empty metric name (got 'unloads,')",
+            {"sw/runs/_SUCCESS": b"", "sw/sweep.json": b'{"grids": []}'},
+        ),
     ],
     "Spark settings, refused before the grid is announced": [
         Case(

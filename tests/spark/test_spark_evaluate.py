@@ -132,6 +132,18 @@ def test_evaluate_cli(evaluated: tuple[Path, Any], tmp_path: Path) -> None:
     assert (tmp_path / "ev" / "pip364.csv").is_file()
     missing = CliRunner().invoke(app, ["evaluate", str(tmp_path / "nothing")])
     assert missing.exit_code != 0
+    # a name the runs do not have was left out of the table, silently (only such names: no table, exit 0)
+    typo = CliRunner().invoke(
+        app, ["evaluate", str(out), "--out", str(tmp_path / "ev"), "--metrics", "unlods"]
+    )
+    assert isinstance(typo.exception, ConfigError), typo.output  # main() prints it as one line, exit 2
+    assert str(typo.exception) == (
+        "--metrics: no metric of this name in the sweep's runs (got 'unlods'); did you mean 'unloads'?"
+    )
+    chosen = CliRunner().invoke(
+        app, ["evaluate", str(out), "--out", str(tmp_path / "ev"), "--metrics", "unloads, ticks"]
+    )
+    assert chosen.exit_code == 0 and "ticks" in chosen.output, chosen.output
 
 
 @pytest.mark.spark

@@ -35,7 +35,7 @@ from shedlab.cli.settings import check_count, check_seed, run_overrides
 from shedlab.core.goal import DEFAULT_CHALLENGER
 from shedlab.core.grid import params_label
 from shedlab.core.results import check_apart, check_output_dir, check_output_kind
-from shedlab.errors import ConfigError, InputError
+from shedlab.errors import ConfigError, InputError, did_you_mean
 from shedlab.report.figures import short_pair
 from shedlab.report.terminal import goal_table
 from shedlab.spark.session import check_java, parse_conf_pairs, read_conf_file, validate_master
@@ -379,6 +379,15 @@ def evaluate(
     from shedlab.spark.evaluate import check_sweep
     from shedlab.spark.evaluate import evaluate as run_evaluate
 
+    if metrics is not None and as_json:  # it was ignored, silently: --json has no metric table
+        raise ConfigError(
+            "chooses the columns of the metric table, which --json does not print"
+            " (every metric's statistics are in metric_stats.csv)",
+            field="--metrics",
+            value=metrics,
+        )
+    if metrics is not None:
+        _metric_names(metrics)
     grids = check_sweep(sweep_dir, challenger)  # before Spark starts
     if out is not None:
         check_output_kind(out, "evaluate")
@@ -399,8 +408,8 @@ def evaluate(
         )
         return
     chosen = (
-        [m.strip() for m in metrics.split(",")]
-        if metrics
+        _metric_names(metrics)
+        if metrics is not None
         else [
             "unloads",
             "score_spread_mean",
@@ -409,6 +418,7 @@ def evaluate(
             "time_to_balance_s_max",
         ]
     )
+    _check_metrics(chosen, result.metric_stats)
     _print_metric_table(result.metric_stats, chosen)
     _print_pip_table(result.pip364, result.definitions)
     if not result.goal.empty:
@@ -416,6 +426,30 @@ def evaluate(
     for note in result.notes:
         err_console.print(f"[yellow]note:[/] {escape(note)}")  # notes quote a grid's names and patterns
     console.print(f"{result.runs_ok} runs evaluated ({result.runs_failed} failed) → {result.out}")
+
+
+def _metric_names(metrics: str) -> list[str]:
+    """``--metrics``' names, none empty (checked before Spark starts: 'unloads,' or '' printed no
+    table, exit 0)."""
+    names = [m.strip() for m in metrics.split(",")]
+    if not all(names):
+        raise ConfigError("an empty metric name", field="--metrics", value=metrics)
+    return names
+
+
+def _check_metrics(names: list[str], stats: pd.DataFrame) -> None:
+    """Each of ``names`` a metric of the evaluated runs (when any run succeeded): a name they do not
+    have (a typo, 'unlods') was left out of the table, silently, and a list of such names printed no
+    table at all, exit 0."""
+    known = sorted(set(stats["metric"].astype(str)))
+    for name in names:
+        if known and name not in known:
+            raise ConfigError(
+                "no metric of this name in the sweep's runs",
+                field="--metrics",
+                value=name,
+                hint=did_you_mean(name, known) or f"the runs' metrics: {', '.join(known)}",
+            )
 
 
 def _print_metric_table(stats: pd.DataFrame, metrics: list[str]) -> None:
