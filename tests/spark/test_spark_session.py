@@ -346,3 +346,25 @@ def test_settings_spark_does_not_parse_at_start_up_pass_unchecked() -> None:
     }
     with pytest.raises(ConfigError, match=r"spark\.ui\.port: expected an integer from 0 to 65535"):
         check_spark_values({"spark.ui.port": "70000"}, "f")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("spark.sql.sources.partitionOverwriteMode", "static"),  # a second ingest erased the first cluster
+        ("spark.sql.session.timeZone", "Europe/Paris"),  # ingest's days in another zone
+        ("spark.sql.session.timeZone", ""),
+    ],
+)
+def test_settings_shedlab_relies_on_are_refused_with_another_value(
+    key: str, value: str, tmp_path: Path
+) -> None:
+    """Another value was taken, silently: with ``static``, ``shedlab ingest A --cluster a`` then
+    ``ingest B --cluster b`` into one --out left cluster b alone (28 Nov 2026)."""
+    with pytest.raises(ConfigError, match=rf"^--conf: {key}: shedlab needs \w+ \(got '{value}'\); "):
+        parse_conf_pairs([f"{key}={value}"])
+    (tmp_path / "spark.yaml").write_text(f"{key}: '{value}'\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"spark\.yaml: {key}: shedlab needs"):
+        read_conf_file(tmp_path / "spark.yaml")
+    same = ["spark.sql.session.timeZone=utc", "spark.sql.sources.partitionOverwriteMode=DYNAMIC"]
+    assert parse_conf_pairs(same) == dict(pair.split("=") for pair in same)  # shedlab's own values pass

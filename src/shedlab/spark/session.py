@@ -237,12 +237,34 @@ spark-submit exit (``JAVA_GATEWAY_EXITED``, after a Java stack on stderr: the me
 the session fail to start (an ``IllegalArgumentException`` and a Java stack: the others)."""
 
 
+_RELIED_ON: dict[str, tuple[str, frozenset[str], str]] = {
+    "spark.sql.sources.partitionOverwriteMode": (
+        "dynamic",
+        frozenset({"dynamic"}),
+        "shedlab writes into an earlier output by replacing the partitions it writes (dynamic); any other"
+        " mode deletes the others: an ingest of a second cluster or day, or a replay with --cluster,"
+        " erased the rest of the output",
+    ),
+    "spark.sql.session.timeZone": (
+        "UTC",
+        frozenset({"utc", "etc/utc", "z", "+00:00"}),
+        "shedlab dates ticks in UTC (ingest's day partitions); another zone filed a tick under another day",
+    ),
+}
+"""Settings whose value shedlab relies on (it sets them, and sets them again under spark-submit): another
+value was taken, silently, and changed what the commands wrote."""
+
+
 def check_spark_values(settings: Mapping[str, str], source: str) -> dict[str, str]:
     """``settings``, refused when a setting of :data:`_SPARK_VALUES` has a value Spark would not parse
-    (sizes as ``JavaUtils.byteStringAsBytes`` reads them: digits and an optional unit, no fraction)."""
+    (sizes as ``JavaUtils.byteStringAsBytes`` reads them: digits and an optional unit, no fraction) or
+    one of :data:`_RELIED_ON` another value than shedlab's."""
     for key, value in settings.items():
         kind, minimum = _SPARK_VALUES.get(key, ("", 0))
         text = value.strip().lower()
+        if key in _RELIED_ON and text not in _RELIED_ON[key][1]:
+            needed, _, why = _RELIED_ON[key]
+            raise ConfigError(f"shedlab needs {needed}", source=source, field=key, value=value, hint=why)
         if kind == "size":
             m = re.fullmatch(r"([0-9]+)([a-z]+)?", text)
             ok = m is not None and (m.group(2) or "b") in _SIZE_UNITS and int(m.group(1)) >= minimum
