@@ -19,7 +19,7 @@
   (:data:`CACHED_PLAN_PARTITIONING`), so a cluster's 200 default shuffle partitions cost no 200 tasks;
 * small-machine defaults for local masters (shuffle partitions = 2 × cores, UTC session time zone,
   Arrow for pandas conversion, one BLAS thread per task); every default can be overridden with
-  ``--conf k=v`` or a config file.
+  ``--conf k=v`` or a config file, but for the two shedlab relies on (:data:`_RELIED_ON`).
 """
 
 from __future__ import annotations
