@@ -20,6 +20,7 @@ from shedlab.spark.session import (
     CACHED_PLAN_PARTITIONING,
     RAW_LOCAL_FILES,
     SHORT_INPUT_BYTES,
+    check_master,
     check_spark_values,
     local_cores,
     package_zip,
@@ -368,3 +369,23 @@ def test_settings_shedlab_relies_on_are_refused_with_another_value(
         read_conf_file(tmp_path / "spark.yaml")
     same = ["spark.sql.session.timeZone=utc", "spark.sql.sources.partitionOverwriteMode=DYNAMIC"]
     assert parse_conf_pairs(same) == dict(pair.split("=") for pair in same)  # shedlab's own values pass
+
+
+def test_a_master_not_given_as_master_is_checked_before_spark_naming_where_it_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad spark.master of --spark-conf or --conf, or $SHEDLAB_SPARK_MASTER, was refused only when the
+    session started (after sweep's 'grid tiny: …' line), as '--master', which was not given."""
+    monkeypatch.delenv("SHEDLAB_SPARK_MASTER", raising=False)
+    (tmp_path / "m.conf").write_text("spark.master local[0]\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"^.*m\.conf: spark\.master: unknown Spark master \(got 'local\[0\]'\)"
+    ):
+        check_master(None, [], str(tmp_path / "m.conf"))
+    with pytest.raises(ConfigError, match=r"^--conf: spark\.master: unknown Spark master \(got 'yarnn'\)"):
+        check_master(None, ["spark.master=yarnn"], str(tmp_path / "m.conf"))  # --conf wins over the file
+    check_master("local[1]", [], str(tmp_path / "m.conf"))  # --master wins: the file's is not used
+    check_master(None, ["spark.master=local[1]"], str(tmp_path / "m.conf"))
+    monkeypatch.setenv("SHEDLAB_SPARK_MASTER", "local[-1]")
+    with pytest.raises(ConfigError, match=r"^\$SHEDLAB_SPARK_MASTER: unknown Spark master"):
+        check_master(None, None, None)

@@ -38,7 +38,7 @@ from shedlab.core.results import check_apart, check_output_dir, check_output_kin
 from shedlab.errors import ConfigError, InputError, did_you_mean
 from shedlab.report.figures import short_pair
 from shedlab.report.terminal import goal_table
-from shedlab.spark.session import check_java, parse_conf_pairs, read_conf_file, validate_master
+from shedlab.spark.session import check_java, check_master, validate_master
 from shedlab.units import compact, parse_duration
 
 if TYPE_CHECKING:
@@ -138,10 +138,7 @@ def _preflight(
         validate_master(master)
     if out is not None:
         check_output_dir(out)
-    if conf:
-        parse_conf_pairs(conf)
-    if conf_file is not None:
-        read_conf_file(conf_file)
+    check_master(master, conf, conf_file)  # reads --conf and --spark-conf, and checks their spark.master
     check_java()
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "DEFAULT_MASTER",
     "RAW_LOCAL_FILES",
     "SPARK_TASKS_LOG",
+    "check_master",
     "check_spark_values",
     "get_spark",
     "has_active_session",
@@ -162,15 +163,30 @@ ACCEPTED_MASTERS = "local, local[N], local[*], local[N,F], spark://host:port, ya
 """The master URLs Spark 4 accepts (Mesos was removed in Spark 4), as the one line an error lists."""
 
 
-def validate_master(master: str) -> str:
-    """``master`` if it is a form Spark 4 accepts, else a :class:`ConfigError` listing the forms.
+def validate_master(master: str, *, field: str = "--master", source: str | None = None) -> str:
+    """``master`` if it is a form Spark 4 accepts, else a :class:`ConfigError` naming ``field`` (and
+    ``source``: where it was given) and listing the forms.
 
     Checked before a JVM starts: Spark itself reports a bad master as a Java stack trace, and only after
     the JVM has started."""
     if not any(re.fullmatch(form, master.strip()) for form in _MASTER_FORMS):
         why = "Spark 4 no longer supports Mesos" if master.startswith("mesos://") else "unknown Spark master"
-        raise ConfigError(why, field="--master", value=master, hint=f"use {ACCEPTED_MASTERS}")
+        raise ConfigError(why, source=source, field=field, value=master, hint=f"use {ACCEPTED_MASTERS}")
     return master.strip()
+
+
+def check_master(master: str | None, conf: Sequence[str] | None, conf_file: str | None) -> None:
+    """The master a session of these options would use, checked before Spark starts (and before a
+    command prints anything): a bad ``spark.master`` of ``--conf`` or ``--spark-conf``, or of
+    ``$SHEDLAB_SPARK_MASTER``, was refused only when the session started, after the command's first
+    lines, as ``--master``, which was not given."""
+    pairs = parse_conf_pairs(conf or ())
+    file = read_conf_file(conf_file) if conf_file else {}
+    for source, settings in (("--conf", pairs), (conf_file, file)):  # --conf's wins, as in _user_settings
+        if master is None and "spark.master" in settings:
+            validate_master(settings["spark.master"], field="spark.master", source=source)
+            break
+    _effective_master(master, {**file, **pairs})
 
 
 def local_cores(master: str | None) -> int:
@@ -454,12 +470,14 @@ def _effective_master(master: str | None, settings: dict[str, str]) -> tuple[str
     """The master a session will use, and whether spark-submit chose it (then None): ``master``, else
     ``spark.master`` of ``settings`` (popped: it is not passed on as a setting), else spark-submit's,
     else ``$SHEDLAB_SPARK_MASTER``, else ``DEFAULT_MASTER``."""
+    field = "--master"
     if master is None and "spark.master" in settings:
-        master = settings.pop("spark.master")
+        master, field = settings.pop("spark.master"), "spark.master"
     submitted = master is None and _under_spark_submit()
     if master is None and not submitted:
-        master = os.environ.get("SHEDLAB_SPARK_MASTER") or DEFAULT_MASTER
-    return master, submitted
+        master, field = os.environ.get("SHEDLAB_SPARK_MASTER"), "$SHEDLAB_SPARK_MASTER"
+        master = master or DEFAULT_MASTER
+    return (None if master is None else validate_master(master, field=field)), submitted
 
 
 def _java_options(level: str, user: str) -> str:
@@ -673,8 +691,6 @@ def get_spark(
 
     settings_in = _user_settings(conf, conf_file)
     master, submitted = _effective_master(master, settings_in)
-    if master is not None:
-        master = validate_master(master)
     ship = settings_in.pop("shedlab.shipPackage", "auto").lower()
     settings = spark_settings(master, settings_in, ui=ui, log_level=log_level)
 
