@@ -25,6 +25,11 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     [
         (("tune",), "--out"),
         (("tune", "--out", "x", "--objective", "imbalance + bogus"), "bogus"),
+        # a constant: every candidate tied, the runs went on and nothing could be recommended, exit 0
+        (
+            ("tune", "load-jitter", "--out", "x", "--objective", "1"),
+            "--objective: names no metric or figure: every candidate would score the same (got '1')",
+        ),
         (("tune", "load-jitter", "--out", "x", "--strategies", "AvgShedderr"), "AvgShedder"),
         (("tune", "load-jitter", "--out", "x", "--seeds", "0"), "--seeds"),
         # read as 'all': a typo started a tune of every pair, on Spark, and exited 0

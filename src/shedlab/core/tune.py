@@ -230,7 +230,7 @@ def halving_schedule(n: int, max_seeds: int, eta: int = 3) -> list[tuple[int, in
 
 
 def objective_expression(objective: str) -> str:
-    """A preset's expression, or the expression given (checked: known names only)."""
+    """A preset's expression, or the expression given (checked: known names only, and at least one)."""
     expr = OBJECTIVES.get(objective, objective)
     try:
         names = expression_names(expr)
@@ -258,6 +258,13 @@ def objective_expression(objective: str) -> str:
             "score_cv_mean",
         }
     )
+    if not names:  # every candidate scored the same: minutes of runs, and no change could be recommended
+        raise ConfigError(
+            "names no metric or figure: every candidate would score the same",
+            field="--objective",
+            value=objective,
+            hint=f"presets: {', '.join(OBJECTIVES)}; figures: {', '.join(DERIVED)}",
+        )
     if unknown:
         raise ConfigError(
             "unknown name in the objective",
