@@ -160,6 +160,17 @@ def test_an_output_location_that_is_a_file_is_refused(tmp_path: Path) -> None:
     check_output_dir("s3a://bucket/out")  # remote: left to the writer
 
 
+def test_a_blank_output_location_is_refused(tmp_path: Path) -> None:
+    """Path('') is the current directory: sweep --out '' (an unset $OUT) wrote its tables where it ran."""
+    for out in ("", " "):
+        with pytest.raises(InputError, match=r"^--out: names no location \(got '\s?'\)"):
+            check_output_dir(out)
+        with pytest.raises(InputError, match="names no location"):
+            check_output_kind(out, "sweep")
+        with pytest.raises(InputError, match="names no location"):
+            check_output_file(out, "report")
+
+
 def test_an_output_that_overlaps_an_input_is_refused(tmp_path: Path) -> None:
     snap = tmp_path / "snap"
     (snap / "broker_samples").mkdir(parents=True)

@@ -197,10 +197,18 @@ def exists(fs: Any, path: str) -> bool:
     return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
 
 
+def _check_named(out: str, field: str) -> None:
+    """Refuse an empty (or blank) output location: ``Path('')`` is the current directory, so ``--out ''``
+    (an unset shell variable, ``--out "$OUT"``) wrote a sweep's tables into wherever the command ran."""
+    if not out.strip():
+        raise InputError("names no location", field=field, value=out, hint="name a new directory or file")
+
+
 def check_output_dir(out: str, *, field: str = "--out") -> None:
-    """Refuse an output location that exists and is not a directory (checked before Spark starts: Spark
-    would fail later, with a Java stack trace). Of a remote location only the URI's syntax is checked
-    (:func:`check_uri`); the rest is left to the writer."""
+    """Refuse an output location that is blank (:func:`_check_named`) or exists and is not a directory
+    (checked before Spark starts: Spark would fail later, with a Java stack trace). Of a remote location
+    only the URI's syntax is checked (:func:`check_uri`); the rest is left to the writer."""
+    _check_named(out, field)
     if is_remote(out):
         check_uri(out, field=field)
         return
@@ -375,6 +383,7 @@ def check_output_kind(out: str, command: str, *, field: str = "--out") -> None:
     into an ingest output wrote runs among its tables, ``simulate --out`` into a sweep directory its
     files among the sweep's. What ``command`` writes into is :data:`WRITES_INTO`; the entries of a
     :data:`LAYOUTS` directory are checked too (``demo --out``: its sweep, its report, …)."""
+    _check_named(out, field)
     found = output_kind(out) or (_other_files(out) if command in REFUSES_OTHER_FILES else None)
     accepted, hint = WRITES_INTO[command]
     if found is not None and found[0] not in accepted:
@@ -392,6 +401,7 @@ def check_output_file(out: str, kind: str, *, field: str = "--out") -> None:
     below a file, or over an existing file that holds something else: a new path, an empty file or an
     earlier file of the same kind is written."""
     what, mark, hint = OUTPUT_FILES[kind]
+    _check_named(out, field)
     path = Path(out)
     if path.is_dir():
         raise InputError(f"is a directory, not {what}", field=field, value=out, hint=hint)
