@@ -935,6 +935,12 @@ CASES: dict[str, list[Case]] = {
         _simulate("float-seed", scenario(), "(got '1.5')", "--seed", "1.5"),
         Case("report-max-points-below-range", ("report", "{dir}", "--max-points", "5"), "--max-points"),
         Case("demo-negative-seeds", ("demo", "--out", "{dir}/out", "--seeds", "-1"), "(got '-1')"),
+        # a MemoryError traceback, building the seeds (until 29 Nov 2026)
+        Case(
+            "demo-seeds-past-a-grid",
+            ("demo", "--out", "{dir}/out", "--seeds", "100000000000"),
+            "--seeds: must be between 0 and 100000 (got 100000000000)",
+        ),
         Case("sandbox-port-beyond-65535", ("sandbox", "scale-out", "--port", "70000"), "--port"),
         # typer takes nan and inf as floats: nan ran no tick ("speed ×nan"), inf the whole scenario at once
         *(

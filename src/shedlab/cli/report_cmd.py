@@ -147,9 +147,12 @@ def demo(
 
 
 def _demo_grid(grid: str, seeds: int) -> Grid:
-    """The grid to sweep: ``grid`` with seeds first..first+N-1 (its own seeds for N = 0)."""
-    from shedlab.core.grid import load_grid
+    """The grid to sweep: ``grid`` with seeds first..first+N-1 (its own seeds for N = 0), N at most what a
+    grid's ``seeds: {count: N}`` takes (10^11 was a MemoryError traceback building the seeds)."""
+    from shedlab.cli.settings import check_count
+    from shedlab.core.grid import MAX_SEEDS, load_grid
 
+    check_count(seeds, "--seeds", maximum=MAX_SEEDS)
     the_grid = load_grid(grid)
     if seeds > 0:
         first = the_grid.seeds[0] if the_grid.seeds else 1
