@@ -610,16 +610,8 @@ def _check_shape_starts(root: Node, workloads: Sequence[Workload], last_ms: int)
             key = _SHAPE_START.get(shape.kind)
             if key is None:
                 continue
-            start_ms = round(shape.param(key) * 1000)
-            if start_ms > last_ms or (shape.kind == "ramp" and start_ms == last_ms):
-                raise InputError(
-                    f"the {shape.kind} begins at {start_ms / 1000:g} s, at or after the run's last tick "
-                    f"({last_ms / 1000:g} s): it would never change the traffic",
-                    source=root.source,
-                    field=f"workloads[{w}].shapes[{k}].{key}",
-                    value=shape.param(key),
-                    hint="move it earlier or lengthen the duration",
-                )
+            where = f"workloads[{w}].shapes[{k}].{key}"
+            _refuse_late_start(root, shape.kind, shape.param(key), last_ms, where, "the traffic")
 
 
 def _check_background_starts(
@@ -639,16 +631,23 @@ def _check_background_starts(
             key = _SHAPE_START.get(signal.kind)
             if key is None:
                 continue
-            start_ms = round(dict(signal.params)[key] * 1000)
-            if start_ms > last_ms or (signal.kind == "ramp" and start_ms == last_ms):
-                raise InputError(
-                    f"the {signal.kind} begins at {start_ms / 1000:g} s, at or after the run's last tick "
-                    f"({last_ms / 1000:g} s): it would never change the background",
-                    source=root.source,
-                    field=f"{where}.background.{name}.{key}",
-                    value=dict(signal.params)[key],
-                    hint="move it earlier or lengthen the duration",
-                )
+            field = f"{where}.background.{name}.{key}"
+            _refuse_late_start(root, signal.kind, dict(signal.params)[key], last_ms, field, "the background")
+
+
+def _refuse_late_start(root: Node, kind: str, start_s: float, last_ms: int, field: str, what: str) -> None:
+    """Refuse a step beginning after the run's last tick, or a ramp beginning at or after it (a ramp that
+    starts at the last tick still shows only its ``from``): ``what`` never changed, silently."""
+    start_ms = round(start_s * 1000)
+    if start_ms > last_ms or (kind == "ramp" and start_ms == last_ms):
+        raise InputError(
+            f"the {kind} begins at {start_ms / 1000:g} s, at or after the run's last tick "
+            f"({last_ms / 1000:g} s): it would never change {what}",
+            source=root.source,
+            field=field,
+            value=start_s,
+            hint="move it earlier or lengthen the duration",
+        )
 
 
 def _check_last_turn(root: Node, i: int, event: RollingRestart, count: int, last_ms: int) -> None:
