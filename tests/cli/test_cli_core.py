@@ -66,6 +66,7 @@ def broker(**local: object) -> dict[str, object]:
     return {"localData": {**base, **local}}
 
 
+BUNDLE = "t/n/0x00000000_0x10000000"
 BAD_INPUTS = {
     "malformed": ('{"brokers": {', ["malformed JSON", "line 1"]),
     "missing": (
@@ -78,10 +79,8 @@ BAD_INPUTS = {
     ),
     "nan": ('{"brokers": {"b1": {"localData": {"msgRateOut": NaN}}}}', ["msgRateOut", "finite"]),
     "two-owners": (
-        json.dumps(
-            {"brokers": {"b1": broker(bundles=["t/n/0x0_0x1"]), "b2": broker(bundles=["t/n/0x0_0x1"])}}
-        ),
-        ["listed by two brokers", "equally recent", "t/n/0x0_0x1"],
+        json.dumps({"brokers": {"b1": broker(bundles=[BUNDLE]), "b2": broker(bundles=[BUNDLE])}}),
+        ["listed by two brokers", "equally recent", BUNDLE],
     ),
 }
 
@@ -106,7 +105,7 @@ def test_unknown_broker_in_assign_request(tmp_path: Path) -> None:
         "ticks": [
             {
                 "loadData": {"brokers": {"b1": broker()}},
-                "assign": [{"bundle": "t/n/0x0_0x1", "candidates": ["b9"]}],
+                "assign": [{"bundle": "t/n/0x00000000_0x10000000", "candidates": ["b9"]}],
             }
         ],
     }
