@@ -340,18 +340,8 @@ def advise(
 ) -> None:
     """What the strategy would unload from this cluster now, to where, and why; every broker left alone
     and why. Dry-run unless --execute."""
-    _one_source(zookeeper, admin_url, snapshot)
-    if execute_ and zookeeper and not admin_url:  # no cycle could unload: every one would be refused
-        raise InputError(
-            "--zookeeper is only read; the unloads go through a broker's admin API: give --admin-url too",
-            field="--execute",
-        )
+    _check_advise_source(zookeeper, admin_url, snapshot, cluster, execute_)
     check_seed(seed)
-    check_cluster(cluster)
-    if snapshot is not None and cluster is not None:  # read from the cluster only: ignored, silently
-        raise InputError(
-            "names the cluster --zookeeper or --admin-url reads, not a --snapshot", field="--cluster"
-        )
     _admin_only(admin_url, token_file=token_file, token_env=token_env, tls_ca=tls_ca)
     check_count(max_unloads, "--max-unloads", minimum=1, maximum=1000)  # 0: an --execute that never unloads
     every_s = _watch_rhythm(watch, every, count)
@@ -383,6 +373,25 @@ def advise(
         advisor.close()
     if failures:
         raise typer.Exit(1)  # --execute did not do all it was asked: scripts must notice
+
+
+def _check_advise_source(
+    zookeeper: str | None, admin_url: str | None, snapshot: Path | None, cluster: str | None, execute_: bool
+) -> None:
+    """Refuse, before anything is read, a source ``advise`` cannot use as given: none or several, an
+    ``--execute`` with only ZooKeeper (every cycle's unloads would be refused), a ``--cluster`` that is no
+    Pulsar cluster name, or one beside a ``--snapshot`` (it names what a cluster source reads: ignored)."""
+    _one_source(zookeeper, admin_url, snapshot)
+    if execute_ and zookeeper and not admin_url:
+        raise InputError(
+            "--zookeeper is only read; the unloads go through a broker's admin API: give --admin-url too",
+            field="--execute",
+        )
+    check_cluster(cluster)
+    if snapshot is not None and cluster is not None:
+        raise InputError(
+            "names the cluster --zookeeper or --admin-url reads, not a --snapshot", field="--cluster"
+        )
 
 
 def _guard(decider: Decider, max_unloads: int, every_s: float | None, every: str) -> Guard:

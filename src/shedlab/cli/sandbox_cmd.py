@@ -26,6 +26,18 @@ from shedlab.units import parse_duration
 console = make_console()
 
 
+def _pace(speed: float, duration: str | None) -> float | None:
+    """The seconds after which the sandbox stops (None: until stopped), once ``--speed`` is a finite number
+    above 0 (nan ran no tick, inf the whole scenario at once: neither is a pace) and ``--duration`` is more
+    than 0 (a sandbox started and stopped at once, exit 0, is one nothing could read)."""
+    if not (math.isfinite(speed) and speed > 0):
+        raise InputError("must be a finite number > 0", field="--speed", value=speed)
+    stop_after = None if duration is None else parse_duration(duration, field="--duration")
+    if stop_after == 0:
+        raise InputError("must be more than 0", field="--duration", value=duration)
+    return stop_after
+
+
 def sandbox(
     scenario: Annotated[str, typer.Argument(help="A scenario YAML file or the name of a built-in scenario.")],
     seed: Annotated[int | None, typer.Option(help="Seed (default: the scenario's).")] = None,
@@ -65,11 +77,7 @@ def sandbox(
     """Run a simulated Pulsar cluster that speaks Pulsar's admin REST API and writes its znodes."""
     check_seed(seed)
     check_cluster(cluster)
-    if not (math.isfinite(speed) and speed > 0):  # nan ran no tick, inf all at once: neither real time
-        raise InputError("must be a finite number > 0", field="--speed", value=speed)
-    stop_after = None if duration is None else parse_duration(duration, field="--duration")
-    if stop_after == 0:  # started and stopped at once, exit 0: a sandbox nothing could read
-        raise InputError("must be more than 0", field="--duration", value=duration)
+    stop_after = _pace(speed, duration)
     tokens = _tokens(token_file)
     loaded = _load_starting(scenario, start)
     if strategy is not None:  # named as the user typed it (the simulator's check says 'strategy')

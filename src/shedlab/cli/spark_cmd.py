@@ -404,17 +404,7 @@ def evaluate(
             }
         )
         return
-    chosen = (
-        _metric_names(metrics)
-        if metrics is not None
-        else [
-            "unloads",
-            "score_spread_mean",
-            "over_placement_events",
-            "over_unloading_flips",
-            "time_to_balance_s_max",
-        ]
-    )
+    chosen = _metric_names(metrics) if metrics is not None else list(EVALUATE_METRICS)
     _check_metrics(chosen, result.metric_stats)
     _print_metric_table(result.metric_stats, chosen)
     _print_pip_table(result.pip364, result.definitions)
@@ -423,6 +413,16 @@ def evaluate(
     for note in result.notes:
         err_console.print(f"[yellow]note:[/] {escape(note)}")  # notes quote a grid's names and patterns
     console.print(f"{result.runs_ok} runs evaluated ({result.runs_failed} failed) → {result.out}")
+
+
+EVALUATE_METRICS = (
+    "unloads",
+    "score_spread_mean",
+    "over_placement_events",
+    "over_unloading_flips",
+    "time_to_balance_s_max",
+)
+"""The metric table's columns when ``evaluate --metrics`` is not given."""
 
 
 def _metric_names(metrics: str) -> list[str]:
