@@ -45,7 +45,7 @@ from shedlab.config import LoadBalancerConfig
 from shedlab.core.evaluation import t_critical
 from shedlab.core.results import TWIN_HEADER
 from shedlab.core.sim.hardware import HardwareClass
-from shedlab.core.sim.scenario import tick_count, tick_ms_of
+from shedlab.core.sim.scenario import last_tick_ms
 from shedlab.errors import InputError
 from shedlab.model.bundles import bundle_name, even_ranges
 from shedlab.units import significant
@@ -558,12 +558,12 @@ def _by_last_tick(events: list[dict[str, Any]], duration_s: float, tick_s: float
     """Events moved back to the twin's last tick when they fall after it.
 
     Sample times jitter, so the span (the twin's duration) is seldom a whole number of median ticks and
-    the simulator's last tick, ``duration`` rounded down to whole ticks (:func:`tick_count`), comes up
+    the simulator's last tick, ``duration`` rounded down to whole ticks (:func:`last_tick_ms`), comes up
     to a tick before the last sample; a broker seen first (or last) near that sample gives an event
     after the last tick, which a scenario refuses (it would never happen). The last tick is the
     nearest the twin has.
     """
-    last = (tick_count(duration_s, tick_s) - 1) * tick_ms_of(tick_s) / 1000.0 if tick_s > 0 else duration_s
+    last = last_tick_ms(duration_s, tick_s) / 1000.0 if tick_s > 0 else duration_s
     return [{**e, "at": _duration(last)} if _seconds(str(e["at"])) > last else e for e in events]
 
 

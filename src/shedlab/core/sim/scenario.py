@@ -542,12 +542,18 @@ def tick_count(duration: float, tick: float) -> int:
     return int(duration * 1000 // tick_ms_of(tick)) + 1
 
 
+def last_tick_ms(duration: float, tick: float) -> int:
+    """When a run's last tick comes (ms from its start): ``duration`` rounded down to whole ticks
+    (:func:`tick_count`). What never happens by then is refused where a scenario is read."""
+    return (tick_count(duration, tick) - 1) * tick_ms_of(tick)
+
+
 def _check_event_times(root: Node, events: tuple[Event, ...], duration: float, tick: float) -> None:
     """Refuse an event after the run's end, or after its last tick: it would never happen, and nothing
     would say so. Events take effect at the first tick at or after their time, and the last tick is at
     ``duration`` rounded down to whole ticks (:func:`tick_count`), so with a duration that is no whole
     number of ticks an event between the last tick and the end never came."""
-    last_ms = (tick_count(duration, tick) - 1) * tick_ms_of(tick)
+    last_ms = last_tick_ms(duration, tick)
     for i, event in enumerate(events):
         raw = root.list("events")[i].get("at")
         if event.at > duration:
@@ -840,7 +846,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     events = tuple(_parse_event(node, hardware) for node in root.nodes("events"))
     _check_event_times(root, events, duration, simulation.tick)
     _check_traffic_windows(root, workloads, events, simulation)
-    last_ms = (tick_count(duration, simulation.tick) - 1) * tick_ms_of(simulation.tick)
+    last_ms = last_tick_ms(duration, simulation.tick)
     _check_event_brokers(root, events, initial, last_ms)
     _check_shape_starts(root, workloads, last_ms)
     _check_background_starts(root, groups, events, last_ms)
