@@ -239,9 +239,8 @@ def epoch_ms(value: object) -> int | None:
         raise FormatError("invalid_value", f"expected epoch milliseconds, got {str(value)[:40]!r}")
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         raise FormatError("invalid_timestamp", f"expected epoch milliseconds, got {value!r}")
-    if (
-        value <= 0
-    ):  # ingest quarantined it, decide and advise took it (as the oldest report) until 29 Nov 2026
+    # at or before 1970: ingest quarantined it; decide and advise took it, as the oldest report (until 29 Nov)
+    if value <= 0:
         raise FormatError(
             "invalid_timestamp", f"expected epoch milliseconds after 1970, got {str(value)[:24]}"
         )
