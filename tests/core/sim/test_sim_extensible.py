@@ -25,6 +25,7 @@ from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies import make_pair, pair_config, resolve_config, resolve_pair_name
 from shedlab.strategies.extensible_data import BrokerLoadData, ResourceWeights, top_k_bundles
 from shedlab.strategies.registry import EXTENSIBLE_LOAD_MANAGER, short_pair_name
+from shedlab.strategies.transfer_shedder import TransferShedder
 
 PAIR = "TransferShedder+ExtensibleLeastResourceUsageWithWeight"
 
@@ -412,3 +413,33 @@ def test_an_admin_unload_tombstones_the_owner() -> None:
     assert sim.request_unload(sim.pop.names[j], None)
     assert owner not in path.published
     assert path.local_data[sim.cluster.slot_of[owner]] == BrokerLoadData()
+
+
+def test_an_unload_without_transfer_happens_even_when_its_lookup_picks_the_source() -> None:
+    """loadBalancerTransferEnabled=false: TransferShedder's Unload has no destination; UnloadScheduler
+    publishes it (ServiceUnitStateChannelImpl.publishUnloadEventAsync: Releasing with no destination, then
+    Free) and records the bundle and its source once it completes. The clients' lookup then assigns it
+    with selectAsync, which excludes no broker, so it may land on the source again: the unload, its
+    counters and the source's cool-down happen all the same (unlike the modular manager, Pulsar has no
+    "destination is the current owner" skip here)."""
+    sim, manager, now = _settled(limit=50_000)
+    path = sim.extensible
+    assert path is not None
+    manager.settings = replace(manager.settings, load_balancer_transfer_enabled=False)
+    manager.scheduler.recently_unloaded_brokers.clear()
+    manager.scheduler.recently_unloaded_bundles.clear()
+    snap = sim.publishing.snapshot(now, sim.cluster.alive)
+    # what the cycle will decide (the hit-count gate is open, and a probe changes no other state)
+    result = TransferShedder().find_bundles_for_unloading(path.view(), manager.settings, now_ms=now)
+    assert result.unloads and all(u.destination is None for u in result.unloads)
+    owners = {u.bundle: u.broker for u in result.unloads}
+    manager._select = lambda bundle, candidates=None: owners[bundle]  # type: ignore[method-assign]
+    before = manager.unload_bundle_total
+    decisions = manager.do_load_shedding(snap, now)
+    assert [(d.source, d.bundle, d.destination) for d in decisions] == [
+        (u.broker, u.bundle, u.broker) for u in result.unloads
+    ]
+    assert manager.unload_bundle_total == before + len(decisions)
+    assert set(owners.values()) <= set(manager.scheduler.recently_unloaded_brokers)
+    assert set(owners) <= set(manager.scheduler.recently_unloaded_bundles)
+    assert all(manager.transfers[b] == src for b, src in owners.items())

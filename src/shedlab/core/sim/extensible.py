@@ -57,7 +57,9 @@ Deviations and simplifications (documented in ``docs/transfer-shedder.md``):
 
 * With ``loadBalancerTransferEnabled=false`` an unload has no destination in Pulsar and the clients'
   lookup picks one with the same placement on the same published data (the EMA store changes only on
-  publication); the simulator picks it at the unload and binds it, so the decision row names it.
+  publication); the simulator picks it at the unload and binds it, so the decision row names it. That
+  placement excludes no broker (``selectAsync``), so it can be the source itself: the unload still
+  happens, is counted and starts the source's cool-down, and the clients reconnect to the same broker.
 * Of the broker filter pipeline (``ExtensibleLoadManagerImpl``'s ``brokerFilterPipeline``) only
   ``BrokerMaxTopicCountFilter`` can remove a broker here: every broker runs one load-manager class and
   version, and there are no isolation or anti-affinity policies, as in the modular path. It is applied
@@ -554,7 +556,10 @@ class ExtensibleManager:
         sources: set[str] = set()
         for unload in result.unloads:
             dest = unload.destination if unload.destination is not None else self._select(unload.bundle)
-            if dest is None or dest == unload.broker:
+            # Quirk (transfer off): the lookup's selectAsync excludes no broker, so the bundle can land on
+            # its source again; the unload (Releasing, Free) and its bookkeeping happen all the same. Pulsar
+            # has no "destination is the current owner" skip here, unlike the modular manager's.
+            if dest is None:
                 continue
             self.transfers[unload.bundle] = dest
             self.path.tombstone(unload.broker, now_ms)  # Releasing at its source
