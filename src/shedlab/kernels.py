@@ -426,18 +426,26 @@ def weighted_scores(usage: FloatArray, limit: FloatArray, weights: FloatArray, o
     """``U(b)·100`` of each row of (n, 5) ``usage``/``limit`` into ``out``: ``weighted_max_percent``'s
     operations (``shedlab.model.snapshot``; the light commands keep that NumPy form) per row.
 
-    Float32 percentages (0 where the limit is not above 0; a usage beyond float32's range is +∞, as
-    NumPy's cast), times 100 in float32, in float64 times the weights of cpu, direct memory and the
-    bandwidths, their maximum propagating NaN as ``np.maximum`` does. The simulator scores its
-    thousand brokers every tick: eleven NumPy passes and their temporaries took 0.1 ms there.
+    Float32 percentages (0 where the limit, as a double, is not above 0; a usage beyond float32's range
+    is +∞, as NumPy's cast; a positive limit that is 0 as a float divides by 0), times 100 in float32, in
+    float64 times the weights of cpu, direct memory and the bandwidths, their maximum Java's (a NaN term
+    never wins; all NaN: -∞). The simulator scores its thousand brokers every tick: eleven NumPy passes
+    and their temporaries took 0.1 ms there.
     """
     hundred = np.float32(100.0)
     for s in range(usage.shape[0]):
-        best = 0.0
+        best = -np.inf
         for i in range(4):  # cpu, direct memory, bandwidth in and out: heap memory is not weighed
             res = 0 if i == 0 else i + 1
+            u = np.float32(usage[s, res])
             lim = np.float32(limit[s, res])
-            pct = np.float32(usage[s, res]) / lim if lim > 0 else np.float32(0.0)
+            if not limit[s, res] > 0:
+                pct = np.float32(0.0)
+            elif lim > 0:
+                pct = u / lim
+            else:  # x / 0f, written out: Numba's division by zero raises
+                pct = np.float32(np.inf) if u > 0 else np.float32(-np.inf) if u < 0 else np.float32(np.nan)
             v = np.float64(pct * hundred) * weights[i]
-            best = v if i == 0 or not (best >= v or best != best) else best
+            if v > best:
+                best = v
         out[s] = best

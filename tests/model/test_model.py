@@ -9,6 +9,7 @@ import pytest
 from builders import bundle_data
 
 from shedlab.errors import InputError
+from shedlab.kernels import weighted_scores
 from shedlab.model.json_reader import JsonReader
 from shedlab.model.pulsar import (
     BundleData,
@@ -18,7 +19,7 @@ from shedlab.model.pulsar import (
     TimeAverageMessageData,
     percent_usage,
 )
-from shedlab.model.snapshot import ClusterSnapshot, IntArray, percent_usage_array
+from shedlab.model.snapshot import ClusterSnapshot, IntArray, percent_usage_array, weighted_max_usage
 
 SPEC_REPORT = {
     "webServiceUrl": "http://b1:8080",
@@ -72,6 +73,9 @@ SPEC_REPORT = {
         (1, 3, 33.333336),
         (140, 100, 140.0),
         (5, 0, 0.0),
+        (5, 1e-50, float("inf")),  # limit > 0 is tested on the double; 1e-50 is 0 as a float: 5 / 0f
+        (-5, 1e-50, float("-inf")),
+        (1e39, 1, float("inf")),  # the float cast of a usage beyond float's range
     ],
 )
 def test_percent_usage_is_float32(usage: float, limit: float, expected: float) -> None:
@@ -80,6 +84,42 @@ def test_percent_usage_is_float32(usage: float, limit: float, expected: float) -
         usage, limit
     )
     assert ResourceUsage(usage, limit).percent_usage() == percent_usage(usage, limit)
+
+
+def test_percent_of_no_usage_over_a_float_zero_limit_is_nan() -> None:
+    """0 / 0f in Java: NaN, which LocalBrokerData.max then skips."""
+    assert np.isnan(percent_usage(0, 1e-50))
+    assert np.isnan(percent_usage_array(np.array([0.0]), np.array([1e-50]))[0])
+
+
+@pytest.mark.parametrize(
+    ("direct_memory", "cpu", "expected"),
+    [
+        ((1e39, 1), (90, 100), 0.9),  # ∞ % × weight 0 = NaN: skipped, cpu decides (NumPy's max made it NaN)
+        ((0, 1e-50), (90, 100), 0.9),  # 0 / 0f = NaN × weight 0: skipped
+        ((0, 1e-50), (0, 1e-50), float("-inf")),  # every term NaN (bandwidths too): -∞
+    ],
+)
+def test_weighted_max_usage_skips_nan_as_java_max_does(
+    direct_memory: tuple[float, float], cpu: tuple[float, float], expected: float
+) -> None:
+    """``LocalBrokerData.max`` starts at -∞ and keeps strictly larger values: the report's method, the
+    snapshot's arrays and the simulator's compiled scores agree with it."""
+    bandwidth = (0.0, 0.0) if expected > 0 else (0.0, 1e-50)  # 0 % or NaN
+    report = LocalBrokerData(
+        cpu=ResourceUsage(*cpu),
+        directMemory=ResourceUsage(*direct_memory),
+        bandwidthIn=ResourceUsage(*bandwidth),
+        bandwidthOut=ResourceUsage(*bandwidth),
+    )
+    weights = (1.0, 0.0, 1.0, 1.0)
+    usage = np.array([[cpu[0], 0.0, direct_memory[0], bandwidth[0], bandwidth[0]]])
+    limit = np.array([[cpu[1], 0.0, direct_memory[1], bandwidth[1], bandwidth[1]]])
+    scores = np.empty(1)
+    weighted_scores(usage, limit, np.asarray(weights), scores)
+    assert report.max_resource_usage_with_weight(*weights) == pytest.approx(expected)
+    assert weighted_max_usage(usage, limit, weights)[0] == pytest.approx(expected)
+    assert scores[0] / 100 == pytest.approx(expected)
 
 
 def test_time_average_first_sample_overwrites_then_mean_then_ema() -> None:

@@ -9,6 +9,7 @@ strategies read the columnar :class:`~shedlab.model.snapshot.ClusterSnapshot` in
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,10 +43,24 @@ _F32_100 = np.float32(100.0)
 
 
 def percent_usage(usage: float, limit: float) -> float:
-    """ResourceUsage.percentUsage(): computed in float32 exactly as Java does (spec §1.1)."""
+    """ResourceUsage.percentUsage(): computed in float32 exactly as Java does (spec §1.1).
+
+    Java tests ``limit > 0`` on the double and divides the float casts: a positive limit too small for a
+    float (below about 7e-46) is 0f there, so the percentage is ±∞ (NaN for a usage of 0), not 0 %."""
     if limit > 0:
-        return float((np.float32(usage) / np.float32(limit)) * _F32_100)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return float((np.float32(usage) / np.float32(limit)) * _F32_100)
     return 0.0
+
+
+def java_max(values: Iterable[float]) -> float:
+    """``LocalBrokerData.max``: starts at -∞ and keeps strictly larger values, so a NaN never wins (an
+    ∞ % times a weight of 0 is NaN: the other resources decide) and all NaN give -∞."""
+    best = float("-inf")
+    for v in values:
+        if v > best:
+            best = v
+    return best
 
 
 @dataclass
@@ -253,19 +268,21 @@ class LocalBrokerData:
 
     def max_resource_usage(self) -> float:
         """getMaxResourceUsage(): max of cpu, directMemory, NIC in/out (memory excluded), float32."""
-        pcts = [np.float32(self.resource(n).percent_usage()) for n in RESOURCE_NAMES if n != "memory"]
-        return float(max(pcts) / _F32_100)
+        pcts = [self.resource(n).percent_usage() for n in RESOURCE_NAMES if n != "memory"]  # float32 values
+        return float(np.float32(java_max(pcts)) / _F32_100)
 
     def max_resource_usage_with_weight(
         self, cpu_w: float, direct_memory_w: float, bw_in_w: float, bw_out_w: float
     ) -> float:
         """getMaxResourceUsageWithWeight(): widened float32 percentages × weights, / 100 in double."""
         return (
-            max(
-                self.cpu.percent_usage() * cpu_w,
-                self.directMemory.percent_usage() * direct_memory_w,
-                self.bandwidthIn.percent_usage() * bw_in_w,
-                self.bandwidthOut.percent_usage() * bw_out_w,
+            java_max(
+                (
+                    self.cpu.percent_usage() * cpu_w,
+                    self.directMemory.percent_usage() * direct_memory_w,
+                    self.bandwidthIn.percent_usage() * bw_in_w,
+                    self.bandwidthOut.percent_usage() * bw_out_w,
+                )
             )
             / 100
         )

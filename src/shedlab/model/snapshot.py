@@ -40,13 +40,16 @@ _RADIX_MAX = np.iinfo(np.int16).max  # brokers below this: owners fit int16 (rad
 def percent_usage_array(usage: FloatArray, limit: FloatArray) -> NDArray[np.float32]:
     """Vectorised ResourceUsage.percentUsage() in float32 (spec §1.1); 0 where limit ≤ 0.
 
-    Java's ``(float)`` of a double beyond float's range is ±Infinity, silently: so is this cast."""
+    Java's ``(float)`` of a double beyond float's range is ±Infinity, silently: so is this cast. The
+    ``limit > 0`` test is on the double, as in Java: a positive limit that is 0 as a float divides by 0
+    (±∞ %, NaN for a usage of 0), as :func:`~shedlab.model.pulsar.percent_usage` does."""
     with np.errstate(over="ignore"):
         u32 = usage.astype(np.float32)
         l32 = limit.astype(np.float32)
     out = np.zeros(u32.shape, dtype=np.float32)
-    np.divide(u32, l32, out=out, where=l32 > 0)
-    out *= _F32_100
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        np.divide(u32, l32, out=out, where=limit > 0)
+        out *= _F32_100
     return out
 
 
@@ -56,19 +59,25 @@ def weighted_max_percent(
     """``U(b)·100`` per broker: the largest weighted float32 percentage of cpu, direct memory, bandwidth in
     and out (``LocalBrokerData.getMaxResourceUsageWithWeight``, spec §1.5). Heap memory is ignored, as in
     Pulsar. This is shedlab's one implementation of Pulsar's broker score: the strategies, the
-    simulator's metrics and replay all read it from here."""
+    simulator's metrics and replay all read it from here.
+
+    The maximum is Java's (:func:`~shedlab.model.pulsar.java_max`): a NaN term (an ∞ % times a weight of 0)
+    never wins and the other resources decide, where NumPy's would make the score NaN (never overloaded);
+    every term NaN gives -∞."""
     if usage.shape[0] == 0:
         return np.zeros(0)
     pct = percent_usage_array(usage, limit).astype(np.float64)
     w_cpu, w_direct, w_in, w_out = weights
-    stacked = np.stack(
-        (
-            pct[:, CPU] * w_cpu,
-            pct[:, DIRECT_MEMORY] * w_direct,
-            pct[:, BANDWIDTH_IN] * w_in,
-            pct[:, BANDWIDTH_OUT] * w_out,
+    with np.errstate(invalid="ignore"):  # ∞ × 0: NaN, skipped below
+        stacked = np.stack(
+            (
+                pct[:, CPU] * w_cpu,
+                pct[:, DIRECT_MEMORY] * w_direct,
+                pct[:, BANDWIDTH_IN] * w_in,
+                pct[:, BANDWIDTH_OUT] * w_out,
+            )
         )
-    )
+    stacked[np.isnan(stacked)] = -np.inf
     result: FloatArray = stacked.max(axis=0)
     return result
 

@@ -33,6 +33,7 @@ from shedlab.model.pulsar import (
     NamespaceBundleStats,
     ResourceUsage,
     is_system_heartbeat_bundle,
+    java_max,
     namespace_of,
     resources_from_json,
 )
@@ -71,15 +72,6 @@ class ResourceWeights:
     def as_tuple(self) -> tuple[float, float, float, float, float]:
         """In RESOURCE_NAMES order: cpu, memory, directMemory, bandwidthIn, bandwidthOut."""
         return (self.cpu, self.memory, self.direct_memory, self.bandwidth_in, self.bandwidth_out)
-
-
-def _java_max(values: Iterable[float]) -> float:
-    """``LocalBrokerData.max``: starts at -∞ and keeps strictly larger values (so NaN never wins)."""
-    best = float("-inf")
-    for v in values:
-        if v > best:
-            best = v
-    return best
 
 
 @dataclass(frozen=True)
@@ -121,7 +113,7 @@ class BrokerLoadData:
         The percentages are float32 (spec §1.1), widened to double before the weight multiplies them.
         """
         pcts = [r.percent_usage() for r in self.resources()]
-        return _java_max(p * w for p, w in zip(pcts, weights.as_tuple(), strict=True)) / 100
+        return java_max(p * w for p, w in zip(pcts, weights.as_tuple(), strict=True)) / 100
 
     def updated(
         self,
@@ -169,7 +161,7 @@ class BrokerLoadData:
         first = self.updated_at == 0
         return replace(
             new,
-            max_resource_usage=_java_max(unweighted) / 100,
+            max_resource_usage=java_max(unweighted) / 100,
             weighted_max_ema=sample if first else self.weighted_max_ema * history + (1 - history) * sample,
             msg_throughput_ema=(
                 throughput if first else self.msg_throughput_ema * history + (1 - history) * throughput
