@@ -11,6 +11,7 @@ from typing import TypedDict, Unpack
 from shedlab.cluster.sandbox import Sandbox
 from shedlab.core.sim.scenario import Scenario, load_scenario
 from shedlab.model.pulsar import (
+    MODULAR_LOAD_MANAGER,
     BrokerData,
     BundleData,
     LoadData,
@@ -88,6 +89,7 @@ def broker_data(
         msgThroughputIn=tp_in,
         msgThroughputOut=tp_out,
         bundles=list(bundles or []),
+        loadManagerClassName=MODULAR_LOAD_MANAGER,  # as every modular broker reports it (the class filter)
     )
     ta = TimeAverageBrokerData(longTermMsgRateIn=long_rate_in, longTermMsgRateOut=long_rate_out)
     return BrokerData(local, ta, dict(preallocated or {}))

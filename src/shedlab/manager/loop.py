@@ -21,29 +21,30 @@ Snapshots are treated as immutable: pass a new object when the data changes.
 
 Candidate filtering (``selectBroker``, §4.5) implemented:
 
-1. the available brokers (every broker of the snapshot; see "left out" below);
+1. the available brokers: every broker of the snapshot whose report serves persistent topics
+   (``persistentTopicsEnabled``: the bundles shedlab places hold persistent topics; no isolation policies,
+   see "left out" below);
 2. the max-topics filter (``loadBalancerBrokerMaxTopics``, counting preallocated topics), undone when
    it would remove every broker;
 3. the even-distribution filter (``loadBalancerDistributeBundlesEvenlyEnabled``, always for the
    ``pulsar/system`` namespace): keep the candidates owning the fewest bundle ranges of the bundle's
    namespace, counting reported and preallocated ranges;
-4. an empty set falls back to step 1; the placement strategy chooses (namespaces listed in
+4. the broker filter pipeline (``BrokerLoadManagerClassFilter``, ``BrokerVersionFilter`` with
+   ``preferLaterVersions``; :mod:`shedlab.manager.filters`), from the report fields a snapshot of Pulsar's
+   LoadData carries (the simulator's keep every broker); a throwing version filter restores step 1;
+5. an empty set falls back to step 1; the placement strategy chooses (namespaces listed in
    ``loadBalancerSheddingExcludedNamespaces`` use Pulsar's round-robin selector instead);
-5. the overload re-check: when the chosen broker's weighted usage is above
+6. the overload re-check: when the chosen broker's weighted usage is above
    ``loadBalancerBrokerOverloadedThresholdPercentage``, the strategy is asked again over every available
    broker and its answer, if any, is used (stateful strategies thus advance twice, as in Pulsar).
 
 Left out, and why:
 
 * **Namespace isolation policies** (§4.5 step 2, §4.4 b): neither the simulator nor Pulsar's load reports
-  carry policies, so every broker is a "shared" broker and step 2 is "all available brokers".
-  The topic-type check of that step (brokers with persistent / non-persistent topics disabled) is
-  left out for the same reason: every simulated broker serves both.
+  carry policies, so every broker is a "shared" broker and step 2 is "all available brokers" that serve
+  persistent topics.
 * **Anti-affinity groups and failure domains** (§4.5 step 4, §4.4 c): namespace policies again; without
   them Pulsar's filter keeps every candidate.
-* **The broker filter pipeline** (§4.5 step 6: ``BrokerLoadManagerClassFilter``,
-  ``BrokerVersionFilter``): all brokers run the same load manager class and version, so both filters
-  keep every candidate.
 * **Bundle splitting** (§4.8) and the leader's periodic bundle-data writes (§4.9) are not part of the
   loop here; the simulator accounts for the extra time-average sample of §4.9 itself.
 * **Admin errors** (§4.4 f): an unload always succeeds.
@@ -65,6 +66,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.manager.filters import SemVer, filter_pipeline, parse_semver
 from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, SYSTEM_NAMESPACE, NameIndex, namespace_of
 from shedlab.model.snapshot import BoolArray, ClusterSnapshot, FloatArray, IntArray
 from shedlab.strategies import guard, make_pair
@@ -140,6 +142,7 @@ class _View:
     everyone: IntArray
     pre_rate: FloatArray
     pre_topics: IntArray
+    versions: list[SemVer | None] | None = None  # each broker's brokerVersionString, parsed (filters.py)
     topics_kept: IntArray | None = None  # ``everyone`` after the max-topics filter, while pre_topics holds
 
 
@@ -382,6 +385,7 @@ class LoadManager:
         candidates = self._max_topics_filter(view, candidates)
         if conf.load_balancer_distribute_bundles_evenly_enabled or namespace == SYSTEM_NAMESPACE:
             candidates = self._even_distribution_filter(view, candidates, namespace)
+        candidates = filter_pipeline(snap, candidates, everyone, conf, view.versions)
         if candidates.size == 0:
             candidates = everyone
         info: dict[str, Any] = {"candidates": int(candidates.size)}
@@ -556,6 +560,10 @@ class LoadManager:
             pre_rate[i] = total
         snap.preallocated_long_term_msg_rate = pre_rate
         snap.preallocated_topics = pre_topics
-        view = _View(snapshot, snap, usage, np.arange(n, dtype=np.int64), pre_rate, pre_topics)
+        persistent = snapshot.broker_persistent_topics
+        everyone = np.arange(n, dtype=np.int64) if persistent is None else np.flatnonzero(persistent)
+        view = _View(snapshot, snap, usage, everyone, pre_rate, pre_topics)
+        if snapshot.broker_version is not None and self.conf.prefer_later_versions:
+            view.versions = [parse_semver(v) for v in snapshot.broker_version]
         self._view = view
         return view

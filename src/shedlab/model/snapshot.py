@@ -126,6 +126,12 @@ class ClusterSnapshot:
     long_msg_rate_out: FloatArray
     bundle_topics: IntArray
     now_ms: int = 0
+    # what the leader's candidate filters read from each broker's report (spec §4.5 steps 2 and 6), known
+    # only to snapshots of Pulsar's LoadData; None: every broker serves persistent topics and runs the
+    # configured load manager (the simulator's brokers)
+    broker_persistent_topics: BoolArray | None = None  # persistentTopicsEnabled
+    broker_load_manager_class: tuple[str | None, ...] | None = None  # loadManagerClassName
+    broker_version: tuple[str | None, ...] | None = None  # brokerVersionString
     broker_index: dict[str, int] = field(init=False, repr=False)
     _bundle_index: dict[str, int] | None = field(init=False, repr=False, default=None)
     _usage_cache: tuple[tuple[object, ...], FloatArray] | None = field(init=False, repr=False, default=None)
@@ -330,10 +336,12 @@ class ClusterSnapshot:
         num_owned = np.zeros(n, dtype=np.int64)
         num_topics = np.zeros(n, dtype=np.int64)
         prealloc_topics = np.zeros(n, dtype=np.int64)
+        persistent = np.ones(n, dtype=np.bool_)
         owner_of: dict[str, int] = {}
         for i, broker in enumerate(broker_ids):
             data = load_data.brokerData[broker]
             local = data.localData
+            persistent[i] = local.persistentTopicsEnabled
             for r, name in enumerate(RESOURCE_NAMES):
                 res = local.resource(name)
                 usage[i, r] = res.usage
@@ -373,6 +381,11 @@ class ClusterSnapshot:
             bundle_owner=np.array([owner_of.get(b, -1) for b in names], dtype=np.int64),
             now_ms=now_ms,
             **bundles,
+            broker_persistent_topics=persistent,
+            broker_load_manager_class=tuple(
+                load_data.brokerData[b].localData.loadManagerClassName for b in broker_ids
+            ),
+            broker_version=tuple(load_data.brokerData[b].localData.brokerVersionString for b in broker_ids),
         )
 
     @classmethod
@@ -400,6 +413,9 @@ class ClusterSnapshot:
         preallocated_topics: IntArray | None = None,
         like: ClusterSnapshot | None = None,
         owner_index: tuple[IntArray, IntArray] | None = None,
+        broker_persistent_topics: BoolArray | None = None,
+        broker_load_manager_class: tuple[str | None, ...] | None = None,
+        broker_version: tuple[str | None, ...] | None = None,
     ) -> ClusterSnapshot:
         """The one builder from arrays (simulator, replay); :meth:`from_load_data` reads Pulsar objects.
 
@@ -411,6 +427,8 @@ class ClusterSnapshot:
         reused when the broker rows and ``bundle_owner`` are equal (checked here), which is most ticks
         of a simulation. ``owner_index``: the by-owner index of ``bundle_owner`` built by the caller
         (the simulator's compiled counting sort; see :attr:`by_owner_index` for its form).
+        ``broker_persistent_topics``, ``broker_load_manager_class``, ``broker_version``: the report fields the
+        leader's candidate filters read, where the source has them (None: the filters keep every broker).
         """
         n, m = len(broker_ids), len(bundle_names)
         recent = bundle_recently_unloaded
@@ -443,6 +461,9 @@ class ClusterSnapshot:
             long_msg_rate_out=long[1],
             bundle_topics=bundle_topics,
             now_ms=now_ms,
+            broker_persistent_topics=broker_persistent_topics,
+            broker_load_manager_class=broker_load_manager_class,
+            broker_version=broker_version,
             like=like,
             owner_index=owner_index,
         )
