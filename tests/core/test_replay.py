@@ -132,3 +132,25 @@ def test_an_override_refused_with_the_pair_is_named_where_it_was_set(
     with pytest.raises(ConfigError) as refused:
         strategy_configs(["AvgShedder"], {"loadManagerClassName": EXTENSIBLE_MANAGER}, sources)
     assert str(refused.value).startswith(f"{named}: loadManagerClassName: the extensible load manager")
+
+
+def test_snapshots_carry_the_report_fields_the_leaders_filters_read() -> None:
+    """persistentTopicsEnabled, loadManagerClassName and brokerVersionString of the recorded reports reach
+    the snapshot (spec §4.5 steps 2 and 6); a null flag is Pulsar's default, a null class or version none."""
+    brokers = _brokers([1000]).assign(
+        persistent_topics_enabled=pd.Series([None, False], dtype=object),
+        load_manager_class=pd.Series(
+            ["org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl", None], dtype=object
+        ),
+        broker_version=pd.Series(["4.0.1", None], dtype=object),
+    )
+    snap = build_snapshots(brokers, _bundles([(1000, LOW, "a:8080")]))[0].snapshot
+    assert snap.broker_persistent_topics is not None
+    assert snap.broker_persistent_topics.tolist() == [True, False]
+    assert snap.broker_load_manager_class == (
+        "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
+        None,
+    )
+    assert snap.broker_version == ("4.0.1", None)
+    unrecorded = build_snapshots(_brokers([1000]), _bundles([(1000, LOW, "a:8080")]))[0].snapshot
+    assert unrecorded.broker_persistent_topics is None and unrecorded.broker_version is None

@@ -249,6 +249,23 @@ def build_snapshots(
     return views
 
 
+def _filter_fields(b_rows: pd.DataFrame) -> dict[str, Any]:
+    """The report fields the leader's candidate filters read (:mod:`shedlab.manager.filters`), from the
+    recorded columns where the recording has them; a null flag is Pulsar's default (true), a null class or
+    version a report without one."""
+    out: dict[str, Any] = {}
+    if "persistent_topics_enabled" in b_rows:
+        flags = b_rows["persistent_topics_enabled"].astype(object)
+        out["broker_persistent_topics"] = np.array([f is not False for f in flags.tolist()], dtype=np.bool_)
+    for column, field in (
+        ("load_manager_class", "broker_load_manager_class"),
+        ("broker_version", "broker_version"),
+    ):
+        if column in b_rows:
+            out[field] = tuple(None if pd.isna(v) else str(v) for v in b_rows[column].tolist())
+    return out
+
+
 def _tick_view(t: int, b_rows: pd.DataFrame, s_rows: pd.DataFrame, history: _BundleHistory) -> TickView:
     """One tick: the samples into the history, then the snapshot of the bundles with data."""
     b_rows = b_rows.drop_duplicates("broker", keep="last")
@@ -295,6 +312,7 @@ def _tick_view(t: int, b_rows: pd.DataFrame, s_rows: pd.DataFrame, history: _Bun
         long=history.long[:, order],
         bundle_topics=history.topics[order].copy(),
         now_ms=t,
+        **_filter_fields(b_rows),
     )
     inst = values[:, k_idx] if order.size else np.zeros((4, 0))
     return TickView(t, snap, inst[2] + inst[3], inst[0] + inst[1])
