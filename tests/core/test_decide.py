@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +74,55 @@ def test_one_broker_and_disabled_shedding_are_said() -> None:
     assert {a.code for a in outcome.left_alone} == {
         "load balancing or shedding is disabled in the configuration"
     }
+
+
+def _dump(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """The example LoadData, every report written at :data:`NOW`, edited by ``edit``."""
+    doc = json.loads(EXAMPLE.read_text())
+    for broker in doc["brokers"].values():
+        broker["localData"]["lastUpdate"] = NOW
+    edit(doc)
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+NOW = 1_750_000_000_000
+MINUTE = 60_000
+FIRST, SECOND = "public/default/0x09000000_0x0a000000", "public/default/0x08000000_0x09000000"
+"""The two bundles ThresholdShedder unloads from broker-1 on the example."""
+
+
+def test_a_dumps_recent_unloads_leave_the_grace_period_at_their_own_times(tmp_path: Path) -> None:
+    """Pulsar's cycle first drops the recently unloaded bundles older than the grace period (30 min);
+    a dump's entries carry their unload times, and the newest report's time is the cycle's "now"."""
+    example = load_snapshot_file(EXAMPLE)
+    before = decide_on_snapshot(example, LoadBalancerConfig(), strategy="ThresholdShedder")
+    assert [d.bundle for d in before.decisions] == [FIRST, SECOND]
+
+    def recent(doc: dict[str, Any]) -> None:
+        doc["recentlyUnloadedBundles"] = {FIRST: NOW - 31 * MINUTE, SECOND: NOW - 29 * MINUTE}
+
+    snap = load_snapshot_file(_dump(tmp_path, recent))
+    assert snap.now_ms == NOW
+    outcome = decide_on_snapshot(snap, LoadBalancerConfig(), strategy="ThresholdShedder")
+    unloaded = [d.bundle for d in outcome.decisions]
+    assert FIRST in unloaded and SECOND not in unloaded
+
+
+def test_a_dumps_preallocations_count_for_the_destination(tmp_path: Path) -> None:
+    """A preallocated bundle adds its long-term rate to its broker's LeastLongTermMessageRate score (the
+    even-distribution filter off, which on the example admits one destination only)."""
+    conf = LoadBalancerConfig(load_balancer_distribute_bundles_evenly_enabled=False)
+    before = decide_on_snapshot(load_snapshot_file(EXAMPLE), conf, strategy="ThresholdShedder")
+    target = before.decisions[0].destination
+    assert target == "broker-4:8080"
+
+    def preallocate(doc: dict[str, Any]) -> None:
+        data = json.loads(json.dumps(next(iter(doc["bundleData"].values()))))
+        data["longTermData"]["msgRateIn"] = data["longTermData"]["msgRateOut"] = 1e6
+        doc["brokers"][target]["preallocatedBundleData"] = {"public/default/0x00000000_0x01000000": data}
+
+    dump = load_snapshot_file(_dump(tmp_path, preallocate))
+    outcome = decide_on_snapshot(dump, conf, strategy="ThresholdShedder")
+    assert outcome.decisions and all(d.destination not in (None, target) for d in outcome.decisions)

@@ -22,7 +22,7 @@ from shedlab.manager import LoadManager
 from shedlab.model.formats import extensible_kind
 from shedlab.model.json_reader import JsonReader, load_json_file
 from shedlab.model.pulsar import LoadData
-from shedlab.model.snapshot import ClusterSnapshot
+from shedlab.model.snapshot import ClusterSnapshot, newest_report_ms
 from shedlab.strategies import pair_config, pair_name_of, resolve_config, resolve_strategy
 
 __all__ = [
@@ -123,7 +123,8 @@ def load_snapshot_file(path: str | Path) -> ClusterSnapshot:
             source=source,
             hint="decide runs the modular strategies on a LoadData snapshot (see examples/snapshot.json)",
         )
-    return ClusterSnapshot.from_load_data(LoadData.from_json(reader), source=source)
+    load_data = LoadData.from_json(reader)
+    return ClusterSnapshot.from_load_data(load_data, now_ms=newest_report_ms(load_data), source=source)
 
 
 def _resolve(conf: LoadBalancerConfig, strategy: str | None) -> tuple[str, LoadBalancerConfig]:
@@ -178,8 +179,11 @@ class Decider:
     def _cycle(self, snapshot: ClusterSnapshot, cycles: int) -> Outcome:
         manager = self.manager
         now_ms = snapshot.now_ms
-        for j in np.flatnonzero(snapshot.bundle_recently_unloaded).tolist():
-            manager.recently_unloaded.setdefault(snapshot.bundle_names[j], now_ms)
+        if snapshot.leader_memory is not None:  # a LoadData dump: its unload times and preallocations
+            manager.restore(snapshot.leader_memory)
+        else:  # a reading knows no times: its recently unloaded bundles are taken as just unloaded
+            for j in np.flatnonzero(snapshot.bundle_recently_unloaded).tolist():
+                manager.recently_unloaded.setdefault(snapshot.bundle_names[j], now_ms)
         decisions = manager.do_load_shedding(snapshot, now_ms)
         cycle = 1
         while not decisions and cycle < cycles:
@@ -207,7 +211,11 @@ def decide_on_snapshot(
 ) -> Outcome:
     """Run the leader's shedding cycle (:meth:`LoadManager.do_load_shedding`) on ``snapshot``.
 
-    Bundles the snapshot lists as recently unloaded are taken as still inside the grace period.
+    A snapshot of a LoadData dump (:func:`load_snapshot_file`) decides at the newest report's
+    ``lastUpdate``, from the leader's memory the dump holds: its recently unloaded bundles at their
+    unload times, so those older than the grace period are pruned as Pulsar's cycle prunes them, and
+    its brokers' preallocated bundles. A snapshot of another source (a reading of reports) knows no
+    unload times: the bundles it lists as recently unloaded are taken as still inside the grace period.
     With ``cycles > 1`` the cycle is repeated on the same snapshot (as if the cluster stayed in
     this state) until it unloads something, so strategies that need several consecutive hits
     (AvgShedder) show what they would do once their counters are reached.

@@ -68,7 +68,7 @@ import numpy as np
 from shedlab.config import LoadBalancerConfig
 from shedlab.manager.filters import SemVer, filter_pipeline, parse_semver
 from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, SYSTEM_NAMESPACE, NameIndex, namespace_of
-from shedlab.model.snapshot import BoolArray, ClusterSnapshot, FloatArray, IntArray
+from shedlab.model.snapshot import BoolArray, ClusterSnapshot, FloatArray, IntArray, LeaderMemory
 from shedlab.strategies import guard, make_pair
 from shedlab.strategies.base import (
     Placement,
@@ -289,6 +289,20 @@ class LoadManager:
             if unloaded_any:
                 self.unload_broker_total += 1
         return decisions
+
+    def restore(self, memory: LeaderMemory) -> None:
+        """Take over a leader's memory (a LoadData dump's): its recently unloaded bundles, at their unload
+        times, and its brokers' preallocated bundles. What this manager already holds is kept, so a
+        dump read again every cycle (``advise --watch`` on a file) does not reset it. The grace period
+        then prunes the unloads at the next cycle, as Pulsar's ``doLoadShedding`` does at its start."""
+        for bundle, at in memory.recently_unloaded.items():
+            self.recently_unloaded.setdefault(bundle, at)
+        for broker, entries in memory.preallocated.items():
+            per_broker = self.preallocated.setdefault(broker, {})
+            for bundle, (rate, topics) in entries.items():
+                per_broker.setdefault(bundle, PreallocatedBundle(rate, topics))
+        self._reindex_preallocations()
+        self._view = None
 
     def withdraw_unloads(self, unloads: Sequence[tuple[str, str]], done: Collection[str]) -> None:
         """Undo the bookkeeping of ``unloads`` (source broker, bundle: the last :meth:`do_load_shedding`'s)

@@ -90,6 +90,41 @@ def weighted_max_usage(
     return result
 
 
+@dataclass(frozen=True)
+class LeaderMemory:
+    """What Pulsar's leader keeps beside the reports, when a snapshot's source carries it.
+
+    A ``LoadData`` document (a dump of the leader's in-memory ``loadData``) holds two things no
+    report or znode does: ``recentlyUnloadedBundles`` with the time of each unload, and each broker's
+    ``preallocatedBundleData``. The leader's shedding cycle reads both (spec §4.4 prunes the first
+    by the grace period; §4.5's filters and LeastLongTermMessageRate read the second), so a decision
+    on such a dump starts from them rather than from an empty memory.
+    """
+
+    recently_unloaded: Mapping[str, int]
+    """bundle → the time of its unload (ms), as the dump says."""
+    preallocated: Mapping[str, Mapping[str, tuple[float, int]]]
+    """broker → bundle → (long-term msgRateIn + msgRateOut, topics) of its preallocated BundleData."""
+
+    @classmethod
+    def of(cls, load_data: LoadData) -> LeaderMemory:
+        preallocated = {
+            broker: {
+                bundle: (data.longTermData.msgRateIn + data.longTermData.msgRateOut, data.topics)
+                for bundle, data in broker_data.preallocatedBundleData.items()
+            }
+            for broker, broker_data in sorted(load_data.brokerData.items())
+            if broker_data.preallocatedBundleData
+        }
+        return cls(dict(load_data.recentlyUnloadedBundles), preallocated)
+
+
+def newest_report_ms(load_data: LoadData) -> int:
+    """The newest ``lastUpdate`` of the brokers' reports (0 without any): the moment a LoadData dump
+    describes, so the earliest a leader could decide on it; ``decide``'s "now"."""
+    return max((b.localData.lastUpdate for b in load_data.brokerData.values()), default=0)
+
+
 @dataclass
 class ClusterSnapshot:
     """The leader's view of the cluster at one shedding cycle, as arrays.
@@ -132,6 +167,8 @@ class ClusterSnapshot:
     broker_persistent_topics: BoolArray | None = None  # persistentTopicsEnabled
     broker_load_manager_class: tuple[str | None, ...] | None = None  # loadManagerClassName
     broker_version: tuple[str | None, ...] | None = None  # brokerVersionString
+    # the leader's own memory, known only to snapshots of Pulsar's LoadData (None: an empty one)
+    leader_memory: LeaderMemory | None = None
     broker_index: dict[str, int] = field(init=False, repr=False)
     _bundle_index: dict[str, int] | None = field(init=False, repr=False, default=None)
     _usage_cache: tuple[tuple[object, ...], FloatArray] | None = field(init=False, repr=False, default=None)
@@ -386,6 +423,7 @@ class ClusterSnapshot:
                 load_data.brokerData[b].localData.loadManagerClassName for b in broker_ids
             ),
             broker_version=tuple(load_data.brokerData[b].localData.brokerVersionString for b in broker_ids),
+            leader_memory=LeaderMemory.of(load_data),
         )
 
     @classmethod
@@ -416,6 +454,7 @@ class ClusterSnapshot:
         broker_persistent_topics: BoolArray | None = None,
         broker_load_manager_class: tuple[str | None, ...] | None = None,
         broker_version: tuple[str | None, ...] | None = None,
+        leader_memory: LeaderMemory | None = None,
     ) -> ClusterSnapshot:
         """The one builder from arrays (simulator, replay); :meth:`from_load_data` reads Pulsar objects.
 
@@ -429,6 +468,8 @@ class ClusterSnapshot:
         (the simulator's compiled counting sort; see :attr:`by_owner_index` for its form).
         ``broker_persistent_topics``, ``broker_load_manager_class``, ``broker_version``: the report fields the
         leader's candidate filters read, where the source has them (None: the filters keep every broker).
+        ``leader_memory``: the leader's recently unloaded bundles and preallocations, where the source has
+        them (:class:`LeaderMemory`).
         """
         n, m = len(broker_ids), len(bundle_names)
         recent = bundle_recently_unloaded
@@ -464,6 +505,7 @@ class ClusterSnapshot:
             broker_persistent_topics=broker_persistent_topics,
             broker_load_manager_class=broker_load_manager_class,
             broker_version=broker_version,
+            leader_memory=leader_memory,
             like=like,
             owner_index=owner_index,
         )
