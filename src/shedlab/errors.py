@@ -34,6 +34,7 @@ __all__ = [
     "ConfigError",
     "InputError",
     "ShedlabError",
+    "WorkFailedError",
     "closest",
     "decode_user_bytes",
     "did_you_mean",
@@ -45,6 +46,7 @@ __all__ = [
     "register_secret",
     "secret_forms",
     "shown",
+    "user_error_names",
 ]
 
 
@@ -182,6 +184,28 @@ class ClusterError(ShedlabError):
 
 class ConfigError(ShedlabError):
     """An unknown configuration key, a bad value, or an impossible combination."""
+
+
+class WorkFailedError(ShedlabError):
+    """Work that ran and failed for another reason than the user's input (every run of a sweep stopped by
+    its ``--timeout``, or by a bug): one line as every error, with exit code 1, so that a script tells it
+    from a refused input (2)."""
+
+    exit_code = 1
+
+
+def user_error_names() -> frozenset[str]:
+    """The names of :class:`ShedlabError` and of every subclass loaded but :class:`WorkFailedError`: how a
+    failure recorded by its class name (a sweep run's ``error_type``, in Parquet) is told to be the
+    user's input (a plugin strategy that raised, a scenario or setting a run refused)."""
+    names = set()
+    todo: list[type[ShedlabError]] = [ShedlabError]
+    while todo:
+        cls = todo.pop()
+        if cls is not WorkFailedError:
+            names.add(cls.__name__)
+            todo.extend(cls.__subclasses__())
+    return frozenset(names)
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:

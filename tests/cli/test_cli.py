@@ -239,6 +239,58 @@ def test_sweep_outcome_counts_the_failures_of_earlier_runs(monkeypatch: pytest.M
     assert lines[1].startswith("6 runs: 4 already complete, 2 ran now (2 failed before and were run again; 0")
 
 
+def test_a_sweep_without_a_successful_run_ends_with_one_line_and_a_failing_exit() -> None:
+    """Every run failing exited 0; 2 when the failures are the user's input, 1 otherwise; some failing, 0."""
+    import pandas as pd
+
+    import shedlab.cli.spark_cmd as spark_cmd
+    from shedlab.core.grid import parse_grid
+    from shedlab.errors import ShedlabError
+    from shedlab.spark.sweep import SweepResult
+
+    grid = parse_grid({"scenarios": ["scale-out"]})
+
+    def runs(*failures: tuple[str, str] | None) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "scenario": "s",
+                "strategy": "AvgShedder",
+                "seed": range(len(failures)),
+                "status": ["ok" if f is None else "error" for f in failures],
+                "error_type": [None if f is None else f[0] for f in failures],
+                "error": [None if f is None else f[1] for f in failures],
+            }
+        )
+
+    timeout = ("_Timeout", "run exceeded its time limit of 0.001 s")
+    plugin = ("StrategyError", "strategy m:Boom: find_bundles_for_unloading raised ValueError")
+    refused = {
+        1: SweepResult("o", grid, 2, 0, 2, 2, 1.0, runs(timeout, timeout)),
+        2: SweepResult("o", grid, 2, 0, 2, 2, 1.0, runs(plugin, plugin)),
+    }
+    for code, result in refused.items():
+        with pytest.raises(ShedlabError) as info:
+            spark_cmd._refuse_a_sweep_without_success(result, "o/")
+        assert info.value.exit_code == code
+        assert str(info.value) == (
+            f"all 2 runs failed; the first: s / AvgShedder / seed 0: {result.summaries['error'][0]!r}; "
+            "every reason is in o/runs (status, error)"
+        )
+    mixed = SweepResult("o", grid, 2, 0, 2, 2, 1.0, runs(plugin, timeout))
+    kept = SweepResult("o", grid, 2, 2, 0, 0, 1.0, runs(), skipped_failed=2)  # --skip-failed, none ran
+    for result in (mixed, kept):
+        with pytest.raises(ShedlabError, match=r"^all 2 runs failed") as info:
+            spark_cmd._refuse_a_sweep_without_success(result, "o")
+        assert info.value.exit_code == 1
+    # one run succeeded, now or before: the sweep did its work (exit 0); runs/ names the failures
+    for result in (
+        SweepResult("o", grid, 2, 0, 2, 1, 1.0, runs(timeout, None)),
+        SweepResult("o", grid, 4, 2, 2, 2, 1.0, runs(plugin, plugin), skipped_failed=1),
+        SweepResult("o", grid, 2, 2, 0, 0, 1.0, runs()),
+    ):
+        spark_cmd._refuse_a_sweep_without_success(result, "o")
+
+
 def test_ingest_outcome_tells_sources_apart_and_says_why_rows_were_merged(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -198,6 +198,25 @@ def test_a_rerun_runs_the_failed_runs_again(spark: SparkSession, tmp_path: Path)
 
 
 @pytest.mark.spark
+def test_a_sweep_whose_every_run_failed_exits_1(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It exited 0 (16 runs, 16 failed), and a CI job took it for a sweep done."""
+    from shedlab.cli import main
+
+    out = tmp_path / "sweep"
+    # run now (the first failure named), then kept as they were: no run succeeded either time
+    for extra, first in (((), "; the first: "), (("--skip-failed",), "; ")):
+        with pytest.raises(SystemExit) as info:
+            main(["sweep", str(GRID), "--out", str(out), "--timeout", "1e-3", "--json", *extra])
+        assert info.value.code == 1
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert last.startswith(f"error: all 16 runs failed{first}"), last
+        assert last.endswith(f"every reason is in {out}/runs (status, error)"), last
+    assert spark.sparkContext._jsc is not None  # the shared session is still alive
+
+
+@pytest.mark.spark
 def test_sweep_cli_json(spark: SparkSession, tmp_path: Path) -> None:
     import typer
     from typer.testing import CliRunner

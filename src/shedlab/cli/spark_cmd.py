@@ -34,8 +34,8 @@ from shedlab.cli.consoles import make_console, print_table
 from shedlab.cli.settings import check_count, check_seed, run_overrides
 from shedlab.core.goal import DEFAULT_CHALLENGER
 from shedlab.core.grid import params_label
-from shedlab.core.results import check_apart, check_output_dir, check_output_kind
-from shedlab.errors import ConfigError, InputError, did_you_mean
+from shedlab.core.results import check_apart, check_output_dir, check_output_kind, table_path
+from shedlab.errors import ConfigError, InputError, WorkFailedError, did_you_mean, shown, user_error_names
 from shedlab.report.figures import short_pair
 from shedlab.report.terminal import goal_table
 from shedlab.spark.session import check_java, check_master, validate_master
@@ -232,8 +232,9 @@ def sweep(
                 "temporaries_removed": result.temporaries_removed,
             }
         )
-        return
-    _print_sweep_outcome(result, out)
+    else:
+        _print_sweep_outcome(result, out)
+    _refuse_a_sweep_without_success(result, out)
 
 
 class _RunsBar:
@@ -281,6 +282,31 @@ def _print_sweep_outcome(result: SweepResult, out: str) -> None:
             )
     if result.ran + result.skipped < result.total:
         console.print(f"{result.total - result.ran - result.skipped} run(s) still pending (--limit)")
+
+
+def _refuse_a_sweep_without_success(result: SweepResult, out: str) -> None:
+    """A sweep none of whose runs succeeded (those run now and those complete before) ends with one line
+    and a non-zero exit: it exited 0, and a CI job or an operator took it for a sweep done. Exit 2 when
+    every failure run now is the user's input (:func:`~shedlab.errors.user_error_names`: a plugin
+    strategy that raised, a scenario or setting the runs refused), as any input error; else 1 (runs
+    stopped by ``--timeout`` outside a plugin, failures kept by ``--skip-failed``). A sweep some of whose
+    runs succeeded exits 0: the counts and ``runs/`` name the failures, and the same command runs them
+    again."""
+    failed = result.failed + result.skipped_failed
+    succeeded = result.ran - result.failed + result.skipped - result.skipped_failed
+    if succeeded or not failed:
+        return
+    errors = result.summaries[result.summaries["status"] != "ok"]
+    first = next(errors.itertuples(index=False), None)
+    message = f"all {failed} runs failed" + (
+        f"; the first: {first.scenario} / {first.strategy} / seed {first.seed}: {shown(first.error)}"
+        if first
+        else ""
+    )
+    hint = f"every reason is in {table_path(out, 'runs')} (status, error)"
+    if result.failed == failed and set(errors["error_type"]) <= user_error_names():
+        raise InputError(message, hint=hint)
+    raise WorkFailedError(message, hint=hint)
 
 
 def _print_quarantined(quarantined: list[tuple[str, str]], fate: str) -> None:
