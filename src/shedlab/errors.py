@@ -32,6 +32,7 @@ __all__ = [
     "MAX_SHOWN_VALUE",
     "ClusterError",
     "ConfigError",
+    "DuplicateKeyError",
     "InputError",
     "ShedlabError",
     "WorkFailedError",
@@ -46,6 +47,7 @@ __all__ = [
     "register_secret",
     "secret_forms",
     "shown",
+    "unique_object",
     "user_error_names",
 ]
 
@@ -311,7 +313,7 @@ def decode_user_bytes(
         ) from None
 
 
-class _DuplicateKeyError(ValueError):
+class DuplicateKeyError(ValueError):
     """A key seen twice in one JSON object (raised inside the parser; located by the caller)."""
 
     def __init__(self, key: str) -> None:
@@ -319,11 +321,13 @@ class _DuplicateKeyError(ValueError):
         self.key = key
 
 
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook`` that raises :class:`DuplicateKeyError` on a key given twice
+    in one object, where a dict keeps the last value, silently."""
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _DuplicateKeyError(key)
+            raise DuplicateKeyError(key)
         out[key] = value
     return out
 
@@ -348,12 +352,12 @@ def _short(text: str, limit: int = 40) -> str:
 def parse_json_text(text: str, source: str, *, error: type[ShedlabError] = InputError) -> Any:
     """Parse JSON, refusing duplicate keys and integers beyond 64 bits, naming the line."""
     try:
-        return json.loads(text, object_pairs_hook=_unique_object, parse_int=_bounded_int)
+        return json.loads(text, object_pairs_hook=unique_object, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
         raise error(
             f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=source
         ) from None
-    except _DuplicateKeyError as exc:
+    except DuplicateKeyError as exc:
         line = _json_key_line(text, exc.key)
         raise error(
             f"key {exc.key!r} appears twice in one object" + (f" (again at line {line})" if line else ""),

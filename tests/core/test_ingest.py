@@ -120,6 +120,38 @@ def test_a_bad_broker_or_time_in_the_wrapper_is_quarantined_not_replaced(wrapper
     assert detail in rows["detail"].iloc[0], rows["detail"].iloc[0]
 
 
+def test_a_key_given_twice_in_one_object_is_quarantined_at_any_depth() -> None:
+    """json kept the key's last value, silently, where decide refuses the document (29 Nov 2026)."""
+    line = Path(REPORTS).read_text(encoding="utf-8").splitlines()[0]
+    bundle = next(iter(json.loads(line)["report"]["lastStats"]))
+    twice = {
+        "broker": line.replace('{"', '{"broker": "b9:8080", "', 1),
+        "msgRateIn": line.replace('"report": {', '"report": {"msgRateIn": 1.0, ', 1),
+        "usage": line.replace('"cpu": {', '"cpu": {"usage": 99.0, ', 1),
+        bundle: line.replace('"lastStats": {', f'"lastStats": {{"{bundle}": {{}}, ', 1),
+    }
+    rows = _parse([line, *twice.values()])
+    bad = rows[rows["kind"] == "quarantine"]
+    assert bad["reason"].tolist() == ["duplicate_key"] * 4 and bad["record"].tolist() == [2, 3, 4, 5]
+    assert bad["detail"].tolist() == [f"key {key!r} appears twice in one object" for key in twice]
+    assert set(rows.loc[rows["kind"] != "quarantine", "record"]) == {1}
+    assert "duplicate_key" in REASONS
+    # a .json array: the element that holds it; its neighbours are kept
+    doc = pd.DataFrame(
+        {
+            "source": ["d.json"],
+            "source_kind": ["json_doc"],
+            "block": [0],
+            "value": [f"[{line}, {twice['usage']}]"],
+        }
+    )
+    rows = parse_text_batch(doc, default_cluster="c0", web_port=8080)
+    assert rows.loc[rows["kind"] == "quarantine", ["record", "reason"]].values.tolist() == [
+        [2, "duplicate_key"]
+    ]
+    assert set(rows.loc[rows["kind"] != "quarantine", "record"]) == {1}
+
+
 @pytest.mark.parametrize("bom", ["", "\ufeff"])
 def test_a_json_document_with_a_byte_order_mark_is_read_as_decide_reads_it(bom: str) -> None:
     """Spark's whole-text reader keeps a UTF-8 BOM: a pretty-printed report saved by Windows PowerShell

@@ -184,6 +184,7 @@ def _bad_lines(records: list[dict[str, Any]]) -> list[bytes]:
         changed(r1, ["broker"], " \u2003"),  # blank to Python's strip(), not to Java's \s
         _bundle_twice(r1),
         *_other_shapes(r1),
+        *_keys_twice(r1),
     ]
 
 
@@ -195,6 +196,20 @@ def _bundle_twice(record: dict[str, Any]) -> bytes:
     first = json.dumps({bundle: {**stats[bundle], "msgRateIn": 12345.0}})[1:-1]
     text = json.dumps(record)
     return text.replace('"lastStats": {', '"lastStats": {' + first + ", ", 1).encode()
+
+
+def _keys_twice(record: dict[str, Any]) -> list[bytes]:
+    """A key given twice in one object, at every depth of a report: from_json kept a struct's last value,
+    which the Python reader now quarantines (duplicate_key), as decide refuses such a document."""
+    text = json.dumps(record)
+    bundle = json.dumps(next(iter(record["report"]["lastStats"])))
+    assert text.count(f"{bundle}: {{") == 1
+    return [
+        text.replace('{"', '{"broker": "b9:8080", "', 1).encode(),
+        text.replace('"report": {', '"report": {"msgRateIn": 1.0, ', 1).encode(),
+        text.replace('"cpu": {', '"cpu": {"usage": 99.0, ', 1).encode(),
+        text.replace(f"{bundle}: {{", f'{bundle}: {{"msgRateIn": 7.0, ', 1).encode(),
+    ]
 
 
 def _other_shapes(record: dict[str, Any]) -> list[bytes]:
@@ -272,6 +287,7 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: SparkSession, tmp
     reasons = set(slow.reasons["reason"])
     assert {"malformed_json", "nan_value", "negative_value", "invalid_utf8", "double_claim"} <= reasons
     assert {"extensible_load_data", "legacy_load_report", "invalid_value", "missing_field"} <= reasons
+    assert "duplicate_key" in reasons
     far_reasons = set(fast.reasons[fast.reasons["source"].str.endswith("far.jsonl")]["reason"])
     assert {"invalid_timestamp", "invalid_value"} <= far_reasons
     far_rows = fast.reasons[fast.reasons["source"].str.endswith("far.jsonl")]

@@ -355,6 +355,8 @@ def test_settings_spark_does_not_parse_at_start_up_pass_unchecked() -> None:
         ("spark.sql.sources.partitionOverwriteMode", "static"),  # a second ingest erased the first cluster
         ("spark.sql.session.timeZone", "Europe/Paris"),  # ingest's days in another zone
         ("spark.sql.session.timeZone", ""),
+        # ingest's JVM path would keep a line with a key given twice (its last value)
+        ("spark.sql.variant.allowDuplicateKeys", "true"),
     ],
 )
 def test_settings_shedlab_relies_on_are_refused_with_another_value(

@@ -24,7 +24,7 @@ import pandas as pd
 
 from shedlab.core.locations import check_uri, is_remote, walk, without_file_scheme
 from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
-from shedlab.errors import InputError, did_you_mean
+from shedlab.errors import DuplicateKeyError, InputError, did_you_mean, unique_object
 from shedlab.model.bundles import bundle_for_topic, namespace_of_topic, parse_range
 from shedlab.model.formats import (
     BUNDLE_DATA,
@@ -87,6 +87,8 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 
 REASONS: dict[str, str] = {
     "malformed_json": "the record is not valid JSON",
+    "duplicate_key": "a key given twice in one JSON object (a JSON reader keeps the last value, silently; "
+    "decide refuses such a document)",
     "unknown_record": "a JSON value that is none of the accepted shapes",
     "legacy_load_report": "a legacy LoadReport (SimpleLoadManagerImpl), not a LocalBrokerData",
     "missing_field": "a required field is absent or null",
@@ -641,7 +643,10 @@ def _parse_value(ctx: _Ctx, record: int, raw: str, obj: Any) -> None:
 
 def _parse_one(ctx: _Ctx, record: int, text: str) -> None:
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=unique_object)
+    except DuplicateKeyError as exc:
+        ctx.quarantine(record, "duplicate_key", f"key {exc.key!r} appears twice in one object", text)
+        return
     except (json.JSONDecodeError, RecursionError) as exc:
         ctx.quarantine(record, "malformed_json", str(exc), text)
         return
@@ -663,12 +668,36 @@ def _split_document(text: str) -> list[tuple[int, str]]:
     if not stripped:
         return []
     try:
+        doc = json.loads(stripped, object_pairs_hook=unique_object)
+    except DuplicateKeyError:  # the record that holds it is quarantined (_parse_one), not its neighbours
         doc = json.loads(stripped)
+        return list(enumerate(_element_texts(stripped), 1)) if isinstance(doc, list) else [(1, stripped)]
     except json.JSONDecodeError:
         return [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
     if isinstance(doc, list):
         return [(i, json.dumps(item, allow_nan=True)) for i, item in enumerate(doc, 1)]
     return [(1, stripped)]
+
+
+def _element_texts(array: str) -> list[str]:
+    """The text of each element of ``array`` (a valid JSON array) as written: an element with a key given
+    twice, parsed again, keeps it (its parsed value, written back, would hold the last value only)."""
+    decoder = json.JSONDecoder()
+    texts: list[str] = []
+    at = _after_space(array, array.index("[") + 1)
+    while array[at] != "]":
+        _, end = decoder.raw_decode(array, at)
+        texts.append(array[at:end])
+        at = _after_space(array, end)
+        at = _after_space(array, at + 1) if array[at] == "," else at
+    return texts
+
+
+def _after_space(text: str, at: int) -> int:
+    """The index of the first character at or after ``at`` that is not JSON's whitespace."""
+    while text[at] in " \t\n\r":
+        at += 1
+    return at
 
 
 def _is_false(flag: Any) -> bool:

@@ -9,12 +9,12 @@ its broker and bundle rows are produced, de-duplicated and written without leavi
 The contract is exactness: the output is the one :mod:`shedlab.core.ingest` (the Python reader) gives for
 the same input, row for row. So a line takes this path only when it is certain the Python reader keeps
 all of it (:func:`fast_lines`); every other line (malformed JSON, another shape, a value out of range, a
-quoted number, NaN, invalid UTF-8, a ``null`` anywhere, a key written with ``\\u`` escapes, a bundle
-named twice in ``lastStats``, …) goes to the Python reader and, if bad, to quarantine with its reason. The
-rules that span lines (the latest report of a broker in a tick wins; a bundle claimed by two brokers in a
-tick is quarantined) are applied here only within groups (cluster × hour) holding nothing but such lines
-and no double claim; a group with anything else is parsed and processed whole by the Python reader, as
-before.
+quoted number, NaN, invalid UTF-8, a ``null`` anywhere, a key written with ``\\u`` escapes, a key
+given twice in one object at any depth, such as a bundle named twice in ``lastStats``, …) goes to the
+Python reader and, if bad, to quarantine with its reason. The rules that span lines (the latest report
+of a broker in a tick wins; a bundle claimed by two brokers in a tick is quarantined) are applied here
+only within groups (cluster × hour) holding nothing but such lines and no double claim; a group with
+anything else is parsed and processed whole by the Python reader, as before.
 """
 
 from __future__ import annotations
@@ -197,10 +197,8 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
     lists = sf.lit(True)
     for name in STRING_LISTS:
         lists = lists & (r[name].isNull() | ~sf.exists(r[name], lambda x: x.isNull() | ~_is_string(x)))
-    stats = r["lastStats"].isNull() | (
-        sf.forall(sf.map_values(r["lastStats"]), lambda s: s.isNotNull() & _all_ok(BUNDLE_STATS, s))
-        # a bundle named twice: from_json keeps both entries, Python's json the last one
-        & (sf.size(sf.array_distinct(sf.map_keys(r["lastStats"]))) == sf.size(r["lastStats"]))
+    stats = r["lastStats"].isNull() | sf.forall(
+        sf.map_values(r["lastStats"]), lambda s: s.isNotNull() & _all_ok(BUNDLE_STATS, s)
     )
     time_ms = sf.coalesce(sf.col("j.timestamp"), r["lastUpdate"])
     w = sf.col("j")
@@ -212,6 +210,10 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
         & (sf.json_array_length(sf.concat(sf.lit("["), sf.col(value), sf.lit("]"))) == 1)
         & ~sf.col(value).contains("null")  # Pulsar writes no nulls (NON_NULL); "k": null is not "k" absent
         & ~sf.col(value).contains("\\u")  # a key spelled with escapes would dodge the checks above
+        # no key twice in one object, at any depth (the Python reader quarantines it as duplicate_key):
+        # from_json keeps the last value of a struct's field; parse_json refuses it while Spark's
+        # spark.sql.variant.allowDuplicateKeys is false, which shedlab relies on (spark.session)
+        & sf.try_parse_json(sf.col(value)).isNotNull()
         & w[CORRUPT].isNull()
         & r.isNotNull()
         & _none_of(w, OTHER_SHAPE_KEYS)  # no key of another shape (a regex over the line cost a third)

@@ -266,6 +266,12 @@ _RELIED_ON: dict[str, tuple[str, frozenset[str], str]] = {
         frozenset({"utc", "etc/utc", "z", "+00:00"}),
         "shedlab dates ticks in UTC (ingest's day partitions); another zone filed a tick under another day",
     ),
+    "spark.sql.variant.allowDuplicateKeys": (
+        "false",
+        frozenset({"false"}),
+        "ingest's JVM path leaves a line with a key given twice in one object to its Python reader, which"
+        " quarantines it (duplicate_key); with true such a line was kept with the key's last value",
+    ),
 }
 """Settings whose value shedlab relies on (it sets them, and sets them again under spark-submit): another
 value was taken, silently, and changed what the commands wrote."""
@@ -379,6 +385,7 @@ def spark_settings(
         "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        "spark.sql.variant.allowDuplicateKeys": "false",
         "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
         "spark.python.worker.reuse": "true",
         "spark.executorEnv.OMP_NUM_THREADS": "1",
@@ -720,7 +727,7 @@ def get_spark(
     spark.sparkContext.setLogLevel(log_level.upper() if submitted else _quiet_root(log_level.upper()))
     if submitted:
         # Respect what spark-submit chose; still apply the runtime SQL settings we rely on.
-        for key in ("spark.sql.session.timeZone", "spark.sql.sources.partitionOverwriteMode"):
+        for key in _RELIED_ON:
             spark.conf.set(key, settings[key])
     actual_master = spark.sparkContext.master
     if ship == "true" or (ship == "auto" and not is_local_master(actual_master)):
