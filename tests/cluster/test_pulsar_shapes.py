@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from stub_broker import Answer, stub_broker
+from stub_broker import NOT_FOUND, Answer, stub_broker
 
 from shedlab.cluster.access import Retry
 from shedlab.cluster.readers import AdminReader, leader_id, owner_of_ephemeral_data
@@ -111,6 +111,39 @@ def test_a_leader_document_naming_no_leader_as_text_is_refused(info: dict[str, o
     with pytest.raises(ClusterError) as caught:
         leader_id(info, "zk:2181/loadbalance/leader")
     assert shown in caught.value.message and caught.value.source == "zk:2181/loadbalance/leader"
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        ((200, None), "the answer is not JSON (got '')"),  # an empty body
+        ((200, "null"), "expected a JSON object (BrokerInfo), found null"),
+        ((200, ["b1:8080"]), "expected a JSON object (BrokerInfo), found an array (got ['b1:8080'])"),
+        ((200, "b1:8080"), "the answer is not JSON (got 'b1:8080')"),  # a bare id, not a JSON string
+        (
+            (200, "<html><body>Proxy  error</body></html>"),
+            "the answer is not JSON (got '<html><body>Proxy error</body></html>')",
+        ),
+    ],
+)
+def test_a_leader_answer_that_is_no_json_object_is_refused_naming_it(answer: Answer, shown: str) -> None:
+    """It was read as no leader (advise's leader: null), silently, as if no election had happened."""
+
+    def answers(path: str, port: int) -> dict[str, Answer]:
+        return {**pulsar_2(path, port), "/admin/v2/brokers/leaderBroker": answer}
+
+    with stub_broker(answers) as url, pytest.raises(ClusterError) as caught:
+        read(url)
+    assert str(caught.value) == f"GET {url}/admin/v2/brokers/leaderBroker: {shown}"
+
+
+def test_a_leader_endpoint_that_answers_with_an_http_error_is_no_leader() -> None:
+    """404: an older broker without the endpoint, or no leader elected; the leader is informative only."""
+    with stub_broker(
+        lambda path, port: {**pulsar_2(path, port), "/admin/v2/brokers/leaderBroker": NOT_FOUND}
+    ) as url:
+        reading = read(url)
+    assert reading.leader is None and reading.reports
 
 
 def test_cluster_documents_whose_urls_are_no_urls_are_data_not_tracebacks() -> None:

@@ -694,11 +694,16 @@ def _refused(exc: ClusterError) -> bool:
     return any(mark in exc.message for mark in ("HTTP 401", "HTTP 403", UNTRUSTED, NOT_TLS))
 
 
+_NOT_JSON_ANSWER: Final = "the answer is not JSON"
+_SHOWN_BODY: Final = 160
+"""Characters of an answer's body an error shows (as :func:`_reason` shows an error page's)."""
+
+
 def _answered(exc: ClusterError) -> bool:
     """The broker answered, with an error (a 4xx such as 404 on a broker without the endpoint) or with
     something that is not JSON, and did not refuse us; not a host that could not be reached. Such an
     answer lets a caller fall back to another endpoint; anything else is the caller's error."""
-    return exc.message.startswith(("HTTP ", "the answer is not JSON")) and not _refused(exc)
+    return exc.message.startswith(("HTTP ", _NOT_JSON_ANSWER)) and not _refused(exc)
 
 
 _NOT_RETRIED = "not retried: the broker may have done it (check the bundle's owner)"
@@ -717,7 +722,7 @@ def _reason(response: httpx.Response, token: Token | None) -> str:
     except _NOT_JSON:
         reason = None
     text = " ".join(scrub(str(reason) if reason else response.text, token).split())
-    return text if reason else text[:160]
+    return text if reason else text[:_SHOWN_BODY]
 
 
 def _is_active(status: Any) -> bool:
@@ -894,11 +899,14 @@ class AdminReader:
             raise PermanentError(failure) from None
 
     def _json(self, url: str) -> Any:
+        """The JSON answer of ``GET url``; an answer that is not JSON is refused with its start (a proxy's
+        or a load balancer's HTML page says whose it is)."""
         response = self.request("GET", url)
         try:
             return _cluster_json(response.text)
         except _NOT_JSON:
-            raise ClusterError("the answer is not JSON", source=f"GET {url}") from None
+            start = " ".join(redact(response.text).split())[:_SHOWN_BODY]
+            raise ClusterError(_NOT_JSON_ANSWER, source=f"GET {url}", value=start) from None
 
     def broker_url(self, broker: str) -> str:
         """A broker's own web address from its id ``host:port`` (same scheme as ``--admin-url``); an id
@@ -1009,14 +1017,29 @@ class AdminReader:
             _check_report(obj, f"GET {url}")
             reading.reports[broker] = obj
             reading.origin[broker] = f"GET {url}"
+        reading.leader = self._leader()
+        return reading
+
+    def _leader(self) -> str | None:
+        """``GET /admin/v2/brokers/leaderBroker``'s leader; None when the broker answers with an HTTP error
+        (older brokers have no such endpoint; 404 while no leader is elected) or cannot be reached: the
+        leader is informative only. An answer that is no JSON object (a proxy's HTML page, ``null``, a
+        bare id, a list) is refused naming the URL and what came back: it was read as no leader, silently,
+        as if no election had happened."""
         url = f"{self.url}/admin/v2/brokers/leaderBroker"
         try:
             leader = self._json(url)
-        except ClusterError:
-            leader = None  # older brokers have no such endpoint; the leader is informative only
-        if isinstance(leader, dict):
-            reading.leader = leader_id(leader, f"GET {url}")
-        return reading
+        except ClusterError as exc:
+            if exc.message.startswith(_NOT_JSON_ANSWER):
+                raise
+            return None
+        if not isinstance(leader, dict):
+            raise ClusterError(
+                f"expected a JSON object (BrokerInfo), found {json_kind(leader)}",
+                source=f"GET {url}",
+                value=leader,
+            )
+        return leader_id(leader, f"GET {url}")
 
     def owned_bundles(self, broker: str) -> tuple[dict[str, Any], str]:
         """``GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces`` on ``broker`` itself
