@@ -146,6 +146,54 @@ def test_a_leader_endpoint_that_answers_with_an_http_error_is_no_leader() -> Non
     assert reading.leader is None and reading.reports
 
 
+def test_a_cluster_list_with_a_name_that_is_no_text_is_refused_naming_it() -> None:
+    """``["standalone", 5]`` was read as ``["standalone"]``: that cluster was read, silently."""
+
+    def answers(path: str, port: int) -> dict[str, Answer]:
+        return {**pulsar_2(path, port), "/admin/v2/clusters": (200, ["standalone", 5])}
+
+    with stub_broker(answers) as url, pytest.raises(ClusterError) as caught:
+        read(url)
+    assert (
+        str(caught.value)
+        == f"GET {url}/admin/v2/clusters: expected a list of cluster names (got ['standalone', 5])"
+    )
+
+
+@pytest.mark.parametrize("status", [{"is_active": "true"}, {"broker_assignment": "shared"}, True])
+def test_an_ownership_status_without_a_boolean_is_active_is_refused_naming_it(status: object) -> None:
+    """It was read as the owner unloading the bundle: advise --execute skipped the unload for that reason."""
+    bundle = "public/default/0x00000000_0xffffffff"
+
+    def answers(path: str, port: int) -> dict[str, Answer]:
+        owned = f"/admin/v2/brokers/standalone/127.0.0.1:{port}/ownedNamespaces"
+        return {**pulsar_2(path, port), owned: (200, {bundle: status})}
+
+    with stub_broker(answers) as url:
+        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.bundle_owner(bundle, url.removeprefix("http://"))
+        finally:
+            reader.close()
+    owned = f"GET {url}/admin/v2/brokers/standalone/{url.removeprefix('http://')}/ownedNamespaces"
+    assert str(caught.value).startswith(
+        f"{owned}: {bundle}: expected its NamespaceOwnershipStatus, an object"
+    )
+    assert str(caught.value).endswith(f"(got {status!r})")
+
+
+def test_an_ownership_znode_whose_disabled_is_no_boolean_is_refused() -> None:
+    """``"disabled": "true"`` was read as enabled: a bundle its owner was unloading was unloaded again."""
+    where = "/namespace/t/ns/0x00000000_0x80000000"
+    with pytest.raises(ClusterError) as caught:
+        owner_of_ephemeral_data({"httpUrl": "http://b1:8080", "disabled": "true"}, where)
+    assert str(caught.value) == f"{where}: disabled: expected true or false (got 'true')"
+    assert owner_of_ephemeral_data(
+        {"httpUrl": "http://b1:8080"}, where
+    ).active  # Pulsar writes it; absent: on
+
+
 def test_cluster_documents_whose_urls_are_no_urls_are_data_not_tracebacks() -> None:
     """``urlparse`` raises ValueError on an unclosed IPv6 bracket: a leader's ``serviceUrl`` or an
     ownership znode's ``httpUrl`` of ``http://[x`` was a traceback (28 Nov 2026). The leader is named as

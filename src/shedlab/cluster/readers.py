@@ -200,11 +200,14 @@ def owner_of_ephemeral_data(obj: Mapping[str, Any], where: str) -> Ownership:
     of ``httpUrl`` (``OwnershipCache`` writes ``getSafeWebServiceAddress()``: the http:// address, else the
     https:// one), else of ``httpUrlTls``, as a broker's id is ``advertisedAddress:webServicePort``; the
     ``nativeUrl`` (the binary protocol's port) cannot name it."""
+    disabled = obj.get("disabled", False)
+    if not isinstance(disabled, bool):  # "true" was read as enabled: unloaded again while it was leaving
+        raise ClusterError("disabled: expected true or false", source=where, value=disabled)
     for key in ("httpUrl", "httpUrlTls"):
         url = obj.get(key)
         broker = _netloc(url) if isinstance(url, str) else ""
         if broker:
-            return Ownership(broker, obj.get("disabled") is not True, where)
+            return Ownership(broker, not disabled, where)
     raise ClusterError(
         "NamespaceEphemeralData without a URL in httpUrl or httpUrlTls: no broker id", source=where
     )
@@ -725,9 +728,19 @@ def _reason(response: httpx.Response, token: Token | None) -> str:
     return text if reason else text[:_SHOWN_BODY]
 
 
-def _is_active(status: Any) -> bool:
-    """``NamespaceOwnershipStatus.is_active``: false while the owner is unloading the bundle."""
-    return isinstance(status, dict) and status.get("is_active") is True
+def _is_active(status: Any, bundle: str, where: str) -> bool:
+    """``NamespaceOwnershipStatus.is_active`` of ``bundle``: false while the owner is unloading it. A status
+    that is no object with a boolean ``is_active`` is refused naming ``where`` (the ownedNamespaces URL):
+    it was read as an owner unloading the bundle, and the unload skipped for that reason, silently."""
+    active = status.get("is_active") if isinstance(status, dict) else None
+    if not isinstance(active, bool):
+        raise ClusterError(
+            "expected its NamespaceOwnershipStatus, an object with is_active true or false",
+            source=where,
+            field=bundle,
+            value=status,
+        )
+    return active
 
 
 def _raise_for(response: httpx.Response, token: Token | None) -> None:
@@ -921,23 +934,27 @@ class AdminReader:
         ``clusterName`` (``GET /admin/v2/brokers/configuration/runtime``)."""
         if self.cluster is not None:
             return self.cluster
-        names: list[str] = []
+        url = f"{self.url}/admin/v2/clusters"
+        clusters: Any = []
         try:
-            clusters = self._json(f"{self.url}/admin/v2/clusters")
-            names = [c for c in clusters if isinstance(c, str)] if isinstance(clusters, list) else []
+            clusters = self._json(url)
         except ClusterError as exc:
             # Only an answer (a 4xx such as 404 on a broker without the endpoint, or a body that is not
             # JSON) falls back to the runtime configuration: an unreachable host would be tried again in
             # full there, doubling the wait, and the error would name the second path.
             if not _answered(exc):
                 raise
+        # a JSON answer of another shape is refused: ["a", 5] was read as ["a"], the cluster a
+        if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+            raise ClusterError("expected a list of cluster names", source=f"GET {url}", value=clusters)
+        names: list[str] = clusters
         if len(names) != 1:
             runtime = self._runtime()
             name = runtime.get("clusterName") if isinstance(runtime, dict) else None
             if not isinstance(name, str) or not name:
                 raise ClusterError(
                     f"cannot tell which cluster to read ({', '.join(names) or 'none listed'})",
-                    source=f"GET {self.url}/admin/v2/clusters",
+                    source=f"GET {url}",
                     hint="name it with --cluster",
                 )
             names = [name]
@@ -1063,7 +1080,7 @@ class AdminReader:
         lists it. A failure to read ``source`` raises :class:`ClusterError` (the caller does not unload)."""
         owned, where = self.owned_bundles(source)
         if bundle in owned:
-            return Ownership(source, _is_active(owned[bundle]), where)
+            return Ownership(source, _is_active(owned[bundle], bundle, where), where)
         asked = [broker for broker in others if broker != source]
         unread: list[str] = []
         for broker, answer in zip(
@@ -1074,7 +1091,7 @@ class AdminReader:
                 continue
             theirs, there = answer
             if bundle in theirs:
-                return Ownership(broker, _is_active(theirs[bundle]), there)
+                return Ownership(broker, _is_active(theirs[bundle], bundle, there), there)
         return Ownership(None, False, where, "; ".join(unread))
 
     def unload(self, bundle: str, destination: str | None) -> int:
