@@ -187,6 +187,22 @@ CASES: dict[str, list[Case]] = {
         ),
     ],
     "names Pulsar cannot have": [
+        # topics named 'my topic-0000' (no Pulsar topic has a space), or read by Pulsar as partitions of
+        # another topic (a-partition-0001: partition 1 of 'a'), were simulated (until 29 Nov 2026)
+        *(
+            _simulate(
+                f"hashed-prefix-{label}",
+                scenario().replace(
+                    b"bundles: 4\n", f"bundles: 4\n    hashed: {{topics: 8, prefix: '{prefix}'}}\n".encode()
+                ),
+                f"s.yaml: workloads[0].hashed.prefix: must {must}",
+            )
+            for label, prefix, must in (
+                ("with-a-space", "my topic", "be a non-empty name"),
+                ("with-a-colon", "t:1", "be a non-empty name"),
+                ("making-partition-names", "a-partition", "not make names with '-partition-'"),
+            )
+        ),
         _decide(
             "broker-name-with-escapes",
             snapshot('"broker-1:8080"', '"b\\u001b[31m:8080"'),

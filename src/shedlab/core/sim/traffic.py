@@ -612,8 +612,10 @@ def _parse_hashed(node: Node) -> HashedTopics | None:
         return None
     sub = node.child("hashed")
     prefix = sub.string("prefix", "topic")
-    if not prefix or "/" in prefix:
-        raise sub.error("prefix", "must be a non-empty name without '/'", prefix)
+    if ":" in prefix or not _is_name(prefix):  # "my topic" was taken: no Pulsar topic has such a name
+        raise sub.error("prefix", f"must be a non-empty name, {_NAME_CHARACTERS}", prefix)
+    if "-partition-" in f"{prefix}-0000":  # Pulsar reads such a name as a partition of another topic
+        raise sub.error("prefix", "must not make names with '-partition-' (a partition's mark)", prefix)
     hashed = HashedTopics(
         topics=sub.integer("topics", minimum=1),
         partitions=sub.integer("partitions", 0, minimum=0),
