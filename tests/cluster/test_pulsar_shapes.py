@@ -183,6 +183,24 @@ def test_an_ownership_status_without_a_boolean_is_active_is_refused_naming_it(st
     assert str(caught.value).endswith(f"(got {status!r})")
 
 
+def test_a_runtime_configuration_that_is_no_json_object_is_refused_naming_it() -> None:
+    """Read as one without loadManagerClassName, it let an extensible load manager's cluster through."""
+    runtime = [
+        "loadManagerClassName",
+        "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+    ]
+
+    def answers(path: str, port: int) -> dict[str, Answer]:
+        return {**pulsar_2(path, port), "/admin/v2/brokers/configuration/runtime": (200, runtime)}
+
+    with stub_broker(answers) as url, pytest.raises(ClusterError) as caught:
+        read(url)
+    assert str(caught.value).startswith(
+        f"GET {url}/admin/v2/brokers/configuration/runtime: expected a JSON object (the runtime "
+        "configuration), found an array (got ['loadManagerClassName', "
+    )
+
+
 def test_an_ownership_znode_whose_disabled_is_no_boolean_is_refused() -> None:
     """``"disabled": "true"`` was read as enabled: a bundle its owner was unloading was unloaded again."""
     where = "/namespace/t/ns/0x00000000_0x80000000"

@@ -798,7 +798,7 @@ class AdminReader:
                 value=str(tls_ca),
             )
         self.tls_ca = tls_ca
-        self._runtime_doc: Any = None
+        self._runtime_doc: dict[str, Any] | None = None
         self._manager_checked = False
         verify: ssl.SSLContext | bool = True if tls_ca is None else client_context(tls_ca)
         # No keep-alive: a read every minute gains nothing from pooled connections, and a pooled one can
@@ -950,7 +950,7 @@ class AdminReader:
         names: list[str] = clusters
         if len(names) != 1:
             runtime = self._runtime()
-            name = runtime.get("clusterName") if isinstance(runtime, dict) else None
+            name = runtime.get("clusterName")
             if not isinstance(name, str) or not name:
                 raise ClusterError(
                     f"cannot tell which cluster to read ({', '.join(names) or 'none listed'})",
@@ -978,10 +978,19 @@ class AdminReader:
     def _runtime_url(self) -> str:
         return f"{self.url}/admin/v2/brokers/configuration/runtime"
 
-    def _runtime(self) -> Any:
-        """``GET /admin/v2/brokers/configuration/runtime`` of the admin URL's broker, read once."""
+    def _runtime(self) -> dict[str, Any]:
+        """``GET /admin/v2/brokers/configuration/runtime`` of the admin URL's broker, read once. An answer
+        that is no JSON object is refused naming it: read as one without ``loadManagerClassName``, it let a
+        cluster of the extensible load manager through, silently."""
         if self._runtime_doc is None:
-            self._runtime_doc = self._json(self._runtime_url)
+            runtime = self._json(self._runtime_url)
+            if not isinstance(runtime, dict):
+                raise ClusterError(
+                    f"expected a JSON object (the runtime configuration), found {json_kind(runtime)}",
+                    source=f"GET {self._runtime_url}",
+                    value=runtime,
+                )
+            self._runtime_doc = runtime
         return self._runtime_doc
 
     def _check_load_manager(self) -> None:
@@ -997,7 +1006,7 @@ class AdminReader:
                 raise
             return  # a broker that does not serve it: the reports' own loadManagerClassName still tells
         self._manager_checked = True
-        name = runtime.get("loadManagerClassName") if isinstance(runtime, dict) else None
+        name = runtime.get("loadManagerClassName")
         if isinstance(name, str) and _EXTENSIBLE_CLASS in name:
             raise ClusterError(
                 f"this cluster runs the extensible load manager: loadManagerClassName is {name}",
