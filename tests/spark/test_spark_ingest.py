@@ -345,3 +345,24 @@ def test_ingest_bare_bundle_data_takes_its_file_time(spark: SparkSession, tmp_pa
     assert (res.bundle_data_rows, res.quarantined_rows) == (1, 0)
     rows = read_local_parquet(tmp_path / "out" / "bundle_data")
     assert list(rows["time_ms"]) == [1_735_689_600_000]
+
+
+@pytest.mark.spark
+def test_an_ingest_that_kept_no_row_ends_with_one_line_and_exit_2(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It exited 0 ('wrote 0 broker and 0 bundle rows'), and a script went on to twin an empty output."""
+    from shedlab.cli import main
+
+    source = tmp_path / "r.jsonl"
+    source.write_text('{"a": 1}\n{oops\n')
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as done:
+        main(["ingest", str(source), "--out", str(out)])
+    assert done.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == (
+        "error: every row was quarantined, none kept (malformed_json 1, unknown_record 1); "
+        f"the reasons are in {out}/quarantine (reason, detail, raw)"
+    )
+    assert (out / "quarantine").is_dir()

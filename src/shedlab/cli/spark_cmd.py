@@ -602,8 +602,24 @@ def ingest(
         )
     if as_json:
         _print_json(_ingest_document(result, out))
+    else:
+        _print_ingest_outcome(result, out, has_boundaries=bool(boundaries), interval=interval)
+    _refuse_an_ingest_that_kept_nothing(result, out)
+
+
+def _refuse_an_ingest_that_kept_nothing(result: IngestResult, out: str) -> None:
+    """An ingest every row of which was quarantined ends with one line naming the reasons and where they
+    are written, exit 2 (the input is the user's): it exited 0 with 'wrote 0 broker and 0 bundle rows',
+    and a script went on to twin or replay an output with nothing in it. Some rows kept: exit 0, as
+    before (the counts name what was quarantined and why)."""
+    if result.broker_rows or result.bundle_rows or result.bundle_data_rows or not result.quarantined_rows:
         return
-    _print_ingest_outcome(result, out, has_boundaries=bool(boundaries), interval=interval)
+    counts = result.reasons.groupby("reason")["count"].sum().sort_values(ascending=False, kind="stable")
+    reasons = ", ".join(f"{reason} {count:,}" for reason, count in counts.items())
+    raise InputError(
+        f"every row was quarantined, none kept ({reasons})",
+        hint=f"the reasons are in {table_path(out, 'quarantine')} (reason, detail, raw)",
+    )
 
 
 def _ingest_document(result: IngestResult, out: str) -> dict[str, Any]:
