@@ -670,8 +670,7 @@ def _split_document(text: str) -> list[tuple[int, str]]:
     try:
         doc = json.loads(stripped, object_pairs_hook=unique_object)
     except DuplicateKeyError:  # the record that holds it is quarantined (_parse_one), not its neighbours
-        doc = json.loads(stripped)
-        return list(enumerate(_element_texts(stripped), 1)) if isinstance(doc, list) else [(1, stripped)]
+        return list(enumerate(_element_texts(stripped), 1)) if stripped[0] == "[" else [(1, stripped)]
     except json.JSONDecodeError:
         return [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
     if isinstance(doc, list):
