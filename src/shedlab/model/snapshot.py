@@ -373,12 +373,10 @@ class ClusterSnapshot:
         num_owned = np.zeros(n, dtype=np.int64)
         num_topics = np.zeros(n, dtype=np.int64)
         prealloc_topics = np.zeros(n, dtype=np.int64)
-        persistent = np.ones(n, dtype=np.bool_)
-        owner_of: dict[str, int] = {}
+        memory = LeaderMemory.of(load_data)
         for i, broker in enumerate(broker_ids):
             data = load_data.brokerData[broker]
             local = data.localData
-            persistent[i] = local.persistentTopicsEnabled
             for r, name in enumerate(RESOURCE_NAMES):
                 res = local.resource(name)
                 usage[i, r] = res.usage
@@ -391,19 +389,16 @@ class ClusterSnapshot:
             per_broker["long_term_msg_rate_out"][i] = data.timeAverageData.longTermMsgRateOut
             # Java sums the preallocated bundles first, in map order (LeastLongTermMessageRate.getScore).
             total = 0.0
-            for pre in data.preallocatedBundleData.values():
-                total += pre.longTermData.msgRateIn + pre.longTermData.msgRateOut
-                prealloc_topics[i] += pre.topics
+            for rate, topics in memory.preallocated.get(broker, {}).values():
+                total += rate
+                prealloc_topics[i] += topics
             per_broker["preallocated_long_term_msg_rate"][i] = total
             num_owned[i] = len(set(local.bundles))
             num_topics[i] = local.numTopics
-            for bundle in local.bundles:
-                other = owner_of.setdefault(bundle, i)
-                if other != i:
-                    owner_of[bundle] = _newer_report(load_data, broker_ids, other, i, bundle, source)
+        owner_of = _owners(load_data, broker_ids, source)
         names = tuple(sorted(set(owner_of) | set(load_data.bundleData)))
         bundles = _bundle_columns(names, load_data.bundleData, load_data.recentlyUnloadedBundles)
-        return cls.from_columns(
+        snapshot = cls.from_columns(
             broker_ids=broker_ids,
             resource_usage=usage,
             resource_limit=limit,
@@ -418,13 +413,10 @@ class ClusterSnapshot:
             bundle_owner=np.array([owner_of.get(b, -1) for b in names], dtype=np.int64),
             now_ms=now_ms,
             **bundles,
-            broker_persistent_topics=persistent,
-            broker_load_manager_class=tuple(
-                load_data.brokerData[b].localData.loadManagerClassName for b in broker_ids
-            ),
-            broker_version=tuple(load_data.brokerData[b].localData.brokerVersionString for b in broker_ids),
-            leader_memory=LeaderMemory.of(load_data),
+            **_filter_columns(load_data, broker_ids),
         )
+        snapshot.leader_memory = memory  # the one source that holds the leader's memory
+        return snapshot
 
     @classmethod
     def from_columns(
@@ -454,7 +446,6 @@ class ClusterSnapshot:
         broker_persistent_topics: BoolArray | None = None,
         broker_load_manager_class: tuple[str | None, ...] | None = None,
         broker_version: tuple[str | None, ...] | None = None,
-        leader_memory: LeaderMemory | None = None,
     ) -> ClusterSnapshot:
         """The one builder from arrays (simulator, replay); :meth:`from_load_data` reads Pulsar objects.
 
@@ -468,8 +459,6 @@ class ClusterSnapshot:
         (the simulator's compiled counting sort; see :attr:`by_owner_index` for its form).
         ``broker_persistent_topics``, ``broker_load_manager_class``, ``broker_version``: the report fields the
         leader's candidate filters read, where the source has them (None: the filters keep every broker).
-        ``leader_memory``: the leader's recently unloaded bundles and preallocations, where the source has
-        them (:class:`LeaderMemory`).
         """
         n, m = len(broker_ids), len(bundle_names)
         recent = bundle_recently_unloaded
@@ -505,7 +494,6 @@ class ClusterSnapshot:
             broker_persistent_topics=broker_persistent_topics,
             broker_load_manager_class=broker_load_manager_class,
             broker_version=broker_version,
-            leader_memory=leader_memory,
             like=like,
             owner_index=owner_index,
         )
@@ -528,6 +516,28 @@ def _newer_report(
             value=bundle,
         )
     return first if times[0] > times[1] else second
+
+
+def _owners(load_data: LoadData, broker_ids: tuple[str, ...], source: str | None) -> dict[str, int]:
+    """Each listed bundle's owner (a broker row): the broker whose report lists it, the newer report's
+    where two do (:meth:`ClusterSnapshot.from_load_data`)."""
+    owner_of: dict[str, int] = {}
+    for i, broker in enumerate(broker_ids):
+        for bundle in load_data.brokerData[broker].localData.bundles:
+            other = owner_of.setdefault(bundle, i)
+            if other != i:
+                owner_of[bundle] = _newer_report(load_data, broker_ids, other, i, bundle, source)
+    return owner_of
+
+
+def _filter_columns(load_data: LoadData, broker_ids: tuple[str, ...]) -> dict[str, Any]:
+    """The report fields the leader's candidate filters read (spec §4.5 steps 2 and 6), per broker row."""
+    local = [load_data.brokerData[b].localData for b in broker_ids]
+    return {
+        "broker_persistent_topics": np.array([d.persistentTopicsEnabled for d in local], dtype=np.bool_),
+        "broker_load_manager_class": tuple(d.loadManagerClassName for d in local),
+        "broker_version": tuple(d.brokerVersionString for d in local),
+    }
 
 
 def _bundle_columns(
