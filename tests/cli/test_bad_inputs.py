@@ -604,12 +604,12 @@ CASES: dict[str, list[Case]] = {
         Case(
             "advise-cluster-empty",
             ("advise", "--zookeeper", "127.0.0.1:9", "--cluster", ""),
-            "--cluster: not a Pulsar cluster name",
+            "--cluster: an empty value (got '')",
         ),
         Case(
             "sandbox-cluster-empty",
             ("sandbox", "scale-out", "--zookeeper", "none", "--cluster", ""),
-            "--cluster: not a Pulsar cluster name",
+            "--cluster: an empty value (got '')",
         ),
         Case("advise-zookeeper-port-zero", ("advise", "--zookeeper", "zk1:0"), "port 0 in a HOST:PORT"),
         Case(
@@ -966,12 +966,51 @@ CASES: dict[str, list[Case]] = {
             for v in ("nan", "inf")
         ),
         Case("misspelt-command", ("simulte", "scale-out"), "Did you mean 'simulate'?"),
-        _simulate(
-            "empty-strategy",
-            scenario(),
-            "--strategy: expected a strategy pair name (got '')",
-            "--strategy",
-            "",
+        _simulate("empty-strategy", scenario(), "--strategy: an empty value (got '')", "--strategy", ""),
+    ],
+    # Path('') is the current directory, and other options read '' as not given (until 29 Nov 2026)
+    "empty values": [
+        # read the load reports of the directory the command ran in
+        Case(
+            "decide-empty-snapshot",
+            ("decide", "", "--json"),
+            "snapshot: an empty value (got ''); give a value",
+            {"snap.json": SNAPSHOT.encode()},
+        ),
+        # read as the directory '.': "expected a config file, found a directory", naming neither
+        Case(
+            "decide-empty-config",
+            ("decide", "{dir}/snap.json", "--config", ""),
+            "--config: an empty value (got ''); give --config a value, or leave it out",
+            {"snap.json": SNAPSHOT.encode()},
+        ),
+        # wrote its tables into the directory the command ran in, exit 0
+        _simulate("empty-out", scenario(), "--out: an empty value (got ''); give --out a value", "--out", ""),
+        # listened on every interface, not the loopback
+        Case(
+            "sandbox-empty-host",
+            ("sandbox", "scale-out", "--zookeeper", "none", "--host", "", "--duration", "1s"),
+            "--host: an empty value (got '')",
+        ),
+        # read as no --spark-conf: Spark started without the file
+        Case(
+            "sweep-empty-spark-conf",
+            ("sweep", "tiny", "--out", "{dir}/o", "--spark-conf", ""),
+            "--spark-conf: an empty value (got '')",
+        ),
+        # a blank audit log name: the log went to a file named ' '
+        Case(
+            "advise-blank-audit",
+            ("advise", "--snapshot", "{dir}/s.json", "--execute", "--audit", " "),
+            "--audit: an empty value (got ' ')",
+            {"s.json": SNAPSHOT.encode()},
+        ),
+        Case(
+            "tune-empty-twin", ("tune", "--twin", "", "--out", "{dir}/o"), "--twin: an empty value (got '')"
+        ),
+        Case("ingest-empty-source", ("ingest", "", "--out", "{dir}/o"), "sources: an empty value (got '')"),
+        Case(
+            "config-show-empty-config", ("config", "show", "--config="), "--config: an empty value (got '')"
         ),
     ],
     "contradictions once read silently": [

@@ -33,7 +33,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
         (("tune", "load-jitter", "--out", "x", "--strategies", "AvgShedderr"), "AvgShedder"),
         (("tune", "load-jitter", "--out", "x", "--seeds", "0"), "--seeds"),
         # read as 'all': a typo started a tune of every pair, on Spark, and exited 0
-        (("tune", "load-jitter", "--out", "x", "--strategies", ""), "--strategies: name at least one"),
+        (("tune", "load-jitter", "--out", "x", "--strategies", ""), "--strategies: an empty value"),
         (("tune", "load-jitter", "--out", "x", "--strategies", " , ,"), "--strategies: name at least one"),
         # the pair's candidates drawn twice, twice --candidates for it (until 29 Nov 2026)
         (

@@ -38,6 +38,7 @@ from typer.exceptions import Abort
 
 from shedlab import __version__
 from shedlab.cli.consoles import make_console
+from shedlab.cli.given import check_given
 from shedlab.errors import ShedlabError, one_line
 from shedlab.spark.failures import read_failure
 
@@ -128,12 +129,15 @@ class _LazyGroup(TyperGroup):
         if args and args[0] in COMMANDS:
             self.load(args[0])
         try:
-            return super().resolve_command(ctx, args)
+            name, command, rest = super().resolve_command(ctx, args)
         except UsageError as err:
             matches = difflib.get_close_matches(args[0], list(COMMANDS)) if args else []
             if matches and "Did you mean" not in err.message:
                 err.message = f"{err.message.rstrip('.')}. Did you mean {', '.join(map(repr, matches))}?"
             raise
+        if command is not None and name is not None and not ctx.resilient_parsing:
+            check_given(command, name, rest, ctx)  # before typer converts '' to Path('.')
+        return name, command, rest
 
     def load(self, name: str) -> None:
         """Import the module of command ``name`` and add the commands it registers."""
