@@ -193,6 +193,23 @@ def test_an_output_that_overlaps_an_input_is_refused(tmp_path: Path) -> None:
     check_apart(str(snap), ["hdfs:///data/snap"])
 
 
+def test_a_loop_of_symbolic_links_is_refused_naming_it(tmp_path: Path) -> None:
+    """Path.resolve raised a RuntimeError on a loop: simulate, sweep, ingest and collect --out LOOP showed
+    its traceback (until 29 Nov 2026)."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(loop)
+    expected = f"^{re.escape(str(loop))}: cannot resolve: a loop of symbolic links$"
+    with pytest.raises(InputError, match=expected):
+        output_kind(str(loop))
+    with pytest.raises(InputError, match=expected):
+        check_output_kind(str(loop), "simulate")
+    with pytest.raises(InputError, match=expected):
+        check_apart(str(loop), [str(tmp_path / "in")])
+    with pytest.raises(InputError, match=expected):
+        check_apart(str(tmp_path / "out"), [str(loop)])
+
+
 def _layout(root: Path, *entries: str) -> str:
     """A directory holding ``entries`` (a trailing ``/``: a directory)."""
     root.mkdir(parents=True)

@@ -221,9 +221,18 @@ def check_output_dir(out: str, *, field: str = "--out") -> None:
 
 
 def _local_path(location: str) -> Path | None:
-    """A local location as an absolute path with its symbolic links resolved; None for a remote URI."""
+    """A local location as an absolute path with its symbolic links resolved; None for a remote URI.
+
+    A loop of symbolic links (``out -> out2 -> out``) is refused naming the location: ``resolve`` raised
+    a RuntimeError, a traceback of ``simulate``, ``sweep``, ``ingest`` or ``collect --out``."""
     local = local_path(location)
-    return None if local is None else Path(local).resolve()
+    if local is None:
+        return None
+    try:
+        return Path(local).resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: Python before 3.13 on a loop
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "a loop of symbolic links"
+        raise InputError(f"cannot resolve: {why}", source=location) from None
 
 
 def check_apart(
