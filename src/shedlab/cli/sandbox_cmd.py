@@ -26,12 +26,19 @@ from shedlab.units import parse_duration
 console = make_console()
 
 
+MIN_SPEED = 0.001
+"""The slowest ``--speed``: a 60-s tick every 16 h 40 min. Slower was no sandbox anyone could watch, and
+from about 1e-8 its clock thread's wait for the first tick overflowed (a traceback, then exit 0)."""
+
+
 def _pace(speed: float, duration: str | None) -> float | None:
     """The seconds after which the sandbox stops (None: until stopped), once ``--speed`` is a finite number
-    above 0 (nan ran no tick, inf the whole scenario at once: neither is a pace) and ``--duration`` is more
-    than 0 (a sandbox started and stopped at once, exit 0, is one nothing could read)."""
-    if not (math.isfinite(speed) and speed > 0):
-        raise InputError("must be a finite number > 0", field="--speed", value=speed)
+    of at least :data:`MIN_SPEED` (nan ran no tick, inf the whole scenario at once: neither is a pace; a
+    huge finite one runs the ticks as fast as they can be stepped, as ``--speed 100000`` does) and
+    ``--duration`` is more than 0 (a sandbox started and stopped at once, exit 0, is one nothing could
+    read)."""
+    if not (math.isfinite(speed) and speed >= MIN_SPEED):
+        raise InputError(f"must be a finite number of at least {MIN_SPEED:g}", field="--speed", value=speed)
     stop_after = None if duration is None else parse_duration(duration, field="--duration")
     if stop_after == 0:
         raise InputError("must be more than 0", field="--duration", value=duration)
