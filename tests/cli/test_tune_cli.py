@@ -40,6 +40,9 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
             ("tune", "load-jitter", "--out", "x", "--strategies", "AvgShedder,avgshedder"),
             "--strategies: names a strategy pair twice (got 'AvgShedder')",
         ),
+        # the shipped recording was tuned instead, silently (until 29 Nov 2026)
+        (("tune", "--demo", "load-jitter"), "--demo: tunes the shipped recording's twin, not scenarios"),
+        (("tune", "--demo", "--twin", "t.yaml"), "--demo: tunes the shipped recording's twin, not --twin"),
         (("twin", "/nonexistent/snap", "--out", "t.yaml", "--window", "yesterday"), "--window"),
         (("twin", "/nonexistent/snap", "--out", "t.yaml", "--strategy", "Nope"), "Nope"),
     ],

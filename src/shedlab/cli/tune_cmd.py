@@ -375,6 +375,18 @@ def _tune_targets(
     return refs, recorded_configuration(refs, pairs)
 
 
+def _demo_alone(twin_file: str | None, scenarios: list[str] | None) -> None:
+    """``--demo`` tunes the shipped recording's twin: a ``--twin`` or scenarios beside it were ignored,
+    silently, and the recommendation was for another cluster than the one named."""
+    if twin_file is not None or scenarios:
+        given = "--twin" if twin_file is not None else "scenarios"
+        raise InputError(
+            f"tunes the shipped recording's twin, not {given}: give --demo alone, or {given} without it",
+            field="--demo",
+            value=twin_file if twin_file is not None else scenarios,
+        )
+
+
 def _checked_counts(seeds: int, candidates: int | None, eta: int) -> int:
     """``--seeds``, ``--candidates`` and ``--eta`` checked; the parameter sets per pair (default 12)."""
     check_count(seeds, "--seeds", minimum=1, maximum=1000)
@@ -424,6 +436,7 @@ def tune(
     pairs = pairs_of([s.strip() for s in strategies.split(",") if s.strip()])
     search = load_space(space)
     if demo:
+        _demo_alone(twin_file, scenarios)
         target = out or "out/tune-demo"
         check_output_kind(target, "tune --demo")
         _preflight(master, target, conf, spark_conf)
