@@ -365,6 +365,24 @@ def test_a_malformed_bundle_history_in_snapshot_files_names_the_file(
     assert line == f"error: {recording}:{len(lines)}: longTermData: required field is missing"
 
 
+@pytest.mark.parametrize("target", ["gone.json", "loop.json"])
+def test_a_broken_link_among_snapshot_files_is_named(
+    target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A report file that is a dangling link or a loop was passed over, silently: its broker was left out
+    of the decision (until 29 Nov 2026)."""
+    doc = json.loads(EXAMPLE.read_text())
+    reports = [{"timestamp": 1, "broker": b, "report": d["localData"]} for b, d in doc["brokers"].items()]
+    (tmp_path / "reports.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reports))
+    (tmp_path / "loop.json").symlink_to(tmp_path / "loop.json")
+    if target == "gone.json":
+        (tmp_path / "loop.json").unlink()
+        (tmp_path / "broker-2.json").symlink_to(tmp_path / "gone.json")
+    broken = tmp_path / ("broker-2.json" if target == "gone.json" else "loop.json")
+    line = error_line(["decide", str(tmp_path)], capsys)
+    assert line.startswith(f"error: {broken}: ") and "snapshot file" in line, line
+
+
 @pytest.mark.parametrize(("raw", "kind"), [(b"null", "null"), (b"[1]", "an array"), (b'"x"', "a string")])
 def test_a_znode_that_is_not_an_object_is_named_in_json_words(raw: bytes, kind: str) -> None:
     """``null`` was reported as ``found NoneType``."""

@@ -189,8 +189,10 @@ def _cluster_of(record: dict[str, Any], where: str) -> str | None:
 
 def _is_report_file(p: Path) -> bool:
     """A file of a snapshot directory: ``*.json``/``*.jsonl`` (or gzipped), not hidden, not ``_``
-    (Spark's markers)."""
-    return p.is_file() and _suffix(p) in _SUFFIXES and not p.name.startswith((".", "_"))
+    (Spark's markers). A broken symbolic link of that name is one too, so that reading it refuses it,
+    naming it: it was passed over, silently, and its broker was left out of the decision."""
+    broken_link = p.is_symlink() and not p.exists()
+    return (p.is_file() or broken_link) and _suffix(p) in _SUFFIXES and not p.name.startswith((".", "_"))
 
 
 def read_snapshot_path(path: Path) -> SnapshotInput:
