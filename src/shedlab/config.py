@@ -1016,13 +1016,24 @@ def parse_key_values(
 ) -> dict[str, str]:
     """``["key=value", …]`` → ``{key: value}``, keys and values stripped, the first ``=`` splitting: the
     command line's settings, Pulsar's (``--set``) and Spark's (``--conf``) alike. A pair without ``=`` or
-    with an empty key is a :class:`ConfigError` saying ``expected``."""
+    with an empty key is a :class:`ConfigError` saying ``expected``; so is a key given twice (the last
+    was taken, silently: ``--set maxUnloadPercentage=0.5 … --set maxUnloadPercentage=0.6``)."""
     out: dict[str, str] = {}
+    given: dict[str, str] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(expected, field=field, source=source, value=item)
-        out[key.strip()] = value.strip()
+        key = key.strip()
+        if key in out:
+            raise ConfigError(
+                f"{key}: given twice (only the last would be taken)",
+                field=field,
+                source=source,
+                value=[given[key], item],
+                hint="give each key once",
+            )
+        out[key], given[key] = value.strip(), item
     return out
 
 

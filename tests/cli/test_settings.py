@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,16 @@ def test_parse_sets() -> None:
     for bad in ("novalue", "=3"):
         with pytest.raises(ConfigError, match="expected KEY=VALUE"):
             parse_sets([bad])
+
+
+def test_a_key_set_twice_is_refused() -> None:
+    """The last was taken, silently: a script's --set and its caller's (until 29 Nov 2026)."""
+    expected = (
+        f"--set: {MAX}: given twice (only the last would be taken) (got ['{MAX}=0.5', ' {MAX} =0.6']); "
+        "give each key once"
+    )
+    with pytest.raises(ConfigError, match=re.escape(expected) + "$"):
+        parse_sets([f"{MAX}=0.5", "a=b", f" {MAX} =0.6"])
 
 
 def test_cli_config_orders_file_then_between_then_set(tmp_path: Path) -> None:

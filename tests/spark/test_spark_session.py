@@ -40,6 +40,11 @@ def test_parse_conf_pairs() -> None:
         parse_conf_pairs(["novalue"])
     with pytest.raises(ConfigError):
         parse_conf_pairs(["=1"])
+    # the last was taken, silently (until 29 Nov 2026)
+    with pytest.raises(
+        ConfigError, match=r"^--conf: spark\.executor\.memory: given twice .*'spark\.executor\.memory=8g'"
+    ):
+        parse_conf_pairs(["spark.executor.memory=4g", "spark.executor.memory=8g"])
 
 
 def test_read_conf_file(tmp_path: Path) -> None:
