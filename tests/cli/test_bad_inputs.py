@@ -1013,6 +1013,29 @@ CASES: dict[str, list[Case]] = {
             "config-show-empty-config", ("config", "show", "--config="), "--config: an empty value (got '')"
         ),
     ],
+    # typer kept the last one, silently (until 29 Nov 2026)
+    "options given twice": [
+        _decide(
+            "strategy-twice",
+            SNAPSHOT.encode(),
+            "--strategy: given more than once (only the last would be taken) (got ['AvgShedder', "
+            "'ThresholdShedder']); give it once",
+            "--strategy",
+            "AvgShedder",
+            "--strategy=ThresholdShedder",
+        ),
+        _simulate(
+            "out-twice", scenario(), "--out: given more than once", "--out", "{dir}/a", "--out={dir}/b"
+        ),
+        Case(
+            "sweep-ui-and-no-ui",
+            ("sweep", "tiny", "--out", "{dir}/o", "--ui", "--no-ui"),
+            "--ui: given more than once (only the last would be taken) (got ['--ui', '--no-ui'])",
+        ),
+        Case(
+            "config-show-changed-twice", ("config", "show", "--changed", "--changed"), "--changed: given more"
+        ),
+    ],
     "contradictions once read silently": [
         _simulate(
             "clip-below-the-quantity",

@@ -25,7 +25,7 @@ import typer
 from rich.markup import escape
 
 # typer vendors click; these names are not re-exported by typer itself
-from typer._click.core import Command, Context, Parameter
+from typer._click.core import Command, Context
 from typer._click.exceptions import (
     BadParameter,
     ClickException,
@@ -38,7 +38,7 @@ from typer.exceptions import Abort
 
 from shedlab import __version__
 from shedlab.cli.consoles import make_console
-from shedlab.cli.given import check_given
+from shedlab.cli.given import check_given, option_values
 from shedlab.errors import ShedlabError, one_line
 from shedlab.spark.failures import read_failure
 
@@ -213,30 +213,13 @@ def _usage_line(exc: ClickException, args: list[str]) -> str:
     text = exc.format_message()
     param = getattr(exc, "param", None)
     if isinstance(exc, BadParameter) and not isinstance(exc, MissingParameter) and param is not None:
-        given = _given(param, args)
+        given = option_values(param, args)[-1:]  # the last occurrence: the one typer read
         name = param.opts[0] if isinstance(param, TyperOption) and param.opts else param.human_readable_name
-        text = f"{name}: {exc.message}" + ("" if given is None else f" (got {given!r})")
+        text = f"{name}: {exc.message}" + "".join(f" (got {value!r})" for value in given)
     ctx = getattr(exc, "ctx", None)
     if isinstance(exc, UsageError) and ctx is not None:
         text = f"{text.rstrip().removesuffix('.')}; see '{ctx.command_path} --help'"
     return one_line(text)
-
-
-def _given(param: Parameter, args: list[str]) -> str | None:
-    """The value given on the command line to option ``param`` (its last occurrence), or None."""
-    if not isinstance(param, TyperOption):
-        return None
-    names = [*param.opts, *param.secondary_opts]
-    given = None
-    for i, arg in enumerate(args):
-        if arg == "--":
-            break
-        for name in names:
-            if arg == name and i + 1 < len(args):
-                given = args[i + 1]
-            elif name.startswith("--") and arg.startswith(name + "="):
-                given = arg[len(name) + 1 :]
-    return given
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,10 +8,15 @@ and ``sandbox --host ''`` listened on every interface instead of the loopback. N
 shedlab means anything by an empty or blank value, so :func:`check_given` refuses one for every command,
 in one place, from the values the command's own parser collected (the option or argument is named as the
 parser found it, ``--out`` for ``-o``, with the value as typed).
+
+It refuses an option given twice too (``--strategy AvgShedder --strategy ThresholdShedder``, ``--ui
+--no-ui``): typer kept the last, silently, and ran the second pair, as an option repeated by a script's
+defaults and its caller's would be. A repeatable option (``--set``, ``--conf``) says so in its help.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +26,7 @@ from typer.core import TyperGroup, TyperOption
 
 from shedlab.errors import InputError
 
-__all__ = ["check_given"]
+__all__ = ["check_given", "option_values"]
 
 
 def check_given(command: Command, name: str, args: Sequence[str], parent: Context) -> None:
@@ -29,11 +34,19 @@ def check_given(command: Command, name: str, args: Sequence[str], parent: Contex
     ``args``), or of its subcommand's. A line the parser cannot read, or one asking for ``--help``, is
     left to the command's own parsing, which says what is wrong or prints the help."""
     ctx = Context(command, info_name=name, parent=parent, resilient_parsing=True)
-    opts, rest, _ = command.make_parser(ctx).parse_args(list(args))
+    opts, rest, order = command.make_parser(ctx).parse_args(list(args))
     if opts.get("help"):
         return
     for param in command.get_params(ctx):
         _refuse_blank(param, opts.get(param.name or ""))
+    for param, times in Counter(order).items():
+        if times > 1 and isinstance(param, TyperOption) and not (param.multiple or param.count):
+            raise InputError(
+                "given more than once (only the last would be taken)",
+                field=_shown_name(param),
+                value=option_values(param, args),
+                hint="give it once",
+            )
     if isinstance(command, TyperGroup) and rest:
         try:
             sub_name, sub, sub_args = command.resolve_command(ctx, rest)
@@ -62,3 +75,23 @@ def _hint(param: Parameter) -> str:
     if not isinstance(param, TyperOption):
         return "give a value"
     return f"give {_shown_name(param)} a value" + ("" if param.required else ", or leave it out")
+
+
+def option_values(param: Parameter, args: Sequence[str]) -> list[str]:
+    """What the command line ``args`` gave option ``param``, in order: its values, or for a flag the
+    spellings given (``['--ui', '--no-ui']``); nothing for an argument."""
+    if not isinstance(param, TyperOption):
+        return []
+    names = [*param.opts, *param.secondary_opts]
+    found: list[str] = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        for option in names:
+            if arg == option and param.is_flag:
+                found.append(arg)
+            elif arg == option and i + 1 < len(args):
+                found.append(args[i + 1])
+            elif option.startswith("--") and arg.startswith(option + "="):
+                found.append(arg[len(option) + 1 :])
+    return found
