@@ -821,6 +821,13 @@ CASES: dict[str, list[Case]] = {
             "--report-dir: is a sweep directory (runs/), not a twin's fit report directory",
             {**EU_INGESTED, "sw/runs/_SUCCESS": b""},
         ),
+        # named --out, which was a fine new file (until 29 Nov 2026)
+        Case(
+            "twin-report-dir-is-a-file",
+            ("twin", "{dir}/snap", "--out", "{dir}/t.yaml", "--report-dir", "{dir}/r.txt"),
+            "r.txt: --report-dir: exists and is not a directory",
+            {**EU_INGESTED, "r.txt": b"notes"},
+        ),
         Case(
             "tune-out-is-a-replay-output",
             ("tune", "scale-out", "--out", "{dir}/o"),

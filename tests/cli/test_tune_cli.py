@@ -79,7 +79,7 @@ def test_demo_tunes_the_pairs_space_objective_and_eta_it_is_given(monkeypatch: p
     from shedlab.cli import main, tune_cmd
 
     seen: dict[str, object] = {}
-    monkeypatch.setattr(tune_cmd, "_preflight", lambda *a: None)
+    monkeypatch.setattr(tune_cmd, "_preflight", lambda *a, **k: None)
     monkeypatch.setattr(tune_cmd, "tune_demo", lambda *a, **kw: seen.update(kw))
     with pytest.raises(SystemExit) as exc:
         main(["tune", "--demo", "--strategies", "AvgShedder", "--objective", "churn", "--eta", "2"])
@@ -252,7 +252,7 @@ def test_twin_writes_a_new_file_or_its_own_earlier_one_and_no_other_file(
         return _fitted_twin()
 
     monkeypatch.setattr("shedlab.spark.twin.fit", fit)
-    monkeypatch.setattr(tune_cmd, "_preflight", lambda *a: None)
+    monkeypatch.setattr(tune_cmd, "_preflight", lambda *a, **k: None)
     monkeypatch.setattr(tune_cmd, "spark_session", lambda *a: nullcontext())
     out = tmp_path / "twin.yaml"
     for _ in range(2):  # a new path, then the file the first run wrote: replaced

@@ -129,15 +129,21 @@ def _status(quiet: bool) -> Iterator[Callable[[str], None]]:
 
 
 def _preflight(
-    master: str | None, out: str | None, conf: list[str] | None = None, conf_file: str | None = None
+    master: str | None,
+    out: str | None,
+    conf: list[str] | None = None,
+    conf_file: str | None = None,
+    *,
+    out_field: str = "--out",
 ) -> None:
     """What can be refused before Spark starts (and before anything is printed): a master Spark does not
-    accept, an output location that is a file, a ``--conf`` without ``=``, a ``--spark-conf`` file that
-    is missing or malformed, no Java to start Spark with."""
+    accept, an output location that is a file (named as ``out_field``: twin's is ``--report-dir``), a
+    ``--conf`` without ``=``, a ``--spark-conf`` file that is missing or malformed, no Java to start Spark
+    with."""
     if master is not None:
         validate_master(master)
     if out is not None:
-        check_output_dir(out)
+        check_output_dir(out, field=out_field)
     check_master(master, conf, conf_file)  # reads --conf and --spark-conf, and checks their spark.master
     check_java()
 

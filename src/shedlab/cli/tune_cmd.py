@@ -221,7 +221,7 @@ def twin(
     reports = report_dir or str(Path(out).with_suffix("")) + "-fit"
     check_apart(reports, inputs, field="--report-dir")
     check_output_kind(reports, "twin", field="--report-dir")
-    _preflight(master, reports, conf, spark_conf)
+    _preflight(master, reports, conf, spark_conf, out_field="--report-dir")
     with spark_session(master, conf, spark_conf, ui, "twin") as spark, _status(False) as say:
         result, validation = _run_twin(
             spark,
