@@ -821,6 +821,16 @@ CASES: dict[str, list[Case]] = {
             "--report-dir: is a sweep directory (runs/), not a twin's fit report directory",
             {**EU_INGESTED, "sw/runs/_SUCCESS": b""},
         ),
+        # no validation runs, no fit report: both were ignored, silently (until 29 Nov 2026)
+        *(
+            Case(
+                f"twin-no-validate-{option[2:]}",
+                ("twin", "{dir}/snap", "--out", "{dir}/t.yaml", "--no-validate", option, value),
+                f"{option}: is the validation's: give it without --no-validate (got ",
+                EU_INGESTED,
+            )
+            for option, value in (("--seeds", "3"), ("--report-dir", "{dir}/r"))
+        ),
         # named --out, which was a fine new file (until 29 Nov 2026)
         Case(
             "twin-report-dir-is-a-file",

@@ -151,6 +151,19 @@ def _run_twin(
     return result, validation
 
 
+def _validation_seeds(validate: bool, seeds: int | None, report_dir: str | None) -> int:
+    """``--seeds`` checked (default 5); with ``--no-validate`` it and ``--report-dir`` are refused: both
+    are the validation's, and were ignored, silently (no run, no fit report)."""
+    if not validate:
+        for name, value in (("--seeds", seeds), ("--report-dir", report_dir)):
+            if value is not None:
+                raise InputError(
+                    "is the validation's: give it without --no-validate", field=name, value=value
+                )
+    check_count(seeds, "--seeds", minimum=1, maximum=1000)
+    return 5 if seeds is None else seeds
+
+
 def _print_fit(validation: Any, report_dir: str) -> None:
     """The fit checks, each figure with its unit as fit-report.md gives it: without it, 'traffic moved
     per day: recorded 2.16' (a share of the cluster's traffic) read like tune's traffic_moved_per_day
@@ -196,7 +209,9 @@ def twin(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="A setting key=value of the cluster (repeatable).")
     ] = None,
-    seeds: Annotated[int, typer.Option("--seeds", help="Seeds of the validation runs.")] = 5,
+    seeds: Annotated[
+        int | None, typer.Option("--seeds", help="Seeds of the validation runs (default 5).")
+    ] = None,
     validate: Annotated[
         bool, typer.Option("--validate/--no-validate", help="Run the twin and compare.")
     ] = True,
@@ -211,7 +226,7 @@ def twin(
     """Fit a scenario (a twin of the recorded cluster) to ingest's output; check it against the recording."""
     from shedlab.core.ingest import check_ingest_output
 
-    check_count(seeds, "--seeds", minimum=1, maximum=1000)
+    seeds = _validation_seeds(validate, seeds, report_dir)
     pair, overrides = _recorded_config(config, set_, strategy)
     parsed_window = _parse_window(window)
     inputs = [recording_dir, *([config] if config else [])]
