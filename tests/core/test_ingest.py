@@ -285,6 +285,21 @@ def test_classify_sources(tmp_path: Path) -> None:
         classify_sources([str(tmp_path / "missing")])
 
 
+def test_an_input_given_twice_is_refused(tmp_path: Path) -> None:
+    """It was read twice: every row counted as read twice and merged with itself (until 29 Nov 2026)."""
+    reports = FIXTURES / "load_reports.jsonl"
+    hint = "; give each input once$"
+    with pytest.raises(InputError, match=f"^{reports}: given twice \\(as {reports}\\){hint}"):
+        classify_sources([str(reports), str(reports)])
+    with pytest.raises(
+        InputError, match=f"^{reports}: given twice \\(through {FIXTURES} and {reports}\\){hint}"
+    ):
+        classify_sources([str(FIXTURES), str(reports)])
+    (tmp_path / "link.jsonl").symlink_to(reports)
+    with pytest.raises(InputError, match="given twice"):
+        classify_sources([str(reports), str(tmp_path / "link.jsonl")])
+
+
 # ------------------------------------------------------------------ Pulsar's semantics
 
 

@@ -926,15 +926,12 @@ def classify_sources(paths: Sequence[str]) -> Sources:
     source; otherwise its files are taken by suffix, recursively (hidden and ``_`` files skipped).
     Remote URIs (``hdfs://``, ``s3a://``, …) are classified by suffix (Parquet if none).
     """
-    lines: list[str] = []
-    docs: list[str] = []
-    parquet: list[str] = []
     if not paths:
         raise InputError("no input given", field="SOURCE")
+    inputs = _Inputs()
     for given in paths:
         if is_remote(given):
-            kind = _suffix_kind(given.rstrip("/")) or "parquet"
-            {"parquet": parquet, "json_doc": docs, "json_lines": lines}[kind].append(given)
+            inputs.add(_suffix_kind(given.rstrip("/")) or "parquet", given, given)
             continue
         local = without_file_scheme(given)
         candidates = (
@@ -948,7 +945,7 @@ def classify_sources(paths: Sequence[str]) -> Sources:
             if cand.is_dir():
                 if _holds_parquet(cand):
                     _check_not_another_output(cand, given)
-                    parquet.append(str(cand.resolve()))
+                    inputs.add("parquet", str(cand.resolve()), given)
                     continue
                 found = False
                 for f in sorted(cand.rglob("*")):
@@ -959,19 +956,38 @@ def classify_sources(paths: Sequence[str]) -> Sources:
                         continue
                     found = True
                     _check_content(f, file_kind)
-                    {"parquet": parquet, "json_doc": docs, "json_lines": lines}[file_kind].append(
-                        str(f.resolve())
-                    )
+                    inputs.add(file_kind, str(f.resolve()), given)
                 if not found:
                     raise InputError("no .json/.jsonl/.parquet files in directory", source=given)
             else:
                 kind = _suffix_kind(cand.name) or "json_lines"
                 _check_content(cand, kind)
-                {"parquet": parquet, "json_doc": docs, "json_lines": lines}[kind].append(str(cand.resolve()))
-    for directory in parquet:
+                inputs.add(kind, str(cand.resolve()), given)
+    for directory in inputs.parquet:
         if not is_remote(directory) and Path(directory).is_dir():
             _check_parquet_tree(Path(directory))
-    return Sources(json_lines=lines, json_docs=docs, parquet=parquet)
+    return Sources(json_lines=inputs.lines, json_docs=inputs.docs, parquet=inputs.parquet)
+
+
+@dataclass
+class _Inputs:
+    """The inputs :func:`classify_sources` finds, by kind, each once."""
+
+    lines: list[str] = field(default_factory=list)
+    docs: list[str] = field(default_factory=list)
+    parquet: list[str] = field(default_factory=list)
+    given_as: dict[str, str] = field(default_factory=dict)
+
+    def add(self, kind: str, path: str, given: str) -> None:
+        """``path`` (found through the source ``given``) as an input of ``kind``. One found twice (``rec.jsonl
+        rec.jsonl``, ``rec/ rec/a.jsonl``) is refused: it was read twice, its every row counted as read
+        twice and merged with itself."""
+        if path in self.given_as:
+            first = self.given_as[path]
+            twice = f"as {given}" if first == given else f"through {first} and {given}"
+            raise InputError(f"given twice ({twice})", source=path, hint="give each input once")
+        self.given_as[path] = given
+        {"parquet": self.parquet, "json_doc": self.docs, "json_lines": self.lines}[kind].append(path)
 
 
 _MAGIC = {
