@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+from cli_support import error_line
+
 from shedlab.core.conformance import check_case, load_case, run_case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,3 +105,9 @@ def test_every_kind_of_difference_is_named() -> None:
 
     no_expected = dataclasses.replace(case, expected=None)
     assert check_case(no_expected, output) == ["case has no 'expected' answers"]
+
+
+def test_a_case_given_twice_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """It ran twice, and counted twice in the tally (until 29 Nov 2026)."""
+    line = error_line(["conform", "--check", str(CASES), str(AVG_PAIRS)], capsys)
+    assert line == f"error: {AVG_PAIRS}: given twice (through {CASES} and {AVG_PAIRS}); give each case once"

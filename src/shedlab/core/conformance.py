@@ -7,6 +7,7 @@ AvgShedder the same instance sheds and places.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -289,11 +290,17 @@ def time_case(case: Case, repeats: int, seed: int = 0) -> dict[str, dict[str, fl
 
 
 def iter_case_files(paths: list[Path]) -> Iterator[Path]:
-    """Case files named directly, or every ``*.json`` below a directory (sorted)."""
-    for path in paths:
-        if path.is_dir():
-            yield from sorted(path.rglob("*.json"))
-        else:
+    """Case files named directly, or every ``*.json`` below a directory (sorted), each once: a case found
+    twice (``conform DIR DIR/case.json``) is refused, naming both ways to it; it ran twice and counted
+    twice in ``--check``'s tally."""
+    found: dict[str, Path] = {}
+    for given in paths:
+        for path in sorted(given.rglob("*.json")) if given.is_dir() else [given]:
+            key = os.path.realpath(path)  # a loop of links stays a path: reading it names the loop
+            if key in found:
+                twice = f"as {given}" if found[key] == given else f"through {found[key]} and {given}"
+                raise InputError(f"given twice ({twice})", source=str(path), hint="give each case once")
+            found[key] = given
             yield path
 
 
