@@ -147,6 +147,18 @@ def test_advise_watch_intervals_out_of_range_are_refused(
     assert line == f"error: {expected}"
 
 
+@pytest.mark.parametrize(("option", "value", "shown"), [("--timeout", "5s", "'5s'"), ("--retries", "5", "5")])
+def test_call_options_beside_a_snapshot_are_refused(
+    option: str, value: str, shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snapshot is read without a call: they were ignored, silently (until 29 Nov 2026)."""
+    line = error_line(["advise", "--snapshot", str(EXAMPLE), option, value], capsys)
+    assert line == (
+        f"error: {option}: is used only with --zookeeper or --admin-url: a --snapshot is read without a call "
+        f"(got {shown})"
+    )
+
+
 def test_advise_every_without_watch_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """One cycle runs without ``--watch``: ``--every 5m`` was ignored, silently (``--count`` was refused)."""
     line = error_line(["advise", "--snapshot", str(EXAMPLE), "--every", "5m"], capsys)

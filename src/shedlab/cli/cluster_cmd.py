@@ -77,13 +77,15 @@ TlsCaOption = Annotated[
     Path | None, typer.Option("--tls-ca", help="CA certificate to verify https:// brokers.")
 ]
 TimeoutOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         help="Timeout of each call, for the whole of it (the whole answer, an admin call's redirects), "
-        "and of connecting to ZooKeeper (e.g. 10s); each retry has its own."
+        "and of connecting to ZooKeeper (default 10s); each retry has its own."
     ),
 ]
-RetriesOption = Annotated[int, typer.Option(help="Attempts per call, with exponential back-off.")]
+RetriesOption = Annotated[
+    int | None, typer.Option(help="Attempts per call, with exponential back-off (default 3).")
+]
 
 
 class _Source:
@@ -117,9 +119,23 @@ class _Source:
                 reader.close()
 
 
-def _retry(timeout: str, retries: int) -> Retry:
-    check_count(retries, "--retries", minimum=1, maximum=20)
-    return Retry(attempts=retries, timeout_s=_seconds(timeout, "--timeout", MAX_TIMEOUT))
+def _retry(timeout: str | None, retries: int | None) -> Retry:
+    """The calls' rhythm: ``--timeout`` (default 10 s) and ``--retries`` (default 3), checked."""
+    attempts = 3 if retries is None else retries
+    check_count(attempts, "--retries", minimum=1, maximum=20)
+    return Retry(attempts=attempts, timeout_s=_seconds(timeout or "10s", "--timeout", MAX_TIMEOUT))
+
+
+def _calls_only(snapshot: Path | None, **given: object) -> None:
+    """Refuse ``--timeout`` or ``--retries`` beside a ``--snapshot``: a file is read without a call, so
+    they were ignored, silently, as a token or a CA would be (:func:`_admin_only`)."""
+    for name, value in given.items():
+        if value is not None and snapshot is not None:
+            raise InputError(
+                "is used only with --zookeeper or --admin-url: a --snapshot is read without a call",
+                field=f"--{name}",
+                value=value,
+            )
 
 
 def _seconds(text: str, option: str, most: tuple[str, float]) -> float:
@@ -172,8 +188,8 @@ def collect_cmd(
     token_file: TokenFileOption = None,
     token_env: TokenEnvOption = None,
     tls_ca: TlsCaOption = None,
-    timeout: TimeoutOption = "10s",
-    retries: RetriesOption = 3,
+    timeout: TimeoutOption = None,
+    retries: RetriesOption = None,
 ) -> None:
     """Record a running cluster's load reports every --every into --out, in the format `ingest` reads."""
     from shedlab.core.results import check_output_kind  # pandas and pyarrow: not at advise's start-up
@@ -335,8 +351,8 @@ def advise(
     token_file: TokenFileOption = None,
     token_env: TokenEnvOption = None,
     tls_ca: TlsCaOption = None,
-    timeout: TimeoutOption = "10s",
-    retries: RetriesOption = 3,
+    timeout: TimeoutOption = None,
+    retries: RetriesOption = None,
 ) -> None:
     """What the strategy would unload from this cluster now, to where, and why; every broker left alone
     and why. Dry-run unless --execute."""
@@ -349,6 +365,7 @@ def advise(
     guard = _guard(decider, max_unloads, every_s if execute_ and watch else None, every or ADVISE_EVERY)
     token = load_token(token_file, token_env)
     retry = _retry(timeout, retries)
+    _calls_only(snapshot, timeout=timeout, retries=retries)
     source = (
         _Source(zookeeper, admin_url, cluster, token, tls_ca, retry) if (zookeeper or admin_url) else None
     )
