@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -393,6 +394,18 @@ def test_a_broken_link_among_snapshot_files_is_named(
     broken = tmp_path / ("broker-2.json" if target == "gone.json" else "loop.json")
     line = error_line(["decide", str(tmp_path)], capsys)
     assert line.startswith(f"error: {broken}: ") and "snapshot file" in line, line
+
+
+@pytest.mark.parametrize("command", [["decide"], ["advise", "--snapshot"]])
+def test_a_snapshot_that_is_a_pipe_is_named_for_what_it_is(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``decide <(cat snap.json)`` was 'snapshot not found', of a path that exists (until 29 Nov 2026)."""
+    pipe = tmp_path / "snap.json"
+    os.mkfifo(pipe)
+    line = error_line([*command, str(pipe)], capsys)
+    assert line.startswith(f"error: {pipe}: not a file or a directory (a pipe, a device): "), line
+    assert line.endswith("; save it to a file first"), line
 
 
 @pytest.mark.parametrize(("raw", "kind"), [(b"null", "null"), (b"[1]", "an array"), (b'"x"', "a string")])

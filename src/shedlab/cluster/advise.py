@@ -207,6 +207,13 @@ def read_snapshot_path(path: Path) -> SnapshotInput:
         if _suffix(path) == ".json" and _is_load_data(parse_json_text(text, str(path))):
             return SnapshotInput(load_data_file=path)
         files = [path]
+    elif path.exists():  # a pipe (decide <(ssh host cat snap.json)), a device: it was "not found"
+        raise InputError(
+            "not a file or a directory (a pipe, a device): a snapshot is read more than once (its kind, "
+            "then its reports; every --watch cycle)",
+            source=str(path),
+            hint="save it to a file first",
+        )
     else:
         raise InputError("snapshot not found", source=str(path))
     reading = ClusterReading(source=str(path), cluster="pulsar", time_ms=0)
