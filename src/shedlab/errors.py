@@ -44,6 +44,7 @@ __all__ = [
     "parse_json_text",
     "read_user_text",
     "redact",
+    "refuse_special_file",
     "register_secret",
     "secret_forms",
     "shown",
@@ -275,6 +276,23 @@ def read_user_text(
         except (OSError, EOFError, zlib.error) as exc:
             raise error(f"cannot read it as gzip data: {exc}", source=str(p)) from None
     return decode_user_bytes(data, str(p), error=error)
+
+
+def refuse_special_file(
+    path: str | Path, why: str, *, field: str | None = None, error: type[ShedlabError] = InputError
+) -> None:
+    """Refuse ``path`` if it exists but is neither a regular file nor a directory: a pipe (bash's
+    ``<(ssh host cat snap.json)``), a device such as ``/dev/null``. :func:`read_user_text` reads one once;
+    ``why`` says why this one must be a file (read twice: the second read found nothing; read by Spark, in
+    another process: the pipe is this one's)."""
+    p = Path(path)
+    if p.exists() and not (p.is_file() or p.is_dir()):
+        raise error(
+            f"not a file or a directory (a pipe, a device): {why}",
+            source=str(p),
+            field=field,
+            hint="save it to a file first",
+        )
 
 
 def decode_user_bytes(

@@ -285,6 +285,15 @@ def test_classify_sources(tmp_path: Path) -> None:
         classify_sources([str(tmp_path / "missing")])
 
 
+def test_an_input_that_is_no_file_is_refused() -> None:
+    """Spark reads the inputs in its own process: ingest <(cat rec.jsonl) handed it /dev/fd/63, which is
+    not that pipe there, and /dev/null was taken as an empty input (until 29 Nov 2026)."""
+    with pytest.raises(
+        InputError, match=r"^/dev/null: not a file or a directory \(a pipe, a device\): Spark"
+    ):
+        classify_sources(["/dev/null"])
+
+
 def test_an_input_given_twice_is_refused(tmp_path: Path) -> None:
     """It was read twice: every row counted as read twice and merged with itself (until 29 Nov 2026)."""
     reports = FIXTURES / "load_reports.jsonl"

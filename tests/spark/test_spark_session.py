@@ -47,6 +47,13 @@ def test_parse_conf_pairs() -> None:
         parse_conf_pairs(["spark.executor.memory=4g", "spark.executor.memory=8g"])
 
 
+def test_a_spark_conf_that_is_no_file_is_refused() -> None:
+    """It is read twice, checked before Spark starts and then applied: --spark-conf <(…) had its second
+    read empty, and every setting was dropped, silently (until 29 Nov 2026)."""
+    with pytest.raises(ConfigError, match=r"^/dev/null: --spark-conf: not a file or a directory \(a pipe"):
+        read_conf_file("/dev/null")
+
+
 def test_read_conf_file(tmp_path: Path) -> None:
     props = tmp_path / "spark-defaults.conf"
     props.write_text(

@@ -50,6 +50,7 @@ from shedlab.errors import (
     ShedlabError,
     parse_json_text,
     read_user_text,
+    refuse_special_file,
 )
 from shedlab.model.formats import FormatError, epoch_ms
 from shedlab.model.pulsar import LoadData
@@ -207,14 +208,10 @@ def read_snapshot_path(path: Path) -> SnapshotInput:
         if _suffix(path) == ".json" and _is_load_data(parse_json_text(text, str(path))):
             return SnapshotInput(load_data_file=path)
         files = [path]
-    elif path.exists():  # a pipe (decide <(ssh host cat snap.json)), a device: it was "not found"
-        raise InputError(
-            "not a file or a directory (a pipe, a device): a snapshot is read more than once (its kind, "
-            "then its reports; every --watch cycle)",
-            source=str(path),
-            hint="save it to a file first",
+    else:  # a pipe, a device: it was "not found"
+        refuse_special_file(
+            path, "a snapshot is read more than once (its kind, then its reports; every cycle)"
         )
-    else:
         raise InputError("snapshot not found", source=str(path))
     reading = ClusterReading(source=str(path), cluster="pulsar", time_ms=0)
     times: dict[str, int] = {}

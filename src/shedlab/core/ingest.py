@@ -24,7 +24,7 @@ import pandas as pd
 
 from shedlab.core.locations import check_uri, is_remote, walk, without_file_scheme
 from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
-from shedlab.errors import DuplicateKeyError, InputError, did_you_mean, unique_object
+from shedlab.errors import DuplicateKeyError, InputError, did_you_mean, refuse_special_file, unique_object
 from shedlab.model.bundles import bundle_for_topic, namespace_of_topic, parse_range
 from shedlab.model.formats import (
     BUNDLE_DATA,
@@ -942,6 +942,8 @@ def classify_sources(paths: Sequence[str]) -> Sources:
         if not candidates or not all(c.exists() for c in candidates):
             raise InputError("input not found", source=given)
         for cand in candidates:
+            # ingest <(cat rec.jsonl): checked here, read again by Spark's JVM, where /dev/fd/63 is not it
+            refuse_special_file(cand, "Spark reads the inputs itself, in another process")
             if cand.is_dir():
                 if _holds_parquet(cand):
                     _check_not_another_output(cand, given)

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shedlab.config import parse_key_values, parse_yaml_text
-from shedlab.errors import ConfigError, read_user_text
+from shedlab.errors import ConfigError, read_user_text, refuse_special_file
 from shedlab.spark.jvm_stderr import filtered_jvm_stderr
 from shedlab.strategies.registry import strategy_modules
 
@@ -308,6 +308,11 @@ def read_conf_file(path: str | Path) -> dict[str, str]:
     """Spark settings from a file: ``spark-defaults.conf`` style (``key value`` or ``key=value``, ``#``
     comments) or a YAML/JSON mapping (nested mappings are joined with dots)."""
     p = Path(path)
+    # read before Spark starts (its spark.master), then again to start it: a pipe's second read was empty
+    # and every setting of --spark-conf <(…) was dropped, silently
+    refuse_special_file(
+        p, "it is read twice (checked, then applied)", field="--spark-conf", error=ConfigError
+    )
     text = read_user_text(p, what="Spark config file", error=ConfigError)
     if p.suffix.lower() in (".yaml", ".yml", ".json"):
         data = parse_yaml_text(text, str(p), error=ConfigError)  # YAML 1.2 reads JSON too
