@@ -4,6 +4,8 @@ znode, Prometheus topic-level series placed in bundles, and ``exported_*`` label
 from __future__ import annotations
 
 import json
+import os
+import threading
 import zlib
 from pathlib import Path
 from typing import Any
@@ -222,3 +224,17 @@ def test_bundle_boundaries_files(tmp_path: Path) -> None:
         assert where in str(err.value) and str(path) in str(err.value)
     with pytest.raises(InputError, match="twice"):
         read_bundle_boundaries([tmp_path / "map.json", tmp_path / "tree"])
+
+
+def test_bundle_boundaries_from_a_pipe(tmp_path: Path) -> None:
+    """``--bundles <(curl …/bundles)`` is read once, as a file is: it was 'not found' (until 29 Nov 2026)."""
+    pipe = tmp_path / "bundles.json"
+    os.mkfifo(pipe)
+    doc = {"public/default": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1}}
+
+    def write() -> None:
+        with pipe.open("w", encoding="utf-8") as out:  # blocks until the reader opens it
+            out.write(json.dumps(doc))
+
+    threading.Thread(target=write, daemon=True).start()
+    assert read_bundle_boundaries([pipe]) == {"public/default": [0, 0xFFFFFFFF]}

@@ -262,7 +262,7 @@ def read_bundle_boundaries(paths: Sequence[str | Path]) -> dict[str, list[int]]:
                 add(
                     _boundaries_document(doc, str(f), namespace if _is_namespace(namespace) else None), str(f)
                 )
-        elif path.is_file():
+        elif path.exists():  # a file, or a pipe (--bundles <(curl …)): read once, here (it was "not found")
             add(
                 _boundaries_document(parse_json_text(read_user_text(path), str(path)), str(path), None),
                 str(path),
