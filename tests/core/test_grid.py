@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from shedlab.core.grid import (
     params_id_of,
     parse_grid,
     run_id_of,
+    scenario_ref,
     shipped_grid,
     shipped_grids,
 )
@@ -334,3 +337,19 @@ def test_a_name_too_long_for_a_results_directory_is_refused_at_load(tmp_path: Pa
     fits = tmp_path / "fits.yaml"
     fits.write_text(text.replace("name: over-unloading-90-10", "name: " + "n" * 246), encoding="utf-8")
     assert parse_grid({"scenarios": [str(fits)]}).scenarios[0].name == "n" * 246
+
+
+def test_a_scenario_file_that_is_a_pipe_is_read_once(tmp_path: Path) -> None:
+    """``tune <(cat twin.yaml)`` was 'scenario file not found' (until 29 Nov 2026): the text is read once,
+    here, and shipped to the executors as a file's is."""
+    pipe = tmp_path / "s.yaml"
+    os.mkfifo(pipe)
+    text = "name: piped\nduration: 10m\nbrokers:\n  - count: 2\nworkloads:\n  - name: w\n    bundles: 2\n"
+
+    def write() -> None:
+        with pipe.open("w", encoding="utf-8") as out:  # blocks until the reader opens it
+            out.write(text)
+
+    threading.Thread(target=write, daemon=True).start()
+    ref = scenario_ref(str(pipe))
+    assert (ref.name, ref.text, ref.source) == ("piped", text, str(pipe))

@@ -195,7 +195,8 @@ def _scenario_ref(item: Any, base: Path | None, source: str | None, field: str =
     if base is not None and not path.is_absolute():
         path = base / path
     if item.endswith((".yaml", ".yml")) or "/" in item:
-        if not path.is_file():
+        # a pipe (tune <(cat twin.yaml)) is read once, here, as simulate reads one: it was "not found"
+        if path.is_dir() or not path.exists():
             what = "is a directory, not a scenario file" if path.is_dir() else "scenario file not found"
             raise InputError(what, source=source, field=field, value=item)
         text = read_user_text(path, what="scenario file")
