@@ -1105,6 +1105,13 @@ CASES: dict[str, list[Case]] = {
             "--metrics: an empty metric name (got 'unloads,')",
             {"sw/runs/_SUCCESS": b"", "sw/sweep.json": b'{"grids": []}'},
         ),
+        # its column was printed twice, after Spark had started (until 29 Nov 2026)
+        Case(
+            "evaluate-metrics-twice",
+            ("evaluate", "{dir}/sw", "--metrics", "unloads,imbalance_mean,unloads"),
+            "--metrics: names a metric twice (got 'unloads')",
+            {"sw/runs/_SUCCESS": b"", "sw/sweep.json": b'{"grids": []}'},
+        ),
     ],
     "Spark settings, refused before the grid is announced": [
         Case(

@@ -458,11 +458,14 @@ EVALUATE_METRICS = (
 
 
 def _metric_names(metrics: str) -> list[str]:
-    """``--metrics``' names, none empty (checked before Spark starts: 'unloads,' or '' printed no
-    table, exit 0)."""
+    """``--metrics``' names, none empty and none twice (checked before Spark starts: 'unloads,' or ''
+    printed no table, exit 0; 'unloads,unloads' printed its column twice)."""
     names = [m.strip() for m in metrics.split(",")]
     if not all(names):
         raise ConfigError("an empty metric name", field="--metrics", value=metrics)
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        raise ConfigError("names a metric twice", field="--metrics", value=twice)
     return names
 
 
