@@ -831,6 +831,12 @@ CASES: dict[str, list[Case]] = {
             )
             for option, value in (("--seeds", "3"), ("--report-dir", "{dir}/r"))
         ),
+        # a traceback from the first write of the sweep's manifest, once Spark had started (until 29 Nov 2026)
+        Case(
+            "sweep-out-that-cannot-be-created",
+            ("sweep", "tiny", "--out", "/proc/shedlab-sweep"),
+            "/proc/shedlab-sweep: --out: cannot be created: No such file or directory",
+        ),
         # named --out, which was a fine new file (until 29 Nov 2026)
         Case(
             "twin-report-dir-is-a-file",

@@ -160,6 +160,16 @@ def test_an_output_location_that_is_a_file_is_refused(tmp_path: Path) -> None:
     check_output_dir("s3a://bucket/out")  # remote: left to the writer
 
 
+def test_an_output_location_that_cannot_be_created_is_refused(tmp_path: Path) -> None:
+    """sweep --out /proc/o passed the checks and was a traceback once Spark had started (until 29 Nov
+    2026); a creatable one is left as it was found, nothing created."""
+    for out in ("/proc/shedlab-out", "/proc/shedlab-out/deeper"):
+        with pytest.raises(InputError, match=f"^{re.escape(out)}: --out: cannot be created: "):
+            check_output_dir(out)
+    check_output_dir(str(tmp_path / "new" / "deeper"))
+    assert not (tmp_path / "new").exists()
+
+
 def test_a_blank_output_location_is_refused(tmp_path: Path) -> None:
     """Path('') is the current directory: sweep --out '' (an unset $OUT) wrote its tables where it ran."""
     for out in ("", " "):

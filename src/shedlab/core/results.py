@@ -218,6 +218,24 @@ def check_output_dir(out: str, *, field: str = "--out") -> None:
     parent = next((p for p in path.absolute().parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise InputError(f"{parent} is a file, not a directory", source=out, field=field)
+    _check_creatable(path.absolute(), out, field)
+
+
+def _check_creatable(path: Path, out: str, field: str) -> None:
+    """Refuse a new output directory that cannot be created (a directory without write permission, a
+    read-only file system, ``/proc``), by creating it and removing what was created: checking
+    permissions cannot tell (root may write anywhere, but not into ``/proc``), and ``sweep --out
+    /proc/o`` was a traceback once Spark had started, from the first write of its manifest."""
+    created = [p for p in (path, *path.parents) if not p.exists()]  # the deepest first
+    if not created:
+        return
+    try:
+        path.mkdir(parents=True)
+    except OSError as exc:
+        raise InputError(f"cannot be created: {exc.strerror or exc}", source=out, field=field) from None
+    for made in created:
+        with contextlib.suppress(OSError):  # another process may have written into it meanwhile
+            made.rmdir()
 
 
 def _local_path(location: str) -> Path | None:
