@@ -837,6 +837,14 @@ CASES: dict[str, list[Case]] = {
             ("sweep", "tiny", "--out", "/proc/shedlab-sweep"),
             "/proc/shedlab-sweep: --out: cannot be created: No such file or directory",
         ),
+        # the simulation ran, then a PermissionError traceback (until 29 Nov 2026)
+        _simulate(
+            "out-not-writable",
+            scenario(),
+            "/sys/kernel: --out: cannot be written into",
+            "--out",
+            "/sys/kernel",
+        ),
         # named --out, which was a fine new file (until 29 Nov 2026)
         Case(
             "twin-report-dir-is-a-file",

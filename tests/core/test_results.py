@@ -170,6 +170,15 @@ def test_an_output_location_that_cannot_be_created_is_refused(tmp_path: Path) ->
     assert not (tmp_path / "new").exists()
 
 
+def test_an_output_directory_that_cannot_be_written_into_is_refused(tmp_path: Path) -> None:
+    """simulate --out /sys/kernel ran the simulation, then was a PermissionError traceback (until 29 Nov
+    2026); a writable one is left as it was found."""
+    with pytest.raises(InputError, match=r"^/sys/kernel: --out: cannot be written into: Permission denied$"):
+        check_output_dir("/sys/kernel")
+    check_output_dir(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_blank_output_location_is_refused(tmp_path: Path) -> None:
     """Path('') is the current directory: sweep --out '' (an unset $OUT) wrote its tables where it ran."""
     for out in ("", " "):

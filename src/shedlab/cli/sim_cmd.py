@@ -179,10 +179,11 @@ def simulate(
         raise InputError("--record writes files: give --out DIR too", field="--record")
     check_seed(seed)
     if out is not None:  # not into another command's output
-        from shedlab.core.results import check_output_kind
+        from shedlab.core.results import check_output_dir, check_output_kind
 
         check_local_out(out)
         check_output_kind(str(out), "simulate")
+        check_output_dir(str(out))  # before the run: one that cannot be written was a traceback after it
     scen = _load(scenario)
     settings = run_overrides(config, set_)
     overrides = settings.values
@@ -226,10 +227,11 @@ def compare(
     """Run several strategy pairs on the same scenario and seed and print them side by side."""
     check_seed(seed)
     if out is not None:  # not into another command's output
-        from shedlab.core.results import check_output_kind
+        from shedlab.core.results import check_output_dir, check_output_kind
 
         check_local_out(out)
         check_output_kind(str(out), "compare")
+        check_output_dir(str(out))
     scen = _load(scenario)
     names = (
         list(STRATEGY_PAIRS)

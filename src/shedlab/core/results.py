@@ -26,6 +26,7 @@ import os
 import re
 import signal
 import socket
+import tempfile
 import time
 import traceback
 import urllib.parse
@@ -218,7 +219,22 @@ def check_output_dir(out: str, *, field: str = "--out") -> None:
     parent = next((p for p in path.absolute().parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise InputError(f"{parent} is a file, not a directory", source=out, field=field)
-    _check_creatable(path.absolute(), out, field)
+    if path.is_dir():
+        _check_writable(path, out, field)
+    else:
+        _check_creatable(path.absolute(), out, field)
+
+
+def _check_writable(path: Path, out: str, field: str) -> None:
+    """Refuse an existing output directory nothing can be written into, by writing and removing a file:
+    ``simulate --out /sys/kernel`` ran the simulation and then was a PermissionError traceback."""
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".shedlab-probe-", dir=path)
+    except OSError as exc:
+        raise InputError(f"cannot be written into: {exc.strerror or exc}", source=out, field=field) from None
+    os.close(handle)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 def _check_creatable(path: Path, out: str, field: str) -> None:
