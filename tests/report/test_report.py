@@ -135,6 +135,24 @@ def test_a_report_replaces_an_earlier_report_and_no_other_file(compare_dir: Path
         assert (tmp_path / name).read_text() == text
 
 
+def test_a_report_is_written_through_a_symbolic_link(compare_dir: Path, tmp_path: Path) -> None:
+    """The report was moved into place over the link itself: the link became a file, and the file it
+    pointed to (a web server's copy) stayed as it was (until 29 Nov 2026). A loop is refused naming it."""
+    served = tmp_path / "www" / "report.html"
+    served.parent.mkdir()
+    served.write_text("")
+    link = tmp_path / "report.html"
+    link.symlink_to(served)
+    assert build_report(compare_dir, link) == served
+    assert link.is_symlink() and "<html" in served.read_text()[:1024].lower()
+    loop = tmp_path / "loop.html"
+    loop.symlink_to(tmp_path / "loop2.html")
+    (tmp_path / "loop2.html").symlink_to(loop)
+    with pytest.raises(InputError, match=r"loop\.html: cannot resolve: a loop of symbolic links"):
+        build_report(compare_dir, loop)
+    assert loop.is_symlink()
+
+
 def test_missing_or_empty_results_are_user_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not found"):
         build_report(tmp_path / "nope", tmp_path / "r.html")

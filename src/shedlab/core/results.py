@@ -88,6 +88,7 @@ __all__ = [
     "read_sweep_runs",
     "refuse_other_versions",
     "remove_stale_temporaries",
+    "resolved_local_path",
     "run_file_name",
     "run_id_of_file",
     "run_path",
@@ -254,7 +255,7 @@ def _check_creatable(path: Path, out: str, field: str) -> None:
             made.rmdir()
 
 
-def _local_path(location: str) -> Path | None:
+def resolved_local_path(location: str) -> Path | None:
     """A local location as an absolute path with its symbolic links resolved; None for a remote URI.
 
     A loop of symbolic links (``out -> out2 -> out``) is refused naming the location: ``resolve`` raised
@@ -281,11 +282,11 @@ def check_apart(
     --out SNAP`` replaced SNAP's tables with what it could still read: bundle_samples was left with no
     row), and an output inside an input is read back as input the next time. Remote locations are left
     alone: they cannot be compared cheaply."""
-    target = _local_path(out)
+    target = resolved_local_path(out)
     if target is None:
         return
     for given in inputs:
-        source = _local_path(given)
+        source = resolved_local_path(given)
         if source is None:
             continue
         if target == source:
@@ -391,7 +392,7 @@ def output_kind(out: str) -> tuple[str, str, str] | None:
     """``(kind, what it is called, the entry that tells it)`` of the shedlab output at the local location
     ``out`` (:data:`OUTPUT_KINDS`; a sweep of the tune grid alone is a tune's, interrupted before its
     ``tune.json``); None for a new or remote location, or a directory of no shedlab kind."""
-    path = _local_path(out)
+    path = resolved_local_path(out)
     if path is None or not path.is_dir():
         return None
     for kind, what, markers in OUTPUT_KINDS:
@@ -411,7 +412,7 @@ def _tune_sweep(out: str) -> bool:
 def _other_files(out: str) -> tuple[str, str, str] | None:
     """``(OTHER_FILES, …, its first visible entry)`` of a local directory holding visible entries; None
     for anything else (hidden entries, which ``ingest`` skips, do not count)."""
-    path = _local_path(out)
+    path = resolved_local_path(out)
     try:
         entry = min((p for p in path.iterdir() if not p.name.startswith(".")), default=None) if path else None
     except OSError:  # not a directory, or one that cannot be listed: its writer says why

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shedlab.core.results import check_output_file
+from shedlab.core.results import check_output_file, resolved_local_path
 from shedlab.errors import InputError
 from shedlab.report.load import load_results
 from shedlab.report.model import ReplayData, ReportData, RunSeries, ScenarioInfo
@@ -35,6 +35,10 @@ def build_report(results_dir: Path, out: Path, *, max_points: int = 2000, title:
     target = Path(out)
     if target.is_dir():
         target = target / "report.html"
+    if target.is_symlink():
+        # written to a temporary file and moved into place: that replaced the link itself, and the file it
+        # points to (a web server's copy) stayed as it was; a loop of links is refused naming it
+        target = resolved_local_path(str(target)) or target
     check_output_file(str(target), "report")  # a new path, an empty file or an earlier report
     data = load_results(Path(results_dir))
     if title:
