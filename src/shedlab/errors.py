@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import errno
 import gzip
 import html
 import json
@@ -40,6 +41,7 @@ __all__ = [
     "decode_user_bytes",
     "did_you_mean",
     "int_in_range",
+    "name_too_long",
     "one_line",
     "parse_json_text",
     "read_user_text",
@@ -293,6 +295,17 @@ def refuse_special_file(
             field=field,
             hint="save it to a file first",
         )
+
+
+def name_too_long(exc: BaseException) -> InputError | None:
+    """The :class:`InputError` for a path the file system cannot hold (a name past its 255 bytes:
+    ``decide "$(cat snap.json)"``, a document pasted where its file's name goes), whichever check met it
+    first; None for any other exception. Python's ``Path.exists``, ``is_dir`` and ``is_file`` raise this
+    one error where they return False for a missing file, and it was a traceback."""
+    if not (isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG):
+        return None
+    name = exc.filename if exc.filename is None or isinstance(exc.filename, str) else str(exc.filename)
+    return InputError("a path too long for the file system (a name of more than 255 bytes?)", value=name)
 
 
 def decode_user_bytes(

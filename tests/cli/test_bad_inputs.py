@@ -467,6 +467,11 @@ CASES: dict[str, list[Case]] = {
     ],
     # a 10,000-character value or key was echoed whole inside the message: a line of 10 to 20 kB
     "values too long to show whole": [
+        # a document pasted where its file's name goes: Path.is_dir raised ENAMETOOLONG, a traceback
+        # (until 29 Nov 2026)
+        Case("decide-name-too-long", ("decide", "x" * 300), "a path too long for the file system"),
+        Case("simulate-out-name-too-long", ("simulate", "scale-out", "--out", "x" * 300), "a path too long"),
+        Case("evaluate-name-too-long", ("evaluate", "x" * 300), "a path too long for the file system"),
         _config(
             "split-algorithm-item",
             "broker.conf",

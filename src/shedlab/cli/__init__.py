@@ -39,7 +39,7 @@ from typer.exceptions import Abort
 from shedlab import __version__
 from shedlab.cli.consoles import make_console
 from shedlab.cli.given import check_given, option_values
-from shedlab.errors import ShedlabError, one_line
+from shedlab.errors import ShedlabError, name_too_long, one_line
 from shedlab.spark.failures import read_failure
 
 __all__ = ["COMMANDS", "app", "main"]
@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("Aborted!", err=True)
         sys.exit(1)
     except Exception as exc:
-        failure = read_failure(exc)  # a Spark job that failed on a file it could not read: user data
+        # a Spark job that failed on a file it could not read, or a path no file system holds: user data
+        failure = read_failure(exc) or name_too_long(exc)
         if failure is None:
             raise  # a bug: its traceback
         _fail(str(failure), failure.exit_code)
