@@ -470,6 +470,8 @@ CASES: dict[str, list[Case]] = {
         # a document pasted where its file's name goes: Path.is_dir raised ENAMETOOLONG, a traceback
         # (until 29 Nov 2026)
         Case("decide-name-too-long", ("decide", "x" * 300), "a path too long for the file system"),
+        # typer's refusal echoed all of it: a line of 10,000 characters (until 29 Nov 2026)
+        _decide("seed-too-long-to-show", SNAPSHOT.encode(), "--seed: Input should be", "--seed", LONG),
         Case("simulate-out-name-too-long", ("simulate", "scale-out", "--out", "x" * 300), "a path too long"),
         Case("evaluate-name-too-long", ("evaluate", "x" * 300), "a path too long for the file system"),
         _config(

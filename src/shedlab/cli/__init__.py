@@ -39,7 +39,7 @@ from typer.exceptions import Abort
 from shedlab import __version__
 from shedlab.cli.consoles import make_console
 from shedlab.cli.given import check_given, option_values
-from shedlab.errors import ShedlabError, name_too_long, one_line
+from shedlab.errors import ShedlabError, name_too_long, one_line, shown
 from shedlab.spark.failures import read_failure
 
 __all__ = ["COMMANDS", "app", "main"]
@@ -216,7 +216,7 @@ def _usage_line(exc: ClickException, args: list[str]) -> str:
     if isinstance(exc, BadParameter) and not isinstance(exc, MissingParameter) and param is not None:
         given = option_values(param, args)[-1:]  # the last occurrence: the one typer read
         name = param.opts[0] if isinstance(param, TyperOption) and param.opts else param.human_readable_name
-        text = f"{name}: {exc.message}" + "".join(f" (got {value!r})" for value in given)
+        text = f"{name}: {exc.message}" + "".join(f" (got {shown(value)})" for value in given)
     ctx = getattr(exc, "ctx", None)
     if isinstance(exc, UsageError) and ctx is not None:
         text = f"{text.rstrip().removesuffix('.')}; see '{ctx.command_path} --help'"
