@@ -619,6 +619,26 @@ CASES: dict[str, list[Case]] = {
             "--cluster: an empty value (got '')",
         ),
         Case("advise-zookeeper-port-zero", ("advise", "--zookeeper", "zk1:0"), "port 0 in a HOST:PORT"),
+        # kazoo's thread printed the resolver's UnicodeError traceback before the one-line error, and an
+        # admin URL's error was as long as the name (until 29 Nov 2026)
+        Case(
+            "advise-zookeeper-label-too-long",
+            ("advise", "--zookeeper", "z" * 64 + ":2181", "--timeout", "2s"),
+            "--zookeeper: not a host name (a label of more than 63 characters",
+        ),
+        Case(
+            "collect-admin-url-name-too-long",
+            (
+                "collect",
+                "--out",
+                "{dir}/rec",
+                "--admin-url",
+                "http://" + "b" * 300 + ":8080",
+                "--retries",
+                "1",
+            ),
+            "--admin-url: not a host name",
+        ),
         Case(
             "collect-zookeeper-url",
             ("collect", "--out", "{dir}/rec", "--zookeeper", "http://zk1:2181"),

@@ -374,15 +374,31 @@ def zookeeper_hosts(text: str, field: str = "--zookeeper") -> str:
     if "://" in hosts:
         raise InputError(f"not a URL: a {_ZK_HOSTS} list", field=field, value=text)
     try:
-        _, chroot = collect_hosts(hosts)
+        host_ports, chroot = collect_hosts(hosts)
     except ValueError as exc:
         raise InputError(f"not a {_ZK_HOSTS} list: {exc}", field=field, value=text) from None
+    for host, _ in host_ports:
+        _check_host_name(host, field, text)
     if any(re.search(r":0+$", host) for host in hosts.partition("/")[0].split(",")):
         raise InputError(f"port 0 in a {_ZK_HOSTS} list (kazoo reads it as 2181)", field=field, value=text)
     problem = _chroot_problem(chroot or "/")
     if problem:
         raise InputError(f"the chroot {chroot} {problem}", field=field, value=text)
     return hosts
+
+
+def _check_host_name(host: str, field: str, given: str) -> None:
+    """Refuse a host name the resolver cannot take (a label past 63 characters, a name past 253): the
+    socket's IDNA encoding raised a UnicodeError, in kazoo's own thread a traceback on stderr before
+    the one-line error, and an admin URL's was a line as long as the name. An IP address passes."""
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        raise InputError(
+            "not a host name (a label of more than 63 characters, or more than 253 in all)",
+            field=field,
+            value=given,
+        ) from None
 
 
 def _chroot_problem(chroot: str) -> str:
@@ -679,6 +695,7 @@ def _admin_url(url: str) -> ParseResult:
         raise InputError(f"not a URL ({exc})", field="--admin-url", value=url) from None
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise InputError("expected an http:// or https:// URL naming a host", field="--admin-url", value=url)
+    _check_host_name(parsed.hostname, "--admin-url", url)
     if parsed.port == 0:  # no broker listens there: every call failed as 'unreachable', retried
         raise InputError("port 0 is no broker's port", field="--admin-url", value=url)
     if parsed.query or parsed.fragment or parsed.params or url.rstrip().endswith(("?", "#", ";")):
