@@ -608,6 +608,12 @@ CASES: dict[str, list[Case]] = {
             ("collect", "--out", "{dir}/rec", "--zookeeper", "127.0.0.1:9", "--cluster", "a b"),
             "--cluster: not a Pulsar cluster name",
         ),
+        # labelled a recording every line of which ingest then quarantined (until 29 Nov 2026)
+        Case(
+            "sandbox-cluster-too-long",
+            ("sandbox", "scale-out", "--zookeeper", "none", "--cluster", "c" * 300, "--duration", "1s"),
+            "--cluster: a cluster name of 300 characters is too long for a partition directory",
+        ),
         Case(
             "advise-cluster-empty",
             ("advise", "--zookeeper", "127.0.0.1:9", "--cluster", ""),

@@ -16,6 +16,7 @@ from typing import Annotated, Any, NamedTuple
 import typer
 
 from shedlab.config import ConfigLayer, LoadBalancerConfig, layered_config, parse_key_values
+from shedlab.core.partitions import cluster_problem
 from shedlab.errors import MAX_SEED, InputError
 from shedlab.model.pulsar import is_named_entity
 from shedlab.strategies import overrides_and_pair, resolve_config
@@ -48,12 +49,19 @@ def check_count(value: int | None, option: str, *, minimum: int = 0, maximum: in
 
 def check_cluster(value: str | None, option: str = "--cluster") -> None:
     """A cluster name Pulsar's ``createCluster`` takes (:func:`~shedlab.model.pulsar.is_named_entity`), as a
-    scenario's ``cluster`` is checked: ``''`` was read as the default (``pulsar``, the scenario's), and a
-    name such as ``a b`` labelled a recording every line of which ``ingest`` then quarantined."""
-    if value is not None and not (value and is_named_entity(value)):
+    scenario's ``cluster`` is checked, and one a partition directory holds (``ingest``'s rule,
+    :func:`~shedlab.core.partitions.cluster_problem`): ``''`` was read as the default (``pulsar``, the
+    scenario's), and a name such as ``a b``, or one of 30,000 characters, labelled a recording every line
+    of which ``ingest`` then quarantined."""
+    if value is None:
+        return
+    if not (value and is_named_entity(value)):
         raise InputError(
             "not a Pulsar cluster name (ASCII letters, digits, _ - = : . only)", field=option, value=value
         )
+    problem = cluster_problem(value)
+    if problem is not None:
+        raise InputError(problem, field=option, value=value)
 
 
 def check_seed(value: int | None, option: str = "--seed") -> None:

@@ -44,6 +44,7 @@ from shedlab.cluster.readers import (
 )
 from shedlab.core.decide import Decision, Outcome, load_snapshot_file
 from shedlab.core.locations import walk
+from shedlab.core.partitions import cluster_problem
 from shedlab.errors import (
     ClusterError,
     InputError,
@@ -177,8 +178,6 @@ def _add(reading: ClusterReading, times: dict[str, int], where: str, record: Any
 def _cluster_of(record: dict[str, Any], where: str) -> str | None:
     """A recording's ``cluster``, or None; one that is not text, or a name Pulsar refuses, is refused as
     ingest quarantines it (it was passed over, or taken, the reading labelled with another cluster)."""
-    from shedlab.core.ingest import cluster_problem  # pandas: only when files are read
-
     cluster = record.get("cluster")
     if cluster is not None and not isinstance(cluster, str):
         raise InputError("expected the cluster's name as text", source=where, field="cluster", value=cluster)

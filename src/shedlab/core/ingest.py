@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlparse
 import pandas as pd
 
 from shedlab.core.locations import check_uri, is_remote, walk, without_file_scheme
-from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
+from shedlab.core.partitions import MAX_NAME_BYTES, cluster_problem
 from shedlab.errors import DuplicateKeyError, InputError, did_you_mean, refuse_special_file, unique_object
 from shedlab.model.bundles import bundle_for_topic, namespace_of_topic, parse_range
 from shedlab.model.formats import (
@@ -54,7 +54,6 @@ from shedlab.model.formats import (
     legacy_load_report,
     resource_columns,
 )
-from shedlab.model.pulsar import is_named_entity
 
 __all__ = [
     "FLOAT_COLUMNS",
@@ -117,18 +116,6 @@ REASONS: dict[str, str] = {
 MAX_CLUSTER_PATH = MAX_NAME_BYTES - len("cluster=")
 """The longest cluster name as a partition directory holds it (``cluster=<name>``, Spark escaping ``:``
 and ``=`` as ``%3A``/``%3D``, the only characters of a Pulsar name it escapes). Pulsar sets no length."""
-
-
-def cluster_problem(name: str) -> str | None:
-    """Why no output can hold records of cluster ``name`` (None: it can). A name Pulsar's
-    ``createCluster`` would refuse is not a cluster's; one that makes a partition directory name longer
-    than a file system allows would abort the whole write, so it is quarantined instead."""
-    if not is_named_entity(name):
-        shown = name if len(name) <= 40 else name[:40] + "…"
-        return f"cluster {shown!r} is not a Pulsar cluster name (ASCII letters, digits, _ - = : . only)"
-    if partition_name_bytes("cluster", name) > MAX_NAME_BYTES:
-        return f"a cluster name of {len(name)} characters is too long for a partition directory"
-    return None
 
 
 def _cluster_problems(clusters: pd.Series) -> pd.Series:
