@@ -364,6 +364,28 @@ CASES: dict[str, list[Case]] = {
             ("compare", "scale-out", "--strategies", "AvgShedder,AvgShedderr"),
             "--strategies: unknown strategy pair (got 'AvgShedderr'); did you mean 'AvgShedder'?",
         ),
+        # one reader of --strategies (strategies.pair_list): compare and replay dropped a pair named twice,
+        # and all three commands an empty item, silently
+        Case(
+            "compare-strategy-twice",
+            ("compare", "scale-out", "--strategies", "AvgShedder,avgshedder"),
+            "--strategies: names a strategy pair twice (got 'AvgShedder')",
+        ),
+        Case(
+            "compare-strategy-trailing-comma",
+            ("compare", "scale-out", "--strategies", "AvgShedder,"),
+            "--strategies: an empty name in the list (a comma too many?) (got 'AvgShedder,')",
+        ),
+        Case(
+            "replay-strategy-twice",
+            ("replay", "{dir}/snap", "--strategies", "AvgShedder,AvgShedder", "--out", "{dir}/out"),
+            "--strategies: names a strategy pair twice (got 'AvgShedder')",
+        ),
+        Case(
+            "tune-strategy-empty-item",
+            ("tune", "--demo", "--strategies", "AvgShedder,,OverloadShedder", "--out", "{dir}/t"),
+            "--strategies: an empty name in the list",
+        ),
         Case(
             "config-show-unknown-strategy",
             ("config", "show", "--strategy", "AvgShedde"),

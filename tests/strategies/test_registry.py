@@ -317,3 +317,20 @@ def test_colours_fixed_for_pulsars_pairs_and_assigned_for_others() -> None:
 def test_strategy_modules_lists_module_references_only() -> None:
     names = ["AvgShedder", "HottestBroker+LeastLongTermMessageRate", "b.mod:X+a:Y", "b.mod:Z"]
     assert reg.strategy_modules(names) == ("a", "b.mod")
+
+
+def test_a_strategy_list_is_read_one_way() -> None:
+    """compare, replay and tune's ``--strategies``: ``all``, names resolved in order, slips refused."""
+    assert reg.pair_list("all") == list(reg.STRATEGY_PAIRS)
+    assert reg.pair_list(" avgshedder , OverloadShedder+LeastLongTermMessageRate ") == [
+        "AvgShedder",
+        "OverloadShedder+LeastLongTermMessageRate",
+    ]
+    with pytest.raises(ConfigError, match="twice"):
+        reg.pair_list("AvgShedder,avgshedder")
+    with pytest.raises(ConfigError, match="an empty name"):
+        reg.pair_list("AvgShedder,")
+    with pytest.raises(ConfigError, match="at least one strategy pair, or 'all'"):
+        reg.pair_list(" , ")
+    with pytest.raises(ConfigError, match="unknown strategy pair"):
+        reg.pair_list("all", every=False)  # replay: only pairs it can replay, named

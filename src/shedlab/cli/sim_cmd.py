@@ -18,8 +18,8 @@ from shedlab.cli.consoles import make_console, print_table
 from shedlab.cli.settings import SetOption, check_seed, run_overrides
 from shedlab.core.sim import Scenario, SimulationResult, builtin_scenarios, load_scenario, run_simulation
 from shedlab.core.sim.result import check_local_out
-from shedlab.errors import ConfigError, InputError
-from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name, short_pair_name
+from shedlab.errors import InputError
+from shedlab.strategies import pair_list, resolve_pair_name, short_pair_name
 from shedlab.strategies.registry import caption_legend
 
 console = make_console()
@@ -233,14 +233,7 @@ def compare(
         check_output_kind(str(out), "compare")
         check_output_dir(str(out))
     scen = _load(scenario)
-    names = (
-        list(STRATEGY_PAIRS)
-        if strategies.strip().lower() == "all"
-        else [resolve_pair_name(s.strip(), field="--strategies") for s in strategies.split(",") if s.strip()]
-    )
-    if not names:
-        raise ConfigError("no strategy pair given", field="--strategies", value=strategies)
-    names = list(dict.fromkeys(names))
+    names = pair_list(strategies)
     settings = run_overrides(config, set_)
     for name in names:
         settings.check_pair(name)

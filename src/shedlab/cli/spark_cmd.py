@@ -782,12 +782,11 @@ def replay(
     from shedlab.core.ingest import check_clusters, check_ingest_output, recorded_clusters
     from shedlab.core.replay import strategy_configs
     from shedlab.spark.replay import replay as run_replay
+    from shedlab.strategies import pair_list
 
     check_seed(seed)
     settings = run_overrides(config, set_)
-    configs = strategy_configs(
-        [s for s in strategies.split(",") if s.strip()], settings.values, settings.sources
-    )
+    configs = strategy_configs(pair_list(strategies, every=False), settings.values, settings.sources)
     check_ingest_output(snapshots_dir)  # before Spark starts
     present = recorded_clusters(snapshots_dir)
     if cluster and present is not None:

@@ -320,10 +320,11 @@ def tune_demo(
     demo tunes what the user asked for (it ignored them before: a plugin named with ``--strategies`` was
     silently left out), every built-in pair and the shipped space by default."""
     from shedlab.core.grid import scenario_ref
-    from shedlab.core.tune import load_space, pairs_of
+    from shedlab.core.tune import load_space
     from shedlab.report import build_report
     from shedlab.spark.ingest import ingest as run_ingest
     from shedlab.spark.tune import tune as run_tune
+    from shedlab.strategies import STRATEGY_PAIRS
 
     recording = str(importlib.resources.files("shedlab").joinpath(*DEMO_RECORDING, "load-reports.jsonl.gz"))
     root = Path(out)
@@ -357,7 +358,7 @@ def tune_demo(
             spark,
             [scenario_ref(twin_path)],
             str(root / "tune"),
-            pairs=list(pairs) if pairs is not None else pairs_of(None),
+            pairs=list(pairs) if pairs is not None else list(STRATEGY_PAIRS),
             space=space if space is not None else load_space(),
             seeds=seeds,
             objective=objective,
@@ -442,13 +443,14 @@ def tune(
 ) -> None:
     """Which strategy pair and settings for this cluster: a Spark sweep by successive halving, a Pareto
     front, and the recommendation as a broker.conf fragment."""
-    from shedlab.core.tune import load_space, objective_expression, pairs_of
+    from shedlab.core.tune import load_space, objective_expression
     from shedlab.spark.tune import tune as run_tune
+    from shedlab.strategies import pair_list
 
     candidates_given = candidates is not None
     candidates = _checked_counts(seeds, candidates, eta)
     objective_expression(objective)
-    pairs = pairs_of([s.strip() for s in strategies.split(",") if s.strip()])
+    pairs = pair_list(strategies)
     search = load_space(space)
     if demo:
         _demo_alone(twin_file, scenarios)

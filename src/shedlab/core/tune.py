@@ -38,7 +38,6 @@ from shedlab.core.evaluation import evaluate_expression, expression_names, mean_
 from shedlab.core.grid import ScenarioRef, canonical_json, pair_sections, refuse_pair_key, value_axis
 from shedlab.core.sim.scenario import parse_scenario_text
 from shedlab.errors import ConfigError, InputError, read_user_text
-from shedlab.strategies import STRATEGY_PAIRS, resolve_pair_name
 from shedlab.strategies.registry import pair_config
 from shedlab.units import conf_value, significant
 
@@ -60,7 +59,6 @@ __all__ = [
     "load_space",
     "make_candidates",
     "objective_expression",
-    "pairs_of",
     "pareto_front",
     "recommend",
     "recorded_configuration",
@@ -701,22 +699,6 @@ def tune_markdown(
         for _, r in front.sort_values("imbalance").iterrows()
     ]
     return "\n".join(lines) + "\n"
-
-
-def pairs_of(names: Sequence[str] | None) -> list[str]:
-    """``--strategies``: pair names, or every built-in pair (``None``: not given, or ``all``).
-
-    Given but naming nothing (``-s ''``, ``-s ,,``) is refused, as ``replay`` refuses it: taken for
-    ``all``, a typo started a tune of every pair, minutes of Spark, and exited 0."""
-    if names is None or list(names) == ["all"]:
-        return list(STRATEGY_PAIRS)
-    if not names:
-        raise ConfigError("name at least one strategy pair, or 'all'", field="--strategies")
-    pairs = [resolve_pair_name(n, field="--strategies") for n in names]
-    twice = next((p for p in pairs if pairs.count(p) > 1), None)
-    if twice is not None:  # AvgShedder,avgshedder: its candidates were drawn twice, twice --candidates
-        raise ConfigError("names a strategy pair twice", field="--strategies", value=twice)
-    return pairs
 
 
 def full_grid_size(space: Space, pairs: Sequence[str], seeds: int) -> int:

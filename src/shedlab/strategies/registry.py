@@ -66,6 +66,7 @@ __all__ = [
     "overrides_and_pair",
     "pair_colour",
     "pair_config",
+    "pair_list",
     "pair_name_of",
     "require_modular",
     "resolve_config",
@@ -510,6 +511,28 @@ def resolve_pair_name(name: object, *, source: str | None = None, field: str = "
     ``pkg.mod:Mine+LeastLongTermMessageRate``, a two-role plugin alone); unknown names raise ConfigError."""
     shed, place = resolve_pair(name, source=source, field=field)
     return shed.name if shed == place else f"{shed.name}+{place.name}"
+
+
+def pair_list(text: str, *, field: str = "--strategies", every: bool = True) -> list[str]:
+    """A comma-separated list of pair names (``--strategies A,B``), each resolved as
+    :func:`resolve_pair_name`; ``all`` (where ``every``) is every built-in pair, in :data:`STRATEGY_PAIRS`'
+    order.
+
+    The one reader of such a list, so that every command refuses the same slips: a name given twice
+    (``AvgShedder,avgshedder``), which ``compare`` and ``replay`` dropped silently while ``tune`` refused
+    it, and an empty item (``AvgShedder,``, ``A,,B``: a name lost in an edit), which all three dropped."""
+    if every and text.strip().lower() == "all":
+        return list(STRATEGY_PAIRS)
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise ConfigError("name at least one strategy pair" + (", or 'all'" if every else ""), field=field)
+    if not all(items):
+        raise ConfigError("an empty name in the list (a comma too many?)", field=field, value=text)
+    pairs = [resolve_pair_name(item, field=field) for item in items]
+    twice = next((pair for pair in pairs if pairs.count(pair) > 1), None)
+    if twice is not None:
+        raise ConfigError("names a strategy pair twice", field=field, value=twice)
+    return pairs
 
 
 def pair_config(
