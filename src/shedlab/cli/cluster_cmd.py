@@ -119,23 +119,21 @@ class _Source:
                 reader.close()
 
 
-def _retry(timeout: str | None, retries: int | None) -> Retry:
-    """The calls' rhythm: ``--timeout`` (default 10 s) and ``--retries`` (default 3), checked."""
+def _retry(timeout: str | None, retries: int | None, snapshot: Path | None = None) -> Retry:
+    """The calls' rhythm: ``--timeout`` (default 10 s) and ``--retries`` (default 3), checked; either beside
+    a ``--snapshot`` is refused once checked: a file is read without a call, so they were ignored, silently,
+    as a token or a CA would be (:func:`_admin_only`)."""
     attempts = 3 if retries is None else retries
     check_count(attempts, "--retries", minimum=1, maximum=20)
-    return Retry(attempts=attempts, timeout_s=_seconds(timeout or "10s", "--timeout", MAX_TIMEOUT))
-
-
-def _calls_only(snapshot: Path | None, **given: object) -> None:
-    """Refuse ``--timeout`` or ``--retries`` beside a ``--snapshot``: a file is read without a call, so
-    they were ignored, silently, as a token or a CA would be (:func:`_admin_only`)."""
-    for name, value in given.items():
+    retry = Retry(attempts=attempts, timeout_s=_seconds(timeout or "10s", "--timeout", MAX_TIMEOUT))
+    for name, value in (("timeout", timeout), ("retries", retries)):
         if value is not None and snapshot is not None:
             raise InputError(
                 "is used only with --zookeeper or --admin-url: a --snapshot is read without a call",
                 field=f"--{name}",
                 value=value,
             )
+    return retry
 
 
 def _seconds(text: str, option: str, most: tuple[str, float]) -> float:
@@ -364,8 +362,7 @@ def advise(
     decider = Decider(cli_config(config, set_), strategy=strategy, seed=seed)
     guard = _guard(decider, max_unloads, every_s if execute_ and watch else None, every or ADVISE_EVERY)
     token = load_token(token_file, token_env)
-    retry = _retry(timeout, retries)
-    _calls_only(snapshot, timeout=timeout, retries=retries)
+    retry = _retry(timeout, retries, snapshot)
     source = (
         _Source(zookeeper, admin_url, cluster, token, tls_ca, retry) if (zookeeper or admin_url) else None
     )
