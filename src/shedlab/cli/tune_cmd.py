@@ -403,10 +403,11 @@ def _demo_alone(twin_file: str | None, scenarios: list[str] | None) -> None:
         )
 
 
-def _checked_counts(seeds: int, candidates: int | None, eta: int) -> int:
-    """``--seeds``, ``--candidates`` and ``--eta`` checked; the parameter sets per pair (default 12)."""
+def _checked_counts(seeds: int, candidates: int | None, eta: int, *, demo: bool) -> int:
+    """``--seeds``, ``--candidates`` and ``--eta`` checked; the parameter sets per pair (default 12, the
+    demo's :data:`DEMO_CANDIDATES`)."""
     check_count(seeds, "--seeds", minimum=1, maximum=1000)
-    per_pair = candidates if candidates is not None else 12
+    per_pair = candidates if candidates is not None else DEMO_CANDIDATES if demo else 12
     check_count(per_pair, "--candidates", minimum=1, maximum=10_000)
     check_count(eta, "--eta", minimum=2, maximum=100)
     return per_pair
@@ -447,8 +448,7 @@ def tune(
     from shedlab.spark.tune import tune as run_tune
     from shedlab.strategies import pair_list
 
-    candidates_given = candidates is not None
-    candidates = _checked_counts(seeds, candidates, eta)
+    candidates = _checked_counts(seeds, candidates, eta, demo=demo)
     objective_expression(objective)
     pairs = pair_list(strategies)
     search = load_space(space)
@@ -460,7 +460,7 @@ def tune(
         tune_demo(
             target,
             seeds,
-            candidates if candidates_given else DEMO_CANDIDATES,
+            candidates,
             master,
             conf,
             spark_conf,
