@@ -312,6 +312,15 @@ def _parse(raw: bytes, where: str) -> dict[str, Any]:
     return obj
 
 
+def _json_object(doc: Any, what: str, source: str) -> dict[str, Any]:
+    """``doc``, an admin answer, if it is a JSON object (``what`` it should be); else refused naming
+    ``source`` and what came back, where it was read as an object without any of its fields."""
+    if not isinstance(doc, dict):
+        kind = json_kind(doc)
+        raise ClusterError(f"expected a JSON object ({what}), found {kind}", source=source, value=doc)
+    return doc
+
+
 def _check_report(obj: dict[str, Any], where: str) -> None:
     """Refuse the extensible manager's documents, the simple manager's legacy LoadReport (which has ``cpu``
     and ``lastUpdate`` too, but its bundles in ``bundleStats``: it read as a broker owning nothing) and
@@ -1001,13 +1010,7 @@ class AdminReader:
         cluster of the extensible load manager through, silently."""
         if self._runtime_doc is None:
             runtime = self._json(self._runtime_url)
-            if not isinstance(runtime, dict):
-                raise ClusterError(
-                    f"expected a JSON object (the runtime configuration), found {json_kind(runtime)}",
-                    source=f"GET {self._runtime_url}",
-                    value=runtime,
-                )
-            self._runtime_doc = runtime
+            self._runtime_doc = _json_object(runtime, "the runtime configuration", f"GET {self._runtime_url}")
         return self._runtime_doc
 
     def _check_load_manager(self) -> None:
@@ -1076,13 +1079,7 @@ class AdminReader:
             if exc.message.startswith(_NOT_JSON_ANSWER):
                 raise
             return None
-        if not isinstance(leader, dict):
-            raise ClusterError(
-                f"expected a JSON object (BrokerInfo), found {json_kind(leader)}",
-                source=f"GET {url}",
-                value=leader,
-            )
-        return leader_id(leader, f"GET {url}")
+        return leader_id(_json_object(leader, "BrokerInfo", f"GET {url}"), f"GET {url}")
 
     def owned_bundles(self, broker: str) -> tuple[dict[str, Any], str]:
         """``GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces`` on ``broker`` itself
