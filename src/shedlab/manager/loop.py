@@ -67,6 +67,7 @@ import numpy as np
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.manager.filters import SemVer, filter_pipeline, parse_semver
+from shedlab.manager.hash_order import FRESH_TABLE, REUSED_MAP_STRATEGIES, hash_map_order
 from shedlab.model.pulsar import DEFAULT_MESSAGE_RATE, SYSTEM_NAMESPACE, NameIndex, namespace_of
 from shedlab.model.snapshot import BoolArray, ClusterSnapshot, FloatArray, IntArray, LeaderMemory
 from shedlab.strategies import guard, make_pair
@@ -235,12 +236,15 @@ class LoadManager:
         self._names: NameIndex | None = None
         self._recent: _RecentMask | None = None
         self._round_robin = _RoundRobin()
+        self._plan_table = FRESH_TABLE  # the length of the hash table of the strategy's multimap
         self._overload = conf.load_balancer_broker_overloaded_threshold_percentage / 100.0
         self._excluded = frozenset(conf.load_balancer_shedding_excluded_namespaces)
 
     # ------------------------------------------------------------------ shedding (§4.4)
     def do_load_shedding(self, snapshot: ClusterSnapshot, now_ms: int) -> list[ManagerDecision]:
-        """One shedding cycle at ``now_ms``; returns the unloads performed, in Pulsar's order."""
+        """One shedding cycle at ``now_ms``; returns the unloads performed, in Pulsar's order
+        (``ModularLoadManagerImpl.doLoadShedding``: source brokers in hash order, see :meth:`_plan_order`,
+        each one's bundles in the strategy's order)."""
         conf = self.conf
         self.last_result = None
         self.last_skipped = []
@@ -260,9 +264,9 @@ class LoadManager:
         for k, unload in enumerate(result.unloads):
             by_source.setdefault(unload.broker, []).append(k)
         decisions: list[ManagerDecision] = []
-        for source, positions in by_source.items():
+        for source in self._plan_order(list(by_source)):
             unloaded_any = False
-            for k in positions:
+            for k in by_source[source]:
                 unload = result.unloads[k]
                 skip = self._skip_reason(unload.bundle)
                 if skip is not None:
@@ -319,6 +323,17 @@ class LoadManager:
                 self.affinity.pop(bundle, None)
                 self.unload_bundle_total -= 1
         self.unload_broker_total -= len(sources - kept)
+
+    def _plan_order(self, sources: list[str]) -> list[str]:
+        """The source brokers in the order ``doLoadShedding`` walks ``bundlesToUnload.asMap()``: a Java
+        ``HashMap``'s (:mod:`shedlab.manager.hash_order`). The order can change decisions, not only the
+        order of the lines: each destination is chosen in turn by a placement strategy that may keep state
+        between calls (the modular LeastResourceUsageWithWeight's usage history)."""
+        reused = self.shedding.name in REUSED_MAP_STRATEGIES
+        order, table = hash_map_order(sources, self._plan_table if reused else FRESH_TABLE)
+        if reused:  # the strategy's multimap is a field, cleared each call: its table never shrinks
+            self._plan_table = table
+        return order
 
     def _skip_reason(self, bundle: str) -> str | None:
         """§4.4 step 5 a–c; only the shedding-excluded namespaces apply here (see module docstring)."""
