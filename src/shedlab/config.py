@@ -636,7 +636,8 @@ class LoadBalancerConfig:
         java="int",
         used_by=_MLM_ELM,
         doc="Top-k bundles per broker: persisted bundle data in the modular manager (<= 0 = all bundles), "
-        "reported top bundles in the extensible manager.",
+        "reported top bundles in the extensible manager (at least 1 there: with <= 0 its brokers report "
+        "none and TransferShedder never unloads, so shedlab refuses it).",
     )
     load_balancer_shedding_bundles_with_policies_enabled: bool = _key(
         "loadBalancerSheddingBundlesWithPoliciesEnabled",

@@ -40,6 +40,7 @@ workloads:
     bundles: 4
 """
 TRANSFER = "TransferShedder+ExtensibleLeastResourceUsageWithWeight"
+TOP_K = "loadBalancerMaxNumberOfBundlesInBundleLoadReport"
 GRID = "name: g\nscenarios: [{scenario}]\nstrategies: [AvgShedder]\nseeds: [1]\n"
 
 
@@ -1180,6 +1181,47 @@ CASES: dict[str, list[Case]] = {
             ("evaluate", "{dir}/sw", "--metrics", "unloads,imbalance_mean,unloads"),
             "--metrics: names a metric twice (got 'unloads')",
             {"sw/runs/_SUCCESS": b"", "sw/sweep.json": b'{"grids": []}'},
+        ),
+        # <= 0 is "all bundles" to the modular manager only: the extensible manager's brokers report no
+        # top bundles, and TransferShedder never unloaded, silently (until 29 Nov 2026)
+        Case(
+            "simulate-extensible-top-bundles-zero",
+            ("simulate", "scale-out", "--strategy", TRANSFER, "--set", TOP_K + "=0"),
+            f"--set: {TOP_K}: with the extensible load manager every broker's top-bundles report would "
+            "be empty",
+        ),
+        Case(
+            "compare-extensible-top-bundles-negative-in-config",
+            ("compare", "scale-out", "--strategies", "AvgShedder," + TRANSFER, "--config", "{dir}/b.conf"),
+            f"b.conf:1: {TOP_K}: with the extensible load manager",
+            {"b.conf": f"{TOP_K}=-1\n".encode()},
+        ),
+        _sweep(
+            "extensible-top-bundles-zero",
+            f"scenarios: [scale-out]\nstrategies: [AvgShedder, {TRANSFER}]\n"
+            f"parameters: {{{TOP_K}: [10, 0]}}\n".encode(),
+            f"g.yaml: parameters: {TOP_K}: with the extensible load manager",
+        ),
+        Case(
+            "tune-space-extensible-top-bundles-zero",
+            (
+                "tune",
+                "scale-out",
+                "--strategies",
+                TRANSFER,
+                "--space",
+                "{dir}/space.yaml",
+                "--out",
+                "{dir}/o",
+            ),
+            f"space.yaml: common: {TOP_K}: with the extensible load manager",
+            {"space.yaml": f"common:\n  {TOP_K}: [5, 0]\n".encode()},
+        ),
+        Case(  # -1 is what Pulsar's docs advise for the modular manager: a twin of such a cluster has it
+            "tune-extensible-on-a-scenario-without-top-bundles",
+            ("tune", "{dir}/s.yaml", "--strategies", TRANSFER, "--out", "{dir}/o"),
+            f"s.yaml: config: {TOP_K}: with the extensible load manager",
+            {"s.yaml": scenario(f"config:\n  {TOP_K}: -1\n")},
         ),
     ],
     "Spark settings, refused before the grid is announced": [

@@ -56,6 +56,34 @@ def test_grid_errors_name_the_field() -> None:
         parse_grid({"scenarios": ["over-unloading-90-10"], "strategies": ["NoSuchShedder"]})
 
 
+TOP_K = "loadBalancerMaxNumberOfBundlesInBundleLoadReport"
+TRANSFER = "TransferShedder+ExtensibleLeastResourceUsageWithWeight"
+
+
+@pytest.mark.parametrize(
+    ("section", "where"),
+    [
+        ({"parameters": {TOP_K: [10, 0]}}, "g.yaml: parameters"),
+        ({"strategy_parameters": {TRANSFER: {TOP_K: [-1]}}}, f"g.yaml: strategy_parameters.{TRANSFER}"),
+        ({"overrides": {TOP_K: -1}}, "g.yaml: overrides"),
+    ],
+)
+def test_a_value_the_pair_refuses_is_refused_with_the_grid(section: dict[str, object], where: str) -> None:
+    """TransferShedder with no top bundles would fail in each of its runs, once Spark had started."""
+    with pytest.raises(ConfigError) as info:
+        parse_grid(
+            {"scenarios": ["scale-out"], "strategies": ["AvgShedder", TRANSFER], **section}, source="g.yaml"
+        )
+    assert str(info.value).startswith(f"{where}: {TOP_K}: with the extensible load manager")
+
+
+def test_all_bundles_stays_a_modular_pairs_value() -> None:
+    grid = parse_grid(
+        {"scenarios": ["scale-out"], "strategies": ["AvgShedder"], "parameters": {TOP_K: [10, -1]}}
+    )
+    assert len(grid.parameter_sets("AvgShedder")) == 2
+
+
 def test_specs_have_the_run_spec_columns_longest_first() -> None:
     specs = expand_grid(load_grid(GRID))
     assert tuple(specs.columns) == RUN_SPEC_COLUMNS

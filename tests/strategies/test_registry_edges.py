@@ -64,6 +64,35 @@ def test_matching_managers_are_accepted() -> None:
     assert modular.load_manager_class_name == MODULAR_LOAD_MANAGER
 
 
+TOP_K = "loadBalancerMaxNumberOfBundlesInBundleLoadReport"
+
+
+@pytest.mark.parametrize("value", [0, -1, -(2**31)])
+def test_no_top_bundles_with_transfer_shedder_is_refused_saying_what_pulsar_would_do(value: int) -> None:
+    """``TopKBundles.update`` keeps ``min(k, n)`` bundles: none (or it throws from its quick select and
+    the broker publishes nothing), so TransferShedder would never unload; the modular manager's "all"."""
+    conf = LoadBalancerConfig().with_overrides(
+        {**EXTENSIBLE, "loadManagerClassName": EXTENSIBLE_LOAD_MANAGER}, source="pair.yaml"
+    )
+    conf = conf.with_overrides({TOP_K: value}, source="broker.conf")
+    assert config_error(conf) == (
+        f"broker.conf: {TOP_K}: with the extensible load manager every broker's top-bundles report would "
+        "be empty (Pulsar's TopKBundles keeps min(k, bundles) of them, or fails and publishes nothing), so "
+        "TransferShedder would never unload (NoLoadData); <= 0 means all bundles only to the modular manager "
+        f"(got {value}); give 1 or more (Pulsar's default is 10)"
+    )
+
+
+def test_top_bundles_of_one_or_all_are_accepted_where_they_mean_something() -> None:
+    """1 with TransferShedder; -1 (all bundles' data persisted) with the modular manager."""
+    extensible = LoadBalancerConfig().with_overrides(
+        {**EXTENSIBLE, "loadManagerClassName": EXTENSIBLE_LOAD_MANAGER, TOP_K: 1}, source="pair.yaml"
+    )
+    assert resolve_config(extensible).get(TOP_K) == 1
+    modular = LoadBalancerConfig().with_overrides({**MODULAR, TOP_K: -1}, source="pair.yaml")
+    assert resolve_config(modular).get(TOP_K) == -1
+
+
 def error_of(name: str) -> str:
     with pytest.raises(ConfigError) as info:
         resolve_pair(name, source="s.yaml", field="pair")

@@ -454,6 +454,7 @@ def tune(
     search = load_space(space)
     if demo:
         _demo_alone(twin_file, scenarios)
+        search.check_pairs(pairs)
         target = out or "out/tune-demo"
         check_output_kind(target, "tune --demo")
         _preflight(master, target, conf, spark_conf)
@@ -474,6 +475,7 @@ def tune(
     if out is None:
         raise InputError("give --out DIR", field="--out")
     refs, recorded = _tune_targets(twin_file, scenarios, pairs)
+    search.check_pairs(pairs, recorded, refs[0].source)
     check_output_kind(out, "tune")
     _preflight(master, out, conf, spark_conf)
     with spark_session(master, conf, spark_conf, ui, "tune") as spark, _status(False) as say:

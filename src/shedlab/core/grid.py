@@ -26,7 +26,7 @@ from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
 from shedlab.core.sim.scenario import builtin_scenarios, parse_scenario_text
 from shedlab.errors import MAX_SEED, ConfigError, InputError, did_you_mean, one_line, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
-from shedlab.strategies.registry import PAIR_KEYS
+from shedlab.strategies.registry import PAIR_KEYS, pair_config
 
 __all__ = [
     "RUN_SPEC_COLUMNS",
@@ -34,6 +34,7 @@ __all__ = [
     "ScenarioRef",
     "candidate_specs",
     "canonical_json",
+    "check_pair_values",
     "check_scenario_names",
     "expand_grid",
     "load_grid",
@@ -376,7 +377,7 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
         raise ConfigError("expected a mapping of Pulsar keys to values", source=source, field="overrides")
     for key, raw in overrides_raw.items():
         refuse_pair_key(str(key), raw, source, "overrides", problem=_GRID_PAIR_KEY[0], hint=_GRID_PAIR_KEY[1])
-    LoadBalancerConfig().with_overrides(dict(overrides_raw), source=f"{source}: overrides")
+    overridden = LoadBalancerConfig().with_overrides(dict(overrides_raw), source=f"{source}: overrides")
     _check_keys_once(parameters, per_pair, overrides_raw, source)
     every = data.get("brokers_every", 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
@@ -392,6 +393,10 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
     from shedlab.core.evaluation import resolve_definitions  # here: evaluation → results → grid
 
     resolve_definitions(pip, source=source or "grid", prefix="pip364.")
+    for pair in strategies:
+        own = dict(per_pair).get(pair, ())
+        axes = [("parameters", parameters), (f"strategy_parameters.{pair}", own)]
+        check_pair_values(pair, axes, overridden, source)
     return Grid(
         name=_text(data, "name", source) or (Path(source).stem if source else "grid"),
         description=_text(data, "description", source),
@@ -406,6 +411,22 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
         source=source,
         text=text,
     )
+
+
+def check_pair_values(
+    pair: str,
+    axes: Sequence[tuple[str, Sequence[tuple[str, Sequence[Any]]]]],
+    base: LoadBalancerConfig,
+    source: str,
+) -> None:
+    """A pair with each of its values (``axes``: per place a key is varied, its axes), one key at a time:
+    a value a pair refuses (``loadBalancerMaxNumberOfBundlesInBundleLoadReport <= 0`` with TransferShedder)
+    is refused before Spark starts, where each of its runs would fail in a task."""
+    resolve_config(pair_config(pair, base))
+    for where, pair_axes in axes:
+        for key, values in pair_axes:
+            for v in values:
+                resolve_config(pair_config(pair, base.with_overrides({key: v}, source=f"{source}: {where}")))
 
 
 def _check_keys_once(

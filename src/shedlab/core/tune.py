@@ -35,7 +35,14 @@ import pandas as pd
 
 from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, key_spec, parse_yaml_text
 from shedlab.core.evaluation import evaluate_expression, expression_names, mean_interval
-from shedlab.core.grid import ScenarioRef, canonical_json, pair_sections, refuse_pair_key, value_axis
+from shedlab.core.grid import (
+    ScenarioRef,
+    canonical_json,
+    check_pair_values,
+    pair_sections,
+    refuse_pair_key,
+    value_axis,
+)
 from shedlab.core.sim.scenario import parse_scenario_text
 from shedlab.errors import ConfigError, InputError, read_user_text
 from shedlab.strategies.registry import pair_config
@@ -101,6 +108,19 @@ class Space:
     def pair_axes(self, pair: str) -> list[tuple[str, tuple[Any, ...]]]:
         own = dict(self.axes.get(pair, ()))
         return [(k, v) for k, v in self.common if k not in own] + list(self.axes.get(pair, ()))
+
+    def check_pairs(self, pairs: Sequence[str], recorded: Recorded | None = None, where: str = "") -> None:
+        """Refuse a value one of the tuned ``pairs`` refuses (:func:`~shedlab.core.grid.check_pair_values`),
+        on the settings it runs with in the scenarios (``recorded``, read from ``where``), before Spark
+        starts: its candidates would fail in every task."""
+        for pair in pairs:
+            base = LoadBalancerConfig()
+            if recorded is not None:  # the layers of Recorded.settings, each named where it is written
+                base = base.with_overrides(dict(recorded.common), source=f"{where}: config")
+                own = dict(recorded.per_pair.get(pair, {}))
+                base = base.with_overrides(own, source=f"{where}: strategy_config.{pair}")
+            axes = [("common", self.common), (pair, self.axes.get(pair, ()))]
+            check_pair_values(pair, axes, base, self.source)
 
 
 _SPACE_PAIR_KEY = (

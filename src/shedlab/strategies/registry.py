@@ -594,6 +594,7 @@ def resolve_config(
             where = sources[key] if sources[key] not in ("default", "code") else None
             raise ConfigError(problem, source=where, field=key)
         _check_manager(conf, infos["shedding"], sources)
+        _check_top_bundles(conf, infos["shedding"], sources)
     for key, (value, source) in changes.items():
         conf = conf.with_overrides({key: value}, source=source)
     return conf
@@ -621,6 +622,33 @@ def _check_manager(conf: LoadBalancerConfig, shed: StrategyInfo, sources: Mappin
             field=key,
             value=manager,
             hint=f"use the pair {next(iter(EXTENSIBLE_PAIRS))}, or {MODULAR_LOAD_MANAGER}",
+        )
+
+
+def _check_top_bundles(conf: LoadBalancerConfig, shed: StrategyInfo, sources: Mapping[str, str]) -> None:
+    """Refuse ``loadBalancerMaxNumberOfBundlesInBundleLoadReport <= 0`` with TransferShedder.
+
+    ``<= 0`` means "all bundles" to the modular manager only (``ModularLoadManagerImpl``'s persisted
+    bundle data, where Pulsar's docs suggest -1). In the extensible manager every broker's
+    ``TopKBundles.update`` cuts its report to ``min(k, n)`` bundles: none, or, when its quick select
+    (``partitionSort``) ends on ``subList(0, -1)``, an IllegalArgumentException that the report task logs,
+    publishing nothing. Either way the leader holds no top bundles and TransferShedder never unloads
+    (NoLoadData). shedlab would reproduce that, a run in which the shedder cannot act, which is not what a
+    value carried over from the modular manager's advice asks for; so the value is refused, saying so.
+    """
+    key = "loadBalancerMaxNumberOfBundlesInBundleLoadReport"
+    top_k = conf.load_balancer_max_number_of_bundles_in_bundle_load_report
+    if shed.extensible and top_k <= 0:
+        where = sources[key] if sources[key] not in ("default", "code") else None
+        raise ConfigError(
+            "with the extensible load manager every broker's top-bundles report would be empty "
+            "(Pulsar's TopKBundles keeps min(k, bundles) of them, or fails and publishes nothing), "
+            f"so {shed.name} would never unload (NoLoadData); <= 0 means all bundles only to the "
+            "modular manager",
+            source=where,
+            field=key,
+            value=top_k,
+            hint="give 1 or more (Pulsar's default is 10)",
         )
 
 
