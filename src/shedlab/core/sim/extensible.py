@@ -67,6 +67,13 @@ Deviations and simplifications (documented in ``docs/transfer-shedder.md``):
   :class:`~shedlab.strategies.transfer_shedder.TransferPolicies`, in TransferShedder's ``isTransferable``.
 * The modular reports (``reports_published``, ``reported_score``) are still computed and recorded; they
   describe the modular report rule, which the extensible pair does not read.
+* ``loadBalancerSheddingExcludedNamespaces`` (PIP-380) keeps a namespace's bundles out of the top-k
+  reports and TransferShedder's walk, and its bundles are *placed* like every other bundle, by the
+  LeastResourceUsageWithWeight above. That is what every stored ``ExtensibleLoadManagerImpl.selectAsync``
+  read here does (one ``getBrokerSelectionStrategy().select(...)`` for every bundle); the spec says how
+  the modular manager places them (round robin, §3.4) and nothing of the extensible one. Pulsar has an
+  ``extensions.strategy.RoundRobinBrokerSelectionStrategy`` (the modular ``RoundRobinBrokerSelector``
+  wrapped) whose caller, if the spec's commit has one, could not be read here.
 """
 
 from __future__ import annotations
