@@ -74,9 +74,29 @@ def print_outcome(outcome: Outcome, title: str | None = None) -> None:
         console.print(
             _reason_grid({"skipped": s.get("reason", ""), **{k: v for k, v in s.items() if k != "reason"}})
         )
+    _print_split(outcome)
     counts = outcome.counts()
     if counts:
         console.print("reasons: " + ", ".join(f"{k} ×{v}" for k, v in counts.items()))
+
+
+def _print_split(outcome: Outcome) -> None:
+    """The leader's split check before the cycle: each bundle split with the thresholds it passed, and
+    each candidate the namespace's bundle cap or its range refused."""
+    plan = outcome.split
+    if plan is None or not (plan.splits or plan.refused):
+        return
+    table = Table(
+        title=f"{len(plan.splits)} bundle(s) split before the cycle (loadBalancerAutoBundleSplitEnabled)"
+    )
+    table.add_column("broker", no_wrap=True)
+    table.add_column("bundle", overflow="fold")
+    table.add_column("why")
+    for s in plan.splits.values():
+        table.add_row(s.broker, _bundle(s.bundle), "\n".join(s.reasons))
+    for r in plan.refused:
+        table.add_row(r["broker"], _bundle(r["bundle"]), f"not split: {r['reason']}")
+    console.print(table)
 
 
 def _read_snapshot(path: Path) -> ClusterSnapshot:

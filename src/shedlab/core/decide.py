@@ -3,11 +3,14 @@
 This is the ``shedlab decide`` command's engine: the leader's ``doLoadShedding`` (spec §4.4) through
 :class:`~shedlab.manager.LoadManager`, i.e. the shedding strategy, then each bundle's destination
 through the candidate filters and the placement strategy, skipping a bundle whose destination is
-missing or is its current owner.
+missing or is its current owner. Before the cycle, on a LoadData source, the leader's bundle split
+check (:mod:`shedlab.manager.split`): Pulsar runs it in every ``updateAll``, so a bundle over the split
+thresholds is being split, not shed, when the shedding cycle comes.
 """
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -19,6 +22,7 @@ import numpy as np
 from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig
 from shedlab.errors import ConfigError, ShedlabError
 from shedlab.manager import LoadManager
+from shedlab.manager.split import SplitPlan, split_check
 from shedlab.model.formats import extensible_kind
 from shedlab.model.json_reader import JsonReader, load_json_file
 from shedlab.model.pulsar import LoadData
@@ -33,6 +37,7 @@ __all__ = [
     "decide_on_snapshot",
     "explain",
     "load_snapshot_file",
+    "without_bundle_data",
 ]
 
 
@@ -72,6 +77,8 @@ class Outcome:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     cycles: int = 1
     left_alone: list[LeftAlone] = field(default_factory=list)
+    split: SplitPlan | None = None
+    """The leader's split check before the cycle (None: it did not run, :func:`split_check`)."""
 
     def counts(self) -> dict[str, int]:
         """Brokers left alone per reason, plus the bundles a chosen trigger skipped (``"bundle skipped:
@@ -97,6 +104,7 @@ class Outcome:
             "skipped": self.skipped,
             "left_alone": [a.to_json() for a in self.left_alone],
             "counts": self.counts(),
+            **({} if self.split is None else self.split.to_json()),
         }
 
 
@@ -184,12 +192,16 @@ class Decider:
         else:  # a reading knows no times: its recently unloaded bundles are taken as just unloaded
             for j in np.flatnonzero(snapshot.bundle_recently_unloaded).tolist():
                 manager.recently_unloaded.setdefault(snapshot.bundle_names[j], now_ms)
+        split = split_check(snapshot, self.conf)
+        if split is not None and split.splits:
+            snapshot = without_bundle_data(snapshot, split.bundles)
         decisions = manager.do_load_shedding(snapshot, now_ms)
         cycle = 1
         while not decisions and cycle < cycles:
             decisions = manager.do_load_shedding(snapshot, now_ms)
             cycle += 1
         outcome = Outcome(self.name, skipped=cycle_skips(snapshot, self.conf, manager), cycles=cycle)
+        outcome.split = split
         for d in decisions:
             reason = dict(d.reason)
             placement = reason.pop("placement", {}) or {}
@@ -199,6 +211,18 @@ class Decider:
         outcome.left_alone = explain(snapshot, self.conf, outcome)
         self._last = list(outcome.decisions)
         return outcome
+
+
+def without_bundle_data(snapshot: ClusterSnapshot, bundles: Collection[str]) -> ClusterSnapshot:
+    """``snapshot`` as the leader holds it after splitting ``bundles``: their BundleData removed
+    (``checkNamespaceBundleSplit``), so no strategy sheds them. A copy; ``snapshot`` is unchanged."""
+    rows = [j for j in map(snapshot.bundle_index, bundles) if j is not None]
+    clone = copy.copy(snapshot)
+    clone.bundle_has_data = snapshot.bundle_has_data.copy()
+    clone.bundle_sheddable = snapshot.bundle_sheddable.copy()
+    clone.bundle_has_data[rows] = False
+    clone.bundle_sheddable[rows] = False
+    return clone
 
 
 def decide_on_snapshot(

@@ -13,6 +13,7 @@ depend on the order in which the input listed brokers or bundles.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ from shedlab.model.pulsar import (
     BundleData,
     LoadData,
     is_system_heartbeat_bundle,
+    namespace_of,
 )
 
 FloatArray = NDArray[np.float64]
@@ -119,6 +121,53 @@ class LeaderMemory:
         return cls(dict(load_data.recentlyUnloadedBundles), preallocated)
 
 
+@dataclass(frozen=True)
+class ReportedBundle:
+    """One entry of one broker's ``lastStats``: what Pulsar's ``BundleSplitterTask`` reads of it."""
+
+    broker: str
+    bundle: str
+    topics: int
+    sessions: int
+    """``consumerCount + producerCount``."""
+
+
+@dataclass(frozen=True)
+class SplitInputs:
+    """What the leader's bundle split check reads (spec §4.8), when a snapshot's source carries it.
+
+    The check walks every broker's ``lastStats``, not the snapshot's one owner per bundle: a bundle two
+    reports list is checked twice (and counts twice towards its namespace's cap, as in Java), so the
+    entries are kept per report, brokers by id and bundles by name (the ordering rule above).
+    """
+
+    entries: tuple[ReportedBundle, ...]
+    long_term: Mapping[str, tuple[float, float]]
+    """bundle → its BundleData's long-term (msgRateIn + msgRateOut, msgThroughputIn + msgThroughputOut)."""
+    namespace_bundles: Mapping[str, int]
+    """namespace → the bundles of it the source names (reports' lists and ``lastStats``, BundleData):
+    Pulsar's ``getBundleCount`` reads the namespace's policies, which a LoadData does not hold, so this
+    is a lower bound where some bundle of the namespace is neither owned nor has data."""
+
+    @classmethod
+    def of(cls, load_data: LoadData) -> SplitInputs:
+        entries = []
+        names: set[str] = set(load_data.bundleData)
+        for broker, data in sorted(load_data.brokerData.items()):
+            local = data.localData
+            names.update(local.bundles)
+            names.update(local.lastStats)
+            for bundle, stats in sorted(local.lastStats.items()):
+                sessions = stats.consumerCount + stats.producerCount
+                entries.append(ReportedBundle(broker, bundle, stats.topics, sessions))
+        long_term = {
+            bundle: (data.longTermData.total_msg_rate(), data.longTermData.total_msg_throughput())
+            for bundle, data in load_data.bundleData.items()
+        }
+        per_namespace = Counter(namespace_of(bundle) for bundle in names)
+        return cls(tuple(entries), long_term, dict(per_namespace))
+
+
 def newest_report_ms(load_data: LoadData) -> int:
     """The newest ``lastUpdate`` of the brokers' reports (0 without any): the moment a LoadData dump
     describes, so the earliest a leader could decide on it; ``decide``'s "now"."""
@@ -169,6 +218,7 @@ class ClusterSnapshot:
     broker_version: tuple[str | None, ...] | None = None  # brokerVersionString
     # the leader's own memory, known only to snapshots of Pulsar's LoadData (None: an empty one)
     leader_memory: LeaderMemory | None = None
+    split_inputs: SplitInputs | None = None  # what the leader's split check reads (a LoadData source)
     broker_index: dict[str, int] = field(init=False, repr=False)
     _bundle_index: dict[str, int] | None = field(init=False, repr=False, default=None)
     _usage_cache: tuple[tuple[object, ...], FloatArray] | None = field(init=False, repr=False, default=None)
@@ -416,6 +466,7 @@ class ClusterSnapshot:
             **_filter_columns(load_data, broker_ids),
         )
         snapshot.leader_memory = memory  # the one source that holds the leader's memory
+        snapshot.split_inputs = SplitInputs.of(load_data)
         return snapshot
 
     @classmethod

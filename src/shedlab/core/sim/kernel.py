@@ -30,7 +30,8 @@ map, no affinities or preallocations, and fresh strategy instances.
 
 Left out, and why:
 
-* **Bundle splitting** (§4.8): the bundle population is fixed by the scenario.
+* **Bundle splitting** (§4.8): the bundle population is fixed by the scenario. ``decide`` and ``advise``
+  run the leader's split check (:mod:`shedlab.manager.split`); here no bundle is split.
 * **Two reports listing one bundle** (the stale report of its old owner and its new owner's): the
   leader samples it once per update, not twice (:meth:`LeaderBundleData.apply_writes`).
 * **Time between events within a tick**: everything due in (T − tick, T] happens at T, in the order
