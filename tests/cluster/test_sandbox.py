@@ -85,6 +85,7 @@ def test_brokers_leader_and_configuration(plain: Sandbox, http: httpx.Client) ->
     assert runtime["loadBalancerSheddingIntervalMinutes"] == "1"
     assert runtime["loadBalancerEnabled"] == "true"
     assert runtime["loadBalancerLoadSheddingStrategy"].endswith("ThresholdShedder")
+    assert runtime["loadBalancerAutoBundleSplitEnabled"] == "false"  # the simulator splits no bundle
 
 
 def test_each_broker_serves_its_own_load_report(plain: Sandbox, http: httpx.Client) -> None:

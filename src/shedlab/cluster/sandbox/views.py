@@ -346,7 +346,10 @@ def java_string(value: object) -> str:
 def runtime_configuration(sim: Simulation, cluster: str) -> dict[str, str]:
     """``GET /admin/v2/brokers/configuration/runtime``: key → string; the load-balancer keys shedlab knows
     (``config.py``) and ``clusterName``. Pulsar lists every ServiceConfiguration field; the others
-    are not part of the simulation and are left out."""
+    are not part of the simulation and are left out. ``loadBalancerAutoBundleSplitEnabled`` is ``false``
+    whatever the scenario sets: the simulator splits no bundle (:mod:`shedlab.core.sim.kernel`), so the
+    sandbox's leader behaves as Pulsar's with splitting off, and says so to a reader that checks."""
     out = {key: java_string(value) for key, value in sim.conf.to_pulsar_dict().items()}
+    out["loadBalancerAutoBundleSplitEnabled"] = "false"
     out["clusterName"] = cluster
     return dict(sorted(out.items()))
