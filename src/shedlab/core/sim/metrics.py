@@ -211,7 +211,7 @@ def summarize(
     overload: float,
     extra: dict[str, Any],
 ) -> dict[str, Any]:
-    """The flat, JSON-serialisable run summary (docs/metrics.md, "Run summary")."""
+    """The flat, JSON-serialisable run summary (docs/metrics.md, "`summary`")."""
     out: dict[str, Any] = dict(extra)
     n = len(ticks)
     out["ticks"] = n
@@ -312,7 +312,7 @@ class Churn:
 
 @dataclass(frozen=True)
 class RunCounts:
-    """Run totals the kernel knows at the end, for the summary (docs/metrics.md, "Run summary")."""
+    """Run totals the kernel knows at the end, for the summary (docs/metrics.md, "`summary`")."""
 
     brokers_initial: int
     brokers_final: int
