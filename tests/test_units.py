@@ -207,7 +207,7 @@ def test_conf_value(value: object, text: str) -> None:
         ("1h30m", 5400.0),
         ("500ms", 0.5),
         ("120", 120.0),
-        (" 2 H ", 7200.0),
+        (" 2 h ", 7200.0),
         ("1e3", 1000.0),
     ],
 )
@@ -229,6 +229,16 @@ def test_parse_duration(text: object, seconds: float) -> None:
         ("-5", "a duration must be finite and not negative"),
         (INF, "a duration must be finite and not negative"),
         ("nan", "a duration must be finite and not negative"),
+        # read as minutes where systemd reads months, and as digits where Java reads none (until 29 Nov 2026)
+        ("5M", r"units are lower case \(M is months .*\(got '5M'\); did you mean '5m'\?"),
+        (" 2 H ", r"units are lower case .*; did you mean '2h'\?"),
+        ("1H30M", r"did you mean '1h30m'\?"),
+        ("5MS", r"did you mean '5ms'\?"),
+        ("٥m", r"with the digits 0-9 .*\(got '٥m'\); did you mean '5m'\?"),
+        ("５m", r"with the digits 0-9 .*; did you mean '5m'\?"),
+        ("١٢٠", r"with the digits 0-9 .*; did you mean '120'\?"),
+        ("5\u00a0m", r"with the digits 0-9 .*; did you mean '5m'\?"),
+        ("٥ parsecs", r"with the digits 0-9 .*\(got '٥ parsecs'\)$"),
     ],
 )
 def test_parse_duration_errors_name_the_field(text: object, message: str) -> None:

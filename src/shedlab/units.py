@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Final
 
-from shedlab.errors import InputError
+from shedlab.errors import InputError, did_you_mean
 
 __all__ = [
     "DURATION_UNITS",
@@ -150,15 +151,17 @@ def conf_value(value: object) -> str:
 DURATION_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 """Seconds per unit of a duration string."""
 
-_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h|d)")
+_DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(ms|min|s|m|h|d)")
+_NUMBER: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _EXPECTED: Final = "expected a duration like 90s, 5m, 2h, 1d or 500ms"
 
 
 def parse_duration(value: object, *, source: str | None = None, field: str | None = None) -> float:
     """Seconds from a number of seconds or a string: ``90s``, ``5m``, ``5min``, ``1h30m``, ``1.5d``,
-    ``500ms``, ``"120"`` (units are case-insensitive; spaces are ignored).
+    ``500ms``, ``"120"`` (spaces are ignored).
 
-    A duration is finite and not negative; errors name ``source``, ``field`` and the value.
+    A duration is finite and not negative; errors name ``source``, ``field`` and the value. Digits are
+    ASCII and units lower case (see :func:`_refuse_unusual_text`).
     """
     if isinstance(value, bool):
         raise InputError(_EXPECTED, source=source, field=field, value=value)
@@ -179,16 +182,49 @@ def parse_duration(value: object, *, source: str | None = None, field: str | Non
 
 
 def _parse_duration_text(value: str, *, source: str | None, field: str | None) -> float:
-    text = value.strip().lower().replace(" ", "")
+    text = value.strip().replace(" ", "")
+    _refuse_unusual_text(value, text, source=source, field=field)
+    seconds = _sum_of_parts(text)
+    if seconds is not None:
+        return seconds
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(_EXPECTED, source=source, field=field, value=value) from None
+
+
+def _sum_of_parts(text: str) -> float | None:
+    """The seconds of ``text`` read as parts such as ``1h30m``, or None if it is not only such parts."""
     pos, seconds = 0, 0.0
     for match in _DURATION_PART.finditer(text):
         if match.start() != pos:
             break
         seconds += float(match.group(1)) * DURATION_UNITS[match.group(2)]
         pos = match.end()
-    if pos == len(text) and text:
-        return seconds
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(_EXPECTED, source=source, field=field, value=value) from None
+    return seconds if pos == len(text) and text else None
+
+
+def _refuse_unusual_text(value: str, text: str, *, source: str | None, field: str | None) -> None:
+    """Refuse digits other than 0-9 and units in upper case, each read as something else elsewhere.
+
+    Python's ``float()`` and ``\\d`` take any script's digits (``٥m``, fullwidth ``５m`` were 5 minutes);
+    Java, where Pulsar reads its settings, and every other tool a duration is copied to, do not. ``5M`` was
+    5 minutes too, where systemd reads months, SI mega and ISO 8601's ``P5M`` months, and ``5MS`` 5 ms;
+    Go and Prometheus, whose spellings these are, refuse both. Each error suggests the plain spelling."""
+    if not text.isascii():
+        message = "write a duration with the digits 0-9 and the units ms, s, m, min, h, d"
+    elif _sum_of_parts(text) is None and _sum_of_parts(text.lower()) is not None:
+        message = "units are lower case (M is months to systemd and ISO 8601, mega in SI)"
+    else:
+        return
+    raise InputError(message, source=source, field=field, value=value, hint=_plain_spelling(text))
+
+
+def _plain_spelling(text: str) -> str | None:
+    """'did you mean' the duration ``text`` in ASCII digits and lower-case units (fullwidth forms made
+    plain, any script's decimal digits written 0-9), if that reads as one; for a hint only."""
+    plain = unicodedata.normalize("NFKC", text).lower().replace(" ", "")
+    plain = "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in plain)
+    if not plain.isascii() or (_sum_of_parts(plain) is None and not _NUMBER.fullmatch(plain)):
+        return None
+    return did_you_mean(plain, [plain])

@@ -309,6 +309,10 @@ CASES: dict[str, list[Case]] = {
             "bundles",
         ),
         _simulate("infinite-duration", scenario("", duration=".inf"), "duration"),
+        # 5 minutes, silently: 5M is months to systemd, ٥ and ５ are digits to Python only
+        _simulate("upper-case-unit", scenario("", duration="5M"), "duration: units are lower case"),
+        _simulate("arabic-indic-digit", scenario("", duration="٥m"), "did you mean '5m'?"),
+        _simulate("fullwidth-digit", scenario("", duration="５m"), "did you mean '5m'?"),
         _simulate("nan-factor", event("{at: 1m, kind: traffic, factor: .nan}"), "factor"),
         Case(
             "compare-negative-seed",
