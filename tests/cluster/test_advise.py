@@ -289,7 +289,11 @@ def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         ),
         (
             ["collect", "--out", str(tmp_path), "--admin-url", "http://x", "--every", "0s"],
-            "must be more than 0",
+            "must be at least 1s",
+        ),
+        (
+            ["collect", "--out", str(tmp_path), "--admin-url", "http://x", "--every", "1ms"],
+            "--every: must be at least 1s and at most 1d (got '1ms')",
         ),
     ):
         line = error_line(args, capsys)

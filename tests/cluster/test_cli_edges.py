@@ -134,10 +134,13 @@ def test_collect_does_not_burst_to_catch_up_after_a_slow_read(tmp_path: Path) ->
     ("options", "expected"),
     [
         # collect --every 0s was refused, advise --watch --every 0s read (and could unload) in a tight loop
-        (["--every", "0s"], "--every: must be more than 0 and at most 1d (got '0s')"),
+        (["--every", "0s"], "--every: must be at least 1s and at most 1d (got '0s')"),
+        # each cycle read the cluster: a thousand times a second (until 29 Nov 2026)
+        (["--every", "1ms"], "--every: must be at least 1s and at most 1d (got '1ms')"),
+        (["--every", "0.999s"], "--every: must be at least 1s and at most 1d (got '0.999s')"),
         # a wait or a timeout beyond the platform's clock was an OverflowError traceback (time.sleep, the
         # first call's socket)
-        (["--every", "200000d"], "--every: must be more than 0 and at most 1d (got '200000d')"),
+        (["--every", "200000d"], "--every: must be at least 1s and at most 1d (got '200000d')"),
         (["--timeout", "200000d"], "--timeout: must be more than 0 and at most 1h (got '200000d')"),
     ],
 )
@@ -452,7 +455,7 @@ def test_advise_watch_goes_on_after_a_cycle_it_could_not_read(
     monkeypatch.setattr(cluster_cmd, "read_snapshot_path", flaky)
     args = ["advise", "--snapshot", str(EXAMPLE), "--strategy", "AvgShedder", "--json", "--watch"]
     with pytest.raises(SystemExit) as exit_info:
-        main([*args, "--every", "0.01s", "--count", "4"])
+        main([*args, "--every", "1s", "--count", "4"])
     assert exit_info.value.code == 0
     cycles = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [c["cycle"] for c in cycles] == [1, 2, 3, 4]

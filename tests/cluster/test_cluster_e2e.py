@@ -173,7 +173,7 @@ def test_killing_collect_loses_nothing_written(sandbox: Sandbox, tmp_path: Path)
         "--token-env",
         "PULSAR_TOKEN",
         "--every",
-        "0.02s",
+        "1s",
         "--out",
         str(out),
     ]
@@ -226,7 +226,7 @@ def test_ctrl_c_or_sigterm_ends_collect_cleanly(
         "--token-env",
         "PULSAR_TOKEN",
         "--every",
-        "0.05s",
+        "1s",
         "--out",
         str(out),
     ]

@@ -50,6 +50,10 @@ MAX_TIMEOUT = ("1h", 3600.0)
 """The longest ``--timeout``: a call that takes longer has not answered."""
 MAX_EVERY = ("1d", 86400.0)
 """The longest ``--every``; far beyond it (``200000d``) a wait overflowed the clock, a traceback."""
+MIN_EVERY = ("1s", 1.0)
+"""The shortest ``--every``: each read calls ZooKeeper, or the admin API of every broker, and a broker
+writes a new load report at most every ``loadBalancerReportUpdateMinIntervalMillis`` (5 s); ``1ms`` read
+a cluster a thousand times a second. One second still paces a sandbox run 60 times faster than time."""
 
 ZooKeeperOption = Annotated[
     str | None,
@@ -136,14 +140,22 @@ def _retry(timeout: str | None, retries: int | None, snapshot: Path | None = Non
     return retry
 
 
-def _seconds(text: str, option: str, most: tuple[str, float]) -> float:
+def _seconds(
+    text: str, option: str, most: tuple[str, float], least: tuple[str, float] | None = None
+) -> float:
     """The duration ``text`` in seconds, refused unless more than 0 (a loop without a pause, a call with
-    no time) and at most ``most`` (as written, in seconds): a timeout of ``200000d`` overflowed the
-    platform's clock in the first call's socket and was a traceback."""
+    no time), or at least ``least``, and at most ``most`` (each as written, in seconds): a timeout of
+    ``200000d`` overflowed the platform's clock in the first call's socket and was a traceback."""
     seconds = parse_duration(text, field=option)
-    if not 0 < seconds <= most[1]:
-        raise InputError(f"must be more than 0 and at most {most[0]}", field=option, value=text)
+    if seconds <= 0 or seconds < (least[1] if least else 0) or seconds > most[1]:
+        low = f"at least {least[0]}" if least else "more than 0"
+        raise InputError(f"must be {low} and at most {most[0]}", field=option, value=text)
     return seconds
+
+
+def _every(text: str) -> float:
+    """``--every`` in seconds, from :data:`MIN_EVERY` to :data:`MAX_EVERY`."""
+    return _seconds(text, "--every", MAX_EVERY, MIN_EVERY)
 
 
 def _admin_only(admin_url: str | None, **given: object) -> None:
@@ -179,7 +191,7 @@ def collect_cmd(
     admin_url: AdminUrlOption = None,
     cluster: ClusterOption = None,
     every: Annotated[
-        str, typer.Option(help="Interval between reads (Pulsar's brokers report every minute).")
+        str, typer.Option(help="Interval between reads, 1s to 1d (Pulsar's brokers report every minute).")
     ] = "60s",
     duration: Annotated[str | None, typer.Option(help="Stop after this long (e.g. 1h).")] = None,
     count: Annotated[int | None, typer.Option(help="Stop after this many reads.")] = None,
@@ -198,7 +210,7 @@ def collect_cmd(
     check_cluster(cluster)
     _admin_only(admin_url, token_file=token_file, token_env=token_env, tls_ca=tls_ca)
     check_count(count, "--count", minimum=1, maximum=MAX_CYCLES)
-    every_s = _seconds(every, "--every", MAX_EVERY)
+    every_s = _every(every)
     duration_s = parse_duration(duration, field="--duration") if duration is not None else None
     if duration_s == 0:  # one read, as if --count 1: a recording of no time is no recording
         raise InputError("must be more than 0", field="--duration", value=duration)
@@ -303,8 +315,8 @@ def _watch_rhythm(watch: bool, every: str | None, count: int | None) -> float:
         raise InputError("counts --watch cycles: give --watch too", field="--count", value=count)
     if every is not None and not watch:
         raise InputError("paces --watch cycles: give --watch too", field="--every", value=every)
-    # 0: --watch would read the cluster (and with --execute, unload) in a tight loop
-    return _seconds(every or ADVISE_EVERY, "--every", MAX_EVERY)
+    # 0 or 1ms: --watch would read the cluster (and with --execute, unload) in a tight loop
+    return _every(every or ADVISE_EVERY)
 
 
 def advise(
@@ -329,7 +341,7 @@ def advise(
     every: Annotated[
         str | None,
         typer.Option(
-            help=f"Interval of --watch cycles (default {ADVISE_EVERY}, Pulsar's shedding interval)."
+            help=f"Interval of --watch cycles, 1s to 1d (default {ADVISE_EVERY}, Pulsar's shedding interval)."
         ),
     ] = None,
     count: Annotated[int | None, typer.Option(help="With --watch: stop after this many cycles.")] = None,
