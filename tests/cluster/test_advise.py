@@ -230,6 +230,21 @@ def test_execute_on_stale_files_is_refused_and_audited(tmp_path: Path) -> None:
     assert all("snapshot is stale" in e["detail"] for e in entries)
 
 
+def test_a_dry_run_shows_which_unloads_the_cap_would_hold_back() -> None:
+    """``--max-unloads`` in a dry run: every decision was ``dry-run``, and the operator could not see which
+    ones an ``--execute`` of this cycle would send and which it would hold back (until 29 Nov 2026)."""
+    args = ["advise", "--snapshot", str(EXAMPLE), "--strategy", "ThresholdShedder"]
+    doc = json.loads(runner.invoke(app, [*args, "--max-unloads", "1", "--json"]).stdout)
+    assert len(doc["unload"]) == 2 and [a["action"] for a in doc["actions"]] == ["dry-run", "capped"]
+    assert doc["actions"][1]["detail"] == (
+        "over --max-unloads=1 for this cycle: --execute would hold it back; nothing was called (dry-run)"
+    )
+    doc = json.loads(runner.invoke(app, [*args, "--max-unloads", "2", "--json"]).stdout)
+    assert [a["action"] for a in doc["actions"]] == ["dry-run", "dry-run"]
+    text = runner.invoke(app, [*args, "--max-unloads", "1"], env={"COLUMNS": "300"})
+    assert text.exit_code == 0 and "\ncapped: public/default/0x08000000_0x09000000 " in text.stdout
+
+
 def test_token_never_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.sig"
     monkeypatch.setenv("MY_TOKEN", secret)

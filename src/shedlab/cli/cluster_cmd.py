@@ -353,7 +353,11 @@ def advise(
         ),
     ] = False,
     max_unloads: Annotated[
-        int, typer.Option(help="At most this many unloads per cycle with --execute (1 to 1000).")
+        int,
+        typer.Option(
+            help="At most this many unloads per cycle with --execute (1 to 1000); a dry run marks the "
+            "rest 'capped'."
+        ),
     ] = 1,
     audit: Annotated[Path, typer.Option(help="Audit log (JSON lines) of every action and refusal.")] = Path(
         "advise-audit.jsonl"

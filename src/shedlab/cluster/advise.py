@@ -400,9 +400,9 @@ class ActionResult:
     """What ``execute`` did with one decision."""
 
     decision: Decision
-    action: str  # "unloaded"; "capped" (over --max-unloads); "refused" (the guard); "failed"; "dry-run";
-    # "skipped" (the bundle is no longer the source's); "unverified" (its owner could not be read);
-    # "unloading" (the audit's line before the call)
+    action: str  # "unloaded"; "capped" (over --max-unloads, in a dry run too); "refused" (the guard);
+    # "failed"; "dry-run"; "skipped" (the bundle is no longer the source's); "unverified" (its owner
+    # could not be read); "unloading" (the audit's line before the call)
     detail: str = ""
     status: int | None = None
     owner: str | None = None  # the bundle's owner as read just before the unload (None: not read, nobody)
@@ -455,13 +455,11 @@ def execute(
 
     for k, decision in enumerate(outcome.decisions):
         if dry_run:
-            result = ActionResult(decision, "dry-run", "nothing was called (dry-run is the default)")
+            result = _rehearsed(decision, k >= guard.max_unloads, guard)
         elif refusals:
             result = ActionResult(decision, "refused", "; ".join(refusals))
         elif k >= guard.max_unloads:
-            result = ActionResult(
-                decision, "capped", f"over --max-unloads={guard.max_unloads} for this cycle"
-            )
+            result = ActionResult(decision, "capped", _over_the_cap(guard))
         elif decision.destination is None:
             result = ActionResult(decision, "refused", "no destination broker")
         else:
@@ -472,6 +470,20 @@ def execute(
     if refusals and not outcome.decisions and audit is not None and not dry_run:
         audit.write({"cycle": cycle, "action": "refused", "detail": "; ".join(refusals)})
     return results
+
+
+def _over_the_cap(guard: Guard) -> str:
+    return f"over --max-unloads={guard.max_unloads} for this cycle"
+
+
+def _rehearsed(decision: Decision, capped: bool, guard: Guard) -> ActionResult:
+    """A dry run's action: ``capped`` beyond ``--max-unloads`` (by the same place in the strategy's order
+    as ``--execute`` counts), as ``--execute`` would hold it back, else ``dry-run``. Every decision was
+    ``dry-run``: the operator could not tell which ones an ``--execute`` of this cycle would send."""
+    if capped:
+        why = f"{_over_the_cap(guard)}: --execute would hold it back; nothing was called (dry-run)"
+        return ActionResult(decision, "capped", why)
+    return ActionResult(decision, "dry-run", "nothing was called (dry-run is the default)")
 
 
 def _owner_check(decision: Decision, owners: OwnerLookup | None) -> ActionResult | None:
