@@ -18,11 +18,12 @@ from shedlab.model.pulsar import NameIndex, is_system_heartbeat_bundle, namespac
 
 RANGE = "0x00000000_0xffffffff"
 
-# Pulsar's own regular expressions, copied verbatim, as the oracle for Java's matches() (= fullmatch).
+# Pulsar's own regular expressions, copied verbatim, as the oracle for Java's matches() (= fullmatch);
+# re.ASCII as Java's \d is (no UNICODE_CHARACTER_CLASS)
 PULSAR_PATTERNS = (
-    re.compile(r"pulsar/[^/]+/([^:]+:\d+)"),
-    re.compile(r"pulsar/([^:]+:\d+)"),
-    re.compile(r"sla-monitor/[^/]+/([^:]+:\d+)"),
+    re.compile(r"pulsar/[^/]+/([^:]+:\d+)", re.ASCII),
+    re.compile(r"pulsar/([^:]+:\d+)", re.ASCII),
+    re.compile(r"sla-monitor/[^/]+/([^:]+:\d+)", re.ASCII),
 )
 
 CASES = [
@@ -46,6 +47,10 @@ CASES = [
     ("pulsar/broker-1:8080x", False),
     ("pulsar/broker-1:8080:9090", False),
     ("sla-monitor/c/broker-1:80a", False),
+    # a port in other digits than 0-9 is no port to Java's \d (Python's took it until 29 Nov 2026)
+    ("pulsar/broker-1:٨٠٨٠", False),
+    ("pulsar/standalone/broker-1:８０８０", False),
+    ("sla-monitor/c/broker-1:٨", False),
     ("pulsar/broker-1:", False),
     ("pulsar/:8080", False),
     ("sla-monitor/c/:8080", False),

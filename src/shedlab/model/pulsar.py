@@ -459,10 +459,12 @@ SYSTEM_NAMESPACE = "pulsar/system"
 """The namespace Pulsar always distributes evenly over brokers, whatever the configuration (spec §4.5)."""
 
 _SYSTEM_NAMESPACES = (
-    re.compile(r"pulsar/[^/]+/([^:]+:\d+)"),
-    re.compile(r"pulsar/([^:]+:\d+)"),
-    re.compile(r"sla-monitor/[^/]+/([^:]+:\d+)"),
+    re.compile(r"pulsar/[^/]+/([^:]+:\d+)", re.ASCII),
+    re.compile(r"pulsar/([^:]+:\d+)", re.ASCII),
+    re.compile(r"sla-monitor/[^/]+/([^:]+:\d+)", re.ASCII),
 )
+"""``NamespaceService``'s heartbeat and SLA-monitor patterns. Java's ``\\d`` is 0-9 only: Python's took any
+script's digits, and a namespace ``pulsar/host:٨٠٨٠`` was left out of shedding, where Pulsar sheds it."""
 
 
 _NAMED_ENTITY = re.compile(r"[-=:.\w]*", re.ASCII)
