@@ -230,6 +230,43 @@ def test_a_parquet_value_an_integer_column_cannot_hold_is_quarantined(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("ansi", ["true", "false"])
+def test_a_parquet_value_of_two_to_the_63_is_quarantined_in_either_ansi_mode(
+    spark: SparkSession, tmp_path: Path, ansi: str
+) -> None:
+    """2^63 is 2^63 - 1 as a double, so it passed the range check: a double was cast to
+    9223372036854775807 and kept (beside a null in its group, a pandas traceback), and a decimal failed the
+    job with CAST_OVERFLOW under ANSI (pyspark 4's default) and became a null quarantined as
+    negative_value with spark.sql.ansi.enabled=false. Both settings quarantine it now, as invalid_value."""
+    from decimal import Decimal
+
+    from shedlab.core.local_parquet import read_local_parquet
+    from shedlab.spark.ingest import ingest
+
+    table = _broker_table(
+        4,
+        num_topics=pa.array([3.0, 2.0**63, 1.5, 3.0]),
+        last_update_ms=pa.array([Decimal(1_735_689_600_000)] * 3 + [Decimal(2**63)], pa.decimal128(20, 0)),
+    )
+    pq.write_table(table, tmp_path / "b.parquet")
+    before = spark.conf.get("spark.sql.ansi.enabled") or "true"
+    spark.conf.set("spark.sql.ansi.enabled", ansi)
+    try:
+        res = ingest(spark, [str(tmp_path / "b.parquet")], str(tmp_path / "out"))
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", before)
+    assert (res.broker_rows, res.quarantined_rows) == (1, 3)
+    assert read_local_parquet(tmp_path / "out" / "broker_samples").iloc[0]["num_topics"] == 3
+    quarantine = read_local_parquet(tmp_path / "out" / "quarantine")
+    assert set(quarantine["reason"]) == {"invalid_value"}
+    assert set(quarantine["detail"]) == {
+        "num_topics: 9.223372036854776E18 is not an integer that fits bigint",
+        "num_topics: 1.5 is not an integer that fits bigint",
+        "last_update_ms: 9223372036854775808 is not an integer that fits bigint",
+    }
+
+
+@pytest.mark.spark
 def test_an_ingest_output_with_empty_tables_is_ingested_again(spark: SparkSession, tmp_path: Path) -> None:
     """A clean recording's output has bundle_data and quarantine as empty directories: ingesting that
     output again (a documented source) failed with Spark's UNABLE_TO_INFER_SCHEMA on bundle_data."""

@@ -290,13 +290,20 @@ def _check_column_types(df: DataFrame, schema: StructType, source: str) -> dict[
             )
         if type(want) not in _RANGES or isinstance(have, _FITS[type(want)]):
             continue
-        low, high = _RANGES[type(want)]
-        value = sf.col(name).cast("double") if isinstance(have, DecimalType) else sf.col(name)
-        bad = (value < low) | (value > high)
-        if not isinstance(have, _INTEGRAL):
-            bad = bad | sf.isnan(value) | (value != sf.floor(value))
-        checks[name] = bad
+        checks[name] = _out_of_range(sf.col(name), have, *_RANGES[type(want)])
     return checks
+
+
+def _out_of_range(col: Column, have: DataType, low: int, high: int) -> Column:
+    """Whether a value of ``col`` (of type ``have``) is no integer in ``[low, high]``. A decimal or floating
+    value is compared as a double, below ``high + 1`` (2^63, 2^31): 2^63 - 1 is 2^63 as a double, so 2^63
+    passed ``<= high`` and was cast, a double to 9223372036854775807 (kept; beside a null in its group, a
+    pandas traceback), a decimal to a job failed with CAST_OVERFLOW under ANSI and to null without."""
+    if isinstance(have, _INTEGRAL):
+        return (col < low) | (col > high)
+    value = col.cast("double")
+    beyond = (value < float(low)) | (value >= float(high + 1))
+    return beyond | sf.isnan(value) | (value != sf.floor(value))
 
 
 def _parquet_tables(path: str) -> list[tuple[str, str]]:
