@@ -60,6 +60,17 @@ BAD_MASTERS = [
     "yarn-cluster",
     "k8s://",
     "",
+    # a Java stack trace once the JVM had started, "Invalid master URL" (until 29 Nov 2026): each standalone
+    # master needs a host java.net.URI reads and a port; Spark's patterns read ASCII digits and spaces only
+    "spark://host",
+    "spark://h1:7077,h2",
+    "spark://host_1:7077",
+    "spark://hôte:7077",
+    "spark://host:٧٠٧٧",
+    "spark://host:70000",
+    "spark://host:0",
+    "local[٤]",
+    "local[2,\u00a03]",
 ]
 GOOD_MASTERS = [
     "local",
@@ -71,6 +82,7 @@ GOOD_MASTERS = [
     "local-cluster[2,1,1024]",
     "spark://host:7077",
     "spark://h1:7077,h2:7077",
+    "spark://10.0.0.7:7077,[::1]:7077,master.example.com.:7077",
     "yarn",
     "k8s://https://api.example.com:6443",
 ]

@@ -150,15 +150,21 @@ def is_local_master(master: str | None) -> bool:
     return master is None or master == "local" or master.startswith("local[")
 
 
-_MASTER_FORMS = (
-    r"local",
-    r"local\[(\*|[1-9]\d*)\]",
-    r"local\[(\*|[1-9]\d*),\s*[1-9]\d*\]",
-    r"local-cluster\[[1-9]\d*,\s*[1-9]\d*,\s*[1-9]\d*\]",
-    r"spark://[^/\s:]+(:\d+)?(,[^/\s:]+(:\d+)?)*",
-    r"yarn",
-    r"k8s://\S+",
+_MASTER_FORMS = tuple(
+    re.compile(form, re.ASCII)  # Java's \d and \s, in Spark's own patterns, are ASCII
+    for form in (
+        r"local",
+        r"local\[(\*|[1-9]\d*)\]",
+        r"local\[(\*|[1-9]\d*),\s*[1-9]\d*\]",
+        r"local-cluster\[[1-9]\d*,\s*[1-9]\d*,\s*[1-9]\d*\]",
+        r"yarn",
+        r"k8s://\S+",
+    )
 )
+_LABEL = r"[A-Za-z0-9](?:[-A-Za-z0-9]*[A-Za-z0-9])?"
+_HOST = rf"(?:\[[0-9A-Fa-f:.]+\]|{_LABEL}(?:\.{_LABEL})*\.?)"
+_STANDALONE_MASTER = re.compile(rf"{_HOST}:([0-9]{{1,5}})", re.ASCII)
+"""One master of ``spark://HOST:PORT[,HOST:PORT…]``, as ``java.net.URI`` reads a host and a port."""
 ACCEPTED_MASTERS = "local, local[N], local[*], local[N,F], spark://host:port, yarn, k8s://https://host:port"
 """The master URLs Spark 4 accepts (Mesos was removed in Spark 4), as the one line an error lists."""
 
@@ -169,10 +175,21 @@ def validate_master(master: str, *, field: str = "--master", source: str | None 
 
     Checked before a JVM starts: Spark itself reports a bad master as a Java stack trace, and only after
     the JVM has started."""
-    if not any(re.fullmatch(form, master.strip()) for form in _MASTER_FORMS):
+    if not (any(form.fullmatch(master.strip()) for form in _MASTER_FORMS) or _is_standalone(master.strip())):
         why = "Spark 4 no longer supports Mesos" if master.startswith("mesos://") else "unknown Spark master"
         raise ConfigError(why, source=source, field=field, value=master, hint=f"use {ACCEPTED_MASTERS}")
     return master.strip()
+
+
+def _is_standalone(master: str) -> bool:
+    """Whether ``master`` is ``spark://`` and masters Spark's standalone client can address: each a host
+    and a port from 1 to 65535 (``Utils.extractHostPortFromSparkUrl``). ``spark://h`` (no port),
+    ``spark://h_x:7077`` (no host to ``java.net.URI``) and a port in other digits than 0-9 were a Java
+    stack trace once the JVM had started, 'Invalid master URL'."""
+    if not master.startswith("spark://"):
+        return False
+    found = [_STANDALONE_MASTER.fullmatch(one) for one in master.removeprefix("spark://").split(",")]
+    return all(m is not None and 0 < int(m.group(1)) <= 65535 for m in found)
 
 
 def check_master(master: str | None, conf: Sequence[str] | None, conf_file: str | None) -> None:
@@ -195,7 +212,7 @@ def local_cores(master: str | None) -> int:
         return os.cpu_count() or 1
     if master == "local":
         return 1
-    m = re.fullmatch(r"local\[(\*|\d+)(?:,\d+)?\]", master)
+    m = re.fullmatch(r"local\[(\*|\d+)(?:,\d+)?\]", master, re.ASCII)
     if not m:
         return os.cpu_count() or 1
     if m.group(1) == "*":
