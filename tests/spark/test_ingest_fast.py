@@ -185,6 +185,12 @@ def _bad_lines(records: list[dict[str, Any]]) -> list[bytes]:
         _bundle_twice(r1),
         *_other_shapes(r1),
         *_keys_twice(r1),
+        # past 2^53 - 1 (formats.MAX_SAFE_INTEGER): the JVM path kept it, the Python reader wrote 2^53 + 1
+        # as 2^53 and 2^63 - 1 was a traceback (SPARK-54962)
+        changed(r0, ["report", "numTopics"], 2**53 + 1),
+        changed(r0, ["report", "numTopics"], 2**63 - 1),
+        changed(r0, ["report", "lastStats", bundle, "cacheSize"], 2**63 - 1),
+        changed(r0, ["report", "startTimestamp"], -(2**63)),
     ]
 
 

@@ -223,8 +223,8 @@ def test_a_parquet_value_an_integer_column_cannot_hold_is_quarantined(
     )
     details = set(read_local_parquet(tmp_path / "out" / "quarantine")["detail"])
     assert details == {
-        "num_topics: 1.5 is not an integer that fits bigint",
-        "time_ms: NaN is not an integer that fits bigint",
+        "num_topics: 1.5 is not an integer within ±(2^53 - 1), what ingest keeps exactly",
+        "time_ms: NaN is not an integer within ±(2^53 - 1), what ingest keeps exactly",
         "num_bundles: 1099511627776 is not an integer that fits int",
     }
 
@@ -260,9 +260,28 @@ def test_a_parquet_value_of_two_to_the_63_is_quarantined_in_either_ansi_mode(
     quarantine = read_local_parquet(tmp_path / "out" / "quarantine")
     assert set(quarantine["reason"]) == {"invalid_value"}
     assert set(quarantine["detail"]) == {
-        "num_topics: 9.223372036854776E18 is not an integer that fits bigint",
-        "num_topics: 1.5 is not an integer that fits bigint",
-        "last_update_ms: 9223372036854775808 is not an integer that fits bigint",
+        "num_topics: 9.223372036854776E18 is not an integer within ±(2^53 - 1), what ingest keeps exactly",
+        "num_topics: 1.5 is not an integer within ±(2^53 - 1), what ingest keeps exactly",
+        "last_update_ms: 9223372036854775808 is not an integer within ±(2^53 - 1), what ingest keeps exactly",
+    }
+
+
+@pytest.mark.spark
+def test_a_parquet_long_past_two_to_the_53_is_quarantined(spark: SparkSession, tmp_path: Path) -> None:
+    """A long column with a null reaches ingest's pandas stage as doubles (SPARK-54962): 2^63 - 1 was a
+    pandas traceback there, and 2^53 + 1 was written as 2^53. Past 2^53 - 1 is quarantined, as the JSON
+    readers quarantine it (formats.MAX_SAFE_INTEGER)."""
+    from shedlab.core.local_parquet import read_local_parquet
+    from shedlab.spark.ingest import ingest
+
+    table = _broker_table(4, num_topics=pa.array([3, 2**63 - 1, 2**53 + 1, None], pa.int64()))
+    pq.write_table(table, tmp_path / "b.parquet")
+    res = ingest(spark, [str(tmp_path / "b.parquet")], str(tmp_path / "out"))
+    assert (res.broker_rows, res.quarantined_rows) == (2, 2)
+    details = set(read_local_parquet(tmp_path / "out" / "quarantine")["detail"])
+    assert details == {
+        f"num_topics: {n} is not an integer within ±(2^53 - 1), what ingest keeps exactly"
+        for n in (2**63 - 1, 2**53 + 1)
     }
 
 

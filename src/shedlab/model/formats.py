@@ -35,6 +35,7 @@ __all__ = [
     "EXTENSIBLE_LOAD_FIELDS",
     "JAVA_INT",
     "LOCAL_BROKER_DATA",
+    "MAX_SAFE_INTEGER",
     "MAX_TIME_MS",
     "NIC_USAGE",
     "OBJECTS",
@@ -215,6 +216,13 @@ MAX_TIME_MS: int = 253_402_300_799_999
 holds later ones, but Spark's timestamps count microseconds in a long (``timestamp_millis`` of
 99999999999999999 overflows: a Java ArithmeticException that failed the whole ingest) and dates have
 four-digit years; no clock Pulsar reads from is that far off."""
+
+
+MAX_SAFE_INTEGER: int = 2**53 - 1
+"""The largest integer ingest keeps in a long column (JavaScript's ``Number.MAX_SAFE_INTEGER``): pyspark 4.0
+hands its pandas stage a long column holding a null as doubles (SPARK-54962), which hold no larger integer
+exactly. A ``numTopics`` of 2^53 + 1 was written as 2^53 and one of 2^63 - 1 was a pandas traceback (no
+int64 holds the double 2^63); no count or time Pulsar writes comes near it (:data:`MAX_TIME_MS` is below)."""
 
 
 SECONDS_LIKE_MS: tuple[int, int] = (1_000_000_000, 100_000_000_000)
@@ -430,11 +438,16 @@ def legacy_load_report(obj: Mapping[str, object]) -> bool:
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "-Infinity": -math.inf}
 
 
-_JAVA_LONG = (-(2**63), 2**63 - 1)
-"""Pulsar's integer fields are Java ints and longs: nothing outside a long can come from Pulsar."""
 JAVA_INT = (-(2**31), 2**31 - 1)
 """The range of a field held in an ``int`` column (a Java int in Pulsar: Jackson refuses more). A
 ``numBundles`` of 2**31 passed as a long and failed ingest's Int32 cast with a TypeError."""
+_INTEGER_RANGES = {
+    True: (*JAVA_INT, "Java's int range"),
+    False: (-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER, "±(2^53 - 1), the integers ingest keeps exactly"),
+}
+"""By whether the field is held in an ``int`` column: its range and its name. A Java long (Pulsar's other
+integers) holds more than :data:`MAX_SAFE_INTEGER`; every reader refuses it, so that decide accepts a report
+exactly when ingest keeps it."""
 
 
 def _number(value: object) -> float:
@@ -466,17 +479,16 @@ def coerce(spec: Field, value: object) -> float | int | bool | str | None:
     if kind == "number":
         return value if type(value) is float else _number(value)  # the common case first: ingest's speed
     if kind == "integer":
-        low, high = JAVA_INT if spec.spark_type == "int" else _JAVA_LONG
-        java = "int" if spec.spark_type == "int" else "long"
+        low, high, what = _INTEGER_RANGES[spec.spark_type == "int"]
         if type(value) is int:
             if low <= value <= high:
                 return value
-            raise FormatError("invalid_value", f"integer out of Java's {java} range: {str(value)[:24]}")
+            raise FormatError("invalid_value", f"integer out of {what}: {str(value)[:24]}")
         number = _number(value)
         if not number.is_integer():
             raise FormatError("invalid_value", "expected an integer")
         if not low <= number <= high:
-            raise FormatError("invalid_value", f"integer out of Java's {java} range: {str(value)[:24]}")
+            raise FormatError("invalid_value", f"integer out of {what}: {str(value)[:24]}")
         return int(number)
     if kind == "boolean":
         if not isinstance(value, bool):

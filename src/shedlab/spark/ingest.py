@@ -67,7 +67,7 @@ from shedlab.core.ingest import (
 from shedlab.core.locations import is_remote
 from shedlab.core.results import filesystem, remove_stale_temporaries
 from shedlab.errors import InputError
-from shedlab.model.formats import JAVA_INT, MAX_TIME_MS
+from shedlab.model.formats import JAVA_INT, MAX_SAFE_INTEGER, MAX_TIME_MS
 from shedlab.spark.ingest_fast import broker_rows, bundle_rows, flag_fast, parse_lines
 from shedlab.spark.schemas import (
     BROKER_SAMPLE,
@@ -265,12 +265,20 @@ _ACCEPTED: dict[type[DataType], tuple[type[DataType], ...]] = {
 """The Parquet types each canonical column's type takes: the same kind of value (a number for a number,
 text for text). Spark's cast (ANSI) failed the whole ingest with a Java stack on a string that is no
 number, and read a boolean as 0/1 or a number as the broker named "5"."""
-_RANGES: dict[type[DataType], tuple[int, int]] = {LongType: (-(2**63), 2**63 - 1), IntegerType: JAVA_INT}
+_RANGES: dict[type[DataType], tuple[int, int]] = {
+    LongType: (-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER),  # as the JSON readers keep (formats.MAX_SAFE_INTEGER)
+    IntegerType: JAVA_INT,
+}
 _FITS: dict[type[DataType], tuple[type[DataType], ...]] = {
-    LongType: _INTEGRAL,
+    LongType: (ByteType, ShortType, IntegerType),
     IntegerType: (ByteType, ShortType, IntegerType),
 }
 """The source types whose every value an integer column holds (its values need no check)."""
+_HOLDS: dict[type[DataType], str] = {
+    LongType: "within ±(2^53 - 1), what ingest keeps exactly",
+    IntegerType: "that fits int",
+}
+"""What a value an integer column cannot hold is not (a quarantined row's detail)."""
 
 
 def _check_column_types(df: DataFrame, schema: StructType, source: str) -> dict[str, Column]:
@@ -385,7 +393,7 @@ def _bad_value_columns(kind: str, bad: Mapping[str, Column]) -> dict[str, Column
             sf.concat(
                 sf.lit(f"{name}: "),
                 sf.col(name).cast("string"),
-                sf.lit(f" is not an integer that fits {RAW_ROW[name].dataType.simpleString()}"),
+                sf.lit(f" is not an integer {_HOLDS[type(RAW_ROW[name].dataType)]}"),
             ),
         )
         for name, test in bad.items()

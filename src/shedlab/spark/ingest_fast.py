@@ -40,6 +40,7 @@ from shedlab.model.formats import (
     BUNDLE_STATS,
     JAVA_INT,
     LOCAL_BROKER_DATA,
+    MAX_SAFE_INTEGER,
     MAX_TIME_MS,
     OBJECTS,
     OTHER_SHAPE_KEYS,
@@ -152,6 +153,8 @@ def _field_ok(f: Field, col: Column, siblings: Column | None = None) -> Column:
         value_ok = value_ok & above
     if f.column_type == "int":  # an int column (Pulsar's Java int)
         value_ok = value_ok & (col <= JAVA_INT[1])
+    elif f.kind == "integer":  # else the Python reader quarantines it (formats.MAX_SAFE_INTEGER)
+        value_ok = value_ok & col.between(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)  # abs(-2^63) overflows
     return ok & (col.isNull() | value_ok)
 
 
