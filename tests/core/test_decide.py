@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import error_line
 
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.decide import Decider, decide_on_snapshot, load_snapshot_file
@@ -126,3 +127,18 @@ def test_a_dumps_preallocations_count_for_the_destination(tmp_path: Path) -> Non
     dump = load_snapshot_file(_dump(tmp_path, preallocate))
     outcome = decide_on_snapshot(dump, conf, strategy="ThresholdShedder")
     assert outcome.decisions and all(d.destination not in (None, target) for d in outcome.decisions)
+
+
+def test_an_integer_out_of_range_names_its_value_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reader's message names the range and the caller adds ``(got …)``: the value had been written
+    twice (``…exactly: 1152921504606846976 (got 1152921504606846976)``)."""
+    doc = json.loads(EXAMPLE.read_text())
+    next(iter(doc["brokers"].values()))["localData"]["numTopics"] = 2**60
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(doc))
+    line = error_line(["decide", str(path)], capsys)
+    range_ = "±(2^53 - 1), the integers ingest keeps exactly"
+    assert line.endswith(f"numTopics: integer out of {range_} (got 1152921504606846976)")
+    assert line.count("1152921504606846976") == 1

@@ -483,12 +483,12 @@ def coerce(spec: Field, value: object) -> float | int | bool | str | None:
         if type(value) is int:
             if low <= value <= high:
                 return value
-            raise FormatError("invalid_value", f"integer out of {what}: {str(value)[:24]}")
+            raise FormatError("invalid_value", f"integer out of {what}")  # the callers add (got …)
         number = _number(value)
         if not number.is_integer():
             raise FormatError("invalid_value", "expected an integer")
         if not low <= number <= high:
-            raise FormatError("invalid_value", f"integer out of {what}: {str(value)[:24]}")
+            raise FormatError("invalid_value", f"integer out of {what}")  # the callers add (got …)
         return int(number)
     if kind == "boolean":
         if not isinstance(value, bool):
