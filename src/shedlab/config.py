@@ -59,11 +59,13 @@ __all__ = [
     "StrategyRole",
     "UniqueKeyLoader",
     "ValueType",
+    "from_runtime_configuration",
     "key_spec",
     "layered_config",
     "normalise_strategy_name",
     "parse_key_values",
     "parse_yaml_text",
+    "runtime_configuration",
     "to_snake_case",
 ]
 
@@ -1035,6 +1037,50 @@ def parse_key_values(
                 hint="give each key once",
             )
         out[key], given[key] = value.strip(), item
+    return out
+
+
+def _java_string(value: Any, java_type: str) -> str:
+    """``String.valueOf`` of a field holding ``value`` (an ``Optional`` prints as ``Optional[…]``)."""
+    if java_type.startswith("Optional<"):
+        return "Optional.empty" if value is None else f"Optional[{_java_string(value, 'double')}]"
+    if value is None:
+        return ""  # BrokerService.getRuntimeConfigurationMap puts "" for a null field
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if not value.is_integer() else f"{value:.1f}"
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value) if isinstance(value, set | frozenset) else list(value)
+        return "[" + ", ".join(_java_string(v, "String") for v in items) + "]"
+    return str(value)
+
+
+def runtime_configuration(conf: LoadBalancerConfig) -> dict[str, str]:
+    """Every key of ``conf`` as Pulsar's ``GET /admin/v2/brokers/configuration/runtime`` answers it:
+    ``BrokerService.getRuntimeConfiguration``, ``String.valueOf`` of each field (``""`` for null,
+    ``[a, b]`` for a list or set, ``Optional.empty``/``Optional[10.0]``, ``1.0`` for a whole double)."""
+    values = conf.to_pulsar_dict()
+    return {key: _java_string(values[key], spec.java_type) for key, spec in KEY_SPECS.items()}
+
+
+def from_runtime_configuration(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """The load-balancer keys of a runtime-configuration answer (:func:`runtime_configuration`'s form), as
+    values the key table reads: the answer lists every ``ServiceConfiguration`` field, so keys this table
+    does not hold are skipped; ``""`` (a null field) is skipped, which keeps the default; ``[a, b]`` is a
+    list or set key's items; ``Optional.empty`` and ``Optional[x]`` are an optional key's empty value and
+    ``x``. Any other value is kept as it is, to be checked as a broker.conf line's value is."""
+    out: dict[str, Any] = {}
+    for key, text in answer.items():
+        spec = KEY_SPECS.get(key)
+        if spec is None or text == "":
+            continue
+        if isinstance(text, str) and spec.type in ("list[str]", "set[str]") and text[:1] + text[-1:] == "[]":
+            out[key] = [item for item in text[1:-1].split(", ") if item]
+        elif isinstance(text, str) and spec.java_type.startswith("Optional<"):
+            out[key] = None if text == "Optional.empty" else text.removeprefix("Optional[").removesuffix("]")
+        else:
+            out[key] = text
     return out
 
 

@@ -317,3 +317,28 @@ def test_execute_refuses_when_a_report_is_missing(sandbox: Sandbox, tmp_path: Pa
     )
     sandbox.advance(3)
     assert owners(sandbox) == before
+
+
+def test_advise_starts_from_the_clusters_runtime_configuration(zk_hosts: str) -> None:
+    """With --admin-url advise takes the cluster's runtime configuration (its pair here), but not the switch
+    that stops its leader's own shedding; --no-cluster-config starts from Pulsar's defaults."""
+    with Sandbox(
+        fresh_scenario("over-unloading-90-10"),
+        seed=1,
+        zookeeper=zk_hosts,
+        tokens={TOKEN: "admin"},
+        strategy="AvgShedder",
+        config_overrides={"loadBalancerSheddingEnabled": False},
+    ) as sb:
+        sb.advance(8)
+        admin = ["advise", "--admin-url", sb.admin_url, "--token-env", "PULSAR_TOKEN", "--json"]
+        taken = run(*admin)
+        assert taken.returncode == 0, taken.stderr
+        doc = json.loads(taken.stdout)
+        assert doc["strategy"] == "AvgShedder"
+        assert "disabled" not in json.dumps(doc["skipped"])
+        default = run(*admin, "--no-cluster-config")
+        assert json.loads(default.stdout)["strategy"] == "ThresholdShedder+LeastLongTermMessageRate"
+        assert "--no-cluster-config" in one_line_error(
+            run("advise", "--snapshot", "x.json", "--no-cluster-config")
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shedlab.cluster.sandbox.views import bundles_data, java_string, topic_names
+from shedlab.cluster.sandbox.views import bundles_data, topic_names
 from shedlab.model.bundles import bundle_of_topic, even_ranges
 
 
@@ -20,14 +20,3 @@ def test_every_topic_hashes_into_its_bundle(counts: list[int]) -> None:
         assert all(bundle_of_topic(topic, bounds) == k for topic in names[r])
     every = [t for r in ranges for t in names[r]]
     assert len(every) == len(set(every))
-
-
-def test_java_strings() -> None:
-    assert [java_string(v) for v in (True, 10, 0.85, 10.0, None, ["a", "b"])] == [
-        "true",
-        "10",
-        "0.85",
-        "10.0",
-        "null",
-        "[a, b]",
-    ]

@@ -22,8 +22,10 @@ from shedlab.config import (
     STRATEGY_PACKAGE,
     KeySpec,
     LoadBalancerConfig,
+    from_runtime_configuration,
     key_spec,
     normalise_strategy_name,
+    runtime_configuration,
     to_snake_case,
 )
 from shedlab.errors import ConfigError
@@ -719,3 +721,50 @@ def test_cli_show_reports_config_errors_without_traceback(cli: typer.Typer, tmp_
     assert result.exit_code == 2
     assert "did you mean 'loadBalancerAvgShedderLowThreshold'?" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_the_runtime_configuration_prints_values_as_pulsar_does() -> None:
+    """``String.valueOf`` of each field (BrokerService.getRuntimeConfiguration): ``""`` for a null field,
+    ``Optional.empty``, whole doubles with ``.0``, lists and sets in brackets."""
+    conf = LoadBalancerConfig().with_overrides(
+        {
+            "loadBalancerSheddingExcludedNamespaces": ["t/b", "t/a"],
+            "loadBalancerBrokerOverloadedThresholdPercentage": 90,
+        },
+        source="test",
+    )
+    answer = runtime_configuration(conf)
+    assert set(answer) == set(KEY_SPECS)
+    assert answer["loadBalancerOverrideBrokerNicSpeedGbps"] == "Optional.empty"
+    assert answer["loadBalancerSheddingExcludedNamespaces"] == "[t/a, t/b]"  # a Set: sorted here
+    assert answer["loadBalancerBrokerOverloadedThresholdPercentage"] == "90"
+    assert answer["loadBalancerHistoryResourcePercentage"] == "0.9"
+    assert answer["loadBalancerCPUResourceWeight"] == "1.0"
+    assert answer["loadBalancerAutoBundleSplitEnabled"] == "true"
+
+
+@given(
+    st.fixed_dictionaries(
+        {
+            "loadBalancerSheddingExcludedNamespaces": st.lists(
+                st.sampled_from(["a/b", "c/d", "e/f"]), unique=True
+            ),
+            "loadBalancerOverrideBrokerNicSpeedGbps": st.none() | st.floats(0.5, 400, allow_nan=False),
+            "loadBalancerHistoryResourcePercentage": st.floats(0, 1),
+            "loadBalancerAutoBundleSplitEnabled": st.booleans(),
+            "loadBalancerNamespaceMaximumBundles": st.integers(1, 1024),
+        }
+    )
+)
+def test_a_runtime_answer_reads_back_as_the_configuration_it_printed(keys: dict[str, object]) -> None:
+    conf = LoadBalancerConfig().with_overrides(keys, source="test")
+    answer = {**runtime_configuration(conf), "clusterName": "c1", "brokerServicePort": "Optional[6650]"}
+    read = LoadBalancerConfig().with_overrides(from_runtime_configuration(answer), source="runtime")
+    assert read.to_pulsar_dict() == conf.to_pulsar_dict()
+
+
+def test_a_runtime_answer_skips_other_broker_keys_and_null_fields() -> None:
+    read = from_runtime_configuration(
+        {"clusterName": "c1", "loadBalancerLoadPlacementStrategy": "", "x": "1"}
+    )
+    assert read == {}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from shedlab.cluster.advise import (
 )
 from shedlab.cluster.collect import CollectSummary, RecordWriter, collect
 from shedlab.cluster.readers import AdminReader, ClusterReading, ZooKeeperReader
+from shedlab.config import LoadBalancerConfig, from_runtime_configuration
 from shedlab.core.decide import Decider, Outcome
 from shedlab.core.locations import names_a_scheme
 from shedlab.errors import InputError, ShedlabError
@@ -367,12 +369,24 @@ def advise(
     tls_ca: TlsCaOption = None,
     timeout: TimeoutOption = None,
     retries: RetriesOption = None,
+    cluster_config: Annotated[
+        bool | None,
+        typer.Option(
+            "--cluster-config/--no-cluster-config",
+            help="With --admin-url: start from the cluster's runtime configuration (under --config, --set).",
+        ),
+    ] = None,
 ) -> None:
     """What the strategy would unload from this cluster now, to where, and why; every broker left alone
     and why. Dry-run unless --execute."""
     _check_advise_source(zookeeper, admin_url, snapshot, cluster, execute_)
     check_seed(seed)
     _admin_only(admin_url, token_file=token_file, token_env=token_env, tls_ca=tls_ca)
+    if cluster_config is not None and not admin_url:  # it would be ignored, silently
+        raise InputError(
+            "applies to the runtime configuration an --admin-url serves: give --admin-url, or leave it out",
+            field=_flag(cluster_config),
+        )
     check_count(max_unloads, "--max-unloads", minimum=1, maximum=1000)  # 0: an --execute that never unloads
     every_s = _watch_rhythm(watch, every, count)
     decider = Decider(cli_config(config, set_), strategy=strategy, seed=seed)
@@ -382,6 +396,9 @@ def advise(
     source = (
         _Source(zookeeper, admin_url, cluster, token, tls_ca, retry) if (zookeeper or admin_url) else None
     )
+    if cluster_config is not False and source is not None and source.admin is not None:
+        decider = Decider(_cluster_config(source.admin, config, set_, as_json), strategy=strategy, seed=seed)
+        guard = _guard(decider, max_unloads, every_s if execute_ and watch else None, every or ADVISE_EVERY)
     advisor = _Advisor(
         decider,
         guard,
@@ -403,6 +420,37 @@ def advise(
         advisor.close()
     if failures:
         raise typer.Exit(1)  # --execute did not do all it was asked: scripts must notice
+
+
+def _flag(cluster_config: bool) -> str:
+    return "--cluster-config" if cluster_config else "--no-cluster-config"
+
+
+def _cluster_config(
+    admin: AdminReader, config: Path | None, sets: list[str] | None, as_json: bool
+) -> LoadBalancerConfig:
+    """advise's configuration on a cluster read through its admin API: Pulsar's defaults ← the admin
+    URL's broker's runtime configuration (the keys it runs with, dynamic changes included) ← ``--config``
+    ← ``--set``, but for :data:`_LEADER_SWITCHES`. Read once, after every local check (a mistyped option
+    is said without a call). A broker that does not serve the endpoint leaves Pulsar's defaults, and says
+    so (on stderr with ``--json``)."""
+    admin.resolve_cluster()  # which cluster first: an unreachable admin URL is said on its first path
+    url, answer = admin.runtime_configuration()
+    if answer is None:
+        message = f"advise: {url} gave no configuration; Pulsar's defaults under --config and --set are used"
+        if as_json:  # stdout holds one JSON object per cycle
+            print(message, file=sys.stderr)
+        else:
+            console.print(message)
+        return cli_config(config, sets)
+    keys = {k: v for k, v in from_runtime_configuration(answer).items() if k not in _LEADER_SWITCHES}
+    return cli_config(config, sets, under=(f"GET {url}", keys))
+
+
+_LEADER_SWITCHES = frozenset({"loadBalancerEnabled", "loadBalancerSheddingEnabled"})
+"""Keys of the cluster's runtime configuration advise does not take: they switch the leader's own shedding,
+and a cluster whose leader does not shed is the one an operator drives by hand with ``advise --execute``;
+advise's question, what the strategy would unload now, stands either way (``--set`` still sets them)."""
 
 
 def _check_advise_source(

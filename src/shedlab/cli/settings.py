@@ -75,11 +75,15 @@ def parse_sets(values: Sequence[str] | None) -> dict[str, str]:
 
 
 def cli_config(
-    config: str | Path | None, sets: Sequence[str] | None = None, *between: ConfigLayer
+    config: str | Path | None,
+    sets: Sequence[str] | None = None,
+    *between: ConfigLayer,
+    under: ConfigLayer = None,
 ) -> LoadBalancerConfig:
-    """Pulsar's defaults ← the ``--config`` file ← ``between`` (e.g. ``--strategy``) ← ``--set``."""
+    """Pulsar's defaults ← ``under`` (advise's cluster runtime configuration) ← the ``--config`` file ←
+    ``between`` (e.g. ``--strategy``) ← ``--set``."""
     file_layer = LoadBalancerConfig.from_file(config) if config is not None else None
-    return resolve_config(layered_config(file_layer, *between, ("--set", parse_sets(sets))))
+    return resolve_config(layered_config(under, file_layer, *between, ("--set", parse_sets(sets))))
 
 
 class RunOverrides(NamedTuple):

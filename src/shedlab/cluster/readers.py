@@ -1000,6 +1000,19 @@ class AdminReader:
             if not _answered(exc):
                 raise
 
+    def runtime_configuration(self) -> tuple[str, dict[str, Any] | None]:
+        """Where the admin URL's broker serves its runtime configuration, and the answer (every
+        ``ServiceConfiguration`` field as Java prints it); None where the broker answered with an error
+        or something not JSON (a broker without the endpoint), so that advise can go on from Pulsar's
+        defaults. A host that cannot be reached, or that refuses the token, is the caller's error, as
+        for any reading."""
+        try:
+            return self._runtime_url, self._runtime()
+        except ClusterError as exc:
+            if not _answered(exc):
+                raise
+            return self._runtime_url, None
+
     @property
     def _runtime_url(self) -> str:
         return f"{self.url}/admin/v2/brokers/configuration/runtime"

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from shedlab.config import runtime_configuration as config_runtime
 from shedlab.core.sim.kernel import Simulation
 from shedlab.core.sim.recording import local_report
 from shedlab.model.bundles import bundle_index, even_boundaries, parse_range, topic_hash
@@ -36,7 +37,6 @@ __all__ = [
     "Names",
     "bundle_data",
     "bundles_data",
-    "java_string",
     "local_broker_data",
     "namespace_ephemeral_data",
     "owned_namespaces",
@@ -329,27 +329,14 @@ def _topic_stats(
 # ------------------------------------------------------------------------------------------- configuration
 
 
-def java_string(value: object) -> str:
-    """A configuration value as Java's ``String.valueOf`` prints it (``getRuntimeConfiguration``)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value) if not value.is_integer() else f"{value:.1f}"
-    if isinstance(value, list | tuple | set | frozenset):
-        items = sorted(value) if isinstance(value, set | frozenset) else list(value)
-        return "[" + ", ".join(java_string(v) for v in items) + "]"
-    return str(value)
-
-
 def runtime_configuration(sim: Simulation, cluster: str) -> dict[str, str]:
     """``GET /admin/v2/brokers/configuration/runtime``: key → string; the load-balancer keys shedlab knows
     (``config.py``) and ``clusterName``. Pulsar lists every ServiceConfiguration field; the others
     are not part of the simulation and are left out. ``loadBalancerAutoBundleSplitEnabled`` is ``false``
     whatever the scenario sets: the simulator splits no bundle (:mod:`shedlab.core.sim.kernel`), so the
     sandbox's leader behaves as Pulsar's with splitting off, and says so to a reader that checks."""
-    out = {key: java_string(value) for key, value in sim.conf.to_pulsar_dict().items()}
-    out["loadBalancerAutoBundleSplitEnabled"] = "false"
+    out = config_runtime(
+        sim.conf.with_overrides({"loadBalancerAutoBundleSplitEnabled": False}, source="sandbox")
+    )
     out["clusterName"] = cluster
     return dict(sorted(out.items()))
