@@ -382,48 +382,60 @@ def advise(
     _check_advise_source(zookeeper, admin_url, snapshot, cluster, execute_)
     check_seed(seed)
     _admin_only(admin_url, token_file=token_file, token_env=token_env, tls_ca=tls_ca)
-    if cluster_config is not None and not admin_url:  # it would be ignored, silently
-        raise InputError(
-            "applies to the runtime configuration an --admin-url serves: give --admin-url, or leave it out",
-            field=_flag(cluster_config),
-        )
+    _check_cluster_config(cluster_config, admin_url)
     check_count(max_unloads, "--max-unloads", minimum=1, maximum=1000)  # 0: an --execute that never unloads
     every_s = _watch_rhythm(watch, every, count)
-    decider = Decider(cli_config(config, set_), strategy=strategy, seed=seed)
-    guard = _guard(decider, max_unloads, every_s if execute_ and watch else None, every or ADVISE_EVERY)
+    rhythm = (strategy, seed, max_unloads, every_s if execute_ and watch else None, every or ADVISE_EVERY)
+    decider, guard = _decider(cli_config(config, set_), *rhythm)  # every local check before any call
     token = load_token(token_file, token_env)
     retry = _retry(timeout, retries, snapshot)
     source = (
         _Source(zookeeper, admin_url, cluster, token, tls_ca, retry) if (zookeeper or admin_url) else None
     )
     if cluster_config is not False and source is not None and source.admin is not None:
-        decider = Decider(_cluster_config(source.admin, config, set_, as_json), strategy=strategy, seed=seed)
-        guard = _guard(decider, max_unloads, every_s if execute_ and watch else None, every or ADVISE_EVERY)
-    advisor = _Advisor(
-        decider,
-        guard,
-        source,
-        snapshot,
-        AuditLog(audit, token) if execute_ else None,
-        execute_,
-        watch,
-        as_json,
-    )
+        decider, guard = _decider(_cluster_config(source.admin, config, set_, as_json), *rhythm)
+    audit_log = AuditLog(audit, token) if execute_ else None
+    advisor = _Advisor(decider, guard, source, snapshot, audit_log, execute_, watch, as_json)
+    if _run_advisor(advisor, source, execute_, (watch, every_s, count)):
+        raise typer.Exit(1)  # --execute did not do all it was asked: scripts must notice
+
+
+def _decider(
+    conf: LoadBalancerConfig,
+    strategy: str | None,
+    seed: int,
+    max_unloads: int,
+    every_s: float | None,
+    every: str,
+) -> tuple[Decider, Guard]:
+    """advise's decider on ``conf`` and the guard under its configuration (:func:`_guard`)."""
+    decider = Decider(conf, strategy=strategy, seed=seed)
+    return decider, _guard(decider, max_unloads, every_s, every)
+
+
+def _run_advisor(
+    advisor: _Advisor, source: _Source | None, execute_: bool, rhythm: tuple[bool, float, int | None]
+) -> int:
+    """The cycles (:func:`_advise_cycles`) and the number of failed actions; Ctrl-C ends them, exit 130."""
     try:
         if execute_ and source is not None and source.zk is not None and source.admin is not None:
             source.admin.check_access()  # the admin URL only unloads: a wrong token, before any decision
-        failures = _advise_cycles(advisor, watch, every_s, count)
+        return _advise_cycles(advisor, *rhythm)
     except KeyboardInterrupt:
         console.print("interrupted")
         raise typer.Exit(130) from None
     finally:
         advisor.close()
-    if failures:
-        raise typer.Exit(1)  # --execute did not do all it was asked: scripts must notice
 
 
-def _flag(cluster_config: bool) -> str:
-    return "--cluster-config" if cluster_config else "--no-cluster-config"
+def _check_cluster_config(cluster_config: bool | None, admin_url: str | None) -> None:
+    """``--cluster-config`` or ``--no-cluster-config`` without an ``--admin-url``: it would be ignored."""
+    if cluster_config is not None and not admin_url:
+        flag = "--cluster-config" if cluster_config else "--no-cluster-config"
+        raise InputError(
+            "applies to the runtime configuration an --admin-url serves: give --admin-url, or leave it out",
+            field=flag,
+        )
 
 
 def _cluster_config(

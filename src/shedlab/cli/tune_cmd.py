@@ -455,9 +455,7 @@ def tune(
     if demo:
         _demo_alone(twin_file, scenarios)
         search.check_pairs(pairs)
-        target = out or "out/tune-demo"
-        check_output_kind(target, "tune --demo")
-        _preflight(master, target, conf, spark_conf)
+        target = _preflight_demo(out, master, conf, spark_conf)
         tune_demo(
             target,
             seeds,
@@ -495,6 +493,17 @@ def tune(
     _print_recommendation(result)
     console.print(f"tune.json, tune.md, candidates.csv, recommendation.conf → {out}")
     err_console.print(f"[dim]report: shedlab report {out} --out {out}/report.html[/]")
+
+
+def _preflight_demo(
+    out: str | None, master: str | None, conf: list[str] | None, spark_conf: str | None
+) -> str:
+    """``tune --demo``'s output directory (``out/tune-demo`` unless ``--out``), checked as every output is,
+    with the Spark settings (:func:`_preflight`), before anything runs."""
+    target = out or "out/tune-demo"
+    check_output_kind(target, "tune --demo")
+    _preflight(master, target, conf, spark_conf)
+    return target
 
 
 def register(app: typer.Typer) -> None:
