@@ -870,13 +870,21 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-fast-usage-history",
         "probe-identical-even-filter-off",
     },
+    "holdout-27.yaml": {
+        "probe-quorum-three-class",
+        "probe-quorum-rollout",
+        "probe-quorum-bookie-hosts",
+        "probe-quorum-archive-broadcast",
+        "probe-identical-quorum-audit-backfill",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to twenty-sixth (five
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to twenty-seventh (five
 each: four heterogeneous, one homogeneous; the twenty-third's of 60 to 64 brokers, the twenty-fourth's of
 load that changes shape over time, its homogeneous one a jitter probe, the twenty-fifth's small clusters
-of 3 to 7 brokers, the twenty-sixth's each under one of operators' non-default broker.conf settings)."""
+of 3 to 7 brokers, the twenty-sixth's each under one of operators' non-default broker.conf settings, the
+twenty-seventh's of BookKeeper copies that differ between brokers)."""
 
 
 def test_the_identical_machines_grid_runs_thirty_other_seeds_of_identical_clusters() -> None:
