@@ -77,6 +77,20 @@ def test_a_value_the_pair_refuses_is_refused_with_the_grid(section: dict[str, ob
     assert str(info.value).startswith(f"{where}: {TOP_K}: with the extensible load manager")
 
 
+def test_a_scenario_config_the_pair_refuses_is_refused_with_the_grid(tmp_path: Path) -> None:
+    """The scenario's own ``config`` under each pair, as its runs layer it: each run had failed in its
+    Spark task, the sweep ending with every run a user error."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        f"name: kneg\nduration: 10m\nconfig:\n  {TOP_K}: -1\nbrokers:\n  - count: 3\n"
+        "workloads:\n  - name: w\n    bundles: 4\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_grid({"scenarios": [str(scenario)], "strategies": ["AvgShedder", TRANSFER]}, source="g.yaml")
+    assert str(info.value).startswith(f"{scenario}: config: {TOP_K}: with the extensible load manager")
+    assert len(parse_grid({"scenarios": [str(scenario)], "strategies": ["AvgShedder"]}).scenarios) == 1
+
+
 def test_all_bundles_stays_a_modular_pairs_value() -> None:
     grid = parse_grid(
         {"scenarios": ["scale-out"], "strategies": ["AvgShedder"], "parameters": {TOP_K: [10, -1]}}

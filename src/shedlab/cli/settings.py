@@ -4,7 +4,7 @@ Every command that takes them builds its configuration with :func:`shedlab.confi
 the layers are applied in one order everywhere (defaults → config file → scenario ``config`` → strategy
 pair → ``strategy_config[pair]`` → ``--set``) and ``shedlab config show`` can say which layer set each
 key. Runs of a scenario (``simulate``, ``compare``, ``replay``) pass the file and ``--set`` layers on
-as *overrides*, because their scenario's own layers come in between (``core.sim.kernel.build_config``).
+as *overrides*, because their scenario's own layers come in between (``core.sim.scenario.build_config``).
 """
 
 from __future__ import annotations

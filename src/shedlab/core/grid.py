@@ -23,7 +23,7 @@ import pandas as pd
 
 from shedlab.config import LoadBalancerConfig, parse_yaml_text
 from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
-from shedlab.core.sim.scenario import builtin_scenarios, parse_scenario_text
+from shedlab.core.sim.scenario import build_config, builtin_scenarios, parse_scenario_text
 from shedlab.errors import MAX_SEED, ConfigError, InputError, did_you_mean, one_line, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
 from shedlab.strategies.registry import PAIR_KEYS, pair_config
@@ -397,6 +397,7 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
         own = dict(per_pair).get(pair, ())
         axes = [("parameters", parameters), (f"strategy_parameters.{pair}", own)]
         check_pair_values(pair, axes, overridden, source)
+    check_run_configs(scenarios, strategies, dict(overrides_raw))
     return Grid(
         name=_text(data, "name", source) or (Path(source).stem if source else "grid"),
         description=_text(data, "description", source),
@@ -427,6 +428,19 @@ def check_pair_values(
         for key, values in pair_axes:
             for v in values:
                 resolve_config(pair_config(pair, base.with_overrides({key: v}, source=f"{source}: {where}")))
+
+
+def check_run_configs(
+    scenarios: Sequence[ScenarioRef], pairs: Sequence[str], overrides: Mapping[str, Any]
+) -> None:
+    """Each scenario's own configuration under each pair, as a run layers them (:func:`build_config`): a
+    scenario whose ``config`` a pair refuses (``loadBalancerMaxNumberOfBundlesInBundleLoadReport: -1``
+    with TransferShedder) is refused before Spark starts, naming the scenario's file, where each of its
+    runs failed in a task."""
+    for ref in scenarios:
+        scenario = parse_scenario_text(ref.text, ref.source)
+        for pair in pairs:
+            build_config(scenario, pair, overrides)
 
 
 def _check_keys_once(

@@ -383,7 +383,7 @@ class Recorded:
 
     def settings(self, pair: str | None = None) -> dict[str, Any]:
         """The keys ``pair`` (the recorded one by default) runs with: ``config`` ← ``strategy_config[pair]``,
-        as :func:`shedlab.core.sim.kernel.build_config` layers them."""
+        as :func:`shedlab.core.sim.scenario.build_config` layers them."""
         return {**self.common, **self.per_pair.get(pair or self.pair, {})}
 
     @property

@@ -32,7 +32,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shedlab.core.sim import Scenario, SimulationResult
-from shedlab.core.sim.kernel import Simulation, build_config
+from shedlab.core.sim.kernel import Simulation
+from shedlab.core.sim.scenario import build_config
 from shedlab.core.sim.state import NEVER
 from shedlab.errors import InputError
 from shedlab.strategies.registry import STRATEGY_PAIRS

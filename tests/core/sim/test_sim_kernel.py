@@ -17,10 +17,10 @@ from builders import FULL
 from shedlab.config import STRATEGY_PACKAGE
 from shedlab.core.local_parquet import read_local_parquet
 from shedlab.core.sim import Scenario, SimulationResult, load_scenario, run_simulation
-from shedlab.core.sim.kernel import Simulation, build_config
+from shedlab.core.sim.kernel import Simulation
 from shedlab.core.sim.metrics import over_placement, over_unloading_flip, ratio, time_to_balance
 from shedlab.core.sim.recording import iter_load_reports, prometheus_responses, write_recording
-from shedlab.core.sim.scenario import parse_scenario_text
+from shedlab.core.sim.scenario import build_config, parse_scenario_text
 from shedlab.errors import InputError
 from shedlab.manager.loop import ManagerDecision
 from shedlab.model.json_reader import JsonReader

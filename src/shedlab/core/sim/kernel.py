@@ -62,43 +62,27 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shedlab.config import LoadBalancerConfig, layered_config
 from shedlab.core.sim.events import EventQueue, initial_assignment
 from shedlab.core.sim.extensible import ExtensibleDataPath, ExtensibleManager
 from shedlab.core.sim.metrics import Churn, RunCounts, TickMetrics
 from shedlab.core.sim.publishing import Publishing
 from shedlab.core.sim.recording import Recording
 from shedlab.core.sim.result import SimulationResult
-from shedlab.core.sim.scenario import Scenario, TrafficChange, tick_ms_of
+from shedlab.core.sim.scenario import Scenario, TrafficChange, build_config, tick_ms_of
 from shedlab.core.sim.state import NEVER, ClusterState, TrueUsage, broker_layout, measure
 from shedlab.core.sim.traffic import BundlePopulation, Shape, Traffic, TrafficModel, build_population
 from shedlab.core.sim.windows import HostUsageWindows, StatsWindows
 from shedlab.manager import LoadManager, ManagerDecision
-from shedlab.strategies import pair_config, pair_name_of, resolve_config, resolve_pair_name
+from shedlab.strategies import pair_name_of
 from shedlab.strategies.registry import is_extensible_pair
 
-__all__ = ["Simulation", "build_config"]
+__all__ = ["Simulation"]
 
 IntArray = NDArray[np.int64]
 
 _HOST_STREAM = 0x4057
 """The spawn key of the host-usage timers' random stream (``SeedSequence(seed, spawn_key=(0x4057,))``):
 apart from the root's children (keys 0, 1, ...), so drawing it moves no other stream."""
-
-
-def build_config(
-    scenario: Scenario, strategy: str | None = None, overrides: Mapping[str, Any] | None = None
-) -> LoadBalancerConfig:
-    """Pulsar defaults ← scenario ``config`` ← strategy pair ← its ``strategy_config`` ← ``overrides``."""
-    where = scenario.source or scenario.name
-    pair = resolve_pair_name(strategy or scenario.strategy)
-    conf = layered_config(
-        (f"{where}: config", scenario.config),
-        pair_config(pair, source="strategy"),
-        (f"{where}: strategy_config.{pair}", scenario.strategy_config.get(pair)),
-        ("config overrides", overrides),
-    )
-    return resolve_config(conf)
 
 
 class Simulation:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, UniqueKeyLoader, parse_yaml_text
+from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig, UniqueKeyLoader, layered_config, parse_yaml_text
 from shedlab.core.sim.hardware import HardwareClass, parse_hardware
 from shedlab.core.sim.spec import Node
 from shedlab.core.sim.traffic import (
@@ -36,7 +36,7 @@ from shedlab.core.sim.traffic import (
 )
 from shedlab.errors import ConfigError, InputError, ShedlabError, did_you_mean, read_user_text
 from shedlab.model.pulsar import is_named_entity
-from shedlab.strategies import resolve_config, resolve_pair_name
+from shedlab.strategies import pair_config, resolve_config, resolve_pair_name
 
 DEFAULT_START_TIME_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 # Limits a scenario must stay within (docs/scenarios.md, "Limits"), checked when it is loaded, before the
@@ -996,3 +996,21 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
         raise InputError("no such scenario file or built-in scenario", value=text_name, hint=hint)
     resource = _builtin_dir().joinpath(f"{text_name}.yaml")
     return parse_scenario_text(resource.read_text(encoding="utf-8"), f"builtin:{text_name}")
+
+
+def build_config(
+    scenario: Scenario, strategy: str | None = None, overrides: Mapping[str, Any] | None = None
+) -> LoadBalancerConfig:
+    """The configuration a run of ``scenario`` under ``strategy`` has: Pulsar defaults ← the scenario's
+    ``config`` ← the strategy pair ← its ``strategy_config`` ← ``overrides``. Here, beside the scenario, so
+    that a grid can build each run's configuration when it loads (:mod:`shedlab.core.grid`) without the
+    simulator's kernel."""
+    where = scenario.source or scenario.name
+    pair = resolve_pair_name(strategy or scenario.strategy)
+    conf = layered_config(
+        (f"{where}: config", scenario.config),
+        pair_config(pair, source="strategy"),
+        (f"{where}: strategy_config.{pair}", scenario.strategy_config.get(pair)),
+        ("config overrides", overrides),
+    )
+    return resolve_config(conf)
