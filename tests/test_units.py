@@ -272,3 +272,17 @@ def test_units_imports_nothing_heavy() -> None:
     code = f"import sys, shedlab.units; print(sorted({heavy} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("n", "noun", "plural", "text"),
+    [
+        (1, "run", None, "1 run"),
+        (0, "run", None, "0 runs"),
+        (2, "read", None, "2 reads"),
+        (3, "is", "are", "3 are"),
+    ],
+)
+def test_counted_says_one_in_the_singular(n: int, noun: str, plural: str | None, text: str) -> None:
+    """A report's "not rated: 1 runs" and collect's "1 reads" (found by a walk through the docs)."""
+    assert units.counted(n, noun, plural) == text

@@ -29,6 +29,7 @@ __all__ = [
     "as_number",
     "compact",
     "conf_value",
+    "counted",
     "fixed",
     "general",
     "integer",
@@ -66,6 +67,12 @@ def integer(value: object, *, missing: str = MISSING) -> str:
     if number is None:
         return missing
     return _infinite(number, _INF) or f"{round(number):,}"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and its noun, singular for one: ``1 run``, ``2 runs``, ``0 runs`` (``plural`` where adding an
+    ``s`` is wrong: ``counted(2, "missing report")`` is ``2 missing reports`` already)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def fixed(value: object, decimals: int, *, grouping: bool = False, missing: str = MISSING) -> str:

@@ -40,7 +40,7 @@ from shedlab.core.decide import Decider, Outcome
 from shedlab.core.locations import names_a_scheme
 from shedlab.errors import InputError, ShedlabError
 from shedlab.model.pulsar import BundleData
-from shedlab.units import parse_duration
+from shedlab.units import counted, parse_duration
 
 console = make_console(stderr=True)
 out = make_console()
@@ -260,9 +260,10 @@ def collect_cmd(
         source.close()
         writer.close()
     console.print(
-        f"{'interrupted: ' if summary.interrupted else ''}{summary.cycles} reads, "
-        f"{summary.reports} load reports, {summary.bundles} bundle samples, "
-        f"{summary.missing} missing reports, {summary.failed_cycles} failed reads → {out_dir}"
+        f"{'interrupted: ' if summary.interrupted else ''}{counted(summary.cycles, 'read')}, "
+        f"{counted(summary.reports, 'load report')}, {counted(summary.bundles, 'bundle sample')}, "
+        f"{counted(summary.missing, 'missing report')}, {counted(summary.failed_cycles, 'failed read')}"
+        f" → {out_dir}"
     )
     if summary.interrupted:
         raise typer.Exit(143 if terminated else 130)  # 128 + the signal, as a shell reports it

@@ -130,7 +130,7 @@ def _summary_table(title: str, columns: list[tuple[str, dict[str, Any]]]) -> Tab
 def _print_header(scenario: Scenario, seed: int, config: dict[str, Any]) -> None:
     n = scenario.initial_brokers
     console.print(
-        f"[bold]{scenario.name}[/]: {n} broker{'s' if n != 1 else ''} at the start, "
+        f"[bold]{scenario.name}[/]: {units.counted(n, 'broker')} at the start, "
         f"{scenario.num_bundles} bundles, "
         f"{scenario.duration / 60:g} min in {scenario.simulation.tick:g}-s ticks, seed {seed}"
     )

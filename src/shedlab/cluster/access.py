@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from shedlab.errors import ClusterError, InputError, read_user_text, redact, register_secret
+from shedlab.units import counted
 
 __all__ = [
     "MAX_CONCURRENT_CALLS",
@@ -191,7 +192,7 @@ def with_retries(
             last, outcome = scrub(str(exc) or type(exc).__name__, token), "unreachable"
             if attempt + 1 < retry.attempts:
                 sleep(retry.backoff_s * 2**attempt)
-    tries = f"{retry.attempts} attempt{'s' if retry.attempts != 1 else ''}"
+    tries = counted(retry.attempts, "attempt")
     raise ClusterError(f"{outcome} after {tries}: {last}", source=what)
 
 

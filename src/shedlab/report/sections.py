@@ -28,6 +28,7 @@ from shedlab.report.pip364 import (
     rating_rule,
 )
 from shedlab.strategies.registry import abbreviation_legend
+from shedlab.units import counted
 
 __all__ = ["SECTIONS", "intro"]
 
@@ -172,7 +173,7 @@ def _pip_cell(rows: pd.DataFrame, strategy: str, problem: str, defined: dict[str
     if rating == TOO_FEW_RUNS:
         badge = (
             f'<span class="badge warn" title="{MIN_RUNS_TO_RATE} runs or more are needed for a rating">'
-            f"not rated: {r.get('n_runs')} runs</span>"
+            f"not rated: {counted(int(r.get('n_runs') or 0), 'run')}</span>"
         )
     claim = pip_claim(strategy, problem)
     claim_html = f'<div class="claim">PIP-364 says: {html.escape(claim)}</div>' if claim else ""
