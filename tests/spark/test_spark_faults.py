@@ -69,6 +69,9 @@ BAD_MASTERS = [
     "spark://host:٧٠٧٧",
     "spark://host:70000",
     "spark://host:0",
+    "spark://host.123:7077",  # java.net.URI: the last of several labels starts with a letter
+    "spark://10.0.0.300:7077",
+    "spark://10.0.7:7077",
     "local[٤]",
     "local[2,\u00a03]",
 ]
@@ -83,6 +86,7 @@ GOOD_MASTERS = [
     "spark://host:7077",
     "spark://h1:7077,h2:7077",
     "spark://10.0.0.7:7077,[::1]:7077,master.example.com.:7077",
+    "spark://123:7077,h-1.x9:7077",
     "yarn",
     "k8s://https://api.example.com:6443",
 ]

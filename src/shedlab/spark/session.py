@@ -163,8 +163,10 @@ _MASTER_FORMS = tuple(
 )
 _LABEL = r"[A-Za-z0-9](?:[-A-Za-z0-9]*[A-Za-z0-9])?"
 _HOST = rf"(?:\[[0-9A-Fa-f:.]+\]|{_LABEL}(?:\.{_LABEL})*\.?)"
-_STANDALONE_MASTER = re.compile(rf"{_HOST}:([0-9]{{1,5}})", re.ASCII)
+_STANDALONE_MASTER = re.compile(rf"({_HOST}):([0-9]{{1,5}})", re.ASCII)
 """One master of ``spark://HOST:PORT[,HOST:PORT…]``, as ``java.net.URI`` reads a host and a port."""
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])"
+_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}", re.ASCII)
 ACCEPTED_MASTERS = "local, local[N], local[*], local[N,F], spark://host:port, yarn, k8s://https://host:port"
 """The master URLs Spark 4 accepts (Mesos was removed in Spark 4), as the one line an error lists."""
 
@@ -189,7 +191,17 @@ def _is_standalone(master: str) -> bool:
     if not master.startswith("spark://"):
         return False
     found = [_STANDALONE_MASTER.fullmatch(one) for one in master.removeprefix("spark://").split(",")]
-    return all(m is not None and 0 < int(m.group(1)) <= 65535 for m in found)
+    return all(m is not None and _java_host(m.group(1)) and 0 < int(m.group(2)) <= 65535 for m in found)
+
+
+def _java_host(host: str) -> bool:
+    """``java.net.URI``'s last test of a host (``Parser.parseHostname``): past an IPv4 address, a name of
+    several labels must end with a label that starts with a letter (``spark://host.123:7077`` has no host
+    to Java, so Spark's standalone client fails on it, 'Invalid master URL'); one label may be digits."""
+    if host.startswith("[") or _IPV4.fullmatch(host):
+        return True
+    labels = host.removesuffix(".").split(".")
+    return len(labels) == 1 or labels[-1][:1].isalpha()
 
 
 def check_master(master: str | None, conf: Sequence[str] | None, conf_file: str | None) -> None:
