@@ -70,8 +70,8 @@ def integer(value: object, *, missing: str = MISSING) -> str:
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``n`` and its noun, singular for one: ``1 run``, ``2 runs``, ``0 runs`` (``plural`` where adding an
-    ``s`` is wrong: ``counted(2, "missing report")`` is ``2 missing reports`` already)."""
+    """``n`` and its noun, singular for one: ``1 run``, ``2 runs``, ``0 runs``; ``plural`` where adding an
+    ``s`` is wrong (``counted(2, "is", "are")``)."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
