@@ -107,10 +107,10 @@ def find_bundles_to_split(inputs: SplitInputs, conf: LoadBalancerConfig) -> Spli
     plan = SplitPlan()
     accepted: dict[str, int] = {}
     cap = conf.load_balancer_namespace_maximum_bundles
-    for entry in inputs.entries:
+    for entry in inputs.entries():
         if entry.topics < 2:
             continue
-        rates = inputs.long_term.get(entry.bundle, (0.0, 0.0))
+        rates = inputs.long_term(entry.bundle)
         reasons = _over(entry, rates, conf)
         if not reasons:
             continue
