@@ -77,22 +77,28 @@ class SplitPlan:
 
 
 def _over(entry: ReportedBundle, rates: tuple[float, float], conf: LoadBalancerConfig) -> tuple[str, ...]:
-    """The thresholds ``entry`` passes, each as ``key value > limit`` (empty: not a candidate)."""
+    """The thresholds ``entry`` passes, each as ``key value > limit`` (empty: not a candidate). The texts
+    are written only for a candidate: the check tests every report's every bundle."""
     msg_rate, throughput = rates
     max_topics = conf.load_balancer_namespace_bundle_max_topics
     max_sessions = conf.load_balancer_namespace_bundle_max_sessions
     max_rate = conf.load_balancer_namespace_bundle_max_msg_rate
     max_bandwidth = conf.load_balancer_namespace_bundle_max_bandwidth_mbytes * MIB
-    tests = (
-        (entry.topics > max_topics, f"topics {entry.topics} > {max_topics}"),
-        (max_sessions > 0 and entry.sessions > max_sessions, f"sessions {entry.sessions} > {max_sessions}"),
-        (msg_rate > max_rate, f"long-term msg rate {msg_rate:.1f} > {max_rate} msg/s"),
-        (
-            throughput > max_bandwidth,
-            f"long-term throughput {throughput / MIB:.2f} > {max_bandwidth // MIB} MiB/s",
-        ),
+    passed = (
+        entry.topics > max_topics,
+        max_sessions > 0 and entry.sessions > max_sessions,
+        msg_rate > max_rate,
+        throughput > max_bandwidth,
     )
-    return tuple(text for passed, text in tests if passed)
+    if not any(passed):
+        return ()
+    texts = (
+        f"topics {entry.topics} > {max_topics}",
+        f"sessions {entry.sessions} > {max_sessions}",
+        f"long-term msg rate {msg_rate:.1f} > {max_rate} msg/s",
+        f"long-term throughput {throughput / MIB:.2f} > {max_bandwidth // MIB} MiB/s",
+    )
+    return tuple(text for hit, text in zip(passed, texts, strict=True) if hit)
 
 
 def _can_split(bundle: str) -> bool:
