@@ -163,10 +163,11 @@ def _every(text: str) -> float:
 def _admin_only(admin_url: str | None, **given: object) -> None:
     """Refuse a token or a CA given without ``--admin-url``: ZooKeeper is read without either (no SASL,
     no TLS) and a snapshot is a file, so they were ignored, silently (``--tls-ca`` not even read), and an
-    operator who meant ZooKeeper to be authenticated or verified was not told."""
+    operator who meant ZooKeeper to be authenticated or verified was not told. So is advise's
+    ``--cluster-config``/``--no-cluster-config``: only an admin URL serves a runtime configuration."""
     for name, value in given.items():
         if value is not None and not admin_url:
-            option = "--" + name.replace("_", "-")
+            option = ("--no-" if value is False else "--") + name.replace("_", "-")  # a flag's off form
             raise InputError(
                 "is used only with --admin-url: ZooKeeper and a --snapshot are read without it", field=option
             )
@@ -382,8 +383,9 @@ def advise(
     and why. Dry-run unless --execute."""
     _check_advise_source(zookeeper, admin_url, snapshot, cluster, execute_)
     check_seed(seed)
-    _admin_only(admin_url, token_file=token_file, token_env=token_env, tls_ca=tls_ca)
-    _check_cluster_config(cluster_config, admin_url)
+    _admin_only(
+        admin_url, token_file=token_file, token_env=token_env, tls_ca=tls_ca, cluster_config=cluster_config
+    )
     check_count(max_unloads, "--max-unloads", minimum=1, maximum=1000)  # 0: an --execute that never unloads
     every_s = _watch_rhythm(watch, every, count)
     rhythm = (strategy, seed, max_unloads, every_s if execute_ and watch else None, every or ADVISE_EVERY)
@@ -427,16 +429,6 @@ def _run_advisor(
         raise typer.Exit(130) from None
     finally:
         advisor.close()
-
-
-def _check_cluster_config(cluster_config: bool | None, admin_url: str | None) -> None:
-    """``--cluster-config`` or ``--no-cluster-config`` without an ``--admin-url``: it would be ignored."""
-    if cluster_config is not None and not admin_url:
-        flag = "--cluster-config" if cluster_config else "--no-cluster-config"
-        raise InputError(
-            "applies to the runtime configuration an --admin-url serves: give --admin-url, or leave it out",
-            field=flag,
-        )
 
 
 def _cluster_config(
