@@ -67,7 +67,8 @@ def test_a_leaving_broker_stops_listing_its_bundles() -> None:
     assert not pub.has_report[1] and pub.has_report[0]
 
 
-def test_a_joining_broker_starts_empty_and_samples_after_its_phase() -> None:
+def test_a_joining_broker_starts_empty_samples_at_once_and_then_at_its_phase() -> None:
+    """Its lock node's report is empty; its first sample is at its start, its second at its phase."""
     pub, _ = sampled()
     pub.local.agg[1] = [5.0, 6.0, 7.0, 8.0]
     pub.local.bundles[1] = pub.local.topics[1] = pub.local.consumers[1] = pub.local.producers[1] = 9
@@ -79,7 +80,8 @@ def test_a_joining_broker_starts_empty_and_samples_after_its_phase() -> None:
         int(a[1]) for a in (pub.local.bundles, pub.local.topics, pub.local.consumers, pub.local.producers)
     ] == [0] * 4
     assert pub.local.usage[1].tolist() == usage.tolist() and pub.local.limit[1].tolist() == limit.tolist()
-    assert pub.next_sample_ms[1] == START + 180_000
+    assert pub.next_sample_ms[1] == START + 60_000
+    assert pub.resume_ms[1] == START + 180_000
 
 
 def test_a_partial_sample_moves_only_the_samplers_listings() -> None:

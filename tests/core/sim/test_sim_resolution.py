@@ -299,3 +299,37 @@ def test_a_broker_started_during_the_run_samples_at_its_start_then_every_interva
         sim.tick(t, sim.start_ms + t * sim.tick_ms)
     assert sim.publishing.stats_phase_ms[joined] == 0
     assert sim.publishing.next_sample_ms[joined] == sim.start_ms + 3 * 60_000
+
+
+@pytest.mark.parametrize("resolution", [None, "60s"])
+def test_brokers_the_scenario_starts_with_report_their_bundles_from_the_start(resolution: str | None) -> None:
+    """A running broker's report lists its bundles: at random stats phases, none reads empty at the start.
+
+    With stats every 300 s the phases fall at 0 to 240 s. Before, a broker whose phase was not 0 published
+    its lock node's empty report (no bundles, idle usage) and kept it until its first sample: the leader
+    read three of four identical brokers at 2 points against a true 18.75 for minutes. The timer then
+    goes on at the broker's phase: its second sample comes at its phase, not an interval after the start.
+    """
+    sim_doc: dict[str, Any] = {"initial_assignment": "round_robin", "stats_phase": "random"}
+    if resolution is not None:
+        sim_doc["resolution"] = resolution
+    scen = Scenario.from_mapping(
+        {
+            "name": "running-brokers",
+            "duration": "6m",
+            "seed": 5,
+            "config": {"statsUpdateFrequencyInSecs": 300},
+            "simulation": sim_doc,
+            "brokers": [{"count": 4}],
+            "workloads": [{"bundles": 16, "msg_rate_in": 20000, "msg_size": 1024}],
+        },
+        source="test",
+    )
+    sim = Simulation(scen)
+    phases = sim.publishing.stats_phase_ms[:4].copy()
+    assert phases.max() > 0  # some broker's timer is not at the start
+    sim.tick(0, sim.start_ms)
+    assert sim.publishing.published.bundles[:4].tolist() == [4, 4, 4, 4]
+    assert sim.publishing.published.agg[:4, 0].tolist() == pytest.approx([4 * 20000.0] * 4)
+    expected = [sim.start_ms + (int(p) if p else 300_000) for p in phases]
+    assert sim.publishing.next_sample_ms[:4].tolist() == expected

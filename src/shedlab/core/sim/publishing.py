@@ -152,8 +152,10 @@ class Publishing:
     write). ``baseline_empty``: the slot has not written through §4.3's check since it started, so the
     rule compares its local report with an empty one (Pulsar's ``lastData``, see :meth:`writers`).
     ``last_update_ms``: time of the slot's last write. ``next_sample_ms``: its next stats sample
-    (``NEVER`` while down). ``write_rank``: the order in which brokers that write at the same tick
-    reach the metadata store. ``written``: the slots that wrote during the current tick.
+    (``NEVER`` while down). ``resume_ms``: where a broker the scenario starts with takes its second
+    sample, at its stats phase (``NEVER`` once taken, or with phase 0). ``write_rank``: the order in
+    which brokers that write at the same tick reach the metadata store. ``written``: the slots that
+    wrote during the current tick.
     """
 
     conf: LoadBalancerConfig
@@ -166,6 +168,7 @@ class Publishing:
     baseline_empty: BoolArray
     last_update_ms: IntArray
     next_sample_ms: IntArray
+    resume_ms: IntArray
     write_rank: IntArray
     stats_phase_ms: IntArray
     leader_data: LeaderBundleData
@@ -207,6 +210,7 @@ class Publishing:
             baseline_empty=np.zeros(n_slots, dtype=np.bool_),
             last_update_ms=np.zeros(n_slots, dtype=np.int64),
             next_sample_ms=np.full(n_slots, NEVER, dtype=np.int64),
+            resume_ms=np.full(n_slots, NEVER, dtype=np.int64),
             write_rank=write_rank,
             stats_phase_ms=phase,
             leader_data=LeaderBundleData.empty(m),
@@ -223,23 +227,28 @@ class Publishing:
         """The broker's ephemeral node is gone: the leader drops its report; its local one lists nothing."""
         self.has_report[slot] = False
         self.next_sample_ms[slot] = NEVER
+        self.resume_ms[slot] = NEVER
         loc = self.local
         loc.bundle_owner[loc.bundle_owner == slot] = -1
 
     def broker_joined(
         self, slot: int, now: int, usage: FloatArray, limit: FloatArray, *, fresh: bool = False
     ) -> None:
-        """A starting broker's first local report: no bundles, its idle host usage; stats from its phase.
+        """A starting broker's first local report: no bundles, its idle host usage; stats at once.
 
         The report goes to the metadata store as the broker's lock node (``publish(..., lock=True)``);
         the baseline of its report rule stays empty until its first write by the rule (:meth:`writers`).
         A broker the scenario starts with stands for one already running, its stats timer at a random
-        phase; a ``fresh`` one (started during the run: a scale-out or a restart) samples at once and
-        then every ``statsUpdateFrequencyInSecs`` from its start, as ``BrokerService.startStatsUpdater``
-        does (``updateRates()`` at start, then the timer from ``statsUpdateInitialDelayInSecs``, 60 s,
-        which shedlab takes equal to the interval): its phase becomes 0. With one-minute stats and
-        ticks every phase is 0 anyway; with a finer ``simulation.resolution`` a fresh broker's first
-        sample with bundles came up to an interval early.
+        phase: its sample at the start stands for the last one it took before the run (a running
+        broker's report lists its bundles; until 29 Nov 2026 the leader read an empty report from it
+        until its phase, up to an interval: a broker with no bundles at 2 % idle usage), and its timer
+        then resumes at its phase. A ``fresh`` one (started during the run: a scale-out or a restart)
+        samples at once and then every ``statsUpdateFrequencyInSecs`` from its start, as
+        ``BrokerService.startStatsUpdater`` does (``updateRates()`` at start, then the timer from
+        ``statsUpdateInitialDelayInSecs``, 60 s, which shedlab takes equal to the interval): its phase
+        becomes 0. With one-minute stats and ticks every phase is 0 anyway; with a finer
+        ``simulation.resolution`` a fresh broker's first sample with bundles came up to an interval
+        early.
         """
         if fresh:
             self.stats_phase_ms[slot] = 0
@@ -249,7 +258,13 @@ class Publishing:
         loc.bundles[slot] = loc.topics[slot] = loc.consumers[slot] = loc.producers[slot] = 0
         loc.usage[slot] = usage
         loc.limit[slot] = limit
-        self.next_sample_ms[slot] = now + self.stats_phase_ms[slot]
+        # every broker samples at its start: a fresh one as startStatsUpdater does, one the scenario
+        # starts with for the sample a running broker took before the run (else the leader would read
+        # an empty report from it until its phase: a broker with no bundles); its timer then resumes
+        # at its phase
+        phase = int(self.stats_phase_ms[slot])
+        self.next_sample_ms[slot] = now
+        self.resume_ms[slot] = now + phase if phase else NEVER
 
     # ------------------------------------------------------------------------------ stats and writes
     def sample(
@@ -305,6 +320,11 @@ class Publishing:
         step = self.stats_ms
         behind = (now - self.next_sample_ms[samplers]) // step + 1
         self.next_sample_ms[samplers] += behind * step
+        resume = self.resume_ms[samplers]
+        resuming = resume != NEVER
+        if resuming.any():  # the start's sample taken: the timer goes on at the broker's phase
+            self.next_sample_ms[samplers[resuming]] = resume[resuming]
+            self.resume_ms[samplers[resuming]] = NEVER
         return samplers
 
     def writers(self, now: int, alive: IntArray) -> IntArray:
