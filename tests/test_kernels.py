@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
@@ -348,6 +349,32 @@ def test_report_rule_is_the_numpy_rule_over_both_reports_scores(
         writers,
     )
     assert np.array_equal(writers[:k], expected)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "writes"),
+    [(249559.97609419716, 274515.9737036169, False), (835332.5155505129, 751799.2639954616, True)],
+)
+def test_report_rule_computes_a_change_on_the_threshold_as_java_does(
+    old: float, new: float, writes: bool
+) -> None:
+    """A 10 % change is 10.0 or just above, by the order of the operations (Java: 100·|(old − new)/old|)."""
+    published = (np.array([[old, 0.0, 0.0, 0.0]]), np.zeros(1, dtype=np.int64))
+    local = (np.array([[new, 0.0, 0.0, 0.0]]), np.zeros(1, dtype=np.int64))
+    writers = np.empty(1, dtype=np.int64)
+    k = report_rule(
+        np.zeros(1, dtype=np.int64),
+        np.zeros(1, dtype=np.bool_),
+        (np.zeros(1), np.zeros(1)),
+        published,
+        local,
+        np.zeros(1, dtype=np.int64),
+        0,
+        60_000,
+        10.0,
+        writers,
+    )
+    assert k == int(writes)
 
 
 @settings(max_examples=60, deadline=None)

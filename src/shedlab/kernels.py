@@ -412,8 +412,8 @@ def report_rule(
                 pc = 100.0 * abs(old - new)
             elif old == 0:
                 pc = 0.0 if new == 0 else np.inf
-            else:
-                pc = 100.0 * abs(old - new) / old
+            else:  # percent_change's operations: Java's 100 * |(old - new) / old|
+                pc = 100.0 * abs((old - new) / old)
             change = pc if i == 0 or not (change >= pc or change != change) else change
         if (now_ms - last_update_ms[s]) > max_age_ms or change > threshold:
             writers[n] = s

@@ -112,6 +112,33 @@ def test_percent_change() -> None:
     assert percent_change(200.0, 150.0) == 25.0
 
 
+# Rates whose change is 10 % give 10.0 or 10.000000000000002 by the order of the operations: Java's
+# ``100 * Math.abs((old - new) / old)`` (ModularLoadManagerImpl.percentChange) against 100·|old − new| / old.
+AT_THRESHOLD = [(249559.97609419716, 274515.9737036169, False), (835332.5155505129, 751799.2639954616, True)]
+
+
+@pytest.mark.parametrize(("old", "new", "writes"), AT_THRESHOLD)
+def test_a_change_on_the_threshold_is_computed_as_java_does(old: float, new: float, writes: bool) -> None:
+    conf = LoadBalancerConfig()  # loadBalancerReportUpdateThresholdPercentage 10, strict
+    assert percent_change(old, new) == 100 * abs((old - new) / old)
+    assert need_broker_data_update(report(rate=old), report(rate=new), conf, NOW) is writes
+    zero = np.zeros(1)
+    mask = need_update_mask(
+        last_rate=np.array([old]),
+        last_tp=zero,
+        last_bundles=zero,
+        last_usage=zero,
+        rate=np.array([new]),
+        tp=zero,
+        bundles=zero,
+        usage=zero,
+        last_update_ms=np.array([NOW]),
+        now_ms=NOW,
+        conf=conf,
+    )
+    assert bool(mask[0]) is writes
+
+
 @pytest.mark.parametrize("max_samples", [NUM_SHORT_SAMPLES, NUM_LONG_SAMPLES])
 @pytest.mark.parametrize(("n0", "count"), [(0, 1), (0, 3), (4, 3), (8, 5), (10, 7), (0, 25), (999, 4)])
 def test_closed_form_samples_match_pulsars_update(max_samples: int, n0: int, count: int) -> None:

@@ -47,17 +47,23 @@ DEFAULT_VALUES = np.array(
 
 
 def percent_change(old: float, new: float) -> float:
-    """Pulsar's ``percentChange``: 0 if both are 0, +∞ if only ``old`` is 0, else 100·|old−new|/old."""
+    """Pulsar's ``percentChange``: 0 if both are 0, +∞ if only ``old`` is 0, else 100·|(old−new)/old|.
+
+    Quirk (``ModularLoadManagerImpl.percentChange``): Java divides first, then takes the absolute value and
+    multiplies by 100; ``100·|old−new| / old`` rounds differently, and a change of exactly the threshold
+    (10 %) came out 10.000000000000002 where Java has 10.0, or the other way: a report written, or not,
+    where Pulsar's broker does the opposite."""
     if old == 0:
         return 0.0 if new == 0 else float("inf")
-    return 100.0 * abs(old - new) / old
+    return 100 * abs((old - new) / old)
 
 
 def percent_change_array(old: FloatArray, new: FloatArray) -> FloatArray:
-    """Vectorised :func:`percent_change`."""
+    """Vectorised :func:`percent_change` (the same operations, in the same order)."""
     out = np.zeros(np.broadcast(old, new).shape)
     zero = old == 0
-    np.divide(100.0 * np.abs(old - new), old, out=out, where=~zero)
+    np.divide(old - new, old, out=out, where=~zero)
+    out = 100 * np.abs(out)
     out[zero & (new != 0)] = np.inf
     return out
 
