@@ -337,6 +337,22 @@ class TestThresholdShedderThresholds:
         result = ThresholdShedder().find_bundles_for_unloading(threshold_cluster([0, 0]), conf(**THRESHOLD))
         assert result.skipped == [{"reason": "average max resource usage is 0"}]
 
+    def test_a_nan_average_skips_no_broker(self) -> None:
+        # A limit that is 0 as a float32 gives ∞ % (b0: U = +∞) or, over a usage of 0, NaN, and a broker
+        # whose four terms are NaN has U = −∞ (b1): the average is NaN. Java's skip test
+        # `cur < avg + threshold` is false for every broker, the target (NaN) is not below the minimum,
+        # and each broker's walk takes its largest bundle only (`marked < NaN` is false).
+        tiny = (0.0, 1e-50)
+        brokers = {
+            "b0": broker_data(cpu=(1.0, 1e-50), tp_in=20 * MB, bundles=["b0/ns/0", "b0/ns/1"]),
+            "b1": broker_data(cpu=tiny, direct=tiny, bw=tiny, tp_in=20 * MB, bundles=["b1/ns/0", "b1/ns/1"]),
+            "b2": cpu_broker(50, tp_in=20 * MB, bundles=["b2/ns/0", "b2/ns/1"]),
+        }
+        data = {f"b{i}/ns/{k}": bundle_data(tp_in=(k + 1) * MB) for i in range(3) for k in range(2)}
+        result = ThresholdShedder().find_bundles_for_unloading(snapshot(brokers, data), DEFAULT)
+        assert math.isnan(result.unloads[0].reason["avg_usage"])
+        assert result.by_broker() == {"b0": ["b0/ns/1"], "b1": ["b1/ns/1"], "b2": ["b2/ns/1"]}
+
     def test_forgets_brokers_that_left(self) -> None:
         shedder = ThresholdShedder()
         shedder.find_bundles_for_unloading(threshold_cluster([50, 50]), conf(**THRESHOLD))

@@ -9,9 +9,9 @@ Quirks reproduced:
 * The history is advanced for every broker on every call, whatever the outcome.
 * The lower-boundary pass (``lowerBoundarySheddingEnabled``) advances the history a *second*
   time in the same call with the same data before it looks for the most loaded broker.
-* ``cur < avg + threshold`` skips; equality does not. The lower-boundary minimum-throughput check
-  is strict the other way (``minThroughput > target`` skips), so a target equal to the minimum
-  proceeds.
+* ``cur < avg + threshold`` skips; equality does not, nor does a NaN average (+∞ and −∞ usages).
+  The lower-boundary minimum-throughput check is strict the other way (``minThroughput > target``
+  skips), so a target equal to the minimum proceeds.
 * A broker that owns exactly one bundle is never shed from (Pulsar warns "sole namespace bundle").
 * Usage above 100 % is not clamped.
 
@@ -65,7 +65,8 @@ class ThresholdShedder:
             value = u if prev is None else prev * h + (1 - h) * u
             self.history[broker] = value
             values[i] = value
-        avg = float(np.cumsum(values)[-1] / snapshot.num_brokers) if snapshot.num_brokers else 0.0
+        with np.errstate(invalid="ignore"):  # +∞ and −∞ histories: a NaN average, as Java's sum gives
+            avg = float(np.cumsum(values)[-1] / snapshot.num_brokers) if snapshot.num_brokers else 0.0
         return values, avg
 
     def find_bundles_for_unloading(
@@ -81,10 +82,13 @@ class ThresholdShedder:
             result.note(SkipKind.NO_TRAFFIC)
             return result
         throughput = snapshot.total_msg_throughput()
-        above = np.flatnonzero(history >= avg + threshold)
+        # Quirk (ThresholdShedder.findBundlesForUnloading): Java skips a broker when `cur < avg + threshold`;
+        # a NaN on either side (an average of +∞ and −∞ usages) skips nobody, and each broker's target is
+        # NaN, which is not below the minimum either: every broker with two bundles sheds its largest one.
+        above = np.flatnonzero(~(history < avg + threshold))
         for b in above.tolist():
             broker = snapshot.broker_ids[b]
-            pct = history[b] - avg - threshold + ADDITIONAL_THRESHOLD_PERCENT_MARGIN
+            pct = float(history[b]) - avg - threshold + ADDITIONAL_THRESHOLD_PERCENT_MARGIN
             target = float(throughput[b] * pct)
             base: dict[str, Any] = {
                 "strategy": self.name,
