@@ -46,6 +46,13 @@ class TestRoundRobinSelector:
         # two candidates: n changed, the cache is rebuilt; count 7 → index 1, 8 → 0.
         assert excluded_lookups(manager, idle("a", "d"), 7, 2) == ["d", "a"]
 
+    def test_cycles_in_the_order_of_javas_hash_set_of_candidates(self) -> None:
+        # The selector copies the leader's candidate set, a java.util.HashSet (ModularLoadManagerImpl's
+        # brokerCandidateCache), whose order is its buckets': String.hashCode spread, & 15 (16 buckets for
+        # three brokers): "p" is 112 → bucket 0, "a" 97 → 1, "b" 98 → 2. So p, a, b, not a, b, p.
+        manager = LoadManager(conf(loadBalancerSheddingExcludedNamespaces="t/ex"), seed=0)
+        assert excluded_lookups(manager, idle("a", "b", "p"), 0, 4) == ["p", "a", "b", "p"]
+
     def test_placement_reports_the_selector_and_the_sorted_candidates(self) -> None:
         manager = LoadManager(conf(loadBalancerSheddingExcludedNamespaces="t/ex"), seed=0)
         answer = manager.lookup("t/ex/0x00000000_0x00000001", idle("c", "a", "b"), T0)

@@ -21,7 +21,9 @@ The order of a ``HashMap<String, …>`` (OpenJDK 8 and later) follows from the k
 Where the map lives differs by strategy (the Java sources at the spec's commit): ThresholdShedder,
 OverloadShedder and UniformLoadShedder keep one multimap in a field and clear it at every call, so its
 table keeps the largest length it ever grew to; AvgShedder builds a new one per call. A strategy Pulsar
-does not have is treated like AvgShedder.
+does not have is treated like AvgShedder. The leader's candidate set, ``brokerCandidateCache`` (a
+``HashSet`` field refilled by every ``selectBroker``, so sized for the most brokers it ever held), is the
+order in which RoundRobinBrokerSelector cycles through the brokers (:mod:`shedlab.manager.loop`).
 
 Not reproduced: within a bucket the keys keep the order in which the strategy named them, which is
 shedlab's broker order (Java: the strategy's walk over ``loadData``'s ``ConcurrentHashMap``, see the spec's

@@ -33,7 +33,8 @@ Candidate filtering (``selectBroker``, §4.5) implemented:
    ``preferLaterVersions``; :mod:`shedlab.manager.filters`), from the report fields a snapshot of Pulsar's
    LoadData carries (the simulator's keep every broker); a throwing version filter restores step 1;
 5. an empty set falls back to step 1; the placement strategy chooses (namespaces listed in
-   ``loadBalancerSheddingExcludedNamespaces`` use Pulsar's round-robin selector instead);
+   ``loadBalancerSheddingExcludedNamespaces`` use Pulsar's round-robin selector instead, which cycles
+   through the candidates in the order of Java's ``HashSet`` of them, :mod:`shedlab.manager.hash_order`);
 6. the overload re-check: when the chosen broker's weighted usage is above
    ``loadBalancerBrokerOverloadedThresholdPercentage``, the strategy is asked again over every available
    broker and its answer, if any, is used (stateful strategies thus advance twice, as in Pulsar).
@@ -237,6 +238,7 @@ class LoadManager:
         self._recent: _RecentMask | None = None
         self._round_robin = _RoundRobin()
         self._plan_table = FRESH_TABLE  # the length of the hash table of the strategy's multimap
+        self._candidate_table = FRESH_TABLE  # the same of the leader's brokerCandidateCache (a HashSet)
         self._overload = conf.load_balancer_broker_overloaded_threshold_percentage / 100.0
         self._excluded = frozenset(conf.load_balancer_shedding_excluded_namespaces)
 
@@ -419,7 +421,11 @@ class LoadManager:
             candidates = everyone
         info: dict[str, Any] = {"candidates": int(candidates.size)}
         if self._excluded and namespace in self._excluded:
-            names = [snap.broker_ids[i] for i in candidates.tolist()]
+            # Quirk (RoundRobinBrokerSelector.selectBroker): it copies the candidate set as it iterates,
+            # and the leader's set is a java.util.HashSet (ModularLoadManagerImpl.brokerCandidateCache):
+            # the brokers come in its bucket order (ties within a bucket by broker id), not by id.
+            by_id = [snap.broker_ids[i] for i in candidates.tolist()]
+            names, _ = hash_map_order(by_id, self._candidate_table)
             chosen = self._round_robin.select(names)
             placement = Placement(chosen, tuple(sorted(names)), {"strategy": "RoundRobinBrokerSelector"})
         else:
@@ -592,6 +598,9 @@ class LoadManager:
         persistent = snapshot.broker_persistent_topics
         everyone = np.arange(n, dtype=np.int64) if persistent is None else np.flatnonzero(persistent)
         view = _View(snapshot, snap, usage, everyone, pre_rate, pre_topics)
+        if self._excluded:  # every selectBroker fills brokerCandidateCache with these: its table grows
+            ids = [snapshot.broker_ids[i] for i in everyone.tolist()]
+            _, self._candidate_table = hash_map_order(ids, self._candidate_table)
         if snapshot.broker_version is not None and self.conf.prefer_later_versions:
             view.versions = [parse_semver(v) for v in snapshot.broker_version]
         self._view = view
