@@ -649,6 +649,22 @@ class TestLeastResourceUsageWithWeight:
         strategy.on_active_brokers_change(["lo"])
         assert strategy.history == {"lo": 0.5}
 
+    def test_a_nan_history_stays_nan_and_no_broker_is_best(self) -> None:
+        # A limit that is 0 as a float32: b0's usage is +∞ at the first call (a usage of 1: ∞ %) and −∞ at
+        # the second (every term 0/0: NaN, and Java's max of NaNs is −∞). Its history is then
+        # 0.9·∞ + 0.1·(−∞) = NaN, which Java keeps (a Double, not a missing entry): the average is NaN,
+        # no broker passes `usage + threshold <= average`, and the choice is among every candidate.
+        tiny = (0.0, 1e-50)
+        others = {b: cpu_broker(u, rate_in=1, bundles=[f"{b}/ns/0"]) for b, u in (("b1", 10), ("b2", 90))}
+        hot = broker_data(cpu=(1.0, 1e-50), rate_in=1, bundles=["b0/ns/0"])
+        nan = broker_data(cpu=tiny, direct=tiny, bw=tiny, rate_in=1, bundles=["b0/ns/0"])
+        strategy, everyone = LeastResourceUsageWithWeight(np.random.default_rng(0)), ["b0", "b1", "b2"]
+        strategy.select_broker(everyone, "x/ns/0", snapshot({"b0": hot, **others}), DEFAULT)
+        placed = strategy.select_broker(everyone, "x/ns/0", snapshot({"b0": nan, **others}), DEFAULT)
+        assert math.isnan(strategy.history["b0"])
+        assert tuple(placed.choices) == ("b0", "b1", "b2")
+        assert math.isnan(placed.reason["avg_usage"])
+
 
 class TestLeastLongTermMessageRate:
     def test_exactly_at_the_overload_threshold_is_not_excluded(self) -> None:

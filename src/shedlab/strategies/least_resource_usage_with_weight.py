@@ -11,6 +11,8 @@ Quirks reproduced:
   (treated as a restart) before the update.
 * The history advances once per call, so the manager's overload re-check (which calls the
   strategy a second time) advances it twice.
+* A NaN history (∞ then −∞ usage, from limits that are 0 as a float32) is a history, not a missing
+  one: it stays NaN, the average is NaN and every candidate is drawn from.
 
 Deviation: the average is a sequential sum over candidates in broker-id order (Java: set order).
 """
@@ -35,30 +37,38 @@ class LeastResourceUsageWithWeight:
     def __init__(self, rng: np.random.Generator | None = None) -> None:
         self.rng = rng if rng is not None else np.random.default_rng()
         self._slot: dict[str, int] = {}
-        self._history = np.full(16, np.nan)
+        self._history = np.zeros(16)
+        self._known = np.zeros(16, dtype=np.bool_)
+        """Which slots hold a history. Not NaN in ``_history``: Java keeps a NaN history (a Double in its
+        map, 0.9·∞ + 0.1·(−∞)) and averages it, where a missing one restarts from the usage."""
         self._slots_cache: tuple[tuple[str, ...], np.ndarray] | None = None
 
     @property
     def history(self) -> dict[str, float]:
         """The current usage history per broker (brokers never seen are absent)."""
-        return {b: float(self._history[s]) for b, s in self._slot.items() if not np.isnan(self._history[s])}
+        return {b: float(self._history[s]) for b, s in self._slot.items() if self._known[s]}
+
+    def _grow(self, size: int) -> None:
+        """Room for ``size`` slots (doubling), the new ones without history."""
+        if size > self._history.size:
+            n = max(size, 2 * self._history.size)
+            self._history = np.concatenate((self._history, np.zeros(n - self._history.size)))
+            self._known = np.concatenate((self._known, np.zeros(n - self._known.size, dtype=np.bool_)))
 
     def seed_history(self, values: Mapping[str, float]) -> None:
         """Preset the usage history (broker → fraction), as a leader that has been placing would have."""
         for broker, value in values.items():
             slot = self._slot.setdefault(broker, len(self._slot))
-            if slot >= self._history.size:
-                grown = np.full(max(slot + 1, 2 * self._history.size), np.nan)
-                grown[: self._history.size] = self._history
-                self._history = grown
+            self._grow(slot + 1)
             self._history[slot] = float(value)
+            self._known[slot] = True
         self._slots_cache = None
 
     def on_active_brokers_change(self, active: Collection[str]) -> None:
         keep = set(active)
         for broker, slot in self._slot.items():
             if broker not in keep:
-                self._history[slot] = np.nan
+                self._known[slot] = False
 
     def _slots(self, snapshot: ClusterSnapshot) -> np.ndarray:
         """History slot of every snapshot broker (cached while the broker list is the same object)."""
@@ -72,10 +82,7 @@ class LeastResourceUsageWithWeight:
             slot_of.update(zip(new, range(first, first + len(new)), strict=True))
         ids = snapshot.broker_ids
         slots = np.fromiter(map(slot_of.__getitem__, ids), dtype=np.int64, count=len(ids))
-        if len(self._slot) > self._history.size:
-            grown = np.full(max(len(self._slot), 2 * self._history.size), np.nan)
-            grown[: self._history.size] = self._history
-            self._history = grown
+        self._grow(len(self._slot))
         self._slots_cache = (snapshot.broker_ids, slots)
         return slots
 
@@ -91,15 +98,16 @@ class LeastResourceUsageWithWeight:
             return Placement(None, (), {"strategy": self.name, "rule": "no candidates"})
         h = conf.load_balancer_history_resource_percentage
         slots = self._slots(snapshot)[brokers]
-        prev = self._history[slots]
         restarted = (snapshot.num_owned_bundles[brokers] == 0) | (
             (snapshot.msg_rate_in[brokers] == 0) & (snapshot.msg_rate_out[brokers] == 0)
         )
-        prev = np.where(restarted, np.nan, prev)
         usage = snapshot.weighted_max_usage(conf.resource_weights())[brokers]
-        updated = np.where(np.isnan(prev), usage, prev * h + (1 - h) * usage)
+        with np.errstate(invalid="ignore"):  # ∞ and −∞ usages: NaN histories and averages, as in Java
+            ema = self._history[slots] * h + (1 - h) * usage
+            updated = np.where(self._known[slots] & ~restarted, ema, usage)
+            avg = float(np.cumsum(updated)[-1] / brokers.size)
         self._history[slots] = updated
-        avg = float(np.cumsum(updated)[-1] / brokers.size)
+        self._known[slots] = True
         diff = conf.load_balancer_average_resource_usage_difference_threshold_percentage / 100.0
         best = brokers[updated + diff <= avg]
         rule = "usage + threshold <= average"
