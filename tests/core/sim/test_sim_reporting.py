@@ -92,6 +92,17 @@ def test_need_broker_data_update_numbers(
     assert bool(mask[0]) is expected
 
 
+def test_a_nan_usage_change_writes_no_report_whatever_else_changed() -> None:
+    # A cpu limit that is 0 as a float32 makes the usage +∞ in both reports: ∞ − ∞ is NaN, and Java's
+    # Math.max chain (ModularLoadManagerImpl.needBrokerDataUpdate) is NaN, not above the threshold, though
+    # the rate moved by 50 %; the vectorised rule's np.maximum agrees, Python's max() kept the 50.
+    last, now = report(rate=100.0), report(rate=150.0)
+    last.cpu = now.cpu = ResourceUsage(1.0, 1e-50)
+    conf = LoadBalancerConfig()
+    assert not need_broker_data_update(last, now, conf, NOW)
+    assert need_broker_data_update(report(rate=100.0), report(rate=150.0), conf, NOW)
+
+
 def test_cpu_change_ignored_with_cpu_weight_zero(conf5: LoadBalancerConfig) -> None:
     conf = conf5.with_overrides({"loadBalancerCPUResourceWeight": 0.0})
     assert not need_broker_data_update(report(cpu=100.0), report(cpu=206.0), conf, NOW)

@@ -76,16 +76,22 @@ def need_broker_data_update(
     if now_ms - current.lastUpdate > max_age_ms:
         return True
     weights = conf.resource_weights()
-    change = max(
-        percent_change(last.msgRateIn + last.msgRateOut, current.msgRateIn + current.msgRateOut),
-        percent_change(
-            last.msgThroughputIn + last.msgThroughputOut, current.msgThroughputIn + current.msgThroughputOut
-        ),
-        percent_change(float(last.numBundles), float(current.numBundles)),
-        100.0
-        * abs(
-            last.max_resource_usage_with_weight(*weights) - current.max_resource_usage_with_weight(*weights)
-        ),
+    # Java's Math.max chain (needBrokerDataUpdate) is NaN when one change is (∞ − ∞ usages), as NumPy's
+    # maximum and need_update_mask are; Python's max() kept or dropped a NaN by its position.
+    change = np.maximum.reduce(
+        [
+            percent_change(last.msgRateIn + last.msgRateOut, current.msgRateIn + current.msgRateOut),
+            percent_change(
+                last.msgThroughputIn + last.msgThroughputOut,
+                current.msgThroughputIn + current.msgThroughputOut,
+            ),
+            percent_change(float(last.numBundles), float(current.numBundles)),
+            100.0
+            * abs(
+                last.max_resource_usage_with_weight(*weights)
+                - current.max_resource_usage_with_weight(*weights)
+            ),
+        ]
     )
     return bool(change > conf.load_balancer_report_update_threshold_percentage)
 
