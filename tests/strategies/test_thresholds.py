@@ -664,6 +664,10 @@ class TestLeastResourceUsageWithWeight:
         assert math.isnan(strategy.history["b0"])
         assert tuple(placed.choices) == ("b0", "b1", "b2")
         assert math.isnan(placed.reason["avg_usage"])
+        # and stays NaN at 50 % (0.9·NaN + 0.05): shedlab restarted it at 0.5, and b1 alone was best
+        calm = cpu_broker(50, rate_in=1, bundles=["b0/ns/0"])
+        placed = strategy.select_broker(everyone, "x/ns/0", snapshot({"b0": calm, **others}), DEFAULT)
+        assert tuple(placed.choices) == ("b0", "b1", "b2")
 
 
 class TestLeastLongTermMessageRate:
