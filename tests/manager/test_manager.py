@@ -128,6 +128,26 @@ def test_no_destination_is_skipped_and_not_counted() -> None:
     assert manager.last_skipped[0]["reason"] == "no destination broker"
 
 
+def test_no_other_broker_for_the_policies_skips_before_placement() -> None:
+    """§4.4 step 5b (shouldNamespacePoliciesUnload): the policy set of a bundle without isolation policies is
+    the brokers that serve its (persistent) topics; without one besides the owner the leader skips the
+    unload before it asks the placement strategy, whose state (LRUWW's history, AvgShedder's planned
+    destinations) a call would move."""
+    brokers = {
+        "broker-1:8080": broker_data(cpu=(90.0, 100.0), rate_in=300.0, bundles=[B1, B2]),
+        "broker-2:8080": broker_data(cpu=(10.0, 100.0)),
+    }
+    brokers["broker-2:8080"].localData.persistentTopicsEnabled = False
+    snap = snapshot(
+        brokers, {B1: bundle_data(rate_in=100.0, tp_in=1.0), B2: bundle_data(rate_in=200.0, tp_in=2.0)}
+    )
+    placement = FixedPlacement("broker-1:8080")
+    manager = LoadManager(overload_conf(), shedding=make_shedding("OverloadShedder"), placement=placement)
+    assert manager.do_load_shedding(snap, T0) == []
+    assert placement.calls == []
+    assert manager.last_skipped[0]["reason"] == "no other broker for the namespace's policies"
+
+
 def test_no_shedding_with_one_broker_or_when_disabled() -> None:
     one = snapshot(
         {"broker-1:8080": broker_data(cpu=(99.0, 100.0), bundles=[B1, B2])},

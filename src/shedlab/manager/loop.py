@@ -43,7 +43,7 @@ Left out, and why:
 
 * **Namespace isolation policies** (§4.5 step 2, §4.4 b): neither the simulator nor Pulsar's load reports
   carry policies, so every broker is a "shared" broker and step 2 is "all available brokers" that serve
-  persistent topics.
+  persistent topics; §4.4 b then unloads only when one of them is not the owner.
 * **Anti-affinity groups and failure domains** (§4.5 step 4, §4.4 c): namespace policies again; without
   them Pulsar's filter keeps every candidate.
 * **Bundle splitting** (§4.8) and the leader's periodic bundle-data writes (§4.9) are not part of the
@@ -275,6 +275,11 @@ class LoadManager:
                     self.last_skipped.append({"broker": source, "bundle": unload.bundle, "reason": skip})
                     self.skip_log.append(Skip(SkipKind.EXCLUDED_NAMESPACE, source))
                     continue
+                if not self._has_other_candidate(view, source):
+                    why = "no other broker for the namespace's policies"
+                    self.last_skipped.append({"broker": source, "bundle": unload.bundle, "reason": why})
+                    self.skip_log.append(Skip(SkipKind.NO_DESTINATION, source))
+                    continue
                 placement, info = self._select_broker(view, unload.bundle)
                 info["choices"] = list(placement.choices)  # named here only: lookups do not need them
                 dest = placement.broker
@@ -336,6 +341,15 @@ class LoadManager:
         if reused:  # the strategy's multimap is a field, cleared each call: its table never shrinks
             self._plan_table = table
         return order
+
+    @staticmethod
+    def _has_other_candidate(view: _View, source: str) -> bool:
+        """Quirk (ModularLoadManagerImpl.shouldNamespacePoliciesUnload, spec §4.4 step 5b): the leader
+        unloads only when the bundle's policy set (§4.5 step 2: without isolation policies, the brokers
+        serving its persistent topics) holds a broker besides its owner, and checks it before it asks
+        the placement strategy, whose state a call would move even though the unload is skipped."""
+        i = view.snap.broker_index.get(source)
+        return bool((view.everyone != i).any()) if i is not None else view.everyone.size > 0
 
     def _skip_reason(self, bundle: str) -> str | None:
         """§4.4 step 5 a–c; only the shedding-excluded namespaces apply here (see module docstring)."""
