@@ -119,3 +119,39 @@ def test_without_resolution_there_is_no_host_timer() -> None:
         )
     )
     assert sim.host is None
+
+
+def test_without_resolution_a_longer_stats_interval_keeps_the_host_usage_timer_of_its_own() -> None:
+    """statsUpdateFrequencyInSecs 300 without ``resolution``: the CPU is read every minute, the rates every 5.
+
+    Pulsar reads the host usage every ``loadBalancerHostUsageCheckIntervalMinutes`` (1) whatever the stats
+    interval; sampled together, the broker's CPU reading was 5 minutes old when its rates were. Here the
+    traffic starts at 2 min: the report's CPU moves within a minute, its rates at the 5-min sample, as the
+    average of the window's five ticks (four with traffic: 2, 3, 4 and 5 min).
+    """
+    doc = {
+        "name": "apart",
+        "duration": "6m",
+        "seed": 1,
+        "config": {"statsUpdateFrequencyInSecs": 300},
+        "hardware": {"small": {"cores": 1}},
+        "brokers": [{"count": 1, "hardware": "small"}],
+        "workloads": [
+            {
+                "bundles": 8,
+                "msg_size": 1024,
+                "msg_rate_in": 4000,
+                "shapes": [{"kind": "step", "at": "2m", "factor": 1, "before": 0}],
+            }
+        ],
+    }
+    sim = Simulation(Scenario.from_mapping(doc))
+    assert sim.host is not None and sim.substeps == 1
+    loc, cpu, rate = sim.publishing.local, [], []
+    for t in range(6):
+        sim.tick(t, sim.start_ms + t * sim.tick_ms)
+        cpu.append(float(loc.usage[0, 0]))
+        rate.append(float(loc.agg[0, 0] + loc.agg[0, 1]))
+    assert cpu[3] > cpu[1] + 20  # read by 3 min: the host timer's phase is under a minute
+    assert rate[:5] == [0.0] * 5  # the stats sampled at 0 only
+    assert rate[5] == pytest.approx(2 * 8 * 4000.0 * 4 / 5)

@@ -46,8 +46,10 @@ Left out, and why:
   traffic at the sample, not an average over the stats interval (with it: the average over the
   host-usage window).
 * **The host-usage timer** without ``resolution``: a broker samples its host usage (CPU, NIC) with its
-  bundle stats, at the tick. Pulsar has two timers (``BrokerService``'s stats updater;
-  ``LinuxBrokerHostUsageImpl``'s own ``scheduleWithFixedDelay``), each a window average, and the 5-s
+  bundle stats, at the tick, while the two intervals are equal (Pulsar's defaults; otherwise each broker
+  keeps both timers, at one step a tick, as with ``resolution``). Pulsar has two timers
+  (``BrokerService``'s stats updater; ``LinuxBrokerHostUsageImpl``'s own ``scheduleWithFixedDelay``),
+  each a window average, and the 5-s
   report check writes after either one crosses the threshold: a step in traffic makes up to 4 writes
   per broker in Pulsar (a partial then a full window, on each timer), 1 here, so the leader's
   short-term bundle averages take fewer samples after a step (docs/published.md, Chapter 5, §5.2).
@@ -136,9 +138,12 @@ class Simulation:
         self.check_ms = max(int(conf.load_balancer_report_update_min_interval_millis), 1)
         self.next_check_ms = self.start_ms
         self.host: HostUsageWindows | None = None
-        if sim.resolution is not None:
+        host_ms = max(int(conf.load_balancer_host_usage_check_interval_minutes) * 60_000, 1)
+        # Without a resolution the two timers are one while their intervals are equal (Pulsar's defaults:
+        # 60 s and 1 min); set apart (statsUpdateFrequencyInSecs 300, say), each broker keeps both, at one
+        # step a tick: its CPU and NICs read every minute, its rates over its stats period
+        if sim.resolution is not None or host_ms != self.publishing.stats_ms:
             self.windows = StatsWindows.new(cluster.num_slots, pop.size, self.res_ms)
-            host_ms = max(int(conf.load_balancer_host_usage_check_interval_minutes) * 60_000, 1)
             # the host-usage timers' phases: a stream of its own, keyed apart from root's children,
             # so every other draw is the same as before (and without resolution nothing is drawn)
             rng_host = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(_HOST_STREAM,)))

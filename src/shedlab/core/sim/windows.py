@@ -19,7 +19,8 @@ broker's window, as Pulsar's rate divides by the elapsed period:
   (:class:`HostUsageWindows`: the average of the broker's true usage since its last reading, which
   ``loadBalancerHostUsageCheckIntervalMinutes`` spaces), and a stats sample leaves it alone.
 
-Without ``resolution`` none of this runs: a sample reads the traffic of its tick, as before.
+Without ``resolution`` none of this runs, and a sample reads the traffic of its tick, unless the stats
+and host-usage intervals differ: then both timers run at one step a tick (the kernel's constructor).
 """
 
 from __future__ import annotations
