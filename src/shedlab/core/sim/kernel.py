@@ -49,10 +49,10 @@ Left out, and why:
   bundle stats, at the tick, while the two intervals are equal (Pulsar's defaults; otherwise each broker
   keeps both timers, at one step a tick, as with ``resolution``). Pulsar has two timers
   (``BrokerService``'s stats updater; ``LinuxBrokerHostUsageImpl``'s own ``scheduleWithFixedDelay``),
-  each a window average, and the 5-s
-  report check writes after either one crosses the threshold: a step in traffic makes up to 4 writes
-  per broker in Pulsar (a partial then a full window, on each timer), 1 here, so the leader's
-  short-term bundle averages take fewer samples after a step (docs/published.md, Chapter 5, §5.2).
+  each a window average, and the 5-s report check writes after either one crosses the threshold: a
+  step in traffic makes up to 4 writes per broker in Pulsar (a partial then a full window, on each
+  timer), 1 here, so the leader's short-term bundle averages take fewer samples after a step
+  (docs/published.md, Chapter 5, §5.2).
   With ``resolution`` each broker has both timers (:class:`~shedlab.core.sim.windows.HostUsageWindows`).
 """
 
