@@ -1059,9 +1059,13 @@ def _java_string(value: Any, java_type: str) -> str:
 def runtime_configuration(conf: LoadBalancerConfig) -> dict[str, str]:
     """Every key of ``conf`` as Pulsar's ``GET /admin/v2/brokers/configuration/runtime`` answers it:
     ``BrokerService.getRuntimeConfiguration``, ``String.valueOf`` of each field (``""`` for null,
-    ``[a, b]`` for a list or set, ``Optional.empty``/``Optional[10.0]``, ``1.0`` for a whole double)."""
+    ``[a, b]`` for a list or set, ``Optional.empty``/``Optional[10.0]``, ``1.0`` for a whole double).
+
+    Pulsar's keys only: the answer lists ``ServiceConfiguration``'s fields, and shedlab's own keys (its
+    strategies', ``SHEDLAB_KEYS``) are none of them; a plugin's settings live in broker.conf's free-form
+    properties, which the endpoint does not list one by one."""
     values = conf.to_pulsar_dict()
-    return {key: _java_string(values[key], spec.java_type) for key, spec in KEY_SPECS.items()}
+    return {key: _java_string(values[key], spec.java_type) for key, spec in KEY_SPECS.items() if spec.pulsar}
 
 
 def from_runtime_configuration(answer: Mapping[str, Any]) -> dict[str, Any]:
