@@ -23,13 +23,16 @@ from shedlab.core.sim.windows import RESTART_LEAD_MS, HostUsageWindows
 STEP_S = 300
 
 
-def _scenario(**simulation: Any) -> Scenario:
+def _scenario(
+    *, at: str = "5m", duration: str = "8m", simulation: dict[str, Any] | None = None, **doc: Any
+) -> Scenario:
+    """One 1-core broker, idle until ``at``, then 8 bundles of 4,000 msg/s (1 KiB); 5-s steps by default."""
     return Scenario.from_mapping(
         {
             "name": "host-timer",
-            "duration": "8m",
+            "duration": duration,
             "seed": 1,
-            "simulation": {"resolution": "5s", **simulation},
+            "simulation": {"resolution": "5s"} if simulation is None else simulation,
             "hardware": {"small": {"cores": 1}},  # the step moves the CPU by ~45 points
             "brokers": [{"count": 1, "hardware": "small"}],
             "workloads": [
@@ -37,9 +40,10 @@ def _scenario(**simulation: Any) -> Scenario:
                     "bundles": 8,
                     "msg_size": 1024,
                     "msg_rate_in": 4000,
-                    "shapes": [{"kind": "step", "at": "5m", "factor": 1, "before": 0}],
+                    "shapes": [{"kind": "step", "at": at, "factor": 1, "before": 0}],
                 }
             ],
+            **doc,
         }
     )
 
@@ -129,23 +133,8 @@ def test_without_resolution_a_longer_stats_interval_keeps_the_host_usage_timer_o
     traffic starts at 2 min: the report's CPU moves within a minute, its rates at the 5-min sample, as the
     average of the window's five ticks (four with traffic: 2, 3, 4 and 5 min).
     """
-    doc = {
-        "name": "apart",
-        "duration": "6m",
-        "seed": 1,
-        "config": {"statsUpdateFrequencyInSecs": 300},
-        "hardware": {"small": {"cores": 1}},
-        "brokers": [{"count": 1, "hardware": "small"}],
-        "workloads": [
-            {
-                "bundles": 8,
-                "msg_size": 1024,
-                "msg_rate_in": 4000,
-                "shapes": [{"kind": "step", "at": "2m", "factor": 1, "before": 0}],
-            }
-        ],
-    }
-    sim = Simulation(Scenario.from_mapping(doc))
+    scen = _scenario(at="2m", duration="6m", simulation={}, config={"statsUpdateFrequencyInSecs": 300})
+    sim = Simulation(scen)
     assert sim.host is not None and sim.substeps == 1
     loc, cpu, rate = sim.publishing.local, [], []
     for t in range(6):
