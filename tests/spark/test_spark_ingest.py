@@ -267,6 +267,31 @@ def test_a_parquet_value_of_two_to_the_63_is_quarantined_in_either_ansi_mode(
 
 
 @pytest.mark.spark
+def test_a_parquet_decimal_with_a_fraction_past_two_to_the_52_is_quarantined(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Between 2^52 and 2^53 a double holds no fraction: 2^52 + 0.5 as a double is 2^52, so the decimal
+    passed the fraction test (run on the double) and was cut to 4503599627370496, silently. The test
+    runs on the decimal itself; its whole neighbours are kept."""
+    from decimal import Decimal
+
+    from shedlab.spark.ingest import ingest
+
+    big, half = 2**52, Decimal("0.5")
+    values = [Decimal(big), big + half, 2**53 - 1 - half, Decimal(2**53 - 1)]
+    table = _broker_table(4, num_topics=pa.array(values, pa.decimal128(20, 1)))
+    pq.write_table(table, tmp_path / "b.parquet")
+    res = ingest(spark, [str(tmp_path / "b.parquet")], str(tmp_path / "out"))
+    assert (res.broker_rows, res.quarantined_rows) == (2, 2)
+    kept = read_local_parquet(tmp_path / "out" / "broker_samples")
+    assert sorted(kept["num_topics"]) == [big, 2**53 - 1]
+    assert set(read_local_parquet(tmp_path / "out" / "quarantine")["detail"]) == {
+        "num_topics: 4503599627370496.5 is not an integer within ±(2^53 - 1), what ingest keeps exactly",
+        "num_topics: 9007199254740990.5 is not an integer within ±(2^53 - 1), what ingest keeps exactly",
+    }
+
+
+@pytest.mark.spark
 def test_a_parquet_long_past_two_to_the_53_is_quarantined(spark: SparkSession, tmp_path: Path) -> None:
     """A long column with a null reaches ingest's pandas stage as doubles (SPARK-54962): 2^63 - 1 was a
     pandas traceback there, and 2^53 + 1 was written as 2^53. Past 2^53 - 1 is quarantined, as the JSON

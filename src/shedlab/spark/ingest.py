@@ -306,12 +306,15 @@ def _out_of_range(col: Column, have: DataType, low: int, high: int) -> Column:
     """Whether a value of ``col`` (of type ``have``) is no integer in ``[low, high]``. A decimal or floating
     value is compared as a double, below ``high + 1`` (2^63, 2^31): 2^63 - 1 is 2^63 as a double, so 2^63
     passed ``<= high`` and was cast, a double to 9223372036854775807 (kept; beside a null in its group, a
-    pandas traceback), a decimal to a job failed with CAST_OVERFLOW under ANSI and to null without."""
+    pandas traceback), a decimal to a job failed with CAST_OVERFLOW under ANSI and to null without. A
+    decimal's fraction is tested on the decimal (its remainder by 1, which cannot overflow as a floor
+    can): past 2^52 a double holds none, and 2^52 + 0.5 was cut to 2^52."""
     if isinstance(have, _INTEGRAL):
         return (col < low) | (col > high)
     value = col.cast("double")
     beyond = (value < float(low)) | (value >= float(high + 1))
-    return beyond | sf.isnan(value) | (value != sf.floor(value))
+    fraction = (col % 1 != 0) if isinstance(have, DecimalType) else (value != sf.floor(value))
+    return beyond | sf.isnan(value) | fraction
 
 
 def _parquet_tables(path: str) -> list[tuple[str, str]]:
