@@ -36,7 +36,7 @@ from typing import Any, Final, Literal
 import yaml
 
 from shedlab.errors import (
-    MAX_INTEGER_BITS,
+    INTEGER_OUT_OF_RANGE,
     ConfigError,
     InputError,
     ShedlabError,
@@ -1449,7 +1449,7 @@ def _plain(value: Any) -> Any:
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader refusing duplicate mapping keys and integers beyond 64 bits.
+    """PyYAML's safe loader refusing duplicate mapping keys and integers a Java long cannot hold.
 
     PyYAML keeps the last of two equal keys without a word; a scenario with two ``duration:`` lines would
     run with whichever came last.
@@ -1475,14 +1475,10 @@ class UniqueKeyLoader(yaml.SafeLoader):
         _refuse_yaml11_number(text, node)
         plain = text.replace("_", "").lstrip("+-")
         if (plain.isdigit() and len(plain) > 20) or (not plain.isdigit() and len(plain) > 80):
-            raise yaml.constructor.ConstructorError(
-                None, None, f"integer out of range (more than {MAX_INTEGER_BITS} bits)", node.start_mark
-            )
+            raise yaml.constructor.ConstructorError(None, None, INTEGER_OUT_OF_RANGE, node.start_mark)
         value = int(super().construct_yaml_int(node))
         if not int_in_range(str(value)):
-            raise yaml.constructor.ConstructorError(
-                None, None, f"integer out of range (more than {MAX_INTEGER_BITS} bits)", node.start_mark
-            )
+            raise yaml.constructor.ConstructorError(None, None, INTEGER_OUT_OF_RANGE, node.start_mark)
         return value
 
     def construct_yaml_float(self, node: yaml.ScalarNode) -> float:

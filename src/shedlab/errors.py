@@ -9,7 +9,7 @@ Every file a user hands shedlab (snapshot, case, scenario, grid, broker.conf) is
 ``shedlab.config.parse_yaml_text``), so every reader refuses the same things the same way, naming the file:
 text that is not UTF-8 (with or without a byte-order mark) or UTF-16/UTF-32 with a byte-order mark;
 binary data (gzip, zip, Parquet, NUL bytes), said for what it is; a key given twice in one object (parsers
-silently keep the last one); an integer beyond 64 bits (no Pulsar field holds one).
+silently keep the last one); an integer a Java long cannot hold (no Pulsar field holds one).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 __all__ = [
+    "INTEGER_OUT_OF_RANGE",
     "MAX_INTEGER_BITS",
     "MAX_SEED",
     "MAX_SHOWN_VALUE",
@@ -234,6 +235,9 @@ MAX_INTEGER_BITS: Final = 64
 _INT_LIMIT: Final = 2 ** (MAX_INTEGER_BITS - 1)
 MAX_SEED: Final = _INT_LIMIT - 1
 """Seeds are integers in ``[0, MAX_SEED]`` (NumPy refuses a negative seed with a traceback)."""
+INTEGER_OUT_OF_RANGE: Final = "integer out of range (a Java long holds -2^63 to 2^63 - 1)"
+"""The readers' words for an integer a Java long cannot hold: its range, as 2^63 fits 64 bits unsigned
+and 'more than 64 bits' was wrong of it."""
 
 # Byte-order marks, longest first (the UTF-32 LE mark starts with the UTF-16 LE one).
 _BOMS: Final = (
@@ -381,7 +385,7 @@ def _short(text: str, limit: int = 40) -> str:
 
 
 def parse_json_text(text: str, source: str, *, error: type[ShedlabError] = InputError) -> Any:
-    """Parse JSON, refusing duplicate keys and integers beyond 64 bits, naming the line."""
+    """Parse JSON, refusing duplicate keys and integers a Java long cannot hold, naming the line."""
     try:
         return json.loads(text, object_pairs_hook=unique_object, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
@@ -397,9 +401,7 @@ def parse_json_text(text: str, source: str, *, error: type[ShedlabError] = Input
             hint="JSON readers would silently keep the last value",
         ) from None
     except OverflowError as exc:
-        raise error(
-            f"integer out of range (more than {MAX_INTEGER_BITS} bits)", source=source, value=_short(str(exc))
-        ) from None
+        raise error(INTEGER_OUT_OF_RANGE, source=source, value=_short(str(exc))) from None
     except RecursionError:
         raise error("JSON nested too deeply", source=source) from None
 

@@ -254,7 +254,7 @@ CASES: dict[str, list[Case]] = {
         ),
     ],
     "numbers out of range": [
-        _decide("huge-int", snapshot('"usage": 656.0', f'"usage": {HUGE}'), "64 bits"),
+        _decide("huge-int", snapshot('"usage": 656.0', f'"usage": {HUGE}'), "2^63 - 1"),
         _decide("negative-seed", SNAPSHOT.encode(), "--seed", "--seed", "-1"),
         _decide("seed-beyond-64-bits", SNAPSHOT.encode(), "--seed", "--seed", str(2**64)),
         _decide("zero-cycles", SNAPSHOT.encode(), "--cycles", "--cycles", "0"),
@@ -289,12 +289,17 @@ CASES: dict[str, list[Case]] = {
             b"loadBalancerHistoryResourcePercentage: 1.5\n",
             "loadBalancerHistoryResourcePercentage",
         ),
-        _config("huge-int-json", "lb.json", f'{{"minUnloadMessage": {HUGE}}}'.encode(), "64 bits"),
-        _config("huge-int-yaml", "lb.yaml", f"minUnloadMessage: {'9' * 5000}\n".encode(), "64 bits"),
+        _config("huge-int-json", "lb.json", f'{{"minUnloadMessage": {HUGE}}}'.encode(), "2^63 - 1"),
+        _config("huge-int-yaml", "lb.yaml", f"minUnloadMessage: {'9' * 5000}\n".encode(), "2^63 - 1"),
         _config("int-beyond-java-int", "broker.conf", b"minUnloadMessage=99999999999\n", "minUnloadMessage"),
         _simulate("negative-seed-option", scenario(), "--seed", "--seed", "-1"),
         _simulate("negative-seed-field", scenario("seed: -3\n"), "seed"),
-        _simulate("huge-seed-field", scenario(f"seed: {HUGE}\n"), "64 bits"),
+        _simulate("huge-seed-field", scenario(f"seed: {HUGE}\n"), "2^63 - 1"),
+        # 2^63 fits 64 bits (unsigned); the readers said "more than 64 bits" of it
+        _simulate("seed-field-two-to-the-63", scenario(f"seed: {2**63}\n"), "-2^63 to 2^63 - 1"),
+        _config(
+            "two-to-the-63-json", "lb.json", f'{{"minUnloadMessage": {2**63}}}'.encode(), "-2^63 to 2^63 - 1"
+        ),
         _simulate("trillion-brokers", scenario("", brokers="  - count: 1000000000000\n"), "brokers"),
         _simulate("huge-duration", scenario("", duration="1000000000000000"), "duration"),
         _simulate(

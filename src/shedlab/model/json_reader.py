@@ -1,9 +1,10 @@
 """Validated access to parsed JSON, with the path of every value for error messages.
 
 Files are read and parsed by :mod:`shedlab.errors`' one reader of a user's files (encodings, binary data,
-duplicate keys, integers beyond 64 bits). Pulsar itself ignores unknown fields and fills missing ones with
-defaults. shedlab does the same for fields that Pulsar treats as optional, but refuses values that cannot
-be right (negative or NaN rates, wrong types) and names the file and the JSON path of the offending value.
+duplicate keys, integers a Java long cannot hold). Pulsar itself ignores unknown fields and fills missing
+ones with defaults. shedlab does the same for fields that Pulsar treats as optional, but refuses values that
+cannot be right (negative or NaN rates, wrong types) and names the file and the JSON path of the offending
+value.
 """
 
 from __future__ import annotations
