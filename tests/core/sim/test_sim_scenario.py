@@ -305,6 +305,25 @@ def test_scenarios_beyond_the_limits_or_naming_missing_brokers_are_refused(extra
             "      cpu: {kind: onoff, low: 0, high: 2, period: 2m, on: 1m}\n",
             r"background\.cpu: reaches 2",
         ),
+        # a level below 0 was taken and read as 0 (a plain number below 0 was refused)
+        (
+            "brokers:\n  - {count: 3, background: {cpu: {kind: constant, value: -0.5}}}\n",
+            r"brokers\[0\]\.background\.cpu\.value: must be at least 0 \(got -0\.5\)",
+        ),
+        (
+            "brokers:\n  - {count: 3, background: {cpu: {kind: step, before: -0.5, after: 0.2, at: 1m}}}\n",
+            r"background\.cpu\.before: must be at least 0",
+        ),
+        (
+            "brokers:\n  - count: 3\n    background:\n"
+            "      nic_in: {kind: onoff, low: -1, high: 0.2, period: 2m, on: 1m}\n",
+            r"background\.nic_in\.low: must be at least 0",
+        ),
+        (
+            "events:\n  - {at: 1m, kind: background, brokers: [1],\n"
+            "     background: {cpu: {kind: ramp, to: -0.3, start: 1m, end: 2m}}}\n",
+            r"events\[0\]\.background\.cpu\.to: must be at least 0",
+        ),
     ],
 )
 def test_events_that_cannot_happen_and_impossible_backgrounds_are_refused(extra: str, message: str) -> None:

@@ -292,6 +292,9 @@ class Signal:
 
 
 _SIGNAL_DURATIONS = {"period", "peak", "on", "offset", "start", "end", "at"}
+_SIGNAL_SIGNED = {"amplitude"}
+"""The one level a signal takes below 0 (a diurnal's sign is its phase); every other level is a fraction of
+the machine, at least 0, as a plain number is: ``{kind: constant, value: -0.5}`` was taken and read as 0."""
 _SIGNAL_DEFAULTS: dict[str, Any] = {"period": 86400.0, "peak": 14 * 3600.0, "offset": 0.0, "from": 0.0}
 
 
@@ -312,10 +315,11 @@ def parse_signal(parent: Node, key: str, default: Signal | None = None) -> Signa
     kind = node.string("kind", choices=tuple(SIGNAL_KINDS))
     params: list[tuple[str, float]] = []
     for name in SIGNAL_KINDS[kind]:
+        given = () if name not in _SIGNAL_DEFAULTS else (_SIGNAL_DEFAULTS[name],)
         if name in _SIGNAL_DURATIONS:
-            value = node.duration(name, *(() if name not in _SIGNAL_DEFAULTS else (_SIGNAL_DEFAULTS[name],)))
+            value = node.duration(name, *given)
         else:
-            value = node.number(name, *(() if name not in _SIGNAL_DEFAULTS else (_SIGNAL_DEFAULTS[name],)))
+            value = node.number(name, *given, minimum=None if name in _SIGNAL_SIGNED else 0.0)
         params.append((name, value))
     p = dict(params)
     if kind in ("diurnal", "onoff") and p["period"] <= 0:
