@@ -292,6 +292,16 @@ def test_scenarios_beyond_the_limits_or_naming_missing_brokers_are_refused(extra
         ),
         ("simulation:\n  cluster: us west\n", r"simulation\.cluster: not a Pulsar cluster name.*'us west'"),
         ("simulation:\n  cluster: ''\n", r"simulation\.cluster: not a Pulsar cluster name"),
+        # a recording of these times had every row quarantined by ingest as invalid_timestamp
+        (
+            "simulation: {start_time: '1960-01-01T00:00:00Z'}\n",
+            r"simulation\.start_time: .*after 1970.*\(got '1960-01-01T00:00:00Z'\)",
+        ),
+        ("simulation: {start_time: '1971-06-01T00:00:00Z'}\n", r"simulation\.start_time: .*epoch seconds"),
+        (
+            "simulation: {start_time: '9999-12-31T23:55:00Z'}\n",
+            r"simulation\.start_time: .*the run's last tick",
+        ),
         (
             "events:\n  - {at: 1m, kind: background, brokers: [1], background: {cpu: 1.5}}\n",
             r"events\[0\]\.background\.cpu: reaches 1\.5, more than the whole machine",

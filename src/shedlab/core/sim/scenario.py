@@ -35,6 +35,7 @@ from shedlab.core.sim.traffic import (
     workload_names,
 )
 from shedlab.errors import ConfigError, InputError, ShedlabError, did_you_mean, read_user_text
+from shedlab.model.formats import SECONDS_LIKE_MS, FormatError, epoch_ms
 from shedlab.model.pulsar import is_named_entity
 from shedlab.strategies import pair_config, resolve_config, resolve_pair_name
 
@@ -394,6 +395,28 @@ def _check_warmup(root: Node, metrics: MetricsSettings, last_ms: int) -> None:
             root.child("metrics").raw("warmup"),
             hint="shorten the warm-up or lengthen the duration",
         )
+
+
+def _check_start_time(root: Node, simulation: SimulationSettings, last_ms: int) -> None:
+    """Refuse a ``simulation.start_time`` whose run stamps a time no recording holds (at or before 1970,
+    epoch seconds' range, past year 9999: :func:`~shedlab.model.formats.epoch_ms`): ``simulate --record``
+    wrote a recording of which ingest quarantined every row as invalid_timestamp. Its start, its last tick
+    and, between them, the first time in epoch seconds' range are checked."""
+    start, end = simulation.start_time_ms, simulation.start_time_ms + last_ms
+    points = (
+        ("the start", start),
+        ("the run's last tick", end),
+        ("a tick", min(max(start, SECONDS_LIKE_MS[0]), end)),
+    )
+    for what, ms in points:
+        try:
+            epoch_ms(ms)
+        except FormatError as exc:
+            raise root.error(
+                "simulation.start_time",
+                f"{what} is at no time a recording holds ({exc.message})",
+                root.child("simulation").raw("start_time"),
+            ) from None
 
 
 def _parse_leader_state(parent: Node, initial: int) -> LeaderState:
@@ -850,6 +873,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     _check_event_brokers(root, events, initial, last_ms)
     _check_shape_starts(root, workloads, last_ms)
     _check_background_starts(root, groups, events, last_ms)
+    _check_start_time(root, simulation, last_ms)
     metrics = _parse_metrics(root)
     _check_warmup(root, metrics, last_ms)
     leader_state = _parse_leader_state(root, initial)
