@@ -53,3 +53,24 @@ def test_events_after_the_twins_last_tick_move_back_to_it() -> None:
     moved = _by_last_tick(events, 3590.0, 60.0)
     assert [e["at"] for e in moved] == ["30m", "59m", "59m"]
     assert moved[1] == {**events[1], "at": "59m"}
+
+
+def test_an_onoff_shape_the_twin_writes_is_off_for_a_tick_at_least() -> None:
+    """Bundles off 5 % of a two-tick cycle: the off time rounded to no tick and the twin wrote ``on`` equal
+    to ``period``, a cycle on at every step (it did nothing), which the scenario now refuses."""
+    from shedlab.core.sim.scenario import Scenario
+    from shedlab.core.twin import _onoff
+
+    columns = {
+        "n": 100,
+        "off_out_fraction": 0.05,
+        "off_out_starts": 50,
+        "off_in_fraction": 0.0,
+        "off_in_starts": 0,
+    }
+    (shape,) = _onoff(
+        pd.DataFrame({k: [v] for k, v in columns.items()}), ["t/ns/0x00000000_0xffffffff"], 60.0
+    )
+    assert (shape["period"], shape["on"]) == ("2m", "1m")
+    workload = {"name": "w", "namespace": "t/ns", "bundles": 1, "shapes": [{**shape, "select": {}}]}
+    Scenario.from_mapping({"name": "twin", "duration": "10m", "workloads": [workload]}, source="twin.yaml")

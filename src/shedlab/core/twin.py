@@ -454,8 +454,9 @@ def _onoff(rows: pd.DataFrame, names: Sequence[str], tick_s: float) -> list[dict
         sel = rows[hit]
         period = float(np.median(sel["n"] * tick_s / sel[starts_col]))
         period = max(2 * tick_s, round(period / tick_s) * tick_s)
-        on = min(
-            period, max(tick_s, round(period * (1.0 - float(np.median(sel[frac_col]))) / tick_s) * tick_s)
+        on = min(  # off a tick at least: on for the whole period is no cycle (the scenario refuses it)
+            period - tick_s,
+            max(tick_s, round(period * (1.0 - float(np.median(sel[frac_col]))) / tick_s) * tick_s),
         )
         selected = [names[i] for i, h in enumerate(hit.tolist()) if h]
         shape: dict[str, Any] = {

@@ -118,10 +118,11 @@ def _shape(draw: Draw, duration: int, tick: int, workloads: list[str]) -> dict[s
         shape.update(start=start, end=end, to=draw(st.sampled_from((0.0, 3.0))))
         shape["from"] = draw(st.sampled_from((0.0, 1.0)))
     elif kind == "onoff":
-        period = draw(st.sampled_from((20, 60, 120, 300)))
+        # whole ticks: a cycle on (or off) at every step is refused (a 20-s period read every 60 s)
+        period = tick * draw(st.sampled_from((2, 4, 5)))
         shape.update(
             period=period,
-            on=draw(st.sampled_from((period // 2, period))),
+            on=period // 2,
             stops=draw(st.sampled_from(("consumers", "producers"))),
             phase=draw(st.sampled_from(("random", "aligned", "30s", 0))),
             catchup=draw(st.sampled_from((1.0, 2.0))),

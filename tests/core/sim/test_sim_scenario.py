@@ -352,6 +352,11 @@ def test_events_that_cannot_happen_and_impossible_backgrounds_are_refused(extra:
         ("{kind: onoff, period: 2m, on: 0}", r"shapes\[0\]\.on: must be within \(0, period\] \(got 0\)"),
         ("{kind: onoff, period: 2m, on: 3m}", r"shapes\[0\]\.on: must be within \(0, period\] \(got '3m'\)"),
         ("{kind: onoff, period: 0, on: 0}", r"shapes\[0\]\.period: must be greater than 0"),
+        # read on the 60-s ticks only, these cycles were always on (or off), silently (until 29 Nov 2026)
+        ("{kind: onoff, period: 30s, on: 10s}", r"shapes\[0\]\.period: .*on at every step of the run"),
+        ("{kind: onoff, period: 2m, on: 61s, phase: aligned}", r"\.period: .*on at every step"),
+        ("{kind: onoff, period: 2m, on: 30s, phase: 30s}", r"shapes\[0\]\.period: .*off at every step"),
+        ("{kind: onoff, period: 2m, on: 2m}", r"shapes\[0\]\.period: .*on at every step"),
     ],
 )  # fmt: skip
 def test_shapes_that_never_act_are_refused(extra: str, message: str) -> None:

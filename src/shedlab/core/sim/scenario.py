@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import importlib.resources
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from shedlab.core.sim.spec import Node
 from shedlab.core.sim.traffic import (
     MAX_FACTOR,
     Selector,
+    Shape,
     Signal,
     Workload,
     bundles_at_most,
@@ -627,6 +629,39 @@ def _check_traffic_windows(
             )
 
 
+def _check_onoff_steps(root: Node, workloads: Sequence[Workload], simulation: SimulationSettings) -> None:
+    """Refuse an ``onoff`` shape that is on (or off) at every step of the run: the traffic is read at the
+    steps only (every tick, or every ``resolution``), so a 30-s cycle read every 60 s was always on, and
+    the shape did nothing, silently."""
+    step_ms = tick_ms_of(simulation.tick if simulation.resolution is None else simulation.resolution)
+    for w, workload in enumerate(workloads):
+        for k, shape in enumerate(workload.shapes):
+            state = _onoff_at_steps(shape, step_ms) if shape.kind == "onoff" else None
+            if state is not None:
+                raise InputError(
+                    f"a cycle of {shape.param('period'):g} s, {shape.param('on'):g} s on, read every "
+                    f"{step_ms / 1000:g} s (the run's steps) is {state} at every step of the run: it would "
+                    "never act",
+                    source=root.source,
+                    field=f"workloads[{w}].shapes[{k}].period",
+                    value=root.list("workloads")[w]["shapes"][k]["period"],
+                    hint="make the period a multiple of the step, or set simulation.resolution",
+                )
+
+
+def _onoff_at_steps(shape: Shape, step_ms: int) -> str | None:
+    """``on`` or ``off`` if an on/off cycle read at every multiple of ``step_ms`` is always that, else None.
+    Shifted by its phase ``p`` (a random one is a whole number of steps), it takes the values
+    ``p mod g + k·g`` below the period, ``g = gcd(step, period)``."""
+    period_ms, on_ms = round(shape.param("period") * 1000), round(shape.param("on") * 1000)
+    phase = shape.param("phase")
+    gcd = math.gcd(step_ms, period_ms)
+    first = round(phase * 1000) % gcd if isinstance(phase, float) else 0
+    if first + period_ms - gcd < on_ms:
+        return "on"
+    return "off" if first >= on_ms else None
+
+
 _SHAPE_START = {"step": "at", "ramp": "start"}
 """The parameter at which a step or ramp shape begins to change its workload's traffic."""
 
@@ -869,6 +904,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     events = tuple(_parse_event(node, hardware) for node in root.nodes("events"))
     _check_event_times(root, events, duration, simulation.tick)
     _check_traffic_windows(root, workloads, events, simulation)
+    _check_onoff_steps(root, workloads, simulation)
     last_ms = last_tick_ms(duration, simulation.tick)
     _check_event_brokers(root, events, initial, last_ms)
     _check_shape_starts(root, workloads, last_ms)
