@@ -260,6 +260,11 @@ _SMALL = "name: s\nduration: 10m\nbrokers:\n  - count: 3\n"
             r"events\[0\]\.brokers: .*broker 4.*1-3",
         ),
         ("events:\n  - {at: 1m, kind: rolling_restart, interval: 1m, brokers: [9]}\n", "broker 9"),
+        # an empty list restarted every broker up, silently (until 29 Nov 2026)
+        (
+            "events:\n  - {at: 1m, kind: rolling_restart, interval: 1m, brokers: []}\n",
+            r"events\[0\]\.brokers: give the broker numbers to restart, or leave brokers out .* \(got \[\]\)",
+        ),
         ("events:\n  - {at: 1m, kind: add_brokers, count: 20000}\n", r"events\[0\]\.count: more than 10000"),
         # the clock counts whole milliseconds: these ran as 1-ms and 2-ms ticks (until 29 Nov 2026)
         ("simulation:\n  tick: 0.0001\n", r"simulation\.tick: must be a whole number of milliseconds"),

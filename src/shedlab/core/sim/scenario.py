@@ -493,6 +493,12 @@ def _parse_event(node: Node, hardware: Mapping[str, HardwareClass]) -> Event:
         )
         if interval <= 0:
             raise node.error("interval", "must be greater than 0", node.raw("interval"))
+        if node.has("brokers") and not event.brokers:  # restarted every broker up, where it says none
+            raise node.error(
+                "brokers",
+                "give the broker numbers to restart, or leave brokers out for every broker up",
+                node.raw("brokers"),
+            )
         node.finish(("kind", "at", "interval", "downtime", "brokers"))
     elif kind == "traffic":
         duration = node.raw("duration", None)
