@@ -135,6 +135,16 @@ class IntBroker(_Base):
         return Placement(0, (0,), {})
 
 
+class ExitsInShedding(_Base):
+    def find_bundles_for_unloading(self, snapshot, conf):
+        raise SystemExit(0)
+
+
+class ExitsInInit(ShedOne):
+    def __init__(self, rng=None):
+        raise SystemExit("needs a license file")
+
+
 class Slow(ShedOne):
     def find_bundles_for_unloading(self, snapshot, conf):
         time.sleep(30)
@@ -172,6 +182,9 @@ CASES = [
     ("ShedOne+{m}:OutsideCandidates", "which is not among the"),
     ("ShedOne+{m}:PlacementNone", "select_broker returned None, expected a Placement"),
     ("ShedOne+{m}:IntBroker", "select_broker returned broker 0 (int)"),
+    # sys.exit in a plugin ended shedlab with the plugin's status, 0 here, and no word (until 29 Nov 2026)
+    ("ExitsInShedding+LeastLongTermMessageRate", "find_bundles_for_unloading raised SystemExit: 0"),
+    ("ExitsInInit+LeastLongTermMessageRate", "__init__ raised SystemExit: needs a license file"),
 ]  # fmt: skip
 
 
@@ -207,6 +220,16 @@ def test_a_constructor_without_rng_is_refused_where_the_strategy_is_named(
     assert err.endswith("def __init__(self, rng: np.random.Generator | None = None) (docs/strategies.md)")
     with pytest.raises(ConfigError, match=rf"grid.yaml: strategies\[0\]: cannot be constructed as {cls}"):
         _spec(tmp_path, strategy)
+
+
+def test_a_plugin_module_exiting_as_it_is_imported_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A script made a plugin (argparse, or sys.exit at its top) ended shedlab with its own status and
+    output, where an import raising anything else is one line naming the module."""
+    script = plugin_module(tmp_path, monkeypatch, "script_plugin", "import sys\nsys.exit(3)\n")
+    err = _simulate_error(tmp_path, f"{script}:Shed", capsys)
+    assert err == f"error: --strategy: cannot import module {script!r}: SystemExit: 3 (got '{script}:Shed')"
 
 
 def _spec(tmp_path: Path, strategy: str) -> dict[str, Any]:

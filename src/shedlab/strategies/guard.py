@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from shedlab.strategies.base import (
 )
 
 __all__ = [
+    "PLUGIN_FAILURES",
     "StrategyError",
     "construct",
     "constructor_problem",
@@ -47,6 +48,11 @@ __all__ = [
 class StrategyError(ShedlabError):
     """A user's strategy failed or broke the strategy protocol (``docs/strategies.md``)."""
 
+
+PLUGIN_FAILURES: Final = (Exception, SystemExit)
+"""What a plugin's code (its import, constructor or methods) raises that is its failure: any exception,
+and ``SystemExit`` (``sys.exit``, or argparse in a script made a plugin), which ended shedlab with the
+plugin's status, 0 as well, and no word. Ctrl-C (``KeyboardInterrupt``) stays the user's."""
 
 _BUILTIN_CLASSES: set[type] = set()
 """Pulsar's strategy classes, registered by the registry: called without the guard."""
@@ -70,7 +76,7 @@ def _type_name(value: object) -> str:
     return "None" if value is None else type(value).__name__
 
 
-def _failure(cls: type, method: str, exc: Exception) -> StrategyError:
+def _failure(cls: type, method: str, exc: BaseException) -> StrategyError:
     where = f"strategy {plugin_name(cls)}"
     if isinstance(exc, ShedlabError):  # the plugin used shedlab's own errors: keep their text
         return StrategyError(f"{method}: {exc}", source=where)
@@ -116,7 +122,7 @@ def construct(cls: type, rng: np.random.Generator) -> Any:
         raise problem
     try:
         return cls(rng=rng)
-    except Exception as exc:  # any failure of the user's __init__
+    except PLUGIN_FAILURES as exc:  # any failure of the user's __init__
         raise _failure(cls, "__init__", exc) from None
 
 
@@ -127,7 +133,7 @@ def shed(strategy: SheddingStrategy, snapshot: ClusterSnapshot, conf: LoadBalanc
     method = "find_bundles_for_unloading"
     try:
         result = strategy.find_bundles_for_unloading(snapshot, conf)
-    except Exception as exc:  # the plugin's code: any exception is its failure
+    except PLUGIN_FAILURES as exc:  # the plugin's code: any exception is its failure
         raise _failure(type(strategy), method, exc) from None
     problem = _shedding_problem(result, snapshot)
     if problem is not None:
@@ -180,7 +186,7 @@ def select_broker(
     where = f"strategy {plugin_name(type(strategy))}"
     try:
         placement = strategy.select_broker(candidates, bundle, snapshot, conf)
-    except Exception as exc:  # the plugin's code
+    except PLUGIN_FAILURES as exc:  # the plugin's code
         raise _failure(type(strategy), method, exc) from None
     if not isinstance(placement, Placement):
         raise StrategyError(f"{method} returned {_type_name(placement)}, expected a Placement", source=where)
@@ -216,5 +222,5 @@ def notify_active_brokers(strategy: object, active: Collection[str]) -> None:
         return
     try:
         getattr(strategy, method)(active)
-    except Exception as exc:  # the plugin's code
+    except PLUGIN_FAILURES as exc:  # the plugin's code
         raise _failure(type(strategy), method, exc) from None

@@ -285,7 +285,7 @@ def _unknown_hint(text: str, role: StrategyRole | None) -> str:
 # The loaders below raise ConfigError without source or field; resolve_strategy adds the caller's.
 
 
-def _not_on_path_hint(module_name: str, exc: Exception) -> str | None:
+def _not_on_path_hint(module_name: str, exc: BaseException) -> str | None:
     """Where the module is a file or package of the current directory that the import did not find: the
     ``shedlab`` command, like every console script, does not put the current directory on the Python
     path, and a user who wrote ``mystrat.py`` beside their scenario was told only "No module named"."""
@@ -307,7 +307,7 @@ def _load_class(text: str) -> type:
         raise ConfigError("expected package.module:ClassName")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # a plugin's import may fail in any way; the user needs the cause, not a trace
+    except guard.PLUGIN_FAILURES as exc:  # a plugin's import may fail in any way: the cause, not a trace
         hint = _not_on_path_hint(module_name, exc)
         raise ConfigError(
             f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}", hint=hint
@@ -323,7 +323,7 @@ def _load_class(text: str) -> type:
 def _load_entry_point(ep: importlib.metadata.EntryPoint) -> type:
     try:
         obj = ep.load()
-    except Exception as exc:  # as in _load_class: one line with the cause
+    except guard.PLUGIN_FAILURES as exc:  # as in _load_class: one line with the cause
         raise ConfigError(
             f"cannot load the entry point {ep.name} = {ep.value}: {type(exc).__name__}: {exc}"
         ) from None
