@@ -15,10 +15,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -72,6 +73,16 @@ def snapshot(mutate: str, value: str) -> bytes:
 GZIP = gzip.compress(SNAPSHOT.encode())
 ZIP = b"PK\x03\x04\x14\x00\x00\x00" + b"\x00" * 20
 PARQUET = b"PAR1\x15\x04\x15" + b"\x00" * 20 + b"PAR1"
+
+
+def case(change: Callable[[dict[str, Any]], object]) -> bytes:
+    """The shipped case avg-3-brokers-pairs.json, changed by ``change`` (its ``expected`` left out)."""
+    raw = json.loads((ROOT / "conformance" / "AvgShedder" / "avg-3-brokers-pairs.json").read_text("utf-8"))
+    raw.pop("expected")
+    change(raw)
+    return json.dumps(raw).encode()
+
+
 HUGE = "1" + "0" * 400
 LONG = "x" * 10_000
 MAX_LINE = 2_000
@@ -274,6 +285,30 @@ CASES: dict[str, list[Case]] = {
             ("conform", "{dir}/case.json"),
             "case.json: strategy: required field is missing",
             {"case.json": b'{"name": "x", "ticks": []}'},
+        ),
+        # a key the case format does not have was ignored: the case ran without its assign requests or
+        # its config, silently (until 29 Nov 2026)
+        Case(
+            "conform-tick-key-typo",
+            ("conform", "{dir}/case.json"),
+            "case.json: ticks[0].asign: unknown key",
+            {"case.json": case(lambda c: c["ticks"][0].update(asign=[]))},
+        ),
+        Case(
+            "conform-case-key-typo",
+            ("conform", "{dir}/case.json"),
+            "case.json: confg: unknown key",
+            {"case.json": case(lambda c: c.update(confg={"maxUnloadPercentage": 0.5}))},
+        ),
+        Case(
+            "conform-assign-key-typo",
+            ("conform", "{dir}/case.json"),
+            "case.json: ticks[0].assign[0].candidate: unknown key",
+            {
+                "case.json": case(
+                    lambda c: c["ticks"][0].update(assign=[{"bundle": "a/b/c", "candidate": []}])
+                )
+            },
         ),
         _config("negative-max-unload", "lb.yaml", b"maxUnloadPercentage: -0.5\n", "maxUnloadPercentage"),
         _config("negative-min-unload-conf", "broker.conf", b"minUnloadMessage=-1\n", "minUnloadMessage"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -64,10 +64,32 @@ class Case:
         return self.info.places
 
 
+_CASE_KEYS = ("name", "strategy", "tags", "config", "ticks", "expected")
+_TICK_KEYS = ("loadData", "assign")
+_ASSIGN_KEYS = ("bundle", "candidates", "source")
+_EXPECTED_KEYS = ("unload", "assign")
+"""The keys of a case, a tick, an assign request and an expected entry (docs/conformance.md)."""
+
+
+def _known_keys(obj: Mapping[str, Any], known: tuple[str, ...], source: str, path: str = "") -> None:
+    """Refuse a key the case format does not have: a typo was ignored, and the case ran without its
+    assign requests (``asign``) or its config (``confg``), silently; an ``unloads`` in ``expected`` was
+    reported as a mismatch."""
+    for key in obj:
+        if key not in known:
+            raise InputError(
+                f"unknown key (expected {', '.join(map(repr, known))})",
+                source=source,
+                field=f"{path}.{key}" if path else key,
+                hint=did_you_mean(key, known),
+            )
+
+
 def load_case(path: str | Path) -> Case:
     """Parse and validate a case file; every problem is an InputError naming file and field."""
     source = str(path)
     root = JsonReader(load_json_file(path), source)
+    _known_keys(root.obj, _CASE_KEYS, source)
     name = root.string("name", Path(path).stem) or Path(path).stem
     raw_strategy = root.string("strategy")
     assert raw_strategy is not None
@@ -79,6 +101,7 @@ def load_case(path: str | Path) -> Case:
     ticks = []
     for t, raw in enumerate(raw_ticks):
         tick = JsonReader(raw, source, f"ticks[{t}]")
+        _known_keys(tick.obj, _TICK_KEYS, source, tick.path)
         load_reader = tick.child("loadData")
         assert load_reader is not None
         snapshot = ClusterSnapshot.from_load_data(LoadData.from_json(load_reader), source=source)
@@ -89,6 +112,7 @@ def load_case(path: str | Path) -> Case:
             raise InputError("expected a list", source=source, field=f"ticks[{t}].assign", value=raw_assign)
         for a, item in enumerate(raw_assign):
             req = JsonReader(item, source, f"ticks[{t}].assign[{a}]")
+            _known_keys(req.obj, _ASSIGN_KEYS, source, req.path)
             bundle = req.string("bundle")
             assert bundle is not None
             candidates = tuple(req.string_list("candidates"))
@@ -162,15 +186,7 @@ def _expected_fits(
         )
     for t, (want, tick) in enumerate(zip(expected, ticks, strict=True)):
         field = f"expected[{t}]"
-        for key in want:
-            if key not in ("unload", "assign"):
-                hint = did_you_mean(key, ("unload", "assign"))
-                raise InputError(
-                    "unknown key (expected 'unload', 'assign')",
-                    source=source,
-                    field=f"{field}.{key}",
-                    hint=hint,
-                )
+        _known_keys(want, _EXPECTED_KEYS, source, field)
         if ("unload" in want) != info.sheds:
             what = (
                 "a shedding strategy's entry needs 'unload' ({} if none)"
