@@ -310,6 +310,17 @@ CASES: dict[str, list[Case]] = {
                 )
             },
         ),
+        # the case's strategy ran, and the key naming another one was ignored (until 29 Nov 2026)
+        Case(
+            "conform-config-names-another-strategy",
+            ("conform", "{dir}/case.json"),
+            "case.json: config.loadBalancerLoadSheddingStrategy: names ThresholdShedder",
+            {
+                "case.json": case(
+                    lambda c: c.update(config={"loadBalancerLoadSheddingStrategy": "ThresholdShedder"})
+                )
+            },
+        ),
         _config("negative-max-unload", "lb.yaml", b"maxUnloadPercentage: -0.5\n", "maxUnloadPercentage"),
         _config("negative-min-unload-conf", "broker.conf", b"minUnloadMessage=-1\n", "minUnloadMessage"),
         _config(

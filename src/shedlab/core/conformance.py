@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from shedlab.config import LoadBalancerConfig
+from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig
 from shedlab.errors import InputError, ShedlabError, did_you_mean
 from shedlab.model.json_reader import JsonReader, load_json_file
 from shedlab.model.pulsar import LoadData
@@ -85,6 +85,25 @@ def _known_keys(obj: Mapping[str, Any], known: tuple[str, ...], source: str, pat
             )
 
 
+def _case_config(root: JsonReader, info: StrategyInfo, source: str) -> LoadBalancerConfig:
+    """The case's configuration; a strategy key naming another class than the case's ``strategy`` for
+    its role is refused: the case runs its ``strategy``, and the key was ignored, silently."""
+    raw = root.raw_mapping("config", {})
+    conf = LoadBalancerConfig().with_overrides(raw, source=f"{source}: config")
+    for role in info.roles:
+        key = STRATEGY_KEYS[role]
+        named = resolve_strategy(conf.get(key), role=role, source=f"{source}: config") if key in raw else info
+        if named.cls is not info.cls:
+            raise InputError(
+                f"names {named.name}, but the case's strategy is {info.name}",
+                source=source,
+                field=f"config.{key}",
+                value=raw[key],
+                hint="the case runs its strategy: drop the key, or make it name the same class",
+            )
+    return conf
+
+
 def load_case(path: str | Path) -> Case:
     """Parse and validate a case file; every problem is an InputError naming file and field."""
     source = str(path)
@@ -94,7 +113,7 @@ def load_case(path: str | Path) -> Case:
     raw_strategy = root.string("strategy")
     assert raw_strategy is not None
     info = resolve_strategy(raw_strategy, source=source)
-    conf = LoadBalancerConfig().with_overrides(root.raw_mapping("config", {}), source=f"{source}: config")
+    conf = _case_config(root, info, source)
     raw_ticks = root.obj.get("ticks")
     if not isinstance(raw_ticks, list) or not raw_ticks:
         raise InputError("expected a non-empty list of ticks", source=source, field="ticks", value=raw_ticks)
