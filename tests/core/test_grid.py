@@ -228,6 +228,18 @@ _FALSY_NON_MAPPINGS: tuple[object, ...] = (0, "", [], False)
             {"scenarios": ["scale-out"], "strategy_parameters": {"AvgShedr": {"maxUnloadPercentage": [0.1]}}},
             "^g.yaml: strategy_parameters.AvgShedr: unknown strategy pair .*did you mean 'AvgShedder'",
         ),
+        # a section of a pair the grid does not run: its axes never ran, silently (until 29 Nov 2026)
+        (
+            {
+                "scenarios": ["scale-out"],
+                "strategies": ["AvgShedder"],
+                "strategy_parameters": {
+                    "UniformLoadShedder+LeastLongTermMessageRate": {"maxUnloadPercentage": [0.1]}
+                },
+            },
+            r"^g.yaml: strategy_parameters.UniformLoadShedder\+LeastLongTermMessageRate: the grid does not "
+            r"run this pair: .*\(got \['AvgShedder'\]\)",
+        ),
         # The pip364 section is checked at load, not first by evaluate after the whole sweep ran.
         (
             {"scenarios": ["scale-out"], "pip364": {"load jitter": {"good_below": "x"}}},

@@ -371,7 +371,7 @@ def parse_grid(data: Any, *, source: str = "grid", base: Path | None = None, tex
     strategies = _grid_strategies(data.get("strategies", "all"), source)
     seeds = _parse_seeds(data.get("seeds", [1]), source)
     parameters = _check_params(_optional_mapping(data, "parameters"), source, "parameters")
-    per_pair = _strategy_parameters(_optional_mapping(data, "strategy_parameters"), source)
+    per_pair = _strategy_parameters(_optional_mapping(data, "strategy_parameters"), source, strategies)
     overrides_raw = _optional_mapping(data, "overrides")
     if not isinstance(overrides_raw, Mapping):
         raise ConfigError("expected a mapping of Pulsar keys to values", source=source, field="overrides")
@@ -553,16 +553,27 @@ def _check_partition_name(key: str, value: str, source: str | None, field: str) 
 
 
 def _strategy_parameters(
-    raw: Any, source: str
+    raw: Any, source: str, strategies: Sequence[str]
 ) -> tuple[tuple[str, tuple[tuple[str, tuple[Any, ...]], ...]], ...]:
-    """``strategy_parameters:``: per pair, parameter axes of its own."""
+    """``strategy_parameters:``: per pair, parameter axes of its own. A section of a pair that is not in
+    ``strategies`` is refused: its axes never ran, and nothing said so."""
     if not isinstance(raw, Mapping):
         raise ConfigError(
             "expected a mapping of strategy pair → parameters", source=source, field="strategy_parameters"
         )
+    sections = pair_sections(raw, source, "strategy_parameters")
+    for pair, (name, _axes) in sections.items():
+        if pair not in strategies:
+            raise ConfigError(
+                "the grid does not run this pair: its axes would never run",
+                source=source,
+                field=f"strategy_parameters.{name}",
+                value=list(strategies),
+                hint="list the pair under strategies, or drop its section",
+            )
     return tuple(
         (pair, _check_params(axes, source, f"strategy_parameters.{name}"))
-        for pair, (name, axes) in pair_sections(raw, source, "strategy_parameters").items()
+        for pair, (name, axes) in sections.items()
     )
 
 
