@@ -42,6 +42,23 @@ def test_numbers_are_read_as_jackson_reads_them(value: object, expected: float |
     assert coerce(RATE, value) == expected
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"), [("-2.5e3", -2500.0), (".5", 0.5), ("5.", 5.0), ("+1E2", 100.0), ("NaN", None)]
+)
+def test_quoted_numbers_in_javas_plain_forms_are_read(value: str, expected: float | None) -> None:
+    number = coerce(RATE, value)
+    assert number == expected if expected is not None else number != number
+
+
+# Python's float reads these, Java's Double.parseDouble (Jackson's coercion of a quoted number) none: a
+# msgRateIn of "2_80" or "٢٨٠" was read as 280, where Pulsar refuses the report (until 29 Nov 2026)
+@pytest.mark.parametrize("value", ["2_80", "٢٨٠", "２８０", "nan", "inf", "-infinity", "1_0e1"])
+def test_a_quoted_number_java_does_not_read_is_an_invalid_value(value: str) -> None:
+    with pytest.raises(FormatError, match="expected a number") as err:
+        coerce(RATE, value)
+    assert err.value.reason == "invalid_value"
+
+
 @pytest.mark.parametrize("value", [True, "fast", [1], {"a": 1}])
 def test_a_number_of_the_wrong_type_is_an_invalid_value(value: object) -> None:
     with pytest.raises(FormatError) as err:

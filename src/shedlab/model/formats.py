@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -436,6 +437,10 @@ def legacy_load_report(obj: Mapping[str, object]) -> bool:
 
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "-Infinity": -math.inf}
+_QUOTED_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""A quoted number Java's ``Double.parseDouble`` (Jackson's coercion) reads, in ASCII digits: Python's
+``float`` also reads ``2_80``, any script's digits (``٢٨٠``) and ``inf``, which Pulsar refuses; they were
+read as numbers. (Java's hex floats and ``d``/``f`` suffixes stay refused: no Pulsar writes them.)"""
 
 
 JAVA_INT = (-(2**31), 2**31 - 1)
@@ -462,10 +467,8 @@ def _number(value: object) -> float:
         text = value.strip()
         if text in _NON_FINITE:
             return _NON_FINITE[text]
-        try:
+        if _QUOTED_NUMBER.fullmatch(text):
             return float(text)
-        except ValueError:
-            pass
     raise FormatError("invalid_value", "expected a number")
 
 
