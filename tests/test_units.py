@@ -260,6 +260,12 @@ def test_both_duration_entry_points_use_the_parser() -> None:
     for zero in ("0s", "0.0001s"):
         with pytest.raises(ConfigError, match="must be positive"):
             parse_duration_ms(zero)
+    # ticks are whole milliseconds: 1.5ms ran as 2-ms ticks, silently (until 29 Nov 2026)
+    for fraction in ("1.5ms", "0.0015s", "60.0005s"):
+        with pytest.raises(
+            ConfigError, match=rf"--interval: must be a whole number of milliseconds \(got '{fraction}'\)"
+        ):
+            parse_duration_ms(fraction)
 
 
 @pytest.mark.parametrize("formatter", [units.integer, units.megabytes, units.significant, units.compact])

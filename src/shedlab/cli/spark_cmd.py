@@ -160,13 +160,16 @@ the last sample of a day, and past a Java long of milliseconds Spark failed with
 
 
 def parse_duration_ms(text: str, *, field: str = "--interval") -> int:
-    """``60s``, ``1m``, ``500ms``, ``1h`` or a number of seconds → milliseconds (more than zero, at most
-    :data:`MAX_INTERVAL_MS`)."""
-    ms = round(parse_duration(text, field=field) * 1000)
+    """``60s``, ``1m``, ``500ms``, ``1h`` or a number of seconds → milliseconds (more than zero, whole, at
+    most :data:`MAX_INTERVAL_MS`). Ticks count whole milliseconds: ``1.5ms`` ran as 2-ms ticks, silently."""
+    exact = parse_duration(text, field=field) * 1000
+    ms = round(exact)
     if ms <= 0:
         raise ConfigError("must be positive", field=field, value=text)
     if ms > MAX_INTERVAL_MS:
         raise ConfigError("must be at most a day (1d)", field=field, value=text)
+    if abs(exact - ms) > 1e-6:
+        raise ConfigError("must be a whole number of milliseconds", field=field, value=text)
     return ms
 
 
