@@ -687,6 +687,31 @@ def test_a_fraction_that_rounds_to_no_bundle_of_its_scope_is_refused() -> None:
         parse_scenario_text(_TWO_WORKLOADS.replace("FRACTION", "1") + event, "s.yaml")
 
 
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        (
+            "events:\n  - {at: 1m, kind: traffic, factor: 3, select: {tenants: []}}\n",
+            r"events\[0\]\.select\.tenants",
+        ),
+        (
+            "workloads:\n  - {name: w, bundles: 4,\n"
+            "     shapes: [{kind: noise, sigma: 0.1, select: {workloads: []}}]}\n",
+            r"workloads\[0\]\.shapes\[0\]\.select\.workloads",
+        ),
+        (
+            "leader_state: {recently_unloaded: [{select: {bundles: []}, ago: 1m}]}\n",
+            r"leader_state\.recently_unloaded\[0\]\.select\.bundles",
+        ),
+    ],
+)
+def test_an_empty_list_in_a_selector_is_refused(extra: str, field: str) -> None:
+    """A filter of no pattern was no filter: ``tenants: []`` selected every bundle of the scenario (the
+    traffic event tripled them all), silently, where the list names none."""
+    with pytest.raises(InputError, match=field + r": an empty list selects every bundle"):
+        parse_scenario_text(_SMALL + extra, "s.yaml")
+
+
 def test_a_warmup_past_the_last_tick_is_refused() -> None:
     """It left no tick to measure: a summary of 0 ticks (means NaN, counts 0), silently."""
     with pytest.raises(InputError, match=r"metrics\.warmup: leaves no tick to measure: 660 s"):

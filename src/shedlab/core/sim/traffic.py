@@ -384,6 +384,13 @@ def parse_selector(parent: Node, key: str = "select") -> Selector:
         bundles=node.string_list("bundles", ()),
         fraction=fraction,
     )
+    for name in ("workloads", "tenants", "namespaces", "bundles"):
+        if node.has(name) and not getattr(sel, name):  # no filter: every bundle, where it names none
+            raise node.error(
+                name,
+                "an empty list selects every bundle: leave the filter out, or name what to select",
+                node.raw(name),
+            )
     node.finish(("workloads", "tenants", "namespaces", "bundles", "fraction"))
     return sel
 
