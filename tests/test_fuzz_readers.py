@@ -678,6 +678,18 @@ def test_expression(expr: str) -> None:
         ("lb.yaml", b"loadBalancerSheddingGracePeriodMinutes: 030\n", r"030 is octal in YAML 1\.1.*line 1"),
         ("lb.yaml", b"loadBalancerSheddingGracePeriodMinutes: 1:30:00\n", "1:30:00 is a number in base 60"),
         ("lb.json", b"[" * 100_000, "nested too deeply"),
+        # read as Java properties by its name: every key was a broker key of no load balancer, ignored,
+        # and the run had Pulsar's defaults (until 29 Nov 2026)
+        (
+            "broker.conf",
+            b'{"maxUnloadPercentage": 0.5}\n',
+            r"broker\.conf: JSON in a file read as a broker\.conf",
+        ),
+        (
+            "lb.properties",
+            b'\n  {"config": {"maxUnloadPercentage": 0.5}}',
+            "JSON in a file read as a broker.conf",
+        ),
     ],
 )
 def test_config_refusals_name_the_file(tmp_path: Path, name: str, data: bytes, message: str) -> None:

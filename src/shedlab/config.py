@@ -1621,8 +1621,16 @@ def _mapping_items(data: Any, path: str, *, key_lines: Mapping[str, int]) -> lis
 def _properties_items(text: str, path: str) -> list[tuple[str, Any, str]]:
     """Load-balancer entries of a broker.conf, with Pulsar's blank-value rules.
 
-    Java's Properties keeps the last occurrence of a duplicated key, so only that one is validated.
+    Java's Properties keeps the last occurrence of a duplicated key, so only that one is validated. A JSON
+    document (a file named for broker.conf by mistake) is refused: its keys read as ``{"maxUnload…"``, no
+    load balancer key, and were all ignored, silently.
     """
+    if text.lstrip().startswith("{"):
+        raise ConfigError(
+            "JSON in a file read as a broker.conf (Java properties), by its name: no key of it would be read",
+            source=path,
+            hint="name it .json",
+        )
     entries: dict[str, tuple[str, int]] = {}
     for key, value, line in _iter_properties(text, path):
         if key in KEY_SPECS:
