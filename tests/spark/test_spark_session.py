@@ -82,6 +82,15 @@ def test_read_conf_file(tmp_path: Path) -> None:
         read_conf_file(tmp_path / "twice.yaml")
 
 
+def test_json_in_a_spark_defaults_file_is_refused(tmp_path: Path) -> None:
+    """Read as ``key value`` lines by its name, its one key was ``{"spark.executor.memory":``, which Spark
+    ignores: every setting of the file was dropped, silently (until 29 Nov 2026)."""
+    conf = tmp_path / "spark.conf"
+    conf.write_text('{"spark.executor.memory": "4g"}\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"spark\.conf: JSON in a file read as spark-defaults\.conf"):
+        read_conf_file(conf)
+
+
 def test_local_cores() -> None:
     assert local_cores("local") == 1
     assert local_cores("local[3]") == 3

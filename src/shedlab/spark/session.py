@@ -349,6 +349,19 @@ def read_conf_file(path: str | Path) -> dict[str, str]:
         if not isinstance(data, Mapping):
             raise ConfigError("expected a mapping of Spark settings", source=str(p))
         return check_spark_values(_flatten(data), str(p))
+    return _spark_defaults(text, p)
+
+
+def _spark_defaults(text: str, p: Path) -> dict[str, str]:
+    """The settings of a ``spark-defaults.conf`` style text (``key value`` or ``key=value`` lines), checked.
+    A JSON object in one is refused: its keys read as ``{"spark.…":``, which Spark ignores."""
+    if text.lstrip().startswith("{"):
+        raise ConfigError(
+            "JSON in a file read as spark-defaults.conf (key value lines), by its name: no setting of it "
+            "would be taken",
+            source=str(p),
+            hint="name it .json",
+        )
     out: dict[str, str] = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
