@@ -214,11 +214,11 @@ def user_error_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def closest(word: str, choices: Iterable[str]) -> str | None:
-    """The closest known spelling of ``word``, for 'did you mean' hints."""
+def closest(word: str, choices: Iterable[str], *, cutoff: float = 0.5) -> str | None:
+    """The closest known spelling of ``word``, for 'did you mean' hints (``cutoff``: difflib's ratio)."""
     options = list(choices)
     lowered = {c.lower(): c for c in options}
-    match = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.5)
+    match = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=cutoff)
     return lowered[match[0]] if match else None
 
 

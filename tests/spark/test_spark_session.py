@@ -361,6 +361,18 @@ def test_spark_sizes_are_read_as_spark_reads_them(amount: int, unit: str) -> Non
             check_spark_values({"spark.driver.memory": bad}, "--conf")
 
 
+@pytest.mark.parametrize("key", ["sprak.executor.memory", "Spark.executor.memory", "spakr.executor.memory"])
+def test_a_misspelt_spark_key_is_refused(key: str) -> None:
+    """Spark took it as a setting of no meaning, and the executors ran with their default memory,
+    silently (until 29 Nov 2026); keys of another namespace still pass (they reach Hadoop's)."""
+    with pytest.raises(ConfigError, match=rf"--conf: {key}: not a Spark setting.*'spark\.executor\.memory'"):
+        parse_conf_pairs([f"{key}=4g"])
+    assert parse_conf_pairs(["fs.s3a.endpoint=http://x", "parquet.block.size=1"]) == {
+        "fs.s3a.endpoint": "http://x",
+        "parquet.block.size": "1",
+    }
+
+
 def test_settings_spark_does_not_parse_at_start_up_pass_unchecked() -> None:
     assert check_spark_values({"spark.x.y": "anything", "spark.ui.enabled": "FALSE"}, "f") == {
         "spark.x.y": "anything",

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shedlab.config import parse_key_values, parse_yaml_text
-from shedlab.errors import ConfigError, read_user_text, refuse_special_file
+from shedlab.errors import ConfigError, closest, read_user_text, refuse_special_file
 from shedlab.spark.jvm_stderr import filtered_jvm_stderr
 from shedlab.strategies.registry import strategy_modules
 
@@ -306,11 +306,27 @@ _RELIED_ON: dict[str, tuple[str, frozenset[str], str]] = {
 value was taken, silently, and changed what the commands wrote."""
 
 
+def _misspelt_spark(key: str, source: str) -> None:
+    """Refuse a key whose first part is nearly ``spark`` (``sprak.executor.memory``, ``Spark.ui.port``;
+    Spark's keys are case-sensitive): Spark took it as a setting of no meaning and ignored it, silently.
+    Other keys pass (``fs.s3a.…`` reaches the Hadoop configuration of Spark SQL)."""
+    head, dot, rest = key.partition(".")
+    if dot and head != "spark" and closest(head, ("spark",), cutoff=0.75):
+        raise ConfigError(
+            "not a Spark setting: Spark would ignore it",
+            source=source,
+            field=key,
+            hint=f"did you mean 'spark.{rest}'?",
+        )
+
+
 def check_spark_values(settings: Mapping[str, str], source: str) -> dict[str, str]:
     """``settings``, refused when a setting of :data:`_SPARK_VALUES` has a value Spark would not parse
     (sizes as ``JavaUtils.byteStringAsBytes`` reads them: digits and an optional unit, no fraction) or
-    one of :data:`_RELIED_ON` another value than shedlab's."""
+    one of :data:`_RELIED_ON` another value than shedlab's, and a key whose first part is a misspelt
+    ``spark`` (:func:`_misspelt_spark`)."""
     for key, value in settings.items():
+        _misspelt_spark(key, source)
         kind, minimum = _SPARK_VALUES.get(key, ("", 0))
         text = value.strip().lower()
         if key in _RELIED_ON and text not in _RELIED_ON[key][1]:
