@@ -40,6 +40,34 @@ def test_decide_table() -> None:
     assert "unload decision(s)" in run.stdout and "broker-1:8080" in run.stdout
 
 
+def test_decide_on_a_case_runs_its_strategy_and_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A case's strategy and config were ignored: decide ran Pulsar's default pair with Pulsar's defaults on
+    its first tick, silently (until 29 Nov 2026). They are its defaults now; --strategy and --set win."""
+    from shedlab.cli import main
+
+    case = json.loads((CASES / "AvgShedder" / "avg-3-brokers-pairs.json").read_text("utf-8"))
+    case["config"] = {"maxUnloadPercentage": 0.25}
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(case), encoding="utf-8")
+
+    def decided(*extra: str) -> dict[str, object]:
+        with pytest.raises(SystemExit) as done:
+            main(["decide", str(path), "--json", *extra])
+        out, err = capsys.readouterr()
+        assert done.value.code in (0, None), err
+        return dict(json.loads(out))
+
+    assert decided()["strategy"] == "AvgShedder"
+    assert (
+        decided("--strategy", "ThresholdShedder")["strategy"] == "ThresholdShedder+LeastLongTermMessageRate"
+    )
+    with pytest.raises(SystemExit):
+        main(["decide", str(path), "--json", "--set", "maxUnloadPercentage=7"])
+    assert "maxUnloadPercentage" in capsys.readouterr().err  # --set is read on top of the case's config
+
+
 def test_conform_check_passes_every_public_case() -> None:
     run = shedlab("conform", "--check", CASES)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr
