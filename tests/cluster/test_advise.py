@@ -170,6 +170,14 @@ def test_advise_snapshot_dir_cli(tmp_path: Path) -> None:
     assert "brokers left alone" in text.stdout and "hit count not reached ×4" in text.stdout
 
 
+def test_advise_on_a_case_runs_its_strategy(tmp_path: Path) -> None:
+    """As decide: the case's AvgShedder was ignored, and the default pair ran (until 29 Nov 2026)."""
+    case = Path(__file__).resolve().parents[2] / "conformance" / "AvgShedder" / "avg-3-brokers-pairs.json"
+    result = runner.invoke(app, ["advise", "--snapshot", str(case), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["strategy"] == "AvgShedder"
+
+
 def test_extensible_data_in_a_snapshot_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broker_load = {"cpu": {"usage": 1, "limit": 100}, "weightedMaxEMA": 0.3, "updatedAt": 1, "reportedAt": 1}
     (tmp_path / "b1.json").write_text(json.dumps(broker_load))

@@ -19,7 +19,14 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from shedlab import jsonout
 from shedlab.cli.consoles import make_console
 from shedlab.cli.decide_cmd import print_outcome
-from shedlab.cli.settings import SetOption, check_cluster, check_count, check_seed, cli_config
+from shedlab.cli.settings import (
+    SetOption,
+    check_cluster,
+    check_count,
+    check_seed,
+    cli_config,
+    snapshot_settings,
+)
 from shedlab.cluster.access import Retry, Token, load_token
 from shedlab.cluster.advise import (
     NO_ADMIN_URL,
@@ -388,8 +395,9 @@ def advise(
     )
     check_count(max_unloads, "--max-unloads", minimum=1, maximum=1000)  # 0: an --execute that never unloads
     every_s = _watch_rhythm(watch, every, count)
+    conf, strategy = snapshot_settings(snapshot, config, set_, strategy) if snapshot else (None, strategy)
     rhythm = (strategy, seed, max_unloads, every_s if execute_ and watch else None, every or ADVISE_EVERY)
-    decider, guard = _decider(cli_config(config, set_), *rhythm)  # every local check before any call
+    decider, guard = _decider(conf or cli_config(config, set_), *rhythm)  # every local check before any call
     token = load_token(token_file, token_env)
     retry = _retry(timeout, retries, snapshot)
     source = (

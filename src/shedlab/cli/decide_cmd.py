@@ -11,13 +11,11 @@ from rich.table import Table
 
 from shedlab import jsonout
 from shedlab.cli.consoles import make_console
-from shedlab.cli.settings import SetOption, check_count, check_seed, cli_config
-from shedlab.config import STRATEGY_KEYS, LoadBalancerConfig
+from shedlab.cli.settings import SetOption, check_count, check_seed, snapshot_settings
 from shedlab.core.decide import Outcome, decide_on_snapshot, load_snapshot_file
 from shedlab.errors import InputError
-from shedlab.model.json_reader import JsonReader, load_json_file
+from shedlab.model.json_reader import load_json_file
 from shedlab.model.snapshot import ClusterSnapshot
-from shedlab.strategies import resolve_strategy
 from shedlab.units import general
 
 console = make_console()
@@ -114,26 +112,6 @@ def _read_snapshot(path: Path) -> ClusterSnapshot:
     return snapshot_of(read_snapshot_path(path))
 
 
-def _case_settings(
-    path: Path, config: Path | None, sets: list[str] | None, strategy: str | None
-) -> tuple[LoadBalancerConfig, str | None]:
-    """The configuration and strategy ``decide`` runs with: for a conformance case, its ``config`` under
-    ``--config`` and ``--set``, and its ``strategy`` (one that sheds) unless ``--strategy``, ``--config`` or
-    ``--set`` name one. Both were ignored, and decide ran Pulsar's default pair with Pulsar's defaults on
-    the case's first tick, silently."""
-    json_file = path.is_file() and path.name.removesuffix(".gz").endswith(".json")
-    doc = load_json_file(path, gunzip=True) if json_file else None
-    if not (isinstance(doc, dict) and "ticks" in doc and "loadData" not in doc):
-        return cli_config(config, sets), strategy
-    reader = JsonReader(doc, str(path))
-    conf = cli_config(config, sets, under=(f"{path}: config", reader.raw_mapping("config", {})))
-    named = reader.string("strategy", None)
-    chosen = {key for key, where in cli_config(config, sets).value_sources().items() if where != "default"}
-    if strategy is None and named is not None and not chosen & set(STRATEGY_KEYS.values()):
-        strategy = named if resolve_strategy(named, source=str(path)).sheds else None
-    return conf, strategy
-
-
 def decide(
     snapshot: Annotated[
         Path,
@@ -159,7 +137,7 @@ def decide(
     """What Pulsar's leader would unload from this snapshot, where it would go, and why."""
     check_seed(seed)
     check_count(cycles, "--cycles", minimum=1, maximum=MAX_CYCLES)
-    conf, strategy = _case_settings(snapshot, config, set_, strategy)
+    conf, strategy = snapshot_settings(snapshot, config, set_, strategy)
     snap = _read_snapshot(snapshot)
     outcome = decide_on_snapshot(snap, conf, strategy=strategy, seed=seed, cycles=cycles)
     if as_json:

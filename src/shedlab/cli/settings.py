@@ -15,11 +15,12 @@ from typing import Annotated, Any, NamedTuple
 
 import typer
 
-from shedlab.config import ConfigLayer, LoadBalancerConfig, layered_config, parse_key_values
+from shedlab.config import STRATEGY_KEYS, ConfigLayer, LoadBalancerConfig, layered_config, parse_key_values
 from shedlab.core.partitions import cluster_problem
 from shedlab.errors import MAX_SEED, InputError
+from shedlab.model.json_reader import JsonReader, load_json_file
 from shedlab.model.pulsar import is_named_entity
-from shedlab.strategies import overrides_and_pair, resolve_config
+from shedlab.strategies import overrides_and_pair, resolve_config, resolve_strategy
 from shedlab.strategies.registry import pair_config
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "cli_config",
     "parse_sets",
     "run_overrides",
+    "snapshot_settings",
 ]
 
 
@@ -84,6 +86,26 @@ def cli_config(
     ``between`` (e.g. ``--strategy``) ← ``--set``."""
     file_layer = LoadBalancerConfig.from_file(config) if config is not None else None
     return resolve_config(layered_config(under, file_layer, *between, ("--set", parse_sets(sets))))
+
+
+def snapshot_settings(
+    path: Path, config: str | Path | None, sets: Sequence[str] | None, strategy: str | None
+) -> tuple[LoadBalancerConfig, str | None]:
+    """The configuration and strategy ``decide`` and ``advise --snapshot`` run with: for a conformance
+    case, its ``config`` under ``--config`` and ``--set``, and its ``strategy`` (one that sheds) unless
+    ``--strategy``, ``--config`` or ``--set`` name one. Both were ignored, and the commands ran Pulsar's
+    default pair with Pulsar's defaults on the case's first tick, silently."""
+    json_file = path.is_file() and path.name.removesuffix(".gz").endswith(".json")
+    doc = load_json_file(path, gunzip=True) if json_file else None
+    if not (isinstance(doc, dict) and "ticks" in doc and "loadData" not in doc):
+        return cli_config(config, sets), strategy
+    reader = JsonReader(doc, str(path))
+    conf = cli_config(config, sets, under=(f"{path}: config", reader.raw_mapping("config", {})))
+    named = reader.string("strategy", None)
+    chosen = {key for key, where in cli_config(config, sets).value_sources().items() if where != "default"}
+    if strategy is None and named is not None and not chosen & set(STRATEGY_KEYS.values()):
+        strategy = named if resolve_strategy(named, source=str(path)).sheds else None
+    return conf, strategy
 
 
 class RunOverrides(NamedTuple):
