@@ -723,6 +723,24 @@ CASES: dict[str, list[Case]] = {
             ),
             "--admin-url: not a host name",
         ),
+        # a host of no DNS name: each call was tried --retries times, then 'unreachable' (until 29 Nov 2026)
+        Case(
+            "collect-admin-url-host-with-a-space",
+            ("collect", "--out", "{dir}/rec", "--admin-url", "http://broker 1:8080", "--timeout", "30s"),
+            "--admin-url: not a host name (it holds a space or a control character) "
+            "(got 'http://broker 1:8080')",
+        ),
+        Case(
+            "advise-zookeeper-host-with-a-tab",
+            ("advise", "--zookeeper", "zk\t1:2181", "--timeout", "30s"),
+            "--zookeeper: not a host name (it holds a space or a control character)",
+        ),
+        # kazoo dropped the tab and connected to zk1, another host (until 29 Nov 2026)
+        Case(
+            "collect-zookeeper-host-with-a-tab-kazoo-drops",
+            ("collect", "--out", "{dir}/rec", "--zookeeper", "zk\t1:2181,zk2:2181", "--timeout", "30s"),
+            "--zookeeper: not a host name",
+        ),
         Case(
             "collect-zookeeper-url",
             ("collect", "--out", "{dir}/rec", "--zookeeper", "http://zk1:2181"),

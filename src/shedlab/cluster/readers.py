@@ -382,6 +382,7 @@ def zookeeper_hosts(text: str, field: str = "--zookeeper") -> str:
     hosts = text.removeprefix("zk:")
     if "://" in hosts:
         raise InputError(f"not a URL: a {_ZK_HOSTS} list", field=field, value=text)
+    _check_host_characters(hosts.strip().partition("/")[0], field, text)  # kazoo strips the ends itself
     try:
         host_ports, chroot = collect_hosts(hosts)
     except ValueError as exc:
@@ -400,6 +401,7 @@ def _check_host_name(host: str, field: str, given: str) -> None:
     """Refuse a host name the resolver cannot take (a label past 63 characters, a name past 253): the
     socket's IDNA encoding raised a UnicodeError, in kazoo's own thread a traceback on stderr before
     the one-line error, and an admin URL's was a line as long as the name. An IP address passes."""
+    _check_host_characters(host, field, given)
     try:
         host.encode("idna")
     except UnicodeError:
@@ -408,6 +410,16 @@ def _check_host_name(host: str, field: str, given: str) -> None:
             field=field,
             value=given,
         ) from None
+
+
+def _check_host_characters(hosts: str, field: str, given: str) -> None:
+    """Refuse a space or a control character in a host (or a ZooKeeper list of HOST:PORT): no host name
+    holds one. ``http://broker 1:8080`` was tried ``--retries`` times, then reported unreachable; kazoo
+    drops a tab or a newline (``zk\\t1:2181`` connected to ``zk1``) and a space took all of --timeout."""
+    if any(c.isspace() or not c.isprintable() for c in hosts):
+        raise InputError(
+            "not a host name (it holds a space or a control character)", field=field, value=given
+        )
 
 
 def _chroot_problem(chroot: str) -> str:
