@@ -730,6 +730,17 @@ CASES: dict[str, list[Case]] = {
             "--admin-url: not a host name (it holds a space or a control character) "
             "(got 'http://broker 1:8080')",
         ),
+        # urlparse dropped the tab and the newline: another host, another port, silently (until 29 Nov 2026)
+        Case(
+            "collect-admin-url-tab-in-host",
+            ("collect", "--out", "{dir}/rec", "--admin-url", "http://bro\tker:8080", "--timeout", "30s"),
+            "--admin-url: not a URL (it holds a space or a control character)",
+        ),
+        Case(
+            "advise-admin-url-newline-in-port",
+            ("advise", "--admin-url", "http://broker:80\n80", "--timeout", "30s"),
+            "--admin-url: not a URL (it holds a space or a control character)",
+        ),
         Case(
             "advise-zookeeper-host-with-a-tab",
             ("advise", "--zookeeper", "zk\t1:2181", "--timeout", "30s"),

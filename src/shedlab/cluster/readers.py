@@ -412,14 +412,13 @@ def _check_host_name(host: str, field: str, given: str) -> None:
         ) from None
 
 
-def _check_host_characters(hosts: str, field: str, given: str) -> None:
-    """Refuse a space or a control character in a host (or a ZooKeeper list of HOST:PORT): no host name
-    holds one. ``http://broker 1:8080`` was tried ``--retries`` times, then reported unreachable; kazoo
-    drops a tab or a newline (``zk\\t1:2181`` connected to ``zk1``) and a space took all of --timeout."""
+def _check_host_characters(hosts: str, field: str, given: str, what: str = "host name") -> None:
+    """Refuse a space or a control character in a host, a ZooKeeper list of HOST:PORT or a URL: no host
+    name holds one. ``http://broker 1:8080`` was tried ``--retries`` times, then reported unreachable;
+    kazoo and ``urlparse`` drop a tab or a newline (``zk\\t1:2181`` connected to ``zk1``,
+    ``http://b:80\\n80`` to port 8080) and a space took all of --timeout."""
     if any(c.isspace() or not c.isprintable() for c in hosts):
-        raise InputError(
-            "not a host name (it holds a space or a control character)", field=field, value=given
-        )
+        raise InputError(f"not a {what} (it holds a space or a control character)", field=field, value=given)
 
 
 def _chroot_problem(chroot: str) -> str:
@@ -727,6 +726,7 @@ def _admin_url(url: str) -> ParseResult:
             field="--admin-url",
             value=f"{parsed.scheme}://{parsed.netloc}{parsed.path}?…",
         )
+    _check_host_characters(url.strip(), "--admin-url", url, "URL")  # shown: no credentials, no query
     return parsed
 
 
