@@ -295,7 +295,7 @@ def _report_identity(
     cluster = _str(w, "cluster", "")  # not text: quarantined, not replaced by --cluster
     broker = _str(w, "broker", "")  # not text: quarantined, not replaced by the report's URL's
     if broker is not None and not broker.strip():  # as decide and advise refuse it
-        raise _BadValueError("invalid_value", f"broker: expected the broker's id, got {broker!r}")
+        raise _BadValueError("invalid_value", f"{_BLANK_BROKER}{broker!r}")
     if not broker:
         broker = broker_id_from_url(_str(report, "webServiceUrl", "report."))
         if not broker:
@@ -1235,6 +1235,8 @@ _CHECKS: dict[str, tuple[tuple[str, ...], tuple[_Checked, ...]]] = {
 """Which rules of :mod:`shedlab.model.formats` apply to the rows of each kind."""
 
 _NAMES: dict[str, str] = {"time_ms": "timestamp", "broker": "broker id"}
+_BLANK_BROKER = "broker: expected the broker's id, got "
+"""The detail of a blank broker id, a wrapper's (:func:`_report_identity`) or a Parquet row's."""
 
 
 def _json_name(checked: _Checked, column: str) -> str:
@@ -1304,6 +1306,13 @@ def validate_rows(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
         )
         for col in required:
             flag(of_kind & df[col].isna(), "missing_field", f"{_NAMES.get(col, col)} is missing")
+        if "broker" in required:  # a Parquet row's '' was kept as a broker named '' (JSON: quarantined)
+            blank = df["broker"].astype("string").str.strip().eq("")
+            flag(
+                of_kind & blank,
+                "invalid_value",
+                lambda index: _BLANK_BROKER + df.loc[index, "broker"].map(repr),
+            )
         for fields, col_prefix, json_prefix in checked:
             problems = column_problems(df, fields, col_prefix, nonfinite if any_nonfinite else None)
             for mask, code, col in problems:
