@@ -334,6 +334,18 @@ def test_scenarios_beyond_the_limits_or_naming_missing_brokers_are_refused(extra
             "      nic_in: {kind: onoff, low: -1, high: 0.2, period: 2m, on: 1m}\n",
             r"background\.nic_in\.low: must be at least 0",
         ),
+        # read on the 60-s ticks only, a background's on/off cycle was always high (or low), silently
+        (
+            "brokers:\n  - count: 3\n    background:\n"
+            "      cpu: {kind: onoff, low: 0.1, high: 0.5, period: 30s, on: 10s}\n",
+            r"brokers\[0\]\.background\.cpu\.period: .*on at every step of the run",
+        ),
+        (
+            "events:\n  - {at: 1m, kind: background, brokers: [1],\n"
+            "     background: {nic_out: {kind: onoff, low: 0, high: 0.4,\n"
+            "                            period: 2m, on: 30s, offset: 90s}}}\n",
+            r"events\[0\]\.background\.nic_out\.period: .*off at every step of the run",
+        ),
         (
             "events:\n  - {at: 1m, kind: background, brokers: [1],\n"
             "     background: {cpu: {kind: ramp, to: -0.3, start: 1m, end: 2m}}}\n",

@@ -24,7 +24,6 @@ from shedlab.core.sim.spec import Node
 from shedlab.core.sim.traffic import (
     MAX_FACTOR,
     Selector,
-    Shape,
     Signal,
     Workload,
     bundles_at_most,
@@ -642,27 +641,58 @@ def _check_onoff_steps(root: Node, workloads: Sequence[Workload], simulation: Si
     step_ms = tick_ms_of(simulation.tick if simulation.resolution is None else simulation.resolution)
     for w, workload in enumerate(workloads):
         for k, shape in enumerate(workload.shapes):
-            state = _onoff_at_steps(shape, step_ms) if shape.kind == "onoff" else None
-            if state is not None:
-                raise InputError(
-                    f"a cycle of {shape.param('period'):g} s, {shape.param('on'):g} s on, read every "
-                    f"{step_ms / 1000:g} s (the run's steps) is {state} at every step of the run: it would "
-                    "never act",
-                    source=root.source,
-                    field=f"workloads[{w}].shapes[{k}].period",
-                    value=root.list("workloads")[w]["shapes"][k]["period"],
-                    hint="make the period a multiple of the step, or set simulation.resolution",
-                )
+            if shape.kind != "onoff":
+                continue
+            phase = shape.param("phase")  # a random one is a whole number of steps: as 0 here
+            shift = round(phase * 1000) if isinstance(phase, float) else 0
+            cycle = (shape.param("period"), shape.param("on"), shift)
+            field = f"workloads[{w}].shapes[{k}].period"
+            _refuse_onoff_at_steps(
+                root, cycle, step_ms, field, root.list("workloads")[w]["shapes"][k]["period"]
+            )
 
 
-def _onoff_at_steps(shape: Shape, step_ms: int) -> str | None:
+def _check_background_onoff(
+    root: Node, groups: Sequence[BrokerGroup], events: tuple[Event, ...], simulation: SimulationSettings
+) -> None:
+    """A background's ``onoff`` signal read at the steps only is refused where the shape's is
+    (:func:`_check_onoff_steps`): a 30-s cycle read every 60 s kept the co-located load high, silently."""
+    step_ms = tick_ms_of(simulation.tick if simulation.resolution is None else simulation.resolution)
+    for where, background in _backgrounds(groups, events):
+        for name in ("cpu", "nic_in", "nic_out"):
+            signal: Signal = getattr(background, name)
+            if signal.kind != "onoff":
+                continue
+            p = dict(signal.params)
+            cycle = (p["period"], p["on"], -round(p["offset"] * 1000))  # (t − offset) mod period
+            _refuse_onoff_at_steps(root, cycle, step_ms, f"{where}.background.{name}.period", p["period"])
+
+
+def _refuse_onoff_at_steps(
+    root: Node, cycle: tuple[float, float, int], step_ms: int, field: str, value: object
+) -> None:
+    """Refuse an on/off ``cycle`` (period and on in seconds, its shift in ms) that is on, or off, at every
+    step of the run: it would never act."""
+    period, on, _ = cycle
+    state = _onoff_at_steps(cycle, step_ms)
+    if state is not None:
+        raise InputError(
+            f"a cycle of {period:g} s, {on:g} s on, read every {step_ms / 1000:g} s (the run's steps) is "
+            f"{state} at every step of the run: it would never act",
+            source=root.source,
+            field=field,
+            value=value,
+            hint="make the period a multiple of the step, or set simulation.resolution",
+        )
+
+
+def _onoff_at_steps(cycle: tuple[float, float, int], step_ms: int) -> str | None:
     """``on`` or ``off`` if an on/off cycle read at every multiple of ``step_ms`` is always that, else None.
-    Shifted by its phase ``p`` (a random one is a whole number of steps), it takes the values
-    ``p mod g + k·g`` below the period, ``g = gcd(step, period)``."""
-    period_ms, on_ms = round(shape.param("period") * 1000), round(shape.param("on") * 1000)
-    phase = shape.param("phase")
+    Shifted by ``s`` ms (on while ``(t + s) mod period < on``), it takes the values ``s mod g + k·g`` below
+    the period, ``g = gcd(step, period)``."""
+    period_ms, on_ms = round(cycle[0] * 1000), round(cycle[1] * 1000)
     gcd = math.gcd(step_ms, period_ms)
-    first = round(phase * 1000) % gcd if isinstance(phase, float) else 0
+    first = cycle[2] % gcd
     if first + period_ms - gcd < on_ms:
         return "on"
     return "off" if first >= on_ms else None
@@ -689,13 +719,7 @@ def _check_background_starts(
 ) -> None:
     """A background's ``step`` after the run's last tick, or ``ramp`` starting at or after it, is refused
     as a traffic shape's is (:func:`_check_shape_starts`): the co-located load never changed, silently."""
-    owners = [(f"brokers[{i}]", g.background) for i, g in enumerate(groups)]
-    owners += [
-        (f"events[{i}]", e.background)
-        for i, e in enumerate(events)
-        if isinstance(e, AddBrokers | BackgroundChange)
-    ]
-    for where, background in owners:
+    for where, background in _backgrounds(groups, events):
         for name in ("cpu", "nic_in", "nic_out"):
             signal: Signal = getattr(background, name)
             key = _SHAPE_START.get(signal.kind)
@@ -703,6 +727,17 @@ def _check_background_starts(
                 continue
             field = f"{where}.background.{name}.{key}"
             _refuse_late_start(root, signal.kind, dict(signal.params)[key], last_ms, field, "the background")
+
+
+def _backgrounds(groups: Sequence[BrokerGroup], events: tuple[Event, ...]) -> list[tuple[str, Background]]:
+    """Every background of the scenario with where it is written: its broker groups', then its events'."""
+    owners = [(f"brokers[{i}]", g.background) for i, g in enumerate(groups)]
+    owners += [
+        (f"events[{i}]", e.background)
+        for i, e in enumerate(events)
+        if isinstance(e, AddBrokers | BackgroundChange)
+    ]
+    return owners
 
 
 def _refuse_late_start(root: Node, kind: str, start_s: float, last_ms: int, field: str, what: str) -> None:
@@ -915,6 +950,7 @@ def _parse_scenario(root: Node, source: str) -> Scenario:
     _check_event_brokers(root, events, initial, last_ms)
     _check_shape_starts(root, workloads, last_ms)
     _check_background_starts(root, groups, events, last_ms)
+    _check_background_onoff(root, groups, events, simulation)
     _check_start_time(root, simulation, last_ms)
     metrics = _parse_metrics(root)
     _check_warmup(root, metrics, last_ms)
