@@ -767,3 +767,31 @@ def test_a_background_step_or_ramp_beginning_after_the_last_tick_is_refused(doc:
     """The co-located load never changed, silently."""
     with pytest.raises(InputError, match=field):
         parse_scenario_text("name: s\nduration: 10m\n" + doc, "s.yaml")
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        ("1e3", "YAML 1.1 reads 1e3 as text: write 1000 or 1.0e+03"),
+        ("5e-1", "write 0.5 or 5.0e-01"),
+        ("1.0e3", "write 1000 or 1.0e+03"),  # YAML 1.1's exponent needs its sign
+        ("1e-9", "write 1.0e-09"),
+    ],
+)
+def test_a_number_yaml_reads_as_text_says_what_to_write(value: str, hint: str) -> None:
+    """PyYAML (YAML 1.1) reads ``1e3`` as text; the error said "expected a number (got '1e3')", which a
+    reader of the file, for whom it is a number, could not make sense of."""
+    for field in ("msg_rate_in", "msg_size"):
+        workload = f"workloads:\n  - {{bundles: 4, {field}: {value}}}\n"
+        with pytest.raises(InputError, match=re.escape(hint)):
+            parse_scenario_text(_SMALL + workload, "s.yaml")
+    background = f"events:\n  - {{at: 1m, kind: background, brokers: [1], background: {{cpu: {value}}}}}\n"
+    with pytest.raises(InputError, match=re.escape(hint)):
+        parse_scenario_text(_SMALL + background, "s.yaml")
+    with pytest.raises(InputError, match=re.escape(hint)):
+        parse_scenario_text(
+            _SMALL.replace(
+                "count: 3", f"count: 3\n    background: {{cpu: {{kind: constant, value: {value}}}}}"
+            ),
+            "s.yaml",
+        )

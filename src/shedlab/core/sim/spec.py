@@ -7,6 +7,7 @@ and, for an unknown field, suggests the closest known one.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -166,6 +167,22 @@ class Node:
         return tuple(value)
 
 
+_EXPONENT_ONLY = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+")
+"""A number with an exponent that YAML 1.1, which PyYAML reads, takes for text (``1e3``, ``5e-1``, ``1.0e3``:
+its floats need a point and a signed exponent), where JSON, YAML 1.2 and a reader of the file take it for
+a number. A text reaches a number's check only if YAML did not read it as one."""
+
+
+def number_hint(value: object) -> str | None:
+    """What to write instead, for a text that YAML 1.1 did not read as the number it looks like."""
+    if not (isinstance(value, str) and _EXPONENT_ONLY.fullmatch(value.strip())):
+        return None
+    number = float(value)
+    forms = [f"{number:f}".rstrip("0").rstrip(".")] if 1e-6 <= abs(number) < 1e15 else []
+    forms.append(f"{number:.1e}")  # with its point: a float to YAML 1.1 too
+    return f"YAML 1.1 reads {value.strip()} as text: write {' or '.join(forms)}"
+
+
 def check_number(
     value: Any,
     *,
@@ -176,7 +193,9 @@ def check_number(
     exclusive_minimum: bool = False,
 ) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError("expected a number", source=source, field=field, value=value)
+        raise InputError(
+            "expected a number", source=source, field=field, value=value, hint=number_hint(value)
+        )
     number = float(value)
     if not math.isfinite(number):
         raise InputError("expected a finite number", source=source, field=field, value=value)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shedlab.core.sim.spec import Node, check_number
+from shedlab.core.sim.spec import Node, check_number, number_hint
 from shedlab.errors import InputError
 from shedlab.kernels import normal_affine
 from shedlab.model.bundles import bundle_index, bundle_name, even_boundaries, even_ranges, topic_hash
@@ -143,7 +143,11 @@ def parse_distribution(
         return Distribution.constant(value)
     if not isinstance(raw, Mapping):  # a list or a text: Node's "expected a mapping" hides the number form
         raise InputError(
-            "expected a number or a distribution {dist: KIND, ...}", source=source, field=where, value=raw
+            "expected a number or a distribution {dist: KIND, ...}",
+            source=source,
+            field=where,
+            value=raw,
+            hint=number_hint(raw),
         )
     node = Node(raw, source, where)
     kind = node.string("dist", choices=tuple(DISTRIBUTIONS))
@@ -309,7 +313,11 @@ def parse_signal(parent: Node, key: str, default: Signal | None = None) -> Signa
         return Signal.constant(check_number(raw, source=parent.source, field=where, minimum=0.0))
     if not isinstance(raw, Mapping):  # "0.5" or a list: Node's "expected a mapping" hid the number form
         raise InputError(
-            "expected a number or a signal {kind: KIND, ...}", source=parent.source, field=where, value=raw
+            "expected a number or a signal {kind: KIND, ...}",
+            source=parent.source,
+            field=where,
+            value=raw,
+            hint=number_hint(raw),
         )
     node = Node(raw, parent.source, where)
     kind = node.string("kind", choices=tuple(SIGNAL_KINDS))
