@@ -20,7 +20,8 @@ def stub_broker(
     answers: Callable[[str, int], dict[str, Answer]], default: Answer = NOT_FOUND
 ) -> Iterator[str]:
     """A web server answering GET paths (and ``"PUT <path>"``) from ``answers(path, port)`` (raw JSON text
-    when a ``str``); anything else ``default``: Jersey's 404, as for a path no resource matches."""
+    when a ``str``, the body as it is when ``bytes``); anything else ``default``: Jersey's 404, as for a
+    path no resource matches."""
 
     class Broker(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -33,7 +34,7 @@ def stub_broker(
             table = answers(self.path, server.server_address[1])
             key = self.path if method == "GET" else f"{method} {self.path}"
             status, body = table.get(key, default)
-            data = b"" if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
+            data = _encoded(body)
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -50,6 +51,13 @@ def stub_broker(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _encoded(body: Any) -> bytes:
+    """An answer's body: bytes as they are (a body that is not UTF-8), a ``str`` as raw text, else JSON."""
+    if isinstance(body, bytes):
+        return body
+    return b"" if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
 
 
 def refusing(path: str, port: int) -> dict[str, Answer]:

@@ -6,6 +6,7 @@ documents, Jackson's number forms), each with the Pulsar class that produces it.
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from typing import Any
@@ -402,3 +403,18 @@ def test_the_access_check_needs_the_permission_an_unload_needs() -> None:
             reader.check_access()
         finally:
             reader.close()
+
+
+def test_a_report_that_is_not_utf8_is_no_report_not_one_with_replaced_names() -> None:
+    """httpx's ``text`` replaced the byte 0xff with U+FFFD: the bundle ``t\\xff/…`` was read (and recorded
+    by collect) as ``t\\ufffd/…``, a bundle no broker has, silently; a znode's bytes were refused."""
+
+    def answers(path: str, port: int) -> dict[str, Answer]:
+        body = json.dumps(report(port)).encode().replace(b"public/default", b"publ\xffc/default")
+        return {**pulsar_2(path, port), "/admin/v2/broker-stats/load-report": (200, body)}
+
+    with stub_broker(answers) as url:
+        reading = read(url)
+    broker = url.removeprefix("http://")
+    assert reading.reports == {}
+    assert reading.missing[broker].startswith("the answer is not JSON (not utf-8 text: invalid byte at")

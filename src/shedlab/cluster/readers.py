@@ -766,6 +766,11 @@ def _reason(response: httpx.Response, token: Token | None) -> str:
     return text if reason else text[:_SHOWN_BODY]
 
 
+def _start(response: httpx.Response) -> str:
+    """The start of an answer's body, on one line and without the token, for an error that shows it."""
+    return " ".join(redact(response.text).split())[:_SHOWN_BODY]
+
+
 def _is_active(status: Any, bundle: str, where: str) -> bool:
     """``NamespaceOwnershipStatus.is_active`` of ``bundle``: false while the owner is unloading it. A status
     that is no object with a boolean ``is_active`` is refused naming ``where`` (the ownedNamespaces URL):
@@ -951,13 +956,20 @@ class AdminReader:
 
     def _json(self, url: str) -> Any:
         """The JSON answer of ``GET url``; an answer that is not JSON is refused with its start (a proxy's
-        or a load balancer's HTML page says whose it is)."""
+        or a load balancer's HTML page says whose it is). Its bytes are decoded strictly (UTF-8, JSON's
+        encoding, unless its ``Content-Type`` names a charset), as a znode's are: httpx's ``text`` replaced
+        a byte that is none with U+FFFD, and a bundle named ``t\\xff/ns/…`` was advised on and recorded as
+        ``t\\ufffd/ns/…``, a bundle no broker has, silently."""
         response = self.request("GET", url)
         try:
-            return _cluster_json(response.text)
+            text = response.content.decode(response.encoding or "utf-8")
+        except UnicodeDecodeError as exc:
+            why = f"{_NOT_JSON_ANSWER} (not {exc.encoding} text: invalid byte at offset {exc.start})"
+            raise ClusterError(why, source=f"GET {url}", value=_start(response)) from None
+        try:
+            return _cluster_json(text)
         except _NOT_JSON:
-            start = " ".join(redact(response.text).split())[:_SHOWN_BODY]
-            raise ClusterError(_NOT_JSON_ANSWER, source=f"GET {url}", value=start) from None
+            raise ClusterError(_NOT_JSON_ANSWER, source=f"GET {url}", value=_start(response)) from None
 
     def broker_url(self, broker: str) -> str:
         """A broker's own web address from its id ``host:port`` (same scheme as ``--admin-url``); an id
