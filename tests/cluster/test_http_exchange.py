@@ -400,3 +400,23 @@ def test_a_redirected_hop_that_fails_is_named() -> None:
     with serving(redirect) as (url, _):
         error = failed_get(url, "/admin/v2/clusters", Retry(attempts=1, timeout_s=2.0))
     assert "(redirected to http://127.0.0.1:9/admin/v2/clusters)" in str(error)
+
+
+@pytest.mark.parametrize(
+    "location", ["http://admin:hunter2@127.0.0.1:9/x", "https://admin:hunter2@127.0.0.1:9/x"]
+)
+def test_a_redirect_with_credentials_is_not_followed_nor_printed(location: str) -> None:
+    """A ``Location`` with ``user:password@`` was printed whole in the hop's error (advise's output,
+    collect's events), and httpx sent the password (Basic) to that host instead of the token."""
+
+    def redirect(out: BaseHTTPRequestHandler) -> None:
+        _headers(out, 0, status=307, Location=location)
+
+    with serving(redirect) as (url, requests):
+        error = failed_get(url, "/admin/v2/clusters", Retry(attempts=3, timeout_s=2.0))
+    scheme = location.partition("://")[0]
+    assert str(error) == (
+        f"GET {url}/admin/v2/clusters: a broker redirected to a URL with credentials in it "
+        f"({scheme}://***@127.0.0.1:9/x): not followed"
+    )
+    assert len(requests) == 1

@@ -920,9 +920,17 @@ class AdminReader:
             raise
 
     def _redirect_target(self, response: httpx.Response) -> str:
-        """Where a redirect goes: same scheme only, and a URL naming a host."""
+        """Where a redirect goes: same scheme only, a URL naming a host, and none with credentials: a
+        ``Location`` of ``http://user:password@b2:8080/…`` was printed as it is in the hop's errors, the
+        advise output and collect's events, and httpx sent its ``user:password`` (Basic) to that host in
+        place of the token."""
         location = response.headers["location"]
         target = response.url.join(location)
+        if target.userinfo:
+            shown = str(target.copy_with(username=None, password=None)).replace("://", "://***@", 1)
+            raise PermanentError(
+                f"a broker redirected to a URL with credentials in it ({shown}): not followed"
+            )
         if target.scheme != self.scheme:
             raise PermanentError(f"refused a redirect to another scheme: {target}")
         if not target.host:
