@@ -285,19 +285,24 @@ def read_user_text(
 
 
 def refuse_special_file(
-    path: str | Path, why: str, *, field: str | None = None, error: type[ShedlabError] = InputError
+    path: str | Path,
+    why: str,
+    *,
+    field: str | None = None,
+    error: type[ShedlabError] = InputError,
+    hint: str = "save it to a file first",
 ) -> None:
     """Refuse ``path`` if it exists but is neither a regular file nor a directory: a pipe (bash's
     ``<(ssh host cat snap.json)``), a device such as ``/dev/null``. :func:`read_user_text` reads one once;
     ``why`` says why this one must be a file (read twice: the second read found nothing; read by Spark, in
-    another process: the pipe is this one's)."""
+    another process: the pipe is this one's); ``hint`` what to do instead (an output: which file to give)."""
     p = Path(path)
     if p.exists() and not (p.is_file() or p.is_dir()):
         raise error(
             f"not a file or a directory (a pipe, a device): {why}",
             source=str(p),
             field=field,
-            hint="save it to a file first",
+            hint=hint,
         )
 
 

@@ -193,6 +193,30 @@ def test_a_file_in_the_way_of_out_or_audit_is_named(
     assert line == f"error: {audit}: cannot write the audit log: {in_the_way} is a file, not a directory"
 
 
+@pytest.mark.parametrize("special", ["fifo", "/dev/null"])
+def test_an_audit_log_that_is_no_file_is_refused_before_any_cycle(
+    special: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--audit`` a pipe waited for ever for a reader; a device (``/dev/null``) failed its first fsync
+    with a traceback, after the cycle's decisions. Refused in one line before anything is read."""
+    audit = Path(special)
+    if special == "fifo":
+        audit = tmp_path / "audit.jsonl"
+        os.mkfifo(audit)
+        # a reader and a line in the pipe, so that a run that opens it does not wait for ever
+        held = os.open(audit, os.O_RDWR | os.O_NONBLOCK)
+        os.write(held, b"\n")
+    try:
+        line = error_line(["advise", "--snapshot", str(EXAMPLE), "--execute", "--audit", str(audit)], capsys)
+    finally:
+        if special == "fifo":
+            os.close(held)
+    assert line == (
+        f"error: {audit}: --audit: not a file or a directory (a pipe, a device): the audit log is a record "
+        "kept on disk, each line fsynced; give --audit a new file, or an earlier audit log"
+    )
+
+
 @pytest.mark.parametrize("text", ["eyJ.e30.sig\n", "eyJ.e30.sig\r\n", "\n  eyJ.e30.sig  \n# admin token\n"])
 def test_sandbox_and_clients_read_a_token_file_alike(text: str, tmp_path: Path) -> None:
     """The sandbox took the whole file (stripped) as its token, the clients its first line: with a second

@@ -316,6 +316,14 @@ class AuditLog:
     def __init__(self, path: Path, token: Token | None = None) -> None:
         self.path = path
         self.token = token
+        # a pipe held the run for ever (opening it waits for a reader), a device failed its first fsync
+        # with a traceback (/dev/null: EINVAL), after the decisions: neither keeps a record
+        refuse_special_file(
+            path,
+            "the audit log is a record kept on disk, each line fsynced",
+            field="--audit",
+            hint=_NEW_AUDIT,
+        )
         _check_appendable(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -338,6 +346,9 @@ class AuditLog:
         os.close(self._fd)
 
 
+_NEW_AUDIT = "give --audit a new file, or an earlier audit log"
+
+
 def _check_appendable(path: Path) -> None:
     """Refuse an existing file that is not an audit log: a new one, an empty one or an earlier audit log
     (its first line an entry, with ``time`` and ``action``) is appended to. ``--audit broker.conf`` (or
@@ -358,7 +369,7 @@ def _check_appendable(path: Path) -> None:
             "exists and is not an advise audit log (its first line is no audit entry): the audit would be "
             "appended to it",
             source=str(path),
-            hint="give --audit a new file, or an earlier audit log",
+            hint=_NEW_AUDIT,
         )
 
 
