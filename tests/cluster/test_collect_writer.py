@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -44,4 +45,20 @@ def test_a_dangling_link_is_said_as_such(tmp_path: Path) -> None:
     assert (
         str(caught.value)
         == f"{out}: cannot write here: a symbolic link to {tmp_path / 'gone'}, which does not exist"
+    )
+
+
+def test_an_events_file_that_is_a_pipe_is_refused(tmp_path: Path) -> None:
+    """``_collect-events.jsonl`` a pipe: opening it for the events waited for a reader, for ever."""
+    events = tmp_path / "_collect-events.jsonl"
+    os.mkfifo(events)
+    held = os.open(events, os.O_RDWR | os.O_NONBLOCK)  # a reader: a writer that opens it does not wait
+    try:
+        with pytest.raises(InputError) as caught:
+            RecordWriter(tmp_path).close()
+    finally:
+        os.close(held)
+    assert str(caught.value) == (
+        f"{events}: not a file or a directory (a pipe, a device): collect appends its events there, each "
+        "fsynced; remove it, or give another --out"
     )

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from shedlab.cluster.readers import ClusterReading
-from shedlab.errors import ClusterError, InputError, ShedlabError
+from shedlab.errors import ClusterError, InputError, ShedlabError, refuse_special_file
 
 __all__ = ["CollectSummary", "Reader", "RecordWriter", "collect"]
 
@@ -63,6 +63,12 @@ class RecordWriter:
 
     def __init__(self, out: Path) -> None:
         self.out = out
+        # a pipe there held the run for ever (opening it waits for a reader), before its first read
+        refuse_special_file(
+            out / EVENTS_FILE,
+            "collect appends its events there, each fsynced",
+            hint="remove it, or give another --out",
+        )
         try:
             out.mkdir(parents=True, exist_ok=True)
             self._events = os.open(out / EVENTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
