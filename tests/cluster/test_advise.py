@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -418,6 +420,44 @@ def test_an_unload_is_in_the_audit_before_it_is_sent(tmp_path: Path) -> None:
     assert admin.sent == [decisions[0].bundle]
     assert entry["action"] == "unloading" and entry["bundle"] == decisions[0].bundle
     assert entry["destination"] == "b2:8080" and entry["cycle"] == 1
+
+
+class _Counting:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def unload(self, bundle: str, destination: str | None) -> int:
+        self.sent.append(bundle)
+        return 204
+
+
+def test_an_audit_that_cannot_be_written_stops_the_run_before_the_unload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk under ``--audit`` was an ``OSError`` traceback; now one line naming the file and the
+    entry, and the unload whose ``unloading`` line could not be written is not sent."""
+    now = int(time.time() * 1000)
+    source = SnapshotInput(reading=ClusterReading(source="test", cluster="c", time_ms=now))
+    outcome = Outcome("ThresholdShedder", [Decision("b1:8080", "t/ns/0x00000000_0x00000001", "b2:8080", {})])
+    audit = AuditLog(tmp_path / "audit.jsonl")
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    admin = _Counting()
+    with pytest.raises(InputError) as caught:
+        execute(
+            outcome, source, guard=Guard(1), admin=admin, audit=audit, cycle=1, dry_run=False, now_ms=now,  # type: ignore[arg-type]
+            owners=lambda d: Ownership(d.source, True, "test"),
+        )  # fmt: skip
+    monkeypatch.undo()
+    audit.close()
+    assert str(caught.value) == (
+        f"{tmp_path / 'audit.jsonl'}: cannot write the audit entry unloading t/ns/0x00000000_0x00000001 (its "
+        "unload was not sent): No space left on device"
+    )
+    assert admin.sent == []
 
 
 def test_watch_execute_cycles_no_faster_than_the_leader_sheds(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -61,4 +62,21 @@ def test_an_events_file_that_is_a_pipe_is_refused(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"{events}: not a file or a directory (a pipe, a device): collect appends its events there, each "
         "fsynced; remove it, or give another --out"
+    )
+
+
+def test_an_event_that_cannot_be_written_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk under ``--out`` failed the first event's write with an ``OSError`` traceback."""
+    writer = RecordWriter(tmp_path)
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(InputError) as caught:
+        writer.event({"event": "start"})
+    monkeypatch.undo()
+    writer.close()
+    assert str(caught.value) == (
+        f"{tmp_path / '_collect-events.jsonl'}: cannot write the start event: No space left on device"
     )

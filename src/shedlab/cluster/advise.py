@@ -35,6 +35,7 @@ from typing import Any, TypeGuard
 
 from shedlab import jsonout
 from shedlab.cluster.access import Token, scrub
+from shedlab.cluster.collect import append_line
 from shedlab.cluster.readers import (
     AdminReader,
     ClusterReading,
@@ -338,9 +339,10 @@ class AuditLog:
     def write(self, entry: dict[str, Any]) -> None:
         now = datetime.now(UTC)
         line = jsonout.dumps({"time": now.isoformat(timespec="milliseconds"), **entry})
-        data = (scrub(line, self.token) + "\n").encode("utf-8")
-        os.write(self._fd, data)
-        os.fsync(self._fd)
+        what = f"the audit entry {entry.get('action')} {entry.get('bundle') or ''}".rstrip()
+        if entry.get("action") == "unloading":
+            what += " (its unload was not sent)"
+        append_line(self._fd, scrub(line, self.token) + "\n", self.path, what)
 
     def close(self) -> None:
         os.close(self._fd)

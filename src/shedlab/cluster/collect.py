@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from shedlab.cluster.readers import ClusterReading
 from shedlab.errors import ClusterError, InputError, ShedlabError, refuse_special_file
 
-__all__ = ["CollectSummary", "Reader", "RecordWriter", "collect"]
+__all__ = ["CollectSummary", "Reader", "RecordWriter", "append_line", "collect"]
 
 EVENTS_FILE = "_collect-events.jsonl"
 
@@ -135,11 +135,22 @@ class RecordWriter:
 
     def event(self, entry: dict[str, Any]) -> None:
         now = datetime.now(UTC).isoformat(timespec="milliseconds")
-        os.write(self._events, (json.dumps({"time": now, **entry}) + "\n").encode("utf-8"))
-        os.fsync(self._events)
+        line = json.dumps({"time": now, **entry}) + "\n"
+        append_line(self._events, line, self.out / EVENTS_FILE, f"the {entry.get('event')} event")
 
     def close(self) -> None:
         os.close(self._events)
+
+
+def append_line(fd: int, line: str, path: Path, what: str) -> None:
+    """``line`` appended whole (one ``write`` on an ``O_APPEND`` descriptor) and fsynced: collect's events
+    and advise's audit. A failure (the disk full, an I/O error) is one line naming the file and ``what`` was
+    not written (an audit entry that says an unload was sent): it was an ``OSError`` traceback."""
+    try:
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    except OSError as exc:
+        raise InputError(f"cannot write {what}: {exc.strerror or exc}", source=str(path)) from None
 
 
 @dataclass
