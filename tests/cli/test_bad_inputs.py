@@ -757,6 +757,19 @@ CASES: dict[str, list[Case]] = {
             ("collect", "--out", "{dir}/rec", "--zookeeper", "http://zk1:2181"),
             "not a URL",
         ),
+        # kazoo dropped them, silently: ZooKeeper was read without the credentials, which every error and
+        # the reading's source printed back (until 29 Nov 2026)
+        Case(
+            "advise-zookeeper-credentials",
+            ("advise", "--zookeeper", "zk0:2181,admin:hunter2@127.0.0.1:9/pulsar", "--timeout", "2s"),
+            "--zookeeper: credentials in a ZooKeeper address are not used (ZooKeeper is read without "
+            "authentication) and would be printed in errors (got 'zk0:2181,***@127.0.0.1:9')",
+        ),
+        Case(
+            "collect-zookeeper-query",
+            ("collect", "--out", "{dir}/rec", "--zookeeper", "127.0.0.1:9?chroot=/pulsar", "--timeout", "2s"),
+            "--zookeeper: not a HOST:PORT[,HOST:PORT...][/chroot] list: no ?query or #fragment",
+        ),
         Case(
             "sandbox-zookeeper-port-zero",
             ("sandbox", "scale-out", "--zookeeper", "127.0.0.1:0/x"),

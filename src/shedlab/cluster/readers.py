@@ -382,6 +382,7 @@ def zookeeper_hosts(text: str, field: str = "--zookeeper") -> str:
     hosts = text.removeprefix("zk:")
     if "://" in hosts:
         raise InputError(f"not a URL: a {_ZK_HOSTS} list", field=field, value=text)
+    _check_host_part(hosts.partition("/")[0], field, text)  # first: its credentials are never printed
     _check_host_characters(hosts.strip().partition("/")[0], field, text)  # kazoo strips the ends itself
     try:
         host_ports, chroot = collect_hosts(hosts)
@@ -395,6 +396,21 @@ def zookeeper_hosts(text: str, field: str = "--zookeeper") -> str:
     if problem:
         raise InputError(f"the chroot {chroot} {problem}", field=field, value=text)
     return hosts
+
+
+def _check_host_part(host_ports: str, field: str, given: str) -> None:
+    """Refuse what kazoo's parser (a URL's, per host) drops from a host list, silently: ``user:pw@``
+    (ZooKeeper was read without them, and they were printed in every error and output, as the reading's
+    source), a ``?query`` or a ``#fragment``."""
+    if "@" in host_ports:
+        raise InputError(
+            "credentials in a ZooKeeper address are not used (ZooKeeper is read without authentication) "
+            "and would be printed in errors",
+            field=field,
+            value=re.sub(r"[^,]*@", "***@", host_ports),
+        )
+    if "?" in host_ports or "#" in host_ports:
+        raise InputError(f"not a {_ZK_HOSTS} list: no ?query or #fragment", field=field, value=given)
 
 
 def _check_host_name(host: str, field: str, given: str) -> None:
