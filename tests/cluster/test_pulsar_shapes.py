@@ -323,6 +323,25 @@ def test_an_unload_in_a_v1_namespace_goes_to_the_v1_resource() -> None:
             reader.close()
 
 
+@pytest.mark.parametrize("status", [302, 300, 304])
+def test_an_unload_answered_with_a_redirect_to_nowhere_is_no_unload(status: int) -> None:
+    """A 3xx with no ``Location`` (a proxy's ``302``, a ``300``) was taken as the unload's success: the
+    bundle was audited ``unloaded`` (status 302), exit 0, and kept in the grace period, though no broker
+    had the call."""
+    path = "PUT /admin/v2/namespaces/public/default/0x00000000_0x40000000/unload?destinationBroker=b2%3A8080"
+    with stub_broker(lambda request, port: {path: (status, None)}) as url:
+        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.unload("public/default/0x00000000_0x40000000", "b2:8080")
+        finally:
+            reader.close()
+    assert str(caught.value) == (
+        f"{path.replace('PUT /', f'PUT {url}/').partition('?')[0]}: HTTP {status} (a redirect with no "
+        "Location to follow)"
+    )
+
+
 @pytest.mark.parametrize("late", [False, True], ids=["500", "answer-after-the-timeout"])
 def test_an_unload_that_reached_a_broker_is_not_sent_again(late: bool) -> None:
     """An unload whose answer is a 5xx or does not come in time may have been done; it was retried like a

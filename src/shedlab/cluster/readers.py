@@ -812,6 +812,8 @@ def _raise_for(response: httpx.Response, token: Token | None) -> None:
     if status in (401, 403):
         meaning = "Unauthorized: the token was refused" if status == 401 else "Forbidden: no permission"
         raise PermanentError(f"HTTP {status} {meaning} (check --token-file/--token-env)")
+    if 300 <= status < 400:  # not followed (no Location; 300, 304): an unload so answered was "unloaded"
+        raise PermanentError(f"{_status_line(response, token)} (a redirect with no Location to follow)")
     if 400 <= status < 500 and status not in (408, 429):
         raise PermanentError(_status_line(response, token))
     if status >= 400:  # 5xx, 408, 429: retried; the broker answered, with its reason
