@@ -161,6 +161,25 @@ def test_a_cluster_list_with_a_name_that_is_no_text_is_refused_naming_it() -> No
     )
 
 
+@pytest.mark.parametrize(
+    ("listed", "shown"),
+    [
+        ([""], "an empty cluster name"),
+        (["a b"], "cluster 'a b' is not a Pulsar cluster name (ASCII letters, digits, _ - = : . only)"),
+    ],
+)
+def test_a_listed_cluster_name_pulsar_refuses_is_refused_naming_it(listed: list[str], shown: str) -> None:
+    """``[""]`` or ``["a b"]`` was the cluster read: collect labelled every line of its recording with it,
+    which ingest then quarantined and advise --snapshot refused; ``--cluster`` itself is checked so."""
+
+    def answers(path: str, port: int) -> dict[str, Answer]:
+        return {**pulsar_2(path, port), "/admin/v2/clusters": (200, listed)}
+
+    with stub_broker(answers) as url, pytest.raises(ClusterError) as caught:
+        read(url)
+    assert str(caught.value) == f"GET {url}/admin/v2/clusters: {shown}; name the cluster with --cluster"
+
+
 @pytest.mark.parametrize("status", [{"is_active": "true"}, {"broker_assignment": "shared"}, True])
 def test_an_ownership_status_without_a_boolean_is_active_is_refused_naming_it(status: object) -> None:
     """It was read as the owner unloading the bundle: advise --execute skipped the unload for that reason."""

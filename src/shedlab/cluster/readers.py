@@ -80,6 +80,7 @@ from shedlab.cluster.access import (
 )
 from shedlab.cluster.exchange import MAX_BODY_BYTES, exchange
 from shedlab.cluster.tls import NOT_TLS, UNTRUSTED, client_context, verification_failure
+from shedlab.core.partitions import cluster_problem
 from shedlab.errors import ClusterError, InputError, redact
 from shedlab.model.bundles import parse_range
 from shedlab.model.formats import EXTENSIBLE_LOAD_FIELDS, extensible_kind, legacy_load_report
@@ -1033,7 +1034,12 @@ class AdminReader:
                     source=f"GET {url}",
                     hint="name it with --cluster",
                 )
-            names = [name]
+            names, url = [name], self._runtime_url
+        # as --cluster is checked: a name Pulsar refuses ('', 'a b') labelled every line of collect's
+        # recording, which ingest then quarantined and advise --snapshot refused
+        problem = cluster_problem(names[0]) if names[0] else "an empty cluster name"
+        if problem is not None:
+            raise ClusterError(problem, source=f"GET {url}", hint="name the cluster with --cluster")
         self.cluster = names[0]
         return self.cluster
 
