@@ -16,6 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 from kazoo.interfaces import IAsyncResult
+from kazoo.security import make_digest_acl
 
 from shedlab.cluster import readers
 from shedlab.cluster.access import Retry
@@ -191,6 +192,23 @@ def test_znode_that_is_not_json(zk_hosts: str, raw: bytes) -> None:
     zk.close()
     line = one_line_error(run("advise", "--zookeeper", zk_hosts))
     assert "/loadbalance/brokers/broker-2:8080" in line and "not valid JSON" in line
+
+
+def test_a_report_znode_the_session_may_not_read_is_one_line(zk_hosts: str) -> None:
+    """A broker's znode under an ACL that lets only another identity read it (ZooKeeper's NoAuth, read in a
+    pipelined window, outside the retries that make it one line) was a ``PermanentError`` traceback."""
+    publish(zk_hosts, example())
+    zk = KazooClient(hosts=zk_hosts, timeout=5.0)
+    zk.start(timeout=10)
+    path = "/loadbalance/brokers/broker-2:8080"
+    zk.set_acls(path, [make_digest_acl("someone", "else", all=True)])
+    zk.stop()
+    zk.close()
+    line = one_line_error(run("advise", "--zookeeper", zk_hosts))
+    assert line == (
+        f"error: zookeeper {zk_hosts}{path}: ZooKeeper refused access (no auth): a znode whose ACL does not "
+        "let this session read it"
+    )
 
 
 def test_unreachable_zookeeper() -> None:

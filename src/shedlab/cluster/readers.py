@@ -355,6 +355,8 @@ window's answers (bundle data of up to about 1 KiB each) stay well inside the cl
 
 _T = TypeVar("_T")
 
+_NO_AUTH: Final = "ZooKeeper refused access (no auth): a znode whose ACL does not let this session read it"
+
 
 class _ConnectionFailures(logging.Handler):
     """The last of kazoo's failed connection attempts, which it logs and does not raise."""
@@ -522,7 +524,7 @@ class ZooKeeperReader:
             try:
                 return start().get(timeout=self.retry.timeout_s)
             except NoAuthError:
-                raise PermanentError("ZooKeeper refused access (no auth)") from None
+                raise PermanentError(_NO_AUTH) from None
             except KazooTimeoutError:
                 raise KazooTimeoutError(f"no answer within {self.retry.timeout_s:g} s") from None
 
@@ -575,8 +577,8 @@ class ZooKeeperReader:
                     out.append(answer(pending.get(timeout=self.retry.timeout_s)))
                 except NoNodeError:
                     out.append(missing)
-                except NoAuthError:
-                    raise PermanentError("ZooKeeper refused access (no auth)") from None
+                except NoAuthError:  # outside _call's retries: a PermanentError here was a traceback
+                    raise ClusterError(_NO_AUTH, source=f"{self.what}{path}") from None
                 except _ZK_TRANSIENT:
                     out.append(alone(path))
         return out
