@@ -361,6 +361,25 @@ def test_an_unload_answered_with_a_redirect_to_nowhere_is_no_unload(status: int)
     )
 
 
+def test_an_unload_answered_with_a_page_is_no_unload() -> None:
+    """A proxy's sign-in page (HTTP 200, HTML) was taken as the unload's success: audited ``unloaded``, exit
+    0, the bundle kept in the grace period; Pulsar answers an unload with 204 and no body."""
+    path = "PUT /admin/v2/namespaces/public/default/0x00000000_0x40000000/unload?destinationBroker=b2%3A8080"
+    page = "<html><body>Sign  in</body></html>"
+    with stub_broker(lambda request, port: {path: (200, page)}) as url:
+        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
+        try:
+            with pytest.raises(ClusterError) as caught:
+                reader.unload("public/default/0x00000000_0x40000000", "b2:8080")
+        finally:
+            reader.close()
+    assert str(caught.value) == (
+        f"PUT {url}/admin/v2/namespaces/public/default/0x00000000_0x40000000/unload: HTTP 200 with a body "
+        "that is not JSON, not Pulsar's answer (a proxy's page?): the unload is not known to have reached a "
+        "broker (got '<html><body>Sign in</body></html>')"
+    )
+
+
 @pytest.mark.parametrize("late", [False, True], ids=["500", "answer-after-the-timeout"])
 def test_an_unload_that_reached_a_broker_is_not_sent_again(late: bool) -> None:
     """An unload whose answer is a 5xx or does not come in time may have been done; it was retried like a

@@ -790,6 +790,23 @@ def _start(response: httpx.Response) -> str:
     return " ".join(redact(response.text).split())[:_SHOWN_BODY]
 
 
+def _check_unload_answer(response: httpx.Response, where: str) -> None:
+    """Refuse a successful answer to an unload that is no broker's: Pulsar answers 204 with no body
+    (``ErrorData`` JSON only with an error status), and a page (a proxy's sign-in page, after a redirect
+    there) was taken as the unload's success: audited ``unloaded``, the bundle kept in the grace period."""
+    if not response.content.strip():
+        return
+    try:
+        _cluster_json(response.content.decode("utf-8"))
+    except _NOT_JSON:
+        raise ClusterError(
+            f"HTTP {response.status_code} with a body that is not JSON, not Pulsar's answer (a proxy's "
+            "page?): the unload is not known to have reached a broker",
+            source=where,
+            value=_start(response),
+        ) from None
+
+
 def _is_active(status: Any, bundle: str, where: str) -> bool:
     """``NamespaceOwnershipStatus.is_active`` of ``bundle``: false while the owner is unloading it. A status
     that is no object with a boolean ``is_active`` is refused naming ``where`` (the ownedNamespaces URL):
@@ -1198,4 +1215,6 @@ class AdminReader:
         api = "admin/namespaces" if namespace.count("/") == 2 else "admin/v2/namespaces"
         url = f"{self.url}/{api}/{namespace}/{quote(bundle_range, safe='')}/unload"
         params = {"destinationBroker": destination} if destination else None
-        return self.request("PUT", url, params=params, once_sent=True).status_code
+        response = self.request("PUT", url, params=params, once_sent=True)
+        _check_unload_answer(response, f"PUT {url}")
+        return response.status_code
