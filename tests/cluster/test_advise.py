@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from shedlab.cli import app
 from shedlab.cluster.access import Token, load_token
 from shedlab.cluster.advise import (
+    CLOCK_SLACK_MS,
     AuditLog,
     Guard,
     SnapshotInput,
@@ -192,7 +193,7 @@ def test_guard_refuses_stale_and_missing() -> None:
     fresh = ClusterReading("zk", "c", now, reports={"b1:8080": {"lastUpdate": now}})
     guard = Guard(max_unloads=1, max_age_minutes=15)
     assert guard.refusals(SnapshotInput(reading=fresh), now) == []
-    old = ClusterReading("zk", "c", now - 16 * 60_000, reports={"b1:8080": {"lastUpdate": now}})
+    old = ClusterReading("zk", "c", now - 17 * 60_000, reports={"b1:8080": {"lastUpdate": now}})
     assert "snapshot is stale" in guard.refusals(SnapshotInput(reading=old), now)[0]
     quiet = ClusterReading("zk", "c", now, reports={"b1:8080": {"lastUpdate": now - 20 * 60_000}})
     assert "report of b1:8080 is stale" in guard.refusals(SnapshotInput(reading=quiet), now)[0]
@@ -206,6 +207,28 @@ def test_guard_refuses_stale_and_missing() -> None:
         ]
     as_float = ClusterReading("zk", "c", now, reports={"b1:8080": {"lastUpdate": float(now)}})
     assert guard.refusals(SnapshotInput(reading=as_float), now) == []
+
+
+def test_a_healthy_idle_brokers_report_is_not_stale_before_its_rewrite() -> None:
+    """Pulsar rewrites an unchanged report at the first check (every 5 s) after it is 15 minutes old, so a
+    healthy idle broker's report is up to 15 min 5 s old; the guard refused every cycle that read one in
+    that window, and a cluster of many idle brokers nearly always has one. Its grace: the check interval
+    and a minute of clocks (the sandbox rewrites at its one-minute steps)."""
+    now = int(time.time() * 1000)
+    guard = Guard(max_unloads=1, max_age_minutes=15, grace_ms=5_000 + CLOCK_SLACK_MS)
+
+    def refusals(age_ms: int) -> list[str]:
+        reading = ClusterReading("zk", "c", now, reports={"b1:8080": {"lastUpdate": now - age_ms}})
+        return guard.refusals(SnapshotInput(reading=reading), now)
+
+    assert refusals(15 * 60_000 + 5_000) == []  # at its rewrite
+    assert refusals(16 * 60_000 + 5_000) == []  # the sandbox's rewrite, a step after the maximum
+    (why,) = refusals(16 * 60_000 + 5_001)
+    assert why == (
+        "report of b1:8080 is stale: lastUpdate 16.1 min ago, more than "
+        "loadBalancerReportUpdateMaxIntervalMinutes=15 and 65 s of grace "
+        "(a rewrite's check interval and clocks)"
+    )
 
 
 def test_guard_refuses_times_in_the_future() -> None:

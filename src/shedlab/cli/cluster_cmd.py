@@ -29,6 +29,7 @@ from shedlab.cli.settings import (
 )
 from shedlab.cluster.access import Retry, Token, load_token
 from shedlab.cluster.advise import (
+    CLOCK_SLACK_MS,
     NO_ADMIN_URL,
     ActionResult,
     AuditLog,
@@ -488,10 +489,12 @@ def _check_advise_source(
 def _guard(decider: Decider, max_unloads: int, every_s: float | None, every: str) -> Guard:
     """The guard of ``--execute`` under the decider's configuration; ``every_s`` (an executing
     ``--watch``'s interval, as given in ``every``) is refused when faster than the leader sheds."""
+    conf = decider.conf
     guard = Guard(
         max_unloads,
-        decider.conf.load_balancer_report_update_max_interval_minutes,
-        decider.conf.load_balancer_shedding_interval_minutes,
+        conf.load_balancer_report_update_max_interval_minutes,
+        conf.load_balancer_shedding_interval_minutes,
+        int(conf.load_balancer_report_update_min_interval_millis) + CLOCK_SLACK_MS,
     )
     if every_s is not None:
         guard.check_every(every_s, every)

@@ -9,11 +9,11 @@ this module adds what a real cluster needs around it:
   BundleData dumps). The latest report per broker is taken.
 * :class:`Guard`: when executing is allowed. It refuses a whole cycle when the snapshot is older than
   ``loadBalancerReportUpdateMaxIntervalMinutes`` (a broker writes its report at least that often, so an
-  older one means it stopped reporting or the snapshot is old), when a listed broker's report is missing,
-  or when the snapshot has no read time; and it caps the unloads per cycle (``--max-unloads``), like
-  Cruise Control's movement caps, and the cycles under ``--watch`` to one per
-  ``loadBalancerSheddingIntervalMinutes``, as the leader's. Dry-run is the default: nothing is called
-  without ``--execute``.
+  older one means it stopped reporting or the snapshot is old) and a grace (:attr:`Guard.grace_ms`),
+  when a listed broker's report is missing, or when the snapshot has no read time; and it caps the
+  unloads per cycle (``--max-unloads``), like Cruise Control's movement caps, and the cycles under
+  ``--watch`` to one per ``loadBalancerSheddingIntervalMinutes``, as the leader's. Dry-run is the
+  default: nothing is called without ``--execute``.
 * the **owner check** (:func:`execute`): just before each unload, the bundle's owner is read again (its
   ownership znode, or the source broker's ``ownedNamespaces``); a bundle its source no longer owns is
   ``skipped`` (it moved since the reports were written: unloading it would move it again, from its new
@@ -59,6 +59,7 @@ from shedlab.model.pulsar import LoadData
 from shedlab.model.snapshot import ClusterSnapshot
 
 __all__ = [
+    "CLOCK_SLACK_MS",
     "NO_ADMIN_URL",
     "ActionResult",
     "AuditLog",
@@ -238,6 +239,11 @@ def snapshot_of(source: SnapshotInput, history: dict[str, Any] | None = None) ->
 
 # ------------------------------------------------------------------------------------------ guard
 
+CLOCK_SLACK_MS = 60_000
+"""What the staleness guard allows beyond a rewrite's check interval: the write and the read, clocks that
+differ between the brokers stamping ``lastUpdate`` and the machine running advise, and the sandbox, whose
+brokers rewrite at its one-minute steps (at the first step after the maximum)."""
+
 
 @dataclass(frozen=True)
 class Guard:
@@ -246,6 +252,11 @@ class Guard:
     max_unloads: int = 1
     max_age_minutes: int = 15
     min_every_minutes: int = 1
+    grace_ms: int = 5_000 + CLOCK_SLACK_MS
+    """How much older than ``max_age_minutes`` a healthy broker's report may be: a broker rewrites it at
+    its first report check after the maximum (every ``loadBalancerReportUpdateMinIntervalMillis``, 5 s by
+    default), so an idle broker's report reaches the maximum plus that interval, and a cluster of many
+    idle brokers nearly always has one in that window; plus :data:`CLOCK_SLACK_MS`."""
 
     def check_every(self, every_s: float, given: str) -> None:
         """``--watch --execute`` cycles no more often than the leader sheds
@@ -269,11 +280,12 @@ class Guard:
             ]
         out: list[str] = []
         limit_ms = self.max_age_minutes * 60_000
+        stale_ms = limit_ms + self.grace_ms
         age = now_ms - reading.time_ms
-        if age > limit_ms:
+        if age > stale_ms:
             out.append(
                 f"snapshot is stale: read {age / 60_000:.1f} min ago, more than "
-                f"loadBalancerReportUpdateMaxIntervalMinutes={self.max_age_minutes}"
+                f"loadBalancerReportUpdateMaxIntervalMinutes={self.max_age_minutes}{self._grace}"
             )
         elif -age > limit_ms:
             out.append(f"snapshot is dated {-age / 60_000:.1f} min in the future: {self._ageless}")
@@ -284,10 +296,10 @@ class Guard:
             if not _is_number(last) or not last > 0:
                 # Pulsar always writes it (the time of the report): without it the age is unknown
                 out.append(f"report of {broker} has no usable lastUpdate ({last!r}): its age is unknown")
-            elif now_ms - last > limit_ms:
+            elif now_ms - last > stale_ms:
                 out.append(
                     f"report of {broker} is stale: lastUpdate {(now_ms - last) / 60_000:.1f} min ago, more "
-                    f"than loadBalancerReportUpdateMaxIntervalMinutes={self.max_age_minutes}"
+                    f"than loadBalancerReportUpdateMaxIntervalMinutes={self.max_age_minutes}{self._grace}"
                 )
             elif last - now_ms > limit_ms:
                 out.append(
@@ -295,6 +307,10 @@ class Guard:
                     f"{self._ageless}"
                 )
         return out
+
+    @property
+    def _grace(self) -> str:
+        return f" and {self.grace_ms / 1000:g} s of grace (a rewrite's check interval and clocks)"
 
     @property
     def _ageless(self) -> str:
