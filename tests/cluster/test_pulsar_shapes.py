@@ -342,21 +342,29 @@ def test_an_unload_in_a_v1_namespace_goes_to_the_v1_resource() -> None:
             reader.close()
 
 
-@pytest.mark.parametrize("status", [302, 300, 304])
-def test_an_unload_answered_with_a_redirect_to_nowhere_is_no_unload(status: int) -> None:
-    """A 3xx with no ``Location`` (a proxy's ``302``, a ``300``) was taken as the unload's success: the
-    bundle was audited ``unloaded`` (status 302), exit 0, and kept in the grace period, though no broker
-    had the call."""
-    path = "PUT /admin/v2/namespaces/public/default/0x00000000_0x40000000/unload?destinationBroker=b2%3A8080"
-    with stub_broker(lambda request, port: {path: (status, None)}) as url:
+_UNLOAD = "PUT /admin/v2/namespaces/public/default/0x00000000_0x40000000/unload?destinationBroker=b2%3A8080"
+
+
+def _refused_unload(status: int, body: str | None) -> tuple[str, str]:
+    """The stub broker's URL and the error of an unload it answers with ``status`` and ``body``."""
+    with stub_broker(lambda request, port: {_UNLOAD: (status, body)}) as url:
         reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
         try:
             with pytest.raises(ClusterError) as caught:
                 reader.unload("public/default/0x00000000_0x40000000", "b2:8080")
         finally:
             reader.close()
-    assert str(caught.value) == (
-        f"{path.replace('PUT /', f'PUT {url}/').partition('?')[0]}: HTTP {status} (a redirect with no "
+    return url, str(caught.value)
+
+
+@pytest.mark.parametrize("status", [302, 300, 304])
+def test_an_unload_answered_with_a_redirect_to_nowhere_is_no_unload(status: int) -> None:
+    """A 3xx with no ``Location`` (a proxy's ``302``, a ``300``) was taken as the unload's success: the
+    bundle was audited ``unloaded`` (status 302), exit 0, and kept in the grace period, though no broker
+    had the call."""
+    url, error = _refused_unload(status, None)
+    assert error == (
+        f"{_UNLOAD.replace('PUT /', f'PUT {url}/').partition('?')[0]}: HTTP {status} (a redirect with no "
         "Location to follow)"
     )
 
@@ -364,16 +372,8 @@ def test_an_unload_answered_with_a_redirect_to_nowhere_is_no_unload(status: int)
 def test_an_unload_answered_with_a_page_is_no_unload() -> None:
     """A proxy's sign-in page (HTTP 200, HTML) was taken as the unload's success: audited ``unloaded``, exit
     0, the bundle kept in the grace period; Pulsar answers an unload with 204 and no body."""
-    path = "PUT /admin/v2/namespaces/public/default/0x00000000_0x40000000/unload?destinationBroker=b2%3A8080"
-    page = "<html><body>Sign  in</body></html>"
-    with stub_broker(lambda request, port: {path: (200, page)}) as url:
-        reader = AdminReader(url, retry=Retry(attempts=1, timeout_s=5.0))
-        try:
-            with pytest.raises(ClusterError) as caught:
-                reader.unload("public/default/0x00000000_0x40000000", "b2:8080")
-        finally:
-            reader.close()
-    assert str(caught.value) == (
+    url, error = _refused_unload(200, "<html><body>Sign  in</body></html>")
+    assert error == (
         f"PUT {url}/admin/v2/namespaces/public/default/0x00000000_0x40000000/unload: HTTP 200 with a body "
         "that is not JSON, not Pulsar's answer (a proxy's page?): the unload is not known to have reached a "
         "broker (got '<html><body>Sign in</body></html>')"
