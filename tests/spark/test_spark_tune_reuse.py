@@ -92,13 +92,15 @@ def test_a_tune_whose_runs_all_failed_says_so_with_the_first_error(
 ) -> None:
     """Scoring no run asked for metrics no run has: the user read "unknown metric 'score_spread_mean'"."""
     from shedlab.core.grid import ScenarioRef
+    from shedlab.core.sim import Scenario
     from shedlab.spark import tune as spark_tune
 
     failed = pd.DataFrame(
         {"scenario": ["tune-reuse"] * 2, "status": ["error"] * 2, "error": ["boom: no broker", "later"]}
     )
     monkeypatch.setattr(spark_tune, "read_sweep_runs", lambda _root: failed)
-    ref = ScenarioRef(name="tune-reuse", text="", source="builtin", digest="0", cost=1.0)
+    scenario = Scenario.from_mapping({"name": "tune-reuse", "duration": "5m"})
+    ref = ScenarioRef(name="tune-reuse", text="", source="builtin", digest="0", cost=1.0, scenario=scenario)
     with pytest.raises(InputError) as refused:
         spark_tune._ok_runs(str(tmp_path), [ref])
     assert str(refused.value) == f"{tmp_path}: every tuning run failed; the first: boom: no broker"

@@ -23,7 +23,7 @@ import pandas as pd
 
 from shedlab.config import LoadBalancerConfig, parse_yaml_text
 from shedlab.core.partitions import MAX_NAME_BYTES, partition_name_bytes
-from shedlab.core.sim.scenario import build_config, builtin_scenarios, parse_scenario_text
+from shedlab.core.sim.scenario import Scenario, build_config, builtin_scenarios, parse_scenario_text
 from shedlab.errors import MAX_SEED, ConfigError, InputError, did_you_mean, one_line, read_user_text
 from shedlab.strategies import STRATEGY_PAIRS, resolve_config, resolve_pair_name
 from shedlab.strategies.registry import PAIR_KEYS, pair_config
@@ -85,13 +85,16 @@ RUN_SPEC_COLUMNS = (
 
 @dataclass(frozen=True)
 class ScenarioRef:
-    """A scenario of a grid: its name, YAML text (shipped to the executors) and digest."""
+    """A scenario of a grid: its name, YAML text (shipped to the executors) and digest, and the scenario
+    parsed from that text on the driver, once: the grid's checks and tune's recorded configuration read it
+    (each parsed the text again)."""
 
     name: str
     text: str
     source: str
     digest: str
     cost: float
+    scenario: Scenario = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,7 @@ def _scenario_ref(item: Any, base: Path | None, source: str | None, field: str =
         source=origin,
         digest=hashlib.sha256(text.encode()).hexdigest()[:16],
         cost=cost,
+        scenario=scenario,
     )
 
 
@@ -438,9 +442,8 @@ def check_run_configs(
     with TransferShedder) is refused before Spark starts, naming the scenario's file, where each of its
     runs failed in a task."""
     for ref in scenarios:
-        scenario = parse_scenario_text(ref.text, ref.source)
         for pair in pairs:
-            build_config(scenario, pair, overrides)
+            build_config(ref.scenario, pair, overrides)
 
 
 def _check_keys_once(

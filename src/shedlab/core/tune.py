@@ -43,7 +43,6 @@ from shedlab.core.grid import (
     refuse_pair_key,
     value_axis,
 )
-from shedlab.core.sim.scenario import parse_scenario_text
 from shedlab.errors import ConfigError, InputError, read_user_text
 from shedlab.strategies.registry import pair_config
 from shedlab.units import conf_value, significant
@@ -404,8 +403,10 @@ def recorded_configuration(refs: Sequence[ScenarioRef], pairs: Sequence[str] = (
     on the settings the recorded pair or one of ``pairs`` runs with (``config`` ← its
     ``strategy_config``), are refused, naming both and the first difference; a key one of them leaves
     unset is Pulsar's default, so stating the default is no difference."""
-    parsed = [(ref.source, parse_scenario_text(ref.text, ref.source)) for ref in refs]
-    recorded = [(source, Recorded(sc.strategy, dict(sc.config), sc.strategy_config)) for source, sc in parsed]
+    recorded = [
+        (r.source, Recorded(r.scenario.strategy, dict(r.scenario.config), r.scenario.strategy_config))
+        for r in refs
+    ]
     first_source, first = recorded[0]
     for source, other in recorded[1:]:
         if first.pair != other.pair:
