@@ -215,7 +215,8 @@ def test_a_healthy_idle_brokers_report_is_not_stale_before_its_rewrite() -> None
     that window, and a cluster of many idle brokers nearly always has one. Its grace: the check interval
     and a minute of clocks (the sandbox rewrites at its one-minute steps)."""
     now = int(time.time() * 1000)
-    guard = Guard(max_unloads=1, max_age_minutes=15, grace_ms=5_000 + CLOCK_SLACK_MS)
+    guard = Guard(max_unloads=1, max_age_minutes=15, report_check_ms=5_000)
+    assert guard.grace_ms == 5_000 + CLOCK_SLACK_MS
 
     def refusals(age_ms: int) -> list[str]:
         reading = ClusterReading("zk", "c", now, reports={"b1:8080": {"lastUpdate": now - age_ms}})

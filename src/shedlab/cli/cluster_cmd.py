@@ -29,7 +29,6 @@ from shedlab.cli.settings import (
 )
 from shedlab.cluster.access import Retry, Token, load_token
 from shedlab.cluster.advise import (
-    CLOCK_SLACK_MS,
     NO_ADMIN_URL,
     ActionResult,
     AuditLog,
@@ -494,7 +493,7 @@ def _guard(decider: Decider, max_unloads: int, every_s: float | None, every: str
         max_unloads,
         conf.load_balancer_report_update_max_interval_minutes,
         conf.load_balancer_shedding_interval_minutes,
-        int(conf.load_balancer_report_update_min_interval_millis) + CLOCK_SLACK_MS,
+        int(conf.load_balancer_report_update_min_interval_millis),
     )
     if every_s is not None:
         guard.check_every(every_s, every)

@@ -252,11 +252,17 @@ class Guard:
     max_unloads: int = 1
     max_age_minutes: int = 15
     min_every_minutes: int = 1
-    grace_ms: int = 5_000 + CLOCK_SLACK_MS
-    """How much older than ``max_age_minutes`` a healthy broker's report may be: a broker rewrites it at
-    its first report check after the maximum (every ``loadBalancerReportUpdateMinIntervalMillis``, 5 s by
-    default), so an idle broker's report reaches the maximum plus that interval, and a cluster of many
-    idle brokers nearly always has one in that window; plus :data:`CLOCK_SLACK_MS`."""
+    report_check_ms: int = 5_000
+    """``loadBalancerReportUpdateMinIntervalMillis``: how often a broker checks whether to rewrite its
+    report (:attr:`grace_ms`)."""
+
+    @property
+    def grace_ms(self) -> int:
+        """How much older than ``max_age_minutes`` a healthy broker's report may be: a broker rewrites it
+        at its first report check after the maximum, so an idle broker's report reaches the maximum plus
+        :attr:`report_check_ms`, and a cluster of many idle brokers nearly always has one in that window;
+        plus :data:`CLOCK_SLACK_MS`."""
+        return self.report_check_ms + CLOCK_SLACK_MS
 
     def check_every(self, every_s: float, given: str) -> None:
         """``--watch --execute`` cycles no more often than the leader sheds
