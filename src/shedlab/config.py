@@ -65,6 +65,7 @@ __all__ = [
     "normalise_strategy_name",
     "parse_key_values",
     "parse_yaml_text",
+    "refuse_json_text",
     "runtime_configuration",
     "to_snake_case",
 ]
@@ -1618,6 +1619,15 @@ def _mapping_items(data: Any, path: str, *, key_lines: Mapping[str, int]) -> lis
     return [(key, value, where(key)) for key, value in data.items()]
 
 
+def refuse_json_text(text: str, source: str, read_as: str, lost: str) -> None:
+    """Refuse a JSON object in a file read as ``read_as`` (a properties or ``key value`` format) because of
+    its name: its keys read as ``{"key":``, which no reader takes, and all were ignored, silently."""
+    if text.lstrip().startswith("{"):
+        raise ConfigError(
+            f"JSON in a file read as {read_as}, by its name: {lost}", source=source, hint="name it .json"
+        )
+
+
 def _properties_items(text: str, path: str) -> list[tuple[str, Any, str]]:
     """Load-balancer entries of a broker.conf, with Pulsar's blank-value rules.
 
@@ -1625,12 +1635,7 @@ def _properties_items(text: str, path: str) -> list[tuple[str, Any, str]]:
     document (a file named for broker.conf by mistake) is refused: its keys read as ``{"maxUnload…"``, no
     load balancer key, and were all ignored, silently.
     """
-    if text.lstrip().startswith("{"):
-        raise ConfigError(
-            "JSON in a file read as a broker.conf (Java properties), by its name: no key of it would be read",
-            source=path,
-            hint="name it .json",
-        )
+    refuse_json_text(text, path, "a broker.conf (Java properties)", "no key of it would be read")
     entries: dict[str, tuple[str, int]] = {}
     for key, value, line in _iter_properties(text, path):
         if key in KEY_SPECS:

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shedlab.config import parse_key_values, parse_yaml_text
+from shedlab.config import parse_key_values, parse_yaml_text, refuse_json_text
 from shedlab.errors import ConfigError, closest, read_user_text, refuse_special_file
 from shedlab.spark.jvm_stderr import filtered_jvm_stderr
 from shedlab.strategies.registry import strategy_modules
@@ -371,13 +371,7 @@ def read_conf_file(path: str | Path) -> dict[str, str]:
 def _spark_defaults(text: str, p: Path) -> dict[str, str]:
     """The settings of a ``spark-defaults.conf`` style text (``key value`` or ``key=value`` lines), checked.
     A JSON object in one is refused: its keys read as ``{"spark.…":``, which Spark ignores."""
-    if text.lstrip().startswith("{"):
-        raise ConfigError(
-            "JSON in a file read as spark-defaults.conf (key value lines), by its name: no setting of it "
-            "would be taken",
-            source=str(p),
-            hint="name it .json",
-        )
+    refuse_json_text(text, str(p), "spark-defaults.conf (key value lines)", "no setting of it would be taken")
     out: dict[str, str] = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
