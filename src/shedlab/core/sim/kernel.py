@@ -111,7 +111,7 @@ class Simulation:
         sim = scenario.simulation
         self.tick_ms = tick_ms_of(sim.tick)
         # simulation.resolution: steps of res_ms within each tick (docs/scenarios.md "Resolution")
-        self.res_ms = self.tick_ms if sim.resolution is None else tick_ms_of(sim.resolution)
+        self.res_ms = sim.step_ms
         self.substeps = self.tick_ms // self.res_ms
         self.start_ms = int(sim.start_time_ms)
         self.reconnect_ms = round(sim.reconnect_delay * 1000)

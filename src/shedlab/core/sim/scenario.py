@@ -174,6 +174,12 @@ class SimulationSettings:
     cluster: str = "sim-cluster"
     resolution: float | None = None  # finer kernel step within a tick (docs/scenarios.md "Resolution")
 
+    @property
+    def step_ms(self) -> int:
+        """The kernel's step in whole milliseconds: the resolution, or the tick without one. Traffic and
+        clocks are read at the steps only, which the scenario's checks of what would never act rely on."""
+        return tick_ms_of(self.tick if self.resolution is None else self.resolution)
+
 
 @dataclass(frozen=True)
 class MetricsSettings:
@@ -609,7 +615,7 @@ def _check_traffic_windows(
     """Refuse a traffic event's ``duration``, or a ``step`` shape's ``at`` to ``until``, that holds no tick
     (no step, with a resolution): the traffic is read at those times only, so ``duration: 0``, or 10 s
     between two 60-s ticks, never acted, and nothing said so."""
-    step_ms = tick_ms_of(simulation.tick if simulation.resolution is None else simulation.resolution)
+    step_ms = simulation.step_ms
     windows = [
         (f"events[{i}].duration", e.at, e.at + e.duration, root.list("events")[i].get("duration"))
         for i, e in enumerate(events)
@@ -638,7 +644,7 @@ def _check_onoff_steps(root: Node, workloads: Sequence[Workload], simulation: Si
     """Refuse an ``onoff`` shape that is on (or off) at every step of the run: the traffic is read at the
     steps only (every tick, or every ``resolution``), so a 30-s cycle read every 60 s was always on, and
     the shape did nothing, silently."""
-    step_ms = tick_ms_of(simulation.tick if simulation.resolution is None else simulation.resolution)
+    step_ms = simulation.step_ms
     for w, workload in enumerate(workloads):
         for k, shape in enumerate(workload.shapes):
             if shape.kind != "onoff":
@@ -657,7 +663,7 @@ def _check_background_onoff(
 ) -> None:
     """A background's ``onoff`` signal read at the steps only is refused where the shape's is
     (:func:`_check_onoff_steps`): a 30-s cycle read every 60 s kept the co-located load high, silently."""
-    step_ms = tick_ms_of(simulation.tick if simulation.resolution is None else simulation.resolution)
+    step_ms = simulation.step_ms
     for where, background in _backgrounds(groups, events):
         for name in ("cpu", "nic_in", "nic_out"):
             signal: Signal = getattr(background, name)
