@@ -348,8 +348,9 @@ class LoadManager:
         unloads only when the bundle's policy set (§4.5 step 2: without isolation policies, the brokers
         serving its persistent topics) holds a broker besides its owner, and checks it before it asks
         the placement strategy, whose state a call would move even though the unload is skipped."""
+        everyone = view.everyone  # distinct broker indices: one besides the source unless it is all
         i = view.snap.broker_index.get(source)
-        return bool((view.everyone != i).any()) if i is not None else view.everyone.size > 0
+        return everyone.size > 1 or (everyone.size == 1 and int(everyone[0]) != i)
 
     def _skip_reason(self, bundle: str) -> str | None:
         """§4.4 step 5 a–c; only the shedding-excluded namespaces apply here (see module docstring)."""
