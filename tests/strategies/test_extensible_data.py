@@ -204,3 +204,17 @@ def test_compare_to_rounds_like_java() -> None:
         0,
         0,
     )
+
+
+def test_compare_to_rounds_just_below_a_half_down_as_java_math_round() -> None:
+    """Java's Math.round is floor(x + ½) in exact arithmetic: 0.49999999999999994 rounds to 0. In doubles
+    0.49999999999999994 + 0.5 is 1.0, so floor(x + 0.5) gave 1 and the bundle ranked 100 kB/s too high."""
+    just_below = NamespaceBundleStats(msgThroughputIn=49999.99999999999, msgRateIn=49.99999999999999)
+    assert bundle_stats_key(just_below) == (0, 0, 0, 0, 0)
+    stats = {
+        "t/a/0x00000000_0xffffffff": just_below,
+        "t/b/0x00000000_0xffffffff": NamespaceBundleStats(msgThroughputOut=1e6),
+    }
+    assert [e.bundle_name for e in top_k_bundles(stats, 1).top_bundles_load_data] == [
+        "t/b/0x00000000_0xffffffff"
+    ]

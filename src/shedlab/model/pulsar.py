@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from shedlab.errors import InputError, did_you_mean
 from shedlab.model.bundles import bundle_name_problem
@@ -51,6 +52,20 @@ def percent_usage(usage: float, limit: float) -> float:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return float((np.float32(usage) / np.float32(limit)) * _F32_100)
     return 0.0
+
+
+def java_round(values: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Java's ``Math.round`` on doubles, element-wise: the long nearest each value, halves up.
+
+    Quirk reproduced: Java computes ``floor(x + ½)`` in exact arithmetic, so 0.49999999999999994 rounds
+    to 0. ``floor(x + 0.5)`` in doubles rounds the sum first (0.49999999999999994 + 0.5 is 1.0) and gave
+    1. ``x − floor(x)`` is exact for a double, so comparing it with ½ is Java's result. The values must
+    be finite and in a long's range (the readers refuse NaN and ∞).
+    """
+    x = np.asarray(values, dtype=np.float64)
+    low = np.floor(x)
+    out: npt.NDArray[np.int64] = (low + (x - low >= 0.5)).astype(np.int64)
+    return out
 
 
 def java_max(values: Iterable[float]) -> float:

@@ -34,6 +34,7 @@ from shedlab.model.pulsar import (
     ResourceUsage,
     is_system_heartbeat_bundle,
     java_max,
+    java_round,
     namespace_of,
     resources_from_json,
 )
@@ -279,16 +280,19 @@ def bundle_stats_key(stats: NamespaceBundleStats) -> tuple[int, int, int, int, i
 
     Throughput in, then out, each ``Math.round(v/1e5)``; then ``Math.round((rateIn+rateOut)/100)``;
     then ``(topics+consumers+producers)/500``; then ``cacheSize/100000`` (integer divisions).
-    Java's Math.round rounds halves up, hence ``floor(x + 0.5)``.
+    The roundings are Java's Math.round (:func:`~shedlab.model.pulsar.java_round`).
     """
-
-    def jround(x: float) -> int:
-        return int((x + 0.5) // 1)
-
+    tp_in, tp_out, rate = java_round(
+        (
+            stats.msgThroughputIn / 1e5,
+            stats.msgThroughputOut / 1e5,
+            (stats.msgRateIn + stats.msgRateOut) / 100,
+        )
+    ).tolist()
     return (
-        jround(stats.msgThroughputIn / 1e5),
-        jround(stats.msgThroughputOut / 1e5),
-        jround((stats.msgRateIn + stats.msgRateOut) / 100),
+        tp_in,
+        tp_out,
+        rate,
         (stats.topics + stats.consumerCount + stats.producerCount) // 500,
         stats.cacheSize // 100000,
     )

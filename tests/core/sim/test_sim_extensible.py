@@ -136,6 +136,17 @@ def test_vectorised_top_k_equals_the_reference(rows: list[tuple[float, ...]], k:
     assert [names[j] for j in got.tolist()] == expected
 
 
+def test_vectorised_top_k_rounds_just_below_a_half_down_as_java_math_round() -> None:
+    """Math.round(0.49999999999999994) is 0 in Java; floor(x + 0.5) in doubles gave 1, ranking a bundle
+    of 49999.99999999999 B/s in over one of 1 MB/s out."""
+    values = np.zeros((4, 2))
+    values[2, 0] = 49999.99999999999
+    values[3, 1] = 1e6
+    zero = np.zeros(2, dtype=np.int64)
+    got = top_k_rows(np.arange(2), values, zero, zero, np.arange(2), np.ones(2, dtype=np.bool_), 1)
+    assert got.tolist() == [1]
+
+
 def test_n_report_instants_are_one_update_with_history_h_to_the_n() -> None:
     res = {
         n: ResourceUsage(u, 100.0)

@@ -89,7 +89,13 @@ from shedlab.config import LoadBalancerConfig
 from shedlab.core.sim.reporting import need_update_mask
 from shedlab.core.sim.state import NEVER, ClusterState, Reports
 from shedlab.manager import Assignment, ManagerDecision
-from shedlab.model.pulsar import RESOURCE_NAMES, NamespaceBundleStats, ResourceUsage, namespace_of
+from shedlab.model.pulsar import (
+    RESOURCE_NAMES,
+    NamespaceBundleStats,
+    ResourceUsage,
+    java_round,
+    namespace_of,
+)
 from shedlab.model.snapshot import ClusterSnapshot
 from shedlab.strategies.base import Skip
 from shedlab.strategies.extensible_data import (
@@ -122,12 +128,6 @@ in 10 s (the local data is cleared at every event)."""
 _LONG_AGO = np.iinfo(np.int64).min // 2  # Java's lastTombstonedAt = 0: the first tombstone always removes
 
 
-def _jround(x: FloatArray) -> IntArray:
-    """Java's Math.round (halves up) on an array."""
-    out: IntArray = np.floor(x + 0.5).astype(np.int64)
-    return out
-
-
 def top_k_rows(
     rows: IntArray,
     values: FloatArray,
@@ -155,9 +155,9 @@ def top_k_rows(
         (
             name_rank[keep],
             (topics[keep] + clients[keep]) // 500,
-            _jround((values[0, keep] + values[1, keep]) / 100),
-            _jround(values[3, keep] / 1e5),
-            _jround(values[2, keep] / 1e5),
+            java_round((values[0, keep] + values[1, keep]) / 100),
+            java_round(values[3, keep] / 1e5),
+            java_round(values[2, keep] / 1e5),
         )
     )
     ranked: IntArray = keep[order]
