@@ -8,6 +8,7 @@ same percentage, built with ``BrokerLoadData.update`` (so the first sample seeds
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shedlab.model.pulsar import RESOURCE_NAMES, ResourceUsage
+from shedlab.strategies import extensible_least_resource_usage_with_weight as module
 from shedlab.strategies.extensible_data import BrokerLoadData, ResourceWeights
 from shedlab.strategies.extensible_least_resource_usage_with_weight import (
     ExtensibleLeastResourceUsageWithWeight,
@@ -142,8 +144,25 @@ def test_choice_is_in_the_best_set(loads: dict[str, float], candidates: set[str]
     assert placement.broker in placement.choices
     with_data = [b for b in candidates if b in store]
     if with_data:
-        avg = sum(store[b].weighted_max_ema for b in sorted(with_data)) / len(with_data)
+        total = 0.0
+        for b in sorted(with_data):  # Java's sequential sum (sum() is compensated from Python 3.12)
+            total += store[b].weighted_max_ema
+        avg = total / len(with_data)
         best = sorted(b for b in with_data if store[b].weighted_max_ema + 0.1 <= avg)
     else:
         best = []
     assert list(placement.choices) == (best or sorted(candidates))
+
+
+def test_average_is_a_sequential_double_sum_on_every_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Java adds the loads one by one: 0.41 + 0.52 + 0.6 is 1.5299999999999998, so the average is just
+    under 0.51 and broker "a" (0.41 + 0.1 = 0.51) is not best. Python 3.12's ``sum`` of floats is
+    compensated (1.53): here emulated with ``math.fsum``, it would make "a" best."""
+    monkeypatch.setattr(module, "sum", math.fsum, raising=False)
+    store = {
+        b: dataclasses.replace(BrokerLoadData(), weighted_max_ema=v)
+        for b, v in zip("abc", (0.41, 0.52, 0.6), strict=True)
+    }
+    strategy = ExtensibleLeastResourceUsageWithWeight(np.random.default_rng(0))
+    placement = strategy.select_broker({"a", "b", "c"}, BUNDLE, store, difference_threshold_percentage=10)
+    assert tuple(placement.choices) == ("a", "b", "c")

@@ -20,7 +20,8 @@ Quirks reproduced:
   until it publishes real data.
 
 Deviation: Pulsar builds the best list in candidate-set (hash) order; shedlab sorts candidates by broker
-id, so a seeded draw is reproducible whatever order they arrive in.
+id, so a seeded draw is reproducible whatever order they arrive in. The average is a sequential sum in
+that order (Java: set order; the last bit can differ).
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ class ExtensibleLeastResourceUsageWithWeight:
         }
         best: list[str] = []
         if with_data:
-            avg = sum(brokers[b].weighted_max_ema for b in with_data) / len(with_data)
+            # Java adds the loads one by one (``totalUsage += …`` in ``select``): a sequential sum, as
+            # np.cumsum is; Python 3.12's sum() of floats is compensated and can differ in the last bit.
+            loads = np.fromiter((brokers[b].weighted_max_ema for b in with_data), np.float64, len(with_data))
+            avg = float(np.cumsum(loads)[-1]) / len(with_data)
             diff = difference_threshold_percentage / 100.0
             best = [b for b in with_data if brokers[b].weighted_max_ema + diff <= avg]
             reason.update(avg_usage=avg, difference_threshold=diff)
