@@ -165,6 +165,15 @@ def test_load_stats_start_empty_and_an_empty_update_gives_zeros() -> None:
     assert (stats.avg, stats.std) == (0.0, 0.0)
 
 
+def test_a_load_of_minus_zero_sorts_below_zero_as_double_compare_does() -> None:
+    """LoadStats sorts with ``Comparator.comparingDouble`` (``Double.compare``), where -0.0 < 0.0: a
+    broker whose data says ``"weightedMaxEMA": -0.0`` is the least loaded, not tied with one at 0.0 (a
+    tie would go to broker id, giving "a"), so it receives the transfer."""
+    assert LoadStats({"a": load(0.0, 1), "b": load(-0.0, 1)}).sorted_brokers == ["b", "a"]
+    data = cluster({"a": load(0.0, 1), "b": load(-0.0, 1), "c": load(1.0, 2)}, {"c": report("t/c", 1, 1)})
+    assert moves(run(data)) == [("c", name("t/c", 0), "b")]
+
+
 # ------------------------------------------------------------------------------------ conditions
 
 

@@ -229,8 +229,17 @@ class LoadStats:
     """TransferShedder's ``LoadStats``: the brokers sorted by load and the running avg/std estimate."""
 
     def __init__(self, brokers: Mapping[str, BrokerLoadData]) -> None:
+        # Java: brokersSortedByLoad.sort(Comparator.comparingDouble(weightedMaxEMA)) in setLoadDataStore,
+        # i.e. Double.compare, for which -0.0 < 0.0 (the sign is the second key; NaN cannot be read).
         # Deviation: ties by broker id (Java: HashMap order through a stable sort).
-        self.sorted_brokers: list[str] = sorted(brokers, key=lambda b: (brokers[b].weighted_max_ema, b))
+        self.sorted_brokers: list[str] = sorted(
+            brokers,
+            key=lambda b: (
+                brokers[b].weighted_max_ema,
+                math.copysign(1.0, brokers[b].weighted_max_ema),
+                b,
+            ),
+        )
         self.max_index = len(self.sorted_brokers) - 1
         self.min_index = 0
         self.sum = 0.0
