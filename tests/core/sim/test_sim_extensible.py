@@ -234,6 +234,25 @@ def test_the_leader_reads_only_published_data() -> None:
     assert path.reports_published >= len(path.published)
 
 
+def test_a_starting_broker_publishes_its_load_data_at_once() -> None:
+    """ExtensibleLoadManagerImpl.playFollower / playLeader end with ``reportAsync(true)``: a broker
+    publishes a sample taken at its start, then every loadBalancerReportUpdateMinIntervalMillis.
+    A first report one interval late left the leader a window with an available broker without data
+    (a cycle then skips as NoLoadData)."""
+    sim = Simulation(small(), seed=1)
+    path = sim.extensible
+    assert path is not None
+    joined_at = sim.start_ms + 180_000
+    t = 0
+    while (now := sim.start_ms + t * sim.tick_ms) <= joined_at:
+        sim.tick(t, now)
+        t += 1
+    joined = [b for s, b in enumerate(sim.cluster.ids) if sim.cluster.start_ts[s] == joined_at]
+    assert len(joined) == 3
+    assert all(path.published[b].updated_at == joined_at for b in joined)
+    assert all(path.local_data[sim.cluster.slot_of[b]].updated_at == joined_at for b in joined)
+
+
 def test_broker_loss_removes_its_data_and_assigns_its_bundles() -> None:
     scenario = small(
         events=[

@@ -7,7 +7,8 @@ The kernel (:mod:`~shedlab.core.sim.kernel`) runs the modular manager's data pat
 :class:`~shedlab.manager.LoadManager` for lookups and shedding:
 
 * ``broker_joined`` / ``broker_left`` (membership, step 1): a restarted broker starts with a fresh
-  ``BrokerLoadData`` (``updatedAt = 0``); a vanished broker's entries leave both load-data stores;
+  ``BrokerLoadData`` (``updatedAt = 0``) and publishes a first sample at its start (the forced report
+  of ``playFollower``/``playLeader``); a vanished broker's entries leave both load-data stores;
 * ``advance`` (after the stats samples of step 4).
 
 What the extensible manager reads, and how it is modelled here:
@@ -232,9 +233,15 @@ class ExtensibleDataPath:
 
     # ------------------------------------------------------------------------------------- membership
     def broker_joined(self, slot: int, now: int) -> None:
-        """A (re)started broker: fresh BrokerLoadData, first report one interval after its start."""
+        """A (re)started broker: fresh BrokerLoadData, its first report at its start.
+
+        Pulsar: ``ExtensibleLoadManagerImpl.playFollower`` (``playLeader`` for the leader) ends with
+        ``brokerLoadDataReporter.reportAsync(true)`` as the broker becomes ready, a sample published
+        whatever the change rule says; the scheduled reports follow every
+        ``loadBalancerReportUpdateMinIntervalMillis`` from then on.
+        """
         self.local_data[slot] = BrokerLoadData()
-        self.next_report_ms[slot] = now + self.interval_ms
+        self.next_report_ms[slot] = now
         self.last_tombstone_ms[slot] = _LONG_AGO  # a new process: its reporters never tombstoned
         self.forced[slot] = False
 
