@@ -253,6 +253,37 @@ def test_a_starting_broker_publishes_its_load_data_at_once() -> None:
     assert all(path.local_data[sim.cluster.slot_of[b]].updated_at == joined_at for b in joined)
 
 
+def test_a_new_leader_publishes_one_more_sample_at_its_election() -> None:
+    """ExtensibleLoadManagerImpl.playLeader ends with ``brokerLoadDataReporter.reportAsync(true)``: the
+    broker that takes the leadership over samples once more and publishes, whatever the change rule says
+    (its schedule goes on as before). A broker elected as it starts has only its start report."""
+    scenario = small(
+        events=[
+            {"at": "3m", "kind": "add_brokers", "count": 3},
+            {"at": "10m", "kind": "remove_brokers", "brokers": [1]},
+        ]
+    )
+    sim = Simulation(scenario, seed=1)
+    path = sim.extensible
+    assert path is not None
+    elected_at = sim.start_ms + 600_000
+    t = 0
+    while (now := sim.start_ms + t * sim.tick_ms) < elected_at:
+        sim.tick(t, now)
+        t += 1
+    before = {b: path.local_data[s] for s, b in enumerate(sim.cluster.ids) if sim.cluster.alive[s]}
+    reports = path.reports_published
+    sim.tick(t, elected_at)
+    assert sim.cluster.leader is not None
+    leader = sim.cluster.ids[sim.cluster.leader]
+    assert leader != sim.cluster.ids[0] and before[leader].updated_at < elected_at
+    assert path.published[leader].reported_at == elected_at
+    assert path.published[leader].updated_at == elected_at
+    followers = [b for b in before if b not in (leader, sim.cluster.ids[0])]
+    assert all(path.local_data[sim.cluster.slot_of[b]].updated_at == elected_at for b in followers)
+    assert path.reports_published >= reports + 1
+
+
 def test_broker_loss_removes_its_data_and_assigns_its_bundles() -> None:
     scenario = small(
         events=[

@@ -2,13 +2,15 @@
 
 The kernel (:mod:`~shedlab.core.sim.kernel`) runs the modular manager's data path for every pair; with
 ``loadManagerClassName=…ExtensibleLoadManagerImpl`` (the pair
-``TransferShedder+ExtensibleLeastResourceUsageWithWeight``) it also calls three hooks of
+``TransferShedder+ExtensibleLeastResourceUsageWithWeight``) it also calls these hooks of
 :class:`ExtensibleDataPath` and asks :class:`ExtensibleManager` instead of
 :class:`~shedlab.manager.LoadManager` for lookups and shedding:
 
 * ``broker_joined`` / ``broker_left`` (membership, step 1): a restarted broker starts with a fresh
   ``BrokerLoadData`` (``updatedAt = 0``) and publishes a first sample at its start (the forced report
   of ``playFollower``/``playLeader``); a vanished broker's entries leave both load-data stores;
+* ``leader_elected`` (election, step 1): a broker taking the leadership over samples and publishes
+  once more (``playLeader``'s forced report), with the tick's report instants;
 * ``advance`` (after the stats samples of step 4).
 
 What the extensible manager reads, and how it is modelled here:
@@ -188,6 +190,7 @@ class ExtensibleDataPath:
     eligible: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     last_tombstone_ms: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     forced: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))  # publish next report
+    flush_leader: int | None = None  # a new leader's playLeader report, taken at the next advance
     reports_published: int = 0
     tombstones: int = 0  # store removals (the 10 s dedup applied)
 
@@ -273,18 +276,34 @@ class ExtensibleDataPath:
             self.tombstones += 1
         self.top.pop(broker, None)
 
+    def leader_elected(self, slot: int, now: int) -> None:
+        """``slot`` takes the leadership over at ``now``: ``ExtensibleLoadManagerImpl.playLeader`` ends
+        with ``brokerLoadDataReporter.reportAsync(true)``, one more sample (an EMA step) published
+        whatever the change rule says; its scheduled reports go on as before. It is taken with this
+        tick's report instants. A broker elected as it starts has only its start report (that one is its
+        playLeader's). The top-k reporter's forced push is not modelled (its report is the store's)."""
+        if int(self.cluster.start_ts[slot]) != now:
+            self.flush_leader = slot
+
     # ------------------------------------------------------------------------------------- each tick
     def advance(self, now: int, local: Reports, samplers: IntArray) -> None:
         """Top-k reports of the brokers that sampled their stats; EMA steps and publications of the
-        brokers whose report instants fell in this tick."""
+        brokers whose report instants fell in this tick, and of a new leader (:meth:`leader_elected`)."""
         for s in samplers.tolist():
             self._refresh_top(s, local)
-        due = np.flatnonzero(self.next_report_ms <= now)
+        scheduled = self.next_report_ms <= now
+        extra = np.zeros_like(scheduled)
+        if self.flush_leader is not None and self.cluster.alive[self.flush_leader]:
+            extra[self.flush_leader] = self.forced[self.flush_leader] = True
+        self.flush_leader = None
+        due = np.flatnonzero(scheduled | extra)
         if not due.size:
             return
-        steps = (now - self.next_report_ms[due]) // self.interval_ms + 1
-        last_instant = self.next_report_ms[due] + (steps - 1) * self.interval_ms
+        on_time, flushed = scheduled[due], extra[due]
+        steps = np.where(on_time, (now - self.next_report_ms[due]) // self.interval_ms + 1, 0)
+        last_instant = np.where(flushed, now, self.next_report_ms[due] + (steps - 1) * self.interval_ms)
         self.next_report_ms[due] += steps * self.interval_ms
+        steps = steps + flushed
         h = float(self.settings.load_balancer_history_resource_percentage)
         for s, n, at in zip(due.tolist(), steps.tolist(), last_instant.tolist(), strict=True):
             self.local_data[s] = self._sampled(s, local, h**n, at)

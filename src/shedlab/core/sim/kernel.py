@@ -520,6 +520,8 @@ class Simulation:
             self.manager.on_active_brokers_change([cluster.ids[s] for s in alive])
         if previous is not None:
             self.metrics.log_event(now, "leader_change", f"{cluster.ids[previous]} -> {cluster.ids[leader]}")
+        if self.extensible is not None:  # hook: playLeader's forced load-data report
+            self.extensible.leader_elected(leader, now)
         # the leader's timers start at its election (PulsarService's leader-election listener)
         self.next_shed_ms = now + self.shed_ms
         self.publishing.leader_elected(now)
