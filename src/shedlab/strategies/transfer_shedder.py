@@ -44,7 +44,9 @@ Quirks reproduced (each tested):
   over the min broker's bundles is shared by all bundles of one max broker, and swap candidates
   accepted before a failed swap attempt are dropped.
 * ``trafficMarkedToGain`` grows by the swapped throughput **only when loadBalancerDebugModeEnabled**,
-  so debug mode changes later decisions of the same pair and the std estimate.
+  so debug mode changes later decisions of the same pair and the std estimate. (Pulsar's test is
+  ``ExtensibleLoadManagerImpl.debug``: the key, or TransferShedder's logger at DEBUG; shedlab has no
+  logger level to read, so only the key counts.)
 * With transfer off, the min broker must still survive the policy filters for a bundle to be
   unloadable, although no destination is bound.
 
