@@ -170,6 +170,20 @@ def test_bad_entry_in_top_bundles_names_the_file_and_the_entry_index() -> None:
     assert str(info.value).startswith("load.json: topBundlesLoadData.b1.topBundlesLoadData[1].bundleName: ")
 
 
+def test_a_bundle_twice_in_one_top_bundles_report_is_refused() -> None:
+    """TopKBundles builds the report from a map of bundle stats, so Pulsar never names a bundle twice;
+    read as data, the walk would have counted its throughput twice and decided its unload twice."""
+    doc = {
+        "topBundlesLoadData": {"b1": {"topBundlesLoadData": [{"bundleName": BUNDLE}, {"bundleName": BUNDLE}]}}
+    }
+    with pytest.raises(InputError) as info:
+        read_extensible_load_data(doc, "load.json")
+    assert str(info.value) == (
+        f"load.json: topBundlesLoadData.b1.topBundlesLoadData[1].bundleName: the bundle is already "
+        f"in this report, at [0] (got '{BUNDLE}')"
+    )
+
+
 def test_available_brokers_survive_the_json_round_trip_even_when_null_or_not_in_the_store() -> None:
     """``availableBrokers`` is written under Pulsar's name, sorted, and null when the registry lookup failed
     (spec §8): reading the output back gives the same registry answer, not the store's brokers."""

@@ -268,11 +268,22 @@ class TopBundlesLoadData:
             raise InputError(
                 "expected a list", source=r.source, field=r.field_path("topBundlesLoadData"), value=raw
             )
-        entries = tuple(
-            BundleLoadData.from_json(JsonReader(item, r.source, f"{r.field_path('topBundlesLoadData')}[{i}]"))
-            for i, item in enumerate(raw)
-        )
-        return cls(entries)
+        path = r.field_path("topBundlesLoadData")
+        entries: list[BundleLoadData] = []
+        seen: dict[str, int] = {}
+        for i, item in enumerate(raw):
+            entry = BundleLoadData.from_json(JsonReader(item, r.source, f"{path}[{i}]"))
+            # TopKBundles.update fills the report from a map: a bundle is in it once at most.
+            if entry.bundle_name in seen:
+                raise InputError(
+                    f"the bundle is already in this report, at [{seen[entry.bundle_name]}]",
+                    source=r.source,
+                    field=f"{path}[{i}].bundleName",
+                    value=entry.bundle_name,
+                )
+            seen[entry.bundle_name] = i
+            entries.append(entry)
+        return cls(tuple(entries))
 
 
 def bundle_stats_key(stats: NamespaceBundleStats) -> tuple[int, int, int, int, int]:
