@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 from builders import bundle_data
 
+import shedlab.model.pulsar as pulsar_module
 from shedlab.errors import InputError
 from shedlab.kernels import weighted_scores
 from shedlab.model.json_reader import JsonReader
@@ -17,6 +19,7 @@ from shedlab.model.pulsar import (
     NamespaceBundleStats,
     ResourceUsage,
     TimeAverageMessageData,
+    java_sum,
     percent_usage,
 )
 from shedlab.model.snapshot import ClusterSnapshot, IntArray, percent_usage_array, weighted_max_usage
@@ -148,6 +151,22 @@ def test_load_report_update_tracks_gains_and_losses() -> None:
     )
     assert (report.bundles, report.lastBundleGains, report.lastBundleLosses) == (["b", "c"], ["c"], ["a"])
     assert (report.msgRateIn, report.numTopics, report.numBundles) == (6, 2, 2)
+
+
+def test_load_report_update_adds_rates_one_by_one_as_java_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    # LocalBrokerData.updateBundleData keeps running totals: ten bundles of 0.1 msg/s add up to
+    # 0.9999999999999999 in Java. Python 3.12's sum() is compensated (1.0); math.fsum stands in for it here,
+    # so the test fails on any Python while update() calls sum().
+    monkeypatch.setattr(pulsar_module, "sum", math.fsum, raising=False)
+    report = LocalBrokerData()
+    resources = {
+        n: ResourceUsage(1, 2) for n in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+    }
+    report.update(
+        resources, {f"t/n/0x{i:08x}_0x{i + 1:08x}": NamespaceBundleStats(msgRateIn=0.1) for i in range(10)}
+    )
+    assert report.msgRateIn == 0.9999999999999999 == java_sum([0.1] * 10)
+    assert (java_sum([]), math.isnan(java_sum([math.inf, -math.inf]))) == (0.0, True)
 
 
 def test_bundle_data_json() -> None:

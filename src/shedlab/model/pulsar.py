@@ -68,6 +68,19 @@ def java_round(values: npt.ArrayLike) -> npt.NDArray[np.int64]:
     return out
 
 
+def java_sum(values: npt.ArrayLike) -> float:
+    """A sum of doubles added one by one in the given order, as Java's ``total += v`` loops add them.
+
+    Why not ``sum()``: from Python 3.12 ``sum()`` of floats is compensated (Neumaier), and NumPy's
+    ``sum`` adds pairwise; both can differ from Java's running total in the last bit, and a last bit can
+    tip a comparison (an average against a threshold). ``np.cumsum`` adds sequentially. An empty sum is
+    0.0; ∞ and −∞ together give NaN, as in Java.
+    """
+    x = np.asarray(values, dtype=np.float64).ravel()
+    with np.errstate(invalid="ignore"):  # ∞ + −∞: Java's NaN, not an error
+        return float(np.cumsum(x)[-1]) if x.size else 0.0
+
+
 def java_max(values: Iterable[float]) -> float:
     """``LocalBrokerData.max``: starts at -∞ and keeps strictly larger values, so a NaN never wins (an
     ∞ % times a weight of 0 is NaN: the other resources decide) and all NaN give -∞."""
@@ -307,10 +320,11 @@ class LocalBrokerData:
         for name in RESOURCE_NAMES:
             setattr(self, name, resources[name])
         values = list(stats.values())
-        self.msgRateIn = sum(s.msgRateIn for s in values)
-        self.msgRateOut = sum(s.msgRateOut for s in values)
-        self.msgThroughputIn = sum(s.msgThroughputIn for s in values)
-        self.msgThroughputOut = sum(s.msgThroughputOut for s in values)
+        # LocalBrokerData.updateBundleData adds each bundle's rates to running totals: java_sum
+        self.msgRateIn = java_sum([s.msgRateIn for s in values])
+        self.msgRateOut = java_sum([s.msgRateOut for s in values])
+        self.msgThroughputIn = java_sum([s.msgThroughputIn for s in values])
+        self.msgThroughputOut = java_sum([s.msgThroughputOut for s in values])
         self.numTopics = sum(s.topics for s in values)
         self.numBundles = len(values)
         self.numConsumers = sum(s.consumerCount for s in values)

@@ -31,6 +31,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from shedlab.model.pulsar import java_sum
 from shedlab.strategies.base import Placement, pick_uniform
 from shedlab.strategies.extensible_data import BrokerLoadData
 
@@ -75,10 +76,9 @@ class ExtensibleLeastResourceUsageWithWeight:
         }
         best: list[str] = []
         if with_data:
-            # Java adds the loads one by one (``totalUsage += …`` in ``select``): a sequential sum, as
-            # np.cumsum is; Python 3.12's sum() of floats is compensated and can differ in the last bit.
-            loads = np.fromiter((brokers[b].weighted_max_ema for b in with_data), np.float64, len(with_data))
-            avg = float(np.cumsum(loads)[-1]) / len(with_data)
+            # Java adds the loads one by one (``totalUsage += …`` in ``select``): java_sum, not sum(),
+            # which Python 3.12 compensates.
+            avg = java_sum([brokers[b].weighted_max_ema for b in with_data]) / len(with_data)
             diff = difference_threshold_percentage / 100.0
             best = [b for b in with_data if brokers[b].weighted_max_ema + diff <= avg]
             reason.update(avg_usage=avg, difference_threshold=diff)

@@ -25,6 +25,7 @@ from typing import ClassVar
 import numpy as np
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.model.pulsar import java_sum
 from shedlab.model.snapshot import ClusterSnapshot, IntArray
 from shedlab.strategies.base import Placement, SkipKind, candidate_indices, draw_uniform
 
@@ -105,7 +106,7 @@ class LeastResourceUsageWithWeight:
         with np.errstate(invalid="ignore"):  # ∞ and −∞ usages: NaN histories and averages, as in Java
             ema = self._history[slots] * h + (1 - h) * usage
             updated = np.where(self._known[slots] & ~restarted, ema, usage)
-            avg = float(np.cumsum(updated)[-1] / brokers.size)
+            avg = java_sum(updated) / brokers.size
         self._history[slots] = updated
         self._known[slots] = True
         diff = conf.load_balancer_average_resource_usage_difference_threshold_percentage / 100.0

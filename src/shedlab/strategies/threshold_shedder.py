@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from shedlab.config import LoadBalancerConfig
+from shedlab.model.pulsar import java_sum
 from shedlab.model.snapshot import ClusterSnapshot, FloatArray
 from shedlab.strategies.base import MB, SheddingResult, SkipKind, Unload
 from shedlab.strategies.greedy import greedy_largest_first
@@ -66,7 +67,7 @@ class ThresholdShedder:
             self.history[broker] = value
             values[i] = value
         with np.errstate(invalid="ignore"):  # +∞ and −∞ histories: a NaN average, as Java's sum gives
-            avg = float(np.cumsum(values)[-1] / snapshot.num_brokers) if snapshot.num_brokers else 0.0
+            avg = java_sum(values) / snapshot.num_brokers if snapshot.num_brokers else 0.0
         return values, avg
 
     def find_bundles_for_unloading(
