@@ -795,3 +795,22 @@ def test_a_number_yaml_reads_as_text_says_what_to_write(value: str, hint: str) -
             ),
             "s.yaml",
         )
+
+
+def test_a_namespace_two_workloads_share_counts_its_bundles_once() -> None:
+    # Two workloads naming one namespace share its bundles (the population merges them by name): the
+    # scenario has 8 bundles, not 16, as simulate's header said and the run summary did not.
+    scenario = Scenario.from_mapping(
+        {
+            "name": "shared",
+            "brokers": [{"count": 2}],
+            "duration": "2m",
+            "workloads": [
+                {"name": "a", "namespace": "t/ns", "bundles": 8},
+                {"name": "b", "namespace": "t/ns", "bundles": 8},
+                {"name": "c", "bundles": 4},
+            ],
+        },
+        "shared.yaml",
+    )
+    assert scenario.num_bundles == 12 == run_simulation(scenario).summary["bundles"]

@@ -27,6 +27,7 @@ from shedlab.core.sim.traffic import (
     Signal,
     Workload,
     bundles_at_most,
+    namespace_bundles,
     namespace_plan,
     parse_selector,
     parse_signal,
@@ -249,7 +250,9 @@ class Scenario:
 
     @property
     def num_bundles(self) -> int:
-        return sum(w.num_bundles for w in self.workloads)
+        """Bundles of the scenario's namespaces (:func:`~shedlab.core.sim.traffic.namespace_bundles`):
+        the sum over workloads counted a shared namespace's bundles once per workload naming it."""
+        return namespace_bundles(self.workloads)
 
     @property
     def num_ticks(self) -> int:
@@ -544,7 +547,7 @@ def _check_limits(
                 raise root.error(f"events[{i}].count", f"more than {MAX_BROKERS} brokers in all", count)
     if initial > MAX_BROKERS:
         raise root.error("brokers", f"more than {MAX_BROKERS} brokers ({initial})")
-    bundles = sum(w.num_bundles for w in workloads)
+    bundles = namespace_bundles(workloads)
     if bundles > MAX_BUNDLES:
         raise root.error("workloads", f"more than {MAX_BUNDLES} bundles ({bundles})")
     topics = sum(

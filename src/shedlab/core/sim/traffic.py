@@ -590,11 +590,6 @@ class Workload:
     namespace: str | None = None
     hashed: HashedTopics | None = None
 
-    @property
-    def num_bundles(self) -> int:
-        """Bundles the workload can touch (hashed: at most; bundles no topic hashes into stay out)."""
-        return self.tenants * self.namespaces * self.bundles
-
     def namespace_names(self, first_tenant: int) -> list[tuple[str, str]]:
         """(tenant, namespace) of every namespace, tenants numbered from ``first_tenant``."""
         if self.namespace is not None:
@@ -786,6 +781,18 @@ def namespace_plan(workloads: Sequence[Workload]) -> list[list[tuple[str, str]]]
             next_tenant[workload.tenant_prefix] = first + workload.tenants
         plan.append(workload.namespace_names(first))
     return plan
+
+
+def namespace_bundles(workloads: Sequence[Workload]) -> int:
+    """How many bundles the workloads' namespaces have, a namespace that several workloads share counted
+    once (the bundles are the same ones: :func:`build_population` merges them by name). Workloads that
+    share one must agree on its count (checked when the scenario loads); until then the largest counts.
+    With hashed topics this is at most the population's size: a bundle no topic hashes into stays out."""
+    per_namespace: dict[str, int] = {}
+    for workload, spaces in zip(workloads, namespace_plan(workloads), strict=True):
+        for _, namespace in spaces:
+            per_namespace[namespace] = max(per_namespace.get(namespace, 0), workload.bundles)
+    return sum(per_namespace.values())
 
 
 _SELECTABLE = ("workloads", "tenants", "namespaces")
