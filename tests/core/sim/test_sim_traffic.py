@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from shedlab.core.sim import run_simulation
 from shedlab.core.sim.hardware import CostModel, HardwareClass
-from shedlab.core.sim.scenario import parse_scenario_text
+from shedlab.core.sim.scenario import Scenario, parse_scenario_text
 from shedlab.core.sim.spec import Node
 from shedlab.core.sim.traffic import (
     Distribution,
@@ -308,3 +309,55 @@ def test_a_workload_selector_matches_the_bundles_it_shares() -> None:
     assert b is not None and [pop.names[j] for j in b] == [n for n in pop.names if n.startswith("t/ns/")]
     c = pop.select(Selector(workloads=("c",)), rng)
     assert c is not None and c.size == 2 and not set(c.tolist()) & set(b.tolist())
+
+
+def _nic_kbit(domains: tuple[str, ...]) -> tuple[float, float, float]:
+    """One broker's NIC in and out (Kbit/s) and bookie CPU (% of a core) under workloads of ``domains``,
+    each 10 topics of 1,000 msg/s in and out of 1 KiB in one shared namespace; copies 2, reads 0.5."""
+    scenario = Scenario.from_mapping(
+        {
+            "name": "domains",
+            "duration": "1m",
+            "hardware": {
+                "standard": {
+                    "nic_gbps": 100,
+                    "bookkeeper_copies": 2,
+                    "bookkeeper_read_fraction": 0.5,
+                    "bookies": 1,
+                    "bookie_cpu_ms_per_mib": 10,
+                }
+            },
+            "brokers": [{"count": 1}],
+            "workloads": [
+                {
+                    "name": f"w{i}",
+                    "namespace": "t/ns",
+                    "bundles": 4,
+                    "hashed": {"topics": 10, "prefix": f"w{i}", "domain": domain},
+                    "msg_rate_in": 1000,
+                    "msg_size": 1024,
+                }
+                for i, domain in enumerate(domains)
+            ],
+        },
+        "domains.yaml",
+    )
+    row = run_simulation(scenario).brokers.iloc[-1]
+    nic = 100 * 1000 * 1024  # Kbit/s: Mbit/s × 1024, as Pulsar's getTotalNicLimit
+    return row["bandwidth_in_pct"] * nic / 100, row["bandwidth_out_pct"] * nic / 100, row["cpu_pct"] * 16
+
+
+def test_non_persistent_topics_are_neither_written_to_nor_read_from_bookkeeper() -> None:
+    # Pulsar dispatches a non-persistent topic without a ledger: its bytes in are not written to the
+    # bookies (NIC out), its bytes out are not read back (NIC in), and co-located bookies store nothing.
+    one = 10 * 1000 * 1024 * 8 / 1024  # a workload's bytes in (= out), Kbit/s
+    stored_cpu = 100 * 10e-3 * 2 * 10 * 1000 * 1024 / 2**20  # its two copies' bookie CPU, % of a core
+    persistent_in, persistent_out, persistent_cpu = _nic_kbit(("persistent",))
+    assert (persistent_in, persistent_out) == pytest.approx((1.5 * one, 3 * one))
+    plain_in, plain_out, plain_cpu = _nic_kbit(("non-persistent",))
+    assert (plain_in, plain_out) == pytest.approx((one, one))
+    assert persistent_cpu - plain_cpu == pytest.approx(stored_cpu)
+    # both kinds in the same bundles: only the persistent share reaches BookKeeper
+    both_in, both_out, both_cpu = _nic_kbit(("persistent", "non-persistent"))
+    assert (both_in, both_out) == pytest.approx((2.5 * one, 4 * one))
+    assert both_cpu - 2 * plain_cpu == pytest.approx(stored_cpu - 100 * 0.02 * 16)

@@ -11,7 +11,9 @@ Usage is computed in the units a Pulsar broker reports (spec §1.1, ``LinuxBroke
   (Mbit/s × 1024, as Pulsar's ``getTotalNicLimit``). NIC out carries the dispatch to consumers
   *and* the writes to BookKeeper (``bookkeeper_copies`` × bytes in); NIC in carries the producers'
   bytes and the reads back from BookKeeper (``bookkeeper_read_fraction`` × bytes out, i.e. cache
-  misses). Background NIC usage is a fraction of the NIC speed.
+  misses). Background NIC usage is a fraction of the NIC speed. Only persistent topics' bytes go to
+  BookKeeper: a non-persistent topic (``hashed.domain``) is dispatched without a ledger, so its bytes
+  are neither written to bookies nor read back, and co-located bookies do not store them.
 * **connections** (default off): ``cpu_ms_per_topic``, ``cpu_ms_per_producer`` and
   ``cpu_ms_per_consumer`` are CPU milliseconds per second (milli-cores) each topic and each producer
   or consumer connection costs whatever its traffic (keep-alives, stats, dispatcher and cursor
@@ -157,7 +159,8 @@ class CostModel:
     ) -> FloatArray | None:
         """CPU (% of one core) of the connection and co-located-bookie terms for ``slots``; None when off.
 
-        ``slots`` are every alive broker and ``rate_in``/``tp_in`` their write traffic (msg/s, bytes/s):
+        ``slots`` are every alive broker and ``rate_in``/``tp_in`` their persistent topics' write traffic
+        (msg/s, bytes/s):
         each broker's is replicated its ``bookkeeper_copies`` times, and the sum is spread over the
         bookies of ``slots`` in proportion to their ``bookies``.
         """
@@ -192,11 +195,15 @@ class CostModel:
         tp_out: FloatArray,
         topics: FloatArray,
         background: FloatArray,
+        stored: tuple[FloatArray, FloatArray] | None = None,
     ) -> FloatArray:
         """(n, 5) usage for brokers ``slots`` carrying the given per-broker totals.
 
         ``background`` is (n, 3): fractions of cpu, NIC in and NIC out capacity used by other processes.
+        ``stored``: the bytes in and out of persistent topics, which BookKeeper writes and reads back
+        (None: all of ``tp_in`` and ``tp_out``).
         """
+        book_in, book_out = (tp_in, tp_out) if stored is None else stored
         out = np.empty((slots.size, 5))
         cores = self.cores[slots]
         cpu_seconds = (
@@ -213,8 +220,7 @@ class CostModel:
             self.direct_limit_mb[slots],
         )
         nic = self.nic_kbps[slots]
-        out[:, BANDWIDTH_IN] = (tp_in + self.bk_read[slots] * tp_out) * 8.0 / 1024.0 + nic * background[:, 1]
-        out[:, BANDWIDTH_OUT] = (tp_out + self.bk_copies[slots] * tp_in) * 8.0 / 1024.0 + nic * background[
-            :, 2
-        ]
+        reads, writes = self.bk_read[slots] * book_out, self.bk_copies[slots] * book_in  # BookKeeper's
+        out[:, BANDWIDTH_IN] = (tp_in + reads) * 8.0 / 1024.0 + nic * background[:, 1]
+        out[:, BANDWIDTH_OUT] = (tp_out + writes) * 8.0 / 1024.0 + nic * background[:, 2]
         return out

@@ -649,6 +649,12 @@ class TickMetrics:
             minus[:, k] = np.bincount(rows, weights=values[bundles], minlength=uniq.size)
         topics_minus = np.bincount(rows, weights=self.bundle_topics[bundles], minlength=uniq.size)
         base = true.agg[keep] - minus
+        stored = None
+        if true.stored is not None and traffic.stored is not None:  # non-persistent topics: not in bookies
+            stored_minus = [
+                np.bincount(rows, weights=traffic.stored[k, bundles], minlength=uniq.size) for k in (2, 3)
+            ]
+            stored = (true.stored[keep, 2] - stored_minus[0], true.stored[keep, 3] - stored_minus[1])
         without_usage = self.cost.usage(
             uniq,
             base[:, 0],
@@ -657,6 +663,7 @@ class TickMetrics:
             base[:, 3],
             np.subtract(true.topics[keep], topics_minus, dtype=np.float64),
             true.background[keep],
+            stored=stored,
         )
         if true.extra_cpu is not None:  # approximation: the landed bundles' connections are kept
             without_usage[:, 0] += true.extra_cpu[keep]

@@ -264,6 +264,9 @@ class TrueUsage:
     bundle_bin: IntArray
     extra_cpu: FloatArray | None = None
     """Per alive broker, the CPU of the connection and co-located-bookie terms (None: model off)."""
+    stored: FloatArray | None = None
+    """Per alive broker, the rows of ``agg`` of its persistent topics only (:attr:`Traffic.stored`; None:
+    every topic is persistent, and ``agg`` is what BookKeeper stores)."""
     unowned: int = 0
     """Bundles no broker owns at this measurement (clients reconnecting)."""
 
@@ -305,16 +308,25 @@ def measure(
     alive = np.flatnonzero(cluster.alive)
     bg = cluster.background_at(alive, t, rng)
     cost = cluster.cost
+    stored = None if traffic.stored is None else _owner_totals(owner, n_slots, traffic.stored)[alive]
+    book = agg[alive] if stored is None else stored  # what BookKeeper writes (rows 0, 2) and reads (3)
     usage = cost.usage(
-        alive, agg[alive, 0], agg[alive, 1], agg[alive, 2], agg[alive, 3], topics[alive].astype(float), bg
+        alive,
+        agg[alive, 0],
+        agg[alive, 1],
+        agg[alive, 2],
+        agg[alive, 3],
+        topics[alive].astype(float),
+        bg,
+        stored=None if stored is None else (stored[:, 2], stored[:, 3]),
     )
     extra = cost.extra_cpu(
         alive,
         topics[alive].astype(float),
         producers[alive].astype(float),
         consumers[alive].astype(float),
-        agg[alive, 0],
-        agg[alive, 2],
+        book[:, 0],
+        book[:, 2],
     )
     if extra is not None:
         usage[:, 0] += extra
@@ -335,5 +347,13 @@ def measure(
         slot_producers=producers,
         bundle_bin=idx,
         extra_cpu=extra,
+        stored=stored,
         unowned=int(owner.size - n_bundles.sum()),
     )
+
+
+def _owner_totals(owner: IntArray, n_slots: int, values: FloatArray) -> FloatArray:
+    """Per slot, the sums of the (4, m) ``values`` of the bundles it owns (:func:`owner_sums`)."""
+    sums = np.zeros((n_slots + 1, 4))
+    owner_sums(owner, n_slots, values, _NO_MASK, np.empty(owner.size, dtype=np.int64), sums)
+    return sums[:n_slots]

@@ -27,6 +27,7 @@ from shedlab.model.pulsar import is_named_entity
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
 
 
 # ---------------------------------------------------------------------------------------------- distributions
@@ -726,6 +727,10 @@ class BundlePopulation:
     """Workloads sharing bundles: one entry per (workload, bundle) share, sorted by bundle name."""
     unit_bundle: IntArray | None = None
     """The bundle of every unit (None: every bundle is one unit)."""
+    stored: BoolArray | None = None
+    """Per entry, whether its topics are persistent, so that their messages are written to BookKeeper
+    (``hashed.domain``); None: every entry's are. Kept where the traffic is computed: on the units when
+    workloads share bundles (a bundle may then hold both kinds)."""
 
     @property
     def size(self) -> int:
@@ -863,6 +868,7 @@ def build_population(
     tenant_index: dict[str, int] = {}
     tenant_of: list[int] = []
     workload_of: list[int] = []
+    stored_of: list[bool] = []
     bundles_of_ns: dict[str, int] = {}
     columns: dict[str, list[FloatArray]] = {
         k: [] for k in ("topics", "producers", "consumers", "rate", "fanout", "size")
@@ -891,6 +897,9 @@ def build_population(
             tenant_of.extend([tenant_index[tenant]] * count)
         names.extend(unit_names)
         workload_of.extend([w] * len(unit_names))
+        stored_of.extend(
+            [workload.hashed is None or workload.hashed.domain == "persistent"] * len(unit_names)
+        )
         for k, v in values.items():
             columns[k].append(v)
     order = np.argsort(np.array(names, dtype=object), kind="stable")
@@ -910,6 +919,7 @@ def build_population(
         fanout=cat["fanout"][order],
         msg_size=cat["size"][order],
         pinned_brokers=tuple(w.brokers for w in workloads),
+        stored=None if all(stored_of) else np.asarray(stored_of, dtype=np.bool_)[order],
     )
     if len(set(units.names)) == len(units.names):
         return units
@@ -1064,6 +1074,9 @@ class Traffic:
     block: FloatArray | None = field(default=None, repr=False, compare=False)
     """When the four are the rows of one (4, m) array (the model's own traffic), that array: a local
     report takes it as its bundle values without a copy. Nobody writes into a tick's traffic."""
+    stored: FloatArray | None = field(default=None, repr=False, compare=False)
+    """The four rows again, of persistent topics only (:attr:`BundlePopulation.stored`): what BookKeeper
+    writes and reads back. None: every topic is persistent, and the rows above are the stored ones."""
 
 
 @dataclass
@@ -1072,6 +1085,23 @@ class _CompiledShape:
     idx: IntArray | None
     state: FloatArray | None = None  # spikes: active-until; onoff: backlog (msgs)
     phase: FloatArray | None = None  # onoff: per-bundle phase offset
+
+
+def _into_bundles(
+    rows: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
+    into: IntArray,
+    bundles: int,
+    stored: BoolArray | None,
+) -> Traffic:
+    """The units' traffic ``rows`` summed into their bundles (``into``), and its persistent part."""
+
+    def summed(weights: FloatArray) -> FloatArray:
+        out: FloatArray = np.bincount(into, weights=weights, minlength=bundles).astype(np.float64)
+        return out
+
+    rate_in, rate_out, tp_in, tp_out = (summed(v) for v in rows)
+    kept = None if stored is None else np.stack([summed(v * stored) for v in rows])
+    return Traffic(rate_in, rate_out, tp_in, tp_out, stored=kept)
 
 
 class TrafficModel:
@@ -1158,12 +1188,8 @@ class TrafficModel:
             rate_out = rate_in * pop.fanout
             for c in onoff:
                 self._apply_onoff(c, t, rate_in, rate_out)
-            into, n = self.into, self.bundles
-            summed = [
-                np.bincount(into, weights=v, minlength=n).astype(np.float64)
-                for v in (rate_in, rate_out, rate_in * pop.msg_size, rate_out * pop.msg_size)
-            ]
-            return Traffic(*summed)
+            rows = (rate_in, rate_out, rate_in * pop.msg_size, rate_out * pop.msg_size)
+            return _into_bundles(rows, self.into, self.bundles, pop.stored)
         block = np.empty((4, pop.size))
         rate_in = np.multiply(pop.base_rate_in, factor, out=block[0])
         rate_out = np.multiply(rate_in, pop.fanout, out=block[1])
@@ -1171,7 +1197,8 @@ class TrafficModel:
             self._apply_onoff(c, t, rate_in, rate_out)
         np.multiply(rate_in, pop.msg_size, out=block[2])
         np.multiply(rate_out, pop.msg_size, out=block[3])
-        return Traffic(block[0], block[1], block[2], block[3], block=block)
+        stored: FloatArray | None = None if pop.stored is None else block * pop.stored
+        return Traffic(block[0], block[1], block[2], block[3], block=block, stored=stored)
 
     def _factor(self, c: _CompiledShape, t: float) -> FloatArray | float | None:
         p = dict(c.shape.params)
