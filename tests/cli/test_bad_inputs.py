@@ -549,7 +549,7 @@ CASES: dict[str, list[Case]] = {
         # (until 29 Nov 2026)
         Case("decide-name-too-long", ("decide", "x" * 300), "a path too long for the file system"),
         # typer's refusal echoed all of it: a line of 10,000 characters (until 29 Nov 2026)
-        _decide("seed-too-long-to-show", SNAPSHOT.encode(), "--seed: Input should be", "--seed", LONG),
+        _decide("seed-too-long-to-show", SNAPSHOT.encode(), "--seed: expected a whole", "--seed", LONG),
         Case("simulate-out-name-too-long", ("simulate", "scale-out", "--out", "x" * 300), "a path too long"),
         Case("evaluate-name-too-long", ("evaluate", "x" * 300), "a path too long for the file system"),
         _config(
@@ -1148,6 +1148,22 @@ CASES: dict[str, list[Case]] = {
                 f"sandbox-speed-{v}", ("sandbox", "scale-out", "--speed", v, "--zookeeper", "none"), "--speed"
             )
             for v in ("nan", "inf")
+        ),
+        # Python's int() and float() read them: --seed 1_0 ran seed 10, ' 7' and 7.0 seed 7 (to 29 Nov 2026)
+        *(
+            _decide(
+                f"seed-spelt-{i}",
+                SNAPSHOT.encode(),
+                f"--seed: expected a whole number in plain digits (such as 10) (got {v!r})",
+                "--seed",
+                v,
+            )
+            for i, v in enumerate(("1_0", " 7", "7.0", "+7"))
+        ),
+        Case(
+            "sandbox-speed-with-underscore",
+            ("sandbox", "scale-out", "--speed", "1_0", "--zookeeper", "none"),
+            "--speed: expected a number in plain digits (such as 2.5 or 1e-3) (got '1_0')",
         ),
         Case("misspelt-command", ("simulte", "scale-out"), "Did you mean 'simulate'?"),
         _simulate("empty-strategy", scenario(), "--strategy: an empty value (got '')", "--strategy", ""),

@@ -12,13 +12,16 @@ parser found it, ``--out`` for ``-o``, with the value as typed).
 It refuses an option given twice too (``--strategy AvgShedder --strategy ThresholdShedder``, ``--ui
 --no-ui``): typer kept the last, silently, and ran the second pair, as an option repeated by a script's
 defaults and its caller's would be. A repeatable option (``--set``, ``--conf``) says so in its help.
+And it refuses a number spelt other than in plain digits (``--seed 1_0``, ``' 7'``, ``7.0``), which
+typer read as Python's ``int()`` does (:data:`_PLAIN_NUMBERS`).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from typer._click.core import Command, Context, Parameter
 from typer._click.exceptions import UsageError
@@ -27,6 +30,17 @@ from typer.core import TyperGroup, TyperOption
 from shedlab.errors import InputError
 
 __all__ = ["check_given", "option_values"]
+
+_PLAIN_NUMBERS: Final[dict[type, tuple[re.Pattern[str], str]]] = {
+    int: (re.compile(r"-?[0-9]+"), "a whole number in plain digits (such as 10)"),
+    float: (
+        re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|-?(?:inf|infinity|nan)", re.I),
+        "a number in plain digits (such as 2.5 or 1e-3)",
+    ),
+}
+"""Per type of a numeric option, the spelling it takes and what to say of another. typer's parsing took
+Python's: ``--seed 1_0`` ran seed 10, and ``' 7'``, ``+7`` and ``7.0`` seed 7, silently. The words
+``inf`` and ``nan`` pass to the option's own check, which says why it refuses them."""
 
 
 def check_given(command: Command, name: str, args: Sequence[str], parent: Context) -> None:
@@ -39,6 +53,7 @@ def check_given(command: Command, name: str, args: Sequence[str], parent: Contex
         return
     for param in command.get_params(ctx):
         _refuse_blank(param, opts.get(param.name or ""))
+        _refuse_loose_number(param, opts.get(param.name or ""))
     for param, times in Counter(order).items():
         if times > 1 and isinstance(param, TyperOption) and not (param.multiple or param.count):
             raise InputError(
@@ -61,6 +76,17 @@ def _refuse_blank(param: Parameter, value: Any) -> None:
     for item in values:
         if isinstance(item, str) and not item.strip():
             raise InputError("an empty value", field=_shown_name(param), value=item, hint=_hint(param))
+
+
+def _refuse_loose_number(param: Parameter, value: Any) -> None:
+    """Refuse a numeric option's value spelt other than :data:`_PLAIN_NUMBERS` says, before typer reads it
+    as Python would."""
+    annotation: Any = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    plain = _PLAIN_NUMBERS.get(annotation)
+    values = value if isinstance(value, (list, tuple)) else [value]
+    for item in values:
+        if plain is not None and isinstance(item, str) and not plain[0].fullmatch(item):
+            raise InputError(f"expected {plain[1]}", field=_shown_name(param), value=item)
 
 
 def _shown_name(param: Parameter) -> str:
