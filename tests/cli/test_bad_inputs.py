@@ -1237,6 +1237,20 @@ CASES: dict[str, list[Case]] = {
         ),
     ],
     "contradictions once read silently": [
+        # written into the page's heading and its <title>, where a browser shows neither (until 29 Nov 2026)
+        *(
+            Case(
+                f"report-title-with-{name}",
+                ("report", "{dir}/res", "--out", "{dir}/r.html", "--title", f"My{char}run"),
+                f"--title: holds a control character or a line break (got 'My{shown}run')",
+                _simulation(),
+            )
+            for name, char, shown in (
+                ("newline", "\n", "\\n"),
+                ("escape", "\x1b", "\\x1b"),
+                ("u2028", "\u2028", "\\u2028"),
+            )
+        ),
         _simulate(
             "clip-below-the-quantity",
             scenario("    msg_rate_in: {dist: normal, mean: 10, std: 100, clip: [-100, null]}\n"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shedlab.core.results import check_output_file, resolved_local_path
-from shedlab.errors import InputError
+from shedlab.errors import InputError, one_line
 from shedlab.report.load import load_results
 from shedlab.report.model import ReplayData, ReportData, RunSeries, ScenarioInfo
 from shedlab.report.page import render_page
@@ -29,9 +29,13 @@ __all__ = [
 def build_report(results_dir: Path, out: Path, *, max_points: int = 2000, title: str | None = None) -> Path:
     """Read ``results_dir`` (sweep + evaluate, simulate, compare or replay output), write the report to
     ``out`` and return its path. ``max_points`` caps the points of every trace (time series are
-    decimated, keeping each bucket's minimum and maximum)."""
+    decimated, keeping each bucket's minimum and maximum). A ``title`` with a control character or a line
+    break (``--title "$(cmd)"`` with its newline) is refused: it was written into the page's heading and
+    its ``<title>``, where a browser shows neither, silently."""
     if max_points < 10:
         raise InputError("must be at least 10", field="max points", value=max_points)
+    if title is not None and one_line(title) != title:
+        raise InputError("holds a control character or a line break", field="--title", value=title)
     target = Path(out)
     if target.is_dir():
         target = target / "report.html"
