@@ -527,6 +527,23 @@ def test_an_idle_cpu_above_the_whole_machine_is_refused() -> None:
         parse_scenario_text(_SMALL + "hardware: {standard: {cpu_idle: 2}}\n", "s.yaml")
 
 
+@pytest.mark.parametrize(("value", "shown"), [("0.5", "0.5"), ("1.5", "1.5"), ("true", "True")])
+def test_a_count_of_bookies_that_is_no_whole_number_is_refused(value: str, shown: str) -> None:
+    """``bookies`` counts the bookies on a machine: 0.5 was half a bookie, and its machine's share of the
+    cluster's bookie load halved, silently."""
+    with pytest.raises(
+        InputError,
+        match=rf"hardware\.standard\.bookies: expected a whole number \(got {shown}\)",
+    ):
+        parse_scenario_text(_SMALL + f"hardware: {{standard: {{bookies: {value}}}}}\n", "s.yaml")
+
+
+def test_a_whole_count_of_bookies_written_as_a_float_is_taken() -> None:
+    """2.0 is two bookies, as every other count of a scenario reads it."""
+    scenario = parse_scenario_text(_SMALL + "hardware: {standard: {bookies: 2.0}}\n", "s.yaml")
+    assert scenario.hardware["standard"].bookies == 2
+
+
 def test_a_rolling_restart_whose_last_turn_is_after_the_last_tick_is_refused() -> None:
     """Broker 3's turn, at 11 min, never came in a 10-min run: it was never restarted, silently."""
     event = "events:\n  - {at: 5m, kind: rolling_restart, interval: 3m, brokers: [1, 2, 3]}\n"

@@ -67,7 +67,7 @@ class HardwareClass:
     cpu_ms_per_topic: float = 0.0
     cpu_ms_per_producer: float = 0.0
     cpu_ms_per_consumer: float = 0.0
-    bookies: float = 0.0
+    bookies: int = 0
     bookie_cpu_us_per_entry: float = 0.0
     bookie_cpu_ms_per_mib: float = 0.0
 
@@ -82,6 +82,9 @@ _POSITIVE = {"cores", "nic_gbps", "direct_memory_gb", "heap_gb"}
 _FRACTIONS = {"cpu_idle"}
 """Fractions of the machine: an idle broker cannot use more than all of it (``cpu_idle: 2``, meant as
 2 %, read as 200 % and every broker overloaded from the start, silently)."""
+_COUNTS = {"bookies"}
+"""Whole numbers of things on the machine: ``bookies: 0.5`` was taken as half a bookie, and its machine's
+share of the cluster's bookie load halved, silently."""
 
 
 def parse_hardware(name: str, node: Node, base: HardwareClass | None = None) -> HardwareClass:
@@ -90,6 +93,9 @@ def parse_hardware(name: str, node: Node, base: HardwareClass | None = None) -> 
     values: dict[str, Any] = {"name": name}
     for key in _HARDWARE_FIELDS:
         default = getattr(start, key)
+        if key in _COUNTS:
+            values[key] = node.integer(key, default, minimum=0)
+            continue
         top = 1.0 if key in _FRACTIONS else None
         values[key] = node.number(key, default, minimum=0.0, maximum=top, exclusive_minimum=key in _POSITIVE)
     node.finish(_HARDWARE_FIELDS)
