@@ -273,6 +273,44 @@ def test_a_blank_broker_id_is_invalid_in_any_format(broker: str) -> None:
     assert set(detail) == {f"broker: expected the broker's id, got {broker!r}"}
 
 
+BAD_BUNDLES = {
+    "notabundle": "not a bundle name (tenant/namespace/0xLOWER_0xUPPER)",
+    "t/ns/0x40000000_0x20000000": "not a bundle range (0xLOWER_0xUPPER, eight hex digits each, LOWER below",
+    "t/ns/0x0_0x40000000": "not a bundle range",
+    "t//0x00000000_0x40000000": "not a bundle name",
+    "": "not a bundle name",
+}
+
+
+def test_a_report_naming_a_bundle_pulsar_cannot_have_has_it_quarantined() -> None:
+    """A ``lastStats`` key that is no bundle name (``notabundle``, a range whose lower bound is above its
+    upper) was ingested as a bundle, silently, where decide refuses it (until 29 Nov 2026). The report
+    and its other bundles are kept, as with a bundle entry of any other fault."""
+    report = json.loads(Path(REPORTS).read_text().splitlines()[0])
+    stats = report["report"]["lastStats"]
+    first = next(iter(stats.values()))
+    stats.update({name: first for name in BAD_BUNDLES})
+    out = _process([json.dumps(report)], cluster="c1")
+    bad = out[out["reason"] == "invalid_bundle"]
+    assert sorted(bad["bundle"]) == sorted(BAD_BUNDLES)
+    for name, why in BAD_BUNDLES.items():
+        assert bad.loc[bad["bundle"] == name, "detail"].item().startswith(f"bundle: {why}")
+    assert set(out.loc[out["reason"].isna(), "kind"]) == {"broker", "bundle"}
+
+
+@pytest.mark.parametrize("name", list(BAD_BUNDLES))
+def test_a_bundle_name_pulsar_cannot_have_is_invalid_in_any_format(name: str) -> None:
+    """A Parquet row's bundle, or a BundleData dump's, reaches validation as parsed, as this one does."""
+    rows = _parse([Path(REPORTS).read_text().splitlines()[0]], cluster="c1")
+    rows = rows[rows["kind"] == "bundle"].assign(bundle=name)
+    record = json.loads((FIXTURES / "bundle_data.jsonl").read_text().splitlines()[0])
+    dump = _parse([json.dumps({**record, "bundle": name})], cluster="c1")
+    for frame in (rows, dump) if name else (rows,):  # a dump's '' is no name: missing_field
+        reason, detail = validate_rows(frame)
+        assert set(reason) == {"invalid_bundle"}, (reason.tolist(), detail.tolist())
+        assert detail.str.endswith(f"(got {name!r})").all()
+
+
 def test_a_source_directory_that_cannot_be_listed_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -285,7 +285,14 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: SparkSession, tmp
     seconds["report"]["lastUpdate"] //= 1000
     zero = _shifted(records[3], 3 * DAY_MS)  # its report's own time 0 (formats.epoch_ms: before 1970)
     zero["report"]["lastUpdate"] = 0
-    far_lines = (json.dumps(r) for r in (far, blank, seconds, zero))
+    # a report naming bundles Pulsar cannot have, one ending in a newline (Java's $ matches before it)
+    misnamed = _shifted(records[-1], 3 * DAY_MS)
+    stats = misnamed["report"]["lastStats"]
+    first = stats[next(iter(stats))]
+    named = next(iter(stats))
+    lower, upper = named.rsplit("/", 1)[1].split("_")
+    stats.update({"notabundle": first, f"t/ns/{upper}_{lower}": first, f"{named}\n": first})
+    far_lines = (json.dumps(r) for r in (far, blank, seconds, zero, misnamed))
     (tmp_path / "far.jsonl").write_text("\n".join(far_lines) + "\n")
     sources = [str(tmp_path / n) for n in ("dirty.jsonl", "clean.jsonl", "lone.jsonl", "far.jsonl")]
     slow, fast, a, b = _both(spark, sources, tmp_path, default_cluster="c9")
@@ -298,6 +305,7 @@ def test_both_paths_agree_on_a_recording_with_bad_lines(spark: SparkSession, tmp
     assert {"invalid_timestamp", "invalid_value"} <= far_reasons
     far_rows = fast.reasons[fast.reasons["source"].str.endswith("far.jsonl")]
     assert far_rows.set_index("reason")["count"].get("invalid_timestamp") == 3, far_rows
+    assert far_rows.set_index("reason")["count"].get("invalid_bundle") == 3, far_rows
     assert slow.stats["rows_merged"].sum() >= 2
 
     # The JVM path is really taken: every clean line, and none of the lines that must go to Python.

@@ -24,8 +24,15 @@ import pandas as pd
 
 from shedlab.core.locations import check_uri, is_remote, walk, without_file_scheme
 from shedlab.core.partitions import MAX_NAME_BYTES, cluster_problem
-from shedlab.errors import DuplicateKeyError, InputError, did_you_mean, refuse_special_file, unique_object
-from shedlab.model.bundles import bundle_for_topic, namespace_of_topic, parse_range
+from shedlab.errors import (
+    DuplicateKeyError,
+    InputError,
+    did_you_mean,
+    refuse_special_file,
+    unique_object,
+)
+from shedlab.errors import shown as shown_value
+from shedlab.model.bundles import bundle_for_topic, bundle_name_problem, namespace_of_topic, parse_range
 from shedlab.model.formats import (
     BUNDLE_DATA,
     BUNDLE_STATS,
@@ -110,6 +117,8 @@ REASONS: dict[str, str] = {
     "invalid_utf8": "a line (or document) that is not valid UTF-8 text, e.g. torn by an interrupted write",
     "invalid_cluster": "a cluster name Pulsar refuses (NamedEntity: ASCII letters, digits, _ - = : .), or "
     "one too long for the output's partition directories",
+    "invalid_bundle": "a bundle name that is not Pulsar's tenant/namespace/0xLOWER_0xUPPER (eight hex "
+    "digits each, LOWER below UPPER)",
 }
 """Reason codes of the quarantine table."""
 
@@ -120,8 +129,13 @@ and ``=`` as ``%3A``/``%3D``, the only characters of a Pulsar name it escapes). 
 
 def _cluster_problems(clusters: pd.Series) -> pd.Series:
     """:func:`cluster_problem` of each row (null where none), computed once per distinct name."""
-    problems = {c: cluster_problem(c) for c in clusters.dropna().unique().tolist()}
-    return clusters.map({c: p for c, p in problems.items() if p is not None})
+    return _problems(clusters, cluster_problem)
+
+
+def _problems(names: pd.Series, problem: Callable[[str], str | None]) -> pd.Series:
+    """``problem`` of each row's name (null where none, or no name), computed once per distinct name."""
+    found = {n: problem(n) for n in names.dropna().unique().tolist()}
+    return names.map({n: p for n, p in found.items() if p is not None})
 
 
 _RAW_LIMIT = 2000
@@ -1292,6 +1306,7 @@ def validate_rows(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
         return text
 
     cluster_detail = _cluster_problems(df["cluster"])
+    bundle_detail = _problems(df["bundle"], bundle_name_problem)  # '' included: a name, not a missing one
     for kind, (required, checked) in _CHECKS.items():
         of_kind = df["kind"] == kind
         if not of_kind.any():
@@ -1306,6 +1321,14 @@ def validate_rows(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
         )
         for col in required:
             flag(of_kind & df[col].isna(), "missing_field", f"{_NAMES.get(col, col)} is missing")
+        # a lastStats key, a dump's or a Parquet row's bundle: one not Pulsar's was kept as a bundle
+        flag(
+            of_kind & bundle_detail.notna(),
+            "invalid_bundle",
+            lambda index: (
+                "bundle: " + bundle_detail[index] + " (got " + df.loc[index, "bundle"].map(shown_value) + ")"
+            ),
+        )
         if "broker" in required:  # a Parquet row's '' was kept as a broker named '' (JSON: quarantined)
             blank = df["broker"].astype("string").str.strip().eq("")
             flag(

@@ -32,6 +32,7 @@ import numpy.typing as npt
 from shedlab.errors import InputError, parse_json_text, read_user_text
 
 __all__ = [
+    "BUNDLE_NAME_SHAPE",
     "FULL_UPPER_BOUND",
     "HASH_SPACE",
     "MAX_BUNDLES",
@@ -53,6 +54,10 @@ __all__ = [
 HASH_SPACE = 1 << 32
 FULL_UPPER_BOUND = 0xFFFFFFFF
 _RANGE = re.compile(r"0x([0-9a-fA-F]{8})_0x([0-9a-fA-F]{8})")
+BUNDLE_NAME_SHAPE = r"[^/]+/[^/]+(?:/[^/]+)?/" + _RANGE.pattern
+"""What :func:`bundle_name_problem` accepts but for LOWER below UPPER, as a regular expression that Java's
+(Spark's ``rlike``) reads as Python's does: ingest's JVM path passes a bundle name to the Python reader's
+rules unless it has this shape (:mod:`shedlab.spark.ingest_fast`)."""
 
 
 def topic_hash(topic: str) -> int:

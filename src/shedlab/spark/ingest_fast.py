@@ -36,6 +36,7 @@ from pyspark.sql.types import (
 )
 
 from shedlab.core.ingest import MAX_CLUSTER_PATH
+from shedlab.model.bundles import BUNDLE_NAME_SHAPE
 from shedlab.model.formats import (
     BUNDLE_STATS,
     JAVA_INT,
@@ -165,6 +166,13 @@ def _cluster_ok(cluster: Column) -> Column:
     return cluster.isNull() | (cluster == "") | named
 
 
+def _bundle_ok(name: Column) -> Column:
+    """A bundle name :func:`~shedlab.model.bundles.bundle_name_problem` accepts (its shape, then LOWER
+    below UPPER, as the last 19 and 8 characters hold them); else the Python reader quarantines it."""
+    shaped = name.rlike(f"^{BUNDLE_NAME_SHAPE}\\z")  # \z: Java's $ matches before a final newline too
+    return shaped & (sf.lower(sf.substring(name, -19, 8)) < sf.lower(sf.substring(name, -8, 8)))
+
+
 def _none_of(obj: Column, keys: Sequence[str]) -> Column:
     out = sf.lit(True)
     for key in keys:
@@ -200,8 +208,9 @@ def flag_fast(parsed: DataFrame, value: str = "value") -> DataFrame:
     lists = sf.lit(True)
     for name in STRING_LISTS:
         lists = lists & (r[name].isNull() | ~sf.exists(r[name], lambda x: x.isNull() | ~_is_string(x)))
-    stats = r["lastStats"].isNull() | sf.forall(
-        sf.map_values(r["lastStats"]), lambda s: s.isNotNull() & _all_ok(BUNDLE_STATS, s)
+    stats = r["lastStats"].isNull() | (
+        sf.forall(sf.map_values(r["lastStats"]), lambda s: s.isNotNull() & _all_ok(BUNDLE_STATS, s))
+        & sf.forall(sf.map_keys(r["lastStats"]), _bundle_ok)
     )
     time_ms = sf.coalesce(sf.col("j.timestamp"), r["lastUpdate"])
     w = sf.col("j")
