@@ -564,3 +564,27 @@ def test_collect_adds_to_its_own_recording_and_to_no_other_directory(
         assert line.startswith("error: --out: is a sweep directory (sweep.json), not a collect recording")
     assert sorted(p.name for p in home.iterdir()) == ["Documents", "notes.txt"]
     assert sorted(p.name for p in sweep.iterdir()) == ["runs", "sweep.json"]
+
+
+def test_a_collect_whose_first_read_fails_ends_its_events_with_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first read refused (HTTP 401, a token the sandbox does not know) stopped the run with one line
+    and left the events file with its ``start`` only, as if still recording (until 29 Nov 2026); its last
+    line is ``end``, naming the error, and the token is in neither."""
+    from shedlab.cluster.collect import EVENTS_FILE
+    from shedlab.cluster.sandbox import Sandbox
+
+    token = "a-token-the-sandbox-does-not-know-5d1e"
+    monkeypatch.setenv("PULSAR_TOKEN", token)
+    rec = tmp_path / "rec"
+    with Sandbox("broker-loss", seed=3, zookeeper=None, tokens={"another-token": "admin"}) as sb:
+        args = ["collect", "--admin-url", sb.admin_url, "--token-env", "PULSAR_TOKEN", "--count", "1"]
+        line = error_line([*args, "--out", str(rec)], capsys)
+    assert "HTTP 401" in line
+    text = (rec / EVENTS_FILE).read_text()
+    events = [json.loads(e) for e in text.splitlines()]
+    assert [e["event"] for e in events] == ["start", "end"]
+    assert events[-1]["cycles"] == 0 and events[-1]["interrupted"] is False
+    assert events[-1]["error"] == line.removeprefix("error: ")
+    assert token not in text

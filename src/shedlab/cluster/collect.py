@@ -203,8 +203,25 @@ def collect(
                 sleep(wait)
     except KeyboardInterrupt:
         summary.interrupted = True
-    writer.event({"event": "end", "cycles": summary.cycles, "interrupted": summary.interrupted})
+    except BaseException as exc:
+        _end_event(writer, summary, exc)
+        raise
+    _end_event(writer, summary)
     return summary
+
+
+def _end_event(writer: RecordWriter, summary: CollectSummary, failure: BaseException | None = None) -> None:
+    """The events file's last line, ``end``, however the run ends: a run stopped by an error (the first
+    read failing, a record that cannot be written) left the file without one, as if still recording. It
+    names the error (a :class:`ShedlabError`'s line, another's type only); an ``end`` that cannot be written
+    then is left out, the error that stopped the run being the one to show."""
+    entry: dict[str, Any] = {"event": "end", "cycles": summary.cycles, "interrupted": summary.interrupted}
+    if failure is None:
+        writer.event(entry)
+        return
+    entry["error"] = str(failure) if isinstance(failure, ShedlabError) else type(failure).__name__
+    with contextlib.suppress(ShedlabError):
+        writer.event(entry)
 
 
 def _one_cycle(
