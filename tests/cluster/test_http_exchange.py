@@ -21,7 +21,7 @@ import httpx
 import pytest
 from cli_support import error_line
 
-from shedlab.cluster.access import Retry
+from shedlab.cluster.access import MAX_RETRY_AFTER_S, Retry, RetryableAnswerError, retry_after_s, with_retries
 from shedlab.cluster.exchange import _Cutoff
 from shedlab.cluster.readers import AdminReader
 from shedlab.errors import ClusterError
@@ -420,3 +420,61 @@ def test_a_redirect_with_credentials_is_not_followed_nor_printed(location: str) 
         f"({scheme}://***@127.0.0.1:9/x): not followed"
     )
     assert len(requests) == 1
+
+
+def _busy_then_fine(status: int, retry_after: str) -> tuple[Handler, list[float]]:
+    """A handler answering ``status`` with ``Retry-After: retry_after`` first, then ``["c1"]``; and the
+    times of the requests."""
+    times: list[float] = []
+
+    def handler(out: BaseHTTPRequestHandler) -> None:
+        times.append(time.monotonic())
+        body = b'["c1"]' if len(times) > 1 else b'{"reason": "busy"}'
+        _headers(out, len(body), status=200 if len(times) > 1 else status, Retry_After=retry_after)
+        out.wfile.write(body)
+
+    return handler, times
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_retry_after_in_seconds_is_waited_for_before_the_next_try(status: int) -> None:
+    """A 429 or 503 saying ``Retry-After: 2`` was tried again after the back-off (0.5 s by default), when
+    the server had said it would refuse it; the next try waits the 2 s."""
+    handler, times = _busy_then_fine(status, "2")
+    with serving(handler) as (url, _):
+        reader = AdminReader(url, retry=Retry(attempts=3, backoff_s=0.1, timeout_s=5.0))
+        try:
+            answer = reader.request("GET", f"{url}/admin/v2/clusters")
+        finally:
+            reader.close()
+    assert answer.json() == ["c1"] and len(times) == 2
+    assert times[1] - times[0] >= 1.9
+
+
+@pytest.mark.parametrize(
+    ("header", "wait"),
+    [("2", 2.0), (" 7 ", 7.0), ("86400", MAX_RETRY_AFTER_S), ("9" * 5000, MAX_RETRY_AFTER_S), ("0", 0.0)],
+)
+def test_a_retry_after_waits_its_seconds_up_to_the_cap(header: str, wait: float) -> None:
+    """A server's ``Retry-After: 86400`` would have held the command for a day: it waits the cap."""
+    assert retry_after_s(header) == wait
+
+
+@pytest.mark.parametrize("header", [None, "", "Wed, 21 Oct 2026 07:28:00 GMT", "-5", "1.5", "1_0", "٣"])
+def test_a_retry_after_that_is_no_count_of_seconds_leaves_the_back_off(header: str | None) -> None:
+    """Its HTTP-date form is a clock of the server's; the back-off applies, as to anything unreadable."""
+    assert retry_after_s(header) is None
+
+
+def test_the_wait_is_the_longer_of_the_back_off_and_the_retry_after() -> None:
+    """A long ``Retry-After`` (capped) outlasts the back-off; a short one leaves the back-off as it was."""
+    for asked, expected in ((MAX_RETRY_AFTER_S, [MAX_RETRY_AFTER_S] * 2), (0.1, [0.5, 1.0])):
+        waits: list[float] = []
+
+        def busy(wait_s: float = asked) -> None:
+            raise RetryableAnswerError("HTTP 503: busy", wait_s=wait_s)
+
+        retry = Retry(attempts=3, backoff_s=0.5)
+        with pytest.raises(ClusterError, match="still failing after 3 attempts: HTTP 503: busy"):
+            with_retries(busy, what="GET x", retry=retry, transient=(), sleep=waits.append)
+        assert waits == expected

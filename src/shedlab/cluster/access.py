@@ -7,7 +7,9 @@ Three rules, in one place so that no reader or command can forget one:
   any text that goes to a log, an error, an output or the audit (a server may echo a header back in an
   error body).
 * **Every call has a timeout and is retried with exponential back-off** (:func:`with_retries`), except
-  for answers that will not change on retry (401/403/404: :class:`PermanentError`).
+  for answers that will not change on retry (401/403/404: :class:`PermanentError`). A 429 or 503 that
+  says when to come back (``Retry-After`` in seconds) is retried no sooner, up to
+  :data:`MAX_RETRY_AFTER_S`.
 * **Failures become one line** (:class:`~shedlab.errors.ClusterError`), naming the host or path and
   what went wrong, never a traceback.
 * **Brokers are asked at once** (:func:`concurrently`, at most :data:`MAX_CONCURRENT_CALLS`), so that
@@ -30,6 +32,7 @@ from shedlab.units import counted
 
 __all__ = [
     "MAX_CONCURRENT_CALLS",
+    "MAX_RETRY_AFTER_S",
     "MAX_TOKEN_CHARS",
     "PermanentError",
     "Retry",
@@ -38,6 +41,7 @@ __all__ = [
     "concurrently",
     "load_token",
     "read_token_file",
+    "retry_after_s",
     "scrub",
     "with_retries",
 ]
@@ -146,19 +150,37 @@ class PermanentError(Exception):
         self.message = message
 
 
+MAX_RETRY_AFTER_S = 30.0
+"""The longest wait a ``Retry-After`` gets: a server's ``Retry-After: 86400`` (or a misconfigured proxy's)
+would have held ``advise`` or ``collect`` for a day between two tries; a longer one waits this long."""
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A ``Retry-After`` header's wait in seconds (its delay-seconds form: digits only), at most
+    :data:`MAX_RETRY_AFTER_S`; None for none, or for its HTTP-date form (a clock of the server's, which may
+    not agree with this one: the back-off applies)."""
+    text = (value or "").strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    return MAX_RETRY_AFTER_S if len(text) > 6 else min(float(text), MAX_RETRY_AFTER_S)
+
+
 class RetryableAnswerError(Exception):
     """The server answered, with an error a retry may fix (HTTP 5xx, 408, 429); carries its one-line
-    message (the status and the server's reason). Retried; if it is still the answer at the end, the error
-    says so, not that the server could not be reached."""
+    message (the status and the server's reason), and the wait its ``Retry-After`` asks for
+    (:func:`retry_after_s`). Retried; if it is still the answer at the end, the error says so, not that the
+    server could not be reached."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, wait_s: float | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.wait_s = wait_s
 
 
 @dataclass(frozen=True)
 class Retry:
-    """``attempts`` tries, waiting ``backoff_s × 2^k`` between them; ``timeout_s`` per call."""
+    """``attempts`` tries, waiting ``backoff_s × 2^k`` between them (longer when the answer's
+    ``Retry-After`` asks for longer); ``timeout_s`` per call."""
 
     attempts: int = 3
     backoff_s: float = 0.5
@@ -184,10 +206,10 @@ def with_retries(
             return call()
         except PermanentError as exc:
             raise ClusterError(scrub(exc.message, token), source=what) from None
-        except RetryableAnswerError as exc:
+        except RetryableAnswerError as exc:  # a server's Retry-After was ignored: retried at once
             last, outcome = scrub(exc.message, token), "still failing"
             if attempt + 1 < retry.attempts:
-                sleep(retry.backoff_s * 2**attempt)
+                sleep(max(retry.backoff_s * 2**attempt, exc.wait_s or 0.0))
         except transient as exc:
             last, outcome = scrub(str(exc) or type(exc).__name__, token), "unreachable"
             if attempt + 1 < retry.attempts:

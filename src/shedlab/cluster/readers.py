@@ -75,6 +75,7 @@ from shedlab.cluster.access import (
     RetryableAnswerError,
     Token,
     concurrently,
+    retry_after_s,
     scrub,
     with_retries,
 )
@@ -837,7 +838,8 @@ def _raise_for(response: httpx.Response, token: Token | None) -> None:
     if 400 <= status < 500 and status not in (408, 429):
         raise PermanentError(_status_line(response, token))
     if status >= 400:  # 5xx, 408, 429: retried; the broker answered, with its reason
-        raise RetryableAnswerError(_status_line(response, token))
+        wait = retry_after_s(response.headers.get("Retry-After")) if status in (429, 503) else None
+        raise RetryableAnswerError(_status_line(response, token), wait)
 
 
 def _status_line(response: httpx.Response, token: Token | None) -> str:
