@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -424,3 +426,42 @@ def test_a_master_not_given_as_master_is_checked_before_spark_naming_where_it_wa
     monkeypatch.setenv("SHEDLAB_SPARK_MASTER", "local[-1]")
     with pytest.raises(ConfigError, match=r"^\$SHEDLAB_SPARK_MASTER: unknown Spark master"):
         check_master(None, None, None)
+
+
+def test_a_shipped_version_unused_for_a_week_is_removed_when_another_is_shipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every version of the package (every edit, in development) left its 1.9 MB folder in
+    ``<tmp>/shedlab-package`` for ever, and every version of a strategy module its zip (until 29 Nov
+    2026); one that no session shipped for UNUSED_SHIPPED_S is removed when a session ships its own. One
+    shipped since stays (a running application serves it to executors that start later), and so does the
+    version shipped again, whose time is renewed."""
+    from types import SimpleNamespace
+
+    from shedlab.spark import session
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    old = time.time() - session.UNUSED_SHIPPED_S - 60
+    folder = tmp_path / "shedlab-package"
+    for name, when in (("stale", old), ("recent", time.time() - 3600)):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "shedlab.zip").write_bytes(b"zip")
+        for path in (folder / name / "shedlab.zip", folder / name):
+            os.utime(path, (when, when))
+    added: list[str] = []
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(addPyFile=added.append))
+    session._ship_package(spark)  # type: ignore[arg-type]
+    shipped = Path(added[0])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["recent", shipped.parent.name])
+    os.utime(shipped, (old, old))
+    session._ship_package(spark)  # type: ignore[arg-type]
+    assert shipped.is_file() and time.time() - shipped.stat().st_mtime < 60
+
+    (tmp_path / "mine.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    strategies = tmp_path / "shedlab-strategies"
+    strategies.mkdir()
+    (strategies / "mine-0123456789abcdef.zip").write_bytes(b"zip")
+    os.utime(strategies / "mine-0123456789abcdef.zip", (old, old))
+    kept = session._zip_module("mine")
+    assert [p.name for p in strategies.iterdir()] == [kept.name]

@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import io
@@ -32,6 +33,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -51,6 +53,7 @@ __all__ = [
     "DEFAULT_MASTER",
     "RAW_LOCAL_FILES",
     "SPARK_TASKS_LOG",
+    "UNUSED_SHIPPED_S",
     "check_master",
     "check_spark_values",
     "get_spark",
@@ -653,15 +656,47 @@ def package_zip(target: Path) -> Path:
     return target
 
 
+UNUSED_SHIPPED_S = 7 * 86_400
+"""A shipped zip of another version (``<tmp>/shedlab-package/<digest>``, ``<tmp>/shedlab-strategies/…``)
+that no session has shipped for this long is removed when a session ships its own. Each version of the
+package, or of a user's strategy module, left its 1.9 MB folder for ever (every edit of the code, in
+development). Not sooner: a running application serves its zip to executors that start later, from this
+path, so the zip of a version still in use must stay."""
+
+
 def _write_once(target: Path, data: bytes) -> Path:
     """``data`` at ``target``, a path named by that content: written only if absent, through a temporary
-    file renamed into place, so that a concurrent writer or reader never sees half a file."""
+    file renamed into place, so that a concurrent writer or reader never sees half a file. Its time is
+    that of its last use (touched when found), which :func:`_remove_unused` reads."""
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(data)
         tmp.replace(target)
+    else:
+        with contextlib.suppress(OSError):  # another user's file: its time is theirs to keep
+            os.utime(target)
     return target
+
+
+def _remove_unused(folder: Path, keep: Path) -> None:
+    """Remove each entry of ``folder`` but ``keep`` (a version's folder or zip) whose newest file is older
+    than :data:`UNUSED_SHIPPED_S`; one that cannot be read or removed (another user's) is left."""
+    now = time.time()
+    try:
+        entries = [entry for entry in folder.iterdir() if entry != keep]
+    except OSError:
+        return
+    for entry in entries:
+        tree = entry.is_dir() and not entry.is_symlink()
+        with contextlib.suppress(OSError):
+            files = [entry, *entry.rglob("*")] if tree else [entry]
+            if now - max(f.lstat().st_mtime for f in files) < UNUSED_SHIPPED_S:
+                continue
+            if tree:
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
 
 
 def _ship_package(spark: SparkSession) -> None:
@@ -673,7 +708,9 @@ def _ship_package(spark: SparkSession) -> None:
     name, ``shedlab.zip``: a changed package gets a new folder, not a new name."""
     data = _package_bytes()
     digest = hashlib.sha256(data).hexdigest()[:16]
-    target = _write_once(Path(tempfile.gettempdir()) / "shedlab-package" / digest / "shedlab.zip", data)
+    folder = Path(tempfile.gettempdir()) / "shedlab-package"
+    target = _write_once(folder / digest / "shedlab.zip", data)
+    _remove_unused(folder, target.parent)
     spark.sparkContext.addPyFile(str(target))
 
 
@@ -709,7 +746,10 @@ def _zip_module(top: str) -> Path:
     second, different file under a name it has served), an unchanged one the same file."""
     data = _zip_bytes(_module_files(top))
     digest = hashlib.sha256(data).hexdigest()[:16]
-    return _write_once(Path(tempfile.gettempdir()) / "shedlab-strategies" / f"{top}-{digest}.zip", data)
+    folder = Path(tempfile.gettempdir()) / "shedlab-strategies"
+    target = _write_once(folder / f"{top}-{digest}.zip", data)
+    _remove_unused(folder, target)
+    return target
 
 
 def ship_strategy_modules(spark: SparkSession, strategy_names: Iterable[str]) -> tuple[str, ...]:
