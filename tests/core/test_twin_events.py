@@ -74,3 +74,33 @@ def test_an_onoff_shape_the_twin_writes_is_off_for_a_tick_at_least() -> None:
     assert (shape["period"], shape["on"]) == ("2m", "1m")
     workload = {"name": "w", "namespace": "t/ns", "bundles": 1, "shapes": [{**shape, "select": {}}]}
     Scenario.from_mapping({"name": "twin", "duration": "10m", "workloads": [workload]}, source="twin.yaml")
+
+
+def test_a_jitter_past_the_noise_bound_is_written_at_the_bound_and_said() -> None:
+    """A namespace whose bundles' shares jitter by more than a noise shape may (traffic.MAX_NOISE_SIGMA)
+    gets the bound, and its comment says the recorded σ is larger: written as recorded, the twin was a
+    scenario that its own reader refuses."""
+    from shedlab.core.sim.scenario import Scenario
+    from shedlab.core.sim.traffic import MAX_NOISE_SIGMA
+    from shedlab.core.twin import _workloads
+
+    ticks = np.arange(0, 10 * MIN, MIN, dtype=np.int64)
+    bundles = pd.DataFrame(
+        {
+            "bundle": ["t/ns/0x00000000_0x80000000", "t/ns/0x80000000_0xffffffff"],
+            "first_owner": ["a:8080", "a:8080"],
+            **{c: [100.0, 100.0] for c in ("rate_in", "rate_out", "tp_in", "tp_out", "topics")},
+            **{c: [1.0, 1.0] for c in ("producers", "consumers")},
+            "log_share_std": [5.0, 7.0],
+            "log_share_ac1": [np.nan, np.nan],
+            **{c: [0.0, 0.0] for c in ("off_out_fraction", "off_out_starts", "off_in_fraction")},
+            "off_in_starts": [0.0, 0.0],
+            "n": [10, 10],
+        }
+    )
+    series = pd.DataFrame({"namespace": "t/ns", "tick_ms": ticks, "rate_in": 200.0})
+    inputs = TwinInputs("c1", ticks, pd.DataFrame(), pd.DataFrame(), bundles, series)
+    (workload,), _mapping, (comment,) = _workloads(inputs, {"a:8080": 1}, 1, 60.0)
+    assert {"kind": "noise", "sigma": MAX_NOISE_SIGMA} in workload["shapes"]
+    assert "jitter σ 3 (capped: the recorded σ is larger)" in comment
+    Scenario.from_mapping({"name": "twin", "duration": "10m", "workloads": [workload]}, source="twin.yaml")

@@ -46,6 +46,7 @@ from shedlab.core.evaluation import t_critical
 from shedlab.core.results import TWIN_HEADER
 from shedlab.core.sim.hardware import HardwareClass
 from shedlab.core.sim.scenario import last_tick_ms
+from shedlab.core.sim.traffic import MAX_NOISE_SIGMA
 from shedlab.errors import InputError
 from shedlab.model.bundles import bundle_name, even_ranges
 from shedlab.units import significant
@@ -423,6 +424,8 @@ def _workloads(
                 {"kind": "diurnal", "amplitude": _fmt(amp, 3), "period": "1d", "peak": _duration(peak)}
             )
         sigma = float(np.nanmedian(rows["log_share_std"])) if rows["log_share_std"].notna().any() else 0.0
+        capped = sigma > MAX_NOISE_SIGMA  # more, and the scenario's reader refuses it (traffic.py)
+        sigma = min(sigma, MAX_NOISE_SIGMA)
         if sigma > 0.005:
             shapes.append({"kind": "noise", "sigma": _fmt(sigma, 3)})
         ac = (
@@ -436,6 +439,7 @@ def _workloads(
         out.append(workload)
         comments.append(
             f"{namespace}: {len(rows)} bundles, diurnal amplitude {amp:.3g}, jitter σ {sigma:.3g}"
+            + (" (capped: the recorded σ is larger)" if capped else "")
             + (f", lag-1 autocorrelation {ac:.2f} (not reproduced)" if math.isfinite(ac) else "")
         )
     return out, mapping, comments

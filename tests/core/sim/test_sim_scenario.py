@@ -544,6 +544,20 @@ def test_a_whole_count_of_bookies_written_as_a_float_is_taken() -> None:
     assert scenario.hardware["standard"].bookies == 2
 
 
+@pytest.mark.parametrize(("sigma", "median"), [("1000", "0 %"), ("4", "0.034 %"), ("3.5", "0.22 %")])
+def test_a_noise_whose_median_tick_carries_next_to_nothing_is_refused(sigma: str, median: str) -> None:
+    """``noise`` is ``exp(sigma·z − sigma²/2)``: ``sigma: 1000`` was taken, and the traffic was 0 at every
+    tick (its mean of 1 rests on ticks that never come), silently."""
+    shape = f"workloads:\n  - name: w\n    bundles: 4\n    shapes: [{{kind: noise, sigma: {sigma}}}]\n"
+    with pytest.raises(
+        InputError,
+        match=rf"workloads\[0\]\.shapes\[0\]\.sigma: must be at most 3 \(got {sigma}\); the median tick "
+        rf"would carry {median}",
+    ):
+        parse_scenario_text(_SMALL + shape, "s.yaml")
+    parse_scenario_text(_SMALL + shape.replace(sigma, "3"), "s.yaml")
+
+
 def test_a_rolling_restart_whose_last_turn_is_after_the_last_tick_is_refused() -> None:
     """Broker 3's turn, at 11 min, never came in a 10-min run: it was never restarted, silently."""
     event = "events:\n  - {at: 5m, kind: rolling_restart, interval: 3m, brokers: [1, 2, 3]}\n"

@@ -468,6 +468,12 @@ squared score the simulator computes finite: a factor of 1e300 was accepted and 
 rates and NaN scores, reporting a table of dashes. A million is far beyond any load change a scenario
 models (Pulsar's published surges are a few times the usual rate)."""
 
+MAX_NOISE_SIGMA = 3.0
+"""The largest ``sigma`` of a ``noise`` shape. Its factor is ``exp(sigma·z − sigma²/2)``: mean 1, but a
+median of ``exp(−sigma²/2)``, 1.1 % of the traffic at 3. Larger, the mean rests on ticks too rare to
+come in any run, and every tick carries next to nothing (``sigma: 1000``: the traffic was 0 at every
+tick, silently)."""
+
 MAX_BUNDLE_MSG_RATE = 1e12
 """msg/s a bundle may carry in or out before the shapes: a million times what Pulsar's largest
 published brokers carry (about 10^6 msg/s each), so only a typing slip or an overflowing distribution
@@ -475,6 +481,21 @@ reaches it."""
 
 MAX_BUNDLE_THROUGHPUT = 1e15
 """Bytes/s a bundle may carry out before the shapes (a petabyte per second; the same margin)."""
+
+
+def _noise_sigma(node: Node) -> float:
+    """A ``noise`` shape's ``sigma``, at most :data:`MAX_NOISE_SIGMA`."""
+    sigma = node.number("sigma", minimum=0.0)
+    if sigma > MAX_NOISE_SIGMA:
+        median = math.exp(-sigma * sigma / 2)
+        raise node.error(
+            "sigma",
+            f"must be at most {MAX_NOISE_SIGMA:g}",
+            node.raw("sigma"),
+            hint=f"the median tick would carry {100 * median:.2g} % of the mean traffic (exp(-sigma²/2)),"
+            " almost every tick next to none",
+        )
+    return sigma
 
 
 def parse_shape(node: Node) -> Shape:
@@ -531,7 +552,7 @@ def parse_shape(node: Node) -> Shape:
             ("amplitude", node.number("amplitude", minimum=0.0, maximum=MAX_FACTOR)),
         ]
     elif kind == "noise":
-        params = [("sigma", node.number("sigma", minimum=0.0))]
+        params = [("sigma", _noise_sigma(node))]
     select = parse_selector(node)
     node.finish(("kind", *SHAPE_KINDS[kind], "select"))
     return Shape(kind, tuple(params), select)
