@@ -239,6 +239,10 @@ def test_parse_duration(text: object, seconds: float) -> None:
         ("١٢٠", r"with the digits 0-9 .*; did you mean '120'\?"),
         ("5\u00a0m", r"with the digits 0-9 .*; did you mean '5m'\?"),
         ("٥ parsecs", r"with the digits 0-9 .*\(got '٥ parsecs'\)$"),
+        # float() read them: --every 1_0 was 10 s, and 1_000 (meant as ms?) 1000 s (until 29 Nov 2026)
+        ("1_0", r"without _ between them \(got '1_0'\); did you mean '10'\?"),
+        ("1_000", r"without _ between them .*; did you mean '1000'\?"),
+        ("1_0m", r"without _ between them .*; did you mean '10m'\?"),
     ],
 )
 def test_parse_duration_errors_name_the_field(text: object, message: str) -> None:

@@ -212,7 +212,8 @@ def _sum_of_parts(text: str) -> float | None:
 
 
 def _refuse_unusual_text(value: str, text: str, *, source: str | None, field: str | None) -> None:
-    """Refuse digits other than 0-9 and units in upper case, each read as something else elsewhere.
+    """Refuse digits other than 0-9, ``_`` between digits and units in upper case, each read as something
+    else elsewhere (``--every 1_0`` was 10 s, float()'s reading).
 
     Python's ``float()`` and ``\\d`` take any script's digits (``٥m``, fullwidth ``５m`` were 5 minutes);
     Java, where Pulsar reads its settings, and every other tool a duration is copied to, do not. ``5M`` was
@@ -220,6 +221,8 @@ def _refuse_unusual_text(value: str, text: str, *, source: str | None, field: st
     Go and Prometheus, whose spellings these are, refuse both. Each error suggests the plain spelling."""
     if not text.isascii():
         message = "write a duration with the digits 0-9 and the units ms, s, m, min, h, d"
+    elif "_" in text:  # float() takes 1_0 for 10; Java, Go and Prometheus refuse it
+        message = "write a duration's digits without _ between them"
     elif _sum_of_parts(text) is None and _sum_of_parts(text.lower()) is not None:
         message = "units are lower case (M is months to systemd and ISO 8601, mega in SI)"
     else:
@@ -229,8 +232,8 @@ def _refuse_unusual_text(value: str, text: str, *, source: str | None, field: st
 
 def _plain_spelling(text: str) -> str | None:
     """'did you mean' the duration ``text`` in ASCII digits and lower-case units (fullwidth forms made
-    plain, any script's decimal digits written 0-9), if that reads as one; for a hint only."""
-    plain = unicodedata.normalize("NFKC", text).lower().replace(" ", "")
+    plain, any script's decimal digits written 0-9, no ``_``), if that reads as one; for a hint only."""
+    plain = unicodedata.normalize("NFKC", text).lower().replace(" ", "").replace("_", "")
     plain = "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in plain)
     if not plain.isascii() or (_sum_of_parts(plain) is None and not _NUMBER.fullmatch(plain)):
         return None
