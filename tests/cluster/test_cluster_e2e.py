@@ -121,13 +121,22 @@ def test_execute_moves_exactly_two_bundles(sandbox: Sandbox, tmp_path: Path) -> 
         assert action["bundle"] not in local.reports[action["broker"]]["lastStats"]
 
 
-def test_wrong_token_and_unreachable_host_are_one_line(sandbox: Sandbox) -> None:
+def test_wrong_token_and_unreachable_host_are_one_line(sandbox: Sandbox, tmp_path: Path) -> None:
     line = one_line_error(
         run("advise", "--admin-url", sandbox.admin_url, "--token-env", "PULSAR_TOKEN", token="wrong")
     )
     assert "HTTP 401" in line and sandbox.admin_url in line and "wrong" not in line.replace("wrong token", "")
     line = one_line_error(
-        run("collect", "--admin-url", sandbox.admin_url, "--out", "/tmp/x-never", "--count", "1", token=None)
+        run(
+            "collect",
+            "--admin-url",
+            sandbox.admin_url,
+            "--out",
+            str(tmp_path / "x"),
+            "--count",
+            "1",
+            token=None,
+        )
     )
     assert "HTTP 401" in line
     with socket.socket() as probe:

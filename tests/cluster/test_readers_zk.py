@@ -140,7 +140,7 @@ def test_no_loadbalance_is_one_line(zk_hosts: str) -> None:
     assert "no /loadbalance znode" in line and zk_hosts in line
 
 
-def test_extensible_load_manager_is_recognised(zk_hosts: str) -> None:
+def test_extensible_load_manager_is_recognised(zk_hosts: str, tmp_path: Path) -> None:
     zk = KazooClient(hosts=zk_hosts, timeout=5.0)
     zk.start(timeout=10)
     try:
@@ -167,7 +167,7 @@ def test_extensible_load_manager_is_recognised(zk_hosts: str) -> None:
     zk.stop()
     zk.close()
     line = one_line_error(
-        run("collect", "--zookeeper", zk_hosts, "--out", "/tmp/never-written", "--count", "1")
+        run("collect", "--zookeeper", zk_hosts, "--out", str(tmp_path / "x"), "--count", "1")
     )
     assert "/loadbalance/extension/leader" in line
 
