@@ -105,7 +105,7 @@ def test_expressions_are_arithmetic_over_metrics() -> None:
         "broker_minutes_overloaded",
         "duration_s",
     }
-    for bad in ("__import__('os')", "a if b else 1", "a.b", "'x'", "a <"):
+    for bad in ("__import__('os')", "a if b else 1", "a.b", "'x'", "a <", "1_0 * a", "0x10 * a", "a + 0o17"):
         with pytest.raises(ConfigError):
             expression_names(bad)
 

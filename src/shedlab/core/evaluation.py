@@ -28,6 +28,7 @@ import copy
 import fnmatch
 import functools
 import math
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -476,7 +477,9 @@ def _parse(expr: str) -> ast.expr:
             source="pip364",
             value=expr,
         )
+    text = str(expr).strip()
     for node in ast.walk(tree):
+        _check_number_spelling(node, text, expr)
         if not _allowed(node):
             shown = ast.unparse(node) if isinstance(node, ast.expr) else type(node).__name__
             raise ConfigError(
@@ -486,6 +489,23 @@ def _parse(expr: str) -> ast.expr:
                 hint="use metric names, numbers, + - * / %, parentheses and " + ", ".join(sorted(_FUNCTIONS)),
             )
     return tree
+
+
+_PLAIN_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+"""A number as Spark SQL and the docs write one: decimal digits, an optional fraction and exponent."""
+
+
+def _check_number_spelling(node: ast.AST, text: str, expr: str) -> None:
+    """Refuse a number Python reads but the expression language does not write: ``1_0`` (Python's 10),
+    ``0x10`` (16), ``0o17`` (15). They were taken as those values, silently (the literals of every other
+    input, ``--seed`` included, are plain decimal digits)."""
+    if not isinstance(node, ast.Constant) or not isinstance(node.value, int | float):
+        return
+    spelt = ast.get_source_segment(text, node)
+    if spelt is not None and not _PLAIN_NUMBER.fullmatch(spelt):
+        raise ConfigError(
+            "a number is written in plain decimal digits", source="pip364", field=expr, value=spelt
+        )
 
 
 def expression_names(expr: str) -> set[str]:
