@@ -898,16 +898,24 @@ HELD_OUT_ROUNDS: dict[str, set[str]] = {
         "probe-geo-mesh-third-region",
         "probe-identical-geo-wan-outage",
     },
+    "holdout-31.yaml": {
+        "probe-nonpersistent-market-data",
+        "probe-nonpersistent-live-relay",
+        "probe-nonpersistent-device-presence",
+        "probe-nonpersistent-dashboards-cutover",
+        "probe-identical-nonpersistent-game-state",
+    },
 }
 """Each held-out round's grid and its probes (docs/capacity-aware.md, "Probes"): issue 15's second round
 (three probes), its third to eleventh (four each; the eleventh's are clusters of identical machines), its
-twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to thirtieth (five
+twelfth (five: three heterogeneous, one homogeneous, one jitter), its thirteenth to thirty-first (five
 each: four heterogeneous, one homogeneous; the twenty-third's of 60 to 64 brokers, the twenty-fourth's of
 load that changes shape over time, its homogeneous one a jitter probe, the twenty-fifth's small clusters
 of 3 to 7 brokers, the twenty-sixth's each under one of operators' non-default broker.conf settings, the
 twenty-seventh's of BookKeeper copies that differ between brokers, the twenty-eighth's of the load-report
 path tuned by operators: report threshold, maximum interval and stats frequency, the twenty-ninth's of
-direct memory in the score on unequal machines, the thirtieth's of geo-replication)."""
+direct memory in the score on unequal machines, the thirtieth's of geo-replication, the thirty-first's of
+non-persistent topics on unequal machines)."""
 
 
 def test_the_identical_machines_grid_runs_thirty_other_seeds_of_identical_clusters() -> None:
