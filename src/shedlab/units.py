@@ -26,6 +26,8 @@ from shedlab.errors import InputError, did_you_mean
 __all__ = [
     "DURATION_UNITS",
     "MISSING",
+    "PLAIN_DECIMAL",
+    "PLAIN_INTEGER",
     "as_number",
     "compact",
     "conf_value",
@@ -157,6 +159,14 @@ def conf_value(value: object) -> str:
 
 DURATION_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 """Seconds per unit of a duration string."""
+
+PLAIN_INTEGER: Final = re.compile(r"-?[0-9]+")
+"""A whole number as shedlab's inputs spell one: ASCII digits and an optional minus. Python's ``int()``
+also takes ``1_0`` (10), ``+7`` and ``' 7'``; Java's ``Integer.parseInt`` and Spark SQL do not."""
+
+PLAIN_DECIMAL: Final = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+"""A decimal number: ASCII digits, an optional fraction and exponent, an optional minus. Python also reads
+``1_0`` (10), ``0x10`` (16) and ``0o17`` (15) as numbers; these are refused wherever a number is typed."""
 
 _DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(ms|min|s|m|h|d)")
 _NUMBER: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?")

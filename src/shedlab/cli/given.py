@@ -28,13 +28,14 @@ from typer._click.exceptions import UsageError
 from typer.core import TyperGroup, TyperOption
 
 from shedlab.errors import InputError
+from shedlab.units import PLAIN_DECIMAL, PLAIN_INTEGER
 
 __all__ = ["check_given", "option_values"]
 
 _PLAIN_NUMBERS: Final[dict[type, tuple[re.Pattern[str], str]]] = {
-    int: (re.compile(r"-?[0-9]+"), "a whole number in plain digits (such as 10)"),
+    int: (PLAIN_INTEGER, "a whole number in plain digits (such as 10)"),
     float: (
-        re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|-?(?:inf|infinity|nan)", re.I),
+        re.compile(rf"{PLAIN_DECIMAL.pattern}|-?(?:inf|infinity|nan)", re.I),
         "a number in plain digits (such as 2.5 or 1e-3)",
     ),
 }

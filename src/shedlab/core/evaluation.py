@@ -28,7 +28,6 @@ import copy
 import fnmatch
 import functools
 import math
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -38,6 +37,7 @@ import pandas as pd
 
 from shedlab.core.results import RUN_SUMMARY_ARROW
 from shedlab.errors import ConfigError
+from shedlab.units import PLAIN_DECIMAL
 
 __all__ = [
     "DEFINITIONS_FILE",
@@ -491,10 +491,6 @@ def _parse(expr: str) -> ast.expr:
     return tree
 
 
-_PLAIN_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-"""A number as Spark SQL and the docs write one: decimal digits, an optional fraction and exponent."""
-
-
 def _check_number_spelling(node: ast.AST, text: str, expr: str) -> None:
     """Refuse a number Python reads but the expression language does not write: ``1_0`` (Python's 10),
     ``0x10`` (16), ``0o17`` (15). They were taken as those values, silently (the literals of every other
@@ -502,7 +498,7 @@ def _check_number_spelling(node: ast.AST, text: str, expr: str) -> None:
     if not isinstance(node, ast.Constant) or not isinstance(node.value, int | float):
         return
     spelt = ast.get_source_segment(text, node)
-    if spelt is not None and not _PLAIN_NUMBER.fullmatch(spelt):
+    if spelt is not None and not PLAIN_DECIMAL.fullmatch(spelt):
         raise ConfigError(
             "a number is written in plain decimal digits", source="pip364", field=expr, value=spelt
         )
