@@ -46,6 +46,7 @@ from shedlab.errors import (
     parse_json_text,
     shown,
 )
+from shedlab.units import JAVA_DECIMAL, JAVA_INTEGER
 
 __all__ = [
     "KEY_SPECS",
@@ -1280,8 +1281,8 @@ def normalise_strategy_name(value: object, *, role: StrategyRole, source: str | 
     return value.strip()
 
 
-_INT_RE: Final = re.compile(r"[+-]?[0-9]+")
-_FLOAT_RE: Final = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INT_RE: Final = JAVA_INTEGER
+_FLOAT_RE: Final = JAVA_DECIMAL
 _EXPECTED: Final[Mapping[ValueType, str]] = MappingProxyType(
     {
         "bool": "true or false",

@@ -25,6 +25,8 @@ from shedlab.errors import InputError, did_you_mean
 
 __all__ = [
     "DURATION_UNITS",
+    "JAVA_DECIMAL",
+    "JAVA_INTEGER",
     "MISSING",
     "PLAIN_DECIMAL",
     "PLAIN_INTEGER",
@@ -160,13 +162,24 @@ def conf_value(value: object) -> str:
 DURATION_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 """Seconds per unit of a duration string."""
 
+_DECIMAL_DIGITS: Final = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+
 PLAIN_INTEGER: Final = re.compile(r"-?[0-9]+")
 """A whole number as shedlab's inputs spell one: ASCII digits and an optional minus. Python's ``int()``
 also takes ``1_0`` (10), ``+7`` and ``' 7'``; Java's ``Integer.parseInt`` and Spark SQL do not."""
 
-PLAIN_DECIMAL: Final = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+PLAIN_DECIMAL: Final = re.compile(rf"-?{_DECIMAL_DIGITS}")
 """A decimal number: ASCII digits, an optional fraction and exponent, an optional minus. Python also reads
 ``1_0`` (10), ``0x10`` (16) and ``0o17`` (15) as numbers; these are refused wherever a number is typed."""
+
+JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
+"""A whole number as Java's ``Integer.parseInt``/``Long.parseLong`` read it in ASCII digits (a plus sign
+too): what a broker.conf value or a quoted JSON number may be."""
+
+JAVA_DECIMAL: Final = re.compile(rf"[+-]?{_DECIMAL_DIGITS}")
+"""A number as Java's ``Double.parseDouble`` reads it in ASCII digits (hex floats and ``d``/``f``
+suffixes aside, which no Pulsar writes): Python's ``float`` also reads ``2_80``, any script's digits and
+``inf``, which Pulsar refuses."""
 
 _DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(ms|min|s|m|h|d)")
 _NUMBER: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?")

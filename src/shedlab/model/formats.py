@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+
+from shedlab.units import JAVA_DECIMAL
 
 if TYPE_CHECKING:  # pandas is imported by column_problems alone: see there
     import pandas as pd
@@ -437,10 +438,9 @@ def legacy_load_report(obj: Mapping[str, object]) -> bool:
 
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "-Infinity": -math.inf}
-_QUOTED_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-"""A quoted number Java's ``Double.parseDouble`` (Jackson's coercion) reads, in ASCII digits: Python's
-``float`` also reads ``2_80``, any script's digits (``٢٨٠``) and ``inf``, which Pulsar refuses; they were
-read as numbers. (Java's hex floats and ``d``/``f`` suffixes stay refused: no Pulsar writes them.)"""
+_QUOTED_NUMBER = JAVA_DECIMAL
+"""A quoted number Java's ``Double.parseDouble`` (Jackson's coercion) reads: Python's ``float`` also read
+``2_80``, any script's digits (``٢٨٠``) and ``inf`` as numbers, which Pulsar refuses."""
 
 
 JAVA_INT = (-(2**31), 2**31 - 1)
