@@ -44,7 +44,7 @@ import pandas as pd
 from shedlab.config import LoadBalancerConfig
 from shedlab.core.evaluation import t_critical
 from shedlab.core.results import TWIN_HEADER
-from shedlab.core.sim.hardware import HardwareClass
+from shedlab.core.sim.hardware import KILO, HardwareClass
 from shedlab.core.sim.scenario import last_tick_ms
 from shedlab.core.sim.traffic import MAX_NOISE_SIGMA
 from shedlab.errors import InputError
@@ -76,10 +76,10 @@ BROKER_TERMS: dict[str, str] = {
     "y_cpu": "cpu_usage / 100.0",
     "x_msg": "(msg_rate_in + msg_rate_out) * 1e-6",
     "x_mib": "(msg_throughput_in + msg_throughput_out) / 1048576.0 * 1e-3",
-    "y_nout": "bandwidth_out_usage - msg_throughput_out * 8.0 / 1024.0",
-    "x_nout": "msg_throughput_in * 8.0 / 1024.0",
-    "y_nin": "bandwidth_in_usage - msg_throughput_in * 8.0 / 1024.0",
-    "x_nin": "msg_throughput_out * 8.0 / 1024.0",
+    "y_nout": f"bandwidth_out_usage - msg_throughput_out * 8.0 / {KILO!r}",
+    "x_nout": f"msg_throughput_in * 8.0 / {KILO!r}",
+    "y_nin": f"bandwidth_in_usage - msg_throughput_in * 8.0 / {KILO!r}",
+    "x_nin": f"msg_throughput_out * 8.0 / {KILO!r}",
     "y_dm": "direct_memory_usage",
     "x_dm": "(msg_throughput_in + msg_throughput_out) / 1048576.0",
     "y_heap": "memory_usage",
@@ -258,7 +258,7 @@ def _fit_classes(brokers: pd.DataFrame) -> tuple[dict[str, dict[str, float]], pd
     """Hardware classes (by reported limits) with fitted costs; per broker its class and background."""
     b = brokers.copy()
     b["cores"] = (b["cpu_limit"] / 100.0).round(3)
-    b["nic_gbps"] = (b["bandwidth_out_limit"] / (1000.0 * 1024.0)).round(3)
+    b["nic_gbps"] = (b["bandwidth_out_limit"] / (KILO * KILO)).round(3)
     b["direct_memory_gb"] = (b["direct_memory_limit"] / 1024.0).round(3)
     b["heap_gb"] = (b["memory_limit"] / 1024.0).round(3)
     keys = ["cores", "nic_gbps", "direct_memory_gb", "heap_gb"]
@@ -308,7 +308,7 @@ def _fit_classes(brokers: pd.DataFrame) -> tuple[dict[str, dict[str, float]], pd
             "heap_base_mb": heap_base,
             "heap_mb_per_topic": heap_per,
         }
-        nic_kbps = nic * 1000.0 * 1024.0
+        nic_kbps = nic * KILO * KILO
         idx = rows.index
         b.loc[idx, "hardware"] = name
         b.loc[idx, "bg_cpu"] = (icpt - idle).clip(lower=0.0)

@@ -46,6 +46,7 @@ from shedlab.core.sim.scenario import MetricsSettings
 from shedlab.core.sim.state import TrueUsage, broker_scores
 from shedlab.core.sim.traffic import Traffic
 from shedlab.manager import ManagerDecision
+from shedlab.model.pulsar import percent_usage
 from shedlab.strategies import Skip, SkipKind
 
 # ------------------------------------------------------------------------------------------- imbalance
@@ -288,7 +289,7 @@ class TestCostModel:
 
     def test_limits(self) -> None:
         limits = CostModel([self.hw]).limits(np.array([0]))[0]
-        assert limits.tolist() == [400.0, 2048.0, 1024.0, 1024.0 * 1000.0, 1024.0 * 1000.0]
+        assert limits.tolist() == [400.0, 2048.0, 1024.0, 1000.0 * 1000.0, 1000.0 * 1000.0]
 
     def test_cpu(self) -> None:
         # 100 × (0.5 × 4 + 100e-6 × (3000 + 1000) + 10e-3 × (2 + 2) MiB/s) + 100 × 4 × 0.25
@@ -309,12 +310,25 @@ class TestCostModel:
         assert self.usage(topics=10_000.0)[1] == 2048.0
 
     def test_bandwidth_in_and_out_in_kbit(self) -> None:
-        # in: (tp_in + 0.25 × tp_out) × 8/1024 + nic × bg_in;
-        # out: (tp_out + 2 × tp_in) × 8/1024 + nic × bg_out.
+        # in: (tp_in + 0.25 × tp_out) × 8/1000 + nic × bg_in;
+        # out: (tp_out + 2 × tp_in) × 8/1000 + nic × bg_out.
         u = self.usage(tp=(1024.0, 4096.0), background=(0.0, 0.5, 0.25))
-        nic = 1024.0 * 1000.0
-        assert u[3] == pytest.approx((1024.0 + 1024.0) * 8 / 1024 + nic * 0.5)
-        assert u[4] == pytest.approx((4096.0 + 2048.0) * 8 / 1024 + nic * 0.25)
+        nic = 1000.0 * 1000.0
+        assert u[3] == pytest.approx((1024.0 + 1024.0) * 8 / 1000 + nic * 0.5)
+        assert u[4] == pytest.approx((4096.0 + 2048.0) * 8 / 1000 + nic * 0.25)
+
+    def test_nic_units_are_pulsars_decimal_kilobits(self) -> None:
+        # LinuxBrokerHostUsageImpl reads the NIC through BitRateUnit (C0 = 1000): the limit is the speed
+        # file's Mbit/s × 1000 and the usage bytes × 8 / 1000, so 1 Gbit/s on a 10 GbE NIC is 10 %
+        # (LinuxBrokerHostUsageImplTest: 3 Gbit/s per NIC is 3.0 × 1000 × 1000 Kbit/s).
+        model = CostModel([HardwareClass(nic_gbps=10.0, bookkeeper_copies=0.0)])
+        slots = np.array([0])
+        tp = np.array([125_000_000.0])  # bytes/s: 1 Gbit/s
+        usage = model.usage(slots, np.zeros(1), np.zeros(1), tp, tp, np.zeros(1), np.zeros((1, 3)))[0]
+        limit = model.limits(slots)[0]
+        assert limit[3] == limit[4] == 10_000_000.0
+        assert usage[3] == usage[4] == 1_000_000.0
+        assert percent_usage(usage[4], limit[4]) == 10.0
 
     def test_set_class_changes_one_slot(self) -> None:
         model = CostModel([HardwareClass(), HardwareClass()])

@@ -258,9 +258,9 @@ def test_cost_model_units_follow_pulsar() -> None:
     assert limits[:, 0].tolist() == [800.0, 3200.0]
     assert percent_usage(usage[0, 0], limits[0, 0]) == pytest.approx(12.5)
     assert percent_usage(usage[1, 0], limits[1, 0]) == pytest.approx(3.125)
-    # NIC in Kbit/s: 1 MiB/s = 8192 Kbit/s in; out = dispatch + 2 copies to bookies
-    assert usage[0, 3] == 8192.0 and usage[0, 4] == 3 * 8192.0
-    assert limits[0, 3] == 10 * 1000 * 1024
+    # NIC in Kbit/s (Pulsar's decimal kilobits): 1 MiB/s = 8388.608 Kbit/s in; out = dispatch + 2 copies
+    assert usage[0, 3] == 8388.608 and usage[0, 4] == 3 * 8388.608
+    assert limits[0, 3] == 10 * 1000 * 1000
     # background: a fraction of the host
     bg = model.usage(
         slots[:1],
@@ -271,7 +271,7 @@ def test_cost_model_units_follow_pulsar() -> None:
         np.zeros(1),
         np.array([[0.5, 0.1, 0.0]]),
     )
-    assert bg[0, 0] == 400.0 and bg[0, 3] == pytest.approx(0.1 * 10 * 1000 * 1024)
+    assert bg[0, 0] == 400.0 and bg[0, 3] == pytest.approx(0.1 * 10 * 1000 * 1000)
 
 
 def test_sequence_gives_each_bundle_its_value_in_name_order() -> None:
@@ -343,14 +343,14 @@ def _nic_kbit(domains: tuple[str, ...]) -> tuple[float, float, float]:
         "domains.yaml",
     )
     row = run_simulation(scenario).brokers.iloc[-1]
-    nic = 100 * 1000 * 1024  # Kbit/s: Mbit/s × 1024, as Pulsar's getTotalNicLimit
+    nic = 100 * 1000 * 1000  # Kbit/s: Mbit/s × 1000, as Pulsar's getTotalNicLimit (BitRateUnit)
     return row["bandwidth_in_pct"] * nic / 100, row["bandwidth_out_pct"] * nic / 100, row["cpu_pct"] * 16
 
 
 def test_non_persistent_topics_are_neither_written_to_nor_read_from_bookkeeper() -> None:
     # Pulsar dispatches a non-persistent topic without a ledger: its bytes in are not written to the
     # bookies (NIC out), its bytes out are not read back (NIC in), and co-located bookies store nothing.
-    one = 10 * 1000 * 1024 * 8 / 1024  # a workload's bytes in (= out), Kbit/s
+    one = 10 * 1000 * 1024 * 8 / 1000  # a workload's bytes in (= out), Kbit/s
     stored_cpu = 100 * 10e-3 * 2 * 10 * 1000 * 1024 / 2**20  # its two copies' bookie CPU, % of a core
     persistent_in, persistent_out, persistent_cpu = _nic_kbit(("persistent",))
     assert (persistent_in, persistent_out) == pytest.approx((1.5 * one, 3 * one))

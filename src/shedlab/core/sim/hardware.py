@@ -7,8 +7,8 @@ Usage is computed in the units a Pulsar broker reports (spec §1.1, ``LinuxBroke
   + ms_per_MiB·1e-3·(throughputIn + throughputOut)/MiB) + 100 × cores × background_cpu``.
   Message rate and bytes cost CPU separately, so two brokers with the same message rate but
   different message sizes, or different core counts, report different CPU usage.
-* **bandwidthIn / bandwidthOut**: Kbit/s (bytes × 8 / 1024), limit = NIC speed in Kbit/s
-  (Mbit/s × 1024, as Pulsar's ``getTotalNicLimit``). NIC out carries the dispatch to consumers
+* **bandwidthIn / bandwidthOut**: Kbit/s (bytes × 8 / 1000), limit = NIC speed in Kbit/s
+  (Mbit/s × 1000): Pulsar's decimal kilobits (:data:`KILO`). NIC out carries the dispatch to consumers
   *and* the writes to BookKeeper (``bookkeeper_copies`` × bytes in); NIC in carries the producers'
   bytes and the reads back from BookKeeper (``bookkeeper_read_fraction`` × bytes out, i.e. cache
   misses). Background NIC usage is a fraction of the NIC speed. Only persistent topics' bytes go to
@@ -42,6 +42,13 @@ from shedlab.core.sim.spec import Node
 
 FloatArray = NDArray[np.float64]
 MIB = 1024.0 * 1024.0
+KILO = 1000.0
+"""The kilo of Pulsar's NIC units: ``LinuxBrokerHostUsageImpl`` reads the speed files (Mbit/s) and the byte
+counters through ``LinuxInfoUtils.getTotalNicLimit``/``getTotalNicUsage`` into ``BitRateUnit.Kilobit``,
+whose factor is 1000 (``C0``): a limit of Mbit/s × 1000, a usage of bytes × 8 / 1000, so a NIC's
+percentage is its true share of the line rate (``LinuxBrokerHostUsageImplTest``: 3 Gbit/s is
+3.0 × 1000 × 1000 Kbit/s). Until 29 Nov 2026 shedlab used 1024 for both, as Pulsar did before
+``BitRateUnit``: every NIC percentage read 1.024² = 1.049 times too low (85 % of the line showed 81 %)."""
 
 CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT = range(5)
 
@@ -115,7 +122,7 @@ class CostModel:
 
         self.cores = col("cores")
         self.cpu_limit = 100.0 * self.cores
-        self.nic_kbps = col("nic_gbps") * 1000.0 * 1024.0
+        self.nic_kbps = col("nic_gbps") * KILO * KILO  # Gbit/s → the speed file's Mbit/s → Kbit/s
         self.direct_limit_mb = col("direct_memory_gb") * 1024.0
         self.heap_limit_mb = col("heap_gb") * 1024.0
         self.cpu_idle = col("cpu_idle")
@@ -227,6 +234,7 @@ class CostModel:
         )
         nic = self.nic_kbps[slots]
         reads, writes = self.bk_read[slots] * book_out, self.bk_copies[slots] * book_in  # BookKeeper's
-        out[:, BANDWIDTH_IN] = (tp_in + reads) * 8.0 / 1024.0 + nic * background[:, 1]
-        out[:, BANDWIDTH_OUT] = (tp_out + writes) * 8.0 / 1024.0 + nic * background[:, 2]
+        # BitRateUnit.Byte.toKilobit: bytes × 8 / 1000 (LinuxInfoUtils.getTotalNicUsage)
+        out[:, BANDWIDTH_IN] = (tp_in + reads) * 8.0 / KILO + nic * background[:, 1]
+        out[:, BANDWIDTH_OUT] = (tp_out + writes) * 8.0 / KILO + nic * background[:, 2]
         return out
