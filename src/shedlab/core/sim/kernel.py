@@ -34,6 +34,26 @@ Left out, and why:
   run the leader's split check (:mod:`shedlab.manager.split`); here no bundle is split.
 * **Two reports listing one bundle** (the stale report of its old owner and its new owner's): the
   leader samples it once per update, not twice (:meth:`LeaderBundleData.apply_writes`).
+* **The time averages' last bits**: a tick's identical samples of a bundle are added in closed form
+  (:func:`~shedlab.core.sim.reporting.apply_samples`), not one ``TimeAverageMessageData.update``
+  (``((n − 1)·v + x)/n``) at a time; the values agree to about 1e-14 relative, not bit for bit (a first
+  sample is its stats to within an ulp where Java's is exactly them). Per update, the leader's
+  arithmetic would grow with the writes of a tick, on every bundle.
+* **One LoadData for every leader**: in Pulsar every broker runs ``updateAll`` on each report
+  notification and keeps its own ``loadData`` (``ModularLoadManagerImpl.handleDataNotification``); a
+  new leader decides on its own view. Here the leader's bundle averages live in
+  :class:`~shedlab.core.sim.publishing.Publishing` and a new leader inherits them. Pulsar's new leader
+  has not counted the old leader's periodic bundle-data updates (one sample each
+  ``loadBalancerResourceQuotaUpdateIntervalMinutes``, ``writeBundleDataOnZooKeeper``), and a broker
+  that started after a bundle was first reported began that bundle's averages from its
+  ``/loadbalance/bundle-data`` node (the top ``loadBalancerMaxNumberOfBundlesInBundleLoadReport`` ×
+  brokers, ``getBundleDataOrDefault``) or from the defaults: after a rolling restart its long-term
+  averages hold a shorter history than the ones inherited here.
+* **A fresh broker's first host-usage reading**: ``LinuxBrokerHostUsageImpl``'s constructor reads NIC 0
+  (no earlier byte counter) and, under cgroups, a CPU near 0 (its process's CPU over the time since
+  the epoch); a broker started during the run reports its idle usage and background instead, until
+  its next reading (its NIC the same when the background NIC is 0, the default, and no bundle lands on
+  it at once).
 * **Time between events within a tick**: everything due in (T − tick, T] happens at T, in the order
   above; a reconnection delay shorter than the tick lands at the next tick. Unless the scenario sets
   ``simulation.resolution``: then steps 1-5 run at every step of that resolution within the tick,
