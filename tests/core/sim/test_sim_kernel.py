@@ -188,6 +188,31 @@ def test_a_restarted_broker_does_not_take_the_leadership_back() -> None:
     assert leaders.loc[120.0:].eq("broker-0002:8080").all()
 
 
+def test_a_restart_is_two_updates_of_the_leaders_bundle_data() -> None:
+    # A restarted broker's lock node is deleted, then created again: two notifications, so the leader
+    # runs updateAll (and updateBundleData, one more sample of every listed bundle) twice
+    # (ModularLoadManagerImpl.handleDataNotification); the two were merged into one update
+    scenario = small(
+        duration="4m",
+        events=[{"at": "2m", "kind": "rolling_restart", "interval": "1m", "downtime": 0, "brokers": [3]}],
+    )
+    sim = Simulation(scenario)
+    publishing = sim.publishing
+    publish = publishing.publish
+    lock_updates: list[tuple[int, list[int], int]] = []
+
+    def counted(now: int, writers: Any, extra: int, alive: Any, *, lock: bool = False) -> None:
+        before = publishing.leader_data.updates
+        publish(now, writers, extra, alive, lock=lock)
+        if lock and now > sim.start_ms:
+            lock_updates.append((now, writers.tolist(), publishing.leader_data.updates - before))
+
+    publishing.publish = counted  # type: ignore[method-assign]
+    sim.run()
+    assert sum(n for _, _, n in lock_updates) == 2
+    assert [writers for _, writers, _ in lock_updates] == [[2], [2]]  # the deletion, then the creation
+
+
 def test_the_oldest_alive_broker_leads_after_a_failure() -> None:
     # broker 2 restarts at the start; when broker 1 fails the oldest is broker 3, not the restarted 2
     scenario = small(

@@ -497,9 +497,14 @@ class Simulation:
                 self.host.started(s, now, int(publishing.stats_phase_ms[s]), fresh=fresh)
             if self.extensible is not None:  # hook
                 self.extensible.broker_joined(s, now)
-        writers = list(dict.fromkeys([*removed, *(s for s in joined if cluster.alive[s])]))
-        self._publish(now, np.asarray(writers, dtype=np.int64), 0, lock=True)
+        joining = [s for s in joined if cluster.alive[s]]
         restarted = set(removed) & set(joined)
+        # every lock node deleted or created is a notification, and the leader runs updateAll on each
+        # (ModularLoadManagerImpl.handleDataNotification): a restarted broker's deletion and creation
+        # are two updates, so two publishes (in one, its slot would write once: one update)
+        for batch in [removed, joining] if restarted else [[*removed, *joining]]:
+            if batch:
+                self._publish(now, np.asarray(batch, dtype=np.int64), 0, lock=True)
         if restarted:
             # the lock node was deleted before it was created again: the leader's updateAll on the
             # deletion (cleanupDeadBrokersData) told the strategies the broker was gone
