@@ -22,7 +22,8 @@ Usage is computed in the units a Pulsar broker reports (spec §1.1, ``LinuxBroke
   traffic (every alive broker's bytes and messages in, × ``bookkeeper_copies``) is spread evenly over
   the bookies of the alive machines; each costs ``bookie_cpu_us_per_entry`` µs per message and
   ``bookie_cpu_ms_per_mib`` ms per MiB it stores. This load scales with cluster-wide traffic, not with
-  the broker's own, and lands on the broker's CPU reading because Pulsar reads the whole machine's CPU.
+  the broker's own, and lands on the broker's CPU reading because Pulsar reads the whole machine's CPU
+  (``/proc/stat``; in a container with cgroup CPU accounting it reads its own, and this term is 0).
   Published coefficients and their sources: ``docs/scenarios.md``, "Broker CPU model".
 * **directMemory**: MiB, ``base + mb_per_mibps × (throughputIn + throughputOut)/MiB``, capped at the
   limit. **memory** (heap): MiB, ``base + mb_per_topic × topics``, capped at the limit.
