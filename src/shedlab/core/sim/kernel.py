@@ -375,7 +375,7 @@ class Simulation:
         """
         windows, host, cluster, publishing = self.windows, self.host, self.cluster, self.publishing
         assert windows is not None and host is not None
-        windows.add(cluster.owner, traffic)
+        windows.add(cluster.owner, traffic, now)
         host.add(true.slots, true.usage)
         readers, usage = host.read(true.slots, now)
         if readers.size:

@@ -13,8 +13,11 @@ per bundle, the sum of its traffic over the steps since its owner's last sample
 (:class:`StatsWindows`). A sample then reports each bundle's sum divided by the number of steps in the
 broker's window, as Pulsar's rate divides by the elapsed period:
 
-* a bundle the broker acquired during the window counts only the steps it owned it (its rate is
-  under-reported for that window, as a topic loaded mid-period is);
+* a bundle the broker acquired during the window reports its traffic over the steps it owned it: its
+  producers and consumers connected to the broker then, and each of their ``Rate`` objects divides by
+  the time since its construction (``Rate.calculateRate()``, ``lastCalculatedTime`` starts at ``new``),
+  so a topic loaded mid-period reports its rate since it was loaded, neither diluted over the whole
+  period nor including what its previous owner carried;
 * the broker's totals come from these window averages; its host usage comes from a timer of its own
   (:class:`HostUsageWindows`: the average of the broker's true usage since its last reading, which
   ``loadBalancerHostUsageCheckIntervalMinutes`` spaces), and a stats sample leaves it alone.
@@ -44,13 +47,16 @@ class StatsWindows:
 
     ``sums`` (4, m): msgRateIn, msgRateOut, throughputIn, throughputOut summed over the steps of the
     current window; ``owner`` (m,): the slot the sums belong to (-1: unowned, nothing counted);
-    ``window_start_ms`` (slots,): the time of each slot's last sample (or of its start).
+    ``window_start_ms`` (slots,): the time of each slot's last sample (or of its start);
+    ``counted_from_ms`` (m,): where each bundle's count with its current owner starts (one step before
+    the step it was first counted for that owner).
     """
 
     step_ms: int
     sums: FloatArray
     owner: IntArray
     window_start_ms: IntArray
+    counted_from_ms: IntArray
 
     @classmethod
     def new(cls, n_slots: int, m: int, step_ms: int) -> StatsWindows:
@@ -59,6 +65,7 @@ class StatsWindows:
             sums=np.zeros((4, m)),
             owner=np.full(m, -1, dtype=np.int64),
             window_start_ms=np.zeros(n_slots, dtype=np.int64),
+            counted_from_ms=np.zeros(m, dtype=np.int64),
         )
 
     def started(self, slot: int, now: int) -> None:
@@ -70,12 +77,14 @@ class StatsWindows:
         """
         self.window_start_ms[slot] = now - self.step_ms
 
-    def add(self, owner: IntArray, traffic: Traffic) -> None:
-        """One step's traffic, counted for each bundle's current owner (a new owner starts from zero)."""
+    def add(self, owner: IntArray, traffic: Traffic, now: int) -> None:
+        """The traffic of the step at ``now``, counted for each bundle's current owner (a new owner
+        starts from zero, its count from this step)."""
         moved = np.flatnonzero(owner != self.owner)
         if moved.size:
             self.sums[:, moved] = 0.0
             self.owner[moved] = owner[moved]
+            self.counted_from_ms[moved] = now - self.step_ms
         sums = self.sums
         sums[0] += traffic.rate_in
         sums[1] += traffic.rate_out
@@ -86,9 +95,11 @@ class StatsWindows:
             sums[:, unowned] = 0.0
 
     def averages(self, now: int) -> Traffic:
-        """Every bundle's average over its owner's window ending at ``now`` (what a sample would read)."""
+        """Every bundle's average over its owner's window ending at ``now`` (what a sample would read),
+        over the steps of that window it was owned (``Rate.calculateRate`` of connections made since)."""
         bins = np.maximum(self.owner, 0)
-        steps = np.maximum((now - self.window_start_ms[bins]) // self.step_ms, 1).astype(np.float64)
+        start = np.maximum(self.window_start_ms[bins], self.counted_from_ms)
+        steps = np.maximum((now - start) // self.step_ms, 1).astype(np.float64)
         avg = self.sums / steps
         return Traffic(avg[0], avg[1], avg[2], avg[3])
 
