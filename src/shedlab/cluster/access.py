@@ -206,7 +206,7 @@ def with_retries(
             return call()
         except PermanentError as exc:
             raise ClusterError(scrub(exc.message, token), source=what) from None
-        except RetryableAnswerError as exc:  # a server's Retry-After was ignored: retried at once
+        except RetryableAnswerError as exc:  # the back-off, or the server's Retry-After if longer
             last, outcome = scrub(exc.message, token), "still failing"
             if attempt + 1 < retry.attempts:
                 sleep(max(retry.backoff_s * 2**attempt, exc.wait_s or 0.0))
