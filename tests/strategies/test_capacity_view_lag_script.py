@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from scripts_support import load_script
 
 SCRIPT = load_script("capacity-view-lag.py")
@@ -20,6 +21,17 @@ def test_the_view_is_the_report_but_where_rule_7_corrects_it_and_lags_the_truth(
     assert len(joined) == brokers * cycles and cycles > 20
     corrected = ~np.isclose(joined["view"], joined["reported"], rtol=0, atol=1e-6)
     assert 0 < int(corrected.sum()) < len(joined) // 2  # only brokers that have not reported since a move
-    late = joined[joined["time_s"].between(20 * 60, 32 * 60)]
-    lag = (late["true"] - late["view"]).groupby(late["broker"]).min()
-    assert int((lag > 1.0).sum()) >= 4  # four brokers seen more than a point low for 13 minutes
+    # the lag below the report threshold: a broker's report stays as it was for cycle after cycle while
+    # its true score is more than 3 points above the view (docs/capacity-aware.md: 8 to 9 points low on
+    # one broker from minute 19 to 27, at 1d91fa6; before Pulsar's decimal NIC units, four brokers a
+    # point or more low from minute 20 to 32)
+    assert max(_stale_and_low(rows) for _, rows in joined.groupby("broker")) >= 8
+
+
+def _stale_and_low(rows: pd.DataFrame) -> int:
+    """The longest run of planned cycles in which a broker's report is unchanged and its true score is
+    more than 3 points above the plan's view of it."""
+    rows = rows.sort_values("time_s")
+    stale = np.isclose(rows["reported"].diff(), 0.0) & (rows["true"] - rows["view"] > 3.0)
+    runs = stale.astype(int).groupby((~stale).cumsum()).sum()
+    return int(runs.max())
