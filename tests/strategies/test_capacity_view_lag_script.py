@@ -32,6 +32,7 @@ def _stale_and_low(rows: pd.DataFrame) -> int:
     """The longest run of planned cycles in which a broker's report is unchanged and its true score is
     more than 3 points above the plan's view of it."""
     rows = rows.sort_values("time_s")
-    stale = np.isclose(rows["reported"].diff(), 0.0) & (rows["true"] - rows["view"] > 3.0)
+    unchanged = pd.Series(np.isclose(rows["reported"].diff(), 0.0), index=rows.index)
+    stale = unchanged & (rows["true"] - rows["view"] > 3.0)
     runs = stale.astype(int).groupby((~stale).cumsum()).sum()
     return int(runs.max())
